@@ -1,0 +1,51 @@
+# Ferry build. `make run` is the main job, `make test` runs the tests.
+GO        ?= go
+BIN       := bin
+PROTO_DIR := sdk/proto
+PLUGINS   := tcp
+
+.PHONY: all build run test bench proto proto-check lint clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ferry ./cmd/ferry
+	@for p in $(PLUGINS); do \
+		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
+		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
+	done
+
+# The main job: two engines in two processes move verified data through
+# every available transport and print what carried what.
+run: build
+	$(BIN)/ferry demo
+
+test: build
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: build
+	$(GO) test -run='^$$' -bench=. -benchmem ./sdk/ring/ ./host/...
+
+# Regenerate the committed protobuf code. Needs Debian's protobuf-compiler
+# and libprotobuf-dev; the Go generators are pinned in go.mod as tools.
+proto:
+	protoc -I $(PROTO_DIR) \
+	  --plugin=protoc-gen-go="$$($(GO) tool -n protoc-gen-go)" \
+	  --plugin=protoc-gen-go-grpc="$$($(GO) tool -n protoc-gen-go-grpc)" \
+	  --go_out=$(PROTO_DIR) --go_opt=paths=source_relative \
+	  --go-grpc_out=$(PROTO_DIR) --go-grpc_opt=paths=source_relative \
+	  $$(find $(PROTO_DIR) -name '*.proto')
+
+# Fails when the committed generated code is stale.
+proto-check: proto
+	@git diff --exit-code -- $(PROTO_DIR) || { echo "generated protobuf code is stale: run make proto and commit"; exit 1; }
+
+lint:
+	$(GO) vet ./...
+	gofmt -l $$(git ls-files '*.go')
+
+clean:
+	rm -rf $(BIN)
