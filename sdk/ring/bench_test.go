@@ -1,0 +1,130 @@
+package ring
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Benchmark waits: spin briefly, then sleep; the deadline only stops a
+// broken run.
+const (
+	benchSpin  = 50 * time.Microsecond
+	benchSleep = 10 * time.Millisecond
+	benchBatch = 32
+)
+
+// BenchmarkEnqueueDequeue is one goroutine playing both sides: the cost of
+// the ring itself, without cache-line transfers between cores.
+func BenchmarkEnqueueDequeue(b *testing.B) {
+	for _, batch := range []int{1, benchBatch} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			prod, cons, _ := newPair(b, 1024)
+			d := request(1)
+			out := make([]Descriptor, batch)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				for range batch {
+					prod.Enqueue(&d)
+				}
+				prod.Publish()
+				if cons.Dequeue(out) != batch {
+					b.Fatal("short dequeue")
+				}
+			}
+		})
+	}
+}
+
+// produce enqueues n descriptors in batches of benchBatch, publishing each
+// batch, and waits for room when the ring is full.
+func produce(r *Ring, n int) error {
+	deadline := time.Now().Add(testDeadline)
+	d := request(0)
+	for seq := 0; seq < n; {
+		for i := 0; i < benchBatch && seq < n; i++ {
+			d.Token = uint64(seq)
+			if !r.Enqueue(&d) {
+				if !r.WaitSpace(benchSpin, benchSleep) && time.Now().After(deadline) {
+					return fmt.Errorf("producer timed out at %d of %d", seq, n)
+				}
+				break
+			}
+			seq++
+		}
+		r.Publish()
+	}
+	return nil
+}
+
+// BenchmarkRingSingleProcess runs a producer goroutine and a consumer
+// goroutine in this process (batches of 32 per Publish, reads of up to
+// 64) and reports descriptors per second.
+func BenchmarkRingSingleProcess(b *testing.B) {
+	prod, cons, _ := newPair(b, 1024)
+	errc := make(chan error, 1)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	go func() { errc <- produce(prod, b.N) }()
+	var out [64]Descriptor
+	deadline := time.Now().Add(testDeadline)
+	for seq := 0; seq < b.N; {
+		k := cons.Dequeue(out[:])
+		if k == 0 {
+			if !cons.Wait(benchSpin, benchSleep) && time.Now().After(deadline) {
+				b.Fatalf("consumer timed out at %d of %d", seq, b.N)
+			}
+			continue
+		}
+		if out[k-1].Token != uint64(seq+k-1) {
+			b.Fatalf("token %d, want %d", out[k-1].Token, seq+k-1)
+		}
+		seq += k
+	}
+	el := time.Since(start)
+	b.StopTimer()
+	if err := <-errc; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "desc/s")
+}
+
+// BenchmarkRingCrossProcess produces into a ring that a child process
+// drains (checking order) and reports descriptors per second, from the
+// child's ready signal to its count.
+func BenchmarkRingCrossProcess(b *testing.B) {
+	c := startChild(b, "count", 1024, b.N)
+	var out [1]Descriptor
+	await := func(what string) Descriptor {
+		deadline := time.Now().Add(testDeadline)
+		for c.rep.Dequeue(out[:]) == 0 {
+			select {
+			case <-c.exited:
+				b.Fatalf("child exited before %s: %v", what, c.err)
+			default:
+			}
+			if !c.rep.Wait(benchSpin, benchSleep) && time.Now().After(deadline) {
+				b.Fatalf("timed out waiting for %s", what)
+			}
+		}
+		return out[0]
+	}
+	await("ready")
+	b.ResetTimer()
+	start := time.Now()
+	if err := produce(c.req, b.N); err != nil {
+		b.Fatal(err)
+	}
+	done := await("count")
+	el := time.Since(start)
+	b.StopTimer()
+	if done.Token != uint64(b.N) {
+		b.Fatalf("child counted %d, want %d", done.Token, b.N)
+	}
+	if err := c.wait(); err != nil {
+		b.Fatalf("child: %v", err)
+	}
+	b.ReportMetric(float64(b.N)/el.Seconds(), "desc/s")
+}

@@ -1,0 +1,471 @@
+package ring
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"runtime"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+// LayoutVersion is the version of the ring memory layout below (header
+// offsets, SlotSize and the descriptor encoding). A peer that writes
+// another version is refused by Attach.
+const LayoutVersion = 1
+
+// HeaderSize is the size of the header page that precedes the slots.
+const HeaderSize = 4096
+
+// MaxCapacity is the largest capacity Init and Attach accept (1 GiB of
+// slots): a bound on what an untrusted header can make us believe.
+const MaxCapacity = 1 << 24
+
+// ringMagic is "FERRYRNG" read as a little-endian u64.
+const ringMagic uint64 = 0x474e525952524546
+
+// Header layout (plugin.md 3.1). Each side's words sit on their own
+// 128-byte block so that adjacent-line prefetch does not make them share.
+//
+//	0    magic u64, layout version u32, slot size u32, capacity u64
+//	128  tail u64                 written by the producer only
+//	256  consumer sleeping u32, wake seq u32 (futex word the consumer waits on)
+//	320  producer sleeping u32, space seq u32 (futex word the producer waits on)
+//	384  head u64                 written by the consumer only
+//	4096 slots, capacity × SlotSize; index i at slot i & (capacity-1)
+const (
+	offMagic        = 0
+	offVersion      = 8
+	offSlotSize     = 12
+	offCapacity     = 16
+	offTail         = 128
+	offConsSleeping = 256
+	offWakeSeq      = 260
+	offProdSleeping = 320
+	offSpaceSeq     = 324
+	offHead         = 384
+)
+
+// spinCheck is how many polls pass between looks at the clock (and
+// yields of the processor) while spinning.
+const spinCheck = 64
+
+// Errors; test them with errors.Is.
+var (
+	// ErrBadHeader means Attach found memory that is not a ring this
+	// version can use: wrong magic, layout version, slot size or capacity.
+	ErrBadHeader = errors.New("ring: bad header")
+	// ErrCorrupt means the other side wrote an impossible index (a tail
+	// behind the head or more than a ring ahead, an index that moved
+	// backwards). The ring stops: Dequeue returns 0, Enqueue false.
+	ErrCorrupt = errors.New("ring: corrupt index")
+)
+
+// Ring is one side's handle on a single-producer, single-consumer ring of
+// descriptors in shared memory. A process uses either the producer methods
+// (Enqueue, Publish, Push, Free, WaitSpace) or the consumer methods
+// (Dequeue, Wait, Len), each from one goroutine at a time; in one process
+// a producer goroutine and a consumer goroutine may share a Ring. Wake,
+// WakeProducer, Cap and Err may be called from anywhere.
+type Ring struct {
+	mem   []byte
+	slots []byte
+	cap   uint64
+	mask  uint64
+
+	tail         *atomic.Uint64
+	head         *atomic.Uint64
+	consSleeping *atomic.Uint32
+	wakeSeq      *atomic.Uint32
+	prodSleeping *atomic.Uint32
+	spaceSeq     *atomic.Uint32
+
+	broken atomic.Bool
+	err    atomic.Pointer[error]
+
+	_ [64]byte
+	// Producer's state: the next index to write, the last index
+	// published, and the last head read from shared memory.
+	ptail      uint64
+	pubTail    uint64
+	cachedHead uint64
+	_          [64]byte
+	// Consumer's state: the next index to read and the last tail read.
+	chead      uint64
+	cachedTail uint64
+	_          [64]byte
+}
+
+// Size returns the bytes of memory a ring of capacity slots needs: the
+// header page and the slots. It panics if capacity is not a power of two
+// between 2 and MaxCapacity.
+func Size(capacity int) int {
+	if err := checkCapacity(uint64(capacity)); err != nil || capacity < 0 {
+		panic(fmt.Sprintf("ring.Size(%d): capacity must be a power of two in [2, %d]", capacity, MaxCapacity))
+	}
+	return HeaderSize + capacity*SlotSize
+}
+
+func checkCapacity(c uint64) error {
+	if c < 2 || c > MaxCapacity || bits.OnesCount64(c) != 1 {
+		return fmt.Errorf("capacity %d is not a power of two in [2, %d]", c, MaxCapacity)
+	}
+	return nil
+}
+
+// Init writes a fresh ring header into mem, which must hold
+// Size(capacity) bytes and be 8-byte aligned (a mapping is page aligned),
+// and returns the creator's handle. The other process calls Attach.
+func Init(mem []byte, capacity int) (*Ring, error) {
+	if capacity < 0 {
+		return nil, fmt.Errorf("ring: init: capacity %d is negative", capacity)
+	}
+	if err := checkCapacity(uint64(capacity)); err != nil {
+		return nil, fmt.Errorf("ring: init: %w", err)
+	}
+	if need := Size(capacity); len(mem) < need {
+		return nil, fmt.Errorf("ring: init: %d bytes of memory, a ring of %d slots needs %d", len(mem), capacity, need)
+	}
+	if !aligned(mem) {
+		return nil, errors.New("ring: init: memory is not 8-byte aligned")
+	}
+	clear(mem[:HeaderSize])
+	binary.LittleEndian.PutUint32(mem[offVersion:], LayoutVersion)
+	binary.LittleEndian.PutUint32(mem[offSlotSize:], SlotSize)
+	binary.LittleEndian.PutUint64(mem[offCapacity:], uint64(capacity))
+	// The magic goes last: a header with the magic is complete.
+	(*atomic.Uint64)(unsafe.Pointer(&mem[offMagic])).Store(ringMagic)
+	return newRing(mem, uint64(capacity), 0, 0), nil
+}
+
+// Attach validates the ring header in mem, written by Init in another
+// process, and returns this side's handle. The memory is untrusted: a bad
+// header is an error wrapping [ErrBadHeader] (or [ErrCorrupt] for
+// impossible indices), never a panic.
+func Attach(mem []byte) (*Ring, error) {
+	if len(mem) < HeaderSize {
+		return nil, fmt.Errorf("%w: %d bytes of memory, the header alone is %d", ErrBadHeader, len(mem), HeaderSize)
+	}
+	if !aligned(mem) {
+		return nil, errors.New("ring: attach: memory is not 8-byte aligned")
+	}
+	if m := (*atomic.Uint64)(unsafe.Pointer(&mem[offMagic])).Load(); m != ringMagic {
+		return nil, fmt.Errorf("%w: magic %#x, want %#x", ErrBadHeader, m, ringMagic)
+	}
+	if v := binary.LittleEndian.Uint32(mem[offVersion:]); v != LayoutVersion {
+		return nil, fmt.Errorf("%w: layout version %d, this side speaks %d", ErrBadHeader, v, LayoutVersion)
+	}
+	if s := binary.LittleEndian.Uint32(mem[offSlotSize:]); s != SlotSize {
+		return nil, fmt.Errorf("%w: slot size %d, want %d", ErrBadHeader, s, SlotSize)
+	}
+	c := binary.LittleEndian.Uint64(mem[offCapacity:])
+	if err := checkCapacity(c); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadHeader, err)
+	}
+	if need := uint64(HeaderSize) + c*SlotSize; uint64(len(mem)) < need {
+		return nil, fmt.Errorf("%w: capacity %d needs %d bytes, memory is %d", ErrBadHeader, c, need, len(mem))
+	}
+	head := (*atomic.Uint64)(unsafe.Pointer(&mem[offHead])).Load()
+	tail := (*atomic.Uint64)(unsafe.Pointer(&mem[offTail])).Load()
+	if tail < head || tail-head > c {
+		return nil, fmt.Errorf("%w: head %d, tail %d, capacity %d", ErrCorrupt, head, tail, c)
+	}
+	return newRing(mem, c, head, tail), nil
+}
+
+func aligned(mem []byte) bool {
+	return uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 == 0
+}
+
+func newRing(mem []byte, capacity, head, tail uint64) *Ring {
+	r := &Ring{
+		mem:          mem,
+		slots:        mem[HeaderSize : HeaderSize+capacity*SlotSize],
+		cap:          capacity,
+		mask:         capacity - 1,
+		tail:         (*atomic.Uint64)(unsafe.Pointer(&mem[offTail])),
+		head:         (*atomic.Uint64)(unsafe.Pointer(&mem[offHead])),
+		consSleeping: (*atomic.Uint32)(unsafe.Pointer(&mem[offConsSleeping])),
+		wakeSeq:      (*atomic.Uint32)(unsafe.Pointer(&mem[offWakeSeq])),
+		prodSleeping: (*atomic.Uint32)(unsafe.Pointer(&mem[offProdSleeping])),
+		spaceSeq:     (*atomic.Uint32)(unsafe.Pointer(&mem[offSpaceSeq])),
+	}
+	r.ptail, r.pubTail, r.cachedHead = tail, tail, head
+	r.chead, r.cachedTail = head, head
+	return r
+}
+
+// Cap returns the number of slots.
+func (r *Ring) Cap() int { return int(r.cap) }
+
+// Err returns nil, or the error (wrapping [ErrCorrupt]) that stopped the
+// ring when the other side wrote an impossible index.
+func (r *Ring) Err() error {
+	if p := r.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (r *Ring) corrupt(format string, args ...any) {
+	err := fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, args...)...)
+	r.err.CompareAndSwap(nil, &err)
+	r.broken.Store(true)
+}
+
+// --- producer ---
+
+// refreshHead reloads the consumer's head. The consumer can only have
+// freed slots that were published, and never gives one back.
+func (r *Ring) refreshHead() bool {
+	h := r.head.Load()
+	if h < r.cachedHead || h > r.pubTail {
+		r.corrupt("head %d outside [%d, %d]", h, r.cachedHead, r.pubTail)
+		return false
+	}
+	r.cachedHead = h
+	return true
+}
+
+// hasSpace reports whether one more descriptor fits.
+func (r *Ring) hasSpace() bool {
+	if r.broken.Load() {
+		return false
+	}
+	if r.ptail-r.cachedHead < r.cap {
+		return true
+	}
+	return r.refreshHead() && r.ptail-r.cachedHead < r.cap
+}
+
+// Enqueue writes d into the next slot if there is room, and reports
+// whether there was. The slot is not visible to the consumer until
+// Publish.
+func (r *Ring) Enqueue(d *Descriptor) bool {
+	if !r.hasSpace() {
+		return false
+	}
+	off := (r.ptail & r.mask) * SlotSize
+	d.Encode(r.slots[off : off+SlotSize])
+	r.ptail++
+	return true
+}
+
+// Publish makes every enqueued descriptor visible with one atomic store of
+// the tail, then wakes the consumer if, and only if, it sleeps.
+func (r *Ring) Publish() {
+	if r.ptail == r.pubTail {
+		return
+	}
+	r.pubTail = r.ptail
+	// Dekker with Wait: the store of tail and the load of the sleeping
+	// flag are both sequentially consistent, so either the consumer's
+	// re-check sees the tail or this load sees the flag.
+	r.tail.Store(r.ptail)
+	if r.consSleeping.Load() != 0 {
+		r.wakeSeq.Add(1)
+		futexWake(r.wakeSeq, 1)
+	}
+}
+
+// Push enqueues d and publishes it; it reports whether there was room.
+func (r *Ring) Push(d *Descriptor) bool {
+	if !r.Enqueue(d) {
+		return false
+	}
+	r.Publish()
+	return true
+}
+
+// Free returns how many descriptors the producer can enqueue now.
+func (r *Ring) Free() int {
+	if r.broken.Load() || !r.refreshHead() {
+		return 0
+	}
+	return int(r.cap - (r.ptail - r.cachedHead))
+}
+
+// WaitSpace blocks the producer until at least one slot is free: it polls
+// for up to spin, then sleeps until the consumer frees a slot or maxSleep
+// passes. It reports whether there is room. It first publishes what was
+// enqueued, since the consumer cannot free slots it cannot see. It never
+// waits longer than about spin+maxSleep; a producer loops and checks that
+// its consumer is alive between calls.
+func (r *Ring) WaitSpace(spin, maxSleep time.Duration) bool {
+	r.Publish()
+	if r.hasSpace() {
+		return true
+	}
+	if r.broken.Load() {
+		return false
+	}
+	if spin > 0 {
+		start := time.Now()
+		for i := 1; ; i++ {
+			if r.hasSpace() {
+				return true
+			}
+			if i%spinCheck == 0 {
+				if time.Since(start) >= spin {
+					break
+				}
+				runtime.Gosched()
+			}
+		}
+	}
+	return r.sleep(false, maxSleep)
+}
+
+// WakeProducer wakes a producer sleeping in WaitSpace even if no slot was
+// freed (used at shutdown); its WaitSpace returns.
+func (r *Ring) WakeProducer() {
+	r.spaceSeq.Add(1)
+	futexWake(r.spaceSeq, math.MaxInt32)
+}
+
+// --- consumer ---
+
+// refreshTail reloads the producer's tail and checks it: it may not move
+// backwards nor run more than a ring ahead of the head.
+func (r *Ring) refreshTail() bool {
+	t := r.tail.Load()
+	if t < r.cachedTail || t-r.chead > r.cap {
+		r.corrupt("tail %d outside [%d, %d]", t, r.cachedTail, r.chead+r.cap)
+		return false
+	}
+	r.cachedTail = t
+	return true
+}
+
+// readable reports whether a descriptor is available.
+func (r *Ring) readable() bool {
+	if r.broken.Load() {
+		return false
+	}
+	if r.cachedTail != r.chead {
+		return true
+	}
+	return r.refreshTail() && r.cachedTail != r.chead
+}
+
+// Dequeue copies up to len(out) published descriptors into out, frees
+// their slots with one store of the head, and returns how many it copied:
+// 0 when the ring is empty or corrupt (see Err). Each descriptor is copied
+// once out of shared memory; validate the copy, never the slot. If the
+// producer sleeps in WaitSpace, Dequeue wakes it.
+func (r *Ring) Dequeue(out []Descriptor) int {
+	if r.broken.Load() {
+		return 0
+	}
+	avail := r.cachedTail - r.chead
+	if avail < uint64(len(out)) && r.refreshTail() {
+		avail = r.cachedTail - r.chead
+	}
+	n := min(avail, uint64(len(out)))
+	if n == 0 || r.broken.Load() {
+		return 0
+	}
+	h := r.chead
+	for i := range n {
+		off := ((h + i) & r.mask) * SlotSize
+		out[i].Decode(r.slots[off : off+SlotSize])
+	}
+	r.chead = h + n
+	// Dekker with WaitSpace, as in Publish.
+	r.head.Store(r.chead)
+	if r.prodSleeping.Load() != 0 {
+		r.spaceSeq.Add(1)
+		futexWake(r.spaceSeq, 1)
+	}
+	return int(n)
+}
+
+// Len returns how many published descriptors the consumer has not taken.
+func (r *Ring) Len() int {
+	if r.broken.Load() || !r.refreshTail() {
+		return 0
+	}
+	return int(r.cachedTail - r.chead)
+}
+
+// Wait blocks the consumer until a descriptor is available and reports
+// whether one is. It polls for up to spin (looking at the clock and
+// yielding the processor every few polls), then sets the sleeping flag and
+// sleeps on the wake word until the producer publishes, Wake is called or
+// maxSleep passes. It never waits longer than about spin+maxSleep: callers
+// loop, checking their context and the producer's liveness between calls.
+// It returns false at once on a corrupt ring, and may return false early
+// when woken with nothing to read (by Wake, or by a wake the producer
+// aimed at an earlier Wait).
+func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
+	if r.readable() {
+		return true
+	}
+	if r.broken.Load() {
+		return false
+	}
+	if spin > 0 {
+		start := time.Now()
+		for i := 1; ; i++ {
+			if r.readable() {
+				return true
+			}
+			if i%spinCheck == 0 {
+				if time.Since(start) >= spin {
+					break
+				}
+				runtime.Gosched()
+			}
+		}
+	}
+	return r.sleep(true, maxSleep)
+}
+
+// Wake wakes a consumer sleeping in Wait even if nothing was published
+// (used at shutdown); its Wait returns.
+func (r *Ring) Wake() {
+	r.wakeSeq.Add(1)
+	futexWake(r.wakeSeq, math.MaxInt32)
+}
+
+// sleep is the sleeping half of Wait (consumer) and WaitSpace (producer).
+func (r *Ring) sleep(consumer bool, maxSleep time.Duration) bool {
+	flag, word, ready := r.prodSleeping, r.spaceSeq, r.hasSpace
+	if consumer {
+		flag, word, ready = r.consSleeping, r.wakeSeq, r.readable
+	}
+	if maxSleep <= 0 {
+		return ready()
+	}
+	deadline := time.Now().Add(maxSleep)
+	for {
+		seq := word.Load()
+		flag.Store(1)
+		// Dekker: the flag is set before this re-check, so a peer that
+		// publishes (or frees) after it sees the flag and wakes us; one
+		// that did so before changed what ready sees, or bumped seq and
+		// makes FUTEX_WAIT return at once.
+		if ready() {
+			flag.Store(0)
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 || r.broken.Load() {
+			flag.Store(0)
+			return false
+		}
+		futexWait(word, seq, left)
+		flag.Store(0)
+		if ready() {
+			return true
+		}
+		if word.Load() != seq {
+			// Woken with nothing to do: Wake or WakeProducer.
+			return false
+		}
+		// Timeout, signal or spurious wakeup: the deadline decides.
+	}
+}
