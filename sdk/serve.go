@@ -1,0 +1,68 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	plugin "github.com/hashicorp/go-plugin"
+
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// ServeTransport serves impl as a Ferry transport plugin. A plugin's main
+// calls it and nothing else. It returns only after the host asked the
+// plugin to stop or went away; a plugin whose host died exits.
+func ServeTransport(impl Transport) {
+	logger := hclog.New(&hclog.LoggerOptions{
+		Level:      hclog.Info,
+		Output:     os.Stderr,
+		JSONFormat: true, // go-plugin parses JSON lines and re-logs them under the plugin's name
+	})
+	fds, err := openFDSocket()
+	if err != nil {
+		// Without the fd socket no memory can be shared: refuse to run.
+		fmt.Fprintf(os.Stderr, "ferry plugin: %v\n", err)
+		os.Exit(1)
+	}
+	tp := &TransportPlugin{Impl: impl, fds: fds}
+	// The host going away (EOF on the fd socket) stops the plugin even if
+	// go-plugin's own connection lingers.
+	go func() {
+		<-fds.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if s := tp.srv.Load(); s != nil {
+			s.stop(ctx)
+		} else {
+			impl.Stop(ctx)
+		}
+		logger.Info("host closed the fd socket; exiting")
+		os.Exit(0)
+	}()
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {KindTransport: tp}},
+		GRPCServer:       plugin.DefaultGRPCServer,
+		Logger:           logger,
+	})
+}
+
+func openFDSocket() (*shm.FDReceiver, error) {
+	v := os.Getenv(FDSocketEnv)
+	if v == "" {
+		return nil, fmt.Errorf("%s is not set: this binary is a Ferry plugin and is started by a Ferry engine (try `ferry plugins`)", FDSocketEnv)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 3 {
+		return nil, fmt.Errorf("%s=%q is not an inherited file descriptor number", FDSocketEnv, v)
+	}
+	f := os.NewFile(uintptr(n), "ferry-fd-socket")
+	if f == nil {
+		return nil, fmt.Errorf("%s=%d: no such file descriptor", FDSocketEnv, n)
+	}
+	return shm.NewFDReceiver(f)
+}

@@ -1,0 +1,284 @@
+package sdk
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	transportv1 "github.com/ferrydev/ferry/sdk/proto/transport/v1"
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// fdWait bounds how long a control call waits for the fds the host said it
+// sent. The host sends them before it makes the call, so this only fires
+// when the host is broken.
+const fdWait = 10 * time.Second
+
+// server is the plugin side of the control plane: it turns gRPC calls into
+// Transport calls, maps the memory the host sends and runs the lanes.
+type server struct {
+	transportv1.UnimplementedTransportServer
+
+	impl Transport
+	fds  *shm.FDReceiver
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	regions  map[uint32]*shm.Mapping
+	lanes    map[uint32]*lane
+	stopOnce sync.Once
+}
+
+func newServer(impl Transport, fds *shm.FDReceiver) *server {
+	return &server{
+		impl:    impl,
+		fds:     fds,
+		regions: make(map[uint32]*shm.Mapping),
+		lanes:   make(map[uint32]*lane),
+	}
+}
+
+func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (*transportv1.DescribeResponse, error) {
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "describe: %v", err)
+	}
+	return &transportv1.DescribeResponse{
+		Name:            info.Name,
+		Version:         info.Version,
+		ProtocolVersion: ProtocolVersion,
+		SameMachineOnly: info.SameMachineOnly,
+		MemoryKinds:     info.MemoryKinds,
+	}, nil
+}
+
+func (s *server) Probe(ctx context.Context, _ *transportv1.ProbeRequest) (*transportv1.ProbeResponse, error) {
+	pr, err := s.impl.Probe(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "probe: %v", err)
+	}
+	resp := &transportv1.ProbeResponse{Available: pr.Available, Reason: pr.Reason}
+	for _, r := range pr.Rails {
+		resp.Rails = append(resp.Rails, &transportv1.Rail{Name: r.Name, NumaNode: int32(r.NUMANode), BandwidthGbps: r.BandwidthGbps})
+	}
+	return resp, nil
+}
+
+func (s *server) Start(ctx context.Context, req *transportv1.StartRequest) (*transportv1.StartResponse, error) {
+	s.mu.Lock()
+	if s.started {
+		s.mu.Unlock()
+		return nil, status.Error(codes.FailedPrecondition, "start: plugin already started")
+	}
+	s.started = true
+	s.mu.Unlock()
+	ep, err := s.impl.Start(ctx, StartConfig{
+		Engine:       req.Engine,
+		Incarnation:  req.Incarnation,
+		MachineID:    req.MachineId,
+		Config:       req.Config,
+		ConfigFile:   req.ConfigFile,
+		ConfigLine:   int(req.ConfigLine),
+		ConfigColumn: int(req.ConfigColumn),
+		ConfigByte:   int(req.ConfigByte),
+	})
+	if err != nil {
+		s.mu.Lock()
+		s.started = false
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.InvalidArgument, "start: %v", err)
+	}
+	return &transportv1.StartResponse{Endpoint: ep}, nil
+}
+
+// takeFDs waits for the fds the host sent under id and checks their number.
+func (s *server) takeFDs(ctx context.Context, id uint64, want int) ([]int, error) {
+	if s.fds == nil {
+		return nil, status.Error(codes.FailedPrecondition, "no fd socket: the plugin was not started by a Ferry host")
+	}
+	ctx, cancel := context.WithTimeout(ctx, fdWait)
+	defer cancel()
+	fds, err := s.fds.Take(ctx, id)
+	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "fds for attach id %d did not arrive: %v", id, err)
+	}
+	if len(fds) != want {
+		closeFDs(fds)
+		return nil, status.Errorf(codes.InvalidArgument, "attach id %d carried %d fds, want %d", id, len(fds), want)
+	}
+	return fds, nil
+}
+
+func (s *server) AttachLane(ctx context.Context, req *transportv1.AttachLaneRequest) (*transportv1.AttachLaneResponse, error) {
+	fds, err := s.takeFDs(ctx, req.AttachId, 2)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFDs(fds) // the mappings keep the memory alive
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, status.Error(codes.FailedPrecondition, "attach lane: plugin stopped")
+	}
+	if _, ok := s.lanes[req.Lane]; ok {
+		return nil, status.Errorf(codes.AlreadyExists, "lane %d already attached", req.Lane)
+	}
+	l, err := attachLane(s.impl, req.Lane, fds[0], fds[1], req.SubmitBytes, req.CompleteBytes, time.Duration(req.SpinNs))
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "lane %d: %v", req.Lane, err)
+	}
+	s.lanes[req.Lane] = l
+	l.start()
+	return &transportv1.AttachLaneResponse{}, nil
+}
+
+func closeFDs(fds []int) {
+	for _, fd := range fds {
+		unix.Close(fd)
+	}
+}
+
+func permFromProto(p transportv1.Perm) (Perm, error) {
+	switch p {
+	case transportv1.Perm_PERM_LOCAL:
+		return PermLocal, nil
+	case transportv1.Perm_PERM_REMOTE_READ:
+		return PermRemoteRead, nil
+	case transportv1.Perm_PERM_REMOTE_READ_WRITE:
+		return PermRemoteReadWrite, nil
+	}
+	return 0, fmt.Errorf("unknown permission %v", p)
+}
+
+func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMemoryRequest) (*transportv1.RegisterMemoryResponse, error) {
+	fds, err := s.takeFDs(ctx, req.AttachId, 1)
+	if err != nil {
+		return nil, err
+	}
+	defer closeFDs(fds)
+	perm, err := permFromProto(req.Perm)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
+	}
+	if req.Length == 0 || req.Length > 1<<46 || req.Offset > 1<<46 {
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: bad range offset %d length %d", req.RegionId, req.Offset, req.Length)
+	}
+	s.mu.Lock()
+	if _, ok := s.regions[req.RegionId]; ok {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
+	}
+	s.mu.Unlock()
+	m, err := shm.Map(fds[0], int64(req.Offset), int(req.Length), true)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
+	}
+	s.mu.Lock()
+	if _, ok := s.regions[req.RegionId]; ok {
+		s.mu.Unlock()
+		m.Close()
+		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
+	}
+	s.regions[req.RegionId] = m
+	s.mu.Unlock()
+	if err := s.impl.RegisterMemory(ctx, Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: req.Kind}); err != nil {
+		s.mu.Lock()
+		delete(s.regions, req.RegionId)
+		s.mu.Unlock()
+		m.Close()
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
+	}
+	return &transportv1.RegisterMemoryResponse{}, nil
+}
+
+func (s *server) UnregisterMemory(ctx context.Context, req *transportv1.UnregisterMemoryRequest) (*transportv1.UnregisterMemoryResponse, error) {
+	s.mu.Lock()
+	m, ok := s.regions[req.RegionId]
+	s.mu.Unlock()
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "unregister: region %d is not registered", req.RegionId)
+	}
+	if err := s.impl.UnregisterMemory(ctx, req.RegionId); err != nil {
+		return nil, status.Errorf(codes.Internal, "unregister region %d: %v", req.RegionId, err)
+	}
+	// The transport promised not to touch the memory again: unmap it.
+	s.mu.Lock()
+	delete(s.regions, req.RegionId)
+	s.mu.Unlock()
+	m.Close()
+	return &transportv1.UnregisterMemoryResponse{}, nil
+}
+
+func (s *server) OpenPeer(ctx context.Context, req *transportv1.OpenPeerRequest) (*transportv1.OpenPeerResponse, error) {
+	err := s.impl.OpenPeer(ctx, Peer{
+		ID:          req.PeerId,
+		Segment:     req.Segment,
+		Incarnation: req.Incarnation,
+		MachineID:   req.MachineId,
+		Endpoint:    req.Endpoint,
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "open peer %q: %v", req.Segment, err)
+	}
+	return &transportv1.OpenPeerResponse{}, nil
+}
+
+func (s *server) ClosePeer(ctx context.Context, req *transportv1.ClosePeerRequest) (*transportv1.ClosePeerResponse, error) {
+	if err := s.impl.ClosePeer(ctx, req.PeerId); err != nil {
+		return nil, status.Errorf(codes.NotFound, "close peer %d: %v", req.PeerId, err)
+	}
+	return &transportv1.ClosePeerResponse{}, nil
+}
+
+func (s *server) Stats(ctx context.Context, _ *transportv1.StatsRequest) (*transportv1.StatsResponse, error) {
+	c, err := s.impl.Stats(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "stats: %v", err)
+	}
+	s.mu.Lock()
+	for id, l := range s.lanes {
+		c[fmt.Sprintf("lane%d_descriptors", id)] = l.submitted.Load()
+		c[fmt.Sprintf("lane%d_sleeps", id)] = l.sleeps.Load()
+	}
+	s.mu.Unlock()
+	return &transportv1.StatsResponse{Counters: c}, nil
+}
+
+func (s *server) Stop(ctx context.Context, _ *transportv1.StopRequest) (*transportv1.StopResponse, error) {
+	if err := s.stop(ctx); err != nil {
+		return nil, status.Errorf(codes.Internal, "stop: %v", err)
+	}
+	return &transportv1.StopResponse{}, nil
+}
+
+// stop stops the lanes (no new descriptors reach the transport), then the
+// transport (which completes what it holds), then unmaps everything.
+func (s *server) stop(ctx context.Context) error {
+	var err error
+	s.stopOnce.Do(func() {
+		s.mu.Lock()
+		s.stopped = true
+		lanes := s.lanes
+		s.mu.Unlock()
+		for _, l := range lanes {
+			l.stopIntake()
+		}
+		err = s.impl.Stop(ctx)
+		for _, l := range lanes {
+			l.close()
+		}
+		s.mu.Lock()
+		for id, m := range s.regions {
+			m.Close()
+			delete(s.regions, id)
+		}
+		s.mu.Unlock()
+	})
+	return err
+}

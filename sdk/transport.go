@@ -1,0 +1,158 @@
+package sdk
+
+import (
+	"context"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// Transport is what a transport plugin implements. A vendor reads this file
+// to know what to write; ServeTransport does the rest (go-plugin handshake,
+// gRPC control plane, shared-memory rings, fd passing, host liveness).
+//
+// Control methods are called from gRPC handlers, possibly concurrently. The
+// data path is Submit: the SDK calls it from the lane goroutine for every
+// descriptor the host puts on the submission ring, and the plugin reports
+// the outcome exactly once through the Completer, from any goroutine.
+type Transport interface {
+	// Describe says what the plugin is. It must work before Start.
+	Describe(ctx context.Context) (Info, error)
+
+	// Probe says whether the hardware or service the plugin needs is
+	// present. A plugin without its hardware answers Available=false with
+	// a reason rather than failing.
+	Probe(ctx context.Context) (ProbeResult, error)
+
+	// Start configures the plugin for one engine and returns the endpoint
+	// blob peers need to reach it (published in the segment descriptor).
+	Start(ctx context.Context, cfg StartConfig) (Endpoint, error)
+
+	// RegisterMemory makes a region of the engine's memory known to the
+	// plugin. Region.Mem is already mapped into the plugin's address space
+	// by the SDK; the plugin must not touch memory outside registered
+	// regions and must honour Region.Perm for remote access.
+	RegisterMemory(ctx context.Context, r Region) error
+
+	// UnregisterMemory forgets a region. After it returns the plugin must
+	// not touch the region's memory again; the SDK unmaps it.
+	UnregisterMemory(ctx context.Context, id uint32) error
+
+	// OpenPeer prepares the plugin to reach a remote segment. Descriptors
+	// name the peer by Peer.ID.
+	OpenPeer(ctx context.Context, p Peer) error
+
+	// ClosePeer forgets a peer; work in flight to it ends with an error.
+	ClosePeer(ctx context.Context, id uint32) error
+
+	// Submit starts one descriptor (OpWrite, OpRead or OpNop). It must not
+	// block on I/O: queue the work and return. The plugin calls
+	// c.Complete exactly once per descriptor, also on failure.
+	Submit(d *ring.Descriptor, c Completer)
+
+	// Stats returns the plugin's counters; the host exports them with the
+	// plugin's name as a label.
+	Stats(ctx context.Context) (map[string]uint64, error)
+
+	// Stop ends all work. Outstanding descriptors complete with
+	// StatusShutdown before Stop returns.
+	Stop(ctx context.Context) error
+}
+
+// Completer reports the outcome of one descriptor. It is safe for
+// concurrent use.
+type Completer interface {
+	// Complete reports the outcome of the descriptor with this token.
+	// bytes is how many bytes were transferred.
+	Complete(token uint64, status ring.Status, bytes uint64)
+}
+
+// Info describes a plugin.
+type Info struct {
+	Name    string // "tcp"
+	Version string // the plugin's own version, e.g. "0.1.0"
+	// Capabilities the selector matches against.
+	SameMachineOnly bool     // shm, nvlink
+	MemoryKinds     []string // "cpu", "cuda", "rocm", "file"
+}
+
+// ProbeResult says whether the plugin can run on this machine.
+type ProbeResult struct {
+	Available bool
+	Reason    string // why not, when Available is false
+	Rails     []Rail
+}
+
+// Rail is one path the transport can use.
+type Rail struct {
+	Name          string // e.g. "127.0.0.1:7100"
+	NUMANode      int    // -1 when unknown
+	BandwidthGbps float64
+}
+
+// StartConfig is what the host hands a plugin at Start.
+type StartConfig struct {
+	Engine      string // engine (segment) name
+	Incarnation uint64 // new at every engine start; peers address it
+	MachineID   string
+	// Config is the plugin's own HCL block body, undecoded: the source
+	// text between the braces of the `config { ... }` block in the
+	// operator's file. ConfigFile/ConfigLine/ConfigColumn/ConfigByte say
+	// where that text starts so that the plugin's diagnostics point at the
+	// operator's file. Use DecodeConfig to decode it.
+	Config       []byte
+	ConfigFile   string
+	ConfigLine   int
+	ConfigColumn int
+	ConfigByte   int
+}
+
+// Endpoint is the opaque blob a plugin publishes for its peers (for TCP:
+// the addresses it listens on).
+type Endpoint []byte
+
+// Perm is what a region allows.
+type Perm uint8
+
+const (
+	// PermLocal: only the owning engine may use the region; peers may not.
+	PermLocal Perm = 1
+	// PermRemoteRead: peers may read the region.
+	PermRemoteRead Perm = 2
+	// PermRemoteReadWrite: peers may read and write the region.
+	PermRemoteReadWrite Perm = 3
+)
+
+func (p Perm) String() string {
+	switch p {
+	case PermLocal:
+		return "local"
+	case PermRemoteRead:
+		return "remote-read"
+	case PermRemoteReadWrite:
+		return "remote-read-write"
+	}
+	return "perm(?)"
+}
+
+// AllowsRemoteRead reports whether peers may read the region.
+func (p Perm) AllowsRemoteRead() bool { return p == PermRemoteRead || p == PermRemoteReadWrite }
+
+// AllowsRemoteWrite reports whether peers may write the region.
+func (p Perm) AllowsRemoteWrite() bool { return p == PermRemoteReadWrite }
+
+// Region is registered memory as the plugin sees it.
+type Region struct {
+	ID   uint32
+	Mem  []byte // mapped by the SDK; len(Mem) is the region's length
+	Perm Perm
+	Kind string // "cpu"
+}
+
+// Peer is a remote segment as the plugin sees it.
+type Peer struct {
+	ID          uint32
+	Segment     string
+	Incarnation uint64 // the peer's incarnation: frames carry it, the peer checks it
+	MachineID   string
+	Endpoint    Endpoint // what the peer's plugin returned from Start
+}
