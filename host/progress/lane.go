@@ -1,0 +1,123 @@
+package progress
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// ErrLaneDown is returned when a lane's plugin is gone.
+var ErrLaneDown = errors.New("lane is down: its plugin exited")
+
+// reapSleep bounds one futex sleep of an idle reaper, so that it notices a
+// close even if a wakeup is lost; it is also the idle wakeup rate.
+const reapSleep = 200 * time.Millisecond
+
+// Lane is the host side of one plugin lane: the submission ring the host
+// produces into and the completion ring it reaps.
+type Lane struct {
+	ID       uint32
+	SQ, CQ   *shm.Region // handed to the plugin by fd
+	sq, cq   *ring.Ring
+	spin     time.Duration
+	mu       sync.Mutex // one producer at a time on sq
+	down     atomic.Bool
+	closing  atomic.Bool
+	reaped   chan struct{}
+	inFlight atomic.Int64
+}
+
+// NewLane creates the two rings of a lane in sealed memfds.
+func NewLane(id uint32, depth int, spin time.Duration) (*Lane, error) {
+	sqr, err := shm.Create(fmt.Sprintf("ferry-sq-%d", id), ring.Size(depth))
+	if err != nil {
+		return nil, fmt.Errorf("lane %d submission ring: %w", id, err)
+	}
+	cqr, err := shm.Create(fmt.Sprintf("ferry-cq-%d", id), ring.Size(depth))
+	if err != nil {
+		sqr.Close()
+		return nil, fmt.Errorf("lane %d completion ring: %w", id, err)
+	}
+	sq, err := ring.Init(sqr.Mem(), depth)
+	if err == nil {
+		var cq *ring.Ring
+		if cq, err = ring.Init(cqr.Mem(), depth); err == nil {
+			return &Lane{ID: id, SQ: sqr, CQ: cqr, sq: sq, cq: cq, spin: spin, reaped: make(chan struct{})}, nil
+		}
+	}
+	sqr.Close()
+	cqr.Close()
+	return nil, fmt.Errorf("lane %d: %w", id, err)
+}
+
+// Begin takes the lane's producer side. Pair with End.
+func (l *Lane) Begin() { l.mu.Lock() }
+
+// Put enqueues one descriptor, publishing what is pending and waiting for
+// room when the ring is full. Only between Begin and End.
+func (l *Lane) Put(d *ring.Descriptor) error {
+	for !l.sq.Enqueue(d) {
+		l.sq.Publish()
+		if l.down.Load() || l.closing.Load() {
+			return ErrLaneDown
+		}
+		l.sq.WaitSpace(l.spin, 10*time.Millisecond)
+	}
+	l.inFlight.Add(1)
+	return nil
+}
+
+// End publishes what was enqueued and releases the producer side.
+func (l *Lane) End() {
+	l.sq.Publish()
+	l.mu.Unlock()
+}
+
+// InFlight returns descriptors submitted and not yet reaped.
+func (l *Lane) InFlight() int64 { return l.inFlight.Load() }
+
+// MarkDown records that the plugin behind the lane is gone: producers stop
+// waiting for room.
+func (l *Lane) MarkDown() { l.down.Store(true); l.sq.Wake() }
+
+// Reap drains the completion ring into t until Close. The engine runs it
+// in a goroutine it owns.
+func (l *Lane) Reap(t *Tracker) {
+	defer close(l.reaped)
+	buf := make([]ring.Descriptor, 64)
+	for !l.closing.Load() {
+		n := l.cq.Dequeue(buf)
+		if n == 0 {
+			l.cq.Wait(l.spin, reapSleep)
+			continue
+		}
+		l.inFlight.Add(-int64(n))
+		for i := range buf[:n] {
+			d := &buf[i]
+			st := d.Status
+			if !st.Valid() {
+				st = ring.StatusProtocol
+			}
+			t.Complete(d.Token, st, d.Length)
+		}
+	}
+}
+
+// Close stops the reaper (if it runs) and unmaps the rings. started says
+// whether Reap was started.
+func (l *Lane) Close(started bool) {
+	l.closing.Store(true)
+	l.cq.Wake()
+	if started {
+		<-l.reaped
+	}
+	l.mu.Lock()
+	l.SQ.Close()
+	l.CQ.Close()
+	l.mu.Unlock()
+}

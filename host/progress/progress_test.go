@@ -1,0 +1,219 @@
+package progress
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// echoPlugin is a fake plugin for these tests only: it completes every
+// descriptor of a lane's submission ring OK with its full length, in this
+// process. The real plugins are exercised in host/ and plugins/.
+func echoPlugin(l *Lane, stop <-chan struct{}) <-chan struct{} {
+	done := make(chan struct{})
+	sq, _ := ring.Attach(l.SQ.Mem())
+	cq, _ := ring.Attach(l.CQ.Mem())
+	go func() {
+		defer close(done)
+		buf := make([]ring.Descriptor, 64)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n := sq.Dequeue(buf)
+			if n == 0 {
+				sq.Wait(10*time.Microsecond, 5*time.Millisecond)
+				continue
+			}
+			for i := range buf[:n] {
+				c := ring.Descriptor{Token: buf[i].Token, Op: ring.OpCompletion, Length: buf[i].Length}
+				for !cq.Enqueue(&c) {
+					cq.WaitSpace(10*time.Microsecond, 5*time.Millisecond)
+				}
+			}
+			cq.Publish()
+		}
+	}()
+	return done
+}
+
+type rig struct {
+	t    *Tracker
+	l    *Lane
+	stop chan struct{}
+	echo <-chan struct{}
+}
+
+func newRig(tb testing.TB) *rig {
+	l, err := NewLane(0, 1024, 10*time.Microsecond)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	r := &rig{t: NewTracker(64), l: l, stop: make(chan struct{})}
+	r.echo = echoPlugin(l, r.stop)
+	go l.Reap(r.t)
+	tb.Cleanup(func() {
+		close(r.stop)
+		l.sq.Wake()
+		<-r.echo
+		l.Close(true)
+	})
+	return r
+}
+
+// submit cuts one task of n bytes into slices of slice bytes.
+func (r *rig) submit(b *Batch, n, slice uint64, deadline int64) int {
+	i := b.Reserve(n, deadline)
+	ns := int64((n + slice - 1) / slice)
+	b.SetSlices(i, ns)
+	r.l.Begin()
+	d := ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite}
+	for off := uint64(0); off < n; off += slice {
+		d.Length = min(slice, n-off)
+		if err := r.l.Put(&d); err != nil {
+			panic(err)
+		}
+	}
+	r.l.End()
+	return i
+}
+
+func wait(tb testing.TB, b *Batch) {
+	for !b.Done(Now()) {
+		select {
+		case <-b.Wake():
+		case <-time.After(10 * time.Second):
+			tb.Fatal("batch did not finish")
+		}
+	}
+}
+
+func TestSlicesFoldIntoOneTerminalState(t *testing.T) {
+	r := newRig(t)
+	b, err := r.t.Allocate(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []uint64{1, 1 << 20, 5<<20 + 3} {
+		r.submit(b, n, 1<<20, 0)
+	}
+	wait(t, b)
+	for i, want := range []uint64{1, 1 << 20, 5<<20 + 3} {
+		tk := b.Task(i)
+		if b.State(i, Now()) != Completed || tk.Bytes() != want {
+			t.Fatalf("task %d: %v with %d bytes, want COMPLETED with %d", i, b.State(i, Now()), tk.Bytes(), want)
+		}
+	}
+	if b.Finish(0, Failed, nil) {
+		t.Fatal("a completed task could be finished again")
+	}
+	r.t.Free(b)
+	if r.t.Complete(b.Token(0), ring.StatusOK, 1) {
+		t.Fatal("a completion for a freed batch was applied")
+	}
+}
+
+func TestFailedSliceFailsTask(t *testing.T) {
+	tr := NewTracker(4)
+	b, _ := tr.Allocate(1)
+	i := b.Reserve(3<<20, 0)
+	b.SetSlices(i, 3)
+	tr.Complete(b.Token(i), ring.StatusOK, 1<<20)
+	tr.Complete(b.Token(i), ring.StatusOutOfBounds, 0)
+	if b.State(i, Now()) != Pending {
+		t.Fatal("task ended before its last slice")
+	}
+	tr.Complete(b.Token(i), ring.StatusOK, 1<<20)
+	if s := b.State(i, Now()); s != Failed || b.Task(i).SliceStatus() != ring.StatusOutOfBounds || !b.Done(Now()) {
+		t.Fatalf("state %v status %v, want FAILED out of bounds", s, b.Task(i).SliceStatus())
+	}
+}
+
+func TestDeadlineCancelAndUnsent(t *testing.T) {
+	tr := NewTracker(4)
+	b, _ := tr.Allocate(3)
+	past := Now() - 1
+	i := b.Reserve(10, past)
+	b.SetSlices(i, 1)
+	if s := b.State(i, Now()); s != Timeout {
+		t.Fatalf("expired task is %v", s)
+	}
+	tr.Complete(b.Token(i), ring.StatusOK, 10) // late completion
+	if s := b.State(i, Now()); s != Timeout || b.Task(i).Bytes() != 10 {
+		t.Fatalf("late completion changed the state to %v", s)
+	}
+	j := b.Reserve(10, 0)
+	b.SetSlices(j, 4)
+	if b.Cancel() != 1 || b.State(j, Now()) != Canceled {
+		t.Fatal("cancel did not end the pending task")
+	}
+	k := b.Reserve(10, 0)
+	b.SetSlices(k, 2)
+	b.Finish(k, Failed, errors.New("plugin gone"))
+	b.Unsent(k, 2)
+	if s := b.State(k, Now()); s != Failed || b.Task(k).Err == nil {
+		t.Fatalf("task with unsent slices is %v", s)
+	}
+	if !b.Done(Now()) {
+		t.Fatal("batch not done")
+	}
+}
+
+func TestTrackerSlots(t *testing.T) {
+	tr := NewTracker(2)
+	b1, _ := tr.Allocate(1)
+	b2, _ := tr.Allocate(1)
+	if _, err := tr.Allocate(1); !errors.Is(err, ErrTooManyBatches) {
+		t.Fatalf("third batch: %v", err)
+	}
+	stale := b1.Token(0)
+	tr.Free(b1)
+	b3, err := tr.Allocate(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := b3.Reserve(1, 0)
+	b3.SetSlices(i, 1)
+	// A token from the freed batch in the same slot must not reach b3.
+	if tr.Complete(stale, ring.StatusOK, 1) || b3.Task(i).Bytes() != 0 {
+		t.Fatal("stale generation applied")
+	}
+	tr.Free(b2)
+	tr.Free(b3)
+	if _, err := tr.Allocate(0); err == nil {
+		t.Fatal("zero capacity accepted")
+	}
+}
+
+// BenchmarkSubmitComplete measures the host's per-request work: reserve a
+// task, cut it, publish it, reap its completion. The plugin side is the
+// in-process echo fake, so this is the host's cost alone. -benchmem must
+// show 0 allocs/op.
+func BenchmarkSubmitComplete(b *testing.B) {
+	r := newRig(b)
+	const batch = 128
+	b.ReportAllocs()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		n := min(batch, b.N-done)
+		bt, _ := r.t.Allocate(batch)
+		for range n {
+			r.submit(bt, 4096, 1<<20, 0)
+		}
+		for !bt.Done(Now()) {
+			<-bt.Wake()
+		}
+		r.t.Free(bt)
+		done += n
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}

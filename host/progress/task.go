@@ -1,0 +1,370 @@
+package progress
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// State is where a task stands. Every task reaches exactly one terminal
+// state (anything but Pending) and never leaves it.
+type State uint32
+
+const (
+	Pending State = iota
+	Completed
+	Failed
+	Canceled
+	Timeout
+	Invalid
+)
+
+var stateNames = [...]string{"PENDING", "COMPLETED", "FAILED", "CANCELED", "TIMEOUT", "INVALID"}
+
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("STATE(%d)", uint32(s))
+}
+
+// Terminal reports whether s is final.
+func (s State) Terminal() bool { return s != Pending }
+
+// Task is one request's progress. Its fields are written by the submitter
+// before its slices are published and by completions after.
+type Task struct {
+	state   atomic.Uint32
+	pending atomic.Int64  // slices not yet completed
+	bytes   atomic.Uint64 // bytes reported by completed slices
+	status  atomic.Int32  // first failing ring.Status, 0 if none
+
+	Length    uint64
+	Deadline  int64 // unix ns, 0 = none
+	Transport int32 // index of the plugin carrying it, -1 before routing
+	// Err explains an INVALID or submit-time failure; set before the task
+	// turns terminal, read after.
+	Err error
+}
+
+// State returns the task's state as last recorded; Batch.State also
+// expires a task whose deadline passed.
+func (t *Task) State() State { return State(t.state.Load()) }
+
+// Bytes returns how many bytes completed slices reported.
+func (t *Task) Bytes() uint64 { return t.bytes.Load() }
+
+// SliceStatus returns the first failing slice status, or StatusOK.
+func (t *Task) SliceStatus() ring.Status { return ring.Status(t.status.Load()) }
+
+// finish moves a pending task to s; it reports whether this call did it.
+// owner is set by the batch that holds the task.
+func (t *Task) finish(s State) bool {
+	return t.state.CompareAndSwap(uint32(Pending), uint32(s))
+}
+
+// Batch is a group of tasks submitted together and waited on together.
+type Batch struct {
+	slot uint32
+	gen  uint32
+
+	mu    sync.Mutex // serialises Add against itself
+	tasks []Task
+	n     atomic.Int32 // tasks added
+	done  atomic.Int32 // tasks terminal
+
+	minDeadline atomic.Int64 // earliest task deadline, 0 = none
+	notify      chan struct{}
+}
+
+// Len returns how many tasks were added.
+func (b *Batch) Len() int { return int(b.n.Load()) }
+
+// Cap returns how many tasks the batch can hold.
+func (b *Batch) Cap() int { return len(b.tasks) }
+
+// Task returns task i.
+func (b *Batch) Task(i int) *Task { return &b.tasks[i] }
+
+// Token returns the ring token for task i of this batch.
+func (b *Batch) Token(i int) uint64 {
+	return uint64(b.slot)<<40 | uint64(b.gen&0xffff)<<24 | uint64(i)
+}
+
+// State returns task i's state, first ending it TIMEOUT if its deadline
+// is at or before now.
+func (b *Batch) State(i int, now int64) State {
+	t := &b.tasks[i]
+	if s := t.State(); s != Pending || t.Deadline == 0 || now < t.Deadline {
+		return s
+	}
+	b.Finish(i, Timeout, nil)
+	return t.State()
+}
+
+// Reserve adds a task and returns its index, or -1 when the batch is full.
+func (b *Batch) Reserve(length uint64, deadline int64) int {
+	b.mu.Lock()
+	i := int(b.n.Load())
+	if i >= len(b.tasks) {
+		b.mu.Unlock()
+		return -1
+	}
+	t := &b.tasks[i]
+	t.state.Store(uint32(Pending))
+	t.pending.Store(0)
+	t.bytes.Store(0)
+	t.status.Store(0)
+	t.Length, t.Deadline, t.Transport, t.Err = length, deadline, -1, nil
+	b.n.Store(int32(i + 1))
+	b.mu.Unlock()
+	if deadline != 0 {
+		for {
+			m := b.minDeadline.Load()
+			if (m != 0 && m <= deadline) || b.minDeadline.CompareAndSwap(m, deadline) {
+				break
+			}
+		}
+	}
+	return i
+}
+
+// MinDeadline returns the earliest deadline of any task, 0 if none.
+func (b *Batch) MinDeadline() int64 { return b.minDeadline.Load() }
+
+// Finish ends task i in state s unless it already ended; reports whether
+// this call ended it.
+func (b *Batch) Finish(i int, s State, err error) bool {
+	t := &b.tasks[i]
+	if State(t.state.Load()).Terminal() {
+		return false
+	}
+	if err != nil && t.Err == nil {
+		t.Err = err
+	}
+	if !t.finish(s) {
+		return false
+	}
+	b.taskDone()
+	return true
+}
+
+// SetSlices records how many slices task i was cut into; call before any
+// slice is published.
+func (b *Batch) SetSlices(i int, n int64) { b.tasks[i].pending.Store(n) }
+
+// Unsent tells task i that n of its slices will never be published (the
+// task was canceled or failed while it was being cut).
+func (b *Batch) Unsent(i int, n int64) {
+	t := &b.tasks[i]
+	if t.pending.Add(-n) == 0 {
+		b.settle(i)
+	}
+}
+
+func (b *Batch) complete(i int, st ring.Status, bytes uint64) {
+	t := &b.tasks[i]
+	if st != ring.StatusOK {
+		t.status.CompareAndSwap(0, int32(st))
+	}
+	t.bytes.Add(bytes)
+	if t.pending.Add(-1) == 0 {
+		b.settle(i)
+	}
+}
+
+// settle ends a task whose slices all came back.
+func (b *Batch) settle(i int) {
+	t := &b.tasks[i]
+	s := Completed
+	if t.status.Load() != 0 {
+		s = Failed
+	}
+	if t.finish(s) {
+		b.taskDone()
+	}
+}
+
+func (b *Batch) taskDone() {
+	if b.done.Add(1) == b.n.Load() {
+		select {
+		case b.notify <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Done reports whether every added task is terminal, expiring tasks whose
+// deadline passed.
+func (b *Batch) Done(now int64) bool {
+	n := b.n.Load()
+	if b.done.Load() == n {
+		return true
+	}
+	if md := b.minDeadline.Load(); md != 0 && now >= md {
+		for i := range int(n) {
+			b.State(i, now)
+		}
+	}
+	return b.done.Load() == n
+}
+
+// Wake returns a channel that receives when the last task ends. Waiters
+// must re-check Done after a receive or a timeout.
+func (b *Batch) Wake() <-chan struct{} { return b.notify }
+
+// Cancel ends every pending task CANCELED. Slices already sent still run;
+// their results no longer change the task's state.
+func (b *Batch) Cancel() int {
+	n, c := int(b.n.Load()), 0
+	for i := range n {
+		if b.Finish(i, Canceled, nil) {
+			c++
+		}
+	}
+	return c
+}
+
+// ErrTooManyBatches is returned when every batch slot is in use.
+var ErrTooManyBatches = errors.New("too many batches allocated; free batches when done with them")
+
+// MaxTasks is the most tasks one batch may hold (the token has 24 bits).
+const MaxTasks = 1 << 24
+
+// Tracker owns the batch table and routes completions to tasks.
+type Tracker struct {
+	slots []atomic.Pointer[Batch]
+	// live is read-held while a completion is applied and write-held while
+	// a batch is freed, so a batch is never reused under a late completion.
+	live sync.RWMutex
+
+	mu   sync.Mutex
+	free []uint32
+	gens []uint32
+}
+
+// NewTracker returns a tracker with room for maxBatches live batches.
+func NewTracker(maxBatches int) *Tracker {
+	if maxBatches <= 0 || maxBatches > 1<<24 {
+		maxBatches = 1 << 16
+	}
+	t := &Tracker{slots: make([]atomic.Pointer[Batch], maxBatches), gens: make([]uint32, maxBatches)}
+	for i := maxBatches - 1; i >= 0; i-- {
+		t.free = append(t.free, uint32(i))
+	}
+	return t
+}
+
+var batchPool = sync.Pool{}
+
+// Allocate returns an empty batch for up to capacity tasks.
+func (t *Tracker) Allocate(capacity int) (*Batch, error) {
+	if capacity <= 0 || capacity > MaxTasks {
+		return nil, fmt.Errorf("batch capacity %d out of range 1..%d", capacity, MaxTasks)
+	}
+	t.mu.Lock()
+	if len(t.free) == 0 {
+		t.mu.Unlock()
+		return nil, ErrTooManyBatches
+	}
+	slot := t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	t.gens[slot]++
+	gen := t.gens[slot]
+	t.mu.Unlock()
+
+	var b *Batch
+	if v := batchPool.Get(); v != nil {
+		b = v.(*Batch)
+	}
+	if b == nil || cap(b.tasks) < capacity {
+		b = &Batch{notify: make(chan struct{}, 1), tasks: make([]Task, capacity)}
+	} else {
+		b.tasks = b.tasks[:capacity]
+		select {
+		case <-b.notify:
+		default:
+		}
+	}
+	b.slot, b.gen = slot, gen
+	b.n.Store(0)
+	b.done.Store(0)
+	b.minDeadline.Store(0)
+	t.slots[slot].Store(b)
+	return b, nil
+}
+
+// lookup returns the live batch and task index a token names.
+func (t *Tracker) lookup(token uint64) (*Batch, int) {
+	slot := uint32(token >> 40)
+	if int(slot) >= len(t.slots) {
+		return nil, 0
+	}
+	b := t.slots[slot].Load()
+	if b == nil || uint64(b.gen&0xffff) != (token>>24)&0xffff {
+		return nil, 0
+	}
+	i := int(token & (1<<24 - 1))
+	if i >= int(b.n.Load()) {
+		return nil, 0
+	}
+	return b, i
+}
+
+// Complete folds one slice completion into its task. A token of a freed
+// or reused batch is dropped: that completion belongs to a task that
+// already ended.
+func (t *Tracker) Complete(token uint64, st ring.Status, bytes uint64) bool {
+	t.live.RLock()
+	defer t.live.RUnlock()
+	b, i := t.lookup(token)
+	if b == nil {
+		return false
+	}
+	b.complete(i, st, bytes)
+	return true
+}
+
+// Free releases a batch. Late completions for its tasks are dropped.
+func (t *Tracker) Free(b *Batch) {
+	t.live.Lock()
+	ok := t.slots[b.slot].CompareAndSwap(b, nil)
+	t.live.Unlock()
+	if !ok {
+		return
+	}
+	t.mu.Lock()
+	t.free = append(t.free, b.slot)
+	t.mu.Unlock()
+	batchPool.Put(b)
+}
+
+// Each calls f for every live batch.
+func (t *Tracker) Each(f func(*Batch)) {
+	for i := range t.slots {
+		if b := t.slots[i].Load(); b != nil {
+			f(b)
+		}
+	}
+}
+
+// FailTransport ends FAILED every pending task routed to transport idx
+// (its plugin died). Returns how many tasks it ended.
+func (t *Tracker) FailTransport(idx int32, err error) int {
+	n := 0
+	t.Each(func(b *Batch) {
+		for i := range int(b.n.Load()) {
+			if b.tasks[i].Transport == idx && b.Finish(i, Failed, err) {
+				n++
+			}
+		}
+	})
+	return n
+}
+
+// Now is the clock tasks use; a variable so tests can see through it.
+func Now() int64 { return time.Now().UnixNano() }

@@ -1,0 +1,121 @@
+package segment
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// SchemaVersion is the version of the descriptor JSON this code writes and
+// reads. A descriptor of a newer schema is refused with a clear error.
+const SchemaVersion = 1
+
+// Perm strings as they appear in descriptors.
+const (
+	PermLocal           = "local"
+	PermRemoteRead      = "remote-read"
+	PermRemoteReadWrite = "remote-read-write"
+)
+
+// Buffer is one registered range of a segment.
+type Buffer struct {
+	Region   uint32 `json:"region"`
+	Base     uint64 `json:"base"` // the owner's virtual address
+	Length   uint64 `json:"length"`
+	Perm     string `json:"perm"`
+	Location string `json:"location"` // "cpu"
+}
+
+// Descriptor is what an engine publishes about itself.
+type Descriptor struct {
+	Schema      int               `json:"schema"`
+	Name        string            `json:"name"`
+	Incarnation uint64            `json:"incarnation"`
+	MachineID   string            `json:"machine_id"`
+	Buffers     []Buffer          `json:"buffers"`
+	Transports  map[string][]byte `json:"transports"` // plugin name -> endpoint blob
+}
+
+// Encode returns the descriptor as JSON.
+func (d *Descriptor) Encode() ([]byte, error) { return json.Marshal(d) }
+
+// Decode parses and checks a descriptor read from a metastore or a peer.
+// key names where it came from, for error messages.
+func Decode(key string, b []byte) (*Descriptor, error) {
+	var d Descriptor
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("descriptor at %q is not a Ferry segment descriptor: %v", key, err)
+	}
+	if d.Schema > SchemaVersion {
+		return nil, fmt.Errorf("descriptor at %q has schema version %d, this engine reads up to %d: upgrade this engine", key, d.Schema, SchemaVersion)
+	}
+	if d.Schema < 1 || d.Name == "" || d.Incarnation == 0 {
+		return nil, fmt.Errorf("descriptor at %q is incomplete (schema %d, name %q, incarnation %d): it was not written by a Ferry engine", key, d.Schema, d.Name, d.Incarnation)
+	}
+	sort.Slice(d.Buffers, func(i, j int) bool { return d.Buffers[i].Base < d.Buffers[j].Base })
+	for i, b := range d.Buffers {
+		if b.Length == 0 || b.Base+b.Length < b.Base {
+			return nil, fmt.Errorf("descriptor at %q: buffer %d has a bad range base %#x length %d", key, i, b.Base, b.Length)
+		}
+		if i > 0 && d.Buffers[i-1].Base+d.Buffers[i-1].Length > b.Base {
+			return nil, fmt.Errorf("descriptor at %q: buffers %d and %d overlap", key, i-1, i)
+		}
+		switch b.Perm {
+		case PermLocal, PermRemoteRead, PermRemoteReadWrite:
+		default:
+			return nil, fmt.Errorf("descriptor at %q: buffer %d has unknown permission %q", key, i, b.Perm)
+		}
+	}
+	return &d, nil
+}
+
+// Lookup errors. The engine wraps them with the segment and address.
+var (
+	ErrNoBuffer    = errors.New("no registered buffer at this address")
+	ErrOutOfBounds = errors.New("range runs past the end of its buffer")
+	ErrPermission  = errors.New("buffer does not allow this access")
+)
+
+// Find returns the buffer of sorted bufs that contains addr, or -1. It
+// allocates nothing.
+func Find(bufs []Buffer, addr uint64) int {
+	i := sort.Search(len(bufs), func(i int) bool { return bufs[i].Base+bufs[i].Length > addr })
+	if i < len(bufs) && bufs[i].Base <= addr {
+		return i
+	}
+	return -1
+}
+
+// Translate maps [addr, addr+length) of a remote segment to a region and
+// offset, checking that the whole range lies in one buffer and that the
+// buffer allows the access (write=true for a write into the segment).
+func Translate(bufs []Buffer, addr, length uint64, write bool) (region uint32, offset uint64, err error) {
+	if addr+length < addr {
+		return 0, 0, ErrOutOfBounds
+	}
+	i := Find(bufs, addr)
+	if i < 0 {
+		return 0, 0, ErrNoBuffer
+	}
+	b := &bufs[i]
+	if addr+length > b.Base+b.Length {
+		return 0, 0, ErrOutOfBounds
+	}
+	switch {
+	case b.Perm == PermLocal:
+		return 0, 0, ErrPermission
+	case write && b.Perm != PermRemoteReadWrite:
+		return 0, 0, ErrPermission
+	}
+	return b.Region, addr - b.Base, nil
+}
+
+// Key returns the metastore key for a segment name under prefix.
+func Key(prefix, name string) string {
+	if prefix != "" && !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return prefix + "segments/" + name
+}
