@@ -26,6 +26,7 @@ type Lane struct {
 	sq, cq   *ring.Ring
 	spin     time.Duration
 	mu       sync.Mutex // one producer at a time on sq
+	reapMu   sync.Mutex // one consumer at a time on cq: the reaper or a waiter
 	down     atomic.Bool
 	closing  atomic.Bool
 	reaped   chan struct{}
@@ -86,16 +87,32 @@ func (l *Lane) InFlight() int64 { return l.inFlight.Load() }
 func (l *Lane) MarkDown() { l.down.Store(true); l.sq.Wake() }
 
 // Reap drains the completion ring into t until Close. The engine runs it
-// in a goroutine it owns.
+// in a goroutine it owns; it is the only one that sleeps on the ring.
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
-	buf := make([]ring.Descriptor, 64)
+	var buf [64]ring.Descriptor
 	for !l.closing.Load() {
-		n := l.cq.Dequeue(buf)
-		if n == 0 {
+		if l.Poll(t, &buf) == 0 {
 			l.cq.Wait(l.spin, reapSleep)
-			continue
 		}
+	}
+}
+
+// Poll drains what the completion ring holds now into t, unless another
+// goroutine is draining it; it never blocks. A waiter calls it to see its
+// completions without waiting for the reaper to wake and hand them over.
+func (l *Lane) Poll(t *Tracker, buf *[64]ring.Descriptor) int {
+	if !l.reapMu.TryLock() {
+		return 0
+	}
+	defer l.reapMu.Unlock()
+	total := 0
+	for !l.closing.Load() {
+		n := l.cq.Dequeue(buf[:])
+		if n == 0 {
+			break
+		}
+		total += n
 		l.inFlight.Add(-int64(n))
 		for i := range buf[:n] {
 			d := &buf[i]
@@ -106,6 +123,7 @@ func (l *Lane) Reap(t *Tracker) {
 			t.Complete(d.Token, st, d.Length)
 		}
 	}
+	return total
 }
 
 // Close stops the reaper (if it runs) and unmaps the rings. started says
@@ -117,7 +135,9 @@ func (l *Lane) Close(started bool) {
 		<-l.reaped
 	}
 	l.mu.Lock()
+	l.reapMu.Lock()
 	l.SQ.Close()
 	l.CQ.Close()
+	l.reapMu.Unlock()
 	l.mu.Unlock()
 }

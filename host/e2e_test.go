@@ -1,0 +1,340 @@
+package host_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// peer is an engine in a child process (`ferry run`), controlled over its
+// stdin: it hashes its own memory so that writes are verified by the far
+// side, not by reading them back.
+type peer struct {
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	out   *bufio.Scanner
+	Ready struct {
+		Name        string `json:"name"`
+		Incarnation uint64 `json:"incarnation"`
+		Buffers     []struct {
+			Base   uint64 `json:"base"`
+			Length int    `json:"length"`
+			Perm   string `json:"perm"`
+		} `json:"buffers"`
+	}
+}
+
+func startPeer(t *testing.T, args ...string) *peer {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin"}, args...)...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &peer{cmd: cmd, in: in, out: bufio.NewScanner(out)}
+	t.Cleanup(func() {
+		p.in.Close()
+		if err := p.cmd.Wait(); err != nil {
+			t.Errorf("peer engine exited with %v", err)
+		}
+	})
+	if !p.out.Scan() {
+		t.Fatalf("peer engine exited before it was ready")
+	}
+	if err := json.Unmarshal(p.out.Bytes(), &p.Ready); err != nil {
+		t.Fatalf("peer ready line %q: %v", p.out.Text(), err)
+	}
+	return p
+}
+
+func (p *peer) ask(t *testing.T, format string, args ...any) string {
+	t.Helper()
+	fmt.Fprintf(p.in, format+"\n", args...)
+	if !p.out.Scan() {
+		t.Fatal("peer engine gone")
+	}
+	if s := p.out.Text(); !strings.HasPrefix(s, "error") {
+		return s
+	}
+	t.Fatalf("peer: %s", p.out.Text())
+	return ""
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// pattern is the bytes `ferry run --pattern seed` puts at offset off.
+func pattern(n int, off, seed uint64) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		x := off + uint64(i) + seed*0x9e3779b97f4a7c15
+		x ^= x >> 29
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 32
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func newEngine(t *testing.T, name string) *host.Engine {
+	t.Helper()
+	cfg := config.Default(name)
+	cfg.PluginDir = binDir
+	e, err := host.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// TestTwoProcessesMoveVerifiedBytes moves data between an engine in this
+// process and one in a child process, both with real TCP plugin processes,
+// at sizes from 1 byte to 256 MiB at odd offsets on both sides.
+func TestTwoProcessesMoveVerifiedBytes(t *testing.T) {
+	const seed = 11
+	const span = 256<<20 + 4096
+	ctx := context.Background()
+	a := newEngine(t, "e2e-a")
+	b := startPeer(t, "--name", "e2e-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
+	seg, err := a.OpenSegment(ctx, "e2e-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seg.Incarnation != b.Ready.Incarnation || len(seg.Transports) == 0 || seg.Transports[0] != "tcp" {
+		t.Fatalf("segment %+v does not match the peer %+v", seg, b.Ready)
+	}
+	remote := b.Ready.Buffers[0].Base
+	local, err := a.Allocate(span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 2, 3, 4095, 4097, 65537, 1<<20 + 7, 16<<20 + 1, 256 << 20} {
+		for _, off := range [][2]int{{0, 1}, {13, 4093}} {
+			loff, roff := off[0], off[1]
+			if roff+n > span || loff+n > span {
+				continue
+			}
+			t.Run(fmt.Sprintf("read/%d@%d->%d", n, roff, loff), func(t *testing.T) {
+				dst := local[loff : loff+n]
+				clear(dst)
+				if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
+					t.Fatal(err)
+				}
+				if n <= 16<<20 {
+					if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
+						t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
+					}
+				} else if got, want := sum(dst), b.ask(t, "sha256 %d %d", roff, n); got != want {
+					t.Fatalf("read %d bytes at %d: sha256 %s, peer has %s", n, roff, got, want)
+				}
+			})
+			t.Run(fmt.Sprintf("write/%d@%d->%d", n, loff, roff), func(t *testing.T) {
+				src := local[loff : loff+n]
+				rand.Read(src)
+				before := b.ask(t, "sha256 %d %d", roff-1, 1)
+				var after string
+				if roff+n < span {
+					after = b.ask(t, "sha256 %d %d", roff+n, 1)
+				}
+				if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
+					t.Fatal(err)
+				}
+				if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(src); got != want {
+					t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
+				}
+				if b.ask(t, "sha256 %d %d", roff-1, 1) != before || (after != "" && b.ask(t, "sha256 %d %d", roff+n, 1) != after) {
+					t.Fatalf("write %d bytes at %d touched a neighbouring byte", n, roff)
+				}
+				b.ask(t, "fill %d", seed)
+			})
+		}
+	}
+}
+
+// TestBatchAPI drives the TENT-shaped batch calls with many small tasks.
+func TestBatchAPI(t *testing.T) {
+	ctx := context.Background()
+	a := newEngine(t, "batch-a")
+	b := startPeer(t, "--name", "batch-b", "--metastore", a.MetastoreURL(), "--expose", "1MiB", "--pattern", "3")
+	seg, err := a.OpenSegment(ctx, "batch-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, _ := a.Allocate(1 << 20)
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	const tasks, size = 200, 4099
+	id, err := a.AllocateBatch(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.FreeBatch(id)
+	var reqs []host.Request
+	for i := range tasks {
+		off := i * size
+		reqs = append(reqs, host.Request{Op: host.Read, Local: local[off : off+size], Segment: seg.ID, Remote: b.Ready.Buffers[0].Base + uint64(off)})
+	}
+	if err := a.Submit(id, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Submit(id, reqs[0]); err == nil {
+		t.Fatal("submitting past the batch's capacity succeeded")
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := a.Wait(wctx, id); err != nil {
+		t.Fatal(err)
+	}
+	st, err := a.BatchStatus(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Completed != tasks || st.Bytes != tasks*size || !st.Done() {
+		t.Fatalf("batch status %+v, want %d completed tasks and %d bytes", st, tasks, tasks*size)
+	}
+	for i := range tasks {
+		ts, _ := a.TaskStatus(id, i)
+		if ts.State != host.StateCompleted || ts.Bytes != size || ts.Err != nil {
+			t.Fatalf("task %d: %+v", i, ts)
+		}
+	}
+	if !bytes.Equal(local[:tasks*size], pattern(tasks*size, 0, 3)) {
+		t.Fatal("batch read bytes differ from the peer's pattern")
+	}
+}
+
+// TestBadInput checks that each bad request ends INVALID with the right
+// error and touches nothing on the peer.
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+	a := newEngine(t, "bad-a")
+	b := startPeer(t, "--name", "bad-b", "--metastore", a.MetastoreURL(), "--expose", "64KiB", "--expose-ro", "64KiB", "--pattern", "5")
+	seg, err := a.OpenSegment(ctx, "bad-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rw, ro uint64
+	for _, buf := range b.Ready.Buffers {
+		if buf.Perm == "remote-read-write" {
+			rw = buf.Base
+		} else {
+			ro = buf.Base
+		}
+	}
+	local, _ := a.Allocate(1 << 20)
+	if _, err := a.Register(ctx, local[:64<<10], host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	unregistered := local[512<<10 : 513<<10] // allocated, never registered
+	goHeap := make([]byte, 4096)
+	if _, err := a.Register(ctx, goHeap, host.RemoteRead); !errors.Is(err, host.ErrNotRegistered) || !strings.Contains(err.Error(), "Engine.Allocate") {
+		t.Fatalf("registering Go heap memory: %v, want ErrNotRegistered saying to use Engine.Allocate", err)
+	}
+	if _, err := a.Register(ctx, local[100:200], host.LocalOnly); err == nil {
+		t.Fatal("registering an overlapping range succeeded")
+	}
+	rwSum, roSum := b.ask(t, "sha256 0 65536"), ""
+	_ = roSum
+	cases := []struct {
+		name string
+		req  host.Request
+		want error
+		text string
+	}{
+		{"unregistered local", host.Request{Op: host.Write, Local: unregistered, Segment: seg.ID, Remote: rw}, host.ErrNotRegistered, "not inside one registered buffer"},
+		{"go heap local", host.Request{Op: host.Read, Local: goHeap, Segment: seg.ID, Remote: rw}, host.ErrNotRegistered, "register it"},
+		{"out of bounds", host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: rw + 64<<10 - 100}, host.ErrOutOfBounds, "past the end"},
+		{"no buffer there", host.Request{Op: host.Write, Local: local[:10], Segment: seg.ID, Remote: 16}, host.ErrOutOfBounds, "no registered buffer"},
+		{"overflow", host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: ^uint64(0) - 10}, host.ErrOutOfBounds, ""},
+		{"write read-only", host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: ro}, host.ErrPermission, "remote-read"},
+		{"unknown segment handle", host.Request{Op: host.Write, Local: local[:10], Segment: 999, Remote: rw}, host.ErrSegmentNotFound, "not open"},
+		{"zero length", host.Request{Op: host.Write, Local: local[:0], Segment: seg.ID, Remote: rw}, host.ErrInvalid, "zero length"},
+		{"bad op", host.Request{Op: 9, Local: local[:10], Segment: seg.ID, Remote: rw}, host.ErrInvalid, "unknown op"},
+		{"unknown transport hint", host.Request{Op: host.Write, Local: local[:10], Segment: seg.ID, Remote: rw, Transport: "carrier-pigeon"}, host.ErrTransportUnavailable, "carrier-pigeon"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id, _ := a.AllocateBatch(1)
+			defer a.FreeBatch(id)
+			if err := a.Submit(id, c.req); err != nil {
+				t.Fatal(err)
+			}
+			ts, _ := a.TaskStatus(id, 0)
+			if ts.State != host.StateInvalid || !errors.Is(ts.Err, c.want) || !strings.Contains(ts.Err.Error(), c.text) {
+				t.Fatalf("state %v err %v; want INVALID, %v mentioning %q", ts.State, ts.Err, c.want, c.text)
+			}
+			err := a.Transfer(ctx, c.req)
+			var te *host.TransferError
+			if !errors.As(err, &te) || te.State != host.StateInvalid || !errors.Is(err, c.want) {
+				t.Fatalf("Transfer: %v; want a TransferError, INVALID, %v", err, c.want)
+			}
+		})
+	}
+	if got := b.ask(t, "sha256 0 65536"); got != rwSum {
+		t.Fatal("a rejected request changed the peer's memory")
+	}
+	if _, err := a.OpenSegment(ctx, "no-such-engine"); !errors.Is(err, host.ErrSegmentNotFound) || !strings.Contains(err.Error(), "no-such-engine") {
+		t.Fatalf("OpenSegment(unknown): %v", err)
+	}
+}
+
+// TestDeadlineAndCancel: a deadline already in the past ends TIMEOUT, a
+// canceled context returns promptly and leaves no task pending.
+func TestDeadlineAndCancel(t *testing.T) {
+	ctx := context.Background()
+	a := newEngine(t, "dl-a")
+	b := startPeer(t, "--name", "dl-b", "--metastore", a.MetastoreURL(), "--expose", "64MiB")
+	seg, err := a.OpenSegment(ctx, "dl-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, _ := a.Allocate(64 << 20)
+	a.Register(ctx, local, host.LocalOnly)
+	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Deadline: time.Now().Add(-time.Second)})
+	if !errors.Is(err, host.ErrDeadlineExceeded) {
+		t.Fatalf("past deadline: %v, want ErrDeadlineExceeded", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	err = a.Transfer(cctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
+	if err != nil && !errors.Is(err, host.ErrCanceled) && !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled context: %v", err)
+	}
+	// The engine still works after both.
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
+		t.Fatal(err)
+	}
+}

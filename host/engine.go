@@ -1,0 +1,437 @@
+package host
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// KeyPrefix is where descriptors live in the metastore.
+const KeyPrefix = "ferry/"
+
+// controlTimeout bounds one control call to a plugin.
+const controlTimeout = 10 * time.Second
+
+// Option adjusts an Engine at New.
+type Option func(*options)
+
+type options struct {
+	logger hclog.Logger
+}
+
+// WithLogger sends the engine's and its plugins' logs to l.
+func WithLogger(l hclog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// pluginState is one configured plugin as the engine sees it.
+type pluginState struct {
+	idx      int32 // position in Engine.plugins
+	name     string
+	cfg      config.Plugin
+	p        *loader.Plugin // nil when it failed to start
+	probe    sdk.ProbeResult
+	endpoint sdk.Endpoint
+	lanes    []*progress.Lane
+	next     atomic.Uint32
+	err      error       // why it is not usable
+	down     atomic.Bool // the process exited
+	watchEnd chan struct{}
+}
+
+func (ps *pluginState) usable() bool { return ps.err == nil && ps.p != nil && !ps.down.Load() }
+
+func (ps *pluginState) lane() *progress.Lane {
+	if len(ps.lanes) == 1 {
+		return ps.lanes[0]
+	}
+	return ps.lanes[int(ps.next.Add(1))%len(ps.lanes)]
+}
+
+// Engine is one Ferry endpoint: its own segment, its plugins, and its view
+// of remote segments. Methods are safe for concurrent use.
+type Engine struct {
+	cfg         *config.Config
+	log         hclog.Logger
+	name        string
+	incarnation uint64
+	machineID   string
+	sliceSize   uint64
+
+	meta    metastore.Store
+	metaSrv *metastore.HTTPServer // when the metastore is embedded here
+
+	plugins []*pluginState
+	byName  map[string]*pluginState
+
+	tracker *progress.Tracker
+
+	mu        sync.Mutex // guards allocations, registrations, remotes, publishing
+	allocs    map[uintptr]*allocation
+	local     atomic.Pointer[[]localBuf] // sorted by base; read lock-free on submit
+	nextReg   uint32
+	remotes   atomic.Pointer[[]*remote] // index = SegmentID-1
+	closed    atomic.Bool
+	closeOnce sync.Once
+	wg        sync.WaitGroup // reapers and plugin watchers
+}
+
+// New starts an engine: its metastore connection (or embedded metastore),
+// every enabled plugin, and its lanes; then publishes its descriptor.
+func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: nil config", ErrInvalid)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	o := options{}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.logger == nil {
+		o.logger = hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Warn, Output: os.Stderr})
+	}
+	e := &Engine{
+		cfg:         cfg,
+		log:         o.logger.Named(cfg.Name),
+		name:        cfg.Name,
+		incarnation: newIncarnation(),
+		machineID:   cfg.MachineID,
+		sliceSize:   uint64(cfg.Transfer.SliceSize),
+		byName:      make(map[string]*pluginState),
+		tracker:     progress.NewTracker(0),
+		allocs:      make(map[uintptr]*allocation),
+	}
+	if e.machineID == "" {
+		e.machineID = machineID()
+	}
+	if e.sliceSize == 0 {
+		e.sliceSize = 1 << 20
+	}
+	empty := []localBuf{}
+	e.local.Store(&empty)
+	noRemotes := []*remote{}
+	e.remotes.Store(&noRemotes)
+	if err := e.openMetastore(ctx); err != nil {
+		return nil, err
+	}
+	for _, pc := range cfg.Plugins {
+		if !pc.Enabled {
+			continue
+		}
+		ps := e.startPlugin(ctx, int32(len(e.plugins)), pc)
+		e.plugins = append(e.plugins, ps)
+		e.byName[ps.name] = ps
+	}
+	if err := e.publish(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func newIncarnation() uint64 {
+	var b [8]byte
+	for {
+		rand.Read(b[:])
+		if v := binary.LittleEndian.Uint64(b[:]); v != 0 {
+			return v
+		}
+	}
+}
+
+func machineID() string {
+	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
+		if b, err := os.ReadFile(p); err == nil {
+			if s := strings.TrimSpace(string(b)); s != "" {
+				return s
+			}
+		}
+	}
+	h, _ := os.Hostname()
+	return h
+}
+
+func (e *Engine) openMetastore(ctx context.Context) error {
+	m := e.cfg.Metastore
+	switch m.Kind {
+	case "embedded":
+		srv, err := metastore.Listen(ctx, m.Listen)
+		if err != nil {
+			return fmt.Errorf("engine %q: start embedded metastore on %s: %w", e.name, m.Listen, err)
+		}
+		e.metaSrv, e.meta = srv, srv.Store()
+	case "http":
+		c, err := metastore.NewHTTPClient(m.URL)
+		if err != nil {
+			return fmt.Errorf("engine %q: metastore: %w", e.name, err)
+		}
+		e.meta = c
+	case "none", "":
+		e.meta = metastore.NewMemory()
+	default:
+		return fmt.Errorf("engine %q: unknown metastore kind %q (want embedded, http or none)", e.name, m.Kind)
+	}
+	return nil
+}
+
+// startPlugin starts, describes, probes and starts one plugin and its
+// lanes. A plugin that cannot run is kept with its reason, so that the
+// engine still runs on the others and `ferry plugins` can say why.
+func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *pluginState {
+	ps := &pluginState{idx: idx, name: pc.Name, cfg: pc}
+	dir := ""
+	if e.cfg.File != "" {
+		dir = filepath.Dir(e.cfg.File)
+	}
+	spec := loader.Spec{Name: pc.Name, Path: loader.Resolve(pc.Name, pc.Path, e.cfg.PluginDir, dir), SHA256: pc.SHA256}
+	p, err := loader.Start(ctx, spec, e.log)
+	if err != nil {
+		ps.err = err
+		e.log.Error("plugin not started", "plugin", pc.Name, "error", err)
+		return ps
+	}
+	ps.p = p
+	fail := func(reason string, err error) *pluginState {
+		ps.err = &loader.Error{Name: pc.Name, Path: spec.Path, Reason: reason, Err: err}
+		e.log.Error("plugin not usable", "plugin", pc.Name, "error", ps.err)
+		for _, l := range ps.lanes {
+			l.Close(false)
+		}
+		ps.lanes = nil
+		p.Kill()
+		return ps
+	}
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	if ps.probe, err = p.Client.Probe(cctx); err != nil {
+		return fail("probe failed", err)
+	}
+	if !ps.probe.Available {
+		return fail("unavailable: "+ps.probe.Reason, nil)
+	}
+	ps.endpoint, err = p.Client.Start(cctx, sdk.StartConfig{
+		Engine: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
+		Config: pc.Body, ConfigFile: pc.BodyFile, ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte,
+	})
+	if err != nil {
+		return fail("start failed", err)
+	}
+	lanes := e.cfg.Transfer.Lanes
+	if lanes <= 0 {
+		lanes = 1
+	}
+	for id := range lanes {
+		l, err := progress.NewLane(uint32(id), e.cfg.Transfer.RingDepth, e.cfg.Transfer.Spin)
+		if err != nil {
+			return fail("cannot create lane", err)
+		}
+		ps.lanes = append(ps.lanes, l)
+		if err := p.Client.AttachLane(cctx, uint32(id), l.SQ, l.CQ, e.cfg.Transfer.Spin); err != nil {
+			return fail(fmt.Sprintf("attach lane %d failed", id), err)
+		}
+	}
+	for _, l := range ps.lanes {
+		e.wg.Add(1)
+		go func() { defer e.wg.Done(); l.Reap(e.tracker) }()
+	}
+	ps.watchEnd = make(chan struct{})
+	e.wg.Add(1)
+	go e.watchPlugin(ps)
+	e.log.Debug("plugin started", "plugin", pc.Name, "path", spec.Path, "pid", p.PID())
+	return ps
+}
+
+// watchPlugin fails the work of a plugin whose process exits.
+func (e *Engine) watchPlugin(ps *pluginState) {
+	defer e.wg.Done()
+	select {
+	case <-ps.p.Exited():
+	case <-ps.watchEnd:
+		return
+	}
+	if e.closed.Load() {
+		return
+	}
+	ps.down.Store(true)
+	for _, l := range ps.lanes {
+		l.MarkDown()
+	}
+	err := fmt.Errorf("%w: plugin %q (%s) exited", ErrPluginFailed, ps.name, ps.p.Path)
+	n := e.tracker.FailTransport(ps.idx, err)
+	e.log.Error("plugin exited; its in-flight tasks failed", "plugin", ps.name, "tasks", n)
+}
+
+// Name returns the engine's segment name.
+func (e *Engine) Name() string { return e.name }
+
+// Incarnation returns this engine's incarnation (new at every start).
+func (e *Engine) Incarnation() uint64 { return e.incarnation }
+
+// MachineID returns the machine id the engine publishes.
+func (e *Engine) MachineID() string { return e.machineID }
+
+// MetastoreURL returns the URL of the embedded metastore, or of the HTTP
+// metastore in use, or "".
+func (e *Engine) MetastoreURL() string {
+	if e.metaSrv != nil {
+		return e.metaSrv.URL()
+	}
+	if c, ok := e.meta.(*metastore.HTTPClient); ok {
+		return c.URL()
+	}
+	return ""
+}
+
+// PluginStatus is what the engine knows of one configured plugin.
+type PluginStatus struct {
+	Name     string
+	Path     string
+	SHA256   string
+	Version  string
+	Protocol int
+	State    string // "running", "unavailable", "failed", "exited"
+	Reason   string
+	Rails    []sdk.Rail
+	Counters map[string]uint64
+}
+
+// Plugins reports every configured plugin, with its counters when running.
+func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
+	var out []PluginStatus
+	for _, ps := range e.plugins {
+		st := PluginStatus{Name: ps.name, State: "running", Rails: ps.probe.Rails}
+		if ps.p != nil {
+			st.Path, st.SHA256, st.Version, st.Protocol = ps.p.Path, ps.p.SHA256, ps.p.Info.Version, ps.p.Protocol
+		}
+		switch {
+		case ps.err != nil:
+			st.State, st.Reason = "failed", ps.err.Error()
+			if ps.p != nil && !ps.probe.Available && ps.probe.Reason != "" {
+				st.State = "unavailable"
+			}
+		case ps.down.Load():
+			st.State = "exited"
+		default:
+			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+			c, err := ps.p.Client.Stats(cctx)
+			cancel()
+			if err == nil {
+				st.Counters = c
+			}
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+// descriptor builds the local descriptor; e.mu held.
+func (e *Engine) descriptor() *segment.Descriptor {
+	d := &segment.Descriptor{
+		Schema: segment.SchemaVersion, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
+		Transports: make(map[string][]byte),
+	}
+	for _, lb := range *e.local.Load() {
+		d.Buffers = append(d.Buffers, lb.Buffer)
+	}
+	for _, ps := range e.plugins {
+		if ps.usable() {
+			d.Transports[ps.name] = ps.endpoint
+		}
+	}
+	return d
+}
+
+// publish writes the local descriptor to the metastore.
+func (e *Engine) publish(ctx context.Context) error {
+	e.mu.Lock()
+	b, err := e.descriptor().Encode()
+	e.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	key := segment.Key(KeyPrefix, e.name)
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	defer cancel()
+	if err := e.meta.Put(cctx, key, b); err != nil {
+		return fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
+	}
+	return nil
+}
+
+// Close stops the engine: unpublishes its descriptor, stops its plugins,
+// fails what is still pending, and frees its memory. Safe to call twice.
+func (e *Engine) Close() error {
+	var errs []error
+	e.closeOnce.Do(func() {
+		e.closed.Store(true)
+		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+		defer cancel()
+		if e.meta != nil {
+			if err := e.meta.Delete(ctx, segment.Key(KeyPrefix, e.name)); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		for _, ps := range e.plugins {
+			if ps.p == nil {
+				continue
+			}
+			if ps.err == nil && !ps.down.Load() {
+				if err := ps.p.Client.Stop(ctx); err != nil {
+					e.log.Warn("plugin stop failed", "plugin", ps.name, "error", err)
+				}
+			}
+			if ps.watchEnd != nil {
+				close(ps.watchEnd)
+			}
+			for _, l := range ps.lanes {
+				l.MarkDown()
+			}
+		}
+		closeErr := fmt.Errorf("%w: engine %q closed", ErrClosed, e.name)
+		for _, ps := range e.plugins {
+			e.tracker.FailTransport(ps.idx, closeErr)
+		}
+		for _, ps := range e.plugins {
+			if ps.p != nil {
+				ps.p.Kill()
+			}
+		}
+		for _, ps := range e.plugins {
+			for _, l := range ps.lanes {
+				l.Close(true) // stops and waits for its reaper, then unmaps
+			}
+		}
+		e.wg.Wait()
+		e.mu.Lock()
+		for _, a := range e.allocs {
+			a.region.Close()
+		}
+		e.allocs = nil
+		e.mu.Unlock()
+		if e.metaSrv != nil {
+			if err := e.metaSrv.Close(); err != nil {
+				errs = append(errs, err)
+			}
+		} else if e.meta != nil {
+			e.meta.Close()
+		}
+	})
+	return errors.Join(errs...)
+}

@@ -1,0 +1,167 @@
+package loader
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	hclog "github.com/hashicorp/go-hclog"
+	plugin "github.com/hashicorp/go-plugin"
+
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// BinaryPrefix is how plugin executables are named: ferry-plugin-<name>.
+const BinaryPrefix = "ferry-plugin-"
+
+// ErrPlugin is wrapped by every error this package returns about a plugin.
+var ErrPlugin = errors.New("plugin failed")
+
+// Spec says which plugin to start and how to check it.
+type Spec struct {
+	Name   string // "tcp"
+	Path   string // resolved binary path
+	SHA256 string // expected hex digest; "" = not checked
+}
+
+// Error is a plugin failure with the plugin's name, path and the reason.
+type Error struct {
+	Name, Path string
+	Reason     string
+	Err        error
+}
+
+func (e *Error) Error() string {
+	s := fmt.Sprintf("plugin %q (%s): %s", e.Name, e.Path, e.Reason)
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Unwrap lets errors.Is find ErrPlugin and the cause.
+func (e *Error) Unwrap() []error { return []error{ErrPlugin, e.Err} }
+
+// DefaultDir is where plugins are looked for when the config names no
+// plugin_dir: the directory of the running executable.
+func DefaultDir() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "bin"
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return filepath.Dir(exe)
+}
+
+// Resolve returns the binary path for a plugin: path if set (relative to
+// baseDir when relative), else dir/ferry-plugin-<name>.
+func Resolve(name, path, dir, baseDir string) string {
+	if path != "" {
+		if !filepath.IsAbs(path) && baseDir != "" {
+			return filepath.Join(baseDir, path)
+		}
+		return path
+	}
+	if dir == "" {
+		dir = DefaultDir()
+	}
+	return filepath.Join(dir, BinaryPrefix+name)
+}
+
+// FileSHA256 returns the hex sha256 of the file at path.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Plugin is a verified, running plugin process.
+type Plugin struct {
+	*sdk.Process
+	Name   string
+	Path   string
+	SHA256 string // of the binary that was started
+	Info   sdk.Info
+}
+
+// check verifies the binary before anything runs: present, executable,
+// matching checksum.
+func check(spec Spec) (string, error) {
+	fail := func(reason string, err error) (string, error) {
+		return "", &Error{Name: spec.Name, Path: spec.Path, Reason: reason, Err: err}
+	}
+	st, err := os.Stat(spec.Path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fail("binary not found; build it with `make build` or set path/plugin_dir in the config", nil)
+	case err != nil:
+		return fail("cannot stat binary", err)
+	case st.IsDir():
+		return fail("is a directory, not a plugin binary", nil)
+	case st.Mode()&0o111 == 0:
+		return fail("binary is not executable; chmod +x it", nil)
+	}
+	sum, err := FileSHA256(spec.Path)
+	if err != nil {
+		return fail("cannot read binary", err)
+	}
+	if spec.SHA256 != "" && !strings.EqualFold(sum, spec.SHA256) {
+		return fail(fmt.Sprintf("checksum mismatch: config says sha256 %s, binary is %s; reinstall the plugin or update sha256 in the config", spec.SHA256, sum), nil)
+	}
+	return sum, nil
+}
+
+// Start verifies and starts the plugin and dispenses its transport client.
+// The plugin dies with the host (Pdeathsig) and sees EOF on its fd socket
+// when the host goes away.
+func Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Plugin, error) {
+	sum, err := check(spec)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(reason string, err error) (*Plugin, error) {
+		return nil, &Error{Name: spec.Name, Path: spec.Path, Reason: reason, Err: err}
+	}
+	want, _ := hex.DecodeString(sum)
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	proc, err := sdk.Launch(ctx, spec.Path, want, logger.Named(spec.Name))
+	if err != nil {
+		reason := "failed to start"
+		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
+			reason = fmt.Sprintf("speaks an unsupported protocol version (this host speaks %d); rebuild the plugin against this Ferry SDK", sdk.ProtocolVersion)
+		} else if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			reason = "binary changed after it was checked (checksum mismatch)"
+		}
+		return fail(reason, err)
+	}
+	p := &Plugin{Process: proc, Name: spec.Name, Path: spec.Path, SHA256: sum}
+	client := proc.Client
+	info, proto, err := client.Describe(ctx)
+	if err != nil {
+		p.Kill()
+		return fail("describe failed", err)
+	}
+	if int(proto) != sdk.ProtocolVersion {
+		p.Kill()
+		return fail(fmt.Sprintf("reports protocol version %d, this host speaks %d", proto, sdk.ProtocolVersion), nil)
+	}
+	p.Info = info
+	return p, nil
+}

@@ -1,0 +1,114 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ferry-loader-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	for pkg, out := range map[string]string{
+		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":      "ferry-plugin-tcp",
+		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99": "ferry-plugin-v99",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func TestStartGoodPlugin(t *testing.T) {
+	path := filepath.Join(binDir, "ferry-plugin-tcp")
+	sum, err := FileSHA256(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), Spec{Name: "tcp", Path: path, SHA256: strings.ToUpper(sum)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Info.Name != "tcp" || p.Protocol != 1 || p.SHA256 != sum || p.PID() <= 0 {
+		t.Fatalf("plugin %+v: want tcp, protocol 1, sha256 %s and a pid", p, sum)
+	}
+	p.Kill()
+	select {
+	case <-p.Exited():
+	default:
+		t.Fatal("Exited not closed after Kill")
+	}
+	p.Kill() // twice is fine
+}
+
+func TestStartRefusals(t *testing.T) {
+	notExec := filepath.Join(t.TempDir(), "ferry-plugin-noexec")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	cases := []struct {
+		name string
+		spec Spec
+		want []string
+	}{
+		{"missing binary", Spec{Name: "rdma", Path: filepath.Join(binDir, "ferry-plugin-rdma")}, []string{`plugin "rdma"`, "ferry-plugin-rdma", "not found", "make build"}},
+		{"wrong checksum", Spec{Name: "tcp", Path: filepath.Join(binDir, "ferry-plugin-tcp"), SHA256: strings.Repeat("ab", 32)}, []string{`plugin "tcp"`, "checksum mismatch", strings.Repeat("ab", 32)}},
+		{"not executable", Spec{Name: "noexec", Path: notExec}, []string{"not executable"}},
+		{"directory", Spec{Name: "dir", Path: binDir}, []string{"directory"}},
+		{"future protocol", Spec{Name: "v99", Path: filepath.Join(binDir, "ferry-plugin-v99")}, []string{`plugin "v99"`, "ferry-plugin-v99", "unsupported protocol version", "speaks 1"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := Start(context.Background(), c.spec, nil)
+			if err == nil {
+				p.Kill()
+				t.Fatal("Start succeeded")
+			}
+			if !errors.Is(err, ErrPlugin) {
+				t.Errorf("error %v does not wrap ErrPlugin", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	cases := []struct{ name, path, dir, base, want string }{
+		{"tcp", "", "/opt/ferry", "", "/opt/ferry/ferry-plugin-tcp"},
+		{"tcp", "/x/p", "/opt/ferry", "/etc", "/x/p"},
+		{"tcp", "rel/p", "/opt/ferry", "/etc/ferry", "/etc/ferry/rel/p"},
+	}
+	for _, c := range cases {
+		if got := Resolve(c.name, c.path, c.dir, c.base); got != c.want {
+			t.Errorf("Resolve(%q, %q, %q, %q) = %q, want %q", c.name, c.path, c.dir, c.base, got, c.want)
+		}
+	}
+}

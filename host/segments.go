@@ -1,0 +1,160 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// SegmentID names an open remote segment in requests.
+type SegmentID uint32
+
+// remote is an open remote segment.
+type remote struct {
+	id   SegmentID
+	name string
+	desc *segment.Descriptor
+	// opened[i] is true when plugin i has the peer open.
+	opened []bool
+	// route is the index into e.plugins of the default transport, -1 if
+	// none reaches the segment.
+	route int
+	why   string // why route is -1
+}
+
+// Segment is what OpenSegment learned about a remote segment.
+type Segment struct {
+	ID          SegmentID
+	Name        string
+	Incarnation uint64
+	MachineID   string
+	Buffers     []segment.Buffer
+	Transports  []string // transports both ends have
+}
+
+// OpenSegment fetches the named segment's descriptor and prepares every
+// transport both engines have to reach it.
+func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) {
+	if e.closed.Load() {
+		return Segment{}, ErrClosed
+	}
+	key := segment.Key(KeyPrefix, name)
+	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+	raw, err := e.meta.Get(cctx, key)
+	cancel()
+	if errors.Is(err, metastore.ErrNotFound) {
+		return Segment{}, fmt.Errorf("%w: open segment %q: no descriptor at %q; is the engine running and using the same metastore?", ErrSegmentNotFound, name, key)
+	}
+	if err != nil {
+		return Segment{}, fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
+	}
+	d, err := segment.Decode(key, raw)
+	if err != nil {
+		return Segment{}, fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := *e.remotes.Load()
+	for _, r := range cur {
+		if r != nil && r.name == name {
+			// Already open: refresh the buffers (they may have grown) if
+			// it is the same life of the peer.
+			if r.desc.Incarnation == d.Incarnation {
+				r2 := *r
+				r2.desc = d
+				next := slices.Clone(cur)
+				next[r.id-1] = &r2
+				e.remotes.Store(&next)
+				return r2.info(e), nil
+			}
+			return Segment{}, fmt.Errorf("%w: segment %q restarted (incarnation %#x, open as %#x): close and reopen it", ErrSegmentNotFound, name, d.Incarnation, r.desc.Incarnation)
+		}
+	}
+	r := &remote{id: SegmentID(len(cur) + 1), name: name, desc: d, opened: make([]bool, len(e.plugins)), route: -1}
+	if i := slices.Index(cur, nil); i >= 0 {
+		r.id = SegmentID(i + 1)
+	}
+	var reasons []string
+	for i, ps := range e.plugins {
+		ep, ok := d.Transports[ps.name]
+		switch {
+		case !ps.usable():
+			reasons = append(reasons, fmt.Sprintf("%s: not running here", ps.name))
+			continue
+		case !ok:
+			reasons = append(reasons, fmt.Sprintf("%s: %q does not offer it", ps.name, name))
+			continue
+		case ps.p.Info.SameMachineOnly && d.MachineID != e.machineID:
+			reasons = append(reasons, fmt.Sprintf("%s: same machine only, %q is on %q", ps.name, name, d.MachineID))
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+		err := ps.p.Client.OpenPeer(cctx, sdk.Peer{ID: uint32(r.id), Segment: name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: ep})
+		cancel()
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", ps.name, err))
+			continue
+		}
+		r.opened[i] = true
+		if r.route < 0 {
+			r.route = i
+		}
+	}
+	if r.route < 0 {
+		return Segment{}, fmt.Errorf("%w: open segment %q: no transport reaches it (%v)", ErrTransportUnavailable, name, reasons)
+	}
+	next := slices.Clone(cur)
+	if int(r.id) <= len(next) {
+		next[r.id-1] = r
+	} else {
+		next = append(next, r)
+	}
+	e.remotes.Store(&next)
+	return r.info(e), nil
+}
+
+func (r *remote) info(e *Engine) Segment {
+	s := Segment{ID: r.id, Name: r.name, Incarnation: r.desc.Incarnation, MachineID: r.desc.MachineID, Buffers: r.desc.Buffers}
+	for i, ok := range r.opened {
+		if ok {
+			s.Transports = append(s.Transports, e.plugins[i].name)
+		}
+	}
+	return s
+}
+
+// CloseSegment forgets an open segment; its peers are closed in every
+// plugin.
+func (e *Engine) CloseSegment(ctx context.Context, id SegmentID) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := *e.remotes.Load()
+	if id == 0 || int(id) > len(cur) || cur[id-1] == nil {
+		return fmt.Errorf("%w: close segment %d: not open", ErrSegmentNotFound, id)
+	}
+	r := cur[id-1]
+	next := slices.Clone(cur)
+	next[id-1] = nil
+	e.remotes.Store(&next)
+	for i, ok := range r.opened {
+		if ok && e.plugins[i].usable() {
+			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+			e.plugins[i].p.Client.ClosePeer(cctx, uint32(id))
+			cancel()
+		}
+	}
+	return nil
+}
+
+func (e *Engine) remote(id SegmentID) *remote {
+	cur := *e.remotes.Load()
+	if id == 0 || int(id) > len(cur) {
+		return nil
+	}
+	return cur[id-1]
+}

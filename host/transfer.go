@@ -1,0 +1,397 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// Op is what a request does.
+type Op uint8
+
+const (
+	// Read copies from the remote segment into local memory.
+	Read Op = 1
+	// Write copies from local memory into the remote segment.
+	Write Op = 2
+)
+
+func (o Op) String() string {
+	switch o {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return fmt.Sprintf("op(%d)", uint8(o))
+}
+
+// Priority orders requests under load.
+type Priority uint8
+
+const (
+	PriorityNormal Priority = iota
+	PriorityHigh
+	PriorityLow
+)
+
+// Request is one transfer between local memory and a remote segment.
+type Request struct {
+	Op Op
+	// Local is the local range: registered memory of this engine. Its
+	// length is the transfer's length.
+	Local []byte
+	// Segment is a handle from OpenSegment.
+	Segment SegmentID
+	// Remote is the address in the remote segment, as listed in its
+	// descriptor (the owner's virtual address).
+	Remote   uint64
+	Priority Priority
+	// Deadline, when set, ends the task TIMEOUT if it has not completed by
+	// then.
+	Deadline time.Time
+	// Transport pins the transport (a plugin name); "" lets the engine
+	// choose.
+	Transport string
+}
+
+// BatchID names a batch from AllocateBatch.
+type BatchID struct{ b *progress.Batch }
+
+// TaskStatus is one task's state.
+type TaskStatus struct {
+	State State
+	Bytes uint64 // bytes transferred so far
+	Err   error  // why, when the state is not COMPLETED or PENDING
+}
+
+// BatchStatus sums a batch.
+type BatchStatus struct {
+	Tasks     int
+	Pending   int
+	Completed int
+	Failed    int // FAILED, CANCELED, TIMEOUT and INVALID together
+	Bytes     uint64
+}
+
+// Done reports whether every task of the batch has ended.
+func (s BatchStatus) Done() bool { return s.Pending == 0 }
+
+// AllocateBatch returns a batch that holds up to capacity tasks.
+func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
+	if e.closed.Load() {
+		return BatchID{}, ErrClosed
+	}
+	b, err := e.tracker.Allocate(capacity)
+	if err != nil {
+		return BatchID{}, fmt.Errorf("%w: allocate batch: %v", ErrInvalid, err)
+	}
+	return BatchID{b}, nil
+}
+
+// FreeBatch releases a batch. Tasks still pending are canceled first.
+func (e *Engine) FreeBatch(id BatchID) error {
+	if id.b == nil {
+		return fmt.Errorf("%w: free batch: zero BatchID", ErrInvalid)
+	}
+	id.b.Cancel()
+	e.tracker.Free(id.b)
+	return nil
+}
+
+// Submit validates each request, routes it and publishes its slices. A
+// request that fails validation becomes an INVALID task; it does not stop
+// the others. Submit returns an error only when the batch cannot take the
+// requests at all.
+func (e *Engine) Submit(id BatchID, reqs ...Request) error {
+	b := id.b
+	if b == nil {
+		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if b.Len()+len(reqs) > b.Cap() {
+		return fmt.Errorf("%w: submit %d requests: batch holds %d of %d", ErrInvalid, len(reqs), b.Len(), b.Cap())
+	}
+	for k := range reqs {
+		e.submitOne(b, &reqs[k])
+	}
+	return nil
+}
+
+func (e *Engine) submitOne(b *progress.Batch, r *Request) {
+	var deadline int64
+	if !r.Deadline.IsZero() {
+		deadline = r.Deadline.UnixNano()
+	}
+	n := uint64(len(r.Local))
+	i := b.Reserve(n, deadline)
+	if i < 0 {
+		return // checked by Submit
+	}
+	rem := e.remote(r.Segment)
+	ps, localRegion, localOff, remoteRegion, remoteOff, err := e.route(r, rem)
+	if err != nil {
+		b.Finish(i, progress.Invalid, err)
+		return
+	}
+	t := b.Task(i)
+	t.Transport = ps.idx
+	slice := e.sliceSize
+	nslices := int64((n + slice - 1) / slice)
+	b.SetSlices(i, nslices)
+	op := ring.OpWrite
+	if r.Op == Read {
+		op = ring.OpRead
+	}
+	d := ring.Descriptor{
+		Token: b.Token(i), Op: op, Prio: uint8(r.Priority),
+		LocalRegion: localRegion, Peer: uint32(rem.id), RemoteRegion: remoteRegion,
+		Deadline: deadline,
+	}
+	var now int64
+	if deadline != 0 {
+		now = progress.Now()
+	}
+	l := ps.lane()
+	l.Begin()
+	var sent int64
+	for off := uint64(0); off < n; off += slice {
+		if b.State(i, now).Terminal() { // canceled or expired while being cut
+			break
+		}
+		d.LocalOffset, d.RemoteOffset, d.Length = localOff+off, remoteOff+off, min(slice, n-off)
+		if err := l.Put(&d); err != nil {
+			b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err))
+			break
+		}
+		sent++
+	}
+	l.End()
+	if sent < nslices {
+		b.Unsent(i, nslices-sent)
+	}
+}
+
+// route checks a request and picks its plugin. Errors here make the task
+// INVALID: nothing was sent.
+func (e *Engine) route(r *Request, rem *remote) (ps *pluginState, lreg uint32, loff uint64, rreg uint32, roff uint64, err error) {
+	n := uint64(len(r.Local))
+	if r.Op != Read && r.Op != Write {
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: unknown op %d", ErrInvalid, r.Op)
+	}
+	if n == 0 {
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: zero length", ErrInvalid)
+	}
+	if rem == nil {
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, r.Segment)
+	}
+	lp := uint64(addr(r.Local))
+	lreg, loff, ok := e.lookupLocal(lp, n)
+	if !ok {
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: local range %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, lp, n)
+	}
+	rreg, roff, err = segment.Translate(rem.desc.Buffers, r.Remote, n, r.Op == Write)
+	switch {
+	case errors.Is(err, segment.ErrNoBuffer):
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.name, r.Remote)
+	case errors.Is(err, segment.ErrOutOfBounds):
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.name)
+	case errors.Is(err, segment.ErrPermission):
+		i := segment.Find(rem.desc.Buffers, r.Remote)
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.name, rem.desc.Buffers[i].Base, rem.desc.Buffers[i].Perm, r.Op)
+	}
+	idx := rem.route
+	if r.Transport != "" {
+		hp, ok := e.byName[r.Transport]
+		if !ok {
+			return nil, 0, 0, 0, 0, fmt.Errorf("%w: transport hint %q: no such plugin configured", ErrTransportUnavailable, r.Transport)
+		}
+		idx = int(hp.idx)
+		if !rem.opened[idx] {
+			return nil, 0, 0, 0, 0, fmt.Errorf("%w: transport hint %q cannot reach segment %q", ErrTransportUnavailable, r.Transport, rem.name)
+		}
+	}
+	ps = e.plugins[idx]
+	if !ps.usable() {
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: plugin %q is not running", ErrTransportUnavailable, ps.name)
+	}
+	return ps, lreg, loff, rreg, roff, nil
+}
+
+// TaskStatus returns task i of the batch.
+func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
+	if id.b == nil || i < 0 || i >= id.b.Len() {
+		return TaskStatus{}, fmt.Errorf("%w: task %d: no such task", ErrInvalid, i)
+	}
+	t := id.b.Task(i)
+	st := TaskStatus{State: id.b.State(i, progress.Now()), Bytes: t.Bytes()}
+	st.Err = e.taskErr(t, st.State)
+	return st, nil
+}
+
+func (e *Engine) taskErr(t *progress.Task, s State) error {
+	switch s {
+	case StatePending, StateCompleted:
+		return nil
+	case StateTimeout:
+		return fmt.Errorf("%w: deadline passed after %d of %d bytes", ErrDeadlineExceeded, t.Bytes(), t.Length)
+	case StateCanceled:
+		return fmt.Errorf("%w after %d of %d bytes", ErrCanceled, t.Bytes(), t.Length)
+	}
+	if t.Err != nil {
+		return t.Err
+	}
+	return statusErr(t.SliceStatus())
+}
+
+// BatchStatus sums the batch's tasks.
+func (e *Engine) BatchStatus(id BatchID) (BatchStatus, error) {
+	if id.b == nil {
+		return BatchStatus{}, fmt.Errorf("%w: zero BatchID", ErrInvalid)
+	}
+	now := progress.Now()
+	var s BatchStatus
+	s.Tasks = id.b.Len()
+	for i := range s.Tasks {
+		t := id.b.Task(i)
+		s.Bytes += t.Bytes()
+		switch id.b.State(i, now) {
+		case StatePending:
+			s.Pending++
+		case StateCompleted:
+			s.Completed++
+		default:
+			s.Failed++
+		}
+	}
+	return s, nil
+}
+
+// Cancel ends every pending task of the batch CANCELED.
+func (e *Engine) Cancel(id BatchID) error {
+	if id.b == nil {
+		return fmt.Errorf("%w: zero BatchID", ErrInvalid)
+	}
+	id.b.Cancel()
+	return nil
+}
+
+// Wait blocks until every task of the batch has ended or ctx ends; when
+// ctx ends first, the pending tasks are canceled (TIMEOUT if ctx's deadline
+// passed) and ctx's error is returned.
+//
+// For a short while Wait drains the completion rings itself: a completion
+// that arrives within the spin budget reaches the caller without waking
+// the reaper goroutine and handing over through a channel.
+func (e *Engine) Wait(ctx context.Context, id BatchID) error {
+	b := id.b
+	if b == nil {
+		return fmt.Errorf("%w: zero BatchID", ErrInvalid)
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	var buf [64]ring.Descriptor
+	now := progress.Now()
+	spinUntil := now + int64(e.cfg.Transfer.Spin)
+	for {
+		if b.Done(now) {
+			return nil
+		}
+		if now < spinUntil {
+			if e.poll(&buf) == 0 {
+				runtime.Gosched()
+			}
+			now = progress.Now()
+			continue
+		}
+		var tc <-chan time.Time
+		if md := b.MinDeadline(); md != 0 {
+			wait := time.Duration(md - now)
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tc = timer.C
+		}
+		select {
+		case <-b.Wake():
+		case <-tc:
+		case <-ctx.Done():
+			s := progress.Canceled
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				s = progress.Timeout
+			}
+			for i := range b.Len() {
+				b.Finish(i, s, nil)
+			}
+			return ctx.Err()
+		}
+		now = progress.Now()
+	}
+}
+
+// poll drains every running plugin's completion rings once.
+func (e *Engine) poll(buf *[64]ring.Descriptor) int {
+	n := 0
+	for _, ps := range e.plugins {
+		if ps.usable() {
+			for _, l := range ps.lanes {
+				n += l.Poll(e.tracker, buf)
+			}
+		}
+	}
+	return n
+}
+
+// Transfer submits reqs as one batch, waits for all of them and returns
+// nil if all completed, or an error listing each task that did not. It
+// returns when ctx ends, canceling what is still pending.
+func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
+	id, err := e.AllocateBatch(max(len(reqs), 1))
+	if err != nil {
+		return err
+	}
+	defer e.FreeBatch(id)
+	if err := e.Submit(id, reqs...); err != nil {
+		return err
+	}
+	werr := e.Wait(ctx, id)
+	var errs []error
+	now := progress.Now()
+	for i := range id.b.Len() {
+		t := id.b.Task(i)
+		s := id.b.State(i, now)
+		if s == StateCompleted {
+			continue
+		}
+		r := &reqs[i]
+		te := &TransferError{Task: i, Op: r.Op, Remote: r.Remote, Length: uint64(len(r.Local)), State: s, Err: e.taskErr(t, s)}
+		if rem := e.remote(r.Segment); rem != nil {
+			te.Segment = rem.name
+		}
+		if t.Transport >= 0 {
+			te.Transport = e.plugins[t.Transport].name
+		}
+		errs = append(errs, te)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	if werr != nil {
+		errs = append(errs, werr)
+	}
+	return errors.Join(errs...)
+}
