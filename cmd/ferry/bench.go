@@ -1,0 +1,452 @@
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// benchRow is one line of `ferry bench` output; with --json, one object.
+type benchRow struct {
+	Transport     string    `json:"transport"`
+	Op            string    `json:"op"`
+	BlockSize     int64     `json:"block_size"`
+	Batch         int       `json:"batch"`
+	Threads       int       `json:"threads"`
+	Bytes         uint64    `json:"bytes"`
+	Seconds       float64   `json:"seconds"`
+	Gbps          float64   `json:"gbps"` // 10^9 bytes per second
+	P50us         float64   `json:"p50_us"`
+	P99us         float64   `json:"p99_us"`
+	P999us        float64   `json:"p999_us"`
+	Baseline      string    `json:"baseline"`
+	BaselineGbps  float64   `json:"baseline_gbps"`
+	BaselineP50us float64   `json:"baseline_p50_us"`
+	Ratio         float64   `json:"ratio"`         // gbps / baseline_gbps
+	LatencyRatio  float64   `json:"latency_ratio"` // p50_us / baseline_p50_us
+	Rails         []railRow `json:"rails,omitempty"`
+}
+
+type railRow struct {
+	Plugin   string            `json:"plugin"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// result is one measured run: bytes moved, time, per-batch latencies.
+type result struct {
+	bytes   uint64
+	seconds float64
+	lat     []time.Duration
+}
+
+func (r *result) add(o result) {
+	r.bytes += o.bytes
+	r.seconds += o.seconds
+	r.lat = append(r.lat, o.lat...)
+}
+
+func (r *result) gbps() float64 {
+	if r.seconds == 0 {
+		return 0
+	}
+	return float64(r.bytes) / r.seconds / 1e9
+}
+
+func (r *result) pct(p float64) float64 {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	slices.Sort(r.lat)
+	i := int(float64(len(r.lat)-1) * p)
+	return float64(r.lat[i].Nanoseconds()) / 1e3
+}
+
+type benchOpts struct {
+	transport string
+	op        host.Op
+	size      int64
+	batch     int
+	threads   int
+	duration  time.Duration
+}
+
+// runLoop runs threads workers for d; each repeats one batch and records
+// its latency. It returns what they moved.
+func runLoop(o benchOpts, d time.Duration, work func(th int) (uint64, error)) (result, error) {
+	var mu sync.Mutex
+	var res result
+	var firstErr error
+	var wg sync.WaitGroup
+	start := time.Now()
+	stop := start.Add(d)
+	for th := range o.threads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var local result
+			for time.Now().Before(stop) {
+				t0 := time.Now()
+				n, err := work(th)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				local.lat = append(local.lat, time.Since(t0))
+				local.bytes += n
+			}
+			mu.Lock()
+			res.bytes += local.bytes
+			res.lat = append(res.lat, local.lat...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.seconds = time.Since(start).Seconds()
+	return res, firstErr
+}
+
+func cmdBench(args []string) error {
+	fs := flag.NewFlagSet("bench", flag.ExitOnError)
+	transport := fs.String("transport", "tcp", "transport plugin to measure")
+	opName := fs.String("op", "write", "read or write")
+	sizeStr := fs.String("size", "64MiB", "bytes per request (e.g. 4KiB, 64MiB)")
+	batch := fs.Int("batch", 1, "requests per batch")
+	threads := fs.Int("threads", 1, "concurrent submitters (and baseline streams)")
+	duration := fs.Duration("duration", 5*time.Second, "measured time for Ferry and for the baseline each")
+	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
+	asJSON := fs.Bool("json", false, "print one JSON object per row")
+	cfgPath := fs.String("config", "", "initiator config (default: built-in)")
+	targetName := fs.String("target", "", "measure against this running remote engine instead of starting one (needs --metastore)")
+	metaURL := fs.String("metastore", "", "metastore URL of the remote engine (with --target)")
+	noBaseline := fs.Bool("no-baseline", false, "skip the raw baseline")
+	level := fs.String("log-level", "warn", "log level")
+	fs.Parse(args)
+
+	size, err := config.ParseSize(*sizeStr)
+	if err != nil {
+		return err
+	}
+	o := benchOpts{transport: *transport, size: size, batch: *batch, threads: *threads, duration: *duration}
+	switch *opName {
+	case "read":
+		o.op = host.Read
+	case "write":
+		o.op = host.Write
+	default:
+		return fmt.Errorf("--op %q: want read or write", *opName)
+	}
+	if size <= 0 || o.batch <= 0 || o.threads <= 0 {
+		return fmt.Errorf("--size, --batch and --threads must be positive")
+	}
+	total := size * int64(o.batch) * int64(o.threads)
+	if total > 8<<30 {
+		return fmt.Errorf("size*batch*threads = %d bytes: more than 8 GiB of buffers; lower one of them", total)
+	}
+	if *targetName != "" && *metaURL == "" {
+		return fmt.Errorf("--target needs --metastore")
+	}
+
+	ctx := context.Background()
+	cfg, err := loadConfig(*cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), *metaURL)
+	if err != nil {
+		return err
+	}
+	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	name := *targetName
+	if name == "" {
+		name = fmt.Sprintf("bench-target-%d", os.Getpid())
+		t, err := startTarget("--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total), "--log-level", *level)
+		if err != nil {
+			return err
+		}
+		defer t.stop()
+	}
+	seg, err := e.OpenSegment(ctx, name)
+	if err != nil {
+		return err
+	}
+	var remoteBase uint64
+	for _, b := range seg.Buffers {
+		if b.Perm == "remote-read-write" && b.Length >= uint64(total) {
+			remoteBase = b.Base
+			break
+		}
+	}
+	if remoteBase == 0 {
+		return fmt.Errorf("segment %q has no read-write buffer of %d bytes", name, total)
+	}
+	local, err := e.Allocate(int(total))
+	if err != nil {
+		return err
+	}
+	if _, err := e.Register(ctx, local, host.LocalOnly); err != nil {
+		return err
+	}
+	// One batch and one request slice per thread, built once.
+	reqs := make([][]host.Request, o.threads)
+	ids := make([]host.BatchID, o.threads)
+	for th := range o.threads {
+		for k := range o.batch {
+			off := (int64(th)*int64(o.batch) + int64(k)) * size
+			reqs[th] = append(reqs[th], host.Request{Op: o.op, Local: local[off : off+size], Segment: seg.ID, Remote: remoteBase + uint64(off), Transport: o.transport})
+		}
+		if ids[th], err = e.AllocateBatch(o.batch); err != nil {
+			return err
+		}
+	}
+	ferryWork := func(th int) (uint64, error) {
+		id := ids[th]
+		if err := e.Submit(id, reqs[th]...); err != nil {
+			return 0, err
+		}
+		if err := e.Wait(ctx, id); err != nil {
+			return 0, err
+		}
+		st, _ := e.BatchStatus(id)
+		if st.Failed > 0 {
+			for i := range st.Tasks {
+				if ts, _ := e.TaskStatus(id, i); ts.Err != nil {
+					return 0, ts.Err
+				}
+			}
+		}
+		e.FreeBatch(id)
+		ids[th], _ = e.AllocateBatch(o.batch)
+		return st.Bytes, nil
+	}
+
+	var base *baselinePeer
+	if !*noBaseline && *targetName == "" {
+		if base, err = startBaseline(o); err != nil {
+			return err
+		}
+		defer base.close()
+	}
+	// Alternate Ferry and baseline in two rounds so that drift on a noisy
+	// machine hits both alike.
+	var fr, br result
+	for round := range 2 {
+		_ = round
+		if _, err := runLoop(o, *warmup, ferryWork); err != nil {
+			return err
+		}
+		r, err := runLoop(o, o.duration/2, ferryWork)
+		if err != nil {
+			return err
+		}
+		fr.add(r)
+		if base != nil {
+			if _, err := runLoop(o, *warmup, base.work); err != nil {
+				return err
+			}
+			r, err := runLoop(o, o.duration/2, base.work)
+			if err != nil {
+				return err
+			}
+			br.add(r)
+		}
+	}
+	row := benchRow{
+		Transport: o.transport, Op: *opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
+		Bytes: fr.bytes, Seconds: fr.seconds, Gbps: fr.gbps(),
+		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
+	}
+	if base != nil {
+		row.Baseline = "raw-go-tcp"
+		row.BaselineGbps, row.BaselineP50us = br.gbps(), br.pct(0.5)
+		if row.BaselineGbps > 0 {
+			row.Ratio = row.Gbps / row.BaselineGbps
+		}
+		if row.BaselineP50us > 0 {
+			row.LatencyRatio = row.P50us / row.BaselineP50us
+		}
+	}
+	for _, p := range e.Plugins(ctx) {
+		if p.Name == o.transport {
+			row.Rails = append(row.Rails, railRow{Plugin: p.Name, Counters: p.Counters})
+		}
+	}
+	if *asJSON {
+		b, _ := json.Marshal(row)
+		fmt.Println(string(b))
+		return nil
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO")
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\n",
+		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
+		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio)
+	tw.Flush()
+	for _, r := range row.Rails {
+		fmt.Printf("plugin %s counters:", r.Plugin)
+		keys := make([]string, 0, len(r.Counters))
+		for k := range r.Counters {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Printf(" %s=%d", k, r.Counters[k])
+		}
+		fmt.Println()
+	}
+	return nil
+}
+
+// The raw baseline: the same work over plain Go TCP sockets between two
+// processes, one stream per thread. A write sends a 16-byte header and the
+// payload and waits for an 8-byte ack per request; a read sends a header
+// and receives the payload.
+
+type baselinePeer struct {
+	cmd   *exec.Cmd
+	conns []net.Conn
+	bufs  [][]byte
+	o     benchOpts
+	hdr   [][]byte
+}
+
+func startBaseline(o benchOpts) (*baselinePeer, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, "bench-peer", "--size", fmt.Sprint(o.size))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	var line [128]byte
+	n, err := out.Read(line[:])
+	if err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("baseline peer: %w", err)
+	}
+	addr := strings.TrimSpace(string(line[:n]))
+	p := &baselinePeer{cmd: cmd, o: o}
+	for range o.threads {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			p.close()
+			return nil, fmt.Errorf("baseline peer %s: %w", addr, err)
+		}
+		p.conns = append(p.conns, c)
+		p.bufs = append(p.bufs, make([]byte, o.size*int64(o.batch)))
+		p.hdr = append(p.hdr, make([]byte, 16*o.batch))
+	}
+	return p, nil
+}
+
+func (p *baselinePeer) work(th int) (uint64, error) {
+	c, buf, hdr := p.conns[th], p.bufs[th], p.hdr[th]
+	size := p.o.size
+	op := uint64(1)
+	if p.o.op == host.Read {
+		op = 2
+	}
+	var bufs net.Buffers
+	for k := range p.o.batch {
+		h := hdr[16*k : 16*k+16]
+		binary.LittleEndian.PutUint64(h, op)
+		binary.LittleEndian.PutUint64(h[8:], uint64(size))
+		bufs = append(bufs, h)
+		if op == 1 {
+			bufs = append(bufs, buf[int64(k)*size:int64(k+1)*size])
+		}
+	}
+	if _, err := bufs.WriteTo(c); err != nil {
+		return 0, err
+	}
+	if op == 1 {
+		var ack [8]byte
+		for range p.o.batch {
+			if _, err := io.ReadFull(c, ack[:]); err != nil {
+				return 0, err
+			}
+		}
+	} else if _, err := io.ReadFull(c, buf); err != nil {
+		return 0, err
+	}
+	return uint64(size) * uint64(p.o.batch), nil
+}
+
+func (p *baselinePeer) close() {
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.cmd.Process.Kill()
+	p.cmd.Wait()
+}
+
+// cmdBenchPeer is the baseline's far end: it serves the raw protocol
+// above until killed.
+func cmdBenchPeer(args []string) error {
+	fs := flag.NewFlagSet("bench-peer", flag.ExitOnError)
+	size := fs.Int64("size", 1<<20, "largest request")
+	fs.Parse(args)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(ln.Addr().String())
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			buf := make([]byte, *size)
+			var h [16]byte
+			ack := make([]byte, 8)
+			for {
+				if _, err := io.ReadFull(c, h[:]); err != nil {
+					return
+				}
+				op, n := binary.LittleEndian.Uint64(h[:]), binary.LittleEndian.Uint64(h[8:])
+				if n > uint64(len(buf)) {
+					return
+				}
+				var err error
+				if op == 1 {
+					if _, err = io.ReadFull(c, buf[:n]); err == nil {
+						_, err = c.Write(ack)
+					}
+				} else {
+					_, err = c.Write(buf[:n])
+				}
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+}

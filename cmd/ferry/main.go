@@ -1,0 +1,55 @@
+// Command ferry runs, inspects and measures Ferry engines.
+//
+//	ferry run      run an engine from a config file and expose memory
+//	ferry metad    serve the embedded HTTP metastore
+//	ferry plugins  list plugins: version, checksum, protocol, probe result
+//	ferry bench    measure a transport against a raw baseline, two processes
+//	ferry demo     the main job: two engines move verified data
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+var commands = []struct {
+	name, help string
+	run        func(args []string) error
+}{
+	{"run", "run an engine from a config file and expose memory", cmdRun},
+	{"metad", "serve the embedded HTTP metastore", cmdMetad},
+	{"plugins", "list plugins with version, checksum, protocol and probe result", cmdPlugins},
+	{"bench", "measure a transport between two processes against a raw baseline", cmdBench},
+	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
+	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},
+}
+
+func usage() {
+	fmt.Fprintf(os.Stderr, "usage: ferry <command> [flags]\n\ncommands:\n")
+	for _, c := range commands {
+		if c.name == "bench-peer" {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.help)
+	}
+	fmt.Fprintf(os.Stderr, "\nrun `ferry <command> -h` for its flags\n")
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	for _, c := range commands {
+		if c.name == os.Args[1] {
+			if err := c.run(os.Args[2:]); err != nil {
+				fmt.Fprintf(os.Stderr, "ferry %s: %v\n", c.name, err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	fmt.Fprintf(os.Stderr, "ferry: unknown command %q\n\n", os.Args[1])
+	usage()
+	os.Exit(2)
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// readyLine is what `ferry run` prints on stdout once its memory is
+// registered, so that a parent process (bench, demo, tests) can use it.
+type readyLine struct {
+	Name        string       `json:"name"`
+	Incarnation uint64       `json:"incarnation"`
+	Metastore   string       `json:"metastore"`
+	Buffers     []readyBuf   `json:"buffers"`
+	Plugins     []pluginLine `json:"plugins"`
+}
+
+type readyBuf struct {
+	Base   uint64 `json:"base"`
+	Length int    `json:"length"`
+	Perm   string `json:"perm"`
+}
+
+type pluginLine struct {
+	Name   string `json:"name"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Pattern fills b with the bytes that offset off of a pattern segment
+// holds, so that a reader can check any range without the writer.
+func Pattern(b []byte, off uint64, seed uint64) {
+	for i := range b {
+		x := off + uint64(i) + seed*0x9e3779b97f4a7c15
+		x ^= x >> 29
+		x *= 0xbf58476d1ce4e5b9
+		x ^= x >> 32
+		b[i] = byte(x)
+	}
+}
+
+// loadConfig reads --config or builds the default config for name.
+func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
+	var cfg *config.Config
+	if path != "" {
+		c, err := config.Load(path)
+		if err != nil {
+			return nil, err
+		}
+		cfg = c
+	} else {
+		cfg = config.Default(name)
+	}
+	if name != "" {
+		cfg.Name = name
+	}
+	if metastoreURL != "" {
+		cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = "http", metastoreURL, ""
+	}
+	return cfg, nil
+}
+
+func logger(level string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.LevelFromString(level), Output: os.Stderr})
+}
+
+func cmdRun(args []string) error {
+	fs := flag.NewFlagSet("run", flag.ExitOnError)
+	cfgPath := fs.String("config", "", "HCL config file (default: built-in single-node config)")
+	name := fs.String("name", "", "engine name (overrides the config)")
+	metaURL := fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)")
+	expose := fs.String("expose", "0", "allocate and register this much memory read-write for peers (e.g. 64MiB)")
+	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
+	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
+	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>` and `fill <seed>` lines on stdin; exit at EOF")
+	level := fs.String("log-level", "warn", "log level")
+	fs.Parse(args)
+
+	cfg, err := loadConfig(*cfgPath, *name, *metaURL)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL()}
+	for _, p := range e.Plugins(ctx) {
+		ready.Plugins = append(ready.Plugins, pluginLine{Name: p.Name, State: p.State, Reason: p.Reason})
+	}
+	var rw []byte
+	for _, x := range []struct {
+		size string
+		perm host.Perm
+	}{{*expose, host.RemoteReadWrite}, {*exposeRO, host.RemoteRead}} {
+		n, err := config.ParseSize(x.size)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		buf, err := e.Allocate(int(n))
+		if err != nil {
+			return err
+		}
+		if *seed != 0 {
+			Pattern(buf, 0, *seed)
+		}
+		base, err := e.Register(ctx, buf, x.perm)
+		if err != nil {
+			return err
+		}
+		if x.perm == host.RemoteReadWrite {
+			rw = buf
+		}
+		ready.Buffers = append(ready.Buffers, readyBuf{Base: base, Length: len(buf), Perm: x.perm.String()})
+	}
+	line, _ := json.Marshal(ready)
+	fmt.Println(string(line))
+	if !*control {
+		<-ctx.Done()
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			fmt.Println(controlLine(sc.Text(), rw))
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// controlLine answers one line of the stdin control protocol.
+func controlLine(line string, buf []byte) string {
+	f := strings.Fields(line)
+	switch {
+	case len(f) == 3 && f[0] == "sha256":
+		off, err1 := strconv.ParseUint(f[1], 10, 64)
+		n, err2 := strconv.ParseUint(f[2], 10, 64)
+		if err1 != nil || err2 != nil || off+n > uint64(len(buf)) || off+n < off {
+			return "error: bad range"
+		}
+		sum := sha256.Sum256(buf[off : off+n])
+		return hex.EncodeToString(sum[:])
+	case len(f) == 2 && f[0] == "fill":
+		seed, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return "error: bad seed"
+		}
+		Pattern(buf, 0, seed)
+		return "ok"
+	}
+	return "error: unknown command (want `sha256 <offset> <length>` or `fill <seed>`)"
+}
+
+func cmdMetad(args []string) error {
+	fs := flag.NewFlagSet("metad", flag.ExitOnError)
+	listen := fs.String("listen", "127.0.0.1:7070", "address to serve on")
+	fs.Parse(args)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := metastoreListen(ctx, *listen)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("ferry metad: serving %s\n", srv.URL())
+	<-ctx.Done()
+	return srv.Close()
+}

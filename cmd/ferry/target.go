@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// target is a `ferry run` child process: the far engine of bench and demo.
+type target struct {
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	out   *bufio.Scanner
+	ready readyLine
+}
+
+// startTarget starts `ferry run` with args, waits for its ready line and
+// keeps its stdin open: closing it (or this process dying) ends the child.
+func startTarget(args ...string) (*target, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(exe, append([]string{"run", "--control-stdin"}, args...)...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start target engine: %w", err)
+	}
+	t := &target{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	t.out.Buffer(make([]byte, 64<<10), 1<<20)
+	got := make(chan error, 1)
+	go func() {
+		if !t.out.Scan() {
+			got <- fmt.Errorf("target engine exited before it was ready (see its log above)")
+			return
+		}
+		got <- json.Unmarshal(t.out.Bytes(), &t.ready)
+	}()
+	select {
+	case err = <-got:
+	case <-time.After(60 * time.Second):
+		err = fmt.Errorf("target engine not ready after 60s")
+	}
+	if err != nil {
+		t.stop()
+		return nil, err
+	}
+	return t, nil
+}
+
+// ask sends one control line and returns the answer.
+func (t *target) ask(line string) (string, error) {
+	if _, err := fmt.Fprintln(t.stdin, line); err != nil {
+		return "", err
+	}
+	if !t.out.Scan() {
+		return "", fmt.Errorf("target engine gone")
+	}
+	ans := t.out.Text()
+	if strings.HasPrefix(ans, "error:") {
+		return "", fmt.Errorf("target: %s", ans)
+	}
+	return ans, nil
+}
+
+// stop ends the child and waits for it.
+func (t *target) stop() {
+	t.stdin.Close()
+	done := make(chan struct{})
+	go func() { t.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.cmd.Process.Kill()
+		<-done
+	}
+}
