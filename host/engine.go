@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -119,7 +118,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		allocs:      make(map[uintptr]*allocation),
 	}
 	if e.machineID == "" {
-		e.machineID = machineID()
+		e.machineID = config.DefaultMachineID()
 	}
 	if e.sliceSize == 0 {
 		e.sliceSize = 1 << 20
@@ -154,18 +153,6 @@ func newIncarnation() uint64 {
 			return v
 		}
 	}
-}
-
-func machineID() string {
-	for _, p := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id"} {
-		if b, err := os.ReadFile(p); err == nil {
-			if s := strings.TrimSpace(string(b)); s != "" {
-				return s
-			}
-		}
-	}
-	h, _ := os.Hostname()
-	return h
 }
 
 func (e *Engine) openMetastore(ctx context.Context) error {

@@ -1,0 +1,190 @@
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// Metastore kinds.
+const (
+	// MetastoreEmbedded starts an HTTP metastore inside the engine.
+	MetastoreEmbedded = "embedded"
+	// MetastoreHTTP uses a remote HTTP metastore (Ferry's or Mooncake's).
+	MetastoreHTTP = "http"
+	// MetastoreNone keeps descriptors in the engine's memory: no peer can
+	// find this engine.
+	MetastoreNone = "none"
+)
+
+// Defaults applied by Parse and Default.
+const (
+	DefaultMetastoreListen = "127.0.0.1:0"
+	DefaultSliceSize       = 1 << 20
+	DefaultRingDepth       = 4096
+	DefaultSpin            = 20 * time.Microsecond
+	DefaultLanes           = 1
+)
+
+// Limits that Validate enforces on the transfer block.
+const (
+	MinSliceSize = 4 << 10
+	MaxSliceSize = 1 << 30
+	MinRingDepth = 2
+	MaxRingDepth = 1 << 20
+	// MaxSpin bounds busy-waiting: beyond it a lane burns a core for
+	// nothing, and these machines have two.
+	MaxSpin  = 10 * time.Millisecond
+	MaxLanes = 64
+)
+
+// Config is one engine's configuration.
+type Config struct {
+	// Name is the engine's segment name, as peers address it. Required.
+	Name string
+	// MachineID identifies the machine; engines with the same id may use
+	// same-machine transports (shared memory). Parse and Default fill it
+	// with DefaultMachineID when the file does not set it.
+	MachineID string
+	// PluginDir is where plugin binaries live. "" lets the loader decide
+	// (the directory of the running ferry binary).
+	PluginDir string
+
+	Metastore Metastore
+	Plugins   []Plugin
+	Transfer  Transfer
+
+	// File is the path the configuration was loaded from; "" when built
+	// in code.
+	File string
+
+	// loc says where each setting was written, for Validate's messages.
+	// Keys are field names as in the file ("transfer.ring_depth").
+	loc map[string]hcl.Range
+}
+
+// Metastore says where segment descriptors are published.
+type Metastore struct {
+	Kind   string // MetastoreEmbedded, MetastoreHTTP or MetastoreNone
+	Listen string // host:port for the embedded metastore
+	URL    string // the remote metastore, like http://10.0.0.1:7070/metadata
+}
+
+// Plugin is one plugin block.
+type Plugin struct {
+	// Name is the block's label; the binary is ferry-plugin-<Name> unless
+	// Path says otherwise.
+	Name string
+	// Path is the plugin binary; "" means <PluginDir>/ferry-plugin-<Name>.
+	// Parse makes a relative path absolute against the file's directory.
+	Path string
+	// SHA256 is the binary's expected digest, lower-case hex, or "".
+	SHA256 string
+	// Enabled is false when the operator turned the plugin off.
+	Enabled bool
+
+	// Body is the source text of the plugin's config block, between the
+	// braces, exactly as written; nil when there is no config block. The
+	// host does not decode it; the plugin does, with sdk.DecodeConfig.
+	Body []byte
+	// BodyFile, BodyLine, BodyColumn and BodyByte say where Body starts
+	// (the position just after the opening brace), so that
+	// hclsyntax.ParseConfig(Body, BodyFile, hcl.Pos{Line: BodyLine,
+	// Column: BodyColumn, Byte: BodyByte}) reports positions in the
+	// operator's file.
+	BodyFile   string
+	BodyLine   int
+	BodyColumn int
+	BodyByte   int
+
+	// DeclRange is where the block starts, like "engine.hcl:12:1", for
+	// error messages.
+	DeclRange string
+
+	loc map[string]hcl.Range // keyed by attribute name
+}
+
+// Transfer holds the data-path knobs.
+type Transfer struct {
+	SliceSize int64         // bytes per slice of a large request
+	RingDepth int           // descriptors per ring; a power of two
+	Spin      time.Duration // how long a lane spins before it sleeps
+	Lanes     int           // lanes (ring pairs) per plugin
+}
+
+// defaultFile names the source of settings that Default made up.
+const defaultFile = "<default config>"
+
+// Default returns a configuration that runs one engine alone on this
+// machine: an embedded metastore on 127.0.0.1:0, the tcp plugin listening on
+// 127.0.0.1:0, and the default transfer settings.
+func Default(name string) *Config {
+	return &Config{
+		Name:      name,
+		MachineID: DefaultMachineID(),
+		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
+		Plugins: []Plugin{{
+			Name:       "tcp",
+			Enabled:    true,
+			Body:       []byte(`listen = ["127.0.0.1:0"]` + "\n"),
+			BodyFile:   defaultFile,
+			BodyLine:   1,
+			BodyColumn: 1,
+			DeclRange:  defaultFile,
+		}},
+		Transfer: defaultTransfer(),
+	}
+}
+
+func defaultTransfer() Transfer {
+	return Transfer{
+		SliceSize: DefaultSliceSize,
+		RingDepth: DefaultRingDepth,
+		Spin:      DefaultSpin,
+		Lanes:     DefaultLanes,
+	}
+}
+
+// Error is one problem in a configuration. Load, Parse and Validate return
+// one *Error, or several joined with errors.Join; find them with errors.As.
+type Error struct {
+	File   string // "" when the configuration was built in code
+	Line   int    // 1-based; 0 when unknown
+	Column int    // 1-based; 0 when unknown
+	Field  string // the setting, as written in the file ("transfer.ring_depth"); may be ""
+	Msg    string // what is wrong and what to do
+}
+
+// Error formats the problem as "file:line:col: field: message".
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		if e.Line > 0 {
+			fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
+		}
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// errorAt builds an Error located at r; a zero r leaves the location out.
+func errorAt(r hcl.Range, field, format string, args ...any) *Error {
+	e := &Error{File: r.Filename, Field: field, Msg: fmt.Sprintf(format, args...)}
+	if r.Start.Line > 0 {
+		e.Line, e.Column = r.Start.Line, r.Start.Column
+	}
+	return e
+}
+
+// posString formats the start of r as "file:line:col".
+func posString(r hcl.Range) string {
+	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+}

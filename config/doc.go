@@ -1,0 +1,47 @@
+// Package config reads an engine's HCL configuration: its segment name, its
+// metastore, the plugins it loads and the transfer knobs.
+//
+// Load and Parse decode a file with hashicorp/hcl/v2 and return a Config or
+// an error that points at file:line:column and says what to do. Validate
+// checks a Config however it was built (from a file, or in code from
+// Default). The package owns the schema and its defaults; it starts nothing,
+// opens no sockets and does not look for plugin binaries (host/loader does).
+//
+// A plugin's `config { ... }` block is not decoded here: the host passes its
+// source text, with the position where it starts, to the plugin, which
+// decodes it with sdk.DecodeConfig. So a vendor adds settings without a host
+// release, and the plugin's own error messages still point into the
+// operator's file.
+//
+// A complete file, with every setting and its default:
+//
+//	name       = "engine-a"        # required: the engine's segment name
+//	machine_id = "host-1"          # default: DefaultMachineID()
+//	plugin_dir = "/opt/ferry/bin"  # default: "" (the loader looks next to the ferry binary)
+//
+//	metastore {
+//	  kind   = "embedded"          # "embedded" (default), "http" or "none"
+//	  listen = "127.0.0.1:7070"    # embedded only; default "127.0.0.1:0"
+//	  url    = "http://127.0.0.1:7070/metadata"  # http only; required there
+//	}
+//
+//	plugin "tcp" {                 # zero or more; the label is the plugin's name
+//	  path    = "bin/ferry-plugin-tcp"  # default: <plugin_dir>/ferry-plugin-<name>
+//	  sha256  = "<64 hex digits>"  # checked by the loader when set
+//	  enabled = true               # default true
+//	  config {                     # handed to the plugin undecoded
+//	    listen = ["127.0.0.1:0"]
+//	  }
+//	}
+//
+//	transfer {
+//	  slice_size = "1MiB"          # see ParseSize; 4KiB..1GiB
+//	  ring_depth = 4096            # a power of two, 2..1048576
+//	  spin       = "20us"          # a Go duration, 0..10ms
+//	  lanes      = 1               # 1..64
+//	}
+//
+// Relative paths (plugin_dir, a plugin's path) are relative to the directory
+// of the config file, and Parse makes them absolute. No expressions beyond
+// literals are allowed: there are no variables or functions.
+package config

@@ -1,0 +1,55 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"testing"
+)
+
+func TestDeriveMachineID(t *testing.T) {
+	files := map[string]string{
+		"/etc/machine-id":    "0123456789abcdef0123456789abcdef\n",
+		"/other/machine-id":  "fedcba9876543210fedcba9876543210\n",
+		"/empty":             " \n",
+		"/var/lib/dbus/same": "0123456789abcdef0123456789abcdef",
+	}
+	read := func(p string) ([]byte, error) {
+		if s, ok := files[p]; ok {
+			return []byte(s), nil
+		}
+		return nil, os.ErrNotExist
+	}
+	host := func(name string, err error) func() (string, error) {
+		return func() (string, error) { return name, err }
+	}
+	fromEtc := deriveMachineID([]string{"/etc/machine-id"}, read, host("h", nil))
+	tests := []struct {
+		name     string
+		files    []string
+		hostname func() (string, error)
+		want     string // "" means: compare with fromEtc
+	}{
+		{"machine-id", []string{"/etc/machine-id"}, host("h", nil), ""},
+		{"first readable file wins", []string{"/missing", "/empty", "/var/lib/dbus/same"}, host("h", nil), ""},
+		{"hostname when no file", []string{"/missing"}, host("node-7", nil), "node-7"},
+		{"localhost when nothing", nil, host("", errors.New("no")), "localhost"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := deriveMachineID(tt.files, read, tt.hostname)
+			want := tt.want
+			if want == "" {
+				want = fromEtc
+			}
+			if got != want {
+				t.Fatalf("got %q, want %q", got, want)
+			}
+		})
+	}
+	if len(fromEtc) != 32 || fromEtc == "0123456789abcdef0123456789abcdef" {
+		t.Errorf("derived id %q: want 32 hex digits that differ from the raw machine id", fromEtc)
+	}
+	if other := deriveMachineID([]string{"/other/machine-id"}, read, host("h", nil)); other == fromEtc {
+		t.Error("two machine ids derive the same id")
+	}
+}

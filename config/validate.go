@@ -1,0 +1,205 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+)
+
+var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+
+// Validate checks c and returns every problem found, joined, or nil. For a
+// Config from Parse the errors point at the offending setting's
+// file:line:column; for one built in code they name the field. Validate
+// does not touch the file system or the network: whether plugin binaries
+// exist is the loader's business.
+func (c *Config) Validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, errorAt(c.where(field), field, format, args...))
+	}
+
+	switch {
+	case c.Name == "":
+		fail("name", `is required: set name = "engine-a", the segment name peers use to reach this engine`)
+	case !cleanName(c.Name):
+		fail("name", "%q must be at most 255 bytes of printable UTF-8 without spaces", c.Name)
+	}
+	if c.MachineID != "" && !cleanName(c.MachineID) {
+		fail("machine_id", "%q must be at most 255 bytes of printable UTF-8 without spaces; leave it out to derive it from /etc/machine-id", c.MachineID)
+	}
+
+	m := c.Metastore
+	switch m.Kind {
+	case MetastoreEmbedded:
+		if m.Listen == "" {
+			fail("metastore.listen", `is empty; set a host:port such as "127.0.0.1:7070" (port 0 picks a free one)`)
+		} else if err := checkHostPort(m.Listen); err != nil {
+			fail("metastore.listen", "%q: %v; write it like \"127.0.0.1:7070\"", m.Listen, err)
+		}
+		if m.URL != "" {
+			fail("metastore.url", `is only used with kind = "http"; remove it, or set kind = "http" to use a remote metastore`)
+		}
+	case MetastoreHTTP:
+		if m.URL == "" {
+			fail("metastore.url", `is required with kind = "http": set url = "http://<host>:<port>/metadata", the metastore of the engine that embeds it (or of ferry metad)`)
+		} else if err := checkURL(m.URL); err != nil {
+			fail("metastore.url", "%q: %v", m.URL, err)
+		}
+		if m.Listen != "" {
+			fail("metastore.listen", `is only used with kind = "embedded"; remove it`)
+		}
+	case MetastoreNone:
+		if m.Listen != "" || m.URL != "" {
+			fail("metastore.kind", `is "none", which needs neither listen nor url; remove them or pick "embedded" or "http"`)
+		}
+	case "":
+		fail("metastore.kind", `is empty; set "embedded", "http" or "none"`)
+	default:
+		fail("metastore.kind", `%q is not supported; use "embedded" (serve descriptors from this engine), "http" (use a remote metastore at url) or "none"`, m.Kind)
+	}
+
+	first := map[string]int{}
+	for i := range c.Plugins {
+		errs = append(errs, c.validatePlugin(i, first)...)
+	}
+
+	t := c.Transfer
+	if t.SliceSize < MinSliceSize || t.SliceSize > MaxSliceSize {
+		fail("transfer.slice_size", "%d bytes is outside %s..%s; a typical value is \"1MiB\"", t.SliceSize, "4KiB", "1GiB")
+	}
+	if t.RingDepth < MinRingDepth || t.RingDepth > MaxRingDepth {
+		fail("transfer.ring_depth", "%d is outside %d..%d; a typical value is %d", t.RingDepth, MinRingDepth, MaxRingDepth, DefaultRingDepth)
+	} else if t.RingDepth&(t.RingDepth-1) != 0 {
+		lo := 1 << (bits.Len(uint(t.RingDepth)) - 1)
+		fail("transfer.ring_depth", "%d is not a power of two; use %d or %d", t.RingDepth, lo, 2*lo)
+	}
+	if t.Spin < 0 || t.Spin > MaxSpin {
+		fail("transfer.spin", "%v is outside 0s..%v; a typical value is \"20us\" (\"0s\" sleeps at once)", t.Spin, MaxSpin)
+	}
+	if t.Lanes < 1 || t.Lanes > MaxLanes {
+		fail("transfer.lanes", "%d is outside 1..%d; start with 1 and add lanes when one core cannot keep up", t.Lanes, MaxLanes)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) validatePlugin(i int, first map[string]int) []error {
+	p := &c.Plugins[i]
+	var errs []error
+	fail := func(attr, format string, args ...any) {
+		field := "plugin." + p.Name
+		if attr != "" && attr != "name" {
+			field += "." + attr
+		}
+		errs = append(errs, p.errorAt(attr, field, format, args...))
+	}
+	if !pluginName.MatchString(p.Name) {
+		fail("name", "plugin name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit (the binary is ferry-plugin-<name>)", p.Name)
+	}
+	if j, dup := first[p.Name]; dup {
+		fail("", "plugin %q is declared twice; the first is at %s: remove one or merge them", p.Name, c.Plugins[j].DeclRange)
+	} else {
+		first[p.Name] = i
+	}
+	if p.SHA256 != "" && !isHex64(p.SHA256) {
+		fail("sha256", "want 64 hex digits, the output of `sha256sum ferry-plugin-%s`; got %d characters", p.Name, len(p.SHA256))
+	}
+	if p.Body != nil {
+		start := hcl.Pos{Line: max(p.BodyLine, 1), Column: max(p.BodyColumn, 1), Byte: p.BodyByte}
+		if _, diags := hclsyntax.ParseConfig(p.Body, p.BodyFile, start); diags.HasErrors() {
+			errs = append(errs, diagErrors(diags)...)
+		}
+	}
+	return errs
+}
+
+// where returns the location of field, falling back to its block and then
+// to the start of the file.
+func (c *Config) where(field string) hcl.Range {
+	if r, ok := c.loc[field]; ok {
+		return r
+	}
+	if i := strings.LastIndexByte(field, '.'); i > 0 {
+		if r, ok := c.loc[field[:i]]; ok {
+			return r
+		}
+	}
+	if r, ok := c.loc[""]; ok {
+		return r
+	}
+	return hcl.Range{Filename: c.File}
+}
+
+// errorAt locates an error in attribute attr of the plugin block, or at the
+// block itself. A plugin built in code has no locations; its DeclRange, if
+// set, stands in for the file.
+func (p *Plugin) errorAt(attr, field, format string, args ...any) *Error {
+	if r, ok := p.loc[attr]; ok {
+		return errorAt(r, field, format, args...)
+	}
+	if r, ok := p.loc[""]; ok {
+		return errorAt(r, field, format, args...)
+	}
+	return &Error{File: p.DeclRange, Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+func cleanName(s string) bool {
+	if len(s) > 255 || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+func isHex64(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return errors.New("not a host:port")
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return errors.New(`not a URL; write it like "http://10.0.0.1:7070/metadata"`)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New(`the scheme must be http or https, like "http://10.0.0.1:7070/metadata"`)
+	case u.Host == "":
+		return errors.New(`no host; write it like "http://10.0.0.1:7070/metadata"`)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return errors.New(`remove the query or fragment; the client adds ?key=<key> itself`)
+	}
+	return nil
+}
