@@ -1,0 +1,649 @@
+package tcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// The initiator side. A peer has connections_per_peer slots; a slot is one
+// connection's queue and its writer goroutine, started at OpenPeer. The TCP
+// connection itself is dialed lazily, when the first descriptor reaches the
+// slot, and re-dialed on the next descriptor after it breaks. Descriptors go
+// to the least loaded slot (bytes queued or in flight), ties broken round
+// robin.
+//
+// Per connection, the writer encodes headers into the op records and sends
+// every queued frame with writev straight from the registered memory; the
+// reader goroutine matches responses to the FIFO of frames in flight and,
+// for reads, receives the payload straight into the registered memory.
+//
+// Ownership keeps completion exactly-once: an op is completed by whoever
+// holds it. Submit holds it until it is queued; the writer holds it from the
+// queue until it is pushed onto the connection's FIFO; the reader holds the
+// FIFO, and when the connection ends the writer takes what is left in the
+// FIFO only after the reader has exited (and never while its own writev is
+// in progress), so neither side touches memory of an op that was completed.
+
+// maxBatch bounds the frames sent by one writev, batchBytes the payload.
+const (
+	maxBatch   = 64
+	batchBytes = 4 << 20
+	// frameCost is what a frame adds to a slot's load beyond its payload.
+	frameCost = 4096
+)
+
+// op is one descriptor on its way. Records are pooled.
+type op struct {
+	next     *op
+	token    uint64
+	kind     ring.Op
+	local    *region
+	mem      []byte // local memory: the payload of a write, the target of a read
+	rRegion  uint32
+	rOffset  uint64
+	deadline int64
+	c        sdk.Completer
+	s        *slot
+	seq      uint64
+	hdr      [RequestSize]byte
+}
+
+type peer struct {
+	t           *Transport
+	id          uint32
+	segment     string
+	incarnation uint64
+	addrs       []string
+	maxFrame    uint64 // largest payload we send this peer in one frame
+	slots       []*slot
+	rr          atomic.Uint32
+	ctx         context.Context // canceled by ClosePeer and Stop
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup // the peer's writers and readers
+}
+
+func (p *peer) pick() *slot {
+	n := len(p.slots)
+	start := int(p.rr.Add(1) % uint32(n))
+	best := p.slots[start]
+	bl := best.load.Load()
+	for i := 1; i < n && bl > 0; i++ {
+		s := p.slots[(start+i)%n]
+		if l := s.load.Load(); l < bl {
+			best, bl = s, l
+		}
+	}
+	return best
+}
+
+// close stops the peer's goroutines; their descriptors complete with
+// StatusShutdown.
+func (p *peer) close() {
+	for _, s := range p.slots {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+	}
+	p.cancel()
+	p.wg.Wait()
+}
+
+type slot struct {
+	t    *Transport
+	p    *peer
+	idx  int
+	load atomic.Int64 // bytes (plus frameCost per frame) queued or in flight
+	wake chan struct{}
+
+	mu         sync.Mutex
+	head, tail *op // queued, not yet sent
+	closed     bool
+	cur        *clientConn
+}
+
+// enqueue hands o to the slot's writer; it never blocks on the network.
+func (s *slot) enqueue(o *op) {
+	o.s = s
+	s.load.Add(int64(len(o.mem)) + frameCost)
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		s.t.complete(o, ring.StatusShutdown, 0)
+		return
+	}
+	if s.tail == nil {
+		s.head = o
+	} else {
+		s.tail.next = o
+	}
+	s.tail = o
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// popBatch takes up to maxBatch queued ops (and about batchBytes).
+func (s *slot) popBatch() *op {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := s.head
+	if first == nil {
+		return nil
+	}
+	last, n, bytes := first, 1, len(first.mem)
+	for last.next != nil && n < maxBatch && bytes < batchBytes {
+		last = last.next
+		n++
+		bytes += len(last.mem)
+	}
+	s.head = last.next
+	if s.head == nil {
+		s.tail = nil
+	}
+	last.next = nil
+	return first
+}
+
+func (s *slot) empty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.head == nil
+}
+
+func (s *slot) takeAll() *op {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := s.head
+	s.head, s.tail = nil, nil
+	return first
+}
+
+// purge completes the queued ops that use region r.
+func (s *slot) purge(r *region) {
+	var out *op
+	s.mu.Lock()
+	var prev *op
+	for o := s.head; o != nil; {
+		next := o.next
+		if o.local == r {
+			if prev == nil {
+				s.head = next
+			} else {
+				prev.next = next
+			}
+			if s.tail == o {
+				s.tail = prev
+			}
+			o.next = out
+			out = o
+		} else {
+			prev = o
+		}
+		o = next
+	}
+	s.mu.Unlock()
+	s.t.completeList(out, ring.StatusNotRegistered)
+}
+
+// usesRegion reports whether a frame in flight on the slot's connection
+// touches r; if so it closes the connection.
+func (s *slot) abortIfUsing(r *region) {
+	s.mu.Lock()
+	cc := s.cur
+	s.mu.Unlock()
+	if cc == nil {
+		return
+	}
+	cc.mu.Lock()
+	using := false
+	for o := cc.head; o != nil; o = o.next {
+		if o.local == r {
+			using = true
+			break
+		}
+	}
+	cc.mu.Unlock()
+	if using {
+		cc.close()
+	}
+}
+
+// brokenStatus is what in-flight work gets when its connection ends.
+func (s *slot) brokenStatus() ring.Status {
+	if s.p.ctx.Err() != nil {
+		return ring.StatusShutdown
+	}
+	return ring.StatusPeerUnreachable
+}
+
+// run is the slot's writer goroutine.
+func (s *slot) run() {
+	defer s.t.wg.Done()
+	defer s.p.wg.Done()
+	var cc *clientConn
+	for {
+		var broken <-chan struct{}
+		if cc != nil {
+			broken = cc.readerDone
+		}
+		select {
+		case <-s.p.ctx.Done():
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+			if cc != nil {
+				s.teardown(cc, ring.StatusShutdown)
+			}
+			s.t.completeList(s.takeAll(), ring.StatusShutdown)
+			return
+		case <-broken:
+			s.teardown(cc, s.brokenStatus())
+			cc = nil
+		case <-s.wake:
+		}
+		cc = s.pump(cc)
+	}
+}
+
+// pump sends everything queued, dialing first if needed.
+func (s *slot) pump(cc *clientConn) *clientConn {
+	for s.p.ctx.Err() == nil {
+		if cc == nil {
+			if s.empty() {
+				return nil
+			}
+			// Dial with the work still queued, where UnregisterMemory can
+			// take it back.
+			var st ring.Status
+			cc, st = s.connect()
+			if cc == nil {
+				s.t.completeList(s.takeAll(), st)
+				return nil
+			}
+		}
+		batch := s.popBatch()
+		if batch == nil {
+			return cc
+		}
+		if !s.send(cc, batch) {
+			s.teardown(cc, s.brokenStatus())
+			cc = nil
+		}
+	}
+	return cc
+}
+
+// send writes a batch of frames on cc. It reports false when the connection
+// is broken; the frames it pushed are then the reader's (and after it the
+// teardown's) to complete.
+func (s *slot) send(cc *clientConn, batch *op) bool {
+	t := s.t
+	now := time.Now().UnixNano()
+	cc.nb = cc.iov[:0]
+	var first, last *op
+	frames, bytes := 0, uint64(0)
+	for o := batch; o != nil; {
+		next := o.next
+		o.next = nil
+		switch {
+		case o.deadline != 0 && now >= o.deadline:
+			t.stats.opsTimedOut.Add(1)
+			t.complete(o, ring.StatusTimeout, 0)
+		case o.local.dead():
+			t.complete(o, ring.StatusNotRegistered, 0)
+		case uint64(len(o.mem)) > cc.maxFrame:
+			t.complete(o, ring.StatusInvalid, 0)
+		default:
+			cc.seq++
+			o.seq = cc.seq
+			h := Header{Op: o.kind, Seq: o.seq, Incarnation: s.p.incarnation,
+				Region: o.rRegion, Offset: o.rOffset, Length: uint64(len(o.mem))}
+			EncodeHeader(o.hdr[:], &h)
+			cc.nb = append(cc.nb, o.hdr[:])
+			if o.kind == ring.OpWrite {
+				cc.nb = append(cc.nb, o.mem)
+				bytes += uint64(len(o.mem))
+			}
+			frames++
+			if last == nil {
+				first = o
+			} else {
+				last.next = o
+			}
+			last = o
+		}
+		o = next
+	}
+	if first == nil {
+		return true
+	}
+	// From here on the ops belong to the FIFO: do not read them again.
+	if !cc.push(first, last) {
+		t.completeList(first, s.brokenStatus())
+		return false
+	}
+	err := cc.link.writeBuffers(&cc.nb)
+	clear(cc.iov[:])
+	if err != nil {
+		t.stats.errors.Add(1)
+		if s.p.ctx.Err() == nil {
+			t.log.Debug("write to peer failed", "peer", s.p.segment, "addr", cc.addr, "error", err)
+		}
+		cc.close()
+		return false
+	}
+	t.stats.framesOut.Add(uint64(frames))
+	t.stats.bytesSent.Add(bytes)
+	return true
+}
+
+// teardown ends cc: it closes the socket, waits for the reader to exit and
+// completes what was still in flight with st.
+func (s *slot) teardown(cc *clientConn, st ring.Status) {
+	cc.close()
+	<-cc.readerDone
+	cc.stopAfter()
+	cc.mu.Lock()
+	list := cc.head
+	cc.head, cc.tail = nil, nil
+	cc.dead = true
+	cc.mu.Unlock()
+	s.mu.Lock()
+	s.cur = nil
+	s.mu.Unlock()
+	s.t.stats.connsOpen.Add(-1)
+	s.t.completeList(list, st)
+}
+
+// connect dials the peer (trying its addresses in turn, starting at this
+// slot's index so slots spread over the peer's rails) and says hello.
+func (s *slot) connect() (*clientConn, ring.Status) {
+	p, t := s.p, s.t
+	st := ring.StatusPeerUnreachable
+	var lastErr error
+	for i := range p.addrs {
+		addr := p.addrs[(s.idx+i)%len(p.addrs)]
+		d := net.Dialer{Timeout: t.set.ioTimeout}
+		nc, err := d.DialContext(p.ctx, "tcp", addr)
+		if err != nil {
+			if p.ctx.Err() != nil {
+				return nil, ring.StatusShutdown
+			}
+			lastErr = err
+			continue
+		}
+		maxFrame, hst, err := s.hello(nc)
+		if hst != ring.StatusOK {
+			_ = nc.Close()
+			if p.ctx.Err() != nil {
+				return nil, ring.StatusShutdown
+			}
+			lastErr = err
+			if hst == ring.StatusPeerUnreachable {
+				continue
+			}
+			// The peer answered and refused: every address would say the same.
+			t.stats.helloRejected.Add(1)
+			t.log.Warn("peer refused connection", "peer", p.segment, "addr", addr, "status", hst.String(), "error", err)
+			return nil, hst
+		}
+		cc := newClientConn(s, nc, addr, min(p.maxFrame, maxFrame))
+		s.mu.Lock()
+		s.cur = cc
+		s.mu.Unlock()
+		t.stats.connsDialed.Add(1)
+		t.stats.connsOpen.Add(1)
+		p.wg.Add(1)
+		t.wg.Add(1)
+		go cc.readLoop()
+		return cc, ring.StatusOK
+	}
+	t.stats.dialFailures.Add(1)
+	t.log.Debug("cannot reach peer", "peer", p.segment, "error", lastErr)
+	return nil, st
+}
+
+// hello runs the connection handshake. A refusal comes back as the peer's
+// status; a peer that does not answer properly is unreachable (or, if it
+// speaks something else, StatusProtocol).
+func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
+	p := s.p
+	stop := context.AfterFunc(p.ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	_ = nc.SetDeadline(time.Now().Add(s.t.set.ioTimeout))
+	msg := AppendHello(nil, Hello{Version: ProtocolVersion, Incarnation: p.incarnation, Segment: p.segment})
+	if _, err := nc.Write(msg); err != nil {
+		return 0, ring.StatusPeerUnreachable, err
+	}
+	var b [HelloReplySize]byte
+	if _, err := io.ReadFull(nc, b[:]); err != nil {
+		return 0, ring.StatusPeerUnreachable, err
+	}
+	rep, err := DecodeHelloReply(b[:])
+	if err != nil {
+		return 0, ring.StatusProtocol, err
+	}
+	if rep.Version != ProtocolVersion {
+		return 0, ring.StatusProtocol, fmt.Errorf("peer speaks tcp wire protocol version %d, this plugin speaks %d", rep.Version, ProtocolVersion)
+	}
+	if rep.Status != ring.StatusOK {
+		return 0, rep.Status, fmt.Errorf("peer refused hello: %s", rep.Status)
+	}
+	if rep.Incarnation != p.incarnation {
+		return 0, ring.StatusStaleIncarnation, fmt.Errorf("peer accepted incarnation %d but is %d", p.incarnation, rep.Incarnation)
+	}
+	if rep.MaxFrame == 0 {
+		return 0, ring.StatusProtocol, errors.New("peer announced max_frame 0")
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return rep.MaxFrame, ring.StatusOK, nil
+}
+
+// clientConn is one established connection of a slot.
+type clientConn struct {
+	s        *slot
+	addr     string
+	link     *link
+	maxFrame uint64
+
+	closeOnce  sync.Once
+	closing    chan struct{}
+	readerDone chan struct{}
+	stopAfter  func() bool
+
+	mu         sync.Mutex
+	head, tail *op // in flight, in wire order
+	dead       bool
+
+	// writer-owned
+	seq uint64
+	iov [2 * maxBatch][]byte
+	nb  net.Buffers
+
+	// reader-owned: response headers read ahead, rbuf[rpos:rend] not yet used
+	rbuf       [maxBatch * ResponseSize]byte
+	rpos, rend int
+}
+
+func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientConn {
+	cc := &clientConn{
+		s: s, addr: addr, link: newLink(nc, s.t.set.ioTimeout), maxFrame: maxFrame,
+		closing: make(chan struct{}), readerDone: make(chan struct{}),
+	}
+	cc.stopAfter = context.AfterFunc(s.p.ctx, cc.close)
+	return cc
+}
+
+func (cc *clientConn) close() {
+	cc.closeOnce.Do(func() {
+		close(cc.closing)
+		_ = cc.link.nc.Close()
+	})
+}
+
+func (cc *clientConn) push(first, last *op) bool {
+	cc.mu.Lock()
+	if cc.dead {
+		cc.mu.Unlock()
+		return false
+	}
+	if cc.tail == nil {
+		cc.head = first
+	} else {
+		cc.tail.next = first
+	}
+	cc.tail = last
+	cc.mu.Unlock()
+	return true
+}
+
+func (cc *clientConn) readLoop() {
+	t := cc.s.t
+	defer t.wg.Done()
+	defer cc.s.p.wg.Done()
+	defer close(cc.readerDone)
+	err := cc.readResponses()
+	cc.mu.Lock()
+	cc.dead = true
+	cc.mu.Unlock()
+	select {
+	case <-cc.closing: // we were told to stop; not an error
+	default:
+		t.stats.errors.Add(1)
+		t.log.Debug("connection to peer lost", "peer", cc.s.p.segment, "addr", cc.addr, "error", err)
+	}
+	cc.close()
+}
+
+var errMalformedResponse = errors.New("tcp: malformed response")
+
+func (cc *clientConn) readResponses() error {
+	t := cc.s.t
+	var r Response
+	for {
+		if cc.rpos == cc.rend {
+			if err := cc.fillHeaders(); err != nil {
+				return err
+			}
+		}
+		hdr := cc.rbuf[cc.rpos : cc.rpos+ResponseSize]
+		cc.rpos += ResponseSize
+		cc.mu.Lock()
+		o := cc.head
+		cc.mu.Unlock()
+		if o == nil {
+			t.stats.connsDroppedMalformed.Add(1)
+			return fmt.Errorf("%w: bytes with no request in flight", errMalformedResponse)
+		}
+		if err := DecodeResponse(hdr, &r); err != nil {
+			t.stats.connsDroppedMalformed.Add(1)
+			return fmt.Errorf("%w: %w", errMalformedResponse, err)
+		}
+		if r.Seq != o.seq {
+			t.stats.connsDroppedMalformed.Add(1)
+			return fmt.Errorf("%w: sequence %d, expected %d", errMalformedResponse, r.Seq, o.seq)
+		}
+		t.stats.framesIn.Add(1)
+		var done uint64
+		switch {
+		case r.Status == ring.StatusOK && o.kind == ring.OpRead:
+			if r.Length != uint64(len(o.mem)) || cc.rpos != cc.rend {
+				t.stats.connsDroppedMalformed.Add(1)
+				return fmt.Errorf("%w: read answered with %d bytes, asked %d", errMalformedResponse, r.Length, len(o.mem))
+			}
+			if err := cc.readPayload(o); err != nil {
+				return err
+			}
+			done = r.Length
+			t.stats.bytesReceived.Add(done)
+		case r.Length != 0:
+			t.stats.connsDroppedMalformed.Add(1)
+			return fmt.Errorf("%w: %d payload bytes with status %s", errMalformedResponse, r.Length, r.Status)
+		case r.Status == ring.StatusOK:
+			done = uint64(len(o.mem))
+		}
+		cc.mu.Lock()
+		cc.head = o.next
+		if cc.head == nil {
+			cc.tail = nil
+		}
+		cc.mu.Unlock()
+		o.next = nil
+		t.complete(o, r.Status, done)
+	}
+}
+
+// fillHeaders reads response headers into rbuf: as many as are there, but
+// never past the header of the first read in flight, whose payload follows
+// it on the wire and goes straight into registered memory. The reader sits
+// in read(2) even while nothing is in flight, so a peer that closes an idle
+// connection is noticed at once and the next descriptor dials afresh
+// instead of failing on a dead socket.
+func (cc *clientConn) fillHeaders() error {
+	cc.mu.Lock()
+	k := headerBudget(cc.head)
+	cc.mu.Unlock()
+	n, err := cc.link.readSome(cc.rbuf[:max(k, 1)*ResponseSize], cc.idle)
+	if err != nil {
+		return err
+	}
+	return cc.completeHeaders(n)
+}
+
+// readPayload receives the payload of read o (whose header was the last in
+// rbuf) into its memory and, in the same system calls, the headers that
+// follow it, as far as fillHeaders would.
+func (cc *clientConn) readPayload(o *op) error {
+	cc.mu.Lock()
+	k := headerBudget(o.next)
+	cc.mu.Unlock()
+	n, err := cc.link.readFullNext(o.mem, cc.rbuf[:k*ResponseSize])
+	if err != nil {
+		return err
+	}
+	return cc.completeHeaders(n)
+}
+
+// headerBudget counts the responses, from o on, whose headers may be read
+// ahead: the answers to writes and the first answer to a read.
+func headerBudget(o *op) int {
+	k := 0
+	for o != nil && o.kind == ring.OpWrite && k < maxBatch {
+		o, k = o.next, k+1
+	}
+	if o != nil && k < maxBatch {
+		k++
+	}
+	return k
+}
+
+// completeHeaders finishes a header of which only part of the n bytes in
+// rbuf arrived, and makes rbuf[:n rounded up] the headers to use.
+func (cc *clientConn) completeHeaders(n int) error {
+	whole := (n + ResponseSize - 1) / ResponseSize * ResponseSize
+	if whole > n {
+		if err := cc.link.readFull(cc.rbuf[n:whole]); err != nil {
+			return err
+		}
+	}
+	cc.rpos, cc.rend = 0, whole
+	return nil
+}
+
+// idle reports whether nothing is in flight.
+func (cc *clientConn) idle() bool {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	return cc.head == nil
+}

@@ -1,0 +1,10 @@
+// Command ferry-plugin-tcp is Ferry's TCP transport plugin. The host starts
+// it; it is not meant to be run by hand.
+package main
+
+import (
+	"github.com/ferrydev/ferry/plugins/tcp"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+func main() { sdk.ServeTransport(tcp.New()) }

@@ -1,0 +1,51 @@
+// Package tcp is Ferry's TCP transport: it moves bytes between this engine's
+// registered memory and a peer engine's registered memory over plain TCP
+// sockets. It owns the wire protocol (wire.go), the connections to peers
+// (client.go: dialing, pipelining, completion), the listener that serves
+// peers' requests (server.go: every bounds, permission, region and
+// incarnation check before memory is touched) and the region table with
+// its reference counts (region.go).
+//
+// It must not copy payload through user-space buffers: a write is sent with
+// writev straight from the registered mapping and received with read(2)
+// straight into the target mapping; a read comes back the same way. It must
+// not trust a peer: nothing a peer sends can make it touch memory outside a
+// region the peer may access, or panic.
+//
+// Connections. A peer gets connections_per_peer connections. Their writer
+// goroutines start at OpenPeer; each TCP connection is dialed lazily, when
+// the first descriptor is queued on it, and re-dialed when a descriptor
+// arrives after it broke (the reader notices a peer closing an idle
+// connection at once). A descriptor goes to the connection with the fewest
+// bytes queued or in flight, ties broken round robin. Frames are pipelined:
+// the writer sends every queued frame back to back (up to 64 frames per
+// writev) while a reader goroutine matches the in-order responses.
+//
+// System calls per frame are what small transfers cost, so both ends batch
+// without copying payload: the listener receives a write's payload and the
+// next header with one readv, holds responses back while the next request
+// is already there and sends them (with read payloads, straight from their
+// regions) in one writev; the dialer reads runs of response headers at
+// once, up to the first read's header, whose payload goes straight into
+// registered memory together with the headers after it.
+//
+// Statuses. Checked at Submit: unknown op or zero length -> StatusInvalid;
+// Deadline passed -> StatusTimeout (checked again just before sending;
+// once on the wire a frame runs to completion); peer not opened ->
+// StatusPeerUnknown; local region not registered -> StatusNotRegistered;
+// local range outside the region -> StatusOutOfBounds; Length over the
+// smaller of this plugin's and the peer's max_frame -> StatusInvalid (the
+// host's slice size must not exceed max_frame). From the peer: its check's
+// status (StatusNotRegistered, StatusOutOfBounds, StatusPermission,
+// StatusStaleIncarnation), or at connection setup StatusStaleIncarnation
+// (the peer restarted or another segment listens there) and StatusProtocol
+// (wire version mismatch). A connection that cannot be made or breaks ->
+// StatusPeerUnreachable for what it carried. ClosePeer and Stop ->
+// StatusShutdown. Every descriptor completes exactly once.
+//
+// Timeouts. io_timeout bounds the time a busy connection may go without
+// moving a byte in either direction, the dial, and the hello; an idle
+// connection may stay open indefinitely. UnregisterMemory waits up to
+// io_timeout for frames in flight on the region, then closes the
+// connections that carry them.
+package tcp

@@ -1,0 +1,238 @@
+package tcp
+
+import (
+	"errors"
+	"net"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// epoch anchors the monotonic progress stamps.
+var epoch = time.Now()
+
+func mono(now time.Time) int64 { return int64(now.Sub(epoch)) }
+
+// link is one TCP connection with io_timeout enforced as "no byte moved in
+// either direction for io_timeout while work is in progress": a 64 MiB frame
+// on a slow path is not cut off, a stalled peer is.
+//
+// Deadlines are re-armed lazily (only when less than half of io_timeout is
+// left), so a stream of small frames does not reset a timer per frame. The
+// reading and the writing side are each owned by one goroutine; rdl and wdl
+// belong to those goroutines.
+type link struct {
+	nc       net.Conn
+	ioTO     time.Duration
+	progress atomic.Int64 // mono time of the last byte moved, or of the start of an operation
+	rdl, wdl time.Time    // read / write deadline currently set on nc
+	raw      *rawReader   // readv on the descriptor; nil where unavailable
+}
+
+func newLink(nc net.Conn, ioTimeout time.Duration) *link {
+	l := &link{nc: nc, ioTO: ioTimeout, raw: newRawReader(nc)}
+	l.progress.Store(mono(time.Now()))
+	return l
+}
+
+func (l *link) armRead(now time.Time) {
+	if l.rdl.IsZero() || l.rdl.Sub(now) < l.ioTO/2 {
+		l.rdl = now.Add(l.ioTO)
+		_ = l.nc.SetReadDeadline(l.rdl)
+	}
+}
+
+func (l *link) armWrite(now time.Time) {
+	if l.wdl.IsZero() || l.wdl.Sub(now) < l.ioTO/2 {
+		l.wdl = now.Add(l.ioTO)
+		_ = l.nc.SetWriteDeadline(l.wdl)
+	}
+}
+
+// stalled decides what a timeout means: if bytes moved (either way) within
+// io_timeout the deadline is pushed out and the caller goes on; otherwise
+// the connection is stalled. Any other error is returned as is.
+func (l *link) stalled(err error, read bool) error {
+	if !isTimeout(err) {
+		return err
+	}
+	now := time.Now()
+	last := time.Duration(l.progress.Load())
+	idle := time.Duration(mono(now)) - last
+	if idle >= l.ioTO {
+		return errStalled
+	}
+	dl := epoch.Add(last + l.ioTO)
+	if read {
+		l.rdl = dl
+		_ = l.nc.SetReadDeadline(dl)
+	} else {
+		l.wdl = dl
+		_ = l.nc.SetWriteDeadline(dl)
+	}
+	return nil
+}
+
+var errStalled = errors.New("tcp: no progress for io_timeout")
+
+// readFull reads exactly len(b) bytes straight into b.
+func (l *link) readFull(b []byte) error {
+	now := time.Now()
+	l.progress.Store(mono(now))
+	l.armRead(now)
+	for len(b) > 0 {
+		n, err := l.nc.Read(b)
+		b = b[n:]
+		if n > 0 && len(b) > 0 {
+			l.progress.Store(mono(time.Now()))
+		}
+		if err != nil && len(b) > 0 {
+			if err = l.stalled(err, true); err != nil {
+				return err
+			}
+		}
+	}
+	raceAcquireWire()
+	return nil
+}
+
+// readFullNext reads exactly len(b) bytes into b and, in the same system
+// calls, whatever of next is already there: the listener receives a write's
+// payload and the following frame's header together. It returns how many
+// bytes of next it got.
+func (l *link) readFullNext(b, next []byte) (int, error) {
+	if l.raw == nil || len(next) == 0 {
+		return 0, l.readFull(b)
+	}
+	now := time.Now()
+	l.progress.Store(mono(now))
+	l.armRead(now)
+	for len(b) > 0 {
+		n, err := l.raw.readv(b, next, true)
+		if err != nil {
+			if err = l.stalled(err, true); err != nil {
+				return 0, err
+			}
+			continue
+		}
+		if n >= len(b) {
+			raceAcquireWire()
+			return n - len(b), nil
+		}
+		b = b[n:]
+		l.progress.Store(mono(time.Now()))
+	}
+	raceAcquireWire()
+	return 0, nil
+}
+
+// tryRead reads what is already there of len(b) bytes, without waiting.
+func (l *link) tryRead(b []byte) (int, error) {
+	if l.raw == nil {
+		return 0, nil
+	}
+	n, err := l.raw.readv(b, nil, false)
+	if err != nil && isTimeout(err) {
+		return 0, nil // a stale deadline: nothing was read
+	}
+	if n > 0 {
+		raceAcquireWire()
+	}
+	return n, err
+}
+
+// readSome reads at least one byte into b. While idle() holds (nothing
+// expected) it waits without limit; once something is expected, io_timeout
+// without progress ends it.
+func (l *link) readSome(b []byte, idle func() bool) (int, error) {
+	for {
+		l.armRead(time.Now())
+		n, err := l.nc.Read(b)
+		if n > 0 {
+			raceAcquireWire()
+			return n, nil // an error comes back again on the next read
+		}
+		if err == nil {
+			continue
+		}
+		if !isTimeout(err) {
+			return 0, err
+		}
+		if idle() {
+			l.rdl = time.Time{} // re-armed at the top
+			continue
+		}
+		if err = l.stalled(err, true); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// readIdle waits, without a time limit, for the first bytes of the next
+// frame on an idle connection, and reads up to len(b) of them.
+func (l *link) readIdle(b []byte) (int, error) {
+	for {
+		n, err := l.nc.Read(b)
+		if n > 0 {
+			raceAcquireWire()
+			return n, nil // an error comes back again on the next read
+		}
+		if err == nil {
+			continue
+		}
+		if isTimeout(err) {
+			// A deadline left over from the previous frame: idle is fine.
+			l.rdl = time.Time{}
+			_ = l.nc.SetReadDeadline(l.rdl)
+			continue
+		}
+		return 0, err
+	}
+}
+
+// writeBuffers writes every buffer of *v with one writev per round; v is
+// consumed.
+func (l *link) writeBuffers(v *net.Buffers) error {
+	now := time.Now()
+	l.progress.Store(mono(now))
+	l.armWrite(now)
+	raceReleaseWire()
+	for {
+		n, err := v.WriteTo(l.nc)
+		if err == nil {
+			return nil
+		}
+		if n > 0 {
+			l.progress.Store(mono(time.Now()))
+		}
+		if err = l.stalled(err, false); err != nil {
+			return err
+		}
+	}
+}
+
+// write writes b with write(2) (a frame without payload: one buffer needs
+// no writev).
+func (l *link) write(b []byte) error {
+	now := time.Now()
+	l.progress.Store(mono(now))
+	l.armWrite(now)
+	raceReleaseWire()
+	for {
+		n, err := l.nc.Write(b)
+		if err == nil {
+			return nil
+		}
+		b = b[n:]
+		if n > 0 {
+			l.progress.Store(mono(time.Now()))
+		}
+		if err = l.stalled(err, false); err != nil {
+			return err
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	return errors.Is(err, os.ErrDeadlineExceeded)
+}

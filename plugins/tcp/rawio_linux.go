@@ -1,0 +1,75 @@
+package tcp
+
+import (
+	"io"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// rawReader reads with readv(2) on the socket's descriptor, through the
+// runtime poller (so deadlines and Close work as for net.Conn.Read). Its
+// closure is built once so that a read allocates nothing.
+type rawReader struct {
+	rc    syscall.RawConn
+	fn    func(fd uintptr) bool
+	iov   [2]syscall.Iovec
+	cnt   uintptr
+	wait  bool // on EAGAIN, wait for readiness (false: return at once)
+	n     int
+	errno syscall.Errno
+}
+
+func newRawReader(nc interface{}) *rawReader {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	r := &rawReader{rc: rc}
+	r.fn = func(fd uintptr) bool {
+		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&r.iov[0])), r.cnt)
+		if e == syscall.EAGAIN && r.wait {
+			return false
+		}
+		r.n, r.errno = int(n), e
+		return true
+	}
+	return r
+}
+
+// readv reads into a, then b, in one system call. It returns 0, nil when
+// wait is false and nothing is there.
+func (r *rawReader) readv(a, b []byte, wait bool) (int, error) {
+	r.iov[0].Base, r.cnt = &a[0], 1
+	r.iov[0].SetLen(len(a))
+	if len(b) > 0 {
+		r.iov[1].Base, r.cnt = &b[0], 2
+		r.iov[1].SetLen(len(b))
+	}
+	r.wait = wait
+	for {
+		r.n, r.errno = 0, 0
+		if err := r.rc.Read(r.fn); err != nil {
+			r.iov = [2]syscall.Iovec{}
+			return 0, err
+		}
+		if r.errno != syscall.EINTR {
+			break
+		}
+	}
+	r.iov = [2]syscall.Iovec{} // hold no pointers into memory that may be unregistered
+	switch {
+	case r.errno == syscall.EAGAIN:
+		return 0, nil
+	case r.errno != 0:
+		return 0, os.NewSyscallError("readv", r.errno)
+	case r.n == 0:
+		return 0, io.EOF
+	}
+	raceWriteRange(a, b, r.n)
+	return r.n, nil
+}

@@ -1,0 +1,389 @@
+package tcp
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// The listener side: an accept loop per listen address and a goroutine per
+// accepted connection that reads requests, checks them against the region
+// table and answers in order.
+
+// acceptLoop accepts connections until the listener is closed.
+func (t *Transport) acceptLoop(ln net.Listener) {
+	defer t.wg.Done()
+	backoff := time.Duration(0)
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if t.stopped.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of descriptors or a similar passing condition: wait a
+			// little, more each time, instead of spinning on Accept.
+			t.stats.errors.Add(1)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			t.log.Warn("accept failed", "addr", ln.Addr().String(), "error", err, "retry_in", backoff)
+			tm := time.NewTimer(backoff)
+			select {
+			case <-tm.C:
+			case <-t.ctx.Done():
+				tm.Stop()
+				return
+			}
+			continue
+		}
+		backoff = 0
+		sc := &serverConn{t: t, link: newLink(nc, t.set.ioTimeout), run: -1}
+		t.mu.Lock()
+		if t.stopped.Load() {
+			t.mu.Unlock()
+			_ = nc.Close()
+			return
+		}
+		t.servers[sc] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		t.stats.connsAccepted.Add(1)
+		t.stats.connsOpen.Add(1)
+		go sc.serve()
+	}
+}
+
+type serverConn struct {
+	t    *Transport
+	link *link
+	cur  atomic.Pointer[region] // the region whose memory the connection is using now
+
+	hdr     [RequestSize]byte
+	scratch []byte // where a rejected write's payload is discarded
+
+	// Responses held back (see serveFrames): their headers, the iovecs
+	// that send them (runs of headers, each read's payload straight from
+	// its region) and the references that keep those regions.
+	pendHdr   [maxPending * ResponseSize]byte
+	npend     int
+	pendIov   [2 * maxPending][]byte
+	niov      int
+	run       int // index in pendHdr where the last iovec's run of headers starts; -1 after a payload
+	held      [maxPending]*region
+	nheld     int
+	heldBytes uint64
+	nb        net.Buffers
+}
+
+// flushing marks, in serverConn.cur, a connection sending held payloads
+// (of possibly several regions).
+var flushing = new(region)
+
+func (sc *serverConn) serve() {
+	t := sc.t
+	defer func() {
+		_ = sc.link.nc.Close()
+		t.mu.Lock()
+		delete(t.servers, sc)
+		t.mu.Unlock()
+		t.stats.connsOpen.Add(-1)
+		t.wg.Done()
+	}()
+	if !sc.hello() {
+		return
+	}
+	err := sc.serveFrames()
+	switch {
+	case err == nil, t.stopped.Load():
+	case errors.Is(err, errMalformed):
+		t.stats.connsDroppedMalformed.Add(1)
+		t.log.Debug("dropping connection: malformed frame", "remote", sc.link.nc.RemoteAddr().String(), "error", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		t.stats.connsDroppedTruncated.Add(1)
+	default:
+		t.stats.errors.Add(1)
+	}
+}
+
+var errMalformed = errors.New("tcp: malformed frame")
+
+// hello reads the dialer's hello and answers it. It reports whether the
+// connection goes on.
+func (sc *serverConn) hello() bool {
+	t := sc.t
+	nc := sc.link.nc
+	_ = nc.SetDeadline(time.Now().Add(t.set.ioTimeout))
+	var b [HelloSize + MaxNameLen]byte
+	if _, err := io.ReadFull(nc, b[:HelloSize]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			t.stats.connsDroppedTruncated.Add(1)
+		}
+		return false
+	}
+	n, err := HelloNameLen(b[:HelloSize])
+	if err != nil {
+		t.stats.connsDroppedMalformed.Add(1)
+		t.log.Debug("dropping connection: bad hello", "remote", nc.RemoteAddr().String(), "error", err)
+		return false
+	}
+	if _, err := io.ReadFull(nc, b[HelloSize:HelloSize+n]); err != nil {
+		t.stats.connsDroppedTruncated.Add(1)
+		return false
+	}
+	h, err := DecodeHello(b[:HelloSize+n])
+	if err != nil {
+		t.stats.connsDroppedMalformed.Add(1)
+		t.log.Debug("dropping connection: bad hello", "remote", nc.RemoteAddr().String(), "error", err)
+		return false
+	}
+	st := ring.StatusOK
+	switch {
+	case h.Version != ProtocolVersion:
+		st = ring.StatusProtocol
+	case h.Segment != t.engine || h.Incarnation != t.incarnation:
+		// A dialer with an old descriptor of this segment, or of whatever
+		// segment used to listen here: either way it must refetch.
+		st = ring.StatusStaleIncarnation
+	case t.stopped.Load():
+		st = ring.StatusShutdown
+	}
+	var r [HelloReplySize]byte
+	EncodeHelloReply(r[:], HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.incarnation, MaxFrame: t.set.maxFrame})
+	if _, err := nc.Write(r[:]); err != nil {
+		return false
+	}
+	if st != ring.StatusOK {
+		t.stats.helloRejected.Add(1)
+		t.log.Debug("refused hello", "remote", nc.RemoteAddr().String(), "status", st.String(),
+			"their_version", h.Version, "segment", h.Segment, "incarnation", h.Incarnation)
+		return false
+	}
+	_ = nc.SetDeadline(time.Time{})
+	return true
+}
+
+// serveFrames answers requests until the connection ends. It returns nil on
+// a clean close at a frame boundary.
+//
+// Responses are held back while the next request is already there, and go
+// out together (one write or writev for up to maxPending responses) before
+// the connection would wait for the dialer. A read's payload is sent
+// straight from its region with the region's reference held until then;
+// so that no reference waits on the dialer, held responses are also sent
+// before a write's payload is read when they hold references or the
+// payload is large.
+func (sc *serverConn) serveFrames() error {
+	t := sc.t
+	defer sc.releaseHeld()
+	var h Header
+	have := 0 // bytes of the next header already read
+	for {
+		if have < RequestSize && sc.npend > 0 {
+			if have == 0 {
+				n, err := sc.link.tryRead(sc.hdr[:])
+				if err != nil && !errors.Is(err, io.EOF) {
+					return err
+				}
+				have = n
+			}
+			if have < RequestSize {
+				if err := sc.flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if have == 0 {
+			n, err := sc.link.readIdle(sc.hdr[:])
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					return nil
+				}
+				return err
+			}
+			have = n
+		}
+		if have < RequestSize {
+			if err := sc.link.readFull(sc.hdr[have:]); err != nil {
+				return eofIsTruncation(err)
+			}
+		}
+		have = 0
+		if err := DecodeHeader(sc.hdr[:], &h); err != nil {
+			return errors.Join(errMalformed, err)
+		}
+		if h.Length > t.set.maxFrame {
+			return errors.Join(errMalformed, errors.New("length over max_frame"))
+		}
+		t.stats.framesIn.Add(1)
+		st, r := t.check(&h)
+		switch h.Op {
+		case ring.OpWrite:
+			if sc.nheld > 0 || h.Length > flushBefore {
+				if err := sc.flush(); err != nil {
+					if r != nil {
+						r.release()
+					}
+					return err
+				}
+			}
+			if st == ring.StatusOK {
+				sc.cur.Store(r)
+				n, err := sc.link.readFullNext(r.mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
+				sc.cur.Store(nil)
+				r.release()
+				if err != nil {
+					return eofIsTruncation(err)
+				}
+				have = n
+				t.stats.bytesReceived.Add(h.Length)
+			} else if err := sc.discard(h.Length); err != nil {
+				return eofIsTruncation(err)
+			}
+			if err := sc.queue(h.Seq, st, nil, nil); err != nil {
+				return err
+			}
+		case ring.OpRead:
+			var payload []byte
+			if st == ring.StatusOK {
+				payload = r.mem[h.Offset : h.Offset+h.Length]
+			}
+			if err := sc.queue(h.Seq, st, payload, r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+const (
+	maxPending  = 64
+	flushBefore = 256 << 10
+)
+
+// queue holds a response back; for a read that passed the checks, with its
+// payload and the reference on its region r.
+func (sc *serverConn) queue(seq uint64, st ring.Status, payload []byte, r *region) error {
+	if st != ring.StatusOK {
+		sc.t.stats.framesRejected.Add(1)
+	}
+	i := sc.npend
+	EncodeResponse(sc.pendHdr[i*ResponseSize:], &Response{Seq: seq, Status: st, Length: uint64(len(payload))})
+	sc.npend++
+	if sc.run >= 0 {
+		sc.pendIov[sc.niov-1] = sc.pendHdr[sc.run*ResponseSize : sc.npend*ResponseSize]
+	} else {
+		sc.pendIov[sc.niov] = sc.pendHdr[i*ResponseSize : sc.npend*ResponseSize]
+		sc.niov++
+		sc.run = i
+	}
+	if r != nil {
+		sc.pendIov[sc.niov] = payload
+		sc.niov++
+		sc.run = -1
+		sc.held[sc.nheld] = r
+		sc.nheld++
+		sc.heldBytes += uint64(len(payload))
+	}
+	if sc.npend == maxPending || sc.heldBytes >= flushBefore {
+		return sc.flush()
+	}
+	return nil
+}
+
+// flush sends the responses held back and gives back their references.
+func (sc *serverConn) flush() error {
+	if sc.npend == 0 {
+		return nil
+	}
+	var err error
+	if sc.niov == 1 {
+		err = sc.link.write(sc.pendIov[0])
+	} else {
+		if sc.nheld > 0 {
+			sc.cur.Store(flushing)
+		}
+		sc.nb = sc.pendIov[:sc.niov]
+		err = sc.link.writeBuffers(&sc.nb)
+		sc.cur.Store(nil)
+	}
+	if err == nil {
+		sc.t.stats.framesOut.Add(uint64(sc.npend))
+		sc.t.stats.bytesSent.Add(sc.heldBytes)
+	}
+	sc.releaseHeld()
+	return err
+}
+
+// releaseHeld forgets the held responses and gives back their references.
+func (sc *serverConn) releaseHeld() {
+	for i := range sc.nheld {
+		sc.held[i].release()
+		sc.held[i] = nil
+	}
+	clear(sc.pendIov[:sc.niov])
+	sc.npend, sc.niov, sc.nheld, sc.run, sc.heldBytes = 0, 0, 0, -1, 0
+}
+
+// check decides whether a request may touch memory. On StatusOK it returns
+// the region with a reference held.
+func (t *Transport) check(h *Header) (ring.Status, *region) {
+	if h.Length == 0 {
+		return ring.StatusInvalid, nil
+	}
+	if h.Incarnation != t.incarnation {
+		return ring.StatusStaleIncarnation, nil
+	}
+	r := t.regions.acquire(h.Region)
+	if r == nil {
+		return ring.StatusNotRegistered, nil
+	}
+	allowed := r.perm.AllowsRemoteRead()
+	if h.Op == ring.OpWrite {
+		allowed = r.perm.AllowsRemoteWrite()
+	}
+	if !allowed {
+		r.release()
+		return ring.StatusPermission, nil
+	}
+	end := h.Offset + h.Length
+	if end < h.Offset || end > uint64(len(r.mem)) {
+		r.release()
+		return ring.StatusOutOfBounds, nil
+	}
+	return ring.StatusOK, r
+}
+
+// discard reads and drops n payload bytes of a rejected write, so the next
+// header is where the dialer put it. The region is never touched.
+func (sc *serverConn) discard(n uint64) error {
+	if sc.scratch == nil {
+		sc.scratch = make([]byte, 64<<10)
+	}
+	for n > 0 {
+		c := min(n, uint64(len(sc.scratch)))
+		if err := sc.link.readFull(sc.scratch[:c]); err != nil {
+			return err
+		}
+		n -= c
+	}
+	return nil
+}
+
+func eofIsTruncation(err error) error {
+	if errors.Is(err, io.EOF) {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+// abortUsing closes server connections whose current frame uses r.
+func (t *Transport) abortServersUsing(r *region) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for sc := range t.servers {
+		if cur := sc.cur.Load(); cur == r || cur == flushing {
+			_ = sc.link.nc.Close()
+		}
+	}
+}

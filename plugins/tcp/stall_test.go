@@ -1,0 +1,168 @@
+package tcp_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/plugins/tcp"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// stallWrite opens a raw connection to e and leaves a write to region
+// half sent, so that e's listener holds the region.
+func stallWrite(t *testing.T, e *engine, region uint32) net.Conn {
+	c := dialRaw(t, e)
+	goodHello(t, c, e)
+	mustWrite(t, c, header(tcp.Header{Op: ring.OpWrite, Seq: 1, Incarnation: e.incarnation, Region: region, Length: 1000}))
+	mustWrite(t, c, make([]byte, 10))
+	return c
+}
+
+func TestUnregisterWithStalledPeer(t *testing.T) {
+	t.Run("io_timeout ends the frame", func(t *testing.T) {
+		e := startEngine(t, "e", 1, `io_timeout = "100ms"`)
+		mem := make([]byte, 4096)
+		e.register(t, 1, mem, sdk.PermRemoteReadWrite)
+		c := stallWrite(t, e, 1)
+		if err := e.tr.UnregisterMemory(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		dropped(t, c)
+		if e.stat(t, "errors") == 0 {
+			t.Errorf("the stalled connection was not counted")
+		}
+	})
+	t.Run("a canceled unregister closes the connection", func(t *testing.T) {
+		e := startEngine(t, "e", 1, "") // io_timeout 30s: the test would notice
+		mem := make([]byte, 4096)
+		e.register(t, 1, mem, sdk.PermRemoteReadWrite)
+		// Usually the listener holds the region by now and the canceled
+		// unregister closes its connection; if the header is still on its
+		// way, the region is gone before the listener looks and the frame
+		// is refused. Either way the call returns at once.
+		c := stallWrite(t, e, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		start := time.Now()
+		if err := e.tr.UnregisterMemory(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("unregister took %s", d)
+		}
+		c.Close()
+	})
+}
+
+// silentPeer accepts connections, answers the hello and then reads
+// everything and answers nothing.
+type silentPeer struct {
+	ln net.Listener
+	wg sync.WaitGroup
+	mu sync.Mutex
+	cs []net.Conn
+}
+
+func newSilentPeer(t *testing.T, segment string, incarnation uint64) *silentPeer {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &silentPeer{ln: ln}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.mu.Lock()
+			p.cs = append(p.cs, c)
+			p.mu.Unlock()
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				var h [tcp.HelloSize + 64]byte
+				if _, err := io.ReadFull(c, h[:tcp.HelloSize+len(segment)]); err != nil {
+					return
+				}
+				var r [tcp.HelloReplySize]byte
+				tcp.EncodeHelloReply(r[:], tcp.HelloReply{Version: tcp.ProtocolVersion, Incarnation: incarnation, MaxFrame: 1 << 20})
+				if _, err := c.Write(r[:]); err != nil {
+					return
+				}
+				io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.cs {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func TestSilentPeerTimesOut(t *testing.T) {
+	a := startEngine(t, "a", 1, `io_timeout = "100ms"`)
+	mem := make([]byte, 1<<16)
+	a.register(t, 1, mem, sdk.PermLocal)
+	sp := newSilentPeer(t, "mute", 5)
+	ep := sdk.Endpoint(fmt.Sprintf(`{"v":1,"addrs":[%q]}`, sp.ln.Addr().String()))
+	if err := a.tr.OpenPeer(context.Background(), sdk.Peer{ID: 1, Segment: "mute", Incarnation: 5, Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector(t)
+	for i := range uint64(4) {
+		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, Length: 4096}
+		a.tr.Submit(&d, col)
+	}
+	for i := range uint64(4) {
+		if got := col.wait(i); got.status != ring.StatusPeerUnreachable {
+			t.Fatalf("token %d: %v, want %v", i, got.status, ring.StatusPeerUnreachable)
+		}
+	}
+}
+
+func TestUnregisterAbortsInitiatorFrames(t *testing.T) {
+	a := startEngine(t, "a", 1, "") // io_timeout 30s: only the abort ends the frames quickly
+	mem := make([]byte, 1<<20)
+	a.register(t, 1, mem, sdk.PermLocal)
+	sp := newSilentPeer(t, "mute", 5)
+	ep := sdk.Endpoint(fmt.Sprintf(`{"v":1,"addrs":[%q]}`, sp.ln.Addr().String()))
+	if err := a.tr.OpenPeer(context.Background(), sdk.Peer{ID: 1, Segment: "mute", Incarnation: 5, Endpoint: ep}); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector(t)
+	for i := range uint64(8) {
+		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, LocalOffset: i << 16, Length: 1 << 16}
+		a.tr.Submit(&d, col)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	start := time.Now()
+	if err := a.tr.UnregisterMemory(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("unregister took %s", d)
+	}
+	for i := range uint64(8) {
+		switch got := col.wait(i); got.status {
+		case ring.StatusPeerUnreachable, ring.StatusNotRegistered:
+		default:
+			t.Errorf("token %d: %v", i, got.status)
+		}
+	}
+}

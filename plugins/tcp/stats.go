@@ -1,0 +1,55 @@
+package tcp
+
+import "sync/atomic"
+
+// counters are the plugin's statistics, exported through Stats. All are
+// monotonic except conns_open.
+type counters struct {
+	bytesSent     atomic.Uint64 // payload bytes written to sockets (writes we initiate, reads we serve)
+	bytesReceived atomic.Uint64 // payload bytes read from sockets into registered memory
+	framesOut     atomic.Uint64 // request and response frames written
+	framesIn      atomic.Uint64 // request and response frames read
+	// framesRejected counts requests this plugin answered with an error
+	// status (bounds, permission, region, incarnation).
+	framesRejected atomic.Uint64
+	// connsDroppedMalformed counts connections dropped because a peer sent
+	// bytes that cannot be framed: bad magic, version, checksum, op, flags,
+	// a length over max_frame, a frame before the hello.
+	connsDroppedMalformed atomic.Uint64
+	// connsDroppedTruncated counts connections that ended inside a frame.
+	connsDroppedTruncated atomic.Uint64
+	connsOpen             atomic.Int64
+	connsAccepted         atomic.Uint64
+	connsDialed           atomic.Uint64
+	dialFailures          atomic.Uint64
+	helloRejected         atomic.Uint64 // hellos we refused (as listener) or that were refused (as dialer)
+	opsCompleted          atomic.Uint64 // descriptors completed with StatusOK
+	opsFailed             atomic.Uint64 // descriptors completed with any other status
+	opsTimedOut           atomic.Uint64 // descriptors whose deadline passed before they were sent
+	errors                atomic.Uint64 // socket errors and stalls on established connections
+}
+
+func (c *counters) snapshot() map[string]uint64 {
+	open := c.connsOpen.Load()
+	if open < 0 {
+		open = 0
+	}
+	return map[string]uint64{
+		"bytes_sent":              c.bytesSent.Load(),
+		"bytes_received":          c.bytesReceived.Load(),
+		"frames_out":              c.framesOut.Load(),
+		"frames_in":               c.framesIn.Load(),
+		"frames_rejected":         c.framesRejected.Load(),
+		"conns_dropped_malformed": c.connsDroppedMalformed.Load(),
+		"conns_dropped_truncated": c.connsDroppedTruncated.Load(),
+		"conns_open":              uint64(open),
+		"conns_accepted":          c.connsAccepted.Load(),
+		"conns_dialed":            c.connsDialed.Load(),
+		"dial_failures":           c.dialFailures.Load(),
+		"hello_rejected":          c.helloRejected.Load(),
+		"ops_completed":           c.opsCompleted.Load(),
+		"ops_failed":              c.opsFailed.Load(),
+		"ops_timed_out":           c.opsTimedOut.Load(),
+		"errors":                  c.errors.Load(),
+	}
+}

@@ -1,0 +1,389 @@
+package tcp
+
+// Wire protocol, version 1.
+//
+// Everything is little-endian. Every fixed-size part carries a CRC-32C
+// (Castagnoli) of its own bytes, computed with the checksum field left out,
+// so that a desynchronised or corrupted stream is caught at the next header
+// instead of being taken for an address and a length.
+//
+// A connection is opened by the initiator (the "dialer") and serves requests
+// in one direction only: the dialer sends requests, the listener answers.
+//
+// Hello (dialer -> listener), 24 bytes followed by NameLen bytes of name:
+//
+//	0  Magic        [4]byte "FRYH"
+//	4  Version      u16     protocol version the dialer speaks (1)
+//	6  NameLen      u16     length of the target segment name, <= MaxNameLen
+//	8  Incarnation  u64     incarnation the dialer believes the target has
+//	16 Flags        u32     0 in version 1
+//	20 CRC          u32     over bytes [0,20) and the name
+//	24 Name         [NameLen]byte  the target segment (engine) name
+//
+// Hello reply (listener -> dialer), 32 bytes:
+//
+//	0  Magic        [4]byte "FRYA"
+//	4  Version      u16     protocol version the listener speaks
+//	6  Reserved     u16     0
+//	8  Status       i32     ring.Status: 0 accept; StatusProtocol (version
+//	                        mismatch), StatusStaleIncarnation (incarnation or
+//	                        segment name differs), StatusShutdown (stopping)
+//	12 CRC          u32     over bytes [0,12) and [16,32)
+//	16 Incarnation  u64     the listener's own incarnation
+//	24 MaxFrame     u64     the largest payload the listener accepts per frame
+//
+// After a reject the listener closes the connection. Magic, Version and
+// Status keep their offsets in every future version so that a listener and
+// a dialer of different versions can always tell each other why they part.
+// A listener that does not receive a well-formed hello (bad magic, oversized
+// name, bad CRC) drops the connection without a reply.
+//
+// Request frame (dialer -> listener), 48 bytes, then for OpWrite Length
+// payload bytes:
+//
+//	0  Magic        [4]byte "FRYQ"
+//	4  Version      u8      1
+//	5  Op           u8      ring.OpWrite (1) or ring.OpRead (2)
+//	6  Flags        u16     0 in version 1
+//	8  Seq          u64     per connection, +1 per frame, starting at 1
+//	16 Incarnation  u64     target incarnation (checked on every frame)
+//	24 Region       u32     target region id
+//	28 CRC          u32     over bytes [0,28) and [32,48)
+//	32 Offset       u64     offset in the target region
+//	40 Length       u64     payload length, 1..MaxFrame of the listener
+//
+// Response frame (listener -> dialer), 32 bytes, then for an OpRead that
+// succeeded Length payload bytes:
+//
+//	0  Magic        [4]byte "FRYR"
+//	4  Version      u8      1
+//	5  Reserved     u8      0
+//	6  Reserved     u16     0
+//	8  Seq          u64     the Seq of the request this answers
+//	16 Status       i32     ring.Status
+//	20 CRC          u32     over bytes [0,20) and [24,32)
+//	24 Length       u64     payload bytes that follow (0 unless a read succeeded)
+//
+// Requests are pipelined: the dialer sends frames back to back without
+// waiting, and the listener answers strictly in order, so the dialer matches
+// responses to requests FIFO and checks that Seq agrees.
+//
+// The listener checks, before it touches memory: incarnation equal to its
+// own, region known, permission (write needs remote-write, read needs
+// remote-read, local regions never), Offset+Length inside the region without
+// overflow. A request that fails a check is answered with that status; a
+// rejected write's payload is read and discarded so that the stream stays in
+// sync. A header that cannot be trusted (bad magic, version, CRC, flags or
+// op, Length over MaxFrame) ends the connection: nothing after it can be
+// framed.
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// ProtocolVersion is the wire protocol version this package speaks.
+const ProtocolVersion = 1
+
+// Sizes of the fixed parts of the wire messages.
+const (
+	HelloSize       = 24
+	HelloReplySize  = 32
+	RequestSize     = 48
+	ResponseSize    = 32
+	MaxNameLen      = 1024
+	endpointVersion = 1
+)
+
+var (
+	magicHello      = [4]byte{'F', 'R', 'Y', 'H'}
+	magicHelloReply = [4]byte{'F', 'R', 'Y', 'A'}
+	magicRequest    = [4]byte{'F', 'R', 'Y', 'Q'}
+	magicResponse   = [4]byte{'F', 'R', 'Y', 'R'}
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Errors returned by the decoders. A decoder error means the bytes cannot be
+// trusted; the connection they came from is dropped.
+var (
+	ErrMagic    = errors.New("tcp wire: bad magic")
+	ErrVersion  = errors.New("tcp wire: unsupported protocol version")
+	ErrChecksum = errors.New("tcp wire: header checksum mismatch")
+	ErrFlags    = errors.New("tcp wire: unknown flags")
+	ErrOp       = errors.New("tcp wire: unknown op")
+	ErrShort    = errors.New("tcp wire: short buffer")
+	ErrName     = errors.New("tcp wire: segment name too long")
+	ErrStatus   = errors.New("tcp wire: unknown status")
+)
+
+// crcSkip computes the CRC-32C of b without the four bytes at at.
+func crcSkip(b []byte, at int) uint32 {
+	c := crc32.Update(0, castagnoli, b[:at])
+	return crc32.Update(c, castagnoli, b[at+4:])
+}
+
+// Hello opens a connection.
+type Hello struct {
+	Version     uint16
+	Incarnation uint64
+	Segment     string
+}
+
+// AppendHello appends the encoded hello to b.
+func AppendHello(b []byte, h Hello) []byte {
+	n := len(b)
+	b = append(b, make([]byte, HelloSize)...)
+	b = append(b, h.Segment...)
+	m := b[n:]
+	copy(m[0:4], magicHello[:])
+	binary.LittleEndian.PutUint16(m[4:], h.Version)
+	binary.LittleEndian.PutUint16(m[6:], uint16(len(h.Segment)))
+	binary.LittleEndian.PutUint64(m[8:], h.Incarnation)
+	binary.LittleEndian.PutUint32(m[16:], 0)
+	c := crc32.Update(0, castagnoli, m[:20])
+	c = crc32.Update(c, castagnoli, m[HelloSize:])
+	binary.LittleEndian.PutUint32(m[20:], c)
+	return b
+}
+
+// HelloNameLen returns the name length announced by the fixed part of a
+// hello, after checking its magic, so that a reader knows how much more to
+// read. It does not check the CRC, which covers the name.
+func HelloNameLen(b []byte) (int, error) {
+	if len(b) < HelloSize {
+		return 0, ErrShort
+	}
+	if [4]byte(b[0:4]) != magicHello {
+		return 0, ErrMagic
+	}
+	n := int(binary.LittleEndian.Uint16(b[6:]))
+	if n > MaxNameLen {
+		return 0, ErrName
+	}
+	return n, nil
+}
+
+// DecodeHello decodes a complete hello (fixed part and name). A version
+// other than ProtocolVersion is not an error here: the listener answers it
+// with StatusProtocol, which it can only do after decoding it.
+func DecodeHello(b []byte) (Hello, error) {
+	n, err := HelloNameLen(b)
+	if err != nil {
+		return Hello{}, err
+	}
+	if len(b) != HelloSize+n {
+		return Hello{}, ErrShort
+	}
+	c := crc32.Update(0, castagnoli, b[:20])
+	c = crc32.Update(c, castagnoli, b[HelloSize:])
+	if c != binary.LittleEndian.Uint32(b[20:]) {
+		return Hello{}, ErrChecksum
+	}
+	if binary.LittleEndian.Uint32(b[16:]) != 0 {
+		return Hello{}, ErrFlags
+	}
+	return Hello{
+		Version:     binary.LittleEndian.Uint16(b[4:]),
+		Incarnation: binary.LittleEndian.Uint64(b[8:]),
+		Segment:     string(b[HelloSize:]),
+	}, nil
+}
+
+// HelloReply answers a hello.
+type HelloReply struct {
+	Version     uint16
+	Status      ring.Status
+	Incarnation uint64
+	MaxFrame    uint64
+}
+
+// EncodeHelloReply writes r into b, which must hold HelloReplySize bytes.
+func EncodeHelloReply(b []byte, r HelloReply) {
+	_ = b[HelloReplySize-1]
+	copy(b[0:4], magicHelloReply[:])
+	binary.LittleEndian.PutUint16(b[4:], r.Version)
+	binary.LittleEndian.PutUint16(b[6:], 0)
+	binary.LittleEndian.PutUint32(b[8:], uint32(r.Status))
+	binary.LittleEndian.PutUint64(b[16:], r.Incarnation)
+	binary.LittleEndian.PutUint64(b[24:], r.MaxFrame)
+	binary.LittleEndian.PutUint32(b[12:], crcSkip(b[:HelloReplySize], 12))
+}
+
+// DecodeHelloReply decodes a hello reply. As with DecodeHello, a foreign
+// version is returned, not refused: the caller reports it.
+func DecodeHelloReply(b []byte) (HelloReply, error) {
+	if len(b) < HelloReplySize {
+		return HelloReply{}, ErrShort
+	}
+	b = b[:HelloReplySize]
+	if [4]byte(b[0:4]) != magicHelloReply {
+		return HelloReply{}, ErrMagic
+	}
+	if crcSkip(b, 12) != binary.LittleEndian.Uint32(b[12:]) {
+		return HelloReply{}, ErrChecksum
+	}
+	r := HelloReply{
+		Version:     binary.LittleEndian.Uint16(b[4:]),
+		Status:      ring.Status(int32(binary.LittleEndian.Uint32(b[8:]))),
+		Incarnation: binary.LittleEndian.Uint64(b[16:]),
+		MaxFrame:    binary.LittleEndian.Uint64(b[24:]),
+	}
+	if !r.Status.Valid() {
+		return HelloReply{}, ErrStatus
+	}
+	return r, nil
+}
+
+// Header is a request frame header.
+type Header struct {
+	Op          ring.Op
+	Seq         uint64
+	Incarnation uint64
+	Region      uint32
+	Offset      uint64
+	Length      uint64
+}
+
+// EncodeHeader writes h into b, which must hold RequestSize bytes.
+func EncodeHeader(b []byte, h *Header) {
+	_ = b[RequestSize-1]
+	copy(b[0:4], magicRequest[:])
+	b[4] = ProtocolVersion
+	b[5] = byte(h.Op)
+	binary.LittleEndian.PutUint16(b[6:], 0)
+	binary.LittleEndian.PutUint64(b[8:], h.Seq)
+	binary.LittleEndian.PutUint64(b[16:], h.Incarnation)
+	binary.LittleEndian.PutUint32(b[24:], h.Region)
+	binary.LittleEndian.PutUint64(b[32:], h.Offset)
+	binary.LittleEndian.PutUint64(b[40:], h.Length)
+	binary.LittleEndian.PutUint32(b[28:], crcSkip(b[:RequestSize], 28))
+}
+
+// DecodeHeader decodes and checks a request header. It does not check Length
+// against a maximum: that is the listener's configuration.
+func DecodeHeader(b []byte, h *Header) error {
+	if len(b) < RequestSize {
+		return ErrShort
+	}
+	b = b[:RequestSize]
+	if [4]byte(b[0:4]) != magicRequest {
+		return ErrMagic
+	}
+	if b[4] != ProtocolVersion {
+		return ErrVersion
+	}
+	if crcSkip(b, 28) != binary.LittleEndian.Uint32(b[28:]) {
+		return ErrChecksum
+	}
+	if binary.LittleEndian.Uint16(b[6:]) != 0 {
+		return ErrFlags
+	}
+	op := ring.Op(b[5])
+	if op != ring.OpWrite && op != ring.OpRead {
+		return ErrOp
+	}
+	*h = Header{
+		Op:          op,
+		Seq:         binary.LittleEndian.Uint64(b[8:]),
+		Incarnation: binary.LittleEndian.Uint64(b[16:]),
+		Region:      binary.LittleEndian.Uint32(b[24:]),
+		Offset:      binary.LittleEndian.Uint64(b[32:]),
+		Length:      binary.LittleEndian.Uint64(b[40:]),
+	}
+	return nil
+}
+
+// Response is a response frame header.
+type Response struct {
+	Seq    uint64
+	Status ring.Status
+	Length uint64
+}
+
+// EncodeResponse writes r into b, which must hold ResponseSize bytes.
+func EncodeResponse(b []byte, r *Response) {
+	_ = b[ResponseSize-1]
+	copy(b[0:4], magicResponse[:])
+	b[4] = ProtocolVersion
+	b[5] = 0
+	binary.LittleEndian.PutUint16(b[6:], 0)
+	binary.LittleEndian.PutUint64(b[8:], r.Seq)
+	binary.LittleEndian.PutUint32(b[16:], uint32(r.Status))
+	binary.LittleEndian.PutUint64(b[24:], r.Length)
+	binary.LittleEndian.PutUint32(b[20:], crcSkip(b[:ResponseSize], 20))
+}
+
+// DecodeResponse decodes and checks a response header.
+func DecodeResponse(b []byte, r *Response) error {
+	if len(b) < ResponseSize {
+		return ErrShort
+	}
+	b = b[:ResponseSize]
+	if [4]byte(b[0:4]) != magicResponse {
+		return ErrMagic
+	}
+	if b[4] != ProtocolVersion {
+		return ErrVersion
+	}
+	if crcSkip(b, 20) != binary.LittleEndian.Uint32(b[20:]) {
+		return ErrChecksum
+	}
+	if b[5] != 0 || binary.LittleEndian.Uint16(b[6:]) != 0 {
+		return ErrFlags
+	}
+	st := ring.Status(int32(binary.LittleEndian.Uint32(b[16:])))
+	if !st.Valid() {
+		return ErrStatus
+	}
+	*r = Response{
+		Seq:    binary.LittleEndian.Uint64(b[8:]),
+		Status: st,
+		Length: binary.LittleEndian.Uint64(b[24:]),
+	}
+	return nil
+}
+
+// endpoint is the blob Start returns and peers pass to OpenPeer:
+//
+//	{"v":1,"addrs":["127.0.0.1:41234"],"max_frame":67108864}
+//
+// A reader ignores fields it does not know; a different "v" is refused.
+type endpoint struct {
+	V        int      `json:"v"`
+	Addrs    []string `json:"addrs"`
+	MaxFrame uint64   `json:"max_frame,omitempty"`
+}
+
+func encodeEndpoint(e endpoint) []byte {
+	e.V = endpointVersion
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic(err) // only strings and integers: cannot fail
+	}
+	return b
+}
+
+func decodeEndpoint(b []byte) (endpoint, error) {
+	var e endpoint
+	if err := json.Unmarshal(b, &e); err != nil {
+		return endpoint{}, fmt.Errorf("tcp endpoint: %w", err)
+	}
+	if e.V != endpointVersion {
+		return endpoint{}, fmt.Errorf("tcp endpoint: version %d, this plugin reads version %d", e.V, endpointVersion)
+	}
+	if len(e.Addrs) == 0 {
+		return endpoint{}, errors.New("tcp endpoint: no addresses")
+	}
+	for _, a := range e.Addrs {
+		if a == "" || len(a) > 1024 {
+			return endpoint{}, fmt.Errorf("tcp endpoint: bad address %q", a)
+		}
+	}
+	return e, nil
+}
