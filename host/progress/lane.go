@@ -3,6 +3,7 @@ package progress
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -88,12 +89,37 @@ func (l *Lane) MarkDown() { l.down.Store(true); l.sq.Wake() }
 
 // Reap drains the completion ring into t until Close. The engine runs it
 // in a goroutine it owns; it is the only one that sleeps on the ring.
+// Waiters drain it too (Poll), so Reap takes the ring only under reapMu and
+// spins and sleeps on the shared indices alone.
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
 	var buf [64]ring.Descriptor
 	for !l.closing.Load() {
-		if l.Poll(t, &buf) == 0 {
-			l.cq.Wait(l.spin, reapSleep)
+		if l.Poll(t, &buf) > 0 {
+			continue
+		}
+		if !l.spinPending() {
+			l.cq.Sleep(reapSleep)
+		}
+	}
+}
+
+// spinPending polls the completion ring's indices for up to the spin
+// budget and reports whether something arrived.
+func (l *Lane) spinPending() bool {
+	if l.spin <= 0 {
+		return l.cq.Pending()
+	}
+	start := time.Now()
+	for i := 0; ; i++ {
+		if l.cq.Pending() || l.closing.Load() {
+			return true
+		}
+		if i%64 == 63 {
+			if time.Since(start) >= l.spin {
+				return false
+			}
+			runtime.Gosched()
 		}
 	}
 }

@@ -2,6 +2,7 @@ package progress
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -216,4 +217,58 @@ func BenchmarkSubmitComplete(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// TestWaitersAndReaperShareTheCompletionRing has several goroutines drain
+// the completion ring through Poll while the reaper runs, as Engine.Wait
+// does. The ring must never see two consumers at once (it would flag
+// itself corrupt and stop) and every task must end.
+func TestWaitersAndReaperShareTheCompletionRing(t *testing.T) {
+	r := newRig(t)
+	const workers, rounds = 4, 2000
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			var buf [64]ring.Descriptor
+			for k := range rounds {
+				b, err := r.t.Allocate(4)
+				if err != nil {
+					errs <- err
+					return
+				}
+				for range 4 {
+					r.submit(b, uint64(1+k%5000), 1<<20, 0)
+				}
+				give := time.Now().Add(10 * time.Second)
+				for !b.Done(Now()) {
+					if time.Now().After(give) {
+						errs <- fmt.Errorf("worker %d round %d: a completion was lost", w, k)
+						return
+					}
+					if r.l.Poll(r.t, &buf) == 0 {
+						select {
+						case <-b.Wake():
+						case <-time.After(time.Millisecond):
+						}
+					}
+				}
+				for i := range 4 {
+					if s := b.State(i, Now()); s != Completed {
+						errs <- fmt.Errorf("worker %d round %d task %d: %v", w, k, i, s)
+						return
+					}
+				}
+				r.t.Free(b)
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.l.cq.Err(); err != nil {
+		t.Fatalf("completion ring: %v", err)
+	}
 }

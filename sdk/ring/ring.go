@@ -316,7 +316,7 @@ func (r *Ring) WaitSpace(spin, maxSleep time.Duration) bool {
 			}
 		}
 	}
-	return r.sleep(false, maxSleep)
+	return r.sleep(false, maxSleep, r.hasSpace)
 }
 
 // WakeProducer wakes a producer sleeping in WaitSpace even if no slot was
@@ -421,7 +421,29 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 			}
 		}
 	}
-	return r.sleep(true, maxSleep)
+	return r.sleep(true, maxSleep, r.readable)
+}
+
+// Pending reports, from the shared indices alone, whether published
+// descriptors wait to be taken. Unlike Dequeue and Wait it touches no
+// consumer-local state, so a goroutine may call it while another goroutine
+// is the consumer (the callers then serialise Dequeue among themselves).
+func (r *Ring) Pending() bool {
+	return !r.broken.Load() && r.tail.Load() != r.head.Load()
+}
+
+// Sleep is Wait without the spin and without consumer-local state: it
+// sleeps until Pending, Wake or maxSleep, and reports Pending. Use it when
+// several goroutines take turns consuming under a lock of their own and
+// the one that sleeps must not hold that lock.
+func (r *Ring) Sleep(maxSleep time.Duration) bool {
+	if r.Pending() {
+		return true
+	}
+	if r.broken.Load() {
+		return false
+	}
+	return r.sleep(true, maxSleep, r.Pending)
 }
 
 // Wake wakes a consumer sleeping in Wait even if nothing was published
@@ -432,10 +454,10 @@ func (r *Ring) Wake() {
 }
 
 // sleep is the sleeping half of Wait (consumer) and WaitSpace (producer).
-func (r *Ring) sleep(consumer bool, maxSleep time.Duration) bool {
-	flag, word, ready := r.prodSleeping, r.spaceSeq, r.hasSpace
+func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) bool {
+	flag, word := r.prodSleeping, r.spaceSeq
 	if consumer {
-		flag, word, ready = r.consSleeping, r.wakeSeq, r.readable
+		flag, word = r.consSleeping, r.wakeSeq
 	}
 	if maxSleep <= 0 {
 		return ready()
