@@ -1,0 +1,99 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "ferry-cli-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	for pkg, out := range map[string]string{
+		"github.com/ferrydev/ferry/cmd/ferry":                        "ferry",
+		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp": "ferry-plugin-tcp",
+	} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func ferry(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), args...)
+	out, err := cmd.Output()
+	if err != nil {
+		var stderr string
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		t.Fatalf("ferry %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return string(out)
+}
+
+// TestBenchJSON runs a short bench and checks the row has every field the
+// README promises, with a baseline measured in the same run.
+func TestBenchJSON(t *testing.T) {
+	for _, op := range []string{"write", "read"} {
+		out := ferry(t, "bench", "--transport", "tcp", "--op", op, "--size", "64KiB", "--batch", "4", "--threads", "2", "--duration", "400ms", "--warmup", "100ms", "--json")
+		var row map[string]any
+		if err := json.Unmarshal([]byte(out), &row); err != nil {
+			t.Fatalf("bench --json printed %q: %v", out, err)
+		}
+		for _, k := range []string{"transport", "op", "block_size", "batch", "threads", "bytes", "seconds", "gbps", "p50_us", "p99_us", "p999_us", "baseline", "baseline_gbps", "ratio"} {
+			if _, ok := row[k]; !ok {
+				t.Errorf("bench row lacks %q: %s", k, out)
+			}
+		}
+		if row["op"] != op || row["block_size"].(float64) != 65536 || row["batch"].(float64) != 4 || row["threads"].(float64) != 2 {
+			t.Errorf("bench row does not echo its parameters: %s", out)
+		}
+		if row["bytes"].(float64) <= 0 || row["gbps"].(float64) <= 0 || row["baseline_gbps"].(float64) <= 0 || row["ratio"].(float64) <= 0 {
+			t.Errorf("bench moved nothing: %s", out)
+		}
+	}
+}
+
+func TestPluginsLists(t *testing.T) {
+	out := ferry(t, "plugins", "--dir", binDir, "--json")
+	var r struct {
+		Name      string `json:"name"`
+		SHA256    string `json:"sha256"`
+		Protocol  int    `json:"protocol"`
+		Available bool   `json:"available"`
+		Version   string `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &r); err != nil {
+		t.Fatalf("plugins --json printed %q: %v", out, err)
+	}
+	if r.Name != "tcp" || len(r.SHA256) != 64 || r.Protocol != 1 || !r.Available || r.Version == "" {
+		t.Fatalf("plugins: %+v", r)
+	}
+}
+
+// TestDemo is the README's main job at a small size.
+func TestDemo(t *testing.T) {
+	out := ferry(t, "demo", "--max", "2MiB")
+	if !strings.Contains(out, "all transfers verified") || strings.Contains(out, "FAILED") {
+		t.Fatalf("demo:\n%s", out)
+	}
+}
