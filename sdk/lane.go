@@ -12,7 +12,7 @@ import (
 
 // laneSleep bounds one futex sleep of an idle lane, so that a lane notices
 // a stop even if a wakeup is lost. Idle cost: one wakeup per laneSleep.
-const laneSleep = 200 * time.Millisecond
+const laneSleep = time.Second
 
 // defaultSpin is the spin budget when the host sends none.
 const defaultSpin = 20 * time.Microsecond

@@ -17,7 +17,7 @@ var ErrLaneDown = errors.New("lane is down: its plugin exited")
 
 // reapSleep bounds one futex sleep of an idle reaper, so that it notices a
 // close even if a wakeup is lost; it is also the idle wakeup rate.
-const reapSleep = 200 * time.Millisecond
+const reapSleep = time.Second
 
 // Lane is the host side of one plugin lane: the submission ring the host
 // produces into and the completion ring it reaps.
