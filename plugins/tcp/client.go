@@ -21,17 +21,27 @@ import (
 // to the least loaded slot (bytes queued or in flight), ties broken round
 // robin.
 //
-// Per connection, the writer encodes headers into the op records and sends
+// Per connection, the sender encodes headers into the op records and sends
 // every queued frame with writev straight from the registered memory; the
 // reader goroutine matches responses to the FIFO of frames in flight and,
 // for reads, receives the payload straight into the registered memory.
 //
+// The sender is whoever holds the slot's send lock. Usually that is Submit
+// itself: when the connection is up, nobody else is sending and the frames
+// are small, the submitting goroutine sends them with one non-waiting
+// writev. Handing every frame to the writer goroutine would cost a thread
+// wakeup per descriptor, which on a small VM is most of a small transfer's
+// latency. The writer goroutine does everything that may wait: dialing,
+// large frames, the rest of a writev the socket did not take at once, and
+// whatever was queued while someone else held the lock.
+//
 // Ownership keeps completion exactly-once: an op is completed by whoever
-// holds it. Submit holds it until it is queued; the writer holds it from the
+// holds it. Submit holds it until it is queued; the sender holds it from the
 // queue until it is pushed onto the connection's FIFO; the reader holds the
 // FIFO, and when the connection ends the writer takes what is left in the
-// FIFO only after the reader has exited (and never while its own writev is
-// in progress), so neither side touches memory of an op that was completed.
+// FIFO only after the reader has exited and under the send lock (never while
+// a writev is in progress), so neither side touches memory of an op that
+// was completed.
 
 // maxBatch bounds the frames sent by one writev, batchBytes the payload.
 const (
@@ -39,6 +49,10 @@ const (
 	batchBytes = 4 << 20
 	// frameCost is what a frame adds to a slot's load beyond its payload.
 	frameCost = 4096
+	// inlineBytes bounds the payload Submit sends itself in one writev;
+	// larger frames, which would keep the submitting goroutine copying,
+	// go to the writer goroutine.
+	inlineBytes = 256 << 10
 )
 
 // op is one descriptor on its way. Records are pooled.
@@ -104,15 +118,22 @@ type slot struct {
 	load atomic.Int64 // bytes (plus frameCost per frame) queued or in flight
 	wake chan struct{}
 
+	// sendMu is held by whoever sends on the current connection (the writer
+	// goroutine or an inline Submit): it orders frames on the wire and owns
+	// the connection's sender state.
+	sendMu sync.Mutex
+
 	mu         sync.Mutex
 	head, tail *op // queued, not yet sent
 	closed     bool
 	cur        *clientConn
 }
 
-// enqueue hands o to the slot's writer; it never blocks on the network.
+// enqueue queues o and sends it at once if that needs no waiting, or else
+// wakes the slot's writer; it never blocks on the network.
 func (s *slot) enqueue(o *op) {
 	o.s = s
+	small := len(o.mem) <= inlineBytes // o is not ours to read once queued
 	s.load.Add(int64(len(o.mem)) + frameCost)
 	s.mu.Lock()
 	if s.closed {
@@ -126,23 +147,66 @@ func (s *slot) enqueue(o *op) {
 		s.tail.next = o
 	}
 	s.tail = o
+	up := s.cur != nil
 	s.mu.Unlock()
+	if up && small && s.trySend() {
+		return
+	}
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
 }
 
-// popBatch takes up to maxBatch queued ops (and about batchBytes).
-func (s *slot) popBatch() *op {
+// trySend sends queued frames from the calling goroutine, if it can do so
+// without waiting: the connection is up, nobody else is sending, the first
+// frames are small and the socket has room. It reports whether it left
+// nothing for the writer to do.
+func (s *slot) trySend() bool {
+	if !s.sendMu.TryLock() {
+		return false
+	}
+	defer s.sendMu.Unlock()
+	s.mu.Lock()
+	cc := s.cur
+	s.mu.Unlock()
+	if cc == nil || cc.unsent || cc.link.rw == nil || !cc.idle() {
+		// With frames in flight the writer's batching (many frames per
+		// writev) is worth more than the wakeup it costs.
+		return false
+	}
+	batch, more := s.popBatch(inlineBytes, inlineBytes)
+	if batch == nil {
+		return !more
+	}
+	if !s.send(cc, batch, true) {
+		return false // the writer tears the connection down
+	}
+	if cc.loopback && !cc.unsent {
+		// Over loopback the kernel woke the listener on this CPU, expecting
+		// the sender to sleep; the submitting goroutine goes back to its
+		// lane and spins instead. With nothing else in flight the answer
+		// is what everyone waits for, so let the listener run first.
+		yieldCPU()
+	}
+	return !more && !cc.unsent
+}
+
+// popBatch takes up to maxBatch queued ops and maxBytes of payload (the
+// first op alone may have more), or nothing if the first op's payload is
+// over maxFirst. It reports whether ops are left in the queue.
+func (s *slot) popBatch(maxFirst, maxBytes int) (*op, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := s.head
 	if first == nil {
-		return nil
+		return nil, false
+	}
+	if len(first.mem) > maxFirst {
+		return nil, true
 	}
 	last, n, bytes := first, 1, len(first.mem)
-	for last.next != nil && n < maxBatch && bytes < batchBytes {
+	for last.next != nil && n < maxBatch && bytes+len(last.next.mem) <= maxBytes {
 		last = last.next
 		n++
 		bytes += len(last.mem)
@@ -152,7 +216,7 @@ func (s *slot) popBatch() *op {
 		s.tail = nil
 	}
 	last.next = nil
-	return first
+	return first, s.head != nil
 }
 
 func (s *slot) empty() bool {
@@ -272,22 +336,41 @@ func (s *slot) pump(cc *clientConn) *clientConn {
 				return nil
 			}
 		}
-		batch := s.popBatch()
-		if batch == nil {
-			return cc
+		s.sendMu.Lock()
+		ok := true
+		if cc.unsent {
+			// An inline send left the rest of its writev to us.
+			ok = s.write(cc, false)
 		}
-		if !s.send(cc, batch) {
+		var batch *op
+		if ok {
+			batch, _ = s.popBatch(maxFrameAny, batchBytes)
+			if batch != nil {
+				ok = s.send(cc, batch, false)
+			}
+		}
+		s.sendMu.Unlock()
+		if !ok {
 			s.teardown(cc, s.brokenStatus())
 			cc = nil
+			continue
+		}
+		if batch == nil {
+			return cc
 		}
 	}
 	return cc
 }
 
-// send writes a batch of frames on cc. It reports false when the connection
-// is broken; the frames it pushed are then the reader's (and after it the
-// teardown's) to complete.
-func (s *slot) send(cc *clientConn, batch *op) bool {
+// maxFrameAny lets popBatch take a first frame of any size.
+const maxFrameAny = int(^uint(0) >> 1)
+
+// send writes a batch of frames on cc; the caller holds sendMu. Inline, it
+// writes what the socket takes at once and leaves the rest to the writer
+// (cc.unsent). It reports false when the connection is broken; the frames
+// it pushed are then the reader's (and after it the teardown's) to
+// complete.
+func (s *slot) send(cc *clientConn, batch *op, inline bool) bool {
 	t := s.t
 	now := time.Now().UnixNano()
 	cc.nb = cc.iov[:0]
@@ -333,9 +416,28 @@ func (s *slot) send(cc *clientConn, batch *op) bool {
 		t.completeList(first, s.brokenStatus())
 		return false
 	}
-	err := cc.link.writeBuffers(&cc.nb)
+	t.stats.framesOut.Add(uint64(frames))
+	t.stats.bytesSent.Add(bytes)
+	return s.write(cc, inline)
+}
+
+// write sends cc.nb; the caller holds sendMu. Inline, it sends what the
+// socket takes at once and marks the rest unsent, for the writer.
+func (s *slot) write(cc *clientConn, inline bool) bool {
+	var err error
+	if inline {
+		var all bool
+		if all, err = cc.link.tryWriteBuffers(&cc.nb); err == nil && !all {
+			cc.unsent = true
+			return true
+		}
+	} else {
+		err = cc.link.writeBuffers(&cc.nb)
+	}
+	cc.unsent = false
 	clear(cc.iov[:])
 	if err != nil {
+		t := s.t
 		t.stats.errors.Add(1)
 		if s.p.ctx.Err() == nil {
 			t.log.Debug("write to peer failed", "peer", s.p.segment, "addr", cc.addr, "error", err)
@@ -343,8 +445,6 @@ func (s *slot) send(cc *clientConn, batch *op) bool {
 		cc.close()
 		return false
 	}
-	t.stats.framesOut.Add(uint64(frames))
-	t.stats.bytesSent.Add(bytes)
 	return true
 }
 
@@ -354,6 +454,9 @@ func (s *slot) teardown(cc *clientConn, st ring.Status) {
 	cc.close()
 	<-cc.readerDone
 	cc.stopAfter()
+	// An inline send may be in its writev on the closed socket: the FIFO's
+	// memory is in use until it returns.
+	s.sendMu.Lock()
 	cc.mu.Lock()
 	list := cc.head
 	cc.head, cc.tail = nil, nil
@@ -362,6 +465,10 @@ func (s *slot) teardown(cc *clientConn, st ring.Status) {
 	s.mu.Lock()
 	s.cur = nil
 	s.mu.Unlock()
+	cc.unsent = false
+	cc.nb = nil
+	clear(cc.iov[:])
+	s.sendMu.Unlock()
 	s.t.stats.connsOpen.Add(-1)
 	s.t.completeList(list, st)
 }
@@ -466,10 +573,13 @@ type clientConn struct {
 	head, tail *op // in flight, in wire order
 	dead       bool
 
-	// writer-owned
-	seq uint64
-	iov [2 * maxBatch][]byte
-	nb  net.Buffers
+	// sender-owned (under slot.sendMu)
+	seq    uint64
+	iov    [2 * maxBatch][]byte
+	nb     net.Buffers // the frames being written
+	unsent bool        // nb holds the rest of an inline writev, for the writer
+
+	loopback bool // the peer is on this machine
 
 	// reader-owned: response headers read ahead, rbuf[rpos:rend] not yet used
 	rbuf       [maxBatch * ResponseSize]byte
@@ -480,6 +590,10 @@ func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientCo
 	cc := &clientConn{
 		s: s, addr: addr, link: newLink(nc, s.t.set.ioTimeout), maxFrame: maxFrame,
 		closing: make(chan struct{}), readerDone: make(chan struct{}),
+	}
+	cc.link.rw = newRawWriter(nc)
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		cc.loopback = a.IP.IsLoopback()
 	}
 	cc.stopAfter = context.AfterFunc(s.p.ctx, cc.close)
 	return cc

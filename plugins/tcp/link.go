@@ -19,14 +19,16 @@ func mono(now time.Time) int64 { return int64(now.Sub(epoch)) }
 //
 // Deadlines are re-armed lazily (only when less than half of io_timeout is
 // left), so a stream of small frames does not reset a timer per frame. The
-// reading and the writing side are each owned by one goroutine; rdl and wdl
-// belong to those goroutines.
+// reading and the writing side are each owned by one goroutine at a time
+// (on the dialer, the writing side by whoever holds the slot's send lock);
+// rdl and wdl belong to those owners.
 type link struct {
 	nc       net.Conn
 	ioTO     time.Duration
 	progress atomic.Int64 // mono time of the last byte moved, or of the start of an operation
 	rdl, wdl time.Time    // read / write deadline currently set on nc
 	raw      *rawReader   // readv on the descriptor; nil where unavailable
+	rw       *rawWriter   // non-waiting writev; set by the dialer, nil elsewhere or where unavailable
 }
 
 func newLink(nc net.Conn, ioTimeout time.Duration) *link {
@@ -209,6 +211,33 @@ func (l *link) writeBuffers(v *net.Buffers) error {
 			return err
 		}
 	}
+}
+
+// tryWriteBuffers writes what the socket takes now of *v, without waiting
+// for room, and consumes that from *v. It reports whether all of *v went
+// out; what is left is for writeBuffers.
+func (l *link) tryWriteBuffers(v *net.Buffers) (bool, error) {
+	now := time.Now()
+	l.progress.Store(mono(now))
+	l.armWrite(now)
+	raceReleaseWire()
+	n, err := l.rw.writev(*v)
+	if err != nil {
+		if isTimeout(err) {
+			return false, nil // a stale deadline: writeBuffers sorts it out
+		}
+		return false, err
+	}
+	for len(*v) > 0 && n >= len((*v)[0]) {
+		n -= len((*v)[0])
+		(*v)[0] = nil
+		*v = (*v)[1:]
+	}
+	if len(*v) > 0 {
+		(*v)[0] = (*v)[0][n:]
+		return false, nil
+	}
+	return true, nil
 }
 
 // write writes b with write(2) (a frame without payload: one buffer needs

@@ -73,3 +73,73 @@ func (r *rawReader) readv(a, b []byte, wait bool) (int, error) {
 	raceWriteRange(a, b, r.n)
 	return r.n, nil
 }
+
+// rawWriter writes with writev(2) on the socket's descriptor without ever
+// waiting for room: the submitting goroutine sends small frames itself and
+// must not block on the network (see slot.trySend). Like rawReader it
+// allocates nothing per call.
+type rawWriter struct {
+	rc    syscall.RawConn
+	fn    func(fd uintptr) bool
+	iov   [2 * maxBatch]syscall.Iovec
+	cnt   uintptr
+	n     int
+	errno syscall.Errno
+}
+
+func newRawWriter(nc interface{}) *rawWriter {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	w := &rawWriter{rc: rc}
+	w.fn = func(fd uintptr) bool {
+		n, _, e := syscall.Syscall(syscall.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&w.iov[0])), w.cnt)
+		w.n, w.errno = int(n), e
+		return true // never wait: EAGAIN means the caller hands the rest on
+	}
+	return w
+}
+
+// writev writes what the socket takes now of v (at most 2*maxBatch buffers)
+// in one system call and returns how many bytes that was; 0, nil when the
+// socket has no room.
+func (w *rawWriter) writev(v [][]byte) (int, error) {
+	w.cnt = 0
+	for _, b := range v {
+		if len(b) == 0 {
+			continue
+		}
+		w.iov[w.cnt].Base = &b[0]
+		w.iov[w.cnt].SetLen(len(b))
+		w.cnt++
+	}
+	if w.cnt == 0 {
+		return 0, nil
+	}
+	for {
+		w.n, w.errno = 0, 0
+		if err := w.rc.Write(w.fn); err != nil {
+			clear(w.iov[:w.cnt])
+			return 0, err
+		}
+		if w.errno != syscall.EINTR {
+			break
+		}
+	}
+	clear(w.iov[:w.cnt]) // hold no pointers into memory that may be unregistered
+	switch {
+	case w.errno == syscall.EAGAIN:
+		return 0, nil
+	case w.errno != 0:
+		return 0, os.NewSyscallError("writev", w.errno)
+	}
+	return w.n, nil
+}
+
+// yieldCPU gives this thread's CPU to another runnable thread, if any.
+func yieldCPU() { _, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }

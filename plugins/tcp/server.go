@@ -178,10 +178,14 @@ func (sc *serverConn) serveFrames() error {
 	t := sc.t
 	defer sc.releaseHeld()
 	var h Header
-	have := 0 // bytes of the next header already read
+	have := 0        // bytes of the next header already read
+	drained := false // the last read emptied the socket
 	for {
 		if have < RequestSize && sc.npend > 0 {
-			if have == 0 {
+			if have == 0 && !drained {
+				// A small request-response exchange pays per system call;
+				// skip this one when the last read already found nothing
+				// more.
 				n, err := sc.link.tryRead(sc.hdr[:])
 				if err != nil && !errors.Is(err, io.EOF) {
 					return err
@@ -209,7 +213,7 @@ func (sc *serverConn) serveFrames() error {
 				return eofIsTruncation(err)
 			}
 		}
-		have = 0
+		have, drained = 0, false
 		if err := DecodeHeader(sc.hdr[:], &h); err != nil {
 			return errors.Join(errMalformed, err)
 		}
@@ -237,6 +241,9 @@ func (sc *serverConn) serveFrames() error {
 					return eofIsTruncation(err)
 				}
 				have = n
+				// readFullNext takes whatever of the next header is
+				// there: less than all of it means the socket is empty.
+				drained = n < RequestSize
 				t.stats.bytesReceived.Add(h.Length)
 			} else if err := sc.discard(h.Length); err != nil {
 				return eofIsTruncation(err)
