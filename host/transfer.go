@@ -302,6 +302,22 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 			timer.Stop()
 		}
 	}()
+	if ps, l := e.soleLane(); l != nil {
+		// One lane carries everything: wait on its completion ring
+		// directly, so the plugin's wakeup lands here.
+		done := func() bool { return b.Done(progress.Now()) }
+		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline()) {
+			if ctx.Err() != nil {
+				return e.abandon(ctx, b)
+			}
+			if !ps.usable() {
+				break // the plugin died: its tasks are failed; wait for that below
+			}
+		}
+		if done() {
+			return nil
+		}
+	}
 	var buf [64]ring.Descriptor
 	now := progress.Now()
 	spinUntil := now + int64(e.cfg.Transfer.Spin)
@@ -330,17 +346,42 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		case <-b.Wake():
 		case <-tc:
 		case <-ctx.Done():
-			s := progress.Canceled
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				s = progress.Timeout
-			}
-			for i := range b.Len() {
-				b.Finish(i, s, nil)
-			}
-			return ctx.Err()
+			return e.abandon(ctx, b)
 		}
 		now = progress.Now()
 	}
+}
+
+// abandon ends the batch's pending tasks because ctx ended: TIMEOUT if
+// its deadline passed, else CANCELED.
+func (e *Engine) abandon(ctx context.Context, b *progress.Batch) error {
+	s := progress.Canceled
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		s = progress.Timeout
+	}
+	for i := range b.Len() {
+		b.Finish(i, s, nil)
+	}
+	return ctx.Err()
+}
+
+// soleLane returns the only lane of the only running plugin, or nil when
+// there are several (or none).
+func (e *Engine) soleLane() (*pluginState, *progress.Lane) {
+	var owner *pluginState
+	for _, ps := range e.plugins {
+		if !ps.usable() {
+			continue
+		}
+		if owner != nil || len(ps.lanes) != 1 {
+			return nil, nil
+		}
+		owner = ps
+	}
+	if owner == nil {
+		return nil, nil
+	}
+	return owner, owner.lanes[0]
 }
 
 // poll drains every running plugin's completion rings once.

@@ -32,6 +32,12 @@ type Lane struct {
 	closing  atomic.Bool
 	reaped   chan struct{}
 	inFlight atomic.Int64
+
+	// waiters counts goroutines in WaitOn: while there are any, they reap
+	// and the reaper stands by, so that a completion wakes the goroutine
+	// that wants it and nobody hands it over.
+	waiters atomic.Int32
+	standby chan struct{}
 }
 
 // NewLane creates the two rings of a lane in sealed memfds.
@@ -49,7 +55,7 @@ func NewLane(id uint32, depth int, spin time.Duration) (*Lane, error) {
 	if err == nil {
 		var cq *ring.Ring
 		if cq, err = ring.Init(cqr.Mem(), depth); err == nil {
-			return &Lane{ID: id, SQ: sqr, CQ: cqr, sq: sq, cq: cq, spin: spin, reaped: make(chan struct{})}, nil
+			return &Lane{ID: id, SQ: sqr, CQ: cqr, sq: sq, cq: cq, spin: spin, reaped: make(chan struct{}), standby: make(chan struct{}, 1)}, nil
 		}
 	}
 	sqr.Close()
@@ -94,15 +100,82 @@ func (l *Lane) MarkDown() { l.down.Store(true); l.sq.Wake() }
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
 	var buf [64]ring.Descriptor
+	idle := time.NewTimer(reapSleep)
+	defer idle.Stop()
 	for !l.closing.Load() {
+		if l.waiters.Load() > 0 {
+			// A waiter reaps; stand by until the last one leaves. The
+			// timer only bounds the wait should a waiter be stuck.
+			idle.Reset(standbySleep)
+			select {
+			case <-l.standby:
+			case <-idle.C:
+			}
+			continue
+		}
 		if l.Poll(t, &buf) > 0 {
 			continue
 		}
-		if !l.spinPending() {
+		if !l.spinPending() && l.waiters.Load() == 0 {
 			l.cq.Sleep(reapSleep)
 		}
 	}
 }
+
+// standbySleep bounds how long the reaper leaves a lane to its waiters
+// without looking.
+const standbySleep = 50 * time.Millisecond
+
+// WaitOn lets the calling goroutine reap the lane until done reports true,
+// ctx-like stop is closed, or until is reached (unix ns, 0 = none): it
+// polls, then sleeps on the completion ring itself, so that the plugin's
+// wakeup lands on the goroutine that waits. It returns done().
+func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64) bool {
+	l.waiters.Add(1)
+	defer func() {
+		if l.waiters.Add(-1) == 0 {
+			select {
+			case l.standby <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	// A reaper asleep on the ring would share our wakeups; send it to
+	// stand by.
+	l.cq.Wake()
+	var buf [64]ring.Descriptor
+	for {
+		if done() {
+			return true
+		}
+		if l.closing.Load() || l.down.Load() {
+			return done()
+		}
+		select {
+		case <-stop:
+			return done()
+		default:
+		}
+		if l.Poll(t, &buf) > 0 {
+			continue
+		}
+		sleep := waitSlice
+		if until != 0 {
+			left := time.Duration(until - time.Now().UnixNano())
+			if left <= 0 {
+				return done()
+			}
+			sleep = min(sleep, left)
+		}
+		if !l.spinPending() {
+			l.cq.Sleep(sleep)
+		}
+	}
+}
+
+// waitSlice bounds one sleep of a waiter, so that it notices its stop
+// channel; cancellation is seen within this.
+const waitSlice = 5 * time.Millisecond
 
 // spinPending polls the completion ring's indices for up to the spin
 // budget and reports whether something arrived.

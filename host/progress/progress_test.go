@@ -272,3 +272,37 @@ func TestWaitersAndReaperShareTheCompletionRing(t *testing.T) {
 		t.Fatalf("completion ring: %v", err)
 	}
 }
+
+// TestWaitOn: a waiter reaps its own completions while the reaper stands
+// by, a closed stop channel ends the wait, and once the last waiter leaves
+// the reaper takes over again.
+func TestWaitOn(t *testing.T) {
+	r := newRig(t)
+	b, _ := r.t.Allocate(2)
+	r.submit(b, 8192, 4096, 0)
+	if !r.l.WaitOn(r.t, func() bool { return b.Done(Now()) }, nil, 0) {
+		t.Fatal("WaitOn returned before the batch was done")
+	}
+	stop := make(chan struct{})
+	close(stop)
+	b2, _ := r.t.Allocate(1)
+	i := b2.Reserve(10, 0)
+	b2.SetSlices(i, 1) // never sent: nothing will complete it
+	if r.l.WaitOn(r.t, func() bool { return b2.Done(Now()) }, stop, 0) {
+		t.Fatal("WaitOn reported an unfinished batch done")
+	}
+	if r.l.waiters.Load() != 0 {
+		t.Fatal("waiter count not restored")
+	}
+	// Nobody waits now: the reaper must apply this completion by itself.
+	b3, _ := r.t.Allocate(1)
+	r.submit(b3, 10, 4096, 0)
+	select {
+	case <-b3.Wake():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reaper did not resume after the waiters left")
+	}
+	r.t.Free(b)
+	r.t.Free(b2)
+	r.t.Free(b3)
+}

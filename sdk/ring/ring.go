@@ -267,7 +267,7 @@ func (r *Ring) Publish() {
 	r.tail.Store(r.ptail)
 	if r.consSleeping.Load() != 0 {
 		r.wakeSeq.Add(1)
-		futexWake(r.wakeSeq, 1)
+		futexWake(r.wakeSeq, math.MaxInt32)
 	}
 }
 
@@ -463,24 +463,27 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 		return ready()
 	}
 	deadline := time.Now().Add(maxSleep)
+	// The flag counts sleepers rather than marking one: in the host,
+	// a waiter and the reaper may sleep on the same ring at once, and one
+	// waking must not clear the other's mark.
 	for {
 		seq := word.Load()
-		flag.Store(1)
+		flag.Add(1)
 		// Dekker: the flag is set before this re-check, so a peer that
 		// publishes (or frees) after it sees the flag and wakes us; one
 		// that did so before changed what ready sees, or bumped seq and
 		// makes FUTEX_WAIT return at once.
 		if ready() {
-			flag.Store(0)
+			flag.Add(^uint32(0))
 			return true
 		}
 		left := time.Until(deadline)
 		if left <= 0 || r.broken.Load() {
-			flag.Store(0)
+			flag.Add(^uint32(0))
 			return false
 		}
 		futexWait(word, seq, left)
-		flag.Store(0)
+		flag.Add(^uint32(0))
 		if ready() {
 			return true
 		}
