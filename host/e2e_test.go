@@ -338,3 +338,48 @@ func TestDeadlineAndCancel(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPluginsDieWithTheirEngine kills an engine process with SIGKILL and
+// checks that its plugin process does not outlive it (Pdeathsig and EOF on
+// the fd socket).
+func TestPluginsDieWithTheirEngine(t *testing.T) {
+	a := newEngine(t, "witness")
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "doomed", "--metastore", a.MetastoreURL(), "--control-stdin")
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if !bufio.NewScanner(out).Scan() {
+		cmd.Wait()
+		t.Fatal("engine exited before it was ready")
+	}
+	// A child is listed under the thread that forked it.
+	var kids []string
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", cmd.Process.Pid))
+	for _, f := range tasks {
+		b, _ := os.ReadFile(f)
+		kids = append(kids, strings.Fields(string(b))...)
+	}
+	if len(kids) == 0 {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatal("engine has no plugin child process")
+	}
+	plugin := kids[0]
+	cmd.Process.Kill()
+	cmd.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		stat, err := os.ReadFile("/proc/" + plugin + "/stat")
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			return // gone, or a zombie waiting for init to reap it
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin process %s still running 10s after its engine was killed", plugin)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
