@@ -2,7 +2,7 @@
 GO        ?= go
 BIN       := bin
 PROTO_DIR := sdk/proto
-PLUGINS   := tcp
+PLUGINS   := tcp shm
 
 .PHONY: all build run test bench proto proto-check lint clean
 

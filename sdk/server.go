@@ -30,7 +30,7 @@ type server struct {
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
-	regions  map[uint32]*shm.Mapping
+	regions  map[uint32]*regionMap
 	lanes    map[uint32]*lane
 	stopOnce sync.Once
 }
@@ -39,7 +39,7 @@ func newServer(impl Transport, fds *shm.FDReceiver) *server {
 	return &server{
 		impl:    impl,
 		fds:     fds,
-		regions: make(map[uint32]*shm.Mapping),
+		regions: make(map[uint32]*regionMap),
 		lanes:   make(map[uint32]*lane),
 	}
 }
@@ -156,42 +156,63 @@ func permFromProto(p transportv1.Perm) (Perm, error) {
 	return 0, fmt.Errorf("unknown permission %v", p)
 }
 
+// regionMap is a registered region as the SDK holds it: the mapping the
+// transport uses and the memfd it came from, kept open until the region is
+// unregistered so that a transport can share it with a peer (Region.FD).
+type regionMap struct {
+	m  *shm.Mapping
+	fd int
+}
+
+func (r *regionMap) close() {
+	r.m.Close()
+	unix.Close(r.fd)
+}
+
 func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMemoryRequest) (*transportv1.RegisterMemoryResponse, error) {
 	fds, err := s.takeFDs(ctx, req.AttachId, 1)
 	if err != nil {
 		return nil, err
 	}
-	defer closeFDs(fds)
+	// The fd stays open while the region is registered (Region.FD); every
+	// failure below closes it.
+	fd := fds[0]
 	perm, err := permFromProto(req.Perm)
 	if err != nil {
+		unix.Close(fd)
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
 	}
 	if req.Length == 0 || req.Length > 1<<46 || req.Offset > 1<<46 {
+		unix.Close(fd)
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: bad range offset %d length %d", req.RegionId, req.Offset, req.Length)
 	}
 	s.mu.Lock()
 	if _, ok := s.regions[req.RegionId]; ok {
 		s.mu.Unlock()
+		unix.Close(fd)
 		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
 	}
 	s.mu.Unlock()
-	m, err := shm.Map(fds[0], int64(req.Offset), int(req.Length), true)
+	m, err := shm.Map(fd, int64(req.Offset), int(req.Length), true)
 	if err != nil {
+		unix.Close(fd)
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
 	}
+	rm := &regionMap{m: m, fd: fd}
 	s.mu.Lock()
 	if _, ok := s.regions[req.RegionId]; ok {
 		s.mu.Unlock()
-		m.Close()
+		rm.close()
 		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
 	}
-	s.regions[req.RegionId] = m
+	s.regions[req.RegionId] = rm
 	s.mu.Unlock()
-	if err := s.impl.RegisterMemory(ctx, Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: req.Kind}); err != nil {
+	r := Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: req.Kind, FD: fd, FDOffset: req.Offset}
+	if err := s.impl.RegisterMemory(ctx, r); err != nil {
 		s.mu.Lock()
 		delete(s.regions, req.RegionId)
 		s.mu.Unlock()
-		m.Close()
+		rm.close()
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
 	}
 	return &transportv1.RegisterMemoryResponse{}, nil
@@ -207,11 +228,12 @@ func (s *server) UnregisterMemory(ctx context.Context, req *transportv1.Unregist
 	if err := s.impl.UnregisterMemory(ctx, req.RegionId); err != nil {
 		return nil, status.Errorf(codes.Internal, "unregister region %d: %v", req.RegionId, err)
 	}
-	// The transport promised not to touch the memory again: unmap it.
+	// The transport promised not to touch the memory (or the fd) again:
+	// unmap it and close the fd.
 	s.mu.Lock()
 	delete(s.regions, req.RegionId)
 	s.mu.Unlock()
-	m.Close()
+	m.close()
 	return &transportv1.UnregisterMemoryResponse{}, nil
 }
 
@@ -275,7 +297,7 @@ func (s *server) stop(ctx context.Context) error {
 		}
 		s.mu.Lock()
 		for id, m := range s.regions {
-			m.Close()
+			m.close()
 			delete(s.regions, id)
 		}
 		s.mu.Unlock()

@@ -146,6 +146,18 @@ type Region struct {
 	Mem  []byte // mapped by the SDK; len(Mem) is the region's length
 	Perm Perm
 	Kind string // "cpu"
+
+	// FD is the memfd the host sent for this region, for a plugin that
+	// shares the memory with a peer plugin on the same machine (it can
+	// pass FD over a unix socket with SCM_RIGHTS). Mem maps
+	// [FDOffset, FDOffset+len(Mem)) of it. The SDK owns FD: the plugin
+	// must not close it, and it stays valid until UnregisterMemory returns
+	// (or Stop). It is -1 when the host sent none; a Region literal that
+	// omits FD (tests that build one from plain memory) carries 0, which
+	// the SDK never delivers (fd 0 is the plugin's stdin): treat FD <= 0
+	// as none.
+	FD       int
+	FDOffset uint64
 }
 
 // Peer is a remote segment as the plugin sees it.

@@ -1,0 +1,195 @@
+package shmtransport
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// op is one accepted descriptor on its way through the plugin.
+type op struct {
+	token    uint64
+	kind     ring.Op
+	c        sdk.Completer
+	local    *region // reference held from Submit to finish
+	lmem     []byte  // the local range
+	rRegion  uint32
+	rOff     uint64
+	deadline int64
+	remote   *mapping // reference held from run to finish
+
+	pending atomic.Int32 // chunks not done yet
+	status  atomic.Int32 // first failure of a chunk, 0 while none
+}
+
+// run checks the remote side of o against the mapping m (a reference is
+// held and now belongs to o) and copies, inline when small, on the worker
+// pool otherwise. Every check happens before any byte is touched.
+func (t *Transport) run(o *op, m *mapping) {
+	o.remote = m
+	n := uint64(len(o.lmem))
+	end := o.rOff + n
+	if end < o.rOff || end > uint64(len(m.mem)) {
+		t.finish(o, ring.StatusOutOfBounds)
+		return
+	}
+	// The mapping itself enforces this too (a remote-read region is
+	// mapped PROT_READ), but a fault would kill the plugin: refuse first.
+	if o.kind == ring.OpWrite && !m.perm.AllowsRemoteWrite() || o.kind == ring.OpRead && !m.perm.AllowsRemoteRead() {
+		t.finish(o, ring.StatusPermission)
+		return
+	}
+	if o.deadline != 0 && time.Now().UnixNano() >= o.deadline {
+		t.stats.opsTimedOut.Add(1)
+		t.finish(o, ring.StatusTimeout)
+		return
+	}
+	dst, src := m.mem[o.rOff:end:end], o.lmem
+	if o.kind == ring.OpRead {
+		dst, src = src, dst
+	}
+	if n <= t.set.inlineMax {
+		t.stats.copiesInline.Add(1)
+		copy(dst, src)
+		t.finish(o, ring.StatusOK)
+		return
+	}
+	t.pool.dispatch(t, o, dst, src)
+}
+
+// finish releases what o holds and reports its outcome, exactly once.
+func (t *Transport) finish(o *op, st ring.Status) {
+	n := uint64(len(o.lmem))
+	if o.remote != nil {
+		o.remote.release()
+	}
+	if o.local != nil {
+		o.local.release()
+	}
+	if st == ring.StatusOK {
+		t.stats.opsCompleted.Add(1)
+		if o.kind == ring.OpWrite {
+			t.stats.bytesWritten.Add(n)
+		} else {
+			t.stats.bytesRead.Add(n)
+		}
+	} else {
+		n = 0
+		t.stats.opsFailed.Add(1)
+	}
+	c, tok := o.c, o.token
+	o.c, o.local, o.lmem, o.remote = nil, nil, nil, nil
+	t.opPool.Put(o)
+	c.Complete(tok, st, n)
+}
+
+// chunk is a piece of a copy that one worker runs.
+type chunk struct {
+	o        *op
+	dst, src []byte
+}
+
+// worker is one copy goroutine with its own queue, so that the pieces of
+// one split copy land on different workers (and so on different cores
+// when they are free), not on whichever worker wakes first.
+type worker struct {
+	q      chan chunk
+	chunks atomic.Uint64
+}
+
+// workerQueue is how many chunks a worker holds before dispatch waits:
+// backpressure on the lane when the plugin is saturated.
+const workerQueue = 256
+
+// pool runs copies too large to do inline.
+type pool struct {
+	mu       sync.RWMutex // dispatch holds it shared; close exclusively
+	closed   bool
+	workers  []*worker
+	rr       atomic.Uint32
+	splitMin uint64
+	wg       sync.WaitGroup
+}
+
+func (p *pool) start(t *Transport, n int, splitMin uint64) {
+	p.splitMin = splitMin
+	p.workers = make([]*worker, n)
+	for i := range p.workers {
+		w := &worker{q: make(chan chunk, workerQueue)}
+		p.workers[i] = w
+		p.wg.Add(1)
+		go p.work(t, w)
+	}
+}
+
+// dispatch hands o's copy to the workers: in one piece, or, from
+// split_min, cut into page-aligned chunks of at least minChunk spread over
+// consecutive workers.
+func (p *pool) dispatch(t *Transport, o *op, dst, src []byte) {
+	n := uint64(len(src))
+	k := uint64(1)
+	if n >= p.splitMin {
+		k = min(uint64(len(p.workers)), n/minChunk)
+		k = max(k, 1)
+	}
+	per := (n + k - 1) / k
+	per = (per + 4095) &^ 4095
+	k = (n + per - 1) / per
+	o.pending.Store(int32(k))
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.closed {
+		t.finish(o, ring.StatusShutdown)
+		return
+	}
+	if k > 1 {
+		t.stats.copiesSplit.Add(1)
+	} else {
+		t.stats.copiesPooled.Add(1)
+	}
+	first := p.rr.Add(uint32(k)) - uint32(k)
+	for i := range k {
+		lo, hi := i*per, min((i+1)*per, n)
+		w := p.workers[(first+uint32(i))%uint32(len(p.workers))]
+		w.q <- chunk{o: o, dst: dst[lo:hi:hi], src: src[lo:hi:hi]}
+	}
+}
+
+func (p *pool) work(t *Transport, w *worker) {
+	defer p.wg.Done()
+	for c := range w.q {
+		o := c.o
+		switch {
+		case t.stopped.Load():
+			o.status.CompareAndSwap(0, int32(ring.StatusShutdown))
+		case o.remote.revoked.Load():
+			// The owner unregistered the region while this piece
+			// waited: do not start on it.
+			o.status.CompareAndSwap(0, int32(ring.StatusNotRegistered))
+		default:
+			copy(c.dst, c.src)
+			w.chunks.Add(1)
+			t.stats.chunks.Add(1)
+		}
+		if o.pending.Add(-1) == 0 {
+			t.finish(o, ring.Status(o.status.Load()))
+		}
+	}
+}
+
+// close stops the workers after they finished (or skipped) every queued
+// chunk.
+func (p *pool) close() {
+	p.mu.Lock()
+	if !p.closed {
+		p.closed = true
+		for _, w := range p.workers {
+			close(w.q)
+		}
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

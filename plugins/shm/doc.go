@@ -1,0 +1,71 @@
+// Package shmtransport is Ferry's same-machine transport (plugin "shm"): it
+// moves bytes between this engine's registered memory and a peer engine's
+// registered memory on the same machine by mapping the peer's regions into
+// this plugin and copying with copy(): one copy end to end, no socket on
+// the data path. It owns the region exchange with peer plugins (wire.go,
+// server.go, peer.go), the copy engine (copy.go) and the region table
+// (region.go). It must not copy payload through any other buffer, and it
+// must not trust a peer: every bounds, permission, region and incarnation
+// check happens before memory is touched, and nothing a peer sends can
+// make it map a file that could shrink under it (sdk/shm.Map refuses an
+// unsealed one) or panic.
+//
+// Region exchange. At Start the plugin listens on a SOCK_SEQPACKET unix
+// socket in the Linux abstract namespace, named
+// "@ferry-shm/<sha256(engine)[:8]>/<incarnation>/<random>": nothing exists
+// on disk, so nothing is left behind when the process is killed. The
+// endpoint blob is versioned JSON {v, socket, machine}. OpenPeer refuses a
+// peer whose machine id differs from ours. The first descriptor for a peer
+// dials its socket (from the peer's own goroutine, never in Submit); both
+// sides check SO_PEERCRED (same uid, or root) and the server checks that
+// the hello names its segment and current incarnation
+// (StatusStaleIncarnation otherwise, StatusPermission for another user).
+// The dialer then asks for each region it needs once; the server answers
+// with length, offset, permission and a registration generation, and the
+// memfd as SCM_RIGHTS - only for remote-read and remote-read-write regions;
+// a local-only region's fd never leaves the process (StatusPermission). The
+// dialer maps it read-write for remote-read-write, read-only for
+// remote-read (a write would fault: the kernel enforces the permission,
+// and the plugin refuses such a write with StatusPermission before it
+// tries), and caches the mapping per (peer, region).
+//
+// Revocation. When the owner unregisters a region, its plugin pushes
+// "revoke R, generation G" on every connection whose peer was sent R's fd,
+// and UnregisterMemory waits until each has acknowledged, or its
+// connection ended, for at most revoke_timeout (default 5s). A dialer that
+// receives a revoke takes the mapping out of its table at once (new
+// descriptors re-ask and get StatusNotRegistered), lets copies already
+// running on it finish, skips queued chunks of split copies, unmaps, then
+// acknowledges. The window, honestly: a copy that started before the
+// revoke arrived may still write into the region until it ends; for a
+// cooperating peer that ends before UnregisterMemory returns. A peer that
+// does not acknowledge in time (hung, or malicious) loses its connection
+// and UnregisterMemory returns anyway: the kernel cannot take a mapping
+// away from another process, so such a peer keeps the pages (not the
+// registration) until it exits. The same-user check is the security
+// boundary: a process of the same user could read our memory through
+// /proc anyway. When a connection ends, the dialer drops every mapping it
+// received on it after its copies in flight finish.
+//
+// Copies. A copy up to inline_max (1 MiB) runs in Submit itself (on the
+// lane goroutine, tens of microseconds at most). Larger ones go to a pool
+// of copy_workers goroutines (default runtime.NumCPU()), each with its own
+// queue; from split_min (4 MiB) a copy is cut into page-aligned chunks of
+// at least 1 MiB handed to consecutive workers, so a large transfer uses
+// several cores when they are free. Stats reports chunks per worker.
+//
+// Statuses. Checked at Submit: unknown op or zero length -> StatusInvalid;
+// deadline passed -> StatusTimeout (again before the copy); peer not
+// opened -> StatusPeerUnknown; local region not registered ->
+// StatusNotRegistered; local range outside it, or a remote offset+length
+// that overflows -> StatusOutOfBounds. Then, against the peer's answer:
+// StatusNotRegistered, StatusOutOfBounds, StatusPermission,
+// StatusStaleIncarnation; the peer's socket unreachable or the connection
+// lost -> StatusPeerUnreachable; an fd that cannot be mapped ->
+// StatusProtocol. ClosePeer and Stop -> StatusShutdown. Every descriptor
+// completes exactly once.
+//
+// Limits. Both engines must share a network namespace (abstract sockets
+// live there) and the machine id; engines in different namespaces fail
+// with StatusPeerUnreachable and should use TCP.
+package shmtransport

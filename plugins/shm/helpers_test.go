@@ -1,0 +1,197 @@
+package shmtransport_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	shmtransport "github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// helperEnv makes the test binary act as a dialing plugin (see
+// TestPeerCredRefused) instead of running the tests.
+const helperEnv = "FERRY_SHM_TEST_DIALER"
+
+func TestMain(m *testing.M) {
+	if ep := os.Getenv(helperEnv); ep != "" {
+		os.Exit(dialerHelper(ep))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+const machine = "test-machine"
+
+// waitLimit is a safety net against a hang, never a synchronisation point.
+const waitLimit = 60 * time.Second
+
+type completion struct {
+	token  uint64
+	status ring.Status
+	n      uint64
+}
+
+// collector is a Completer that records every completion and fails the
+// test on a second completion of a token.
+type collector struct {
+	t    testing.TB
+	mu   sync.Mutex
+	got  map[uint64]completion
+	wake chan struct{}
+}
+
+func newCollector(t testing.TB) *collector {
+	return &collector{t: t, got: make(map[uint64]completion), wake: make(chan struct{}, 1)}
+}
+
+func (c *collector) Complete(token uint64, st ring.Status, n uint64) {
+	c.mu.Lock()
+	if _, dup := c.got[token]; dup {
+		c.mu.Unlock()
+		c.t.Errorf("token %d completed twice", token)
+		return
+	}
+	c.got[token] = completion{token, st, n}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (c *collector) wait(token uint64) completion {
+	c.t.Helper()
+	limit := time.NewTimer(waitLimit)
+	defer limit.Stop()
+	for {
+		c.mu.Lock()
+		got, ok := c.got[token]
+		c.mu.Unlock()
+		if ok {
+			return got
+		}
+		select {
+		case <-c.wake:
+		case <-limit.C:
+			c.t.Fatalf("token %d: no completion within %s", token, waitLimit)
+		}
+	}
+}
+
+// engine is one Transport in this process with its endpoint.
+type engine struct {
+	tr          *shmtransport.Transport
+	name        string
+	incarnation uint64
+	ep          sdk.Endpoint
+	col         *collector
+	next        uint64
+}
+
+func startEngine(t testing.TB, name string, incarnation uint64, config string) *engine {
+	t.Helper()
+	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	ep, err := tr.Start(context.Background(), sdk.StartConfig{
+		Engine: name, Incarnation: incarnation, MachineID: machine, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
+	})
+	if err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Stop(context.Background()); err != nil {
+			t.Errorf("stop %s: %v", name, err)
+		}
+	})
+	return &engine{tr: tr, name: name, incarnation: incarnation, ep: ep, col: newCollector(t)}
+}
+
+// region creates a sealed memfd region of size bytes, as the host does,
+// and registers it as id.
+func (e *engine) region(t testing.TB, id uint32, size int, perm sdk.Perm, label string) []byte {
+	t.Helper()
+	r, err := shm.Create(label, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close() })
+	if err := e.tr.RegisterMemory(context.Background(), sdk.Region{ID: id, Mem: r.Mem(), Perm: perm, Kind: "cpu", FD: r.FD()}); err != nil {
+		t.Fatalf("register %d: %v", id, err)
+	}
+	return r.Mem()
+}
+
+func (e *engine) open(t testing.TB, id uint32, target *engine) {
+	t.Helper()
+	err := e.tr.OpenPeer(context.Background(), sdk.Peer{ID: id, Segment: target.name, Incarnation: target.incarnation, MachineID: machine, Endpoint: target.ep})
+	if err != nil {
+		t.Fatalf("open peer %d: %v", id, err)
+	}
+}
+
+// do submits d and waits for its completion.
+func (e *engine) do(t testing.TB, d ring.Descriptor) completion {
+	t.Helper()
+	e.next++
+	d.Token = e.next
+	e.tr.Submit(&d, e.col)
+	return e.col.wait(d.Token)
+}
+
+func (e *engine) stats(t testing.TB) map[string]uint64 {
+	t.Helper()
+	m, err := e.tr.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func fill(b []byte, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	for i := 0; i+8 <= len(b); i += 8 {
+		v := r.Uint64()
+		for k := range 8 {
+			b[i+k] = byte(v >> (8 * k))
+		}
+	}
+}
+
+func mustEqual(t testing.TB, what string, got, want []byte) {
+	t.Helper()
+	if bytes.Equal(got, want) {
+		return
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: first difference at byte %d of %d", what, i, len(got))
+		}
+	}
+	t.Fatalf("%s: lengths differ: %d vs %d", what, len(got), len(want))
+}
+
+// pluginBinary builds ferry-plugin-shm into a temporary directory.
+func pluginBinary(t testing.TB) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and launches the plugin binary")
+	}
+	bin := filepath.Join(t.TempDir(), "ferry-plugin-shm")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/ferry-plugin-shm")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("build plugin: %v\n%s", err, out.String())
+	}
+	return bin
+}

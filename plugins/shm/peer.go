@@ -1,0 +1,431 @@
+package shmtransport
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// mapping is a peer's region mapped into this process. The peer table
+// holds one reference; every op copying to or from it holds another.
+type mapping struct {
+	refcount
+	region  uint32
+	gen     uint64
+	m       *shm.Mapping
+	mem     []byte
+	perm    sdk.Perm
+	dc      *dialConn   // the connection it came on: its end drops the mapping
+	revoked atomic.Bool // set when it leaves the table: queued chunks skip it
+}
+
+// dialConn is our connection to a peer plugin.
+type dialConn struct {
+	conn
+	queried map[uint32]bool // regions asked for and not answered yet; under peer.mu
+}
+
+// peer is a remote segment on this machine, reached through its plugin's
+// socket. Its regions are mapped on first use and cached until the owner
+// revokes them, the connection ends, ClosePeer or Stop.
+type peer struct {
+	t       *Transport
+	id      uint32
+	segment string
+	inc     uint64
+	socket  string
+
+	maps atomic.Pointer[map[uint32]*mapping] // written under mu
+
+	mu      sync.Mutex
+	closed  bool
+	dc      *dialConn
+	waiting map[uint32][]*op // ops whose remote region is not mapped yet
+
+	ctx    context.Context // canceled by close: interrupts a dial
+	cancel context.CancelFunc
+	wake   chan struct{}
+	wg     sync.WaitGroup // pump, reader, retirers
+}
+
+func (p *peer) lookup(id uint32) *mapping {
+	m := p.maps.Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[id]
+}
+
+// setMaps replaces the table with a copy that has id set to m (or
+// removed, m == nil), and returns what was there. Caller holds mu.
+func (p *peer) setMapsLocked(id uint32, m *mapping) *mapping {
+	old := p.maps.Load()
+	n := make(map[uint32]*mapping, 1+mapLen(old))
+	var prev *mapping
+	if old != nil {
+		for k, v := range *old {
+			if k == id {
+				prev = v
+				continue
+			}
+			n[k] = v
+		}
+	}
+	if m != nil {
+		n[id] = m
+	}
+	p.maps.Store(&n)
+	return prev
+}
+
+// submit runs o against the mapped region, or parks it until the region
+// is mapped and wakes the pump to ask for it.
+func (p *peer) submit(o *op) {
+	if m := p.lookup(o.rRegion); m != nil && m.acquire() {
+		p.t.run(o, m)
+		return
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.t.finish(o, ring.StatusShutdown)
+		return
+	}
+	if m := p.lookup(o.rRegion); m != nil && m.acquire() {
+		p.mu.Unlock()
+		p.t.run(o, m)
+		return
+	}
+	p.waiting[o.rRegion] = append(p.waiting[o.rRegion], o)
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pumpLoop is the peer's goroutine for everything that may block on the
+// socket: dialing, and sending queries for regions ops wait on.
+func (p *peer) pumpLoop() {
+	defer p.wg.Done()
+	for {
+		select {
+		case <-p.wake:
+		case <-p.ctx.Done():
+			return
+		}
+		p.pump()
+	}
+}
+
+func (p *peer) pump() {
+	p.mu.Lock()
+	if p.closed || len(p.waiting) == 0 {
+		p.mu.Unlock()
+		return
+	}
+	if p.dc == nil {
+		p.mu.Unlock()
+		dc, st := p.dial()
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			if dc != nil {
+				dc.c.Close()
+			}
+			return // close fails what waits
+		}
+		if dc == nil {
+			failed := p.takeWaitingLocked()
+			p.mu.Unlock()
+			p.t.finishAll(failed, st)
+			return
+		}
+		p.dc = dc
+		p.wg.Add(1)
+		go p.read(dc)
+	}
+	dc := p.dc
+	var ask []uint32
+	for id := range p.waiting {
+		if !dc.queried[id] {
+			dc.queried[id] = true
+			ask = append(ask, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range ask {
+		p.t.stats.queries.Add(1)
+		if err := dc.send(msg{typ: msgQuery, region: id}, -1); err != nil {
+			dc.c.Close() // the reader fails what waits on it
+			return
+		}
+	}
+}
+
+func (p *peer) takeWaitingLocked() []*op {
+	var out []*op
+	for id, ops := range p.waiting {
+		out = append(out, ops...)
+		delete(p.waiting, id)
+	}
+	return out
+}
+
+func (t *Transport) finishAll(ops []*op, st ring.Status) {
+	for _, o := range ops {
+		t.finish(o, st)
+	}
+}
+
+// dial connects to the peer's socket, checks that the plugin there runs
+// as our user (or root) and that it serves the segment and incarnation we
+// address. It returns nil and the status for the ops waiting otherwise.
+func (p *peer) dial() (*dialConn, ring.Status) {
+	t := p.t
+	ctx, cancel := context.WithTimeout(p.ctx, helloTimeout)
+	defer cancel()
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unixpacket", p.socket)
+	if err != nil {
+		t.stats.dialFailures.Add(1)
+		t.log.Debug("dial failed", "peer", p.segment, "socket", p.socket, "error", err)
+		return nil, ring.StatusPeerUnreachable
+	}
+	c := nc.(*net.UnixConn)
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	fail := func(st ring.Status) (*dialConn, ring.Status) {
+		c.Close()
+		return nil, st
+	}
+	uid, err := peerUID(c)
+	if err != nil || !uidAllowed(uid) {
+		t.stats.credRejected.Add(1)
+		t.log.Warn("refused peer plugin: it runs as another user", "peer", p.segment, "uid", uid, "error", err)
+		return fail(ring.StatusPermission)
+	}
+	dc := &dialConn{conn: conn{c: c}, queried: map[uint32]bool{}}
+	// A server that refuses us (another user) answers before our hello
+	// and closes: the write may fail, but its answer is still there to
+	// read, and says why.
+	sendErr := dc.send(msg{typ: msgHello, name: p.segment, inc: p.inc}, -1)
+	ack, fds, err := newReader().read(c)
+	if err != nil && sendErr != nil {
+		err = sendErr
+	}
+	closeFDs(fds)
+	switch {
+	case err != nil && (errors.Is(err, errMalformed) || errors.Is(err, errVersion)):
+		t.stats.malformed.Add(1)
+		return fail(ring.StatusProtocol)
+	case err != nil:
+		t.stats.dialFailures.Add(1)
+		return fail(ring.StatusPeerUnreachable)
+	case ack.typ != msgHelloAck || len(fds) != 0:
+		t.stats.malformed.Add(1)
+		return fail(ring.StatusProtocol)
+	case ack.status != ring.StatusOK:
+		t.stats.helloRejected.Add(1)
+		if ack.status == ring.StatusPermission {
+			t.stats.credRejected.Add(1)
+		}
+		return fail(ack.status)
+	case ack.inc != p.inc:
+		t.stats.helloRejected.Add(1)
+		return fail(ring.StatusStaleIncarnation)
+	}
+	if !stop() {
+		return fail(ring.StatusShutdown) // closed while we said hello
+	}
+	t.stats.connsDialed.Add(1)
+	t.stats.connsOpen.Add(1)
+	return dc, ring.StatusOK
+}
+
+// read handles what the peer's plugin sends: region answers and revokes.
+// When the connection ends, every mapping that came on it is dropped.
+func (p *peer) read(dc *dialConn) {
+	defer p.wg.Done()
+	rd := newReader()
+	for {
+		m, fds, err := rd.read(dc.c)
+		if err == nil {
+			switch {
+			case m.typ == msgRegion && m.status == ring.StatusOK && len(fds) == 1:
+				p.onRegion(dc, m, fds[0])
+				continue
+			case m.typ == msgRegion && m.status != ring.StatusOK && len(fds) == 0:
+				p.onRegion(dc, m, -1)
+				continue
+			case m.typ == msgRevoke && len(fds) == 0:
+				p.onRevoke(dc, m)
+				continue
+			}
+			err = errMalformed
+		}
+		closeFDs(fds)
+		if errors.Is(err, errMalformed) || errors.Is(err, errVersion) {
+			p.t.stats.malformed.Add(1)
+			p.t.log.Warn("dropping the connection to a peer: malformed message", "peer", p.segment, "error", err)
+		}
+		break
+	}
+	p.connLost(dc)
+}
+
+// onRegion maps what the peer offered (fd >= 0) and runs the ops that
+// waited for it, or fails them with the peer's status.
+func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
+	t := p.t
+	st := m.status
+	var mp *mapping
+	if fd >= 0 {
+		// Writable only when peers may write: for a remote-read region
+		// the kernel itself refuses a write.
+		sm, err := shm.Map(fd, int64(m.off), int(m.length), m.perm.AllowsRemoteWrite())
+		unix.Close(fd)
+		if err != nil {
+			t.log.Warn("cannot map a peer's region", "peer", p.segment, "region", m.region, "error", err)
+			st = ring.StatusProtocol
+		} else {
+			mp = &mapping{region: m.region, gen: m.gen, m: sm, mem: sm.Mem(), perm: m.perm, dc: dc}
+			mp.init()
+			t.stats.mapsCreated.Add(1)
+			t.stats.mapsOpen.Add(1)
+		}
+	}
+	p.mu.Lock()
+	delete(dc.queried, m.region)
+	ops := p.waiting[m.region]
+	delete(p.waiting, m.region)
+	var prev *mapping
+	if mp != nil {
+		if p.closed || p.dc != dc {
+			// Closing: drop it, close fails what waits.
+			p.mu.Unlock()
+			p.retire(mp)
+			t.finishAll(ops, ring.StatusShutdown)
+			return
+		}
+		prev = p.setMapsLocked(m.region, mp)
+	}
+	p.mu.Unlock()
+	if prev != nil {
+		p.retire(prev)
+	}
+	for _, o := range ops {
+		if mp != nil && mp.acquire() {
+			t.run(o, mp)
+		} else {
+			t.finish(o, st)
+		}
+	}
+}
+
+// onRevoke drops the mapping of a region its owner unregistered and
+// acknowledges once no copy uses it any more. Until then, copies already
+// started on it run to their end; chunks not started yet are skipped.
+func (p *peer) onRevoke(dc *dialConn, m msg) {
+	p.t.stats.revokesRecv.Add(1)
+	p.mu.Lock()
+	mp := p.lookup(m.region)
+	if mp != nil && mp.gen == m.gen && mp.dc == dc {
+		p.setMapsLocked(m.region, nil)
+	} else {
+		mp = nil
+	}
+	p.mu.Unlock()
+	ack := msg{typ: msgRevokeAck, region: m.region, gen: m.gen}
+	if mp == nil {
+		_ = dc.send(ack, -1)
+		return
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.retire(mp)
+		_ = dc.send(ack, -1)
+	}()
+}
+
+// retire takes a mapping out of use: it waits for the copies that hold it
+// and unmaps it.
+func (p *peer) retire(mp *mapping) {
+	mp.revoked.Store(true)
+	mp.release()
+	<-mp.drained
+	mp.m.Close()
+	p.t.stats.mapsDropped.Add(1)
+	p.t.stats.mapsOpen.Add(-1)
+}
+
+// connLost fails what waits on the connection and drops its mappings.
+func (p *peer) connLost(dc *dialConn) {
+	dc.c.Close()
+	p.t.stats.connsOpen.Add(-1)
+	p.mu.Lock()
+	if p.dc == dc {
+		p.dc = nil
+	}
+	st := ring.StatusPeerUnreachable
+	if p.closed {
+		st = ring.StatusShutdown
+	}
+	failed := p.takeWaitingLocked()
+	var drop []*mapping
+	if cur := p.maps.Load(); cur != nil {
+		for id, mp := range *cur {
+			if mp.dc == dc {
+				p.setMapsLocked(id, nil)
+				drop = append(drop, mp)
+			}
+		}
+	}
+	p.mu.Unlock()
+	p.t.finishAll(failed, st)
+	for _, mp := range drop {
+		p.retire(mp)
+	}
+}
+
+// close ends the peer: its connection closes, ops waiting on it complete
+// with StatusShutdown, copies in flight finish and every mapping is
+// unmapped before close returns.
+func (p *peer) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	dc := p.dc
+	p.mu.Unlock()
+	p.cancel()
+	if dc != nil {
+		dc.c.Close()
+	}
+	p.wg.Wait()
+	p.mu.Lock()
+	failed := p.takeWaitingLocked()
+	var drop []*mapping
+	if cur := p.maps.Load(); cur != nil {
+		for _, mp := range *cur {
+			drop = append(drop, mp)
+		}
+	}
+	p.maps.Store(nil)
+	p.mu.Unlock()
+	p.t.finishAll(failed, ring.StatusShutdown)
+	for _, mp := range drop {
+		p.retire(mp)
+	}
+}

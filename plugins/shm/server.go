@@ -1,0 +1,214 @@
+package shmtransport
+
+import (
+	"errors"
+	"net"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// helloTimeout bounds the connection setup on either side: connect,
+// credentials, hello and its answer.
+const helloTimeout = 5 * time.Second
+
+// srvConn is a connection a peer plugin dialed to us.
+type srvConn struct {
+	conn
+	// held is what this peer may have mapped: region id -> generation.
+	// acks are the revokes sent and not yet acknowledged, by generation.
+	// Both under Transport.mu.
+	held map[uint32]uint64
+	acks map[uint64]chan struct{}
+	gone chan struct{} // closed when serve returns
+}
+
+func (t *Transport) acceptLoop(ln *net.UnixListener) {
+	defer t.wg.Done()
+	for {
+		c, err := ln.AcceptUnix()
+		if err != nil {
+			if !t.stopped.Load() && !errors.Is(err, net.ErrClosed) {
+				t.log.Error("accept failed; no new peers can connect", "error", err)
+			}
+			return
+		}
+		sc := &srvConn{conn: conn{c: c}, held: map[uint32]uint64{}, acks: map[uint64]chan struct{}{}, gone: make(chan struct{})}
+		t.mu.Lock()
+		if t.stopped.Load() {
+			t.mu.Unlock()
+			c.Close()
+			return
+		}
+		t.servers[sc] = struct{}{}
+		t.wg.Add(1)
+		t.mu.Unlock()
+		t.stats.connsAccepted.Add(1)
+		t.stats.connsOpen.Add(1)
+		go t.serve(sc)
+	}
+}
+
+// serve checks who dialed and what they want, then answers region queries
+// and collects revoke acknowledgements until the connection ends.
+func (t *Transport) serve(sc *srvConn) {
+	defer t.wg.Done()
+	defer func() {
+		sc.c.Close()
+		t.mu.Lock()
+		delete(t.servers, sc)
+		t.mu.Unlock()
+		// A dialer unmaps everything it got on a connection when that
+		// connection ends, so its end counts as an acknowledgement.
+		close(sc.gone)
+		t.stats.connsOpen.Add(-1)
+	}()
+	// Read the hello first, whatever we answer: closing a unix socket with
+	// unread data makes the other end's read fail with ECONNRESET instead
+	// of returning our answer.
+	rd := newReader()
+	sc.c.SetReadDeadline(time.Now().Add(helloTimeout))
+	h, fds, herr := rd.read(sc.c)
+	closeFDs(fds)
+	if herr == nil && (h.typ != msgHello || len(fds) != 0) {
+		herr = errMalformed
+	}
+	sc.c.SetWriteDeadline(time.Now().Add(helloTimeout))
+	uid, err := peerUID(sc.c)
+	if err != nil || !uidAllowed(uid) {
+		t.stats.credRejected.Add(1)
+		t.stats.helloRejected.Add(1)
+		t.log.Warn("refused a peer plugin: SO_PEERCRED says another user", "uid", uid, "error", err)
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusPermission}, -1)
+		return
+	}
+	if herr != nil {
+		t.stats.helloRejected.Add(1)
+		if !errors.Is(herr, errMalformed) && !errors.Is(herr, errVersion) {
+			return // timeout or the dialer went away
+		}
+		t.stats.malformed.Add(1)
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusProtocol}, -1)
+		return
+	}
+	if h.name != t.engine || h.inc != t.incarnation {
+		// The dialer wants another life of this segment (or another
+		// segment that used to listen here).
+		t.stats.helloRejected.Add(1)
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.incarnation}, -1)
+		return
+	}
+	sc.c.SetReadDeadline(time.Time{})
+	sc.c.SetWriteDeadline(time.Time{})
+	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.incarnation}, -1); err != nil {
+		return
+	}
+	for {
+		m, fds, err := rd.read(sc.c)
+		if len(fds) > 0 {
+			closeFDs(fds)
+			if err == nil {
+				err = errMalformed
+			}
+		}
+		if err != nil {
+			if errors.Is(err, errMalformed) || errors.Is(err, errVersion) {
+				t.stats.malformed.Add(1)
+				t.log.Warn("dropping a peer connection: malformed message", "error", err)
+			}
+			return
+		}
+		switch m.typ {
+		case msgQuery:
+			if err := t.answer(sc, m.region); err != nil {
+				return
+			}
+		case msgRevokeAck:
+			t.mu.Lock()
+			if ch, ok := sc.acks[m.gen]; ok {
+				delete(sc.acks, m.gen)
+				close(ch)
+			}
+			t.mu.Unlock()
+		default:
+			t.stats.malformed.Add(1)
+			return
+		}
+	}
+}
+
+// answer replies to a query for region id: its memfd, length and
+// permission if peers may use it, or why not. The write lock is held from
+// the lookup to the end of the write, so that a revoke of this region
+// (UnregisterMemory) goes out after the fd and the fd is still open while
+// it is sent.
+func (t *Transport) answer(sc *srvConn, id uint32) error {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	reply := msg{typ: msgRegion, region: id}
+	fd := -1
+	t.mu.Lock()
+	r := t.regions.lookup(id)
+	switch {
+	case r == nil:
+		reply.status = ring.StatusNotRegistered
+	case !r.perm.AllowsRemoteRead():
+		reply.status = ring.StatusPermission // local-only: its fd never leaves
+	case r.fd < 0:
+		reply.status = ring.StatusUnsupported // the host sent no memfd to share
+	default:
+		reply.status, reply.perm, reply.gen = ring.StatusOK, r.perm, r.gen
+		reply.off, reply.length = r.off, uint64(len(r.mem))
+		fd = r.fd
+		sc.held[id] = r.gen
+	}
+	t.mu.Unlock()
+	if reply.status == ring.StatusOK {
+		t.stats.queriesServed.Add(1)
+	} else {
+		t.stats.queriesRefused.Add(1)
+	}
+	return sc.sendLocked(reply, fd)
+}
+
+// revoke tells every peer that may have mapped r that it is gone and waits
+// until each has unmapped it (acknowledged, or its connection ended), at
+// most revoke_timeout; a peer that does not answer in time loses its
+// connection, which makes it unmap as soon as its copies in flight end.
+func (t *Transport) revoke(r *region, holders []*srvConn, acks []chan struct{}) {
+	for _, sc := range holders {
+		if sc.send(msg{typ: msgRevoke, region: r.id, gen: r.gen}, -1) == nil {
+			t.stats.revokesSent.Add(1)
+		} else {
+			sc.c.Close()
+		}
+	}
+	limit := time.NewTimer(t.set.revokeTimeout)
+	defer limit.Stop()
+	expired := false
+	for i, sc := range holders {
+		if !expired {
+			select {
+			case <-acks[i]:
+				continue
+			case <-sc.gone:
+				continue
+			case <-limit.C:
+				expired = true
+			}
+		}
+		select {
+		case <-acks[i]:
+			continue
+		case <-sc.gone:
+			continue
+		default:
+		}
+		t.stats.revokeTimeouts.Add(1)
+		t.log.Warn("peer did not unmap a revoked region in time: closing its connection", "region", r.id, "timeout", t.set.revokeTimeout)
+		t.mu.Lock()
+		delete(sc.acks, r.gen)
+		t.mu.Unlock()
+		sc.c.Close()
+	}
+}
