@@ -17,11 +17,20 @@ const (
 	// MetastoreNone keeps descriptors in the engine's memory: no peer can
 	// find this engine.
 	MetastoreNone = "none"
+	// MetastoreRedis publishes descriptors to a Redis server at address.
+	MetastoreRedis = "redis"
+	// MetastoreEtcd publishes descriptors to an etcd cluster at endpoints.
+	MetastoreEtcd = "etcd"
 )
 
 // Defaults applied by Parse and Default.
 const (
 	DefaultMetastoreListen = "127.0.0.1:0"
+	// DefaultMetastoreTTL is how long a dead engine's descriptor outlives
+	// it; see Metastore.TTL.
+	DefaultMetastoreTTL = 5 * time.Second
+	// DefaultMetastorePrefix is put before every key Ferry writes.
+	DefaultMetastorePrefix = "ferry/"
 	DefaultSliceSize       = 1 << 20
 	DefaultRingDepth       = 4096
 	DefaultSpin            = 20 * time.Microsecond
@@ -38,6 +47,10 @@ const (
 	// nothing, and these machines have two.
 	MaxSpin  = 10 * time.Millisecond
 	MaxLanes = 64
+	// Bounds of metastore.ttl: shorter leases expire on a busy server's
+	// hiccup, longer ones leave a dead engine's descriptor for too long.
+	MinMetastoreTTL = time.Second
+	MaxMetastoreTTL = time.Hour
 )
 
 // Config is one engine's configuration.
@@ -65,11 +78,44 @@ type Config struct {
 	loc map[string]hcl.Range
 }
 
-// Metastore says where segment descriptors are published.
+// Metastore says where segment descriptors are published. It is plain
+// data; host/metastore.Open connects to it.
 type Metastore struct {
-	Kind   string // MetastoreEmbedded, MetastoreHTTP or MetastoreNone
+	Kind   string // MetastoreEmbedded, MetastoreHTTP, MetastoreRedis, MetastoreEtcd or MetastoreNone
 	Listen string // host:port for the embedded metastore
 	URL    string // the remote metastore, like http://10.0.0.1:7070/metadata
+
+	Address   string   // redis: host:port
+	Endpoints []string // etcd: client URLs, like http://10.0.0.1:2379
+	Username  string   // redis, etcd: "" for none
+	Password  string   // redis, etcd
+	Database  int      // redis: database number
+	TLS       bool     // redis, etcd: connect with TLS
+	CAFile    string   // redis, etcd: PEM file of CAs to trust; needs TLS. Parse makes it absolute.
+
+	// TTL is how long a descriptor outlives an engine that stopped
+	// refreshing it (died); 0 means DefaultMetastoreTTL. Every kind
+	// honours it.
+	TTL time.Duration
+	// Prefix is put before every key Ferry writes; "" means
+	// DefaultMetastorePrefix.
+	Prefix string
+}
+
+// LeaseTTL returns TTL, or DefaultMetastoreTTL when it is 0.
+func (m Metastore) LeaseTTL() time.Duration {
+	if m.TTL == 0 {
+		return DefaultMetastoreTTL
+	}
+	return m.TTL
+}
+
+// KeyPrefix returns Prefix, or DefaultMetastorePrefix when it is "".
+func (m Metastore) KeyPrefix() string {
+	if m.Prefix == "" {
+		return DefaultMetastorePrefix
+	}
+	return m.Prefix
 }
 
 // Plugin is one plugin block.

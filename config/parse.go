@@ -71,7 +71,11 @@ var rootSchema = &hcl.BodySchema{
 }
 
 var metastoreSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "kind"}, {Name: "listen"}, {Name: "url"}},
+	Attributes: []hcl.AttributeSchema{
+		{Name: "kind"}, {Name: "listen"}, {Name: "url"},
+		{Name: "address"}, {Name: "endpoints"}, {Name: "username"}, {Name: "password"},
+		{Name: "database"}, {Name: "tls"}, {Name: "ca_file"}, {Name: "ttl"}, {Name: "prefix"},
+	},
 }
 
 var pluginSchema = &hcl.BodySchema{
@@ -170,10 +174,15 @@ func (d *decoder) decodeMetastore(c *Config, b *hcl.Block) {
 	c.loc["metastore"] = b.DefRange
 	content, diags := b.Body.Content(metastoreSchema)
 	d.diags(diags)
+	m := &c.Metastore
 	for name, field := range map[string]*string{
-		"kind":   &c.Metastore.Kind,
-		"listen": &c.Metastore.Listen,
-		"url":    &c.Metastore.URL,
+		"kind":     &m.Kind,
+		"listen":   &m.Listen,
+		"url":      &m.URL,
+		"address":  &m.Address,
+		"username": &m.Username,
+		"password": &m.Password,
+		"prefix":   &m.Prefix,
 	} {
 		if a := content.Attributes[name]; a != nil {
 			c.loc["metastore."+name] = a.Expr.Range()
@@ -182,6 +191,58 @@ func (d *decoder) decodeMetastore(c *Config, b *hcl.Block) {
 			}
 		}
 	}
+	if a := content.Attributes["ca_file"]; a != nil {
+		c.loc["metastore.ca_file"] = a.Expr.Range()
+		if s, ok := d.str(a, "metastore.ca_file"); ok && s != "" {
+			m.CAFile = d.path(s)
+		}
+	}
+	if a := content.Attributes["database"]; a != nil {
+		c.loc["metastore.database"] = a.Expr.Range()
+		if n, ok := d.integer(a, "metastore.database", "0"); ok {
+			m.Database = n
+		}
+	}
+	if a := content.Attributes["tls"]; a != nil {
+		c.loc["metastore.tls"] = a.Expr.Range()
+		if v, ok := d.boolean(a, "metastore.tls"); ok {
+			m.TLS = v
+		}
+	}
+	if a := content.Attributes["ttl"]; a != nil {
+		c.loc["metastore.ttl"] = a.Expr.Range()
+		if v, ok := d.duration(a, "metastore.ttl"); ok {
+			m.TTL = v
+		}
+	}
+	if a := content.Attributes["endpoints"]; a != nil {
+		c.loc["metastore.endpoints"] = a.Expr.Range()
+		if l, ok := d.strings(a, "metastore.endpoints", `["http://10.0.0.1:2379"]`); ok {
+			m.Endpoints = l
+		}
+	}
+}
+
+// strings decodes a list of strings; example goes into the message.
+func (d *decoder) strings(a *hcl.Attribute, field, example string) ([]string, bool) {
+	v, ok := d.value(a)
+	if !ok {
+		return nil, false
+	}
+	l, err := convert.Convert(v, cty.List(cty.String))
+	if err != nil || !l.IsWhollyKnown() {
+		d.fail(a.Expr.Range(), field, "want a list of strings like %s, got %s", example, describe(v))
+		return nil, false
+	}
+	var out []string
+	for _, e := range l.AsValueSlice() {
+		if e.IsNull() {
+			d.fail(a.Expr.Range(), field, "the list holds null; want strings like %s", example)
+			return nil, false
+		}
+		out = append(out, e.AsString())
+	}
+	return out, true
 }
 
 func (d *decoder) decodeTransfer(c *Config, b *hcl.Block) {

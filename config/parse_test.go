@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func TestParseFull(t *testing.T) {
 		{"shm.DeclRange", c.Plugins[1].DeclRange, file + ":20:1"},
 	}
 	for _, ch := range checks {
-		if ch.got != ch.want {
+		if !reflect.DeepEqual(ch.got, ch.want) {
 			t.Errorf("%s = %#v, want %#v", ch.name, ch.got, ch.want)
 		}
 	}
@@ -91,7 +92,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := config.Default("solo")
-	if c.Metastore != d.Metastore {
+	if !reflect.DeepEqual(c.Metastore, d.Metastore) {
 		t.Errorf("Metastore = %+v, want %+v", c.Metastore, d.Metastore)
 	}
 	if c.Transfer != d.Transfer {
@@ -178,7 +179,7 @@ func TestParseErrors(t *testing.T) {
 		{"lanes zero", "name = \"a\"\ntransfer {\n  lanes = 0\n}\n", []string{"t.hcl:3:11: transfer.lanes: 0 is outside 1..64"}},
 		{"duplicate transfer", "name = \"a\"\ntransfer {}\ntransfer {}\n", []string{"t.hcl:3:1: transfer: a second transfer block; the first is at t.hcl:2:1"}},
 		{"duplicate metastore", "name = \"a\"\nmetastore {}\nmetastore {}\n", []string{"t.hcl:3:1: metastore: a second metastore block; the first is at t.hcl:2:1"}},
-		{"metastore kind", "name = \"a\"\nmetastore {\n  kind = \"redis\"\n}\n", []string{`t.hcl:3:10: metastore.kind: "redis" is not supported; use "embedded"`}},
+		{"metastore kind", "name = \"a\"\nmetastore {\n  kind = \"zookeeper\"\n}\n", []string{`t.hcl:3:10: metastore.kind: "zookeeper" is not supported; use "embedded"`}},
 		{"http without url", "name = \"a\"\nmetastore {\n  kind = \"http\"\n}\n", []string{"t.hcl:2:1: metastore.url: is required with kind = \"http\""}},
 		{"http bad url", "name = \"a\"\nmetastore {\n  kind = \"http\"\n  url = \"localhost:7070\"\n}\n", []string{`t.hcl:4:9: metastore.url: "localhost:7070": the scheme must be http or https`}},
 		{"http with listen", "name = \"a\"\nmetastore {\n  kind = \"http\"\n  url = \"http://h:1/metadata\"\n  listen = \"127.0.0.1:1\"\n}\n", []string{`t.hcl:5:12: metastore.listen: is only used with kind = "embedded"`}},

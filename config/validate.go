@@ -39,35 +39,7 @@ func (c *Config) Validate() error {
 		fail("machine_id", "%q must be at most 255 bytes of printable UTF-8 without spaces; leave it out to derive it from /etc/machine-id", c.MachineID)
 	}
 
-	m := c.Metastore
-	switch m.Kind {
-	case MetastoreEmbedded:
-		if m.Listen == "" {
-			fail("metastore.listen", `is empty; set a host:port such as "127.0.0.1:7070" (port 0 picks a free one)`)
-		} else if err := checkHostPort(m.Listen); err != nil {
-			fail("metastore.listen", "%q: %v; write it like \"127.0.0.1:7070\"", m.Listen, err)
-		}
-		if m.URL != "" {
-			fail("metastore.url", `is only used with kind = "http"; remove it, or set kind = "http" to use a remote metastore`)
-		}
-	case MetastoreHTTP:
-		if m.URL == "" {
-			fail("metastore.url", `is required with kind = "http": set url = "http://<host>:<port>/metadata", the metastore of the engine that embeds it (or of ferry metad)`)
-		} else if err := checkURL(m.URL); err != nil {
-			fail("metastore.url", "%q: %v", m.URL, err)
-		}
-		if m.Listen != "" {
-			fail("metastore.listen", `is only used with kind = "embedded"; remove it`)
-		}
-	case MetastoreNone:
-		if m.Listen != "" || m.URL != "" {
-			fail("metastore.kind", `is "none", which needs neither listen nor url; remove them or pick "embedded" or "http"`)
-		}
-	case "":
-		fail("metastore.kind", `is empty; set "embedded", "http" or "none"`)
-	default:
-		fail("metastore.kind", `%q is not supported; use "embedded" (serve descriptors from this engine), "http" (use a remote metastore at url) or "none"`, m.Kind)
-	}
+	errs = append(errs, c.validateMetastore()...)
 
 	first := map[string]int{}
 	for i := range c.Plugins {
@@ -91,6 +63,137 @@ func (c *Config) Validate() error {
 		fail("transfer.lanes", "%d is outside 1..%d; start with 1 and add lanes when one core cannot keep up", t.Lanes, MaxLanes)
 	}
 	return errors.Join(errs...)
+}
+
+const metastoreKinds = `"embedded" (serve descriptors from this engine), "http" (a remote metastore at url), "redis" (a Redis server at address), "etcd" (an etcd cluster at endpoints) or "none"`
+
+func (c *Config) validateMetastore() []error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, errorAt(c.where(field), field, format, args...))
+	}
+	m := c.Metastore
+	// Settings that only some kinds use, and which kinds.
+	only := func(field string, set bool, kinds ...string) {
+		if !set {
+			return
+		}
+		for _, k := range kinds {
+			if m.Kind == k {
+				return
+			}
+		}
+		fail(field, `is only used with kind = "%s"; remove it`, strings.Join(kinds, `" or kind = "`))
+	}
+	switch m.Kind {
+	case MetastoreEmbedded:
+		if m.Listen == "" {
+			fail("metastore.listen", `is empty; set a host:port such as "127.0.0.1:7070" (port 0 picks a free one)`)
+		} else if err := checkHostPort(m.Listen); err != nil {
+			fail("metastore.listen", "%q: %v; write it like \"127.0.0.1:7070\"", m.Listen, err)
+		}
+		if m.URL != "" {
+			fail("metastore.url", `is only used with kind = "http"; remove it, or set kind = "http" to use a remote metastore`)
+		}
+	case MetastoreHTTP:
+		if m.URL == "" {
+			fail("metastore.url", `is required with kind = "http": set url = "http://<host>:<port>/metadata", the metastore of the engine that embeds it (or of ferry metad)`)
+		} else if err := checkURL(m.URL); err != nil {
+			fail("metastore.url", "%q: %v", m.URL, err)
+		}
+		if m.Listen != "" {
+			fail("metastore.listen", `is only used with kind = "embedded"; remove it`)
+		}
+	case MetastoreNone:
+		if m.Listen != "" || m.URL != "" {
+			fail("metastore.kind", `is "none", which needs neither listen nor url; remove them or pick "embedded" or "http"`)
+		}
+	case MetastoreRedis:
+		if m.Address == "" {
+			fail("metastore.address", `is required with kind = "redis": set address = "<host>:<port>", like "10.0.0.1:6379"`)
+		} else if err := checkHostPort(m.Address); err != nil {
+			fail("metastore.address", "%q: %v; write it like \"10.0.0.1:6379\"", m.Address, err)
+		}
+		if m.Database < 0 {
+			fail("metastore.database", "%d is negative; Redis databases are numbered from 0", m.Database)
+		}
+	case MetastoreEtcd:
+		if len(m.Endpoints) == 0 {
+			fail("metastore.endpoints", `is required with kind = "etcd": set endpoints = ["http://<host>:2379", ...], the cluster's client URLs`)
+		}
+		for _, ep := range m.Endpoints {
+			https, err := checkEndpoint(ep)
+			if err != nil {
+				fail("metastore.endpoints", "%q: %v", ep, err)
+			} else if https && !m.TLS {
+				fail("metastore.endpoints", "%q is https: set tls = true", ep)
+			}
+		}
+	case "":
+		fail("metastore.kind", `is empty; set `+metastoreKinds)
+	default:
+		fail("metastore.kind", `%q is not supported; use `+metastoreKinds, m.Kind)
+	}
+	if m.Kind == MetastoreRedis || m.Kind == MetastoreEtcd {
+		only("metastore.listen", m.Listen != "", MetastoreEmbedded)
+		only("metastore.url", m.URL != "", MetastoreHTTP)
+	}
+	only("metastore.address", m.Address != "" || c.has("metastore.address"), MetastoreRedis)
+	only("metastore.database", m.Database != 0 || c.has("metastore.database"), MetastoreRedis)
+	only("metastore.endpoints", len(m.Endpoints) > 0 || c.has("metastore.endpoints"), MetastoreEtcd)
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"username", m.Username != ""},
+		{"password", m.Password != ""},
+		{"tls", m.TLS || c.has("metastore.tls")},
+		{"ca_file", m.CAFile != ""},
+	} {
+		only("metastore."+f.name, f.set, MetastoreRedis, MetastoreEtcd)
+	}
+	if m.Username != "" && m.Password == "" {
+		fail("metastore.username", "is set without a password; set password too")
+	}
+	if m.CAFile != "" && !m.TLS {
+		fail("metastore.ca_file", "is set but tls is off; set tls = true")
+	}
+	if m.TTL != 0 || c.has("metastore.ttl") {
+		if m.TTL < MinMetastoreTTL || m.TTL > MaxMetastoreTTL {
+			fail("metastore.ttl", "%v is outside %v..%v; the default is %q", m.TTL, MinMetastoreTTL, MaxMetastoreTTL, DefaultMetastoreTTL.String())
+		}
+	}
+	if m.Prefix != "" || c.has("metastore.prefix") {
+		if m.Prefix == "" || !cleanName(m.Prefix) {
+			fail("metastore.prefix", "%q must be 1 to 255 bytes of printable UTF-8 without spaces, like %q", m.Prefix, DefaultMetastorePrefix)
+		}
+	}
+	return errs
+}
+
+// checkEndpoint checks an etcd endpoint: a http(s) URL or a bare host:port.
+func checkEndpoint(s string) (https bool, err error) {
+	if !strings.Contains(s, "://") {
+		if err := checkHostPort(s); err != nil {
+			return false, fmt.Errorf(`%v; write it like "http://10.0.0.1:2379"`, err)
+		}
+		return false, nil
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return false, errors.New(`not a URL; write it like "http://10.0.0.1:2379"`)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return false, errors.New(`the scheme must be http or https, like "http://10.0.0.1:2379"`)
+	case u.Host == "":
+		return false, errors.New(`no host; write it like "http://10.0.0.1:2379"`)
+	case u.Path != "" && u.Path != "/", u.RawQuery != "", u.Fragment != "":
+		return false, errors.New(`remove the path, query or fragment; etcd endpoints are like "http://10.0.0.1:2379"`)
+	}
+	if err := checkHostPort(u.Host); err != nil {
+		return false, fmt.Errorf(`%v; give the port, like "http://10.0.0.1:2379"`, err)
+	}
+	return u.Scheme == "https", nil
 }
 
 func (c *Config) validatePlugin(i int, first map[string]int) []error {

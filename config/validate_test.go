@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestDefaultIsValid(t *testing.T) {
 	if c.Name != "engine-a" || c.File != "" || c.MachineID == "" {
 		t.Errorf("Default = %+v", c)
 	}
-	if c.Metastore != (config.Metastore{Kind: "embedded", Listen: "127.0.0.1:0"}) {
+	if !reflect.DeepEqual(c.Metastore, config.Metastore{Kind: "embedded", Listen: "127.0.0.1:0"}) {
 		t.Errorf("Metastore = %+v", c.Metastore)
 	}
 	if len(c.Plugins) != 1 || c.Plugins[0].Name != "tcp" || !c.Plugins[0].Enabled || !strings.Contains(string(c.Plugins[0].Body), `"127.0.0.1:0"`) {
@@ -40,7 +41,7 @@ func TestValidateInCode(t *testing.T) {
 		{"empty name", func(c *config.Config) { c.Name = "" }, "name: is required"},
 		{"empty machine id is allowed", func(c *config.Config) { c.MachineID = "" }, ""},
 		{"machine id with newline", func(c *config.Config) { c.MachineID = "a\nb" }, "machine_id: "},
-		{"empty kind", func(c *config.Config) { c.Metastore = config.Metastore{} }, `metastore.kind: is empty; set "embedded", "http" or "none"`},
+		{"empty kind", func(c *config.Config) { c.Metastore = config.Metastore{} }, `metastore.kind: is empty; set "embedded" (serve descriptors from this engine), "http"`},
 		{"none", func(c *config.Config) { c.Metastore = config.Metastore{Kind: "none"} }, ""},
 		{"http", func(c *config.Config) {
 			c.Metastore = config.Metastore{Kind: "http", URL: "https://meta.example/metadata"}

@@ -3,11 +3,13 @@ package metastore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -23,13 +25,18 @@ const DefaultTimeout = 10 * time.Second
 // Mooncake's HTTP metadata server. Every error names the backend, the
 // operation and the key, and wraps the cause. It is safe for concurrent use.
 type HTTPClient struct {
+	// PollInterval is how often Watch lists its prefix; 0 means
+	// DefaultPollInterval. Set it before the first Watch.
+	PollInterval time.Duration
+
+	g         *group
 	url       string
 	base      url.URL
 	client    *http.Client
 	transport *http.Transport
 }
 
-var _ Store = (*HTTPClient)(nil)
+var _ Backend = (*HTTPClient)(nil)
 
 // NewHTTPClient returns a Store that talks to the metastore at rawURL, for
 // example "http://127.0.0.1:7070/metadata". It checks the URL but does not
@@ -58,6 +65,7 @@ func NewHTTPClient(rawURL string) (*HTTPClient, error) {
 		base:      *u,
 		client:    &http.Client{Transport: tr, Timeout: DefaultTimeout},
 		transport: tr,
+		g:         newGroup(),
 	}, nil
 }
 
@@ -104,8 +112,78 @@ func (c *HTTPClient) Delete(ctx context.Context, key string) error {
 	return c.statusError(http.MethodDelete, key, code, body)
 }
 
-// Close closes idle connections. The client must not be used afterwards.
+// PutLeased implements Leaser with Ferry's ttl_ms extension: the server
+// drops the key ttl after the last PUT, and a goroutine of this client PUTs
+// it again every ttl/3. A server without the extension (Mooncake's) would
+// keep the key forever, so PutLeased then deletes the key and fails.
+func (c *HTTPClient) PutLeased(ctx context.Context, key string, value []byte, ttl time.Duration) (Lease, error) {
+	if err := checkTTL(ttl); err != nil {
+		return nil, c.errorf(http.MethodPut, key, err)
+	}
+	ttlMS := strconv.FormatInt(ttl.Milliseconds(), 10)
+	write := func(ctx context.Context, v []byte) error {
+		code, body, hdr, err := c.doQuery(ctx, http.MethodPut, key, url.Values{"key": {key}, "ttl_ms": {ttlMS}}, v, MaxValueSize)
+		if err != nil {
+			return err
+		}
+		if code/100 != 2 {
+			return c.statusError(http.MethodPut, key, code, body)
+		}
+		if hdr.Get(ExtensionHeader) == "" {
+			_ = c.Delete(ctx, key)
+			return c.errorf(http.MethodPut, key, errNoExtension)
+		}
+		return nil
+	}
+	return startLease(ctx, c.g, fmt.Sprintf("metastore %s: lease on key %q", c.url, key), value, ttl, keeper{
+		write:  write,
+		remove: func(ctx context.Context) error { return c.Delete(ctx, key) },
+	})
+}
+
+var errNoExtension = errors.New("the server does not support Ferry's extensions (ttl_ms, prefix listing); is it Mooncake's metadata server? Use Ferry's embedded metastore or ferry metad")
+
+// maxListSize bounds the answer to a prefix listing.
+const maxListSize = 256 << 20
+
+// Watch implements Watcher by listing prefix every PollInterval with
+// Ferry's ?prefix= extension. After a failed listing it sends Resync once
+// the server answers again.
+func (c *HTTPClient) Watch(ctx context.Context, prefix string) (<-chan Event, error) {
+	return pollWatch(ctx, c.g, prefix, c.PollInterval, c.list, nil, nil)
+}
+
+func (c *HTTPClient) list(ctx context.Context, prefix string) (map[string][]byte, error) {
+	op := "LIST"
+	code, body, hdr, err := c.doQuery(ctx, http.MethodGet, prefix, url.Values{"prefix": {prefix}}, nil, maxListSize)
+	if err != nil {
+		return nil, err
+	}
+	if code != http.StatusOK {
+		return nil, c.statusError(op, prefix, code, body)
+	}
+	if hdr.Get(ExtensionHeader) == "" {
+		return nil, c.errorf(op, prefix, errNoExtension)
+	}
+	var ans listAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, c.errorf(op, prefix, fmt.Errorf("decoding the listing: %w", err))
+	}
+	m := make(map[string][]byte, len(ans.Entries))
+	for _, e := range ans.Entries {
+		if e.Value == nil {
+			e.Value = []byte{}
+		}
+		m[e.Key] = e.Value
+	}
+	return m, nil
+}
+
+// Close stops the client's leases (their keys expire on the server within
+// their ttl) and watches, and closes idle connections. The client must not
+// be used afterwards.
 func (c *HTTPClient) Close() error {
+	c.g.close()
 	c.transport.CloseIdleConnections()
 	return nil
 }
@@ -114,15 +192,24 @@ func (c *HTTPClient) do(ctx context.Context, method, key string, value []byte) (
 	if key == "" {
 		return 0, nil, fmt.Errorf("metastore %s: %s: %w", c.url, method, errEmptyKey)
 	}
+	code, body, _, err := c.doQuery(ctx, method, key, url.Values{"key": {key}}, value, MaxValueSize)
+	return code, body, err
+}
+
+// doQuery sends one request; key only names the request in errors.
+func (c *HTTPClient) doQuery(ctx context.Context, method, key string, q url.Values, value []byte, limit int64) (int, []byte, http.Header, error) {
+	if k, ok := q["key"]; ok && (len(k) == 0 || k[0] == "") {
+		return 0, nil, nil, fmt.Errorf("metastore %s: %s: %w", c.url, method, errEmptyKey)
+	}
 	u := c.base
-	u.RawQuery = url.Values{"key": {key}}.Encode()
+	u.RawQuery = q.Encode()
 	var body io.Reader
 	if value != nil {
 		body = bytes.NewReader(value)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return 0, nil, c.errorf(method, key, err)
+		return 0, nil, nil, c.errorf(method, key, err)
 	}
 	if method == http.MethodPut {
 		req.Header.Set("Content-Type", "application/octet-stream")
@@ -133,17 +220,17 @@ func (c *HTTPClient) do(ctx context.Context, method, key string, value []byte) (
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return 0, nil, c.errorf(method, key, err)
+		return 0, nil, nil, c.errorf(method, key, err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxValueSize+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	if err != nil {
-		return 0, nil, c.errorf(method, key, fmt.Errorf("reading the answer: %w", err))
+		return 0, nil, nil, c.errorf(method, key, fmt.Errorf("reading the answer: %w", err))
 	}
-	if len(data) > MaxValueSize {
-		return 0, nil, c.errorf(method, key, fmt.Errorf("answer is larger than the %d-byte limit", MaxValueSize))
+	if int64(len(data)) > limit {
+		return 0, nil, nil, c.errorf(method, key, fmt.Errorf("answer is larger than the %d-byte limit", limit))
 	}
-	return resp.StatusCode, data, nil
+	return resp.StatusCode, data, resp.Header, nil
 }
 
 // errorf wraps cause with the backend, operation and key. net/http's

@@ -1,9 +1,14 @@
 // Package metastore stores segment descriptors where peers can find them.
 //
 // A Store is a flat key/value map: keys are descriptor names chosen by the
-// segment package, values are opaque bytes. The package owns the storage
-// backends and their wire protocols; it does not know what a descriptor
-// contains, and it must not interpret values.
+// segment package, values are opaque bytes. Every backend is also a Leaser
+// (keys bound to the writer's life: they vanish within a ttl after the
+// writer stops refreshing them) and a Watcher (changes under a prefix), so
+// the engine can rely on both whatever the operator configured; Open
+// returns the Backend the configuration names. The package owns the
+// storage backends, their wire protocols and the goroutines that keep
+// leases and watches alive (each store's Close stops them); it does not
+// know what a descriptor contains, and it must not interpret values.
 //
 // Backends:
 //
@@ -12,9 +17,15 @@
 //   - Server / Listen: the embedded HTTP metastore, started inside an engine
 //     or by `ferry metad`. It speaks the protocol of Mooncake's HTTP
 //     metadata server (GET, PUT, DELETE on /metadata?key=<key>), so a
-//     Mooncake client can use it and NewHTTPClient can use Mooncake's.
+//     Mooncake client can use it and NewHTTPClient can use Mooncake's, plus
+//     two extensions for leases (ttl_ms) and polling watches (prefix).
 //   - NewHTTPClient: a Store that talks to such a server.
+//   - NewRedis: a Redis server; leases are keys with an expiry refreshed by
+//     a heartbeat, watches use keyspace notifications or polling.
+//   - NewEtcd: an etcd cluster; leases are etcd leases, watches are etcd
+//     watches.
 //
-// Redis and etcd backends with leases and watches are planned; they will
-// implement the same Store interface.
+// Errors name the backend, its endpoint, the operation and the key, and
+// wrap the cause. Nothing here panics or exits on a metastore failure:
+// leases and watches retry with backoff and report trouble on channels.
 package metastore

@@ -3,82 +3,227 @@ package metastore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"time"
 )
 
-// NewMemory returns a Store backed by a map in this process. It is meant for
-// tests and for an engine that runs alone in one process; peers in other
-// processes cannot see it (use Listen or NewHTTPClient for that). It enforces
-// the same rules as the embedded server: keys must not be empty and values
-// are at most MaxValueSize bytes. Close is a no-op and the store stays
-// usable after it.
-func NewMemory() Store {
-	return &memory{m: make(map[string][]byte)}
+// NewMemory returns a Backend holding a map in this process. It is meant
+// for tests and for an engine that runs alone in one process; peers in
+// other processes cannot see it (use Listen or NewHTTPClient for that). It
+// enforces the same rules as the embedded server: keys must not be empty
+// and values are at most MaxValueSize bytes. Leased keys expire ttl after
+// their last refresh. Watch is told of every write at once and of expiries
+// when they fall due. Close stops the leases and watches started through
+// the store; Get, Put and Delete stay usable after it.
+func NewMemory() Backend {
+	return newMemStore(newMemory())
 }
 
-// memory is the map behind both NewMemory and Server.
+// memory is the map behind both NewMemory and Server. Entries with a
+// non-zero expiry are leased: past it they count as absent.
 type memory struct {
-	mu sync.RWMutex
-	m  map[string][]byte
+	mu        sync.Mutex
+	m         map[string]entry
+	changed   chan struct{} // closed and replaced at every change
+	lastSweep time.Time
 }
 
-func (s *memory) Get(ctx context.Context, key string) ([]byte, error) {
-	if err := checkKey(ctx, "GET", key); err != nil {
-		return nil, err
-	}
-	v, ok := s.get(key)
-	if !ok {
-		return nil, fmt.Errorf("metastore memory: GET key %q: %w", key, ErrNotFound)
-	}
-	return v, nil
+type entry struct {
+	value   []byte
+	expires time.Time // zero: never
 }
 
-func (s *memory) Put(ctx context.Context, key string, value []byte) error {
-	if err := checkKey(ctx, "PUT", key); err != nil {
-		return err
-	}
-	if len(value) > MaxValueSize {
-		return fmt.Errorf("metastore memory: PUT key %q: value of %d bytes exceeds the %d-byte limit", key, len(value), MaxValueSize)
-	}
-	s.put(key, value)
-	return nil
+func newMemory() *memory {
+	return &memory{m: make(map[string]entry), changed: make(chan struct{})}
 }
-
-func (s *memory) Delete(ctx context.Context, key string) error {
-	if err := checkKey(ctx, "DELETE", key); err != nil {
-		return err
-	}
-	s.delete(key)
-	return nil
-}
-
-func (s *memory) Close() error { return nil }
 
 // get returns a copy of the value so that callers cannot alias the map.
 func (s *memory) get(key string) ([]byte, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v, ok := s.m[key]
-	if !ok {
-		return nil, false
-	}
-	return append([]byte(nil), v...), true
-}
-
-func (s *memory) put(key string, value []byte) {
-	v := append(make([]byte, 0, len(value)), value...)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[key] = v
+	e, ok := s.m[key]
+	if !ok || e.expired(time.Now()) {
+		return nil, false
+	}
+	return append([]byte(nil), e.value...), true
+}
+
+func (s *memory) put(key string, value []byte) { s.putTTL(key, value, 0) }
+
+// putTTL stores value; ttl > 0 makes the key expire ttl from now.
+func (s *memory) putTTL(key string, value []byte, ttl time.Duration) {
+	e := entry{value: append(make([]byte, 0, len(value)), value...)}
+	now := time.Now()
+	if ttl > 0 {
+		e.expires = now.Add(ttl)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[key] = e
+	s.sweepLocked(now)
+	s.notifyLocked()
 }
 
 // delete reports whether the key was present.
 func (s *memory) delete(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	_, ok := s.m[key]
+	e, ok := s.m[key]
 	delete(s.m, key)
-	return ok
+	s.notifyLocked()
+	return ok && !e.expired(time.Now())
+}
+
+// list returns copies of the live entries under prefix.
+func (s *memory) list(prefix string) map[string][]byte {
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string][]byte)
+	for k, e := range s.m {
+		if strings.HasPrefix(k, prefix) && !e.expired(now) {
+			out[k] = append([]byte(nil), e.value...)
+		}
+	}
+	return out
+}
+
+// wake returns a channel closed at the next change.
+func (s *memory) wake() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// untilExpiry returns how long until the next leased entry expires, or
+// DefaultPollInterval when none does sooner.
+func (s *memory) untilExpiry() time.Duration {
+	now := time.Now()
+	d := DefaultPollInterval
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.m {
+		if !e.expires.IsZero() && e.expires.After(now) {
+			d = min(d, e.expires.Sub(now)+time.Millisecond)
+		}
+	}
+	return d
+}
+
+func (s *memory) notifyLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// sweepLocked drops expired entries, at most once a second, so that keys
+// of dead writers that nobody reads do not pile up.
+func (s *memory) sweepLocked(now time.Time) {
+	if now.Sub(s.lastSweep) < time.Second {
+		return
+	}
+	s.lastSweep = now
+	for k, e := range s.m {
+		if e.expired(now) {
+			delete(s.m, k)
+		}
+	}
+}
+
+func (e entry) expired(now time.Time) bool {
+	return !e.expires.IsZero() && !now.Before(e.expires)
+}
+
+// memStore is a Backend over a memory: the map of NewMemory, or of a
+// Server. Its group owns the leases and watches started through it.
+type memStore struct {
+	mem *memory
+	g   *group
+}
+
+var _ Backend = (*memStore)(nil)
+
+func newMemStore(m *memory) *memStore { return &memStore{mem: m, g: newGroup()} }
+
+func (s *memStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := checkKey(ctx, "GET", key); err != nil {
+		return nil, err
+	}
+	v, ok := s.mem.get(key)
+	if !ok {
+		return nil, fmt.Errorf("metastore memory: GET key %q: %w", key, ErrNotFound)
+	}
+	return v, nil
+}
+
+func (s *memStore) Put(ctx context.Context, key string, value []byte) error {
+	if err := checkKey(ctx, "PUT", key); err != nil {
+		return err
+	}
+	if err := checkSize("PUT", key, value); err != nil {
+		return err
+	}
+	s.mem.put(key, value)
+	return nil
+}
+
+func (s *memStore) Delete(ctx context.Context, key string) error {
+	if err := checkKey(ctx, "DELETE", key); err != nil {
+		return err
+	}
+	s.mem.delete(key)
+	return nil
+}
+
+// PutLeased implements Leaser. The refresh runs in this process, so the key
+// outlives a dead writer only if the map does (the embedded server's map,
+// read by peers through HTTP).
+func (s *memStore) PutLeased(ctx context.Context, key string, value []byte, ttl time.Duration) (Lease, error) {
+	if err := checkKey(ctx, "PUT", key); err != nil {
+		return nil, err
+	}
+	if err := checkTTL(ttl); err != nil {
+		return nil, fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
+	}
+	if err := checkSize("PUT", key, value); err != nil {
+		return nil, err
+	}
+	write := func(ctx context.Context, v []byte) error {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
+		}
+		s.mem.putTTL(key, v, ttl)
+		return nil
+	}
+	return startLease(ctx, s.g, fmt.Sprintf("metastore memory: lease on key %q", key), value, ttl, keeper{
+		write: write,
+		remove: func(context.Context) error {
+			s.mem.delete(key)
+			return nil
+		},
+	})
+}
+
+// Watch implements Watcher. It lists the map when it changes and when a
+// lease falls due, so events arrive at once.
+func (s *memStore) Watch(ctx context.Context, prefix string) (<-chan Event, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("metastore memory: watch %q: %w", prefix, err)
+	}
+	ch, err := pollWatch(ctx, s.g, prefix, DefaultPollInterval,
+		func(context.Context, string) (map[string][]byte, error) { return s.mem.list(prefix), nil },
+		s.mem.wake, s.mem.untilExpiry)
+	if err != nil {
+		return nil, fmt.Errorf("metastore memory: watch %q: %w", prefix, err)
+	}
+	return ch, nil
+}
+
+// Close stops the leases and watches started through s. Leased keys are
+// left to expire.
+func (s *memStore) Close() error {
+	s.g.close()
+	return nil
 }
 
 func checkKey(ctx context.Context, method, key string) error {
@@ -87,6 +232,13 @@ func checkKey(ctx context.Context, method, key string) error {
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("metastore memory: %s key %q: %w", method, key, err)
+	}
+	return nil
+}
+
+func checkSize(method, key string, value []byte) error {
+	if len(value) > MaxValueSize {
+		return fmt.Errorf("metastore memory: %s key %q: value of %d bytes exceeds the %d-byte limit", method, key, len(value), MaxValueSize)
 	}
 	return nil
 }

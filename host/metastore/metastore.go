@@ -3,6 +3,8 @@ package metastore
 import (
 	"context"
 	"errors"
+	"strconv"
+	"time"
 )
 
 // ErrNotFound is returned, wrapped, by Store.Get when the key is absent.
@@ -33,3 +35,91 @@ type Store interface {
 }
 
 var errEmptyKey = errors.New("key must not be empty")
+
+// Leaser binds keys to the writer's life: the key disappears within ttl
+// after the writer stops refreshing it (because it died, or lost the
+// metastore for longer than ttl).
+type Leaser interface {
+	// PutLeased writes key=value bound to a lease of ttl that the store
+	// keeps alive in the background until Lease.Close (which deletes the
+	// key), until the store is closed, or until the process dies. It fails,
+	// creating nothing, when the first write fails.
+	PutLeased(ctx context.Context, key string, value []byte, ttl time.Duration) (Lease, error)
+}
+
+// Lease is a key kept alive by a Leaser. Its methods are safe for
+// concurrent use.
+type Lease interface {
+	// Update rewrites the value under the same lease. When the write fails
+	// the new value is kept and written by the next successful refresh.
+	Update(ctx context.Context, value []byte) error
+
+	// Err reports keepalive trouble (metastore unreachable, lease lost).
+	// The lease keeps retrying with backoff and re-creates the key when
+	// the store is back; only the latest unread error is kept. The channel
+	// is closed when the lease stops: after Close, or when the store is
+	// closed.
+	Err() <-chan error
+
+	// Close stops refreshing and deletes the key. It is safe to call more
+	// than once; later calls return nil.
+	Close(ctx context.Context) error
+}
+
+// Watcher reports changes under a key prefix.
+type Watcher interface {
+	// Watch reports changes to keys that start with prefix, made after
+	// Watch returned. It fails when the store cannot be reached at the
+	// start. The channel is closed when ctx ends or the store is closed.
+	// When the connection breaks the watch reconnects with backoff and
+	// then sends a Resync event: changes may have been missed, so the
+	// receiver re-reads what it caches.
+	Watch(ctx context.Context, prefix string) (<-chan Event, error)
+}
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// Put: Key now holds Value.
+	Put EventKind = iota + 1
+	// Delete: Key is gone (deleted, or its lease expired).
+	Delete
+	// Resync: events may have been lost; Key and Value are empty.
+	Resync
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case Put:
+		return "put"
+	case Delete:
+		return "delete"
+	case Resync:
+		return "resync"
+	}
+	return "EventKind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Event is one change seen by a Watcher. Value is untrusted bytes, nil for
+// Delete and Resync.
+type Event struct {
+	Kind  EventKind
+	Key   string
+	Value []byte
+}
+
+// Backend is a Store with leases and watches. Every store in this package
+// is one, and Open returns one.
+type Backend interface {
+	Store
+	Leaser
+	Watcher
+}
+
+// DefaultPollInterval is how often a polling watcher lists its prefix when
+// no interval is configured.
+const DefaultPollInterval = time.Second
+
+// MinLeaseTTL is the shortest lease PutLeased accepts.
+const MinLeaseTTL = 10 * time.Millisecond

@@ -2,6 +2,7 @@ package metastore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,23 +24,51 @@ const Path = "/metadata"
 //	PUT    <path>?key=K   body is the value; 200; 413 beyond MaxValueSize
 //	DELETE <path>?key=K   200; 404 when absent (as Mooncake answers)
 //
-// An empty or missing key answers 400; any other method answers 405 with an
+// Ferry adds two extensions that Mooncake's clients never send:
+//
+//	PUT <path>?key=K&ttl_ms=N   the key expires N ms after this PUT unless
+//	                            PUT again (a lease; see HTTPClient.PutLeased)
+//	GET <path>?prefix=P         200 with a JSON object {"entries": [{"key":
+//	                            K, "value": base64}, ...]} of every live key
+//	                            under P (for polling watchers)
+//
+// Answers to the extensions carry the header X-Ferry-Metastore: 1, so a
+// client can tell a server that ignored them. An empty or missing key
+// answers 400; any other method answers 405 with an
 // Allow header. Server does not look at the request path, so it can be
 // mounted anywhere; Listen mounts it at Path. The zero value is not usable:
 // call NewServer.
 type Server struct {
-	mem *memory
+	mem   *memory
+	store *memStore
 }
 
 // NewServer returns an empty Server. Its map lives as long as the Server.
 func NewServer() *Server {
-	return &Server{mem: &memory{m: make(map[string][]byte)}}
+	m := newMemory()
+	return &Server{mem: m, store: newMemStore(m)}
 }
 
-// Store returns the server's map as a Store, so that the engine that embeds
-// the server reads and writes it without a round trip through HTTP. Closing
-// the returned Store does nothing.
-func (s *Server) Store() Store { return s.mem }
+// Store returns the server's map as a Backend, so that the engine that
+// embeds the server reads, writes, leases and watches it without a round
+// trip through HTTP. Closing the returned Backend stops the leases and
+// watches started through it; the map stays served.
+func (s *Server) Store() Backend { return s.store }
+
+// ExtensionHeader marks answers to Ferry's extensions of the protocol.
+const ExtensionHeader = "X-Ferry-Metastore"
+
+// MaxLeaseTTL bounds ttl_ms on a PUT.
+const MaxLeaseTTL = 24 * time.Hour
+
+type listAnswer struct {
+	Entries []listEntry `json:"entries"`
+}
+
+type listEntry struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+}
 
 const allowedMethods = "GET, PUT, DELETE"
 
@@ -52,7 +81,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "method not allowed: use "+allowedMethods, http.StatusMethodNotAllowed)
 		return
 	}
-	key := r.URL.Query().Get("key")
+	q := r.URL.Query()
+	if r.Method == http.MethodGet && q.Has("prefix") && !q.Has("key") {
+		s.serveList(w, q.Get("prefix"))
+		return
+	}
+	key := q.Get("key")
 	if key == "" {
 		http.Error(w, "missing key: use ?key=<key>", http.StatusBadRequest)
 		return
@@ -85,7 +119,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "reading body: "+err.Error(), http.StatusBadRequest)
 			return
 		}
-		s.mem.put(key, v)
+		if q.Has("ttl_ms") {
+			ms, err := strconv.ParseInt(q.Get("ttl_ms"), 10, 64)
+			if err != nil || ms < MinLeaseTTL.Milliseconds() || ms > MaxLeaseTTL.Milliseconds() {
+				http.Error(w, fmt.Sprintf("bad ttl_ms %q: want whole milliseconds in %d..%d",
+					q.Get("ttl_ms"), MinLeaseTTL.Milliseconds(), MaxLeaseTTL.Milliseconds()), http.StatusBadRequest)
+				return
+			}
+			s.mem.putTTL(key, v, time.Duration(ms)*time.Millisecond)
+			w.Header().Set(ExtensionHeader, "1")
+		} else {
+			s.mem.put(key, v)
+		}
 		writeText(w, http.StatusOK, "metadata updated")
 
 	case http.MethodDelete:
@@ -95,6 +140,18 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		writeText(w, http.StatusOK, "metadata deleted")
 	}
+}
+
+func (s *Server) serveList(w http.ResponseWriter, prefix string) {
+	m := s.mem.list(prefix)
+	ans := listAnswer{Entries: make([]listEntry, 0, len(m))}
+	for k, v := range m {
+		ans.Entries = append(ans.Entries, listEntry{Key: k, Value: v})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set(ExtensionHeader, "1")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(ans)
 }
 
 func tooLarge(w http.ResponseWriter) {
@@ -164,11 +221,11 @@ func (h *HTTPServer) URL() string { return "http://" + h.Addr() + Path }
 
 // Store returns the served map as a Store, for the engine that embeds the
 // server (see Server.Store).
-func (h *HTTPServer) Store() Store { return h.server.Store() }
+func (h *HTTPServer) Store() Backend { return h.server.Store() }
 
 // Close stops accepting connections, lets requests in flight finish for a
-// few seconds, then closes every connection and waits for the serving
-// goroutine to return. It is safe to call more than once.
+// few seconds, then closes every connection, stops the leases and watches
+// started through Store, and waits for the goroutines to return. It is safe to call more than once.
 func (h *HTTPServer) Close() error {
 	h.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
@@ -178,6 +235,7 @@ func (h *HTTPServer) Close() error {
 			err = errors.Join(err, h.http.Close())
 		}
 		<-h.done
+		h.server.store.Close()
 		if h.serveErr != nil {
 			err = errors.Join(err, h.serveErr)
 		}

@@ -11,28 +11,15 @@ import (
 )
 
 // stores returns every Store implementation, each wired to a fresh backend.
-// The HTTP one goes through a real listener on 127.0.0.1.
+// The HTTP one goes through a real listener on 127.0.0.1; redis and etcd
+// are real servers (see backends).
 func stores(t *testing.T) map[string]Store {
 	t.Helper()
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	m := map[string]Store{}
+	for name, b := range backends(t) {
+		m[name] = b
 	}
-	t.Cleanup(func() {
-		if err := srv.Close(); err != nil {
-			t.Error(err)
-		}
-	})
-	c, err := NewHTTPClient(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return map[string]Store{
-		"memory":       NewMemory(),
-		"http":         c,
-		"server.Store": srv.Store(),
-	}
+	return m
 }
 
 func TestStoreRoundTrip(t *testing.T) {
