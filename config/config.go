@@ -179,6 +179,14 @@ func Default(name string) *Config {
 			BodyLine:   1,
 			BodyColumn: 1,
 			DeclRange:  defaultFile,
+		}, {
+			// Same-machine peers are reached through shared memory.
+			Name:       "shm",
+			Enabled:    true,
+			BodyFile:   defaultFile,
+			BodyLine:   1,
+			BodyColumn: 1,
+			DeclRange:  defaultFile,
 		}},
 		Transfer: defaultTransfer(),
 	}

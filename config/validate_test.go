@@ -20,7 +20,8 @@ func TestDefaultIsValid(t *testing.T) {
 	if !reflect.DeepEqual(c.Metastore, config.Metastore{Kind: "embedded", Listen: "127.0.0.1:0"}) {
 		t.Errorf("Metastore = %+v", c.Metastore)
 	}
-	if len(c.Plugins) != 1 || c.Plugins[0].Name != "tcp" || !c.Plugins[0].Enabled || !strings.Contains(string(c.Plugins[0].Body), `"127.0.0.1:0"`) {
+	if len(c.Plugins) != 2 || c.Plugins[0].Name != "tcp" || !c.Plugins[0].Enabled || !strings.Contains(string(c.Plugins[0].Body), `"127.0.0.1:0"`) ||
+		c.Plugins[1].Name != "shm" || !c.Plugins[1].Enabled {
 		t.Errorf("Plugins = %+v", c.Plugins)
 	}
 	want := config.Transfer{SliceSize: 1 << 20, RingDepth: 4096, Spin: 20 * time.Microsecond, Lanes: 1}

@@ -129,7 +129,7 @@ func TestTwoProcessesMoveVerifiedBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if seg.Incarnation != b.Ready.Incarnation || len(seg.Transports) == 0 || seg.Transports[0] != "tcp" {
+	if seg.Incarnation != b.Ready.Incarnation {
 		t.Fatalf("segment %+v does not match the peer %+v", seg, b.Ready)
 	}
 	remote := b.Ready.Buffers[0].Base
@@ -140,45 +140,50 @@ func TestTwoProcessesMoveVerifiedBytes(t *testing.T) {
 	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []int{1, 2, 3, 4095, 4097, 65537, 1<<20 + 7, 16<<20 + 1, 256 << 20} {
-		for _, off := range [][2]int{{0, 1}, {13, 4093}} {
-			loff, roff := off[0], off[1]
-			if roff+n > span || loff+n > span {
-				continue
-			}
-			t.Run(fmt.Sprintf("read/%d@%d->%d", n, roff, loff), func(t *testing.T) {
-				dst := local[loff : loff+n]
-				clear(dst)
-				if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
-					t.Fatal(err)
+	if len(seg.Transports) < 2 {
+		t.Fatalf("segment offers %v, want tcp and shm", seg.Transports)
+	}
+	for _, tr := range seg.Transports {
+		for _, n := range []int{1, 2, 3, 4095, 4097, 65537, 1<<20 + 7, 16<<20 + 1, 256 << 20} {
+			for _, off := range [][2]int{{0, 1}, {13, 4093}} {
+				loff, roff := off[0], off[1]
+				if roff+n > span || loff+n > span {
+					continue
 				}
-				if n <= 16<<20 {
-					if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
-						t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
+				t.Run(fmt.Sprintf("%s/read/%d@%d->%d", tr, n, roff, loff), func(t *testing.T) {
+					dst := local[loff : loff+n]
+					clear(dst)
+					if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff), Transport: tr}); err != nil {
+						t.Fatal(err)
 					}
-				} else if got, want := sum(dst), b.ask(t, "sha256 %d %d", roff, n); got != want {
-					t.Fatalf("read %d bytes at %d: sha256 %s, peer has %s", n, roff, got, want)
-				}
-			})
-			t.Run(fmt.Sprintf("write/%d@%d->%d", n, loff, roff), func(t *testing.T) {
-				src := local[loff : loff+n]
-				rand.Read(src)
-				before := b.ask(t, "sha256 %d %d", roff-1, 1)
-				var after string
-				if roff+n < span {
-					after = b.ask(t, "sha256 %d %d", roff+n, 1)
-				}
-				if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
-					t.Fatal(err)
-				}
-				if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(src); got != want {
-					t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
-				}
-				if b.ask(t, "sha256 %d %d", roff-1, 1) != before || (after != "" && b.ask(t, "sha256 %d %d", roff+n, 1) != after) {
-					t.Fatalf("write %d bytes at %d touched a neighbouring byte", n, roff)
-				}
-				b.ask(t, "fill %d", seed)
-			})
+					if n <= 16<<20 {
+						if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
+							t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
+						}
+					} else if got, want := sum(dst), b.ask(t, "sha256 %d %d", roff, n); got != want {
+						t.Fatalf("read %d bytes at %d: sha256 %s, peer has %s", n, roff, got, want)
+					}
+				})
+				t.Run(fmt.Sprintf("%s/write/%d@%d->%d", tr, n, loff, roff), func(t *testing.T) {
+					src := local[loff : loff+n]
+					rand.Read(src)
+					before := b.ask(t, "sha256 %d %d", roff-1, 1)
+					var after string
+					if roff+n < span {
+						after = b.ask(t, "sha256 %d %d", roff+n, 1)
+					}
+					if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: remote + uint64(roff), Transport: tr}); err != nil {
+						t.Fatal(err)
+					}
+					if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(src); got != want {
+						t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
+					}
+					if b.ask(t, "sha256 %d %d", roff-1, 1) != before || (after != "" && b.ask(t, "sha256 %d %d", roff+n, 1) != after) {
+						t.Fatalf("write %d bytes at %d touched a neighbouring byte", n, roff)
+					}
+					b.ask(t, "fill %d", seed)
+				})
+			}
 		}
 	}
 }

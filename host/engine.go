@@ -22,9 +22,6 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 )
 
-// KeyPrefix is where descriptors live in the metastore.
-const KeyPrefix = "ferry/"
-
 // controlTimeout bounds one control call to a plugin.
 const controlTimeout = 10 * time.Second
 
@@ -72,8 +69,10 @@ type Engine struct {
 	machineID   string
 	sliceSize   uint64
 
-	meta    metastore.Store
-	metaSrv *metastore.HTTPServer // when the metastore is embedded here
+	meta      metastore.Backend
+	metaURL   string // of the embedded or HTTP metastore, "" otherwise
+	keyPrefix string
+	lease     metastore.Lease // our descriptor, kept alive while we run
 
 	plugins []*pluginState
 	byName  map[string]*pluginState
@@ -157,23 +156,21 @@ func newIncarnation() uint64 {
 
 func (e *Engine) openMetastore(ctx context.Context) error {
 	m := e.cfg.Metastore
-	switch m.Kind {
-	case "embedded":
-		srv, err := metastore.Listen(ctx, m.Listen)
-		if err != nil {
-			return fmt.Errorf("engine %q: start embedded metastore on %s: %w", e.name, m.Listen, err)
-		}
-		e.metaSrv, e.meta = srv, srv.Store()
-	case "http":
-		c, err := metastore.NewHTTPClient(m.URL)
-		if err != nil {
-			return fmt.Errorf("engine %q: metastore: %w", e.name, err)
-		}
-		e.meta = c
-	case "none", "":
-		e.meta = metastore.NewMemory()
-	default:
-		return fmt.Errorf("engine %q: unknown metastore kind %q (want embedded, http or none)", e.name, m.Kind)
+	e.keyPrefix = m.KeyPrefix()
+	b, err := metastore.Open(ctx, metastore.Options{
+		Kind: m.Kind, Listen: m.Listen, URL: m.URL,
+		Address: m.Address, Endpoints: m.Endpoints, Username: m.Username, Password: m.Password,
+		Database: m.Database, TLS: m.TLS, CAFile: m.CAFile,
+	})
+	if err != nil {
+		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
+	}
+	e.meta = b
+	switch x := b.(type) {
+	case *metastore.Embedded:
+		e.metaURL = x.URL()
+	case *metastore.HTTPClient:
+		e.metaURL = x.URL()
 	}
 	return nil
 }
@@ -276,15 +273,7 @@ func (e *Engine) MachineID() string { return e.machineID }
 
 // MetastoreURL returns the URL of the embedded metastore, or of the HTTP
 // metastore in use, or "".
-func (e *Engine) MetastoreURL() string {
-	if e.metaSrv != nil {
-		return e.metaSrv.URL()
-	}
-	if c, ok := e.meta.(*metastore.HTTPClient); ok {
-		return c.URL()
-	}
-	return ""
-}
+func (e *Engine) MetastoreURL() string { return e.metaURL }
 
 // PluginStatus is what the engine knows of one configured plugin.
 type PluginStatus struct {
@@ -345,21 +334,41 @@ func (e *Engine) descriptor() *segment.Descriptor {
 	return d
 }
 
-// publish writes the local descriptor to the metastore.
+// publish writes the local descriptor to the metastore, bound to a lease
+// that the metastore keeps alive while this engine runs: a dead engine's
+// descriptor expires within the configured TTL.
 func (e *Engine) publish(ctx context.Context) error {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	b, err := e.descriptor().Encode()
-	e.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	key := segment.Key(KeyPrefix, e.name)
+	key := segment.Key(e.keyPrefix, e.name)
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	if err := e.meta.Put(cctx, key, b); err != nil {
+	if e.lease != nil {
+		err = e.lease.Update(cctx, b)
+	} else {
+		e.lease, err = e.meta.PutLeased(cctx, key, b, e.cfg.Metastore.LeaseTTL())
+		if err == nil {
+			e.wg.Add(1)
+			go e.watchLease(e.lease)
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
 	}
 	return nil
+}
+
+// watchLease logs metastore trouble the lease reports; the lease itself
+// retries and puts the descriptor back when the metastore returns.
+func (e *Engine) watchLease(l metastore.Lease) {
+	defer e.wg.Done()
+	for err := range l.Err() {
+		e.log.Warn("metastore unreachable; transfers to known peers go on, the descriptor is refreshed when it returns", "error", err)
+	}
 }
 
 // Close stops the engine: unpublishes its descriptor, stops its plugins,
@@ -370,8 +379,11 @@ func (e *Engine) Close() error {
 		e.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 		defer cancel()
-		if e.meta != nil {
-			if err := e.meta.Delete(ctx, segment.Key(KeyPrefix, e.name)); err != nil {
+		e.mu.Lock()
+		lease := e.lease
+		e.mu.Unlock()
+		if lease != nil {
+			if err := lease.Close(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -412,12 +424,10 @@ func (e *Engine) Close() error {
 		}
 		e.allocs = nil
 		e.mu.Unlock()
-		if e.metaSrv != nil {
-			if err := e.metaSrv.Close(); err != nil {
+		if e.meta != nil {
+			if err := e.meta.Close(); err != nil {
 				errs = append(errs, err)
 			}
-		} else if e.meta != nil {
-			e.meta.Close()
 		}
 	})
 	return errors.Join(errs...)

@@ -22,6 +22,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	for pkg, out := range map[string]string{
 		"github.com/ferrydev/ferry/cmd/ferry":                             "ferry",
+		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm":      "ferry-plugin-shm",
 		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":      "ferry-plugin-tcp",
 		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99": "ferry-plugin-v99",
 	} {

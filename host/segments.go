@@ -43,7 +43,7 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 	if e.closed.Load() {
 		return Segment{}, ErrClosed
 	}
-	key := segment.Key(KeyPrefix, name)
+	key := segment.Key(e.keyPrefix, name)
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	raw, err := e.meta.Get(cctx, key)
 	cancel()
@@ -101,7 +101,9 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 			continue
 		}
 		r.opened[i] = true
-		if r.route < 0 {
+		// Without a policy: on the same machine a same-machine transport
+		// (shm) wins, else the first configured transport that opened.
+		if r.route < 0 || (ps.p.Info.SameMachineOnly && !e.plugins[r.route].p.Info.SameMachineOnly) {
 			r.route = i
 		}
 	}

@@ -12,6 +12,9 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
+// sameMachineSlice is the slice size for same-machine transports.
+const sameMachineSlice = 64 << 20
+
 // Op is what a request does.
 type Op uint8
 
@@ -145,6 +148,12 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 	t := b.Task(i)
 	t.Transport = ps.idx
 	slice := e.sliceSize
+	if ps.p.Info.SameMachineOnly {
+		// A same-machine transport copies in place and splits large
+		// copies over its own workers: host slices would only add
+		// per-slice overhead to one memcpy.
+		slice = max(slice, sameMachineSlice)
+	}
 	nslices := int64((n + slice - 1) / slice)
 	b.SetSlices(i, nslices)
 	op := ring.OpWrite

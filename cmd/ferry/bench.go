@@ -238,12 +238,14 @@ func cmdBench(args []string) error {
 		return st.Bytes, nil
 	}
 
-	var base *baselinePeer
+	var base baseline
 	if !*noBaseline && *targetName == "" {
 		if base, err = startBaseline(o); err != nil {
 			return err
 		}
-		defer base.close()
+		if base != nil {
+			defer base.close()
+		}
 	}
 	// Alternate Ferry and baseline in two rounds so that drift on a noisy
 	// machine hits both alike.
@@ -275,7 +277,7 @@ func cmdBench(args []string) error {
 		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
 	}
 	if base != nil {
-		row.Baseline = "raw-go-tcp"
+		row.Baseline = base.name()
 		row.BaselineGbps, row.BaselineP50us = br.gbps(), br.pct(0.5)
 		if row.BaselineGbps > 0 {
 			row.Ratio = row.Gbps / row.BaselineGbps
@@ -315,10 +317,59 @@ func cmdBench(args []string) error {
 	return nil
 }
 
-// The raw baseline: the same work over plain Go TCP sockets between two
-// processes, one stream per thread. A write sends a 16-byte header and the
-// payload and waits for an 8-byte ack per request; a read sends a header
-// and receives the payload.
+// baseline is the raw way of doing the bench's work without Ferry,
+// measured in the same run.
+type baseline interface {
+	name() string
+	work(th int) (uint64, error)
+	close()
+}
+
+// startBaseline returns the baseline for o's transport, or nil when there
+// is none.
+func startBaseline(o benchOpts) (baseline, error) {
+	switch o.transport {
+	case "tcp":
+		return startTCPBaseline(o)
+	case "shm":
+		return newMemcpyBaseline(o), nil
+	}
+	return nil, nil
+}
+
+// memcpyBaseline is what a same-machine transport is compared with: one
+// thread copying the same bytes between two buffers, as a caller that
+// shared memory by hand would.
+type memcpyBaseline struct {
+	o        benchOpts
+	src, dst [][]byte
+}
+
+func newMemcpyBaseline(o benchOpts) *memcpyBaseline {
+	m := &memcpyBaseline{o: o}
+	for range o.threads {
+		m.src = append(m.src, make([]byte, o.size*int64(o.batch)))
+		m.dst = append(m.dst, make([]byte, o.size*int64(o.batch)))
+	}
+	return m
+}
+
+func (m *memcpyBaseline) name() string { return "memcpy-1thread" }
+
+func (m *memcpyBaseline) work(th int) (uint64, error) {
+	src, dst := m.src[th], m.dst[th]
+	if m.o.op == host.Read {
+		src, dst = dst, src
+	}
+	return uint64(copy(dst, src)), nil
+}
+
+func (m *memcpyBaseline) close() {}
+
+// The raw TCP baseline: the same work over plain Go TCP sockets between
+// two processes, one stream per thread. A write sends a 16-byte header and
+// the payload and waits for an 8-byte ack per request; a read sends a
+// header and receives the payload.
 
 type baselinePeer struct {
 	cmd   *exec.Cmd
@@ -328,7 +379,7 @@ type baselinePeer struct {
 	hdr   [][]byte
 }
 
-func startBaseline(o benchOpts) (*baselinePeer, error) {
+func startTCPBaseline(o benchOpts) (*baselinePeer, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
@@ -364,6 +415,8 @@ func startBaseline(o benchOpts) (*baselinePeer, error) {
 	}
 	return p, nil
 }
+
+func (p *baselinePeer) name() string { return "raw-go-tcp" }
 
 func (p *baselinePeer) work(th int) (uint64, error) {
 	c, buf, hdr := p.conns[th], p.bufs[th], p.hdr[th]

@@ -21,6 +21,7 @@ func TestMain(m *testing.M) {
 	binDir = dir
 	for pkg, out := range map[string]string{
 		"github.com/ferrydev/ferry/cmd/ferry":                        "ferry",
+		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm": "ferry-plugin-shm",
 		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp": "ferry-plugin-tcp",
 	} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
@@ -53,8 +54,9 @@ func ferry(t *testing.T, args ...string) string {
 // TestBenchJSON runs a short bench and checks the row has every field the
 // README promises, with a baseline measured in the same run.
 func TestBenchJSON(t *testing.T) {
-	for _, op := range []string{"write", "read"} {
-		out := ferry(t, "bench", "--transport", "tcp", "--op", op, "--size", "64KiB", "--batch", "4", "--threads", "2", "--duration", "400ms", "--warmup", "100ms", "--json")
+	for _, tc := range [][2]string{{"tcp", "write"}, {"tcp", "read"}, {"shm", "write"}} {
+		tr, op := tc[0], tc[1]
+		out := ferry(t, "bench", "--transport", tr, "--op", op, "--size", "64KiB", "--batch", "4", "--threads", "2", "--duration", "400ms", "--warmup", "100ms", "--json")
 		var row map[string]any
 		if err := json.Unmarshal([]byte(out), &row); err != nil {
 			t.Fatalf("bench --json printed %q: %v", out, err)
@@ -64,7 +66,7 @@ func TestBenchJSON(t *testing.T) {
 				t.Errorf("bench row lacks %q: %s", k, out)
 			}
 		}
-		if row["op"] != op || row["block_size"].(float64) != 65536 || row["batch"].(float64) != 4 || row["threads"].(float64) != 2 {
+		if row["transport"] != tr || row["op"] != op || row["block_size"].(float64) != 65536 || row["batch"].(float64) != 4 || row["threads"].(float64) != 2 {
 			t.Errorf("bench row does not echo its parameters: %s", out)
 		}
 		if row["bytes"].(float64) <= 0 || row["gbps"].(float64) <= 0 || row["baseline_gbps"].(float64) <= 0 || row["ratio"].(float64) <= 0 {
@@ -75,18 +77,25 @@ func TestBenchJSON(t *testing.T) {
 
 func TestPluginsLists(t *testing.T) {
 	out := ferry(t, "plugins", "--dir", binDir, "--json")
-	var r struct {
-		Name      string `json:"name"`
-		SHA256    string `json:"sha256"`
-		Protocol  int    `json:"protocol"`
-		Available bool   `json:"available"`
-		Version   string `json:"version"`
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r struct {
+			Name      string `json:"name"`
+			SHA256    string `json:"sha256"`
+			Protocol  int    `json:"protocol"`
+			Available bool   `json:"available"`
+			Version   string `json:"version"`
+		}
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("plugins --json printed %q: %v", line, err)
+		}
+		if len(r.SHA256) != 64 || r.Protocol != 1 || !r.Available || r.Version == "" {
+			t.Errorf("plugin %+v: want a sha256, protocol 1, available, a version", r)
+		}
+		seen[r.Name] = true
 	}
-	if err := json.Unmarshal([]byte(strings.Split(out, "\n")[0]), &r); err != nil {
-		t.Fatalf("plugins --json printed %q: %v", out, err)
-	}
-	if r.Name != "tcp" || len(r.SHA256) != 64 || r.Protocol != 1 || !r.Available || r.Version == "" {
-		t.Fatalf("plugins: %+v", r)
+	if !seen["tcp"] || !seen["shm"] || len(seen) != 2 {
+		t.Fatalf("plugins listed %v, want tcp and shm", seen)
 	}
 }
 

@@ -21,6 +21,10 @@ plugin "tcp" {
   }
 }
 
+# Same-machine peers are reached through shared memory; the engine prefers
+# it over TCP when both engines run on this machine.
+plugin "shm" {}
+
 transfer {
   slice_size = "1MiB"
   ring_depth = 4096

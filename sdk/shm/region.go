@@ -73,7 +73,10 @@ func Create(name string, size int) (*Region, error) {
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_ADD_SEALS, unix.F_SEAL_SHRINK|unix.F_SEAL_GROW|unix.F_SEAL_SEAL); err != nil {
 		return fail("seal", err)
 	}
-	mapped, err := unix.Mmap(fd, 0, fileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	// MAP_POPULATE: an allocation is memory to transfer from, like pinned
+	// host memory; faulting its pages in one by one on first transfer costs
+	// ~20 us a page on a VM (0.2 GB/s for a cold 64 MiB read).
+	mapped, err := unix.Mmap(fd, 0, fileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return fail("mmap", err)
 	}
@@ -165,7 +168,9 @@ func Map(fd int, off int64, size int, writable bool) (*Mapping, error) {
 	if writable {
 		prot |= unix.PROT_WRITE
 	}
-	mapped, err := unix.Mmap(fd, pageOff, delta+size, prot, unix.MAP_SHARED)
+	// Populate at registration, as an RDMA registration pins: the first
+	// transfer must not pay a page fault per page.
+	mapped, err := unix.Mmap(fd, pageOff, delta+size, prot, unix.MAP_SHARED|unix.MAP_POPULATE)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map fd %d: mmap %d bytes at %d (writable %t): %w", fd, delta+size, pageOff, writable, err)
 	}
