@@ -27,10 +27,11 @@ import (
 // stdin: it hashes its own memory so that writes are verified by the far
 // side, not by reading them back.
 type peer struct {
-	cmd   *exec.Cmd
-	in    io.WriteCloser
-	out   *bufio.Scanner
-	Ready struct {
+	cmd    *exec.Cmd
+	killed bool
+	in     io.WriteCloser
+	out    *bufio.Scanner
+	Ready  struct {
 		Name        string `json:"name"`
 		Incarnation uint64 `json:"incarnation"`
 		Buffers     []struct {
@@ -60,7 +61,7 @@ func startPeer(t *testing.T, args ...string) *peer {
 	p := &peer{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	t.Cleanup(func() {
 		p.in.Close()
-		if err := p.cmd.Wait(); err != nil {
+		if err := p.cmd.Wait(); err != nil && !p.killed {
 			t.Errorf("peer engine exited with %v", err)
 		}
 	})
@@ -71,6 +72,12 @@ func startPeer(t *testing.T, args ...string) *peer {
 		t.Fatalf("peer ready line %q: %v", p.out.Text(), err)
 	}
 	return p
+}
+
+// kill ends the peer engine with SIGKILL, as a crash would.
+func (p *peer) kill() {
+	p.killed = true
+	p.cmd.Process.Signal(syscall.SIGKILL)
 }
 
 func (p *peer) ask(t *testing.T, format string, args ...any) string {

@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"errors"
+	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,9 +28,9 @@ func waitErr(t *testing.T, l Lease, timeout time.Duration) error {
 }
 
 func TestRedisLeaseAndWatchSurviveRestart(t *testing.T) {
-	srv := newRedisServer(t)
+	srv := metastoretest.NewRedis(t)
 	ctx := context.Background()
-	r, err := NewRedis(ctx, RedisOptions{Addr: srv.addr, Watch: WatchNotify})
+	r, err := NewRedis(ctx, RedisOptions{Addr: srv.Addr, Watch: WatchNotify})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,9 +47,9 @@ func TestRedisLeaseAndWatchSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.stop() // no persistence: the restarted server is empty
+	srv.Stop() // no persistence: the restarted server is empty
 	err = waitErr(t, l, 3*ttl)
-	for _, want := range []string{"metastore redis " + srv.addr, `"ferry/seg/a"`} {
+	for _, want := range []string{"metastore redis " + srv.Addr, `"ferry/seg/a"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("lease error %q does not contain %q", err, want)
 		}
@@ -56,7 +57,7 @@ func TestRedisLeaseAndWatchSurviveRestart(t *testing.T) {
 	if _, err := r.Get(ctx, "ferry/seg/a"); err == nil || errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("Get while the server is down: %v", err)
 	}
-	srv.start(t)
+	srv.Start(t)
 
 	eventually(t, 5*time.Second, "the lease did not re-create its key after the restart", func() bool { return present(r, "ferry/seg/a") })
 	expectEvent(t, ch, Event{Kind: Resync}, 5*time.Second)
@@ -94,9 +95,9 @@ func expectEventSkipping(t *testing.T, ch <-chan Event, want Event, skip string,
 }
 
 func TestEtcdLeaseSurvivesRestartAndLoss(t *testing.T) {
-	srv := newEtcdServer(t)
+	srv := metastoretest.NewEtcd(t)
 	ctx := context.Background()
-	e, err := NewEtcd(ctx, EtcdOptions{Endpoints: []string{srv.etcdEndpoint()}, DialTimeout: 2 * time.Second})
+	e, err := NewEtcd(ctx, EtcdOptions{Endpoints: []string{srv.EtcdEndpoint()}, DialTimeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,12 +108,12 @@ func TestEtcdLeaseSurvivesRestartAndLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv.stop()
+	srv.Stop()
 	err = waitErr(t, l, 5*ttl)
-	if !strings.Contains(err.Error(), "metastore etcd "+srv.etcdEndpoint()) || !strings.Contains(err.Error(), `"ferry/seg/a"`) {
+	if !strings.Contains(err.Error(), "metastore etcd "+srv.EtcdEndpoint()) || !strings.Contains(err.Error(), `"ferry/seg/a"`) {
 		t.Errorf("lease error %q does not name the backend and key", err)
 	}
-	srv.start(t) // same data dir
+	srv.Start(t) // same data dir
 	eventually(t, 5*time.Second, "the key is not there after the restart", func() bool { return present(e, "ferry/seg/a") })
 	// Still kept alive afterwards, well past the ttl.
 	deadline := time.Now().Add(3 * ttl)
@@ -152,7 +153,7 @@ func TestEtcdLeaseSurvivesRestartAndLoss(t *testing.T) {
 }
 
 func TestRedisCredentials(t *testing.T) {
-	srv := newRedisServer(t, "--requirepass", "s3cret")
+	srv := metastoretest.NewRedis(t, "--requirepass", "s3cret")
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name, user, pass, want string
@@ -162,12 +163,12 @@ func TestRedisCredentials(t *testing.T) {
 		{"unknown user", "mallory", "s3cret", "WRONGPASS"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			r, err := NewRedis(ctx, RedisOptions{Addr: srv.addr, Username: tt.user, Password: tt.pass, DialTimeout: 2 * time.Second})
+			r, err := NewRedis(ctx, RedisOptions{Addr: srv.Addr, Username: tt.user, Password: tt.pass, DialTimeout: 2 * time.Second})
 			if err == nil {
 				r.Close()
 				t.Fatal("connected with bad credentials")
 			}
-			for _, want := range []string{"metastore redis " + srv.addr, tt.want, "check metastore.username and metastore.password"} {
+			for _, want := range []string{"metastore redis " + srv.Addr, tt.want, "check metastore.username and metastore.password"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not contain %q", err, want)
 				}
@@ -175,14 +176,14 @@ func TestRedisCredentials(t *testing.T) {
 		})
 	}
 
-	admin, err := NewRedis(ctx, RedisOptions{Addr: srv.addr, Password: "s3cret"})
+	admin, err := NewRedis(ctx, RedisOptions{Addr: srv.Addr, Password: "s3cret"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
 	// A user that may not run CONFIG: Watch falls back to polling.
 	must(t, admin.client.Do(ctx, "ACL", "SETUSER", "ferry", "on", ">pw", "~*", "&*", "+@all", "-config").Err())
-	r, err := NewRedis(ctx, RedisOptions{Addr: srv.addr, Username: "ferry", Password: "pw", PollInterval: 20 * time.Millisecond})
+	r, err := NewRedis(ctx, RedisOptions{Addr: srv.Addr, Username: "ferry", Password: "pw", PollInterval: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +199,7 @@ func TestRedisCredentials(t *testing.T) {
 	}
 	must(t, r.Put(ctx, "ferry/x", []byte("1")))
 	expectEvent(t, ch, Event{Kind: Put, Key: "ferry/x", Value: []byte("1")}, 5*time.Second)
-	strict, err := NewRedis(ctx, RedisOptions{Addr: srv.addr, Username: "ferry", Password: "pw", Watch: WatchNotify})
+	strict, err := NewRedis(ctx, RedisOptions{Addr: srv.Addr, Username: "ferry", Password: "pw", Watch: WatchNotify})
 	if err != nil {
 		t.Fatal(err)
 	}
