@@ -64,10 +64,10 @@ func (t *Transport) run(o *op, m *mapping) {
 func (t *Transport) finish(o *op, st ring.Status) {
 	n := uint64(len(o.lmem))
 	if o.remote != nil {
-		o.remote.release()
+		o.remote.Release()
 	}
 	if o.local != nil {
-		o.local.release()
+		o.local.Release()
 	}
 	if st == ring.StatusOK {
 		t.stats.opsCompleted.Add(1)

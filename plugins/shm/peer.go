@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
@@ -17,7 +18,7 @@ import (
 // mapping is a peer's region mapped into this process. The peer table
 // holds one reference; every op copying to or from it holds another.
 type mapping struct {
-	refcount
+	regtable.Ref
 	region  uint32
 	gen     uint64
 	m       *shm.Mapping
@@ -89,7 +90,7 @@ func (p *peer) setMapsLocked(id uint32, m *mapping) *mapping {
 // submit runs o against the mapped region, or parks it until the region
 // is mapped and wakes the pump to ask for it.
 func (p *peer) submit(o *op) {
-	if m := p.lookup(o.rRegion); m != nil && m.acquire() {
+	if m := p.lookup(o.rRegion); m != nil && m.Acquire() {
 		p.t.run(o, m)
 		return
 	}
@@ -99,7 +100,7 @@ func (p *peer) submit(o *op) {
 		p.t.finish(o, ring.StatusShutdown)
 		return
 	}
-	if m := p.lookup(o.rRegion); m != nil && m.acquire() {
+	if m := p.lookup(o.rRegion); m != nil && m.Acquire() {
 		p.mu.Unlock()
 		p.t.run(o, m)
 		return
@@ -298,7 +299,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 			st = ring.StatusProtocol
 		} else {
 			mp = &mapping{region: m.region, gen: m.gen, m: sm, mem: sm.Mem(), perm: m.perm, dc: dc}
-			mp.init()
+			mp.Init()
 			t.stats.mapsCreated.Add(1)
 			t.stats.mapsOpen.Add(1)
 		}
@@ -323,7 +324,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 		p.retire(prev)
 	}
 	for _, o := range ops {
-		if mp != nil && mp.acquire() {
+		if mp != nil && mp.Acquire() {
 			t.run(o, mp)
 		} else {
 			t.finish(o, st)
@@ -361,8 +362,8 @@ func (p *peer) onRevoke(dc *dialConn, m msg) {
 // and unmaps it.
 func (p *peer) retire(mp *mapping) {
 	mp.revoked.Store(true)
-	mp.release()
-	<-mp.drained
+	mp.Release()
+	<-mp.Drained()
 	mp.m.Close()
 	p.t.stats.mapsDropped.Add(1)
 	p.t.stats.mapsOpen.Add(-1)

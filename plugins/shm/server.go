@@ -148,7 +148,7 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 	reply := msg{typ: msgRegion, region: id}
 	fd := -1
 	t.mu.Lock()
-	r := t.regions.lookup(id)
+	r := t.regions.Lookup(id)
 	switch {
 	case r == nil:
 		reply.status = ring.StatusNotRegistered

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -47,7 +48,7 @@ type Transport struct {
 	stopped atomic.Bool
 	nextGen atomic.Uint64
 
-	regions regionTable
+	regions regtable.Table[*region]
 
 	peerMu sync.Mutex // serialises OpenPeer/ClosePeer
 	peers  atomic.Pointer[map[uint32]*peer]
@@ -183,8 +184,8 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 		fd = -1
 	}
 	g := &region{id: r.ID, mem: r.Mem, perm: r.Perm, fd: fd, off: r.FDOffset, gen: t.nextGen.Add(1)}
-	g.init()
-	if !t.regions.add(g) {
+	g.Init()
+	if !t.regions.Add(g.id, g) {
 		return fmt.Errorf("shm: region %d already registered", r.ID)
 	}
 	return nil
@@ -196,7 +197,7 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 // for this plugin's own copies that use it.
 func (t *Transport) UnregisterMemory(_ context.Context, id uint32) error {
 	t.mu.Lock()
-	r := t.regions.remove(id)
+	r := t.regions.Remove(id)
 	if r == nil {
 		t.mu.Unlock()
 		return fmt.Errorf("shm: region %d not registered", id)
@@ -215,8 +216,8 @@ func (t *Transport) UnregisterMemory(_ context.Context, id uint32) error {
 	t.mu.Unlock()
 	t.revoke(r, holders, acks)
 	// Our own copies on it are memcpys already under way: they end.
-	r.release()
-	<-r.drained
+	r.Release()
+	<-r.Drained()
 	return nil
 }
 
@@ -338,14 +339,14 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		fail(ring.StatusPeerUnknown)
 		return
 	}
-	r := t.regions.acquire(d.LocalRegion)
+	r := t.regions.Acquire(d.LocalRegion)
 	if r == nil {
 		fail(ring.StatusNotRegistered)
 		return
 	}
 	end := d.LocalOffset + d.Length
 	if end < d.LocalOffset || end > uint64(len(r.mem)) || d.RemoteOffset+d.Length < d.RemoteOffset {
-		r.release()
+		r.Release()
 		fail(ring.StatusOutOfBounds)
 		return
 	}
@@ -410,4 +411,11 @@ func (t *Transport) waitStopped(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("shm: stop: %w", ctx.Err())
 	}
+}
+
+func mapLen[K comparable, V any](m *map[K]V) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }

@@ -227,7 +227,7 @@ func (sc *serverConn) serveFrames() error {
 			if sc.nheld > 0 || h.Length > flushBefore {
 				if err := sc.flush(); err != nil {
 					if r != nil {
-						r.release()
+						r.Release()
 					}
 					return err
 				}
@@ -236,7 +236,7 @@ func (sc *serverConn) serveFrames() error {
 				sc.cur.Store(r)
 				n, err := sc.link.readFullNext(r.mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
 				sc.cur.Store(nil)
-				r.release()
+				r.Release()
 				if err != nil {
 					return eofIsTruncation(err)
 				}
@@ -325,7 +325,7 @@ func (sc *serverConn) flush() error {
 // releaseHeld forgets the held responses and gives back their references.
 func (sc *serverConn) releaseHeld() {
 	for i := range sc.nheld {
-		sc.held[i].release()
+		sc.held[i].Release()
 		sc.held[i] = nil
 	}
 	clear(sc.pendIov[:sc.niov])
@@ -341,7 +341,7 @@ func (t *Transport) check(h *Header) (ring.Status, *region) {
 	if h.Incarnation != t.incarnation {
 		return ring.StatusStaleIncarnation, nil
 	}
-	r := t.regions.acquire(h.Region)
+	r := t.regions.Acquire(h.Region)
 	if r == nil {
 		return ring.StatusNotRegistered, nil
 	}
@@ -350,12 +350,12 @@ func (t *Transport) check(h *Header) (ring.Status, *region) {
 		allowed = r.perm.AllowsRemoteWrite()
 	}
 	if !allowed {
-		r.release()
+		r.Release()
 		return ring.StatusPermission, nil
 	}
 	end := h.Offset + h.Length
 	if end < h.Offset || end > uint64(len(r.mem)) {
-		r.release()
+		r.Release()
 		return ring.StatusOutOfBounds, nil
 	}
 	return ring.StatusOK, r

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -36,7 +37,7 @@ type Transport struct {
 	incarnation uint64 // set once at Start, before any goroutine reads it
 	stopped     atomic.Bool
 
-	regions regionTable
+	regions regtable.Table[*region]
 
 	peerMu sync.Mutex // serialises OpenPeer/ClosePeer
 	peers  atomic.Pointer[map[uint32]*peer]
@@ -166,7 +167,7 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 	if len(r.Mem) == 0 {
 		return fmt.Errorf("tcp: region %d: empty", r.ID)
 	}
-	if !t.regions.add(newRegion(r)) {
+	if !t.regions.Add(r.ID, newRegion(r)) {
 		return fmt.Errorf("tcp: region %d already registered", r.ID)
 	}
 	return nil
@@ -177,7 +178,7 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 // it returns only when nothing touches the memory any more. Frames in flight
 // get io_timeout to finish; then the connections carrying them are closed.
 func (t *Transport) UnregisterMemory(ctx context.Context, id uint32) error {
-	r := t.regions.remove(id)
+	r := t.regions.Remove(id)
 	if r == nil {
 		return fmt.Errorf("tcp: region %d not registered", id)
 	}
@@ -187,12 +188,12 @@ func (t *Transport) UnregisterMemory(ctx context.Context, id uint32) error {
 			s.purge(r)
 		}
 	}
-	r.release() // the table's reference
+	r.Release() // the table's reference
 	iot := t.ioTimeout()
 	tm := time.NewTimer(iot)
 	defer tm.Stop()
 	select {
-	case <-r.drained:
+	case <-r.Drained():
 		return nil
 	case <-tm.C:
 		t.log.Warn("region still in use after io_timeout: closing the connections that use it", "region", id)
@@ -209,7 +210,7 @@ func (t *Transport) UnregisterMemory(ctx context.Context, id uint32) error {
 	// while the memory is in use is what this method must not do.
 	tm.Reset(iot)
 	select {
-	case <-r.drained:
+	case <-r.Drained():
 		return nil
 	case <-tm.C:
 		return fmt.Errorf("tcp: region %d: still in use after %s", id, 2*iot)
@@ -363,14 +364,14 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		fail(ring.StatusInvalid)
 		return
 	}
-	r := t.regions.acquire(d.LocalRegion)
+	r := t.regions.Acquire(d.LocalRegion)
 	if r == nil {
 		fail(ring.StatusNotRegistered)
 		return
 	}
 	end := d.LocalOffset + d.Length
 	if end < d.LocalOffset || end > uint64(len(r.mem)) || d.RemoteOffset+d.Length < d.RemoteOffset {
-		r.release()
+		r.Release()
 		fail(ring.StatusOutOfBounds)
 		return
 	}
@@ -390,7 +391,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 // that an UnregisterMemory prompted by the completion does not wait on it.
 func (t *Transport) complete(o *op, st ring.Status, n uint64) {
 	c, tok := o.c, o.token
-	o.local.release()
+	o.local.Release()
 	if o.s != nil {
 		o.s.load.Add(-(int64(len(o.mem)) + frameCost))
 	}
@@ -465,4 +466,11 @@ func (t *Transport) waitStopped(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("tcp: stop: %w", ctx.Err())
 	}
+}
+
+func mapLen[K comparable, V any](m *map[K]V) int {
+	if m == nil {
+		return 0
+	}
+	return len(*m)
 }
