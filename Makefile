@@ -2,6 +2,8 @@
 GO        ?= go
 BIN       := bin
 PROTO_DIR := sdk/proto
+# Each directory is an include root; its .proto files are generated in place.
+PROTO_DIRS := $(PROTO_DIR) host/control/proto
 PLUGINS   := tcp shm
 
 .PHONY: all build run test bench proto proto-check lint clean
@@ -32,16 +34,19 @@ bench: build
 # Regenerate the committed protobuf code. Needs Debian's protobuf-compiler
 # and libprotobuf-dev; the Go generators are pinned in go.mod as tools.
 proto:
-	protoc -I $(PROTO_DIR) \
-	  --plugin=protoc-gen-go="$$($(GO) tool -n protoc-gen-go)" \
-	  --plugin=protoc-gen-go-grpc="$$($(GO) tool -n protoc-gen-go-grpc)" \
-	  --go_out=$(PROTO_DIR) --go_opt=paths=source_relative \
-	  --go-grpc_out=$(PROTO_DIR) --go-grpc_opt=paths=source_relative \
-	  $$(find $(PROTO_DIR) -name '*.proto')
+	@for d in $(PROTO_DIRS); do \
+	  echo "protoc -I $$d ... $$d"; \
+	  protoc -I $$d \
+	    --plugin=protoc-gen-go="$$($(GO) tool -n protoc-gen-go)" \
+	    --plugin=protoc-gen-go-grpc="$$($(GO) tool -n protoc-gen-go-grpc)" \
+	    --go_out=$$d --go_opt=paths=source_relative \
+	    --go-grpc_out=$$d --go-grpc_opt=paths=source_relative \
+	    $$(find $$d -name '*.proto') || exit 1; \
+	done
 
 # Fails when the committed generated code is stale.
 proto-check: proto
-	@git diff --exit-code -- $(PROTO_DIR) || { echo "generated protobuf code is stale: run make proto and commit"; exit 1; }
+	@git diff --exit-code -- $(PROTO_DIRS) || { echo "generated protobuf code is stale: run make proto and commit"; exit 1; }
 
 lint:
 	$(GO) vet ./...

@@ -26,6 +26,9 @@ const (
 // Defaults applied by Parse and Default.
 const (
 	DefaultMetastoreListen = "127.0.0.1:0"
+	// DefaultControlListen is where an engine serves its control service
+	// for peers when the file has no control block.
+	DefaultControlListen = "127.0.0.1:0"
 	// DefaultMetastoreTTL is how long a dead engine's descriptor outlives
 	// it; see Metastore.TTL.
 	DefaultMetastoreTTL = 5 * time.Second
@@ -66,8 +69,12 @@ type Config struct {
 	PluginDir string
 
 	Metastore Metastore
+	Control   Control
 	Plugins   []Plugin
 	Transfer  Transfer
+	// Policies choose transports per request, in file order, first match
+	// wins; see Policy.
+	Policies []Policy
 
 	// File is the path the configuration was loaded from; "" when built
 	// in code.
@@ -116,6 +123,23 @@ func (m Metastore) KeyPrefix() string {
 		return DefaultMetastorePrefix
 	}
 	return m.Prefix
+}
+
+// Control is where the engine serves its host-to-host control service
+// (descriptor fetch, notifications, liveness) for peers.
+type Control struct {
+	// Listen is a host:port; "" means DefaultControlListen. Peers reach
+	// the engine at the address the listener got, which the descriptor
+	// publishes, so listen on an address peers can reach.
+	Listen string
+}
+
+// ListenAddr returns Listen, or DefaultControlListen when it is "".
+func (c Control) ListenAddr() string {
+	if c.Listen == "" {
+		return DefaultControlListen
+	}
+	return c.Listen
 }
 
 // Plugin is one plugin block.
@@ -171,6 +195,7 @@ func Default(name string) *Config {
 		Name:      name,
 		MachineID: DefaultMachineID(),
 		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
+		Control:   Control{Listen: DefaultControlListen},
 		Plugins: []Plugin{{
 			Name:       "tcp",
 			Enabled:    true,

@@ -25,6 +25,10 @@
 //	  url    = "http://127.0.0.1:7070/metadata"  # http only; required there
 //	}
 //
+//	control {                      # the service peers call: descriptor, notifications, ping
+//	  listen = "127.0.0.1:0"       # default "127.0.0.1:0"; published in the descriptor
+//	}
+//
 //	plugin "tcp" {                 # zero or more; the label is the plugin's name
 //	  path    = "bin/ferry-plugin-tcp"  # default: <plugin_dir>/ferry-plugin-<name>
 //	  sha256  = "<64 hex digits>"  # checked by the loader when set
@@ -40,6 +44,29 @@
 //	  spin       = "20us"          # a Go duration, 0..10ms
 //	  lanes      = 1               # 1..64
 //	}
+//
+//	policy "kv-local" {            # zero or more; evaluated in file order, first match wins
+//	  match {                      # optional; every condition must hold; none: every request
+//	    segment       = "memory"   # "memory" or "file"; default both
+//	    same_machine  = true       # default either
+//	    local_memory  = "cpu"      # "cpu", "cuda", "rocm" or "*" (default)
+//	    remote_memory = "*"
+//	    min_size      = "0"        # inclusive, see ParseSize
+//	    max_size      = "1MiB"     # inclusive; default no bound
+//	    priorities    = ["high"]   # any of "high", "normal", "low"; default any
+//	    intents       = ["foreground_get"]  # any of foreground_get, background_prefetch,
+//	                               # migration, checkpoint, weight_loading; default any
+//	  }
+//	  transports = ["shm", "tcp"]  # required: configured plugin names, in the order to try them
+//	  rails      = ["eth0"]        # allowed rails; kept, not used yet
+//	}
+//
+// A request that names a policy gets it whatever its match block says; a
+// request's transport hint pins its first attempt. Without a matching
+// policy, a same-machine peer is reached over a same-machine transport
+// (shm), another over the first configured transport both engines have. A
+// policy that names a transport that is not a configured plugin is an error
+// at load. See examples/policies.hcl.
 //
 // Relative paths (plugin_dir, a plugin's path) are relative to the directory
 // of the config file, and Parse makes them absolute. No expressions beyond

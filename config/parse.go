@@ -65,8 +65,10 @@ var rootSchema = &hcl.BodySchema{
 	},
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "metastore"},
+		{Type: "control"},
 		{Type: "plugin", LabelNames: []string{"name"}},
 		{Type: "transfer"},
+		{Type: "policy", LabelNames: []string{"name"}},
 	},
 }
 
@@ -76,6 +78,10 @@ var metastoreSchema = &hcl.BodySchema{
 		{Name: "address"}, {Name: "endpoints"}, {Name: "username"}, {Name: "password"},
 		{Name: "database"}, {Name: "tls"}, {Name: "ca_file"}, {Name: "ttl"}, {Name: "prefix"},
 	},
+}
+
+var controlSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "listen"}},
 }
 
 var pluginSchema = &hcl.BodySchema{
@@ -113,6 +119,7 @@ func (d *decoder) fail(r hcl.Range, field, format string, args ...any) {
 func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 	c := &Config{
 		Metastore: Metastore{Kind: MetastoreEmbedded},
+		Control:   Control{Listen: DefaultControlListen},
 		Transfer:  defaultTransfer(),
 		File:      d.file,
 		loc:       map[string]hcl.Range{"": {Filename: d.file, Start: hcl.InitialPos, End: hcl.InitialPos}},
@@ -158,9 +165,17 @@ func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 			if once(b) {
 				d.decodeTransfer(c, b)
 			}
+		case "control":
+			if once(b) {
+				d.decodeControl(c, b)
+			}
 		case "plugin":
 			if p, ok := d.decodePlugin(b); ok {
 				c.Plugins = append(c.Plugins, p)
+			}
+		case "policy":
+			if p, ok := d.decodePolicy(b); ok {
+				c.Policies = append(c.Policies, p)
 			}
 		}
 	}
@@ -243,6 +258,18 @@ func (d *decoder) strings(a *hcl.Attribute, field, example string) ([]string, bo
 		out = append(out, e.AsString())
 	}
 	return out, true
+}
+
+func (d *decoder) decodeControl(c *Config, b *hcl.Block) {
+	c.loc["control"] = b.DefRange
+	content, diags := b.Body.Content(controlSchema)
+	d.diags(diags)
+	if a := content.Attributes["listen"]; a != nil {
+		c.loc["control.listen"] = a.Expr.Range()
+		if s, ok := d.str(a, "control.listen"); ok {
+			c.Control.Listen = s
+		}
+	}
 }
 
 func (d *decoder) decodeTransfer(c *Config, b *hcl.Block) {

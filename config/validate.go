@@ -41,9 +41,24 @@ func (c *Config) Validate() error {
 
 	errs = append(errs, c.validateMetastore()...)
 
+	// An unset listen (a Config built in code) means the default; one
+	// written empty in a file is a mistake worth naming.
+	switch cl := c.Control.Listen; {
+	case cl == "" && c.has("control.listen"):
+		fail("control.listen", `is empty; set a host:port such as "127.0.0.1:7071" (port 0 picks a free one), or remove it for the default %q`, DefaultControlListen)
+	case cl != "":
+		if err := checkHostPort(cl); err != nil {
+			fail("control.listen", "%q: %v; write it like \"127.0.0.1:7071\"", cl, err)
+		}
+	}
+
 	first := map[string]int{}
 	for i := range c.Plugins {
 		errs = append(errs, c.validatePlugin(i, first)...)
+	}
+	firstPolicy := map[string]int{}
+	for i := range c.Policies {
+		errs = append(errs, c.validatePolicy(i, firstPolicy)...)
 	}
 
 	t := c.Transfer

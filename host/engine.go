@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -76,8 +77,11 @@ type Engine struct {
 
 	plugins []*pluginState
 	byName  map[string]*pluginState
+	sel     *selector.Selector // the policies, compiled; see select.go
 
 	tracker *progress.Tracker
+
+	hc *hostControl // the control service for peers; see notify.go
 
 	mu        sync.Mutex // guards allocations, registrations, remotes, publishing
 	allocs    map[uintptr]*allocation
@@ -136,6 +140,16 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		ps := e.startPlugin(ctx, int32(len(e.plugins)), pc)
 		e.plugins = append(e.plugins, ps)
 		e.byName[ps.name] = ps
+	}
+	sel, err := newSelector(cfg, e.plugins)
+	if err != nil {
+		e.Close()
+		return nil, err
+	}
+	e.sel = sel
+	if err := e.startControl(); err != nil {
+		e.Close()
+		return nil, err
 	}
 	if err := e.publish(ctx); err != nil {
 		e.Close()
@@ -331,6 +345,9 @@ func (e *Engine) descriptor() *segment.Descriptor {
 			d.Transports[ps.name] = ps.endpoint
 		}
 	}
+	if e.hc != nil {
+		d.Control = e.hc.srv.Addr()
+	}
 	return d
 }
 
@@ -387,6 +404,7 @@ func (e *Engine) Close() error {
 				errs = append(errs, err)
 			}
 		}
+		e.stopControl()
 		for _, ps := range e.plugins {
 			if ps.p == nil {
 				continue

@@ -2,11 +2,9 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
-	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -39,23 +37,20 @@ type Segment struct {
 
 // OpenSegment fetches the named segment's descriptor and prepares every
 // transport both engines have to reach it.
+//
+// name is a segment name published in the metastore, or, in peer-to-peer
+// mode (no metastore, kind "none", or none that knows name), the host:port
+// of the peer's control service (Engine.ControlAddr); the segment is then
+// known by the engine name its descriptor carries (Segment.Name).
 func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) {
 	if e.closed.Load() {
 		return Segment{}, ErrClosed
 	}
-	key := segment.Key(e.keyPrefix, name)
-	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	raw, err := e.meta.Get(cctx, key)
-	cancel()
-	if errors.Is(err, metastore.ErrNotFound) {
-		return Segment{}, fmt.Errorf("%w: open segment %q: no descriptor at %q; is the engine running and using the same metastore?", ErrSegmentNotFound, name, key)
-	}
+	// From the metastore, or from the peer's control service when name
+	// is its host:port (peer-to-peer mode); see fetchDescriptor.
+	d, name, err := e.fetchDescriptor(ctx, name)
 	if err != nil {
-		return Segment{}, fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-	}
-	d, err := segment.Decode(key, raw)
-	if err != nil {
-		return Segment{}, fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
+		return Segment{}, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

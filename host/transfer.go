@@ -59,9 +59,16 @@ type Request struct {
 	// Deadline, when set, ends the task TIMEOUT if it has not completed by
 	// then.
 	Deadline time.Time
-	// Transport pins the transport (a plugin name); "" lets the engine
-	// choose.
+	// Transport pins the transport (a plugin name) of the first attempt;
+	// "" lets the engine choose. A hint that cannot reach the segment
+	// makes the task INVALID: the engine never falls back silently.
 	Transport string
+	// Intent says what the request is for, one of the Intent constants or
+	// ""; policies match on it.
+	Intent string
+	// Policy, when set, names the configured policy that chooses the
+	// transports, whatever its match conditions say.
+	Policy string
 }
 
 // BatchID names a batch from AllocateBatch.
@@ -104,6 +111,7 @@ func (e *Engine) FreeBatch(id BatchID) error {
 		return fmt.Errorf("%w: free batch: zero BatchID", ErrInvalid)
 	}
 	id.b.Cancel()
+	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
 	e.tracker.Free(id.b)
 	return nil
 }
@@ -217,20 +225,8 @@ func (e *Engine) route(r *Request, rem *remote) (ps *pluginState, lreg uint32, l
 		i := segment.Find(rem.desc.Buffers, r.Remote)
 		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.name, rem.desc.Buffers[i].Base, rem.desc.Buffers[i].Perm, r.Op)
 	}
-	idx := rem.route
-	if r.Transport != "" {
-		hp, ok := e.byName[r.Transport]
-		if !ok {
-			return nil, 0, 0, 0, 0, fmt.Errorf("%w: transport hint %q: no such plugin configured", ErrTransportUnavailable, r.Transport)
-		}
-		idx = int(hp.idx)
-		if !rem.opened[idx] {
-			return nil, 0, 0, 0, 0, fmt.Errorf("%w: transport hint %q cannot reach segment %q", ErrTransportUnavailable, r.Transport, rem.name)
-		}
-	}
-	ps = e.plugins[idx]
-	if !ps.usable() {
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: plugin %q is not running", ErrTransportUnavailable, ps.name)
+	if ps, err = e.choose(r, rem, n); err != nil {
+		return nil, 0, 0, 0, 0, err
 	}
 	return ps, lreg, loff, rreg, roff, nil
 }

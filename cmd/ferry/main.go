@@ -4,6 +4,7 @@
 //	ferry metad    serve the embedded HTTP metastore
 //	ferry plugins  list plugins: version, checksum, protocol, probe result
 //	ferry bench    measure a transport against a raw baseline, two processes
+//	ferry explain  say which transport a request would take, and why
 //	ferry demo     the main job: two engines move verified data
 package main
 
@@ -20,6 +21,7 @@ var commands = []struct {
 	{"metad", "serve the embedded HTTP metastore", cmdMetad},
 	{"plugins", "list plugins with version, checksum, protocol and probe result", cmdPlugins},
 	{"bench", "measure a transport between two processes against a raw baseline", cmdBench},
+	{"explain", "say which transport a request to a segment would take, and why", cmdExplain},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
 	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},
 }

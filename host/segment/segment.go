@@ -36,6 +36,10 @@ type Descriptor struct {
 	MachineID   string            `json:"machine_id"`
 	Buffers     []Buffer          `json:"buffers"`
 	Transports  map[string][]byte `json:"transports"` // plugin name -> endpoint blob
+	// Control is the host:port of the engine's control service
+	// (host/control). Added within schema 1: it is optional, readers that
+	// predate it ignore it, and "" means the engine serves none.
+	Control string `json:"control,omitempty"`
 }
 
 // Encode returns the descriptor as JSON.

@@ -1,0 +1,289 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	controlv1 "github.com/ferrydev/ferry/host/control/proto/control/v1"
+)
+
+// MaxMessage bounds a notification's message, so that nobody mistakes the
+// control service for a data path.
+const MaxMessage = 64 << 10
+
+// DedupKeys is how many delivered keys a server remembers. A retry of a
+// notification older than the last DedupKeys delivered ones would be
+// delivered again; senders retry within seconds, far inside that window.
+const DedupKeys = 1 << 16
+
+// ErrFull is what Handler.Deliver returns when it cannot take a
+// notification now. The server answers ResourceExhausted and does not
+// remember the key, so the sender's retry may deliver it later.
+var ErrFull = errors.New("notification buffer full")
+
+// Notification is one notification on the wire.
+type Notification struct {
+	From            string // the sender's segment name
+	FromIncarnation uint64
+	// ToIncarnation, when not 0, is the receiver's incarnation the sender
+	// knows; a receiver in another life refuses the notification.
+	ToIncarnation uint64
+	Name          string
+	Msg           []byte
+	// Key identifies the notification for deduplication: unique per
+	// sender incarnation, reused by every retry of the notification.
+	Key string
+}
+
+// Handler is what a server needs from its engine.
+type Handler interface {
+	// Descriptor returns the engine's current descriptor JSON.
+	Descriptor() ([]byte, error)
+	// Identity returns the engine's name and incarnation.
+	Identity() (name string, incarnation uint64)
+	// Deliver hands over one notification. It must not block; it returns
+	// ErrFull when it cannot take it now. It is called at most once per
+	// (From, Key) while the key is remembered.
+	Deliver(n Notification) error
+}
+
+// Stats counts what a server did with notifications.
+type Stats struct {
+	Delivered  uint64 // handed to Handler.Deliver and taken
+	Duplicates uint64 // acknowledged without delivery: the key was seen
+	Refused    uint64 // refused: the handler was full, or another incarnation was addressed
+}
+
+// Server serves the control service on one listener.
+type Server struct {
+	h    Handler
+	ln   net.Listener
+	gs   *grpc.Server
+	done chan struct{} // closed when Serve returned
+
+	mu    sync.Mutex // serialises dedup check, delivery and record
+	seen  map[dedupKey]struct{}
+	order []dedupKey // ring of remembered keys, oldest at next
+	next  int
+	stats Stats
+}
+
+type dedupKey struct{ from, key string }
+
+// Listen starts a server on addr (host:port; port 0 picks one).
+func Listen(addr string, h Handler) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("control service: listen on %q: %w", addr, err)
+	}
+	s := &Server{h: h, ln: ln, done: make(chan struct{}), seen: make(map[dedupKey]struct{})}
+	s.gs = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage + 4<<10))
+	controlv1.RegisterControlServer(s.gs, &service{s: s})
+	go func() {
+		defer close(s.done)
+		s.gs.Serve(ln)
+	}()
+	return s, nil
+}
+
+// Addr returns the address the server listens on, like "127.0.0.1:41234".
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Stats returns the server's counters.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close stops the server: calls in flight finish (they do not block), new
+// ones are refused. It returns when the serving goroutine has ended.
+func (s *Server) Close() {
+	stopped := make(chan struct{})
+	go func() { s.gs.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		s.gs.Stop() // a client that holds its connection open
+		<-stopped
+	}
+	<-s.done
+}
+
+// deliver applies one notification: dedup, delivery, record, all under
+// s.mu so that two copies of a key racing each other deliver once.
+func (s *Server) deliver(n Notification) (duplicate bool, err error) {
+	k := dedupKey{n.From, n.Key}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.seen[k]; ok {
+		s.stats.Duplicates++
+		return true, nil
+	}
+	if err := s.h.Deliver(n); err != nil {
+		s.stats.Refused++
+		return false, err
+	}
+	s.stats.Delivered++
+	if len(s.order) < DedupKeys {
+		s.order = append(s.order, k)
+	} else {
+		delete(s.seen, s.order[s.next])
+		s.order[s.next] = k
+		s.next = (s.next + 1) % DedupKeys
+	}
+	s.seen[k] = struct{}{}
+	return false, nil
+}
+
+type service struct {
+	controlv1.UnimplementedControlServer
+	s *Server
+}
+
+func (v *service) GetDescriptor(context.Context, *controlv1.GetDescriptorRequest) (*controlv1.GetDescriptorResponse, error) {
+	b, err := v.s.h.Descriptor()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "descriptor: %v", err)
+	}
+	return &controlv1.GetDescriptorResponse{Descriptor_: b}, nil
+}
+
+func (v *service) Ping(context.Context, *controlv1.PingRequest) (*controlv1.PingResponse, error) {
+	name, inc := v.s.h.Identity()
+	return &controlv1.PingResponse{Name: name, Incarnation: inc}, nil
+}
+
+func (v *service) Notify(_ context.Context, r *controlv1.NotifyRequest) (*controlv1.NotifyResponse, error) {
+	switch {
+	case r.GetFrom() == "" || r.GetKey() == "" || r.GetName() == "":
+		return nil, status.Error(codes.InvalidArgument, "notify: from, name and key are required")
+	case len(r.GetMsg()) > MaxMessage:
+		return nil, status.Errorf(codes.InvalidArgument, "notify: message of %d bytes is over the %d-byte limit; move data through a transfer", len(r.GetMsg()), MaxMessage)
+	}
+	name, inc := v.s.h.Identity()
+	if to := r.GetToIncarnation(); to != 0 && to != inc {
+		v.s.mu.Lock()
+		v.s.stats.Refused++
+		v.s.mu.Unlock()
+		return nil, status.Errorf(codes.FailedPrecondition, "notify: addressed to incarnation %#x of %q, this is %#x: the engine restarted", to, name, inc)
+	}
+	dup, err := v.s.deliver(Notification{
+		From: r.GetFrom(), FromIncarnation: r.GetFromIncarnation(), ToIncarnation: r.GetToIncarnation(),
+		Name: r.GetName(), Msg: r.GetMsg(), Key: r.GetKey(),
+	})
+	if errors.Is(err, ErrFull) {
+		return nil, status.Errorf(codes.ResourceExhausted, "notify: %q: %v; retry later", name, err)
+	}
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "notify: %v", err)
+	}
+	return &controlv1.NotifyResponse{Duplicate: dup}, nil
+}
+
+// Client calls one peer's control service.
+type Client struct {
+	addr string
+	cc   *grpc.ClientConn
+	c    controlv1.ControlClient
+}
+
+// Dial returns a client for the service at addr. It does not connect until
+// the first call. opts are added to the defaults (tests use them).
+func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("control service %s: %w", addr, err)
+	}
+	return &Client{addr: addr, cc: cc, c: controlv1.NewControlClient(cc)}, nil
+}
+
+// Addr returns the address the client calls.
+func (c *Client) Addr() string { return c.addr }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.cc.Close() }
+
+// Descriptor fetches the peer's descriptor JSON.
+func (c *Client) Descriptor(ctx context.Context) ([]byte, error) {
+	r, err := c.c.GetDescriptor(ctx, &controlv1.GetDescriptorRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("control service %s: get descriptor: %w", c.addr, err)
+	}
+	return r.GetDescriptor_(), nil
+}
+
+// Ping returns the peer's name and incarnation.
+func (c *Client) Ping(ctx context.Context) (name string, incarnation uint64, err error) {
+	r, err := c.c.Ping(ctx, &controlv1.PingRequest{})
+	if err != nil {
+		return "", 0, fmt.Errorf("control service %s: ping: %w", c.addr, err)
+	}
+	return r.GetName(), r.GetIncarnation(), nil
+}
+
+// NotifyOnce makes one Notify call.
+func (c *Client) NotifyOnce(ctx context.Context, n Notification) (duplicate bool, err error) {
+	r, err := c.c.Notify(ctx, &controlv1.NotifyRequest{
+		From: n.From, FromIncarnation: n.FromIncarnation, ToIncarnation: n.ToIncarnation,
+		Name: n.Name, Msg: n.Msg, Key: n.Key,
+	})
+	if err != nil {
+		return false, fmt.Errorf("control service %s: notify %q: %w", c.addr, n.Name, err)
+	}
+	return r.GetDuplicate(), nil
+}
+
+// Retry bounds how a notification is retried.
+type Retry struct {
+	Attempts int           // calls in all, at least 1
+	Timeout  time.Duration // per call
+	Backoff  time.Duration // before the second call; doubled after each
+}
+
+// DefaultRetry is what the engine uses: four calls over about a second
+// and a half of backoff.
+var DefaultRetry = Retry{Attempts: 4, Timeout: 5 * time.Second, Backoff: 100 * time.Millisecond}
+
+// Notify delivers n, retrying under p while the failure may be passing (the
+// peer unreachable, a call timed out, the peer's buffer full). Every retry
+// carries n.Key, so the receiver delivers it once however many calls
+// reached it. It returns how many calls it made.
+func (c *Client) Notify(ctx context.Context, n Notification, p Retry) (calls int, err error) {
+	wait := p.Backoff
+	for calls = 1; ; calls++ {
+		cctx, cancel := context.WithTimeout(ctx, p.Timeout)
+		_, err = c.NotifyOnce(cctx, n)
+		cancel()
+		if err == nil || calls >= p.Attempts || !Retryable(err) || ctx.Err() != nil {
+			return calls, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return calls, errors.Join(err, ctx.Err())
+		}
+		wait *= 2
+	}
+}
+
+// Retryable reports whether a failed call may succeed if repeated.
+func Retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}

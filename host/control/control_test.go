@@ -1,0 +1,164 @@
+package control_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ferrydev/ferry/host/control"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type handler struct {
+	mu   sync.Mutex
+	got  []control.Notification
+	full bool
+}
+
+func (h *handler) Descriptor() ([]byte, error) { return []byte(`{"schema":1}`), nil }
+func (h *handler) Identity() (string, uint64)  { return "engine-b", 7 }
+func (h *handler) Deliver(n control.Notification) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.full {
+		return control.ErrFull
+	}
+	h.got = append(h.got, n)
+	return nil
+}
+func (h *handler) delivered() []control.Notification {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]control.Notification(nil), h.got...)
+}
+
+func start(t *testing.T, h control.Handler, opts ...grpc.DialOption) (*control.Server, *control.Client) {
+	t.Helper()
+	s, err := control.Listen("127.0.0.1:0", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c, err := control.Dial(s.Addr(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+func TestDescriptorAndPing(t *testing.T) {
+	_, c := start(t, &handler{})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	d, err := c.Descriptor(ctx)
+	if err != nil || string(d) != `{"schema":1}` {
+		t.Fatalf("Descriptor = %q, %v", d, err)
+	}
+	name, inc, err := c.Ping(ctx)
+	if err != nil || name != "engine-b" || inc != 7 {
+		t.Fatalf("Ping = %q, %d, %v", name, inc, err)
+	}
+}
+
+func TestNotifyDedup(t *testing.T) {
+	h := &handler{}
+	s, c := start(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := control.Notification{From: "a", FromIncarnation: 1, ToIncarnation: 7, Name: "block", Msg: []byte("42"), Key: "1-1"}
+	for i, wantDup := range []bool{false, true, true} {
+		dup, err := c.NotifyOnce(ctx, n)
+		if err != nil || dup != wantDup {
+			t.Fatalf("call %d: duplicate = %v, %v; want %v", i, dup, err, wantDup)
+		}
+	}
+	// The same key from another sender is another notification.
+	n2 := n
+	n2.From = "c"
+	if dup, err := c.NotifyOnce(ctx, n2); err != nil || dup {
+		t.Fatalf("other sender: duplicate = %v, %v", dup, err)
+	}
+	if got := h.delivered(); len(got) != 2 || got[0].Name != "block" || string(got[0].Msg) != "42" {
+		t.Fatalf("delivered %+v", got)
+	}
+	if st := s.Stats(); st.Delivered != 2 || st.Duplicates != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// lossyReplies fails the first n Notify calls after they reached the
+// server: the reply is lost, as when a connection drops mid-call.
+func lossyReplies(n int) grpc.UnaryClientInterceptor {
+	var mu sync.Mutex
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil && n > 0 {
+			n--
+			return status.Error(codes.Unavailable, "reply lost")
+		}
+		return err
+	}
+}
+
+func TestRetriedNotificationDeliveredOnce(t *testing.T) {
+	h := &handler{}
+	_, c := start(t, h, grpc.WithUnaryInterceptor(lossyReplies(2)))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := control.Notification{From: "a", FromIncarnation: 1, Name: "done", Key: "1-9"}
+	calls, err := c.Notify(ctx, n, control.Retry{Attempts: 4, Timeout: time.Second, Backoff: time.Millisecond})
+	if err != nil || calls != 3 {
+		t.Fatalf("Notify: %d calls, %v; want 3 calls, nil", calls, err)
+	}
+	if got := h.delivered(); len(got) != 1 {
+		t.Fatalf("delivered %d times, want once", len(got))
+	}
+}
+
+func TestNotifyRefusals(t *testing.T) {
+	h := &handler{full: true}
+	s, c := start(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := control.Notification{From: "a", FromIncarnation: 1, Name: "x", Key: "k"}
+	calls, err := c.Notify(ctx, n, control.Retry{Attempts: 3, Timeout: time.Second, Backoff: time.Millisecond})
+	if status.Code(err) != codes.ResourceExhausted || calls != 3 {
+		t.Fatalf("full: %d calls, %v", calls, err)
+	}
+	// A refused key is not remembered: once there is room it is delivered.
+	h.mu.Lock()
+	h.full = false
+	h.mu.Unlock()
+	if dup, err := c.NotifyOnce(ctx, n); err != nil || dup {
+		t.Fatalf("after room: duplicate = %v, %v", dup, err)
+	}
+	stale := n
+	stale.Key, stale.ToIncarnation = "k2", 6
+	calls, err = c.Notify(ctx, stale, control.DefaultRetry)
+	if status.Code(err) != codes.FailedPrecondition || calls != 1 {
+		t.Fatalf("other incarnation: %d calls, %v; want one call refused", calls, err)
+	}
+	bad := n
+	bad.Key = ""
+	if _, err := c.NotifyOnce(ctx, bad); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("no key: %v", err)
+	}
+	big := n
+	big.Key, big.Msg = "k3", make([]byte, control.MaxMessage+1)
+	if _, err := c.NotifyOnce(ctx, big); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("too large: %v", err)
+	}
+	if st := s.Stats(); st.Delivered != 1 || st.Refused != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+}

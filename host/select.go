@@ -1,0 +1,132 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/selector"
+)
+
+// Intents a request may declare in Request.Intent; policies match on them.
+const (
+	IntentForegroundGet      = selector.IntentForegroundGet
+	IntentBackgroundPrefetch = selector.IntentBackgroundPrefetch
+	IntentMigration          = selector.IntentMigration
+	IntentCheckpoint         = selector.IntentCheckpoint
+	IntentWeightLoading      = selector.IntentWeightLoading
+)
+
+// newSelector compiles the configured policies against the engine's
+// plugins, in the order the engine holds them.
+func newSelector(cfg *config.Config, plugins []*pluginState) (*selector.Selector, error) {
+	names := make([]string, len(plugins))
+	for i, ps := range plugins {
+		names[i] = ps.name
+	}
+	pols := make([]selector.Policy, 0, len(cfg.Policies))
+	for _, p := range cfg.Policies {
+		m := p.Match
+		pols = append(pols, selector.Policy{
+			Name: p.Name, Transports: p.Transports, Rails: p.Rails,
+			Match: selector.Match{
+				Segment: m.Segment, SameMachine: m.SameMachine, LocalKind: m.LocalMemory, RemoteKind: m.RemoteMemory,
+				MinSize: uint64(m.MinSize), MaxSize: uint64(m.MaxSize), Priorities: m.Priorities, Intents: m.Intents,
+			},
+		})
+	}
+	s, err := selector.New(pols, names)
+	if err != nil {
+		return nil, fmt.Errorf("%w: policies: %v", ErrInvalid, err)
+	}
+	return s, nil
+}
+
+// maxInlineCandidates is how many plugins route describes to the selector
+// without allocating.
+const maxInlineCandidates = 8
+
+// selectorFacts fills what the selector needs to know of r against rem:
+// the request's facts and, in cands, every plugin's state for this
+// segment.
+func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []selector.Transport) selector.Request {
+	for i, ps := range e.plugins {
+		t := selector.Transport{Name: ps.name, Opened: rem.opened[i], Running: ps.usable()}
+		if ps.p != nil {
+			t.SameMachineOnly, t.MemoryKinds = ps.p.Info.SameMachineOnly, ps.p.Info.MemoryKinds
+		}
+		cands[i] = t
+	}
+	sr := selector.Request{
+		Op: r.Op.String(), Size: n, Priority: selector.Priority(r.Priority), Intent: r.Intent, Policy: r.Policy,
+		Hint: r.Transport, LocalKind: "cpu", Segment: selector.Memory, SameMachine: rem.desc.MachineID == e.machineID,
+	}
+	if i := segment.Find(rem.desc.Buffers, r.Remote); i >= 0 {
+		sr.RemoteKind = rem.desc.Buffers[i].Location
+	}
+	return sr
+}
+
+// choose picks the plugin for r's first attempt: the selector's decision
+// over the configured policies, the hint and the plugins' states. Its
+// errors make the task INVALID.
+func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, error) {
+	var buf [maxInlineCandidates]selector.Transport
+	cands := buf[:0]
+	if len(e.plugins) <= len(buf) {
+		cands = buf[:len(e.plugins)]
+	} else {
+		cands = make([]selector.Transport, len(e.plugins))
+	}
+	sr := e.selectorFacts(r, rem, n, cands)
+	i, err := e.sel.Route(&sr, cands)
+	if err != nil {
+		return nil, e.selectErr(r, rem, err)
+	}
+	return e.plugins[i], nil
+}
+
+// selectErr puts a selector error into the engine's taxonomy, naming the
+// segment.
+func (e *Engine) selectErr(r *Request, rem *remote, err error) error {
+	switch {
+	case errors.Is(err, selector.ErrUnknownTransport):
+		return fmt.Errorf("%w: transport hint %q: no such plugin configured: %v", ErrTransportUnavailable, r.Transport, err)
+	case errors.Is(err, selector.ErrUnreachable):
+		return fmt.Errorf("%w: transport hint %q cannot reach segment %q: %v", ErrTransportUnavailable, r.Transport, rem.name, err)
+	case errors.Is(err, selector.ErrNoTransport):
+		return fmt.Errorf("%w: segment %q: %v", ErrTransportUnavailable, rem.name, err)
+	}
+	return fmt.Errorf("%w: %v", ErrInvalid, err)
+}
+
+// Explain says which transport the engine would choose for req and why:
+// the policy that matched (or that none did), each transport considered
+// and why it was taken or skipped. It submits nothing, and req.Local need
+// not be registered: only its length counts. When the request could not
+// be carried the explanation is returned with the error.
+func (e *Engine) Explain(req Request) (string, error) {
+	if e.closed.Load() {
+		return "", ErrClosed
+	}
+	n := uint64(len(req.Local))
+	if req.Op != Read && req.Op != Write {
+		return "", fmt.Errorf("%w: unknown op %d", ErrInvalid, req.Op)
+	}
+	if n == 0 {
+		return "", fmt.Errorf("%w: zero length", ErrInvalid)
+	}
+	rem := e.remote(req.Segment)
+	if rem == nil {
+		return "", fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, req.Segment)
+	}
+	cands := make([]selector.Transport, len(e.plugins))
+	sr := e.selectorFacts(&req, rem, n, cands)
+	p, err := e.sel.Select(&sr, cands)
+	text := fmt.Sprintf("segment %q on machine %q (this engine: %q)\n", rem.name, rem.desc.MachineID, e.machineID) + p.Explain()
+	if err != nil {
+		return text, e.selectErr(&req, rem, err)
+	}
+	return text, nil
+}

@@ -1,0 +1,634 @@
+package selector
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Errors that Select and Route return, wrapped with the details.
+var (
+	// ErrUnknownPolicy: the request names a policy that is not configured.
+	ErrUnknownPolicy = errors.New("unknown policy")
+	// ErrUnknownTransport: the hint names a transport that is not configured.
+	ErrUnknownTransport = errors.New("unknown transport")
+	// ErrUnreachable: the hinted transport cannot reach the target. There
+	// is no fallback: the caller asked for that transport.
+	ErrUnreachable = errors.New("transport cannot reach the target")
+	// ErrNoTransport: no transport of the plan can carry the request.
+	ErrNoTransport = errors.New("no usable transport")
+	// ErrBadRequest: the request's facts are not valid (an unknown intent).
+	ErrBadRequest = errors.New("bad request")
+)
+
+// Intents a request may declare. "" declares none.
+const (
+	IntentForegroundGet      = "foreground_get"
+	IntentBackgroundPrefetch = "background_prefetch"
+	IntentMigration          = "migration"
+	IntentCheckpoint         = "checkpoint"
+	IntentWeightLoading      = "weight_loading"
+)
+
+// Intents lists every known intent, in the order of their bits.
+var Intents = []string{IntentForegroundGet, IntentBackgroundPrefetch, IntentMigration, IntentCheckpoint, IntentWeightLoading}
+
+// intentBit returns the mask bit of an intent, 0 for "" and -1 for an
+// unknown one. A switch, not a map: it runs per request.
+func intentBit(s string) int {
+	switch s {
+	case "":
+		return 0
+	case IntentForegroundGet:
+		return 1 << 0
+	case IntentBackgroundPrefetch:
+		return 1 << 1
+	case IntentMigration:
+		return 1 << 2
+	case IntentCheckpoint:
+		return 1 << 3
+	case IntentWeightLoading:
+		return 1 << 4
+	}
+	return -1
+}
+
+// Priority of a request; the numbering is the host's.
+type Priority uint8
+
+const (
+	PriorityNormal Priority = 0
+	PriorityHigh   Priority = 1
+	PriorityLow    Priority = 2
+)
+
+// Priorities names the priorities as policies write them, by value.
+var Priorities = []string{"normal", "high", "low"}
+
+func (p Priority) String() string {
+	if int(p) < len(Priorities) {
+		return Priorities[p]
+	}
+	return fmt.Sprintf("priority(%d)", uint8(p))
+}
+
+// SegmentType is the kind of segment a request targets.
+type SegmentType uint8
+
+const (
+	Memory SegmentType = 0
+	File   SegmentType = 1
+)
+
+func (t SegmentType) String() string {
+	if t == File {
+		return "file"
+	}
+	return "memory"
+}
+
+// Any matches every memory kind in a policy.
+const Any = "*"
+
+// Request is what the selector knows of one request.
+type Request struct {
+	Op       string // "read" or "write"; only for explanations
+	Size     uint64
+	Priority Priority
+	Intent   string // one of Intents, or ""
+	// Policy, when set, selects that policy by name, whatever its match
+	// conditions say.
+	Policy string
+	// Hint pins the first attempt to this transport.
+	Hint        string
+	LocalKind   string // "cpu", "cuda", "rocm"; "" means "cpu"
+	RemoteKind  string // the target buffer's kind; "" means "cpu"
+	Segment     SegmentType
+	SameMachine bool
+}
+
+// Transport is one candidate transport for a request, in configured order.
+// Name, SameMachineOnly and MemoryKinds are what the plugin declared;
+// Opened and Running are the state at the time of the request.
+type Transport struct {
+	Name            string
+	SameMachineOnly bool
+	MemoryKinds     []string // empty: any kind
+	Opened          bool     // the transport has the target open
+	Running         bool
+}
+
+// Match is a policy's conditions; the zero Match matches every request.
+type Match struct {
+	Segment     string // "memory", "file" or "" for both
+	SameMachine *bool  // nil: either
+	LocalKind   string // "" or Any: every kind
+	RemoteKind  string
+	MinSize     uint64 // inclusive
+	MaxSize     uint64 // inclusive; 0: no upper bound
+	Priorities  []string
+	Intents     []string
+}
+
+// Policy is one policy as configured.
+type Policy struct {
+	Name       string
+	Match      Match
+	Transports []string // in the order to try them
+	Rails      []string // allowed rails; kept for the slicer, unused here
+}
+
+// compiled is a Policy turned into comparisons.
+type compiled struct {
+	name       string
+	segment    int8 // -1 any
+	same       int8 // -1 any, 0 false, 1 true
+	local      string
+	remote     string
+	min, max   uint64
+	prios      uint8 // mask; 0: any
+	intents    int   // mask; 0: any
+	transports []int // into the selector's transports; -1: not enabled here
+	names      []string
+	rails      []string
+	conds      string // the match conditions, for explanations
+}
+
+// Selector evaluates compiled policies. It is immutable after New and safe
+// for concurrent use.
+type Selector struct {
+	names    []string // transports in configured order
+	policies []compiled
+}
+
+// New compiles policies against the engine's transports, named in the
+// order the engine tries them by default. A policy may name a transport
+// absent from transports (configured but disabled): it is skipped and the
+// explanation says so.
+func New(policies []Policy, transports []string) (*Selector, error) {
+	s := &Selector{names: append([]string(nil), transports...)}
+	var errs []error
+	seen := map[string]bool{}
+	for _, p := range policies {
+		fail := func(format string, args ...any) {
+			errs = append(errs, fmt.Errorf("policy %q: "+format, append([]any{p.Name}, args...)...))
+		}
+		if p.Name == "" {
+			fail("the name is empty")
+		}
+		if seen[p.Name] {
+			fail("declared twice")
+		}
+		seen[p.Name] = true
+		m := p.Match
+		c := compiled{name: p.Name, segment: -1, same: -1, local: m.LocalKind, remote: m.RemoteKind, min: m.MinSize, max: m.MaxSize,
+			names: append([]string(nil), p.Transports...), rails: append([]string(nil), p.Rails...)}
+		var conds []string
+		switch m.Segment {
+		case "":
+		case "memory":
+			c.segment = int8(Memory)
+		case "file":
+			c.segment = int8(File)
+		default:
+			fail("segment %q: want \"memory\" or \"file\"", m.Segment)
+		}
+		if m.Segment != "" {
+			conds = append(conds, "segment = "+m.Segment)
+		}
+		if m.SameMachine != nil {
+			c.same = 0
+			conds = append(conds, "same_machine = false")
+			if *m.SameMachine {
+				c.same = 1
+				conds[len(conds)-1] = "same_machine = true"
+			}
+		}
+		if c.local == Any {
+			c.local = ""
+		}
+		if c.remote == Any {
+			c.remote = ""
+		}
+		if c.local != "" {
+			conds = append(conds, "local_memory = "+c.local)
+		}
+		if c.remote != "" {
+			conds = append(conds, "remote_memory = "+c.remote)
+		}
+		if m.MaxSize != 0 && m.MinSize > m.MaxSize {
+			fail("min_size %d is above max_size %d", m.MinSize, m.MaxSize)
+		}
+		if m.MinSize != 0 {
+			conds = append(conds, "size >= "+FormatSize(m.MinSize))
+		}
+		if m.MaxSize != 0 {
+			conds = append(conds, "size <= "+FormatSize(m.MaxSize))
+		}
+		for _, pr := range m.Priorities {
+			i := indexOf(Priorities, pr)
+			if i < 0 {
+				fail("priority %q: want one of %s", pr, strings.Join(Priorities, ", "))
+				continue
+			}
+			c.prios |= 1 << i
+		}
+		if len(m.Priorities) > 0 {
+			conds = append(conds, "priority in ["+strings.Join(m.Priorities, ", ")+"]")
+		}
+		for _, in := range m.Intents {
+			b := intentBit(in)
+			if b <= 0 {
+				fail("intent %q: want one of %s", in, strings.Join(Intents, ", "))
+				continue
+			}
+			c.intents |= b
+		}
+		if len(m.Intents) > 0 {
+			conds = append(conds, "intent in ["+strings.Join(m.Intents, ", ")+"]")
+		}
+		if len(p.Transports) == 0 {
+			fail("lists no transports")
+		}
+		for i, t := range p.Transports {
+			if indexOf(p.Transports[:i], t) >= 0 {
+				fail("transport %q is listed twice", t)
+			}
+			c.transports = append(c.transports, indexOf(s.names, t))
+		}
+		if len(conds) == 0 {
+			c.conds = "matches every request"
+		} else {
+			c.conds = strings.Join(conds, ", ")
+		}
+		s.policies = append(s.policies, c)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return s, nil
+}
+
+func indexOf(l []string, s string) int {
+	for i, x := range l {
+		if x == s {
+			return i
+		}
+	}
+	return -1
+}
+
+func (c *compiled) matches(r *Request, intent int) bool {
+	switch {
+	case c.segment >= 0 && SegmentType(c.segment) != r.Segment:
+		return false
+	case c.same >= 0 && (c.same == 1) != r.SameMachine:
+		return false
+	case c.local != "" && c.local != kind(r.LocalKind):
+		return false
+	case c.remote != "" && c.remote != kind(r.RemoteKind):
+		return false
+	case r.Size < c.min, c.max != 0 && r.Size > c.max:
+		return false
+	case c.prios != 0 && (r.Priority > 7 || c.prios&(1<<r.Priority) == 0):
+		return false
+	case c.intents != 0 && c.intents&intent == 0:
+		return false
+	}
+	return true
+}
+
+func kind(k string) string {
+	if k == "" {
+		return "cpu"
+	}
+	return k
+}
+
+// Reasons a transport is skipped. Constants, so that Route allocates
+// nothing; Explain adds the details.
+const (
+	reasonNotRunning   = "not running here"
+	reasonNotOpened    = "the target does not offer it, or opening the target failed"
+	reasonSameMachine  = "same machine only, and the target is on another machine"
+	reasonLocalKind    = "does not handle the local memory kind"
+	reasonRemoteKind   = "does not handle the target's memory kind"
+	reasonFileSegment  = "does not handle file segments"
+	reasonNotEnabled   = "not enabled in this engine"
+	reasonNotInPolicy  = "not in the policy"
+	reasonAfterHint    = "after the hinted transport"
+	reasonTakenHint    = "pinned by the request's transport hint"
+	reasonTakenPolicy  = "in the policy's order"
+	reasonTakenSame    = "same machine: same-machine transports first"
+	reasonTakenDefault = "in configured order"
+)
+
+// usable says why cands[i] cannot carry r, or "" when it can.
+func usable(r *Request, t *Transport) string {
+	switch {
+	case !t.Running:
+		return reasonNotRunning
+	case t.SameMachineOnly && !r.SameMachine:
+		return reasonSameMachine
+	case !t.Opened:
+		return reasonNotOpened
+	case len(t.MemoryKinds) > 0 && r.Segment == File && indexOf(t.MemoryKinds, "file") < 0:
+		return reasonFileSegment
+	case len(t.MemoryKinds) > 0 && r.Segment == Memory && indexOf(t.MemoryKinds, kind(r.RemoteKind)) < 0:
+		return reasonRemoteKind
+	case len(t.MemoryKinds) > 0 && indexOf(t.MemoryKinds, kind(r.LocalKind)) < 0:
+		return reasonLocalKind
+	}
+	return ""
+}
+
+// policy picks the policy for r: its index, or -1 for none.
+func (s *Selector) policy(r *Request) (int, error) {
+	intent := intentBit(r.Intent)
+	if intent < 0 {
+		return -1, fmt.Errorf("%w: intent %q: want one of %s", ErrBadRequest, r.Intent, strings.Join(Intents, ", "))
+	}
+	if r.Policy != "" {
+		for i := range s.policies {
+			if s.policies[i].name == r.Policy {
+				return i, nil
+			}
+		}
+		return -1, fmt.Errorf("%w: %q is not configured", ErrUnknownPolicy, r.Policy)
+	}
+	for i := range s.policies {
+		if s.policies[i].matches(r, intent) {
+			return i, nil
+		}
+	}
+	return -1, nil
+}
+
+// order calls visit with each transport index in the order r tries them
+// (the hint excluded) and its reason for being there, until visit returns
+// false. Index -1 stands for a policy's transport that is not enabled; its
+// name is policy names[k].
+func (s *Selector) order(r *Request, pol int, cands []Transport, visit func(i int, name, why string) bool) {
+	if pol >= 0 {
+		c := &s.policies[pol]
+		for k, i := range c.transports {
+			if !visit(i, c.names[k], reasonTakenPolicy) {
+				return
+			}
+		}
+		return
+	}
+	if r.SameMachine {
+		for i := range cands {
+			if cands[i].SameMachineOnly && !visit(i, cands[i].Name, reasonTakenSame) {
+				return
+			}
+		}
+	}
+	for i := range cands {
+		if (!r.SameMachine || !cands[i].SameMachineOnly) && !visit(i, cands[i].Name, reasonTakenDefault) {
+			return
+		}
+	}
+}
+
+func (s *Selector) check(cands []Transport) error {
+	if len(cands) != len(s.names) {
+		return fmt.Errorf("%w: %d candidate transports for a selector built with %d", ErrBadRequest, len(cands), len(s.names))
+	}
+	return nil
+}
+
+// hint resolves r.Hint: the index of the pinned transport, or -1 when
+// there is no hint.
+func (s *Selector) hint(r *Request, cands []Transport) (int, error) {
+	if r.Hint == "" {
+		return -1, nil
+	}
+	h := indexOf(s.names, r.Hint)
+	if h < 0 {
+		return -1, fmt.Errorf("%w: transport hint %q: no such transport is enabled (have %s)", ErrUnknownTransport, r.Hint, strings.Join(s.names, ", "))
+	}
+	if why := usable(r, &cands[h]); why != "" {
+		return -1, fmt.Errorf("%w: transport hint %q: %s", ErrUnreachable, r.Hint, why)
+	}
+	return h, nil
+}
+
+// Route returns the index in cands of the transport for r's first attempt.
+// It is Select without the plan and the explanation, and allocates nothing
+// unless it fails. cands must list the transports New was given, in order.
+func (s *Selector) Route(r *Request, cands []Transport) (int, error) {
+	if err := s.check(cands); err != nil {
+		return -1, err
+	}
+	pol, err := s.policy(r)
+	if err != nil {
+		return -1, err
+	}
+	h, err := s.hint(r, cands)
+	if err != nil || h >= 0 {
+		return h, err
+	}
+	// Not a closure over locals: order's visit would escape them.
+	if pol >= 0 {
+		for _, i := range s.policies[pol].transports {
+			if i >= 0 && usable(r, &cands[i]) == "" {
+				return i, nil
+			}
+		}
+	} else {
+		if r.SameMachine {
+			for i := range cands {
+				if cands[i].SameMachineOnly && usable(r, &cands[i]) == "" {
+					return i, nil
+				}
+			}
+		}
+		for i := range cands {
+			if usable(r, &cands[i]) == "" {
+				return i, nil
+			}
+		}
+	}
+	p, err := s.Select(r, cands) // the error with every reason
+	if err == nil {
+		return p.Index[0], nil // cannot happen: Select agrees with the loops above
+	}
+	return -1, err
+}
+
+// Plan is a decision and its explanation.
+type Plan struct {
+	// Transports are the usable transports in the order to try them.
+	Transports []string
+	// Index holds the position in the candidates of each of Transports.
+	Index []int
+	// Policy names the policy that decided, "" when none did.
+	Policy string
+	// Rails are the rails the policy allows; empty: any.
+	Rails []string
+	// Why says how the policy was chosen: its match conditions, "named
+	// by the request", or why no policy applied.
+	Why string
+	// Hint is the transport the request pinned, if any.
+	Hint string
+	// Explanation has one step per transport considered, in order,
+	// then the transports that were not.
+	Explanation []Step
+	// Request is the request's facts, for Explain.
+	Request Request
+}
+
+// Step is one transport's part in a decision.
+type Step struct {
+	Transport string
+	// Taken marks the transport of the first attempt.
+	Taken bool
+	// Usable marks a transport in Plan.Transports: taken, or a later
+	// attempt.
+	Usable bool
+	Reason string
+}
+
+// Select decides the transports for r and explains the decision. The
+// returned Plan explains errors too: on error it holds every step.
+func (s *Selector) Select(r *Request, cands []Transport) (Plan, error) {
+	p := Plan{Request: *r, Hint: r.Hint}
+	if err := s.check(cands); err != nil {
+		return p, err
+	}
+	pol, err := s.policy(r)
+	if err != nil {
+		return p, err
+	}
+	switch {
+	case pol >= 0 && r.Policy != "":
+		p.Policy, p.Why, p.Rails = s.policies[pol].name, "named by the request", s.policies[pol].rails
+	case pol >= 0:
+		p.Policy, p.Why, p.Rails = s.policies[pol].name, s.policies[pol].conds, s.policies[pol].rails
+	case len(s.policies) == 0:
+		p.Why = "no policies are configured"
+	default:
+		p.Why = "no policy matched"
+	}
+	seen := make([]bool, len(cands))
+	h, herr := s.hint(r, cands)
+	if r.Hint != "" {
+		if hi := indexOf(s.names, r.Hint); hi >= 0 {
+			seen[hi] = true
+			if herr != nil {
+				p.Explanation = append(p.Explanation, Step{Transport: r.Hint, Reason: "hinted, but " + usable(r, &cands[hi])})
+			}
+		} else {
+			p.Explanation = append(p.Explanation, Step{Transport: r.Hint, Reason: "hinted, but no such transport is enabled"})
+		}
+	}
+	if herr != nil {
+		return p, herr
+	}
+	if h >= 0 {
+		p.Transports, p.Index = append(p.Transports, cands[h].Name), append(p.Index, h)
+		p.Explanation = append(p.Explanation, Step{Transport: cands[h].Name, Taken: true, Usable: true, Reason: reasonTakenHint})
+	}
+	s.order(r, pol, cands, func(i int, name, why string) bool {
+		if i < 0 {
+			p.Explanation = append(p.Explanation, Step{Transport: name, Reason: reasonNotEnabled})
+			return true
+		}
+		if seen[i] {
+			return true
+		}
+		seen[i] = true
+		if bad := usable(r, &cands[i]); bad != "" {
+			p.Explanation = append(p.Explanation, Step{Transport: name, Reason: bad})
+			return true
+		}
+		if h >= 0 {
+			why = reasonAfterHint
+		}
+		p.Explanation = append(p.Explanation, Step{Transport: name, Taken: len(p.Transports) == 0, Usable: true, Reason: why})
+		p.Transports, p.Index = append(p.Transports, name), append(p.Index, i)
+		return true
+	})
+	for i := range cands {
+		if !seen[i] {
+			p.Explanation = append(p.Explanation, Step{Transport: cands[i].Name, Reason: reasonNotInPolicy})
+		}
+	}
+	if len(p.Transports) == 0 {
+		return p, fmt.Errorf("%w: %s", ErrNoTransport, p.reasons())
+	}
+	return p, nil
+}
+
+func (p *Plan) reasons() string {
+	var b strings.Builder
+	for i, st := range p.Explanation {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(st.Transport + ": " + st.Reason)
+	}
+	if p.Policy != "" {
+		fmt.Fprintf(&b, " (policy %q)", p.Policy)
+	}
+	return b.String()
+}
+
+// Explain renders the plan for people, one line per fact:
+//
+//	policy "kv-local" matched (same_machine = true, size <= 1MiB)
+//	shm: taken (in the policy's order)
+//	tcp: considered, skipped: not in the policy
+func (p *Plan) Explain() string {
+	var b strings.Builder
+	r := &p.Request
+	fmt.Fprintf(&b, "request: %s %s, priority %s", r.Op, FormatSize(r.Size), r.Priority)
+	if r.Intent != "" {
+		fmt.Fprintf(&b, ", intent %s", r.Intent)
+	}
+	where := "another machine"
+	if r.SameMachine {
+		where = "the same machine"
+	}
+	fmt.Fprintf(&b, ", %s segment on %s, memory %s -> %s\n", r.Segment, where, kind(r.LocalKind), kind(r.RemoteKind))
+	switch {
+	case p.Policy != "" && r.Policy != "":
+		fmt.Fprintf(&b, "policy %q: named by the request\n", p.Policy)
+	case p.Policy != "":
+		fmt.Fprintf(&b, "policy %q matched (%s)\n", p.Policy, p.Why)
+	case r.Policy != "":
+		fmt.Fprintf(&b, "policy %q: not configured\n", r.Policy)
+	default:
+		fmt.Fprintf(&b, "%s: default order (same machine prefers same-machine transports, else configured order)\n", p.Why)
+	}
+	if len(p.Rails) > 0 {
+		fmt.Fprintf(&b, "rails allowed: %s\n", strings.Join(p.Rails, ", "))
+	}
+	if p.Hint != "" {
+		fmt.Fprintf(&b, "hint: %s\n", p.Hint)
+	}
+	for _, st := range p.Explanation {
+		if st.Taken {
+			fmt.Fprintf(&b, "%s: taken (%s)\n", st.Transport, st.Reason)
+		} else if st.Usable {
+			fmt.Fprintf(&b, "%s: usable, a later attempt (%s)\n", st.Transport, st.Reason)
+		} else {
+			fmt.Fprintf(&b, "%s: considered, skipped: %s\n", st.Transport, st.Reason)
+		}
+	}
+	return b.String()
+}
+
+// FormatSize writes n bytes the way sizes are configured: "4KiB", "1MiB",
+// or a plain number when not a whole multiple.
+func FormatSize(n uint64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
+	u := 0
+	for u < len(units)-1 && n >= 1024 && n%1024 == 0 {
+		n /= 1024
+		u++
+	}
+	return fmt.Sprintf("%d%s", n, units[u])
+}
