@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,25 +14,16 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ferry-cli-test-")
+	dir, err := plugintest.BuildBinaries(map[string]string{
+		"github.com/ferrydev/ferry/cmd/ferry":                        "ferry",
+		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm": "ferry-plugin-shm",
+		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp": "ferry-plugin-tcp",
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	binDir = dir
-	for pkg, out := range map[string]string{
-		"github.com/ferrydev/ferry/cmd/ferry":                        "ferry",
-		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm": "ferry-plugin-shm",
-		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp": "ferry-plugin-tcp",
-	} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-		if err := cmd.Run(); err != nil {
-			fmt.Fprintf(os.Stderr, "build %s: %v\n", pkg, err)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
-	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

@@ -3,10 +3,9 @@ package shmtransport_test
 import (
 	"bytes"
 	"context"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -186,12 +185,5 @@ func pluginBinary(t testing.TB) string {
 	if testing.Short() {
 		t.Skip("builds and launches the plugin binary")
 	}
-	bin := filepath.Join(t.TempDir(), "ferry-plugin-shm")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/ferry-plugin-shm")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build plugin: %v\n%s", err, out.String())
-	}
-	return bin
+	return plugintest.BuildPlugin(t, "github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm")
 }

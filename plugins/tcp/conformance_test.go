@@ -1,9 +1,6 @@
 package tcp_test
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/ferrydev/ferry/sdk/plugintest"
@@ -16,12 +13,7 @@ func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and launches the plugin binary")
 	}
-	bin := filepath.Join(t.TempDir(), "ferry-plugin-tcp")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/ferry-plugin-tcp")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("build plugin: %v", err)
-	}
+	bin := plugintest.BuildPlugin(t, "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp")
 	plugintest.Run(t, plugintest.Config{
 		Binary:  bin,
 		ConfigA: []byte(`listen = ["127.0.0.1:0"]`),
