@@ -170,9 +170,11 @@ func (s *slot) trySend() bool {
 	s.mu.Lock()
 	cc := s.cur
 	s.mu.Unlock()
-	if cc == nil || cc.unsent || cc.link.rw == nil || !cc.idle() {
+	if cc == nil || cc.unsent || cc.link.rw == nil || !cc.idle() || cc.isClosed() {
 		// With frames in flight the writer's batching (many frames per
-		// writev) is worth more than the wakeup it costs.
+		// writev) is worth more than the wakeup it costs. A connection
+		// already closed (an earlier send failed) is the writer's to tear
+		// down and redial; sending on it would only fail again.
 		return false
 	}
 	batch, more := s.popBatch(inlineBytes, inlineBytes)
@@ -604,6 +606,16 @@ func (cc *clientConn) close() {
 		close(cc.closing)
 		_ = cc.link.nc.Close()
 	})
+}
+
+// isClosed reports whether close was called.
+func (cc *clientConn) isClosed() bool {
+	select {
+	case <-cc.closing:
+		return true
+	default:
+		return false
+	}
 }
 
 func (cc *clientConn) push(first, last *op) bool {
