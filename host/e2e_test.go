@@ -34,6 +34,7 @@ type peer struct {
 	Ready  struct {
 		Name        string `json:"name"`
 		Incarnation uint64 `json:"incarnation"`
+		Control     string `json:"control"`
 		Buffers     []struct {
 			Base   uint64 `json:"base"`
 			Length int    `json:"length"`

@@ -74,6 +74,10 @@ type Engine struct {
 	metaURL   string // of the embedded or HTTP metastore, "" otherwise
 	keyPrefix string
 	lease     metastore.Lease // our descriptor, kept alive while we run
+	// health is the latest metastore trouble the lease or a publish
+	// reported, nil once the descriptor is back; see MetastoreHealth.
+	health     atomic.Pointer[error]
+	healthPoke chan struct{} // a publish failed: watchLease checks for recovery
 
 	plugins []*pluginState
 	byName  map[string]*pluginState
@@ -119,6 +123,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		byName:      make(map[string]*pluginState),
 		tracker:     progress.NewTracker(0),
 		allocs:      make(map[uintptr]*allocation),
+		healthPoke:  make(chan struct{}, 1),
 	}
 	if e.machineID == "" {
 		e.machineID = config.DefaultMachineID()
@@ -365,27 +370,102 @@ func (e *Engine) publish(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
 	if e.lease != nil {
-		err = e.lease.Update(cctx, b)
-	} else {
-		e.lease, err = e.meta.PutLeased(cctx, key, b, e.cfg.Metastore.LeaseTTL())
-		if err == nil {
-			e.wg.Add(1)
-			go e.watchLease(e.lease)
+		if err := e.lease.Update(cctx, b); err != nil {
+			// The lease keeps the new value and writes it when the
+			// metastore answers again: an outage must not fail a
+			// Register, only delay what peers learn of it.
+			err = fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
+			e.setHealth(err)
+			select {
+			case e.healthPoke <- struct{}{}:
+			default:
+			}
+			e.log.Warn("descriptor not published yet; it is written when the metastore returns", "error", err)
 		}
+		return nil
 	}
+	e.lease, err = e.meta.PutLeased(cctx, key, b, e.cfg.Metastore.LeaseTTL())
 	if err != nil {
 		return fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
+	}
+	e.wg.Add(1)
+	go e.watchLease(e.lease, key)
+	return nil
+}
+
+// MetastoreHealth returns nil while the engine's descriptor is kept alive
+// in the metastore, and the latest error while it cannot be (the
+// metastore is unreachable or lost the lease). Transfers to peers already
+// open go on meanwhile; the error clears once the descriptor is back.
+func (e *Engine) MetastoreHealth() error {
+	if p := e.health.Load(); p != nil {
+		return *p
 	}
 	return nil
 }
 
-// watchLease logs metastore trouble the lease reports; the lease itself
-// retries and puts the descriptor back when the metastore returns.
-func (e *Engine) watchLease(l metastore.Lease) {
-	defer e.wg.Done()
-	for err := range l.Err() {
-		e.log.Warn("metastore unreachable; transfers to known peers go on, the descriptor is refreshed when it returns", "error", err)
+func (e *Engine) setHealth(err error) {
+	if err == nil {
+		e.health.Store(nil)
+		return
 	}
+	e.health.Store(&err)
+}
+
+// watchLease records and logs metastore trouble the lease reports; the
+// lease itself retries and puts the descriptor back when the metastore
+// returns. The lease reports only failures, so while it is failing the
+// descriptor is read back every ttl/3 to learn that it recovered.
+func (e *Engine) watchLease(l metastore.Lease, key string) {
+	defer e.wg.Done()
+	interval := e.cfg.Metastore.LeaseTTL() / 3
+	var ticker *time.Ticker
+	var tick <-chan time.Time
+	defer func() {
+		if ticker != nil {
+			ticker.Stop()
+		}
+	}()
+	errc := l.Err()
+	for {
+		select {
+		case err, ok := <-errc:
+			if !ok {
+				return // the lease stopped: Close
+			}
+			e.setHealth(err)
+			e.log.Warn("metastore unreachable; transfers to known peers go on, the descriptor is refreshed when it returns", "error", err)
+			if ticker == nil {
+				ticker = time.NewTicker(interval)
+				tick = ticker.C
+			}
+		case <-e.healthPoke:
+			if ticker == nil {
+				ticker = time.NewTicker(interval)
+				tick = ticker.C
+			}
+		case <-tick:
+			if e.published(key, interval) {
+				e.setHealth(nil)
+				e.log.Info("metastore back; descriptor published again", "key", key)
+				ticker.Stop()
+				ticker, tick = nil, nil
+			}
+		}
+	}
+}
+
+// published reports whether the metastore holds this incarnation's
+// descriptor under key.
+func (e *Engine) published(key string, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	raw, err := e.meta.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	d, err := segment.Decode(key, raw)
+	return err == nil && d.Incarnation == e.incarnation
 }
 
 // Close stops the engine: unpublishes its descriptor, stops its plugins,

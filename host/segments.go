@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // SegmentID names an open remote segment in requests.
@@ -23,6 +26,10 @@ type remote struct {
 	// none reaches the segment.
 	route int
 	why   string // why route is -1
+	// retired says why this handle no longer reaches its segment (the
+	// peer restarted); requests on it are refused before anything is
+	// sent, so its new life never receives them.
+	retired string
 }
 
 // Segment is what OpenSegment learned about a remote segment.
@@ -56,19 +63,24 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 	defer e.mu.Unlock()
 	cur := *e.remotes.Load()
 	for _, r := range cur {
-		if r != nil && r.name == name {
-			// Already open: refresh the buffers (they may have grown) if
-			// it is the same life of the peer.
-			if r.desc.Incarnation == d.Incarnation {
-				r2 := *r
-				r2.desc = d
-				next := slices.Clone(cur)
-				next[r.id-1] = &r2
-				e.remotes.Store(&next)
-				return r2.info(e), nil
-			}
-			return Segment{}, fmt.Errorf("%w: segment %q restarted (incarnation %#x, open as %#x): close and reopen it", ErrSegmentNotFound, name, d.Incarnation, r.desc.Incarnation)
+		if r == nil || r.name != name || r.retired != "" {
+			continue
 		}
+		// Already open: refresh the buffers (they may have grown) if
+		// it is the same life of the peer.
+		if r.desc.Incarnation == d.Incarnation {
+			r2 := *r
+			r2.desc = d
+			next := slices.Clone(cur)
+			next[r.id-1] = &r2
+			e.remotes.Store(&next)
+			return r2.info(e), nil
+		}
+		// The peer restarted: its old handle stays bound to the old
+		// life (a request through it is refused, never applied to the
+		// new one) and the new life gets a handle of its own below.
+		e.retireLocked(ctx, r, d.Incarnation)
+		cur = *e.remotes.Load()
 	}
 	r := &remote{id: SegmentID(len(cur) + 1), name: name, desc: d, opened: make([]bool, len(e.plugins)), route: -1}
 	if i := slices.Index(cur, nil); i >= 0 {
@@ -115,6 +127,33 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 	return r.info(e), nil
 }
 
+// retireLocked marks r as a handle to a previous life of its peer, now
+// at incarnation inc, and closes it in the plugins; e.mu held.
+func (e *Engine) retireLocked(ctx context.Context, r *remote, inc uint64) {
+	cur := *e.remotes.Load()
+	if int(r.id) > len(cur) {
+		return
+	}
+	// r may be an older copy; the slot may have been closed or reused.
+	r = cur[r.id-1]
+	if r == nil || r.retired != "" || r.desc.Incarnation == inc {
+		return
+	}
+	r2 := *r
+	r2.retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): open it again for a new handle", r.name, inc, r.id, r.desc.Incarnation)
+	r2.opened = make([]bool, len(r.opened))
+	next := slices.Clone(cur)
+	next[r.id-1] = &r2
+	e.remotes.Store(&next)
+	for i, ok := range r.opened {
+		if ok && e.plugins[i].usable() {
+			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+			e.plugins[i].p.Client.ClosePeer(cctx, uint32(r.id))
+			cancel()
+		}
+	}
+}
+
 func (r *remote) info(e *Engine) Segment {
 	s := Segment{ID: r.id, Name: r.name, Incarnation: r.desc.Incarnation, MachineID: r.desc.MachineID, Buffers: r.desc.Buffers}
 	for i, ok := range r.opened {
@@ -154,4 +193,55 @@ func (e *Engine) remote(id SegmentID) *remote {
 		return nil
 	}
 	return cur[id-1]
+}
+
+// recheckTimeout bounds the one descriptor fetch after a peer failed a
+// task, so that a slow metastore cannot hold up the failed Transfer.
+const recheckTimeout = 2 * time.Second
+
+// recheck runs when a plugin failed a task because its peer was
+// unreachable or refused it as addressed to a previous incarnation: the
+// descriptor is fetched again, once per segment and Transfer (checked),
+// to tell the caller whether the peer is gone or restarted. A restarted
+// peer's handle is retired (see retireLocked), so that OpenSegment gives
+// a handle to its new life; the failed task stays failed, since a write
+// addressed to a previous incarnation is never applied to the next.
+func (e *Engine) recheck(ctx context.Context, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
+	switch st {
+	case ring.StatusStaleIncarnation, ring.StatusPeerUnreachable, ring.StatusPeerUnknown:
+	default:
+		return err
+	}
+	note, ok := checked[rem.id]
+	if !ok {
+		note = e.fetchAgain(ctx, rem)
+		checked[rem.id] = note
+	}
+	if note == "" {
+		return err
+	}
+	return fmt.Errorf("%w; %s", err, note)
+}
+
+func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
+	name := rem.name
+	if e.cfg.Metastore.Kind == config.MetastoreNone {
+		name = rem.desc.Control // peer-to-peer: ask the peer itself
+	}
+	if name == "" {
+		return ""
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recheckTimeout)
+	defer cancel()
+	d, _, err := e.fetchDescriptor(cctx, name)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("the peer looks down (re-reading its descriptor: %v)", err)
+	case d.Incarnation != rem.desc.Incarnation:
+		e.mu.Lock()
+		e.retireLocked(ctx, rem, d.Incarnation)
+		e.mu.Unlock()
+		return fmt.Sprintf("segment %q restarted (now incarnation %#x, this handle is bound to %#x): open it again", rem.name, d.Incarnation, rem.desc.Incarnation)
+	}
+	return ""
 }

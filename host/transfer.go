@@ -210,6 +210,9 @@ func (e *Engine) route(r *Request, rem *remote) (ps *pluginState, lreg uint32, l
 	if rem == nil {
 		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, r.Segment)
 	}
+	if rem.retired != "" {
+		return nil, 0, 0, 0, 0, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.retired)
+	}
 	lp := uint64(addr(r.Local))
 	lreg, loff, ok := e.lookupLocal(lp, n)
 	if !ok {
@@ -416,6 +419,7 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 	}
 	werr := e.Wait(ctx, id)
 	var errs []error
+	checked := map[SegmentID]string{} // recheck's findings, once per segment
 	now := progress.Now()
 	for i := range id.b.Len() {
 		t := id.b.Task(i)
@@ -427,6 +431,9 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 		te := &TransferError{Task: i, Op: r.Op, Remote: r.Remote, Length: uint64(len(r.Local)), State: s, Err: e.taskErr(t, s)}
 		if rem := e.remote(r.Segment); rem != nil {
 			te.Segment = rem.name
+			if t.Err == nil && s == StateFailed {
+				te.Err = e.recheck(ctx, rem, t.SliceStatus(), te.Err, checked)
+			}
 		}
 		if t.Transport >= 0 {
 			te.Transport = e.plugins[t.Transport].name

@@ -26,6 +26,7 @@ type readyLine struct {
 	Name        string       `json:"name"`
 	Incarnation uint64       `json:"incarnation"`
 	Metastore   string       `json:"metastore"`
+	Control     string       `json:"control"` // host:port of the control service; peers open it in peer-to-peer mode
 	Buffers     []readyBuf   `json:"buffers"`
 	Plugins     []pluginLine `json:"plugins"`
 }
@@ -102,7 +103,7 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer e.Close()
-	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL()}
+	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL(), Control: e.ControlAddr()}
 	for _, p := range e.Plugins(ctx) {
 		ready.Plugins = append(ready.Plugins, pluginLine{Name: p.Name, State: p.State, Reason: p.Reason})
 	}
