@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -395,4 +396,63 @@ func TestPluginsDieWithTheirEngine(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestNameInUse: a second engine under a live engine's name is refused
+// and does not overwrite the first one's descriptor; a foreign value under
+// a Ferry key is not overwritten either.
+func TestNameInUse(t *testing.T) {
+	ctx := context.Background()
+	a := newEngine(t, "taken")
+	cfg := config.Default("taken")
+	cfg.PluginDir = binDir
+	cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = "http", a.MetastoreURL(), ""
+	if e, err := host.New(ctx, cfg); err == nil {
+		e.Close()
+		t.Fatal("a second engine started under a live engine's name")
+	} else if !strings.Contains(err.Error(), "in use by a live engine") || !strings.Contains(err.Error(), "taken") {
+		t.Fatalf("second engine: %v", err)
+	}
+	// The first engine is still the one peers find.
+	cfg2 := config.Default("finder2")
+	cfg2.PluginDir = binDir
+	cfg2.Metastore.Kind, cfg2.Metastore.URL, cfg2.Metastore.Listen = "http", a.MetastoreURL(), ""
+	f, err := host.New(ctx, cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	seg, err := f.OpenSegment(ctx, "taken")
+	if err != nil || seg.Incarnation != a.Incarnation() {
+		t.Fatalf("open taken: %+v %v; want incarnation %#x", seg, err, a.Incarnation())
+	}
+	// A foreign value under the key an engine would use.
+	if err := putRaw(a.MetastoreURL(), "ferry/segments/squatted", "hello"); err != nil {
+		t.Fatal(err)
+	}
+	cfg3 := config.Default("squatted")
+	cfg3.PluginDir = binDir
+	cfg3.Metastore.Kind, cfg3.Metastore.URL, cfg3.Metastore.Listen = "http", a.MetastoreURL(), ""
+	if e, err := host.New(ctx, cfg3); err == nil {
+		e.Close()
+		t.Fatal("an engine overwrote a foreign value under its key")
+	} else if !strings.Contains(err.Error(), "not a Ferry descriptor") {
+		t.Fatalf("squatted: %v", err)
+	}
+}
+
+func putRaw(url, key, value string) error {
+	req, err := http.NewRequest(http.MethodPut, url+"?key="+key, strings.NewReader(value))
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("PUT %s: %s", key, resp.Status)
+	}
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/progress"
@@ -384,6 +385,9 @@ func (e *Engine) publish(ctx context.Context) error {
 		}
 		return nil
 	}
+	if err := e.claimName(cctx, key); err != nil {
+		return err
+	}
 	e.lease, err = e.meta.PutLeased(cctx, key, b, e.cfg.Metastore.LeaseTTL())
 	if err != nil {
 		return fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
@@ -410,6 +414,49 @@ func (e *Engine) setHealth(err error) {
 		return
 	}
 	e.health.Store(&err)
+}
+
+// claimName makes sure publishing under key takes over no live engine's
+// name: its peers would send this engine writes meant for it. A
+// descriptor left by an engine that no longer answers on its control
+// address (it crashed and is being restarted) is taken over at once
+// rather than after its lease expires. Two engines racing to start under
+// one name can still both pass; names are the operator's to keep unique.
+func (e *Engine) claimName(ctx context.Context, key string) error {
+	raw, err := e.meta.Get(ctx, key)
+	if errors.Is(err, metastore.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("engine %q: check descriptor %q: %w", e.name, key, err)
+	}
+	d, err := segment.Decode(key, raw)
+	if err != nil {
+		return fmt.Errorf("%w: engine %q: key %q holds something that is not a Ferry descriptor (%v); refusing to overwrite it: remove the key or pick another name", ErrInvalid, e.name, key, err)
+	}
+	if d.Incarnation == e.incarnation || !e.answers(ctx, d) {
+		return nil
+	}
+	return fmt.Errorf("%w: engine %q: the name is in use by a live engine (incarnation %#x on machine %q, control %s, key %q); pick another name",
+		ErrInvalid, e.name, d.Incarnation, d.MachineID, d.Control, key)
+}
+
+// answers reports whether the engine that published d still answers a
+// ping as that incarnation. Without a control address it is assumed alive
+// until its lease expires.
+func (e *Engine) answers(ctx context.Context, d *segment.Descriptor) bool {
+	if d.Control == "" {
+		return true
+	}
+	c, err := control.Dial(d.Control)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	name, inc, err := c.Ping(pctx)
+	return err == nil && name == d.Name && inc == d.Incarnation
 }
 
 // watchLease records and logs metastore trouble the lease reports; the
