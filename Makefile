@@ -4,7 +4,7 @@ BIN       := bin
 PROTO_DIR := sdk/proto
 # Each directory is an include root; its .proto files are generated in place.
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
-PLUGINS   := tcp shm
+PLUGINS   := tcp shm fault
 
 .PHONY: all build run test bench proto proto-check lint clean
 

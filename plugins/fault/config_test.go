@@ -1,0 +1,116 @@
+package fault
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+func TestParseConfig(t *testing.T) {
+	src := "fault \"delay\" {\n  delay = \"5ms\"\n}\nfault \"drop\" {\n  after = 4\n  every = 2\n  rate = 0.5\n  seed = 9\n  status = \"peer_unreachable\"\n}\ntcp {\n  listen = [\"127.0.0.1:0\"]\n}\n"
+	p, err := parseConfig(sdk.StartConfig{Config: []byte(src), ConfigFile: "f.hcl", ConfigLine: 10, ConfigColumn: 3, ConfigByte: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.faults) != 2 || p.faults[0].kind != Drop || p.faults[1].kind != Delay {
+		t.Fatalf("faults %+v: want drop then delay", p.faults)
+	}
+	d := p.faults[0]
+	if d.after != 4 || d.every != 2 || d.rate != 0.5 || d.seed != 9 || d.status != ring.StatusPeerUnreachable {
+		t.Fatalf("drop %+v", d)
+	}
+	if got := strings.TrimSpace(string(p.tcpConfig.Config)); got != `listen = ["127.0.0.1:0"]` {
+		t.Fatalf("tcp body %q", got)
+	}
+	// The tcp body starts after the brace on line 11 of the block, which
+	// sits at line 10 of f.hcl.
+	if p.tcpConfig.ConfigFile != "f.hcl" || p.tcpConfig.ConfigLine != 20 || p.tcpConfig.ConfigColumn != 6 {
+		t.Fatalf("tcp body at %s:%d:%d, want f.hcl:20:6", p.tcpConfig.ConfigFile, p.tcpConfig.ConfigLine, p.tcpConfig.ConfigColumn)
+	}
+	if want := 100 + strings.Index(src, "tcp {") + len("tcp {"); p.tcpConfig.ConfigByte != want {
+		t.Fatalf("tcp body at byte %d, want %d", p.tcpConfig.ConfigByte, want)
+	}
+}
+
+func TestParseConfigEmpty(t *testing.T) {
+	p, err := parseConfig(sdk.StartConfig{})
+	if err != nil || len(p.faults) != 0 || p.tcpConfig.Config != nil {
+		t.Fatalf("%+v, %v", p, err)
+	}
+	p, err = parseConfig(sdk.StartConfig{Config: []byte("fault \"stall\" {}\n")})
+	if err != nil || len(p.faults) != 1 || p.tcpConfig.Config != nil {
+		t.Fatalf("%+v, %v", p, err)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{`fault "x" {}`, `f.hcl:1:1: fault config: unknown fault "x"`},
+		{"fault \"drop\" {}\nfault \"drop\" {}", "declared twice"},
+		{"fault \"drop\" {\n  every = 0\n}", "f.hcl:2:11: fault config: fault \"drop\": every"},
+		{"fault \"drop\" {\n  after = -1\n}", "negative"},
+		{"fault \"drop\" {\n  rate = 0\n}", "outside (0, 1]"},
+		{"fault \"drop\" {\n  rate = 1.5\n}", "outside (0, 1]"},
+		{"fault \"stall\" {\n  status = \"io\"\n}", "only to fault \"drop\""},
+		{"fault \"drop\" {\n  delay = \"1s\"\n}", "only to fault \"delay\""},
+		{"fault \"delay\" {\n  delay = \"soon\"\n}", "invalid duration"},
+		{"fault \"delay\" {\n  delay = \"1h\"\n}", "outside"},
+		{"listen = []", "Unsupported argument"},
+	} {
+		t.Run(tc.want, func(t *testing.T) {
+			_, err := parseConfig(sdk.StartConfig{Config: []byte(tc.src), ConfigFile: "f.hcl", ConfigLine: 1, ConfigColumn: 1})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestChooses(t *testing.T) {
+	f := fault{after: 3, every: 2, rate: 1}
+	var got []uint64
+	for i := range uint64(10) {
+		if f.chooses(i) {
+			got = append(got, i)
+		}
+	}
+	if want := []uint64{3, 5, 7, 9}; !equal(got, want) {
+		t.Fatalf("chose %v, want %v", got, want)
+	}
+	// rate: deterministic for a seed, close to the rate, different seeds
+	// choose differently.
+	r1 := fault{every: 1, rate: 0.3, seed: 1}
+	r2 := fault{every: 1, rate: 0.3, seed: 2}
+	n, diff := 0, 0
+	for i := range uint64(10000) {
+		if r1.chooses(i) != r1.chooses(i) {
+			t.Fatal("not deterministic")
+		}
+		if r1.chooses(i) {
+			n++
+		}
+		if r1.chooses(i) != r2.chooses(i) {
+			diff++
+		}
+	}
+	if n < 2700 || n > 3300 {
+		t.Fatalf("rate 0.3 chose %d of 10000", n)
+	}
+	if diff == 0 {
+		t.Fatal("seeds 1 and 2 chose the same descriptors")
+	}
+}
+
+func equal(a, b []uint64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,68 @@
+// Package fault is ferry-plugin-fault, a fault-injection plugin for tests;
+// never configure it in production. It runs Ferry's real TCP transport
+// in-process (package tcp: same wire protocol, same endpoint blob) and, as
+// its configuration says, lets chosen descriptors go wrong in one of five
+// ways, so that the host's supervision, failover, deadlines and retries can
+// be tested against a plugin that misbehaves on purpose:
+//
+//   - drop: the descriptor is not sent; it completes with a failure status
+//     (StatusIO, or StatusPeerUnreachable), 0 bytes.
+//   - delay: the descriptor runs normally; its completion is held back for
+//     a fixed duration.
+//   - corrupt: corrupts and reports. A read runs normally, then one byte of
+//     its local destination is flipped and it completes StatusIO, so the
+//     host must not trust the bytes and must retry. A write (whose
+//     destination is the peer's memory, out of reach) is sent and then
+//     reported StatusIO. Both count in the `corrupted` counter.
+//   - stall: from the first chosen descriptor on, the plugin completes
+//     nothing and stops draining its submission ring (the lane goroutine
+//     blocks in Submit), while its control plane keeps answering. A
+//     stalled plugin never answers Stop either: the host must notice the
+//     lack of progress, time out and kill it.
+//   - crash: at the first chosen descriptor the process exits with status
+//     3, with earlier descriptors still in flight.
+//
+// Configuration. The plugin's `config { ... }` body holds zero or more
+// `fault "KIND" { ... }` blocks and at most one `tcp { ... }` block, whose
+// body is handed verbatim to the TCP transport (see package tcp for its
+// attributes; diagnostics still point into the operator's file):
+//
+//	config {
+//	  fault "drop" {
+//	    after  = 2                   # descriptors let through before the fault starts; default 0
+//	    every  = 3                   # then every Kth descriptor; default 1 (each)
+//	    rate   = 0.5                 # and of those, this fraction, in (0, 1]; default 1
+//	    seed   = 7                   # seed of the rate's choice; default 1
+//	    status = "peer_unreachable"  # drop only: "io" (default) or "peer_unreachable"
+//	  }
+//	  fault "delay" {
+//	    delay = "200ms"              # delay only, required: how long each chosen completion is held
+//	  }
+//	  fault "corrupt" {}
+//	  fault "stall" { after = 1000 }
+//	  fault "crash" { after = 1000 }
+//	  tcp {
+//	    listen = ["127.0.0.1:0"]
+//	  }
+//	}
+//
+// Descriptors are numbered from 0 in the order Submit sees them (OpNop
+// descriptors never reach Submit: the SDK completes them). Descriptor i is
+// chosen by a fault block when i >= after, (i-after) % every == 0, and a
+// hash of (seed, i) falls under rate: the same configuration chooses the
+// same descriptors in every run. When several blocks choose one
+// descriptor, crash wins over stall, stall over drop, drop over corrupt;
+// delay combines with any of drop and corrupt. Each kind may appear once.
+// With no fault block the plugin is the TCP transport under another name,
+// and passes the SDK's conformance suite.
+//
+// Stats: the TCP transport's counters plus `descriptors` (seen by Submit),
+// `dropped`, `delayed`, `corrupted`, `stalled` (descriptors held by a
+// stall: blocked in Submit or completion withheld) and, when a crash fault
+// is configured, `crashed_after` (its `after`: the process exits when it
+// is given descriptor number crashed_after).
+//
+// It must not be a place to hide bugs of its own: every descriptor it lets
+// through completes exactly once, as the TCP transport completed it, and
+// it never touches memory outside a registered region.
+package fault

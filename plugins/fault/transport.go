@@ -1,0 +1,311 @@
+package fault
+
+import (
+	"context"
+
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ferrydev/ferry/plugins/tcp"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// Version is the plugin's own version.
+const Version = "0.1.0"
+
+// Transport is the fault-injecting wrapper around a TCP transport. The
+// zero value is not usable; call New.
+type Transport struct {
+	tcp  *tcp.Transport
+	log  hclog.Logger
+	exit func(code int) // os.Exit; tests of the package replace it
+
+	plan atomic.Pointer[plan] // set once by Start; nil: inject nothing
+	seen atomic.Uint64        // descriptors numbered so far
+
+	stalled atomic.Bool
+	unstall chan struct{} // closed by Stop; a stalled plugin never gets there
+	stopOne sync.Once
+
+	// regions holds the mappings a corrupt fault may flip a byte in. A flip
+	// holds regMu for reading, and UnregisterMemory forgets the region
+	// under regMu before the SDK unmaps it.
+	regMu   sync.RWMutex
+	regions map[uint32][]byte
+
+	// Delayed completions not yet delivered; Stop delivers them at once.
+	delayMu  sync.Mutex
+	stopping bool
+	pending  map[*delayed]struct{}
+	delayWG  sync.WaitGroup
+
+	dropped, delayedN, corrupted, stalledN atomic.Uint64
+}
+
+var _ sdk.Transport = (*Transport)(nil)
+
+// New returns a fault transport wrapping a new TCP transport.
+func New() *Transport {
+	log := hclog.New(&hclog.LoggerOptions{Name: "fault", Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
+	return &Transport{
+		tcp:     tcp.New(tcp.WithLogger(log.Named("tcp"))),
+		log:     log,
+		exit:    os.Exit,
+		unstall: make(chan struct{}),
+		regions: make(map[uint32][]byte),
+		pending: make(map[*delayed]struct{}),
+	}
+}
+
+// Describe names the plugin "fault"; its capabilities are TCP's.
+func (t *Transport) Describe(ctx context.Context) (sdk.Info, error) {
+	info, err := t.tcp.Describe(ctx)
+	if err != nil {
+		return sdk.Info{}, err
+	}
+	info.Name, info.Version = "fault", Version
+	return info, nil
+}
+
+// Probe is TCP's.
+func (t *Transport) Probe(ctx context.Context) (sdk.ProbeResult, error) { return t.tcp.Probe(ctx) }
+
+// Start decodes the fault blocks and starts the TCP transport with the
+// tcp block's body.
+func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
+	p, err := parseConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ep, err := t.tcp.Start(ctx, p.tcpConfig)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range p.faults {
+		t.log.Warn("fault injection armed: this plugin is a test tool", "fault", f.kind, "after", f.after,
+			"every", f.every, "rate", f.rate, "seed", f.seed, "status", f.status.String(), "delay", f.delay)
+	}
+	t.plan.Store(&p)
+	return ep, nil
+}
+
+// RegisterMemory registers r with TCP and remembers its mapping.
+func (t *Transport) RegisterMemory(ctx context.Context, r sdk.Region) error {
+	if err := t.tcp.RegisterMemory(ctx, r); err != nil {
+		return err
+	}
+	t.regMu.Lock()
+	t.regions[r.ID] = r.Mem
+	t.regMu.Unlock()
+	return nil
+}
+
+// UnregisterMemory forgets the mapping first, so that no flip can touch
+// it once TCP has let go of it.
+func (t *Transport) UnregisterMemory(ctx context.Context, id uint32) error {
+	t.regMu.Lock()
+	delete(t.regions, id)
+	t.regMu.Unlock()
+	return t.tcp.UnregisterMemory(ctx, id)
+}
+
+// OpenPeer is TCP's.
+func (t *Transport) OpenPeer(ctx context.Context, p sdk.Peer) error { return t.tcp.OpenPeer(ctx, p) }
+
+// ClosePeer is TCP's.
+func (t *Transport) ClosePeer(ctx context.Context, id uint32) error { return t.tcp.ClosePeer(ctx, id) }
+
+// Submit numbers the descriptor, applies the faults that choose it and
+// hands the rest to TCP.
+func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
+	if t.stalled.Load() {
+		t.stall()
+		return
+	}
+	p := t.plan.Load()
+	if p == nil || len(p.faults) == 0 {
+		t.tcp.Submit(d, c)
+		return
+	}
+	i := t.seen.Add(1) - 1
+	var drop, corrupt bool
+	var dropStatus ring.Status
+	var delay time.Duration
+	for k := range p.faults {
+		f := &p.faults[k]
+		if !f.chooses(i) {
+			continue
+		}
+		switch f.kind {
+		case Crash:
+			t.log.Error("fault injection: crashing", "descriptor", i, "exit_code", ExitCode)
+			t.exit(ExitCode)
+			return
+		case Stall:
+			if t.stalled.CompareAndSwap(false, true) {
+				t.log.Error("fault injection: stalling: no more completions, no more draining", "descriptor", i)
+			}
+			t.stall()
+			return
+		case Drop:
+			drop, dropStatus = true, f.status
+		case Corrupt:
+			corrupt = true
+		case Delay:
+			delay = f.delay
+		}
+	}
+	w := &wrapped{t: t, c: c, delay: delay}
+	switch {
+	case drop:
+		t.dropped.Add(1)
+		w.Complete(d.Token, dropStatus, 0)
+	case corrupt:
+		w.corrupt, w.op, w.region, w.offset = true, d.Op, d.LocalRegion, d.LocalOffset
+		t.tcp.Submit(d, w)
+	case delay > 0:
+		t.tcp.Submit(d, w)
+	default:
+		t.tcp.Submit(d, c)
+	}
+}
+
+// stall blocks the lane goroutine calling Submit, so the SDK stops
+// draining the submission ring. Only Stop releases it, and the SDK calls
+// Stop only after the lanes have stopped: a stalled plugin has to be
+// killed, which is the point.
+func (t *Transport) stall() {
+	t.stalledN.Add(1)
+	<-t.unstall
+}
+
+// wrapped is the Completer TCP sees for a descriptor a corrupt or delay
+// fault chose.
+type wrapped struct {
+	t       *Transport
+	c       sdk.Completer
+	delay   time.Duration
+	corrupt bool
+	op      ring.Op
+	region  uint32
+	offset  uint64
+}
+
+func (w *wrapped) Complete(token uint64, st ring.Status, n uint64) {
+	t := w.t
+	if t.stalled.Load() {
+		t.stalledN.Add(1) // withheld: a stalled plugin completes nothing
+		return
+	}
+	if w.corrupt && st == ring.StatusOK {
+		if w.op == ring.OpRead && n > 0 {
+			t.regMu.RLock()
+			if mem, ok := t.regions[w.region]; ok && w.offset < uint64(len(mem)) {
+				mem[w.offset] ^= 0xff
+			}
+			t.regMu.RUnlock()
+		}
+		t.corrupted.Add(1)
+		st = ring.StatusIO
+	}
+	if w.delay > 0 {
+		t.later(w.delay, w.c, token, st, n)
+		return
+	}
+	w.c.Complete(token, st, n)
+}
+
+// delayed is one completion held back by a delay fault.
+type delayed struct {
+	c     sdk.Completer
+	token uint64
+	st    ring.Status
+	n     uint64
+	timer *time.Timer
+}
+
+func (t *Transport) later(d time.Duration, c sdk.Completer, token uint64, st ring.Status, n uint64) {
+	t.delayedN.Add(1)
+	t.delayMu.Lock()
+	if t.stopping {
+		t.delayMu.Unlock()
+		c.Complete(token, st, n)
+		return
+	}
+	p := &delayed{c: c, token: token, st: st, n: n}
+	t.pending[p] = struct{}{}
+	t.delayWG.Add(1)
+	p.timer = time.AfterFunc(d, func() {
+		defer t.delayWG.Done()
+		if t.take(p) {
+			p.c.Complete(p.token, p.st, p.n)
+		}
+	})
+	t.delayMu.Unlock()
+}
+
+// take removes p from the pending set and reports whether it was there:
+// whoever takes it delivers it.
+func (t *Transport) take(p *delayed) bool {
+	t.delayMu.Lock()
+	defer t.delayMu.Unlock()
+	_, ok := t.pending[p]
+	delete(t.pending, p)
+	return ok
+}
+
+// Stats returns TCP's counters and the fault counters.
+func (t *Transport) Stats(ctx context.Context) (map[string]uint64, error) {
+	s, err := t.tcp.Stats(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if s == nil {
+		s = map[string]uint64{}
+	}
+	s["descriptors"] = t.seen.Load()
+	s["dropped"] = t.dropped.Load()
+	s["delayed"] = t.delayedN.Load()
+	s["corrupted"] = t.corrupted.Load()
+	s["stalled"] = t.stalledN.Load()
+	if p := t.plan.Load(); p != nil {
+		for _, f := range p.faults {
+			if f.kind == Crash {
+				s["crashed_after"] = f.after
+			}
+		}
+	}
+	return s, nil
+}
+
+// Stop stops TCP (which completes what it holds, some of it through the
+// delay queue), then delivers every delayed completion at once.
+func (t *Transport) Stop(ctx context.Context) error {
+	t.stopOne.Do(func() { close(t.unstall) })
+	err := t.tcp.Stop(ctx)
+	t.delayMu.Lock()
+	t.stopping = true
+	var now []*delayed
+	for p := range t.pending {
+		now = append(now, p)
+		delete(t.pending, p)
+	}
+	t.delayMu.Unlock()
+	for _, p := range now {
+		if p.timer.Stop() {
+			t.delayWG.Done()
+		}
+		p.c.Complete(p.token, p.st, p.n)
+	}
+	t.delayWG.Wait()
+	if err != nil {
+		return fmt.Errorf("fault: %w", err)
+	}
+	return nil
+}
