@@ -9,6 +9,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -66,7 +68,7 @@ func cmdDemo(args []string) error {
 	}
 	sizes := []int{1, 7, 4096 + 3, 65536 + 1, 1<<20 + 5, 16 << 20, int(maxSize)}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTRANSPORT\tOP\tBYTES\tLOCAL OFF\tREMOTE OFF\tGB/s\tVERIFIED")
+	fmt.Fprintln(tw, "\nTRANSPORT\tOP\tBYTES\tLOCAL OFF\tREMOTE OFF\tGB/s (one transfer)\tVERIFIED")
 	failures := 0
 	for _, tr := range seg.Transports {
 		for _, n := range sizes {
@@ -109,8 +111,15 @@ func cmdDemo(args []string) error {
 		if p.Reason != "" {
 			fmt.Printf(": %s", p.Reason)
 		}
-		if c := p.Counters; c != nil {
-			fmt.Printf(" (bytes_sent=%d bytes_received=%d)", c["bytes_sent"], c["bytes_received"])
+		var keys []string
+		for k := range p.Counters {
+			if strings.HasPrefix(k, "bytes_") {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Printf(" %s=%d", k, p.Counters[k])
 		}
 		fmt.Println()
 	}
