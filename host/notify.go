@@ -381,13 +381,39 @@ func (e *Engine) sendAll(p *pendingNotify) {
 // name looks like host:port, the descriptor is fetched from the control
 // service at that address (peer-to-peer mode) and the segment is known by
 // the name in that descriptor, which is the name its plugins answer to.
+// lookupTries and lookupBackoff bound how a metastore lookup retries
+// through an outage: about 3 s in all before the caller gets the error.
+const (
+	lookupTries   = 5
+	lookupBackoff = 200 * time.Millisecond
+)
+
+// lookup reads key from the metastore, retrying with backoff while the
+// metastore fails (not when the key is absent) and logging each failure.
+func (e *Engine) lookup(ctx context.Context, key string) ([]byte, error) {
+	wait := lookupBackoff
+	for try := 1; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
+		raw, err := e.meta.Get(cctx, key)
+		cancel()
+		if err == nil || errors.Is(err, metastore.ErrNotFound) || try == lookupTries || ctx.Err() != nil {
+			return raw, err
+		}
+		e.log.Warn("metastore lookup failed; retrying", "key", key, "try", try, "error", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, err
+		}
+		wait *= 2
+	}
+}
+
 func (e *Engine) fetchDescriptor(ctx context.Context, name string) (*segment.Descriptor, string, error) {
 	key := segment.Key(e.keyPrefix, name)
 	notFound := fmt.Errorf("%w: open segment %q: no descriptor at %q; is the engine running and using the same metastore?", ErrSegmentNotFound, name, key)
 	if e.cfg.Metastore.Kind != config.MetastoreNone {
-		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		raw, err := e.meta.Get(cctx, key)
-		cancel()
+		raw, err := e.lookup(ctx, key)
 		switch {
 		case err == nil:
 			d, err := segment.Decode(key, raw)
