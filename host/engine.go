@@ -37,28 +37,52 @@ type options struct {
 // WithLogger sends the engine's and its plugins' logs to l.
 func WithLogger(l hclog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// pluginState is one configured plugin as the engine sees it.
+// pluginState is one configured plugin as the engine sees it. What one
+// run of its process owns (the process, its endpoint, its lanes) sits in a
+// pluginRun behind an atomic pointer: the submit path reads it lock-free
+// while a restart swaps in the next run.
 type pluginState struct {
-	idx      int32 // position in Engine.plugins
-	name     string
-	cfg      config.Plugin
-	p        *loader.Plugin // nil when it failed to start
+	idx     int32 // position in Engine.plugins
+	name    string
+	cfg     config.Plugin
+	spec    loader.Spec
+	cur     atomic.Pointer[pluginRun] // nil when it never started
+	next    atomic.Uint32
+	err     error                  // why it is not usable; set at New only
+	down    atomic.Bool            // the process exited and is not back yet
+	lastErr atomic.Pointer[string] // why the latest restart attempt failed
+	// restarts counts the runs started after the first.
+	restarts atomic.Uint64
+	// retired holds the lanes of previous runs: a submitter may still hold
+	// one, so they are unmapped only at Close; e.mu guards it.
+	retired []*progress.Lane
+}
+
+// pluginRun is one run of a plugin process.
+type pluginRun struct {
+	p        *loader.Plugin
 	probe    sdk.ProbeResult
 	endpoint sdk.Endpoint
 	lanes    []*progress.Lane
-	next     atomic.Uint32
-	err      error       // why it is not usable
-	down     atomic.Bool // the process exited
-	watchEnd chan struct{}
 }
 
-func (ps *pluginState) usable() bool { return ps.err == nil && ps.p != nil && !ps.down.Load() }
+func (ps *pluginState) run() *pluginRun { return ps.cur.Load() }
 
-func (ps *pluginState) lane() *progress.Lane {
-	if len(ps.lanes) == 1 {
-		return ps.lanes[0]
+// proc returns the current process, nil when the plugin never started.
+func (ps *pluginState) proc() *loader.Plugin {
+	if r := ps.cur.Load(); r != nil {
+		return r.p
 	}
-	return ps.lanes[int(ps.next.Add(1))%len(ps.lanes)]
+	return nil
+}
+
+func (ps *pluginState) usable() bool { return ps.err == nil && ps.cur.Load() != nil && !ps.down.Load() }
+
+func (r *pluginRun) lane(ps *pluginState) *progress.Lane {
+	if len(r.lanes) == 1 {
+		return r.lanes[0]
+	}
+	return r.lanes[int(ps.next.Add(1))%len(r.lanes)]
 }
 
 // Engine is one Ferry endpoint: its own segment, its plugins, and its view
@@ -95,6 +119,7 @@ type Engine struct {
 	remotes   atomic.Pointer[[]*remote] // index = SegmentID-1
 	closed    atomic.Bool
 	closeOnce sync.Once
+	quit      chan struct{}  // closed by Close: watchers and restarts stop
 	wg        sync.WaitGroup // reapers and plugin watchers
 }
 
@@ -125,6 +150,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		tracker:     progress.NewTracker(0),
 		allocs:      make(map[uintptr]*allocation),
 		healthPoke:  make(chan struct{}, 1),
+		quit:        make(chan struct{}),
 	}
 	if e.machineID == "" {
 		e.machineID = config.DefaultMachineID()
@@ -204,33 +230,49 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	if e.cfg.File != "" {
 		dir = filepath.Dir(e.cfg.File)
 	}
-	spec := loader.Spec{Name: pc.Name, Path: loader.Resolve(pc.Name, pc.Path, e.cfg.PluginDir, dir), SHA256: pc.SHA256}
-	p, err := loader.Start(ctx, spec, e.log)
+	ps.spec = loader.Spec{Name: pc.Name, Path: loader.Resolve(pc.Name, pc.Path, e.cfg.PluginDir, dir), SHA256: pc.SHA256}
+	r, err := e.launch(ctx, ps)
+	if r != nil {
+		ps.cur.Store(r)
+	}
 	if err != nil {
 		ps.err = err
-		e.log.Error("plugin not started", "plugin", pc.Name, "error", err)
+		e.log.Error("plugin not usable", "plugin", pc.Name, "error", err)
 		return ps
 	}
-	ps.p = p
-	fail := func(reason string, err error) *pluginState {
-		ps.err = &loader.Error{Name: pc.Name, Path: spec.Path, Reason: reason, Err: err}
-		e.log.Error("plugin not usable", "plugin", pc.Name, "error", ps.err)
-		for _, l := range ps.lanes {
+	e.startRun(ps, r)
+	e.log.Debug("plugin started", "plugin", pc.Name, "path", ps.spec.Path, "pid", r.p.PID())
+	return ps
+}
+
+// launch starts one run of ps's process: loader.Start, Probe, Start with
+// the engine's incarnation, and its lanes attached. On error the returned
+// run, if any, holds only the process (killed) and its probe, for
+// Plugins to describe.
+func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error) {
+	pc := ps.cfg
+	p, err := loader.Start(ctx, ps.spec, e.log)
+	if err != nil {
+		return nil, err
+	}
+	r := &pluginRun{p: p}
+	fail := func(reason string, err error) (*pluginRun, error) {
+		for _, l := range r.lanes {
 			l.Close(false)
 		}
-		ps.lanes = nil
+		r.lanes = nil
 		p.Kill()
-		return ps
+		return r, &loader.Error{Name: pc.Name, Path: ps.spec.Path, Reason: reason, Err: err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 	defer cancel()
-	if ps.probe, err = p.Client.Probe(cctx); err != nil {
+	if r.probe, err = p.Client.Probe(cctx); err != nil {
 		return fail("probe failed", err)
 	}
-	if !ps.probe.Available {
-		return fail("unavailable: "+ps.probe.Reason, nil)
+	if !r.probe.Available {
+		return fail("unavailable: "+r.probe.Reason, nil)
 	}
-	ps.endpoint, err = p.Client.Start(cctx, sdk.StartConfig{
+	r.endpoint, err = p.Client.Start(cctx, sdk.StartConfig{
 		Engine: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
 		Config: pc.Body, ConfigFile: pc.BodyFile, ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte,
 	})
@@ -246,40 +288,151 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 		if err != nil {
 			return fail("cannot create lane", err)
 		}
-		ps.lanes = append(ps.lanes, l)
+		r.lanes = append(r.lanes, l)
 		if err := p.Client.AttachLane(cctx, uint32(id), l.SQ, l.CQ, e.cfg.Transfer.Spin); err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
 		}
 	}
-	for _, l := range ps.lanes {
+	return r, nil
+}
+
+// startRun starts the reapers of r's lanes and the watcher of its process.
+func (e *Engine) startRun(ps *pluginState, r *pluginRun) {
+	for _, l := range r.lanes {
 		e.wg.Add(1)
 		go func() { defer e.wg.Done(); l.Reap(e.tracker) }()
 	}
-	ps.watchEnd = make(chan struct{})
 	e.wg.Add(1)
-	go e.watchPlugin(ps)
-	e.log.Debug("plugin started", "plugin", pc.Name, "path", spec.Path, "pid", p.PID())
-	return ps
+	go e.watchPlugin(ps, r)
 }
 
-// watchPlugin fails the work of a plugin whose process exits.
-func (e *Engine) watchPlugin(ps *pluginState) {
+// Restart backoff: the first attempt waits restartMin, each failed one
+// doubles the wait up to restartMax.
+const (
+	restartMin = 100 * time.Millisecond
+	restartMax = 10 * time.Second
+)
+
+// watchPlugin fails the work of a plugin whose process exits, then
+// restarts it with backoff until it runs again or the engine closes.
+func (e *Engine) watchPlugin(ps *pluginState, r *pluginRun) {
 	defer e.wg.Done()
 	select {
-	case <-ps.p.Exited():
-	case <-ps.watchEnd:
+	case <-r.p.Exited():
+	case <-e.quit:
 		return
 	}
 	if e.closed.Load() {
 		return
 	}
 	ps.down.Store(true)
-	for _, l := range ps.lanes {
+	for _, l := range r.lanes {
 		l.MarkDown()
 	}
-	err := fmt.Errorf("%w: plugin %q (%s) exited", ErrPluginFailed, ps.name, ps.p.Path)
+	err := fmt.Errorf("%w: plugin %q (%s) exited", ErrPluginFailed, ps.name, r.p.Path)
 	n := e.tracker.FailTransport(ps.idx, err)
-	e.log.Error("plugin exited; its in-flight tasks failed", "plugin", ps.name, "tasks", n)
+	e.log.Error("plugin exited; its in-flight tasks failed; restarting it", "plugin", ps.name, "tasks", n)
+	r.p.Kill() // releases the dead process's client and fds
+	wait := restartMin
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-e.quit:
+			t.Stop()
+			return
+		}
+		if e.restart(ps, r) {
+			return
+		}
+		wait = min(2*wait, restartMax)
+	}
+}
+
+// restart starts the next run of ps and brings it to where the previous
+// one was: every registered region (same ids) and every open peer (same
+// ids) again, then marks it up. It reports whether it is done: the plugin
+// runs again, or the engine closed.
+func (e *Engine) restart(ps *pluginState, old *pluginRun) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*controlTimeout)
+	defer cancel()
+	r, err := e.launch(ctx, ps)
+	if err != nil {
+		msg := err.Error()
+		ps.lastErr.Store(&msg)
+		e.log.Warn("plugin restart failed; retrying", "plugin", ps.name, "error", err)
+		return e.closed.Load()
+	}
+	discard := func() {
+		for _, l := range r.lanes {
+			l.Close(false)
+		}
+		r.p.Kill()
+	}
+	e.mu.Lock()
+	if e.closed.Load() {
+		e.mu.Unlock()
+		discard()
+		return true
+	}
+	allocs := make(map[*allocation]bool)
+	for _, a := range e.allocs {
+		allocs[a] = true
+	}
+	for _, lb := range *e.local.Load() {
+		if lb.alloc == nil || !allocs[lb.alloc] {
+			continue
+		}
+		perm := sdk.PermLocal
+		switch lb.Perm {
+		case segment.PermRemoteRead:
+			perm = sdk.PermRemoteRead
+		case segment.PermRemoteReadWrite:
+			perm = sdk.PermRemoteReadWrite
+		}
+		cctx, c := context.WithTimeout(ctx, controlTimeout)
+		err = r.p.Client.RegisterMemory(cctx, lb.Region, lb.alloc.region.FD(), lb.Base-uint64(lb.alloc.base), lb.Length, perm, lb.Location)
+		c()
+		if err != nil {
+			err = fmt.Errorf("re-register region %d: %w", lb.Region, err)
+			break
+		}
+	}
+	if err == nil {
+		for _, rem := range *e.remotes.Load() {
+			if rem == nil || rem.retired != "" || !rem.opened[ps.idx] {
+				continue
+			}
+			d := rem.desc
+			cctx, c := context.WithTimeout(ctx, controlTimeout)
+			err = r.p.Client.OpenPeer(cctx, sdk.Peer{ID: uint32(rem.id), Segment: rem.name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: d.Transports[ps.name]})
+			c()
+			if err != nil {
+				err = fmt.Errorf("re-open peer %q: %w", rem.name, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		e.mu.Unlock()
+		discard()
+		msg := err.Error()
+		ps.lastErr.Store(&msg)
+		e.log.Warn("plugin restart failed; retrying", "plugin", ps.name, "error", err)
+		return false
+	}
+	ps.retired = append(ps.retired, old.lanes...)
+	ps.cur.Store(r)
+	ps.lastErr.Store(nil)
+	ps.restarts.Add(1)
+	ps.down.Store(false)
+	e.startRun(ps, r)
+	e.mu.Unlock()
+	if err := e.publish(ctx); err != nil { // its endpoint may have changed
+		e.log.Warn("descriptor not republished after plugin restart", "plugin", ps.name, "error", err)
+	}
+	e.log.Info("plugin restarted", "plugin", ps.name, "pid", r.p.PID(), "restarts", ps.restarts.Load())
+	return true
 }
 
 // Name returns the engine's segment name.
@@ -302,8 +455,11 @@ type PluginStatus struct {
 	SHA256   string
 	Version  string
 	Protocol int
-	State    string // "running", "unavailable", "failed", "exited"
+	// State is "running", "restarting" (its process exited; the engine
+	// is starting it again), "unavailable" or "failed"; Reason says why.
+	State    string
 	Reason   string
+	Restarts uint64 // runs started after the first
 	Rails    []sdk.Rail
 	Counters map[string]uint64
 }
@@ -312,21 +468,26 @@ type PluginStatus struct {
 func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 	var out []PluginStatus
 	for _, ps := range e.plugins {
-		st := PluginStatus{Name: ps.name, State: "running", Rails: ps.probe.Rails}
-		if ps.p != nil {
-			st.Path, st.SHA256, st.Version, st.Protocol = ps.p.Path, ps.p.SHA256, ps.p.Info.Version, ps.p.Protocol
+		st := PluginStatus{Name: ps.name, State: "running", Restarts: ps.restarts.Load()}
+		r := ps.run()
+		if r != nil {
+			st.Rails = r.probe.Rails
+			st.Path, st.SHA256, st.Version, st.Protocol = r.p.Path, r.p.SHA256, r.p.Info.Version, r.p.Protocol
 		}
 		switch {
 		case ps.err != nil:
 			st.State, st.Reason = "failed", ps.err.Error()
-			if ps.p != nil && !ps.probe.Available && ps.probe.Reason != "" {
+			if r != nil && !r.probe.Available && r.probe.Reason != "" {
 				st.State = "unavailable"
 			}
 		case ps.down.Load():
-			st.State = "exited"
+			st.State, st.Reason = "restarting", "the plugin process exited"
+			if m := ps.lastErr.Load(); m != nil {
+				st.Reason += "; last restart attempt: " + *m
+			}
 		default:
 			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-			c, err := ps.p.Client.Stats(cctx)
+			c, err := r.p.Client.Stats(cctx)
 			cancel()
 			if err == nil {
 				st.Counters = c
@@ -348,7 +509,7 @@ func (e *Engine) descriptor() *segment.Descriptor {
 	}
 	for _, ps := range e.plugins {
 		if ps.usable() {
-			d.Transports[ps.name] = ps.endpoint
+			d.Transports[ps.name] = ps.run().endpoint
 		}
 	}
 	if e.hc != nil {
@@ -532,19 +693,22 @@ func (e *Engine) Close() error {
 			}
 		}
 		e.stopControl()
+		close(e.quit)
+		// A restart publishes its run under e.mu after checking closed:
+		// from here on the runs read below are the last ones.
+		e.mu.Lock()
+		e.mu.Unlock()
 		for _, ps := range e.plugins {
-			if ps.p == nil {
+			r := ps.run()
+			if r == nil {
 				continue
 			}
 			if ps.err == nil && !ps.down.Load() {
-				if err := ps.p.Client.Stop(ctx); err != nil {
+				if err := r.p.Client.Stop(ctx); err != nil {
 					e.log.Warn("plugin stop failed", "plugin", ps.name, "error", err)
 				}
 			}
-			if ps.watchEnd != nil {
-				close(ps.watchEnd)
-			}
-			for _, l := range ps.lanes {
+			for _, l := range r.lanes {
 				l.MarkDown()
 			}
 		}
@@ -553,12 +717,20 @@ func (e *Engine) Close() error {
 			e.tracker.FailTransport(ps.idx, closeErr)
 		}
 		for _, ps := range e.plugins {
-			if ps.p != nil {
-				ps.p.Kill()
+			if p := ps.proc(); p != nil {
+				p.Kill()
 			}
 		}
 		for _, ps := range e.plugins {
-			for _, l := range ps.lanes {
+			var lanes []*progress.Lane
+			if r := ps.run(); r != nil && ps.err == nil {
+				lanes = r.lanes
+			}
+			e.mu.Lock()
+			lanes = append(lanes, ps.retired...)
+			ps.retired = nil
+			e.mu.Unlock()
+			for _, l := range lanes {
 				l.Close(true) // stops and waits for its reaper, then unmaps
 			}
 		}

@@ -17,6 +17,7 @@ func TestMain(m *testing.M) {
 		"github.com/ferrydev/ferry/cmd/ferry":                             "ferry",
 		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm":      "ferry-plugin-shm",
 		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":      "ferry-plugin-tcp",
+		"github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault":  "ferry-plugin-fault",
 		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99": "ferry-plugin-v99",
 	})
 	if err != nil {

@@ -150,11 +150,11 @@ func (e *Engine) register(ctx context.Context, p, n uintptr, perm Perm) error {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.p.Client.RegisterMemory(cctx, id, a.region.FD(), uint64(p-a.base), uint64(n), perm, "cpu")
+		err := ps.proc().Client.RegisterMemory(cctx, id, a.region.FD(), uint64(p-a.base), uint64(n), perm, "cpu")
 		cancel()
 		if err != nil {
 			for _, d := range done {
-				d.p.Client.UnregisterMemory(context.Background(), id)
+				d.proc().Client.UnregisterMemory(context.Background(), id)
 			}
 			return fmt.Errorf("%w: register %d bytes at %#x with plugin %q: %v", ErrPluginFailed, n, p, ps.name, err)
 		}
@@ -197,7 +197,7 @@ func (e *Engine) unregister(ctx context.Context, base uint64) error {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.p.Client.UnregisterMemory(cctx, lb.Region)
+		err := ps.proc().Client.UnregisterMemory(cctx, lb.Region)
 		cancel()
 		if err != nil {
 			e.log.Warn("unregister failed", "plugin", ps.name, "region", lb.Region, "error", err)

@@ -96,12 +96,12 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 		case !ok:
 			reasons = append(reasons, fmt.Sprintf("%s: %q does not offer it", ps.name, name))
 			continue
-		case ps.p.Info.SameMachineOnly && d.MachineID != e.machineID:
+		case ps.proc().Info.SameMachineOnly && d.MachineID != e.machineID:
 			reasons = append(reasons, fmt.Sprintf("%s: same machine only, %q is on %q", ps.name, name, d.MachineID))
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.p.Client.OpenPeer(cctx, sdk.Peer{ID: uint32(r.id), Segment: name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: ep})
+		err := ps.proc().Client.OpenPeer(cctx, sdk.Peer{ID: uint32(r.id), Segment: name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: ep})
 		cancel()
 		if err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %v", ps.name, err))
@@ -110,7 +110,7 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 		r.opened[i] = true
 		// Without a policy: on the same machine a same-machine transport
 		// (shm) wins, else the first configured transport that opened.
-		if r.route < 0 || (ps.p.Info.SameMachineOnly && !e.plugins[r.route].p.Info.SameMachineOnly) {
+		if r.route < 0 || (ps.proc().Info.SameMachineOnly && !e.plugins[r.route].proc().Info.SameMachineOnly) {
 			r.route = i
 		}
 	}
@@ -148,7 +148,7 @@ func (e *Engine) retireLocked(ctx context.Context, r *remote, inc uint64) {
 	for i, ok := range r.opened {
 		if ok && e.plugins[i].usable() {
 			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-			e.plugins[i].p.Client.ClosePeer(cctx, uint32(r.id))
+			e.plugins[i].proc().Client.ClosePeer(cctx, uint32(r.id))
 			cancel()
 		}
 	}
@@ -180,7 +180,7 @@ func (e *Engine) CloseSegment(ctx context.Context, id SegmentID) error {
 	for i, ok := range r.opened {
 		if ok && e.plugins[i].usable() {
 			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-			e.plugins[i].p.Client.ClosePeer(cctx, uint32(id))
+			e.plugins[i].proc().Client.ClosePeer(cctx, uint32(id))
 			cancel()
 		}
 	}

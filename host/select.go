@@ -53,8 +53,8 @@ const maxInlineCandidates = 8
 func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []selector.Transport) selector.Request {
 	for i, ps := range e.plugins {
 		t := selector.Transport{Name: ps.name, Opened: rem.opened[i], Running: ps.usable()}
-		if ps.p != nil {
-			t.SameMachineOnly, t.MemoryKinds = ps.p.Info.SameMachineOnly, ps.p.Info.MemoryKinds
+		if p := ps.proc(); p != nil {
+			t.SameMachineOnly, t.MemoryKinds = p.Info.SameMachineOnly, p.Info.MemoryKinds
 		}
 		cands[i] = t
 	}

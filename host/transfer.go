@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -154,9 +156,10 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 		return
 	}
 	t := b.Task(i)
-	t.Transport = ps.idx
+	t.SetTransport(ps.idx)
+	run := ps.run()
 	slice := e.sliceSize
-	if ps.p.Info.SameMachineOnly {
+	if run.p.Info.SameMachineOnly {
 		// A same-machine transport copies in place and splits large
 		// copies over its own workers: host slices would only add
 		// per-slice overhead to one memcpy.
@@ -177,7 +180,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 	if deadline != 0 {
 		now = progress.Now()
 	}
-	l := ps.lane()
+	l := run.lane(ps)
 	l.Begin()
 	var sent int64
 	for off := uint64(0); off < n; off += slice {
@@ -194,6 +197,11 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 	l.End()
 	if sent < nslices {
 		b.Unsent(i, nslices-sent)
+	}
+	if l.Down() {
+		// The plugin died while the slices were being cut: its watcher
+		// may have failed its tasks before this one was routed to it.
+		b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q exited", ErrPluginFailed, ps.name))
 	}
 }
 
@@ -310,7 +318,7 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 			timer.Stop()
 		}
 	}()
-	if ps, l := e.soleLane(); l != nil {
+	if ps, run, l := e.soleLane(); l != nil {
 		// One lane carries everything: wait on its completion ring
 		// directly, so the plugin's wakeup lands here.
 		done := func() bool { return b.Done(progress.Now()) }
@@ -318,7 +326,7 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}
-			if !ps.usable() {
+			if !ps.usable() || ps.run() != run {
 				break // the plugin died: its tasks are failed; wait for that below
 			}
 		}
@@ -375,21 +383,23 @@ func (e *Engine) abandon(ctx context.Context, b *progress.Batch) error {
 
 // soleLane returns the only lane of the only running plugin, or nil when
 // there are several (or none).
-func (e *Engine) soleLane() (*pluginState, *progress.Lane) {
+func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 	var owner *pluginState
+	var run *pluginRun
 	for _, ps := range e.plugins {
 		if !ps.usable() {
 			continue
 		}
-		if owner != nil || len(ps.lanes) != 1 {
-			return nil, nil
+		r := ps.run()
+		if owner != nil || len(r.lanes) != 1 {
+			return nil, nil, nil
 		}
-		owner = ps
+		owner, run = ps, r
 	}
 	if owner == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	return owner, owner.lanes[0]
+	return owner, run, run.lanes[0]
 }
 
 // poll drains every running plugin's completion rings once.
@@ -397,7 +407,7 @@ func (e *Engine) poll(buf *[64]ring.Descriptor) int {
 	n := 0
 	for _, ps := range e.plugins {
 		if ps.usable() {
-			for _, l := range ps.lanes {
+			for _, l := range ps.run().lanes {
 				n += l.Poll(e.tracker, buf)
 			}
 		}
@@ -405,38 +415,95 @@ func (e *Engine) poll(buf *[64]ring.Descriptor) int {
 	return n
 }
 
+// failoverAttempts is how many attempts, the first included, Transfer
+// gives a task whose transport died under it.
+const failoverAttempts = 3
+
+// failoverWait bounds how long Transfer waits for a transport to come
+// back (a restarting plugin) when every usable one was tried already.
+const failoverWait = 5 * time.Second
+
+// taskResult is one task's terminal state as Transfer reports it.
+type taskResult struct {
+	state     State
+	err       error
+	transport int32
+	recheck   bool // the plugin failed it; recheck the peer
+	status    ring.Status
+}
+
 // Transfer submits reqs as one batch, waits for all of them and returns
 // nil if all completed, or an error listing each task that did not. It
 // returns when ctx ends, canceling what is still pending.
+//
+// A task that failed because its plugin died under it is tried again, on
+// the next transport of the selector's plan not tried yet (or, when all
+// were, on one that was restarted meanwhile), up to failoverAttempts in
+// all; a task pinned to a transport by Request.Transport is not. Retrying
+// moves the same bytes between the same ranges again, so it is safe for
+// reads and writes alike. Each task's reported state is its last
+// attempt's.
 func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
-	id, err := e.AllocateBatch(max(len(reqs), 1))
-	if err != nil {
-		return err
+	res := make([]taskResult, len(reqs))
+	tried := make([][]int32, len(reqs))
+	todo := make([]int, len(reqs))
+	for i := range todo {
+		todo[i] = i
 	}
-	defer e.FreeBatch(id)
-	if err := e.Submit(id, reqs...); err != nil {
-		return err
+	attempt := make([]Request, 0, len(reqs))
+	var werr error
+	for round := 1; len(todo) > 0; round++ {
+		attempt = attempt[:0]
+		for _, i := range todo {
+			attempt = append(attempt, reqs[i])
+			if round > 1 {
+				attempt[len(attempt)-1].Transport = e.plugins[res[i].transport].name
+			}
+		}
+		out, err := e.runBatch(ctx, attempt)
+		if err != nil && out == nil {
+			return err
+		}
+		werr = err
+		next := todo[:0:0]
+		for k, i := range todo {
+			res[i] = out[k]
+			if out[k].transport >= 0 {
+				tried[i] = append(tried[i], out[k].transport)
+			}
+			if round >= failoverAttempts || ctx.Err() != nil || reqs[i].Transport != "" || out[k].state != StateFailed ||
+				!(errors.Is(out[k].err, ErrPluginFailed) || errors.Is(out[k].err, ErrTransportUnavailable)) {
+				continue
+			}
+			to := e.failoverTarget(ctx, &reqs[i], tried[i])
+			if to < 0 {
+				continue
+			}
+			e.log.Warn("failing task over to another transport", "task", i, "from", e.plugins[out[k].transport].name, "to", e.plugins[to].name, "attempt", round+1, "error", out[k].err)
+			res[i].transport = to
+			next = append(next, i)
+		}
+		todo = next
 	}
-	werr := e.Wait(ctx, id)
 	var errs []error
 	checked := map[SegmentID]string{} // recheck's findings, once per segment
-	now := progress.Now()
-	for i := range id.b.Len() {
-		t := id.b.Task(i)
-		s := id.b.State(i, now)
-		if s == StateCompleted {
+	for i, tr := range res {
+		if tr.state == StateCompleted {
 			continue
 		}
 		r := &reqs[i]
-		te := &TransferError{Task: i, Op: r.Op, Remote: r.Remote, Length: uint64(len(r.Local)), State: s, Err: e.taskErr(t, s)}
+		te := &TransferError{Task: i, Op: r.Op, Remote: r.Remote, Length: uint64(len(r.Local)), State: tr.state, Err: tr.err}
 		if rem := e.remote(r.Segment); rem != nil {
 			te.Segment = rem.name
-			if t.Err == nil && s == StateFailed {
-				te.Err = e.recheck(ctx, rem, t.SliceStatus(), te.Err, checked)
+			if tr.recheck {
+				te.Err = e.recheck(ctx, rem, tr.status, te.Err, checked)
 			}
 		}
-		if t.Transport >= 0 {
-			te.Transport = e.plugins[t.Transport].name
+		if tr.transport >= 0 {
+			te.Transport = e.plugins[tr.transport].name
+		}
+		if n := len(tried[i]); n > 1 {
+			te.Err = fmt.Errorf("%w (after %d attempts)", te.Err, n)
 		}
 		errs = append(errs, te)
 	}
@@ -447,4 +514,78 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 		errs = append(errs, werr)
 	}
 	return errors.Join(errs...)
+}
+
+// runBatch runs reqs as one batch and reports each task's end. It returns
+// a nil slice only when the batch could not be submitted.
+func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, error) {
+	id, err := e.AllocateBatch(max(len(reqs), 1))
+	if err != nil {
+		return nil, err
+	}
+	defer e.FreeBatch(id)
+	if err := e.Submit(id, reqs...); err != nil {
+		return nil, err
+	}
+	werr := e.Wait(ctx, id)
+	out := make([]taskResult, len(reqs))
+	now := progress.Now()
+	for i := range id.b.Len() {
+		t := id.b.Task(i)
+		s := id.b.State(i, now)
+		out[i] = taskResult{state: s, transport: t.Transport()}
+		if s != StateCompleted {
+			out[i].err = e.taskErr(t, s)
+			out[i].recheck = t.Err == nil && s == StateFailed
+			out[i].status = t.SliceStatus()
+		}
+	}
+	return out, werr
+}
+
+// failoverTarget picks the transport for r's next attempt: the first of
+// the selector's plan not in tried; when every usable one was tried, the
+// first of the plan once one is usable again (a restarted plugin), waiting
+// up to failoverWait for that. -1 when there is none.
+func (e *Engine) failoverTarget(ctx context.Context, r *Request, tried []int32) int32 {
+	rem := e.remote(r.Segment)
+	if rem == nil || rem.retired != "" {
+		return -1
+	}
+	cands := make([]selector.Transport, len(e.plugins))
+	deadline := time.Now().Add(failoverWait)
+	for {
+		sr := e.selectorFacts(r, rem, uint64(len(r.Local)), cands)
+		sr.Hint = ""
+		if p, err := e.sel.Select(&sr, cands); err == nil {
+			for _, i := range p.Index {
+				if !slices.Contains(tried, int32(i)) {
+					return int32(i)
+				}
+			}
+			if len(p.Index) > 0 && !e.anyDown(tried) {
+				return int32(p.Index[0])
+			}
+		}
+		if time.Now().After(deadline) || e.closed.Load() {
+			return -1
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return -1
+		}
+	}
+}
+
+// anyDown reports whether one of the plugins in idx is restarting.
+func (e *Engine) anyDown(idx []int32) bool {
+	for _, i := range idx {
+		if ps := e.plugins[i]; ps.err == nil && ps.down.Load() {
+			return true
+		}
+	}
+	return false
 }

@@ -93,6 +93,9 @@ func (l *Lane) InFlight() int64 { return l.inFlight.Load() }
 // waiting for room.
 func (l *Lane) MarkDown() { l.down.Store(true); l.sq.Wake() }
 
+// Down reports whether MarkDown was called.
+func (l *Lane) Down() bool { return l.down.Load() }
+
 // Reap drains the completion ring into t until Close. The engine runs it
 // in a goroutine it owns; it is the only one that sleeps on the ring.
 // Waiters drain it too (Poll), so Reap takes the ring only under reapMu and

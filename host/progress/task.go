@@ -43,9 +43,12 @@ type Task struct {
 	bytes   atomic.Uint64 // bytes reported by completed slices
 	status  atomic.Int32  // first failing ring.Status, 0 if none
 
-	Length    uint64
-	Deadline  int64 // unix ns, 0 = none
-	Transport int32 // index of the plugin carrying it, -1 before routing
+	Length   uint64
+	Deadline int64 // unix ns, 0 = none
+	// transport is the index of the plugin carrying it, -1 before
+	// routing; atomic, since a plugin's watcher reads it while a
+	// submitter routes.
+	transport atomic.Int32
 	// Err explains an INVALID or submit-time failure; set before the task
 	// turns terminal, read after.
 	Err error
@@ -119,7 +122,8 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t.pending.Store(0)
 	t.bytes.Store(0)
 	t.status.Store(0)
-	t.Length, t.Deadline, t.Transport, t.Err = length, deadline, -1, nil
+	t.Length, t.Deadline, t.Err = length, deadline, nil
+	t.transport.Store(-1)
 	b.n.Store(int32(i + 1))
 	b.mu.Unlock()
 	if deadline != 0 {
@@ -358,13 +362,20 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 	n := 0
 	t.Each(func(b *Batch) {
 		for i := range int(b.n.Load()) {
-			if b.tasks[i].Transport == idx && b.Finish(i, Failed, err) {
+			if b.tasks[i].transport.Load() == idx && b.Finish(i, Failed, err) {
 				n++
 			}
 		}
 	})
 	return n
 }
+
+// SetTransport records the plugin (its index) that carries the task.
+func (t *Task) SetTransport(idx int32) { t.transport.Store(idx) }
+
+// Transport returns the index of the plugin carrying the task, -1 before
+// routing.
+func (t *Task) Transport() int32 { return t.transport.Load() }
 
 // Now is the clock tasks use; a variable so tests can see through it.
 func Now() int64 { return time.Now().UnixNano() }

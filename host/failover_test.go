@@ -1,0 +1,198 @@
+package host_test
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// crashAfter is how many descriptors the crashing fault plugin lets
+// through: with 1 MiB slices, a 128 MiB transfer crashes it mid-way.
+const crashAfter = 20
+
+// failoverConfig is an engine's HCL: the fault plugin (crashing after
+// crashAfter descriptors when crash is set) wrapping TCP, then plain TCP
+// unless onlyFault; a policy prefers fault.
+func failoverConfig(name string, crash, onlyFault bool) string {
+	faults := ""
+	if crash {
+		faults = fmt.Sprintf("fault \"crash\" {\n      after = %d\n    }\n", crashAfter)
+	}
+	s := fmt.Sprintf(`name = %q
+plugin_dir = %q
+plugin "fault" {
+  config {
+    %s
+    tcp {
+      listen = ["127.0.0.1:0"]
+    }
+  }
+}
+`, name, binDir, faults)
+	transports := `["fault"]`
+	if !onlyFault {
+		s += `plugin "tcp" {
+  config {
+    listen = ["127.0.0.1:0"]
+  }
+}
+`
+		transports = `["fault", "tcp"]`
+	}
+	return s + fmt.Sprintf("policy \"prefer-fault\" {\n  transports = %s\n}\n", transports)
+}
+
+func failoverEngine(t *testing.T, name string, onlyFault bool) *host.Engine {
+	t.Helper()
+	cfg, err := config.Parse([]byte(failoverConfig(name, true, onlyFault)), name+".hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := host.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// failoverPeer starts a peer engine offering both fault (with no faults)
+// and tcp.
+func failoverPeer(t *testing.T, a *host.Engine, name string, span int) *peer {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "peer.hcl")
+	if err := os.WriteFile(file, []byte(failoverConfig(name, false, false)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startPeer(t, "--config", file, "--name", name, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span))
+}
+
+func pluginStatus(e *host.Engine, name string) host.PluginStatus {
+	for _, st := range e.Plugins(context.Background()) {
+		if st.Name == name {
+			return st
+		}
+	}
+	return host.PluginStatus{}
+}
+
+// waitRunning waits until the named plugin runs again after a restart.
+func waitRunning(t *testing.T, e *host.Engine, name string) host.PluginStatus {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := pluginStatus(e, name)
+		if st.State == "running" && st.Restarts >= 1 {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("plugin %q not back within 10s: %+v", name, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestFailoverOnPluginCrash crashes the preferred transport's plugin in
+// the middle of a 128 MiB write: the write completes over tcp with every
+// byte verified by the peer, the plugin is restarted, and a later
+// transfer goes through it again.
+func TestFailoverOnPluginCrash(t *testing.T) {
+	const span = 128 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := failoverEngine(t, "fo-a", false)
+	b := failoverPeer(t, a, "fo-b", span)
+	seg, err := a.OpenSegment(ctx, "fo-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seg.Transports) != 2 {
+		t.Fatalf("segment offers %v, want fault and tcp", seg.Transports)
+	}
+	remote := b.Ready.Buffers[0].Base
+	local, err := a.Allocate(span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(local)
+	start := time.Now()
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}); err != nil {
+		t.Fatalf("write through a crashing plugin: %v", err)
+	}
+	t.Logf("128 MiB write with a crash and failover took %v", time.Since(start))
+	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
+		t.Fatalf("peer has sha256 %s, sent %s", got, want)
+	}
+	st := waitRunning(t, a, "fault")
+	t.Logf("fault plugin back: %+v", st)
+	before := st.Counters["descriptors"]
+
+	// A small transfer fits under the crash threshold of the new run and
+	// goes through the restarted plugin, as the policy prefers it.
+	small := local[:64<<10]
+	rand.Read(small)
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: small, Segment: seg.ID, Remote: remote}); err != nil {
+		t.Fatalf("write after restart: %v", err)
+	}
+	if got, want := b.ask(t, "sha256 0 %d", len(small)), sum(small); got != want {
+		t.Fatalf("after restart: peer has sha256 %s, sent %s", got, want)
+	}
+	after := pluginStatus(a, "fault")
+	if after.Counters["descriptors"] <= before {
+		t.Fatalf("restarted fault plugin carried nothing: descriptors %d -> %d (%+v)", before, after.Counters["descriptors"], after)
+	}
+}
+
+// TestCrashWithoutFailoverTarget crashes the only transport: the transfer
+// ends, FAILED with the plugin's failure or completed after restarts,
+// and never hangs.
+func TestCrashWithoutFailoverTarget(t *testing.T) {
+	const span = 128 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	a := failoverEngine(t, "fo-c", true)
+	b := failoverPeer(t, a, "fo-d", span)
+	seg, err := a.OpenSegment(ctx, "fo-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := b.Ready.Buffers[0].Base
+	local, err := a.Allocate(span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(local)
+	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
+	if ctx.Err() != nil {
+		t.Fatalf("transfer ran into the test's bound: %v", err)
+	}
+	switch {
+	case err == nil:
+		if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
+			t.Fatalf("peer has sha256 %s, sent %s", got, want)
+		}
+	case errors.Is(err, host.ErrPluginFailed):
+		var te *host.TransferError
+		if !errors.As(err, &te) || te.State != host.StateFailed {
+			t.Fatalf("want a FAILED task, got %v", err)
+		}
+		t.Logf("ended FAILED as expected: %v", err)
+	default:
+		t.Fatalf("want nil or ErrPluginFailed, got %v", err)
+	}
+	waitRunning(t, a, "fault")
+}
