@@ -16,7 +16,8 @@ import (
 // without a plugin release.
 func TestLayering(t *testing.T) {
 	root := filepath.Join("..")
-	forbidden := []string{"github.com/ferrydev/ferry/host", "github.com/ferrydev/ferry/config", "github.com/ferrydev/ferry/cmd"}
+	const mod = "github.com/ferrydev/ferry"
+	forbidden := []string{mod + "/host", mod + "/config", mod + "/cmd"}
 	checked := 0
 	for _, dir := range []string{"sdk", "plugins", "devices"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
