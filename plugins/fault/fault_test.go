@@ -40,14 +40,14 @@ func TestConformance(t *testing.T) {
 
 // pair starts A, the plugin under test with faults, and B, a fault plugin
 // with none (plain TCP), and returns A's local memory and B's region.
-func pair(t *testing.T, faults string) (a, b *instance, local, remote []byte) {
+func pair(t *testing.T, faults string) (a, b *plugintest.Instance, local, remote []byte) {
 	t.Helper()
 	name := strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name()))
 	b = launch(t, name+"-b", incB, tcpBlock)
 	a = launch(t, name+"-a", incA, faults+"\n"+tcpBlock)
-	local = a.region(regLocal, regionSize, sdk.PermLocal)
-	remote = b.region(regRemote, regionSize, sdk.PermRemoteReadWrite)
-	a.openPeer(peerB, b, incB)
+	local = a.Region(regLocal, regionSize, sdk.PermLocal)
+	remote = b.Region(regRemote, regionSize, sdk.PermRemoteReadWrite)
+	a.OpenPeer(peerB, b, incB)
 	return a, b, local, remote
 }
 
@@ -75,10 +75,10 @@ func TestDrop(t *testing.T) {
 			for i := range n {
 				ds = append(ds, desc(ring.OpWrite, i))
 			}
-			chs := a.submit(ds...)
+			chs := a.Submit(ds...)
 			dropped := 0
 			for i, ch := range chs {
-				c := a.wait(ch, ds[i].Token)
+				c := a.Wait(ch, ds[i].Token)
 				span := remote[i*chunk : (i+1)*chunk]
 				if i >= 2 && (i-2)%3 == 0 {
 					dropped++
@@ -97,7 +97,7 @@ func TestDrop(t *testing.T) {
 					t.Errorf("descriptor %d: target bytes differ", i)
 				}
 			}
-			s := a.stats()
+			s := a.Stats()
 			if s["dropped"] != uint64(dropped) || s["descriptors"] != n {
 				t.Errorf("stats dropped=%d descriptors=%d, want %d and %d", s["dropped"], s["descriptors"], dropped, n)
 			}
@@ -111,7 +111,7 @@ func TestDelay(t *testing.T) {
 	fillPattern(local[:8*chunk], 3)
 	for i := range 5 {
 		start := time.Now()
-		c := a.do(desc(ring.OpWrite, i))
+		c := a.Do(desc(ring.OpWrite, i))
 		took := time.Since(start)
 		if c.Status != ring.StatusOK || c.Length != chunk {
 			t.Fatalf("descriptor %d: %v, %d bytes", i, c.Status, c.Length)
@@ -123,7 +123,7 @@ func TestDelay(t *testing.T) {
 			t.Errorf("descriptor %d: target bytes differ", i)
 		}
 	}
-	if s := a.stats(); s["delayed"] != 3 {
+	if s := a.Stats(); s["delayed"] != 3 {
 		t.Errorf("stats delayed=%d, want 3", s["delayed"])
 	}
 }
@@ -134,7 +134,7 @@ func TestCorrupt(t *testing.T) {
 	fillPattern(remote[:n*chunk], 5)
 	corrupted := 0
 	for i := range n {
-		c := a.do(desc(ring.OpRead, i))
+		c := a.Do(desc(ring.OpRead, i))
 		same := bytes.Equal(remote[i*chunk:(i+1)*chunk], local[i*chunk:(i+1)*chunk])
 		if i%2 == 1 {
 			corrupted++
@@ -151,12 +151,12 @@ func TestCorrupt(t *testing.T) {
 		}
 	}
 	// A chosen write is sent, then reported failed.
-	w := a.do(desc(ring.OpWrite, n))
+	w := a.Do(desc(ring.OpWrite, n))
 	if w.Status != ring.StatusIO {
 		t.Errorf("write: %v, want %v", w.Status, ring.StatusIO)
 	}
 	corrupted++
-	if s := a.stats(); s["corrupted"] != uint64(corrupted) {
+	if s := a.Stats(); s["corrupted"] != uint64(corrupted) {
 		t.Errorf("stats corrupted=%d, want %d", s["corrupted"], corrupted)
 	}
 }
@@ -164,15 +164,15 @@ func TestCorrupt(t *testing.T) {
 func TestStall(t *testing.T) {
 	const after = 3
 	a, _, local, _ := pair(t, fmt.Sprintf("fault \"stall\" {\n  after = %d\n}", after))
-	a.noStop = true // a stalled plugin is killed, as the host would
+	a.ExpectGone() // a stalled plugin is killed, as the host would
 	fillPattern(local[:8*chunk], 7)
 	for i := range after {
-		if c := a.do(desc(ring.OpWrite, i)); c.Status != ring.StatusOK {
+		if c := a.Do(desc(ring.OpWrite, i)); c.Status != ring.StatusOK {
 			t.Fatalf("descriptor %d before the stall: %v", i, c.Status)
 		}
 	}
 	ds := []ring.Descriptor{desc(ring.OpWrite, after), desc(ring.OpRead, after+1), {Token: token(), Op: ring.OpNop}}
-	chs := a.submit(ds...)
+	chs := a.Submit(ds...)
 	deadline := time.After(300 * time.Millisecond)
 	for i, ch := range chs {
 		select {
@@ -183,12 +183,12 @@ func TestStall(t *testing.T) {
 		deadline = time.After(0)
 	}
 	select {
-	case <-a.proc.Exited():
+	case <-a.Process().Exited():
 		t.Fatal("the stalled plugin exited")
 	default:
 	}
 	// The control plane still answers: only the data path is stuck.
-	if s := a.stats(); s["stalled"] < 1 {
+	if s := a.Stats(); s["stalled"] < 1 {
 		t.Errorf("stats stalled=%d, want at least 1", s["stalled"])
 	}
 }
@@ -196,21 +196,21 @@ func TestStall(t *testing.T) {
 func TestCrash(t *testing.T) {
 	const after = 2
 	a, _, local, _ := pair(t, fmt.Sprintf("fault \"crash\" {\n  after = %d\n}", after))
-	a.noStop = true
+	a.ExpectGone()
 	fillPattern(local[:8*chunk], 9)
 	for i := range after {
-		if c := a.do(desc(ring.OpWrite, i)); c.Status != ring.StatusOK {
+		if c := a.Do(desc(ring.OpWrite, i)); c.Status != ring.StatusOK {
 			t.Fatalf("descriptor %d before the crash: %v", i, c.Status)
 		}
 	}
 	select {
-	case <-a.proc.Exited():
+	case <-a.Process().Exited():
 		t.Fatal("the plugin exited before the crash point")
 	default:
 	}
-	a.submit(desc(ring.OpWrite, after), desc(ring.OpWrite, after+1))
+	a.Submit(desc(ring.OpWrite, after), desc(ring.OpWrite, after+1))
 	select {
-	case <-a.proc.Exited():
+	case <-a.Process().Exited():
 	case <-time.After(waitLimit):
 		t.Fatal("the plugin did not exit after the crash point")
 	}

@@ -15,9 +15,11 @@ import (
 // completionWait bounds how long the suite waits for one completion.
 const completionWait = 30 * time.Second
 
-// instance is one running copy of the plugin under test, driven the way
-// the host drives it.
-type instance struct {
+// Instance is one running copy of a plugin under test, driven the way the
+// host drives it: its own regions, one lane of rings, a reaper that checks
+// every descriptor completes exactly once. Plugin authors use it to write
+// their own end-to-end tests beside Run.
+type Instance struct {
 	t        testing.TB
 	name     string
 	inc      uint64
@@ -33,9 +35,17 @@ type instance struct {
 	stop    chan struct{}
 	reaped  chan struct{}
 	regions map[uint32]*shm.Region
+
+	// noStop: the plugin is expected to be stalled or gone; cleanup kills
+	// it without asking it to stop.
+	noStop bool
 }
 
-func launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *instance {
+// Launch starts binary as a Ferry host would, starts it as engine name
+// with incarnation inc and config body cfg, attaches one lane and returns
+// it; the test's cleanup stops it and checks completions. A plugin whose
+// probe says it is unavailable skips the test.
+func Launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *Instance {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -43,7 +53,7 @@ func launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *instance
 	if err != nil {
 		t.Fatalf("launch %s: %v", binary, err)
 	}
-	in := &instance{t: t, name: name, inc: inc, proc: p,
+	in := &Instance{t: t, name: name, inc: inc, proc: p,
 		waiting: map[uint64]chan ring.Descriptor{}, seen: map[uint64]int{},
 		stop: make(chan struct{}), reaped: make(chan struct{}), regions: map[uint32]*shm.Region{}}
 	pr, err := p.Client.Probe(ctx)
@@ -81,7 +91,7 @@ func launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *instance
 	return in
 }
 
-func (in *instance) reap() {
+func (in *Instance) reap() {
 	defer close(in.reaped)
 	buf := make([]ring.Descriptor, 64)
 	for {
@@ -106,16 +116,19 @@ func (in *instance) reap() {
 	}
 }
 
-func (in *instance) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := in.proc.Client.Stop(ctx); err != nil {
-		in.t.Errorf("%s: stop: %v", in.name, err)
+func (in *Instance) close() {
+	if !in.noStop {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := in.proc.Client.Stop(ctx); err != nil {
+			in.t.Errorf("%s: stop: %v", in.name, err)
+		}
+		cancel()
 	}
 	close(in.stop)
 	in.cq.Wake()
 	<-in.reaped
 	in.proc.Kill()
+	<-in.proc.Exited()
 	for _, r := range in.regions {
 		r.Close()
 	}
@@ -130,8 +143,8 @@ func (in *instance) close() {
 	}
 }
 
-// region creates a shared region of size bytes and registers it as id.
-func (in *instance) region(id uint32, size int, perm sdk.Perm) []byte {
+// Region creates a shared region of size bytes and registers it as id.
+func (in *Instance) Region(id uint32, size int, perm sdk.Perm) []byte {
 	in.t.Helper()
 	r, err := shm.Create(fmt.Sprintf("%s-r%d", in.name, id), size)
 	if err != nil {
@@ -144,9 +157,9 @@ func (in *instance) region(id uint32, size int, perm sdk.Perm) []byte {
 	return r.Mem()
 }
 
-// submit publishes descriptors as one batch and returns a channel per
+// Submit publishes descriptors as one batch and returns a channel per
 // descriptor for its completion.
-func (in *instance) submit(ds ...ring.Descriptor) []chan ring.Descriptor {
+func (in *Instance) Submit(ds ...ring.Descriptor) []chan ring.Descriptor {
 	chs := make([]chan ring.Descriptor, len(ds))
 	in.mu.Lock()
 	for i := range ds {
@@ -166,13 +179,15 @@ func (in *instance) submit(ds ...ring.Descriptor) []chan ring.Descriptor {
 	return chs
 }
 
-// do submits one descriptor and waits for its completion.
-func (in *instance) do(d ring.Descriptor) ring.Descriptor {
+// Do submits one descriptor and waits for its completion.
+func (in *Instance) Do(d ring.Descriptor) ring.Descriptor {
 	in.t.Helper()
-	return in.wait(in.submit(d)[0], d.Token)
+	return in.Wait(in.Submit(d)[0], d.Token)
 }
 
-func (in *instance) wait(ch chan ring.Descriptor, token uint64) ring.Descriptor {
+// Wait returns the completion that arrives on ch, failing the test if none
+// comes in time.
+func (in *Instance) Wait(ch chan ring.Descriptor, token uint64) ring.Descriptor {
 	in.t.Helper()
 	select {
 	case c := <-ch:
@@ -182,3 +197,30 @@ func (in *instance) wait(ch chan ring.Descriptor, token uint64) ring.Descriptor 
 	}
 	return ring.Descriptor{}
 }
+
+// OpenPeer makes b known to in as peer id, addressed at incarnation inc.
+func (in *Instance) OpenPeer(id uint32, b *Instance, inc uint64) {
+	in.t.Helper()
+	if err := in.proc.Client.OpenPeer(context.Background(), sdk.Peer{ID: id, Segment: b.name, Incarnation: inc, MachineID: "plugintest", Endpoint: b.endpoint}); err != nil {
+		in.t.Fatalf("%s: open peer: %v", in.name, err)
+	}
+}
+
+// Stats reads the plugin's counters.
+func (in *Instance) Stats() map[string]uint64 {
+	in.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := in.proc.Client.Stats(ctx)
+	if err != nil {
+		in.t.Fatalf("%s: stats: %v", in.name, err)
+	}
+	return s
+}
+
+// Process returns the plugin process (to kill it, or to watch it exit).
+func (in *Instance) Process() *sdk.Process { return in.proc }
+
+// ExpectGone tells the cleanup that the plugin is meant to be stalled or
+// dead: it is killed without being asked to stop.
+func (in *Instance) ExpectGone() { in.noStop = true }

@@ -44,12 +44,12 @@ func Run(t *testing.T, c Config) {
 	if size == 0 {
 		size = 8 << 20
 	}
-	a := launch(t, c.Binary, "conformance-a", incA, c.ConfigA)
-	b := launch(t, c.Binary, "conformance-b", incB, c.ConfigB)
-	local := a.region(regLocal, size, sdk.PermLocal)
-	rw := b.region(regRW, size, sdk.PermRemoteReadWrite)
-	ro := b.region(regRO, 1<<16, sdk.PermRemoteRead)
-	priv := b.region(regPriv, 1<<16, sdk.PermLocal)
+	a := Launch(t, c.Binary, "conformance-a", incA, c.ConfigA)
+	b := Launch(t, c.Binary, "conformance-b", incB, c.ConfigB)
+	local := a.Region(regLocal, size, sdk.PermLocal)
+	rw := b.Region(regRW, size, sdk.PermRemoteReadWrite)
+	ro := b.Region(regRO, 1<<16, sdk.PermRemoteRead)
+	priv := b.Region(regPriv, 1<<16, sdk.PermLocal)
 	fill(rw, 1)
 	fill(ro, 2)
 	fill(priv, 3)
@@ -65,7 +65,7 @@ func Run(t *testing.T, c Config) {
 	t.Run("Concurrent", func(t *testing.T) { concurrent(t, a, local, rw) })
 	t.Run("Rejections", func(t *testing.T) { rejections(t, a, local, rw, ro, priv) })
 	t.Run("Nop", func(t *testing.T) {
-		if c := a.do(ring.Descriptor{Token: token(), Op: ring.OpNop}); c.Status != ring.StatusOK {
+		if c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpNop}); c.Status != ring.StatusOK {
 			t.Fatalf("nop completed %v", c.Status)
 		}
 	})
@@ -73,7 +73,7 @@ func Run(t *testing.T, c Config) {
 		if err := b.proc.Client.UnregisterMemory(t.Context(), regPriv); err != nil {
 			t.Fatal(err)
 		}
-		c := a.do(ring.Descriptor{Token: token(), Op: ring.OpRead, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regPriv, Length: 10})
+		c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpRead, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regPriv, Length: 10})
 		if c.Status != ring.StatusNotRegistered {
 			t.Fatalf("read of an unregistered remote region: %v, want %v", c.Status, ring.StatusNotRegistered)
 		}
@@ -93,7 +93,7 @@ func fill(b []byte, seed uint64) {
 	}
 }
 
-func roundTrips(t *testing.T, a *instance, local, rw []byte) {
+func roundTrips(t *testing.T, a *Instance, local, rw []byte) {
 	sizes := []int{1, 3, 63, 4096, 4099, 65537, 1<<20 + 3, 4 << 20}
 	offsets := []int{0, 1, 4095}
 	for _, n := range sizes {
@@ -106,7 +106,7 @@ func roundTrips(t *testing.T, a *instance, local, rw []byte) {
 				loff = 0
 			}
 			fill(local[loff:loff+n], uint64(n+off))
-			c := a.do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, LocalOffset: uint64(loff), Peer: peerB, RemoteRegion: regRW, RemoteOffset: uint64(off), Length: uint64(n)})
+			c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, LocalOffset: uint64(loff), Peer: peerB, RemoteRegion: regRW, RemoteOffset: uint64(off), Length: uint64(n)})
 			if c.Status != ring.StatusOK || c.Length != uint64(n) {
 				t.Fatalf("write %d bytes at %d: %v, %d bytes", n, off, c.Status, c.Length)
 			}
@@ -114,7 +114,7 @@ func roundTrips(t *testing.T, a *instance, local, rw []byte) {
 				t.Fatalf("write %d bytes at %d: target bytes differ", n, off)
 			}
 			fill(rw[off:off+n], uint64(3*n+off))
-			c = a.do(ring.Descriptor{Token: token(), Op: ring.OpRead, LocalRegion: regLocal, LocalOffset: uint64(loff), Peer: peerB, RemoteRegion: regRW, RemoteOffset: uint64(off), Length: uint64(n)})
+			c = a.Do(ring.Descriptor{Token: token(), Op: ring.OpRead, LocalRegion: regLocal, LocalOffset: uint64(loff), Peer: peerB, RemoteRegion: regRW, RemoteOffset: uint64(off), Length: uint64(n)})
 			if c.Status != ring.StatusOK || c.Length != uint64(n) {
 				t.Fatalf("read %d bytes at %d: %v, %d bytes", n, off, c.Status, c.Length)
 			}
@@ -125,7 +125,7 @@ func roundTrips(t *testing.T, a *instance, local, rw []byte) {
 	}
 }
 
-func concurrent(t *testing.T, a *instance, local, rw []byte) {
+func concurrent(t *testing.T, a *Instance, local, rw []byte) {
 	const n, size = 512, 4099
 	if n*size > len(rw) {
 		t.Skip("region too small")
@@ -140,9 +140,9 @@ func concurrent(t *testing.T, a *instance, local, rw []byte) {
 		off := uint64(i * size)
 		ds = append(ds, ring.Descriptor{Token: token(), Op: op, LocalRegion: regLocal, LocalOffset: off, Peer: peerB, RemoteRegion: regRW, RemoteOffset: off, Length: size})
 	}
-	chs := a.submit(ds...)
+	chs := a.Submit(ds...)
 	for i, ch := range chs {
-		c := a.wait(ch, ds[i].Token)
+		c := a.Wait(ch, ds[i].Token)
 		if c.Status != ring.StatusOK || c.Length != size {
 			t.Fatalf("descriptor %d: %v, %d bytes", i, c.Status, c.Length)
 		}
@@ -155,7 +155,7 @@ func concurrent(t *testing.T, a *instance, local, rw []byte) {
 	}
 }
 
-func rejections(t *testing.T, a *instance, local, rw, ro, priv []byte) {
+func rejections(t *testing.T, a *Instance, local, rw, ro, priv []byte) {
 	big := uint64(len(rw))
 	cases := []struct {
 		name string
@@ -184,7 +184,7 @@ func rejections(t *testing.T, a *instance, local, rw, ro, priv []byte) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			c.d.Token = token()
-			got := a.do(c.d)
+			got := a.Do(c.d)
 			ok := false
 			for _, w := range c.want {
 				ok = ok || got.Status == w
@@ -204,7 +204,7 @@ func rejections(t *testing.T, a *instance, local, rw, ro, priv []byte) {
 		t.Fatal("a rejected request changed the initiator's memory")
 	}
 	// The plugin still serves good requests after all that.
-	c := a.do(ring.Descriptor{Token: token(), Op: ring.OpRead, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regRO, Length: 100})
+	c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpRead, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regRO, Length: 100})
 	if c.Status != ring.StatusOK || !bytes.Equal(local[:100], ro[:100]) {
 		t.Fatalf("read after rejections: %v", c.Status)
 	}
