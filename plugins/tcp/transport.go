@@ -331,23 +331,17 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		fail(ring.StatusShutdown)
 		return
 	}
-	switch d.Op {
-	case ring.OpNop:
-		t.stats.opsCompleted.Add(1)
-		c.Complete(d.Token, ring.StatusOK, 0)
-		return
-	case ring.OpWrite, ring.OpRead:
-	default:
-		fail(ring.StatusInvalid)
-		return
-	}
-	if d.Length == 0 {
-		fail(ring.StatusInvalid)
-		return
-	}
-	if d.Deadline != 0 && time.Now().UnixNano() >= d.Deadline {
-		t.stats.opsTimedOut.Add(1)
-		fail(ring.StatusTimeout)
+	if st, done := sdk.Precheck(d, time.Now().UnixNano()); done {
+		switch st {
+		case ring.StatusOK:
+			t.stats.opsCompleted.Add(1)
+			c.Complete(d.Token, st, 0)
+		case ring.StatusTimeout:
+			t.stats.opsTimedOut.Add(1)
+			fail(st)
+		default:
+			fail(st)
+		}
 		return
 	}
 	var p *peer
