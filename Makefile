@@ -6,7 +6,7 @@ PROTO_DIR := sdk/proto
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
 PLUGINS   := tcp shm fault
 
-.PHONY: all build run test bench proto proto-check lint clean
+.PHONY: all build run test fuzz bench proto proto-check lint clean
 
 all: build
 
@@ -27,6 +27,16 @@ test: build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# Bounded fuzzing of the decoders that read bytes from other processes and
+# hosts (run by `make test`; FUZZTIME per target).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHello$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzDescriptor$$' -fuzztime $(FUZZTIME) ./sdk/ring/
+	$(GO) test -run '^$$' -fuzz '^FuzzAttach$$' -fuzztime $(FUZZTIME) ./sdk/ring/
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./sdk/ring/ ./host/...
