@@ -22,7 +22,7 @@ func TestPrecheck(t *testing.T) {
 		{"completion op", ring.Descriptor{Op: ring.OpCompletion, Length: 1}, ring.StatusInvalid, true},
 	}
 	for _, c := range cases {
-		if st, done := Precheck(&c.d, 100); st != c.st || done != c.done {
+		if st, done := precheck(&c.d, func() int64 { return 100 }); st != c.st || done != c.done {
 			t.Errorf("%s: Precheck = %v, %v; want %v, %v", c.name, st, done, c.st, c.done)
 		}
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -312,7 +311,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		fail(ring.StatusShutdown)
 		return
 	}
-	if st, done := sdk.Precheck(d, time.Now().UnixNano()); done {
+	if st, done := sdk.Precheck(d); done {
 		switch st {
 		case ring.StatusOK:
 			t.stats.opsCompleted.Add(1)
