@@ -111,15 +111,9 @@ func (e *Engine) Explain(req Request) (string, error) {
 		return "", ErrClosed
 	}
 	n := uint64(len(req.Local))
-	if req.Op != Read && req.Op != Write {
-		return "", fmt.Errorf("%w: unknown op %d", ErrInvalid, req.Op)
-	}
-	if n == 0 {
-		return "", fmt.Errorf("%w: zero length", ErrInvalid)
-	}
 	rem := e.remote(req.Segment)
-	if rem == nil {
-		return "", fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, req.Segment)
+	if err := checkRequest(&req, rem); err != nil {
+		return "", err
 	}
 	cands := make([]selector.Transport, len(e.plugins))
 	sr := e.selectorFacts(&req, rem, n, cands)

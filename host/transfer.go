@@ -205,18 +205,26 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 	}
 }
 
+// checkRequest checks what a request must be before anything else is
+// looked at: a known op, a length, an open segment.
+func checkRequest(r *Request, rem *remote) error {
+	switch {
+	case r.Op != Read && r.Op != Write:
+		return fmt.Errorf("%w: unknown op %d", ErrInvalid, r.Op)
+	case len(r.Local) == 0:
+		return fmt.Errorf("%w: zero length", ErrInvalid)
+	case rem == nil:
+		return fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, r.Segment)
+	}
+	return nil
+}
+
 // route checks a request and picks its plugin. Errors here make the task
 // INVALID: nothing was sent.
 func (e *Engine) route(r *Request, rem *remote) (ps *pluginState, lreg uint32, loff uint64, rreg uint32, roff uint64, err error) {
 	n := uint64(len(r.Local))
-	if r.Op != Read && r.Op != Write {
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: unknown op %d", ErrInvalid, r.Op)
-	}
-	if n == 0 {
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: zero length", ErrInvalid)
-	}
-	if rem == nil {
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, r.Segment)
+	if err := checkRequest(r, rem); err != nil {
+		return nil, 0, 0, 0, 0, err
 	}
 	if rem.retired != "" {
 		return nil, 0, 0, 0, 0, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.retired)
