@@ -75,6 +75,9 @@ type Config struct {
 	// Policies choose transports per request, in file order, first match
 	// wins; see Policy.
 	Policies []Policy
+	// Rails name rails of the transports and state their NUMA node and
+	// bandwidth; see RailBlock.
+	Rails []RailBlock
 
 	// File is the path the configuration was loaded from; "" when built
 	// in code.

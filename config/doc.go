@@ -58,7 +58,14 @@
 //	                               # migration, checkpoint, weight_loading; default any
 //	  }
 //	  transports = ["shm", "tcp"]  # required: configured plugin names, in the order to try them
-//	  rails      = ["eth0"]        # allowed rails; kept, not used yet
+//	  rails      = ["fast"]        # allowed rails: rail block labels or the plugins' rail names; default any
+//	}
+//
+//	rail "fast" {                  # names one rail of a transport; any number
+//	  transport      = "tcp"       # required: a configured plugin
+//	  device         = "10.1.0.1:7100"  # required: the plugin's name for it (tcp: a listen address as written)
+//	  numa_node      = 0           # optional: overrides the probe's
+//	  bandwidth_gbps = 25          # optional: seeds the engine's bandwidth estimate
 //	}
 //
 // A request that names a policy gets it whatever its match block says; a

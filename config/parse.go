@@ -69,6 +69,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "plugin", LabelNames: []string{"name"}},
 		{Type: "transfer"},
 		{Type: "policy", LabelNames: []string{"name"}},
+		{Type: "rail", LabelNames: []string{"name"}},
 	},
 }
 
@@ -176,6 +177,10 @@ func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 		case "policy":
 			if p, ok := d.decodePolicy(b); ok {
 				c.Policies = append(c.Policies, p)
+			}
+		case "rail":
+			if r, ok := d.decodeRail(b); ok {
+				c.Rails = append(c.Rails, r)
 			}
 		}
 	}

@@ -25,8 +25,9 @@ type Policy struct {
 	Match PolicyMatch
 	// Transports are plugin names, in the order to try them.
 	Transports []string
-	// Rails are the rails the policy allows; empty means any. Names are
-	// kept as written; rails are not used yet.
+	// Rails are the rails the policy allows; empty means any. A name is
+	// a rail block's label or a plugin's own name for one of its rails;
+	// the engine checks them against the probed rails when it starts.
 	Rails []string
 
 	// DeclRange is where the block starts, like "engine.hcl:12:1".

@@ -60,6 +60,10 @@ func (c *Config) Validate() error {
 	for i := range c.Policies {
 		errs = append(errs, c.validatePolicy(i, firstPolicy)...)
 	}
+	firstRail := map[string]int{}
+	for i := range c.Rails {
+		errs = append(errs, c.validateRail(i, firstRail)...)
+	}
 
 	t := c.Transfer
 	if t.SliceSize < MinSliceSize || t.SliceSize > MaxSliceSize {

@@ -38,6 +38,18 @@ type Lane struct {
 	// that wants it and nobody hands it over.
 	waiters atomic.Int32
 	standby chan struct{}
+
+	// Observer, when set, sees each run of completions the lane reaps,
+	// before the tracker folds them into tasks. Set it before the lane is
+	// reaped or polled; it is called with the reap lock held, so never
+	// concurrently for one lane (but concurrently for different lanes).
+	Observer Observer
+}
+
+// Observer learns of completions as they are reaped: the engine feeds its
+// rail sprayers from it (a completion's token names its rail).
+type Observer interface {
+	Reaped(ds []ring.Descriptor, now int64)
 }
 
 // NewLane creates the two rings of a lane in sealed memfds.
@@ -216,6 +228,9 @@ func (l *Lane) Poll(t *Tracker, buf *[64]ring.Descriptor) int {
 		}
 		total += n
 		l.inFlight.Add(-int64(n))
+		if l.Observer != nil {
+			l.Observer.Reaped(buf[:n], Now())
+		}
 		for i := range buf[:n] {
 			d := &buf[i]
 			st := d.Status

@@ -93,10 +93,35 @@ func (b *Batch) Cap() int { return len(b.tasks) }
 // Task returns task i.
 func (b *Batch) Task(i int) *Task { return &b.tasks[i] }
 
-// Token returns the ring token for task i of this batch.
+// Token returns the ring token for task i of this batch, naming rail 0;
+// WithRail names another.
+//
+// A token is, from the top bit: the batch's slot (18 bits), the rail the
+// slice was sent on (6 bits), the slot's generation (16 bits) and the
+// task's index (24 bits). Plugins echo it unchanged, so a completion says
+// which rail carried its slice without the host keeping a record per
+// slice.
 func (b *Batch) Token(i int) uint64 {
-	return uint64(b.slot)<<40 | uint64(b.gen&0xffff)<<24 | uint64(i)
+	return uint64(b.slot)<<tokenSlotShift | uint64(b.gen&0xffff)<<24 | uint64(i)
 }
+
+// Token layout; see Batch.Token.
+const (
+	tokenSlotShift = 46
+	tokenRailShift = 40
+	// MaxRails is how many rails a token can name.
+	MaxRails = 1 << 6
+	// maxSlots is how many batches a token can name.
+	maxSlots = 1 << 18
+)
+
+// WithRail returns token naming rail (0 <= rail < MaxRails) instead.
+func WithRail(token uint64, rail int) uint64 {
+	return token&^(uint64(MaxRails-1)<<tokenRailShift) | uint64(rail&(MaxRails-1))<<tokenRailShift
+}
+
+// TokenRail returns the rail a token names.
+func TokenRail(token uint64) int { return int(token>>tokenRailShift) & (MaxRails - 1) }
 
 // State returns task i's state, first ending it TIMEOUT if its deadline
 // is at or before now.
@@ -253,7 +278,7 @@ type Tracker struct {
 
 // NewTracker returns a tracker with room for maxBatches live batches.
 func NewTracker(maxBatches int) *Tracker {
-	if maxBatches <= 0 || maxBatches > 1<<24 {
+	if maxBatches <= 0 || maxBatches > maxSlots {
 		maxBatches = 1 << 16
 	}
 	t := &Tracker{slots: make([]atomic.Pointer[Batch], maxBatches), gens: make([]uint32, maxBatches)}
@@ -304,7 +329,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 
 // lookup returns the live batch and task index a token names.
 func (t *Tracker) lookup(token uint64) (*Batch, int) {
-	slot := uint32(token >> 40)
+	slot := uint32(token >> tokenSlotShift)
 	if int(slot) >= len(t.slots) {
 		return nil, 0
 	}

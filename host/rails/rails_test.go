@@ -329,3 +329,34 @@ func BenchmarkPickSentDone(b *testing.B) {
 		now = now.Add(10 * time.Microsecond)
 	}
 }
+
+func TestPickAmongAndForget(t *testing.T) {
+	now := time.Unix(1000, 0)
+	s := New([]Rail{{Name: "a", NUMANode: -1}, {Name: "b", NUMANode: -1}, {Name: "c", NUMANode: -1}}, Options{ProbeShare: -1})
+	for range 20 {
+		i := s.PickAmong(1<<20, -1, 1<<2, now)
+		if i != 2 {
+			t.Fatalf("PickAmong(mask rail 2) = %d", i)
+		}
+		s.Sent(i, 1<<20, now)
+	}
+	if got := s.Stats(now)[2].InFlight; got != 20<<20 {
+		t.Fatalf("in flight on rail 2 = %d, want %d", got, 20<<20)
+	}
+	// Rail 2 is loaded: an unrestricted pick avoids it.
+	if i := s.Pick(1<<20, -1, now); i == 2 {
+		t.Fatalf("Pick chose the loaded rail 2")
+	}
+	s.Forget(2, 20<<20)
+	st := s.Stats(now)[2]
+	if st.InFlight != 0 || st.Errors != 0 || st.Bytes != 0 {
+		t.Fatalf("after Forget: %+v, want nothing in flight, no errors, no bytes", st)
+	}
+	// Pausing the only allowed rail leaves nothing to pick.
+	for range 3 {
+		s.Done(0, 0, now, now, false)
+	}
+	if i := s.PickAmong(1, -1, 1<<0, now); i != -1 {
+		t.Fatalf("PickAmong(paused rail 0) = %d, want -1", i)
+	}
+}

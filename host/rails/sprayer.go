@@ -140,6 +140,12 @@ func (s *Sprayer) Monitor() *Monitor { return s.mon }
 // memory is on NUMA node numa (-1: unknown), or -1 when every rail is
 // paused. The caller follows a pick with Sent, or drops it.
 func (s *Sprayer) Pick(bytes uint64, numa int, now time.Time) int {
+	return s.PickAmong(bytes, numa, 0, now)
+}
+
+// PickAmong is Pick restricted to the rails whose bit is set in allowed
+// (bit i for rail i); allowed 0 allows every rail.
+func (s *Sprayer) PickAmong(bytes uint64, numa int, allowed uint64, now time.Time) int {
 	n := len(s.rails)
 	if n == 0 {
 		return -1
@@ -149,7 +155,7 @@ func (s *Sprayer) Pick(bytes uint64, numa int, now time.Time) int {
 		s.rails[i].closeGroup(now, s.alpha)
 	}
 	if s.probeEvery > 0 && s.seq%s.probeEvery == 0 {
-		if i := s.probe(now); i >= 0 {
+		if i := s.probe(allowed, now); i >= 0 {
 			s.rails[i].lastPick = s.seq
 			return i
 		}
@@ -162,7 +168,7 @@ func (s *Sprayer) Pick(bytes uint64, numa int, now time.Time) int {
 		if i >= n {
 			i -= n
 		}
-		if s.mon.Paused(i, now) {
+		if !isAllowed(allowed, i) || s.mon.Paused(i, now) {
 			continue
 		}
 		r := &s.rails[i]
@@ -184,11 +190,11 @@ func (s *Sprayer) Pick(bytes uint64, numa int, now time.Time) int {
 // it was not picked within the last probeEvery picks; else -1. Only idle
 // rails are probed so that a rail that is still slow holds at most one
 // probe slice.
-func (s *Sprayer) probe(now time.Time) int {
+func (s *Sprayer) probe(allowed uint64, now time.Time) int {
 	best := -1
 	for i := range s.rails {
 		r := &s.rails[i]
-		if r.inFlight != 0 || s.mon.Paused(i, now) || r.lastPick+s.probeEvery > s.seq {
+		if !isAllowed(allowed, i) || r.inFlight != 0 || s.mon.Paused(i, now) || r.lastPick+s.probeEvery > s.seq {
 			continue
 		}
 		if best < 0 || r.lastPick < s.rails[best].lastPick {
@@ -232,6 +238,15 @@ func (s *Sprayer) Done(rail int, bytes uint64, start, now time.Time, ok bool) {
 		r.grpStart = start
 	}
 }
+
+// Forget drops bytes sent to rail that will never be reported done (the
+// plugin that carried them died), without counting an error.
+func (s *Sprayer) Forget(rail int, bytes uint64) {
+	r := &s.rails[rail]
+	r.inFlight -= min(bytes, r.inFlight)
+}
+
+func isAllowed(mask uint64, i int) bool { return mask == 0 || (i < 64 && mask&(1<<i) != 0) }
 
 // ProbeOK records a successful probe of rail at now; see Monitor.ProbeOK.
 func (s *Sprayer) ProbeOK(rail int, now time.Time) { s.mon.ProbeOK(rail, now) }

@@ -1,0 +1,144 @@
+package config
+
+import (
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+	"github.com/zclconf/go-cty/cty/convert"
+)
+
+// RailBlock is a rail block: a name for one rail of a transport, and what
+// the plugin's probe cannot know about it.
+//
+//	rail "fast" {
+//	  transport = "tcp"            # a configured plugin
+//	  device    = "10.1.0.1:7100"  # the plugin's name for the rail; for TCP, the listen address as written
+//	  numa_node = 0                # optional: the NUMA node of its NIC
+//	  bandwidth_gbps = 25          # optional: nominal bandwidth, seeds the sprayer's estimate
+//	}
+//
+// Policies name rails by a block's label or by the plugin's own name for
+// the rail; rails without a block are used with what the probe found.
+type RailBlock struct {
+	Name      string
+	Transport string
+	Device    string
+	// NUMANode overrides the probe's; nil keeps it.
+	NUMANode *int
+	// BandwidthGbps overrides the probe's; 0 keeps it.
+	BandwidthGbps float64
+
+	// DeclRange is where the block starts, like "engine.hcl:12:1".
+	DeclRange string
+
+	loc map[string]hcl.Range
+}
+
+var railSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "transport", Required: true}, {Name: "device", Required: true},
+		{Name: "numa_node"}, {Name: "bandwidth_gbps"},
+	},
+}
+
+func (d *decoder) decodeRail(b *hcl.Block) (RailBlock, bool) {
+	if len(b.Labels) != 1 {
+		return RailBlock{}, false // Content has reported it
+	}
+	r := RailBlock{
+		Name:      b.Labels[0],
+		DeclRange: posString(b.DefRange),
+		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
+	}
+	field := "rail." + r.Name
+	content, diags := b.Body.Content(railSchema)
+	d.diags(diags)
+	for name, f := range map[string]*string{"transport": &r.Transport, "device": &r.Device} {
+		if a := content.Attributes[name]; a != nil {
+			r.loc[name] = a.Expr.Range()
+			if s, ok := d.str(a, field+"."+name); ok {
+				*f = s
+			}
+		}
+	}
+	if a := content.Attributes["numa_node"]; a != nil {
+		r.loc["numa_node"] = a.Expr.Range()
+		if n, ok := d.integer(a, field+".numa_node", "0"); ok {
+			r.NUMANode = &n
+		}
+	}
+	if a := content.Attributes["bandwidth_gbps"]; a != nil {
+		r.loc["bandwidth_gbps"] = a.Expr.Range()
+		if v, ok := d.value(a); ok {
+			if f, err := numberValue(v); err == nil {
+				r.BandwidthGbps = f
+			} else {
+				d.fail(a.Expr.Range(), field+".bandwidth_gbps", "want a number of gigabits per second like 25, got %s", describe(v))
+			}
+		}
+	}
+	return r, true
+}
+
+// validateRail checks rail block i against the plugins and the rail
+// blocks before it.
+func (c *Config) validateRail(i int, first map[string]int) []error {
+	r := &c.Rails[i]
+	var errs []error
+	fail := func(attr, format string, args ...any) {
+		field := "rail." + r.Name
+		if attr != "" && attr != "name" {
+			field += "." + attr
+		}
+		at := r.loc[attr]
+		if at.Start.Line == 0 {
+			at = r.loc[""]
+		}
+		errs = append(errs, errorAt(at, field, format, args...))
+	}
+	if !pluginName.MatchString(r.Name) {
+		fail("name", "rail name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", r.Name)
+	}
+	if j, dup := first[r.Name]; dup {
+		fail("", "rail %q is declared twice; the first is at %s: rename or remove one", r.Name, c.Rails[j].DeclRange)
+	} else {
+		first[r.Name] = i
+	}
+	var plugins []string
+	for _, pl := range c.Plugins {
+		plugins = append(plugins, pl.Name)
+	}
+	if !contains(plugins, r.Transport) {
+		fail("transport", "%q is not a configured plugin (configured: %s); add a plugin %q block or fix the name", r.Transport, quoteList(plugins), r.Transport)
+	}
+	if r.Device == "" {
+		fail("device", "is empty; write the plugin's name for the rail (for tcp: one of its listen addresses, as written)")
+	}
+	for j := range i {
+		if o := c.Rails[j]; o.Transport == r.Transport && o.Device == r.Device && r.Device != "" {
+			fail("device", "%q of transport %q is already named by rail %q at %s", r.Device, r.Transport, o.Name, o.DeclRange)
+		}
+	}
+	if r.NUMANode != nil && *r.NUMANode < -1 {
+		fail("numa_node", "%d: want a node number, or -1 for unknown", *r.NUMANode)
+	}
+	if r.BandwidthGbps < 0 || r.BandwidthGbps > 1e6 {
+		fail("bandwidth_gbps", "%g is out of range 0..1000000", r.BandwidthGbps)
+	}
+	return errs
+}
+
+// RailsError returns an error located at the policy's rails attribute,
+// for checks that need the plugins' probed rails (the engine makes them).
+func (p *Policy) RailsError(format string, args ...any) error {
+	return p.errorAt("rails", "policy."+p.Name+".rails", format, args...)
+}
+
+// numberValue returns v as a float64 when it is a number.
+func numberValue(v cty.Value) (float64, error) {
+	n, err := convert.Convert(v, cty.Number)
+	if err != nil {
+		return 0, err
+	}
+	f, _ := n.AsBigFloat().Float64()
+	return f, nil
+}
