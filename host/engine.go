@@ -53,6 +53,9 @@ type pluginState struct {
 	lastErr atomic.Pointer[string] // why the latest restart attempt failed
 	// restarts counts the runs started after the first.
 	restarts atomic.Uint64
+	// rails is the current run's rail set; a restart that probes the same
+	// rails keeps it, and what it learnt.
+	rails atomic.Pointer[railSet]
 	// retired holds the lanes of previous runs: a submitter may still hold
 	// one, so they are unmapped only at Close; e.mu guards it.
 	retired []*progress.Lane
@@ -64,6 +67,7 @@ type pluginRun struct {
 	probe    sdk.ProbeResult
 	endpoint sdk.Endpoint
 	lanes    []*progress.Lane
+	rails    *railSet
 }
 
 func (ps *pluginState) run() *pluginRun { return ps.cur.Load() }
@@ -174,6 +178,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.byName[ps.name] = ps
 	}
 	sel, err := newSelector(cfg, e.plugins)
+	if err == nil {
+		err = e.checkPolicyRails()
+	}
 	if err != nil {
 		e.Close()
 		return nil, err
@@ -234,6 +241,7 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	r, err := e.launch(ctx, ps)
 	if r != nil {
 		ps.cur.Store(r)
+		ps.rails.Store(r.rails)
 	}
 	if err != nil {
 		ps.err = err
@@ -272,12 +280,20 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 	if !r.probe.Available {
 		return fail("unavailable: "+r.probe.Reason, nil)
 	}
+
 	r.endpoint, err = p.Client.Start(cctx, sdk.StartConfig{
 		Engine: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
 		Config: pc.Body, ConfigFile: pc.BodyFile, ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte,
 	})
 	if err != nil {
 		return fail("start failed", err)
+	}
+	// Rails depend on the plugin's configuration, which it has now.
+	if pr, err := p.Client.Probe(cctx); err == nil && pr.Available {
+		r.probe.Rails = pr.Rails
+	}
+	if r.rails = ps.rails.Load(); r.rails == nil || !r.rails.sameRails(r.probe.Rails) {
+		r.rails = newRailSet(ps.name, r.probe.Rails, e.cfg.Rails, e.cfg.Policies)
 	}
 	lanes := e.cfg.Transfer.Lanes
 	if lanes <= 0 {
@@ -288,6 +304,7 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 		if err != nil {
 			return fail("cannot create lane", err)
 		}
+		l.Observer = r.rails
 		r.lanes = append(r.lanes, l)
 		if err := p.Client.AttachLane(cctx, uint32(id), l.SQ, l.CQ, e.cfg.Transfer.Spin); err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
@@ -331,6 +348,7 @@ func (e *Engine) watchPlugin(ps *pluginState, r *pluginRun) {
 	}
 	err := fmt.Errorf("%w: plugin %q (%s) exited", ErrPluginFailed, ps.name, r.p.Path)
 	n := e.tracker.FailTransport(ps.idx, err)
+	r.rails.forgetAll()
 	e.log.Error("plugin exited; its in-flight tasks failed; restarting it", "plugin", ps.name, "tasks", n)
 	r.p.Kill() // releases the dead process's client and fds
 	wait := restartMin
@@ -423,6 +441,7 @@ func (e *Engine) restart(ps *pluginState, old *pluginRun) bool {
 	}
 	ps.retired = append(ps.retired, old.lanes...)
 	ps.cur.Store(r)
+	ps.rails.Store(r.rails)
 	ps.lastErr.Store(nil)
 	ps.restarts.Add(1)
 	ps.down.Store(false)

@@ -71,7 +71,7 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 // choose picks the plugin for r's first attempt: the selector's decision
 // over the configured policies, the hint and the plugins' states. Its
 // errors make the task INVALID.
-func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, error) {
+func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, int, error) {
 	var buf [maxInlineCandidates]selector.Transport
 	cands := buf[:0]
 	if len(e.plugins) <= len(buf) {
@@ -80,11 +80,11 @@ func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, error)
 		cands = make([]selector.Transport, len(e.plugins))
 	}
 	sr := e.selectorFacts(r, rem, n, cands)
-	i, err := e.sel.Route(&sr, cands)
+	i, pol, err := e.sel.Route(&sr, cands)
 	if err != nil {
-		return nil, e.selectErr(r, rem, err)
+		return nil, -1, e.selectErr(r, rem, err)
 	}
-	return e.plugins[i], nil
+	return e.plugins[i], pol, nil
 }
 
 // selectErr puts a selector error into the engine's taxonomy, naming the

@@ -150,14 +150,17 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 		return // checked by Submit
 	}
 	rem := e.remote(r.Segment)
-	ps, localRegion, localOff, remoteRegion, remoteOff, err := e.route(r, rem)
+	rt, err := e.route(r, rem)
 	if err != nil {
 		b.Finish(i, progress.Invalid, err)
 		return
 	}
+	ps := rt.ps
 	t := b.Task(i)
 	t.SetTransport(ps.idx)
 	run := ps.run()
+	rs := run.rails
+	allowed := rs.allowed(rt.policy)
 	slice := e.sliceSize
 	if run.p.Info.SameMachineOnly {
 		// A same-machine transport copies in place and splits large
@@ -171,15 +174,14 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 	if r.Op == Read {
 		op = ring.OpRead
 	}
+	token := b.Token(i)
 	d := ring.Descriptor{
-		Token: b.Token(i), Op: op, Prio: uint8(r.Priority),
-		LocalRegion: localRegion, Peer: uint32(rem.id), RemoteRegion: remoteRegion,
+		Op: op, Prio: uint8(r.Priority),
+		LocalRegion: rt.lreg, Peer: uint32(rem.id), RemoteRegion: rt.rreg,
 		Deadline: deadline,
 	}
-	var now int64
-	if deadline != 0 {
-		now = progress.Now()
-	}
+	wall := time.Now()
+	now := wall.UnixNano()
 	l := run.lane(ps)
 	l.Begin()
 	var sent int64
@@ -187,8 +189,11 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 		if b.State(i, now).Terminal() { // canceled or expired while being cut
 			break
 		}
-		d.LocalOffset, d.RemoteOffset, d.Length = localOff+off, remoteOff+off, min(slice, n-off)
+		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(slice, n-off)
+		rail := rs.pick(d.Length, allowed, wall)
+		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 		if err := l.Put(&d); err != nil {
+			rs.unsent(rail, d.Length)
 			b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err))
 			break
 		}
@@ -219,35 +224,44 @@ func checkRequest(r *Request, rem *remote) error {
 	return nil
 }
 
+// routed is where route sends a request: the plugin, the policy that
+// applies (-1: none) and both ranges as (region, offset).
+type routed struct {
+	ps         *pluginState
+	policy     int
+	lreg, rreg uint32
+	loff, roff uint64
+}
+
 // route checks a request and picks its plugin. Errors here make the task
 // INVALID: nothing was sent.
-func (e *Engine) route(r *Request, rem *remote) (ps *pluginState, lreg uint32, loff uint64, rreg uint32, roff uint64, err error) {
+func (e *Engine) route(r *Request, rem *remote) (rt routed, err error) {
 	n := uint64(len(r.Local))
 	if err := checkRequest(r, rem); err != nil {
-		return nil, 0, 0, 0, 0, err
+		return rt, err
 	}
 	if rem.retired != "" {
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.retired)
+		return rt, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.retired)
 	}
 	lp := uint64(addr(r.Local))
-	lreg, loff, ok := e.lookupLocal(lp, n)
-	if !ok {
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: local range %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, lp, n)
+	var ok bool
+	if rt.lreg, rt.loff, ok = e.lookupLocal(lp, n); !ok {
+		return rt, fmt.Errorf("%w: local range %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, lp, n)
 	}
-	rreg, roff, err = segment.Translate(rem.desc.Buffers, r.Remote, n, r.Op == Write)
+	rt.rreg, rt.roff, err = segment.Translate(rem.desc.Buffers, r.Remote, n, r.Op == Write)
 	switch {
 	case errors.Is(err, segment.ErrNoBuffer):
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.name, r.Remote)
+		return rt, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.name, r.Remote)
 	case errors.Is(err, segment.ErrOutOfBounds):
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.name)
+		return rt, fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.name)
 	case errors.Is(err, segment.ErrPermission):
 		i := segment.Find(rem.desc.Buffers, r.Remote)
-		return nil, 0, 0, 0, 0, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.name, rem.desc.Buffers[i].Base, rem.desc.Buffers[i].Perm, r.Op)
+		return rt, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.name, rem.desc.Buffers[i].Base, rem.desc.Buffers[i].Perm, r.Op)
 	}
-	if ps, err = e.choose(r, rem, n); err != nil {
-		return nil, 0, 0, 0, 0, err
+	if rt.ps, rt.policy, err = e.choose(r, rem, n); err != nil {
+		return rt, err
 	}
-	return ps, lreg, loff, rreg, roff, nil
+	return rt, nil
 }
 
 // TaskStatus returns task i of the batch.

@@ -415,47 +415,52 @@ func (s *Selector) hint(r *Request, cands []Transport) (int, error) {
 	return h, nil
 }
 
-// Route returns the index in cands of the transport for r's first attempt.
-// It is Select without the plan and the explanation, and allocates nothing
+// Route returns the index in cands of the transport for r's first attempt,
+// and the index (in New's order) of the policy that applies, -1 for none:
+// its rails restrict the slices even when a hint chose the transport. It
+// is Select without the plan and the explanation, and allocates nothing
 // unless it fails. cands must list the transports New was given, in order.
-func (s *Selector) Route(r *Request, cands []Transport) (int, error) {
+func (s *Selector) Route(r *Request, cands []Transport) (transport, policy int, err error) {
 	if err := s.check(cands); err != nil {
-		return -1, err
+		return -1, -1, err
 	}
 	pol, err := s.policy(r)
 	if err != nil {
-		return -1, err
+		return -1, -1, err
 	}
 	h, err := s.hint(r, cands)
-	if err != nil || h >= 0 {
-		return h, err
+	if err != nil {
+		return -1, pol, err
+	}
+	if h >= 0 {
+		return h, pol, nil
 	}
 	// Not a closure over locals: order's visit would escape them.
 	if pol >= 0 {
 		for _, i := range s.policies[pol].transports {
 			if i >= 0 && usable(r, &cands[i]) == "" {
-				return i, nil
+				return i, pol, nil
 			}
 		}
 	} else {
 		if r.SameMachine {
 			for i := range cands {
 				if cands[i].SameMachineOnly && usable(r, &cands[i]) == "" {
-					return i, nil
+					return i, pol, nil
 				}
 			}
 		}
 		for i := range cands {
 			if usable(r, &cands[i]) == "" {
-				return i, nil
+				return i, pol, nil
 			}
 		}
 	}
 	p, err := s.Select(r, cands) // the error with every reason
 	if err == nil {
-		return p.Index[0], nil // cannot happen: Select agrees with the loops above
+		return p.Index[0], pol, nil // cannot happen: Select agrees with the loops above
 	}
-	return -1, err
+	return -1, pol, err
 }
 
 // Plan is a decision and its explanation.

@@ -109,7 +109,7 @@ func TestSelect(t *testing.T) {
 				}
 			}
 			// Route agrees with Select.
-			i, rerr := s.Route(&tc.req, c)
+			i, _, rerr := s.Route(&tc.req, c)
 			switch {
 			case (rerr == nil) != (err == nil) || (err != nil && !errors.Is(rerr, tc.err)):
 				t.Errorf("Route err = %v, Select err = %v", rerr, err)
@@ -195,7 +195,7 @@ func BenchmarkRoute(b *testing.B) {
 	r := Request{Size: 2 << 20, SameMachine: true, Intent: IntentCheckpoint}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Route(&r, c); err != nil {
+		if _, _, err := s.Route(&r, c); err != nil {
 			b.Fatal(err)
 		}
 	}

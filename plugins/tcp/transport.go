@@ -77,21 +77,22 @@ func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	return sdk.Info{Name: "tcp", Version: Version, MemoryKinds: []string{"cpu"}}, nil
 }
 
-// Probe reports TCP as available, with one rail per listen address (the
-// bound addresses once started).
+// Probe reports TCP as available, with one rail per listen address,
+// named as the configuration writes it (so that a rail keeps its name
+// across restarts, whatever port it bound); before Start, the default.
 func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 	t.mu.Lock()
 	addrs := t.set.listen
-	if t.started {
-		addrs = make([]string, len(t.listen))
-		for i, ln := range t.listen {
-			addrs[i] = ln.Addr().String()
-		}
-	}
 	t.mu.Unlock()
 	rails := make([]sdk.Rail, len(addrs))
+	seen := make(map[string]bool, len(addrs))
 	for i, a := range addrs {
-		rails[i] = sdk.Rail{Name: a, NUMANode: -1}
+		name := a
+		if seen[name] { // the same address written twice: two rails all the same
+			name = fmt.Sprintf("%s#%d", a, i)
+		}
+		seen[name] = true
+		rails[i] = sdk.Rail{Name: name, NUMANode: -1}
 	}
 	return sdk.ProbeResult{Available: true, Rails: rails}, nil
 }

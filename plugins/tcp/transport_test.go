@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"net"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -512,7 +511,7 @@ func TestDescribeProbe(t *testing.T) {
 
 	e := startEngine(t, "e", 1, `listen = ["127.0.0.1:0", "127.0.0.1:0"]`)
 	pr, err = e.tr.Probe(context.Background())
-	if err != nil || !pr.Available || len(pr.Rails) != 2 || strings.HasSuffix(pr.Rails[0].Name, ":0") {
+	if err != nil || !pr.Available || len(pr.Rails) != 2 || pr.Rails[0].Name != "127.0.0.1:0" || pr.Rails[1].Name != "127.0.0.1:0#1" {
 		t.Fatalf("Probe: %+v, %v", pr, err)
 	}
 	var ep struct {

@@ -1,0 +1,319 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// RailStatus is one rail of one transport, as the engine sees it.
+type RailStatus struct {
+	Transport string
+	Index     int    // the rail's number in the transport (descriptor Rail)
+	Name      string // the plugin's name for it (tcp: the listen address)
+	Label     string // the rail block naming it, "" if none
+	NUMANode  int    // -1 when unknown
+	// NominalGbps is what the probe or the rail block said; 0 unknown.
+	NominalGbps float64
+	rails.RailStats
+	// PausedUntil is when a paused rail is tried again.
+	PausedUntil time.Time
+}
+
+// railSet spreads one transport's slices over its rails and keeps their
+// statistics: the rails.Sprayer, fed with every slice sent and every
+// completion reaped (a token names its rail). One per plugin; it outlives
+// the plugin's restarts so that what was learnt of the rails is kept.
+//
+// Completions carry no send time, so each rail keeps the sizes and send
+// times of its slices in order; a completion takes the oldest. Slices of
+// one rail complete about in order, and the sizes matter only in sum: in
+// flight is exact whenever the rail drains.
+type railSet struct {
+	transport string
+	info      []RailStatus // static part: Transport, Index, Name, Label, NUMANode, NominalGbps
+	byName    map[string]int
+
+	// policyMask[i] is the rails policy i allows here (0: all).
+	policyMask []uint64
+
+	mu   sync.Mutex
+	sp   *rails.Sprayer
+	sent []sentFIFO
+}
+
+type sentSlice struct {
+	bytes uint64
+	at    time.Time
+}
+
+// sentFIFO is a queue that reuses its array: no allocation once grown.
+type sentFIFO struct {
+	q    []sentSlice
+	head int
+}
+
+func (f *sentFIFO) push(s sentSlice) {
+	if f.head > 0 && f.head == len(f.q) {
+		f.q, f.head = f.q[:0], 0
+	} else if f.head > 1024 && f.head*2 > len(f.q) {
+		n := copy(f.q, f.q[f.head:])
+		f.q, f.head = f.q[:n], 0
+	}
+	f.q = append(f.q, s)
+}
+
+func (f *sentFIFO) pop() (sentSlice, bool) {
+	if f.head == len(f.q) {
+		return sentSlice{}, false
+	}
+	s := f.q[f.head]
+	f.head++
+	return s, true
+}
+
+// newRailSet builds the rails of transport from its probe, with what the
+// rail blocks of the configuration say about them. A plugin that reports
+// no rail gets one named after it.
+func newRailSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, policies []config.Policy) *railSet {
+	if len(probed) == 0 {
+		probed = []sdk.Rail{{Name: transport, NUMANode: -1}}
+	}
+	if len(probed) > progress.MaxRails {
+		probed = probed[:progress.MaxRails]
+	}
+	s := &railSet{transport: transport, byName: make(map[string]int), sent: make([]sentFIFO, len(probed))}
+	spec := make([]rails.Rail, len(probed))
+	for i, p := range probed {
+		st := RailStatus{Transport: transport, Index: i, Name: p.Name, NUMANode: p.NUMANode, NominalGbps: p.BandwidthGbps}
+		for _, b := range blocks {
+			if b.Transport != transport || b.Device != p.Name {
+				continue
+			}
+			st.Label = b.Name
+			if b.NUMANode != nil {
+				st.NUMANode = *b.NUMANode
+			}
+			if b.BandwidthGbps > 0 {
+				st.NominalGbps = b.BandwidthGbps
+			}
+		}
+		s.info = append(s.info, st)
+		s.byName[p.Name] = i
+		if st.Label != "" {
+			s.byName[st.Label] = i
+		}
+		spec[i] = rails.Rail{Name: p.Name, NUMANode: st.NUMANode, NominalGbps: st.NominalGbps}
+	}
+	s.sp = rails.New(spec, rails.Options{})
+	for _, p := range policies {
+		m, _ := s.mask(p.Rails)
+		s.policyMask = append(s.policyMask, m)
+	}
+	return s
+}
+
+// allowed returns the rails policy pol allows (0: all; pol -1: none
+// applies).
+func (s *railSet) allowed(pol int) uint64 {
+	if pol < 0 || pol >= len(s.policyMask) {
+		return 0
+	}
+	return s.policyMask[pol]
+}
+
+// sameRails reports whether probed names the rails s was built from.
+func (s *railSet) sameRails(probed []sdk.Rail) bool {
+	if len(probed) == 0 {
+		return len(s.info) == 1 && s.info[0].Name == s.transport
+	}
+	return slices.EqualFunc(probed[:min(len(probed), progress.MaxRails)], s.info, func(p sdk.Rail, r RailStatus) bool { return p.Name == r.Name })
+}
+
+// mask returns the bitmask of the rails named (labels or plugin names),
+// 0 for all when names is empty, and the names that match no rail here.
+func (s *railSet) mask(names []string) (m uint64, unknown []string) {
+	for _, n := range names {
+		if i, ok := s.byName[n]; ok {
+			m |= 1 << i
+		} else {
+			unknown = append(unknown, n)
+		}
+	}
+	return m, unknown
+}
+
+// pick chooses the rail for a slice of bytes among those in allowed (0:
+// all) and records it as sent. When every allowed rail is paused the
+// slice still goes out, on the one paused longest ago: pausing steers
+// traffic between rails, it does not stop a transport that has no other.
+func (s *railSet) pick(bytes uint64, allowed uint64, now time.Time) int {
+	s.mu.Lock()
+	i := 0
+	if len(s.info) > 1 || allowed != 0 {
+		if i = s.sp.PickAmong(bytes, -1, allowed, now); i < 0 {
+			i = s.leastPaused(allowed)
+		}
+	}
+	s.sp.Sent(i, bytes, now)
+	s.sent[i].push(sentSlice{bytes, now})
+	s.mu.Unlock()
+	return i
+}
+
+// leastPaused returns the allowed rail whose pause ends first; s.mu held.
+func (s *railSet) leastPaused(allowed uint64) int {
+	best := -1
+	mon := s.sp.Monitor()
+	for i := range s.info {
+		if allowed != 0 && allowed&(1<<i) == 0 {
+			continue
+		}
+		if best < 0 || mon.PausedUntil(i).Before(mon.PausedUntil(best)) {
+			best = i
+		}
+	}
+	return max(best, 0)
+}
+
+// unsent takes back the latest pick on rail i: the slice was not
+// published.
+func (s *railSet) unsent(i int, bytes uint64) {
+	s.mu.Lock()
+	f := &s.sent[i]
+	if len(f.q) > f.head {
+		f.q = f.q[:len(f.q)-1]
+	}
+	s.sp.Forget(i, bytes)
+	s.mu.Unlock()
+}
+
+// Reaped implements progress.Observer: each completion ends the oldest
+// slice in flight on its rail.
+func (s *railSet) Reaped(ds []ring.Descriptor, nowNs int64) {
+	now := time.Unix(0, nowNs)
+	s.mu.Lock()
+	for k := range ds {
+		d := &ds[k]
+		i := progress.TokenRail(d.Token)
+		if i >= len(s.sent) {
+			continue
+		}
+		sl, ok := s.sent[i].pop()
+		if !ok {
+			continue // a completion of a slice sent before a reset
+		}
+		switch {
+		case d.Status == ring.StatusOK:
+			s.sp.Done(i, sl.bytes, sl.at, now, true)
+		case railFault(d.Status):
+			s.sp.Done(i, sl.bytes, sl.at, now, false)
+		default:
+			// The request was refused for what it asked, not for how it
+			// travelled: not the rail's fault.
+			s.sp.Forget(i, sl.bytes)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// railFault reports whether a slice status blames the path it took.
+func railFault(st ring.Status) bool {
+	switch st {
+	case ring.StatusPeerUnreachable, ring.StatusIO, ring.StatusTimeout, ring.StatusProtocol:
+		return true
+	}
+	return false
+}
+
+// forgetAll drops everything in flight: the plugin that carried it died
+// and its tasks were failed; nothing of it will complete.
+func (s *railSet) forgetAll() {
+	s.mu.Lock()
+	for i := range s.sent {
+		f := &s.sent[i]
+		for {
+			sl, ok := f.pop()
+			if !ok {
+				break
+			}
+			s.sp.Forget(i, sl.bytes)
+		}
+	}
+	s.mu.Unlock()
+}
+
+// status returns every rail's state at now.
+func (s *railSet) status(now time.Time) []RailStatus {
+	s.mu.Lock()
+	st := s.sp.Stats(now)
+	mon := s.sp.Monitor()
+	out := make([]RailStatus, len(s.info))
+	for i := range s.info {
+		out[i] = s.info[i]
+		out[i].RailStats = st[i]
+		if st[i].Paused {
+			out[i].PausedUntil = mon.PausedUntil(i)
+		}
+	}
+	s.mu.Unlock()
+	return out
+}
+
+// checkPolicyRails fails when a policy names a rail that none of its
+// transports has (by rail block label or the plugin's own rail name).
+// Transports that are not running cannot say which rails they have; a
+// name is only refused when every transport of the policy could.
+func (e *Engine) checkPolicyRails() error {
+	var errs []error
+	for i := range e.cfg.Policies {
+		p := &e.cfg.Policies[i]
+		for _, name := range p.Rails {
+			found, known := false, true
+			var have []string
+			for _, t := range p.Transports {
+				ps := e.byName[t]
+				if ps == nil || ps.rails.Load() == nil {
+					known = false
+					continue
+				}
+				rs := ps.rails.Load()
+				if _, ok := rs.byName[name]; ok {
+					found = true
+				}
+				for _, r := range rs.info {
+					have = append(have, t+":"+r.Name)
+					if r.Label != "" {
+						have = append(have, t+":"+r.Label)
+					}
+				}
+			}
+			if !found && known {
+				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, p.RailsError("%q is not a rail of %s (rails: %s); name a rail block or one of the transports' rails", name, strings.Join(p.Transports, ", "), strings.Join(have, ", "))))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Rails reports every rail of every running transport: its statistics
+// (bytes, slices, in flight, learnt bandwidth, errors) and health.
+func (e *Engine) Rails() []RailStatus {
+	var out []RailStatus
+	now := time.Now()
+	for _, ps := range e.plugins {
+		if rs := ps.rails.Load(); rs != nil && ps.err == nil {
+			out = append(out, rs.status(now)...)
+		}
+	}
+	return out
+}
