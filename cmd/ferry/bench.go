@@ -39,12 +39,25 @@ type benchRow struct {
 	BaselineP50us float64   `json:"baseline_p50_us"`
 	Ratio         float64   `json:"ratio"`         // gbps / baseline_gbps
 	LatencyRatio  float64   `json:"latency_ratio"` // p50_us / baseline_p50_us
-	Rails         []railRow `json:"rails,omitempty"`
+	// Rails is the initiator's per-rail statistics for the transport at
+	// the end of the run (warm-ups included).
+	Rails []railRow `json:"rails,omitempty"`
+	// PluginCounters is the initiator plugin's own counters.
+	PluginCounters map[string]uint64 `json:"plugin_counters,omitempty"`
 }
 
 type railRow struct {
-	Plugin   string            `json:"plugin"`
-	Counters map[string]uint64 `json:"counters"`
+	Index    int     `json:"index"`
+	Name     string  `json:"name"`
+	Label    string  `json:"label,omitempty"`
+	NUMANode int     `json:"numa_node"`
+	Bytes    uint64  `json:"bytes"`
+	Slices   uint64  `json:"slices"`
+	InFlight uint64  `json:"in_flight"`
+	EWMAGbps float64 `json:"ewma_gbps"` // learnt bandwidth, 10^9 bits per second
+	Errors   uint64  `json:"errors"`
+	Paused   bool    `json:"paused"`
+	Share    float64 `json:"share"` // of the bytes all rails carried
 }
 
 // result is one measured run: bytes moved, time, per-batch latencies.
@@ -138,6 +151,7 @@ func cmdBench(args []string) error {
 	targetName := fs.String("target", "", "measure against this running remote engine instead of starting one (needs --metastore)")
 	metaURL := fs.String("metastore", "", "metastore URL of the remote engine (with --target)")
 	noBaseline := fs.Bool("no-baseline", false, "skip the raw baseline")
+	policy := fs.String("policy", "", "name this configured policy on every request (its rails restrict the slices)")
 	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 
@@ -211,7 +225,7 @@ func cmdBench(args []string) error {
 	for th := range o.threads {
 		for k := range o.batch {
 			off := (int64(th)*int64(o.batch) + int64(k)) * size
-			reqs[th] = append(reqs[th], host.Request{Op: o.op, Local: local[off : off+size], Segment: seg.ID, Remote: remoteBase + uint64(off), Transport: o.transport})
+			reqs[th] = append(reqs[th], host.Request{Op: o.op, Local: local[off : off+size], Segment: seg.ID, Remote: remoteBase + uint64(off), Transport: o.transport, Policy: *policy})
 		}
 		if ids[th], err = e.AllocateBatch(o.batch); err != nil {
 			return err
@@ -288,7 +302,20 @@ func cmdBench(args []string) error {
 	}
 	for _, p := range e.Plugins(ctx) {
 		if p.Name == o.transport {
-			row.Rails = append(row.Rails, railRow{Plugin: p.Name, Counters: p.Counters})
+			row.PluginCounters = p.Counters
+		}
+	}
+	var railBytes uint64
+	for _, r := range e.Rails() {
+		if r.Transport == o.transport {
+			row.Rails = append(row.Rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
+				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})
+			railBytes += r.Bytes
+		}
+	}
+	for i := range row.Rails {
+		if railBytes > 0 {
+			row.Rails[i].Share = float64(row.Rails[i].Bytes) / float64(railBytes)
 		}
 	}
 	if *asJSON {
@@ -302,15 +329,25 @@ func cmdBench(args []string) error {
 		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
 		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio)
 	tw.Flush()
-	for _, r := range row.Rails {
-		fmt.Printf("plugin %s counters:", r.Plugin)
-		keys := make([]string, 0, len(r.Counters))
-		for k := range r.Counters {
+	if len(row.Rails) > 0 {
+		fmt.Println()
+		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RAIL	NAME	LABEL	NUMA	BYTES	SHARE	SLICES	IN FLIGHT	EWMA Gb/s	ERRORS	PAUSED")
+		for _, r := range row.Rails {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%d\t%v\n",
+				r.Index, r.Name, r.Label, r.NUMANode, r.Bytes, r.Share, r.Slices, r.InFlight, r.EWMAGbps, r.Errors, r.Paused)
+		}
+		tw.Flush()
+	}
+	if len(row.PluginCounters) > 0 {
+		fmt.Printf("plugin %s counters:", o.transport)
+		keys := make([]string, 0, len(row.PluginCounters))
+		for k := range row.PluginCounters {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			fmt.Printf(" %s=%d", k, r.Counters[k])
+			fmt.Printf(" %s=%d", k, row.PluginCounters[k])
 		}
 		fmt.Println()
 	}

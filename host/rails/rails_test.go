@@ -360,3 +360,24 @@ func TestPickAmongAndForget(t *testing.T) {
 		t.Fatalf("PickAmong(paused rail 0) = %d, want -1", i)
 	}
 }
+
+// Slices that ran side by side on one rail (two connections) complete a
+// little apart: the estimate is their rate together, not one slice over
+// the few microseconds between them.
+func TestParallelCompletionsOneRate(t *testing.T) {
+	s := New([]Rail{{"a", -1, 0}}, Options{EWMAAlpha: 1})
+	for range 8 {
+		s.Sent(0, MiB, t0)
+	}
+	var at time.Time
+	for k := 1; k <= 4; k++ {
+		at = t0.Add(time.Duration(k) * time.Millisecond)
+		s.Done(0, MiB, t0, at, true)
+		s.Done(0, MiB, t0, at.Add(5*time.Microsecond), true)
+	}
+	s.Pick(MiB, -1, at.Add(time.Millisecond))
+	want := 2 * MiB / 0.001 * 8 / 1e9 // two slices a millisecond
+	if got := s.Stats(at)[0].EWMAGbps; math.Abs(got-want) > 0.25*want {
+		t.Errorf("EWMA %.3f Gb/s, want about %.3f", got, want)
+	}
+}

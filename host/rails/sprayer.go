@@ -230,6 +230,8 @@ func (s *Sprayer) Done(rail int, bytes uint64, start, now time.Time, ok bool) {
 	r.slices++
 	if !r.grpOpen {
 		r.grpOpen, r.grpBytes, r.grpStart, r.grpEnd = true, 0, start, now
+	} else if now.After(r.grpEnd) {
+		r.grpEnd = now // a sample shorter than minSample grows
 	}
 	// A completion reported earlier than the open group (the caller's
 	// times went backwards) is folded into it.
@@ -251,13 +253,40 @@ func isAllowed(mask uint64, i int) bool { return mask == 0 || (i < 64 && mask&(1
 // ProbeOK records a successful probe of rail at now; see Monitor.ProbeOK.
 func (s *Sprayer) ProbeOK(rail int, now time.Time) { s.mon.ProbeOK(rail, now) }
 
-// closeGroup commits the open sample once time has moved past it: no
-// completion can join it any more.
+// closeGroup commits the open sample once time has moved past it and it
+// spans at least minSample (or the rail went idle): completions of slices
+// that ran side by side (several connections on one rail) arrive a little
+// apart, and a sample of one of them alone would read as a rail far
+// faster than it is.
 func (r *rail) closeGroup(now time.Time, alpha float64) {
-	if r.grpOpen && now.After(r.grpEnd) {
+	if !r.grpOpen || !now.After(r.grpEnd) {
+		return
+	}
+	from := r.grpStart
+	if r.lastEnd.After(from) {
+		from = r.lastEnd
+	}
+	switch {
+	case r.grpEnd.Sub(from) >= minSample:
 		r.commit(alpha)
+	case r.inFlight != 0:
+		// Too short yet: keep growing it.
+	case !from.After(r.grpStart):
+		// The rail went idle and the sample covers its whole busy
+		// period (a request alone on it): its rate is the rail's.
+		r.commit(alpha)
+	default:
+		// The short tail of a busy period whose earlier part was
+		// sampled: its slices ran alongside those, so alone it would
+		// read far too fast. Drop it.
+		r.grpOpen = false
+		r.lastEnd = r.grpEnd
 	}
 }
+
+// minSample is the shortest time a bandwidth sample spans while its rail
+// stays busy.
+const minSample = 2 * time.Millisecond
 
 func (r *rail) commit(alpha float64) {
 	if !r.grpOpen {
