@@ -1,0 +1,85 @@
+package tcp
+
+import (
+	"math/bits"
+	"net"
+	"net/netip"
+)
+
+// Rails. Local rail i is listen address i. These functions decide, for a
+// rail and a peer, which of the peer's addresses the rail dials and from
+// which source address.
+
+// pairRail picks which of the peer's addresses local rail idx (with IP
+// local) dials: the one sharing the longest IP prefix with local, among
+// addresses of local's family first; ties go to the first tied address
+// from index idx mod len(peer) on, so rails that match the peer equally
+// spread over its addresses. A wildcard local IP matches every address
+// equally; a host name matches nothing. peer must not be empty.
+func pairRail(local netip.Addr, idx int, peer []string) int {
+	m := len(peer)
+	best, bestScore := idx%m, -2
+	for k := range m {
+		j := (idx + k) % m
+		if s := pairScore(local, peer[j]); s > bestScore {
+			best, bestScore = j, s
+		}
+	}
+	return best
+}
+
+// pairScore is how well peer address a matches local IP: the common prefix
+// length in bits within the same family, -1 across families or for a name.
+func pairScore(local netip.Addr, a string) int {
+	if !local.IsValid() || local.IsUnspecified() {
+		return 0
+	}
+	ap, err := netip.ParseAddrPort(a)
+	if err != nil {
+		return -1
+	}
+	p := ap.Addr().Unmap()
+	if p.Is4() != local.Is4() {
+		return -1
+	}
+	return commonPrefixLen(local, p)
+}
+
+// commonPrefixLen counts the leading bits a and b (of one family) share.
+func commonPrefixLen(a, b netip.Addr) int {
+	x, y := a.As16(), b.As16()
+	skip := 0
+	if a.Is4() {
+		skip = 12 // As16 puts an IPv4 address in the last four bytes
+	}
+	n := 0
+	for i := skip; i < 16; i++ {
+		if d := x[i] ^ y[i]; d != 0 {
+			return n + bits.LeadingZeros8(d)
+		}
+		n += 8
+	}
+	return n
+}
+
+// dialSource is the source address a rail with IP local binds to dial
+// target, or nil to leave it to the kernel: for a wildcard listen address
+// (no rail IP to keep to), across address families, and between loopback
+// and the outside (a loopback source cannot reach another machine, and
+// traffic to this machine leaves through no NIC). For a target named by
+// host name only the last rule can be checked, and only from the local
+// side.
+func dialSource(local netip.Addr, target string) *net.TCPAddr {
+	if !local.IsValid() || local.IsUnspecified() {
+		return nil
+	}
+	if ap, err := netip.ParseAddrPort(target); err == nil {
+		t := ap.Addr().Unmap()
+		if t.Is4() != local.Is4() || t.IsLoopback() != local.IsLoopback() {
+			return nil
+		}
+	} else if local.IsLoopback() {
+		return nil
+	}
+	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
+}
