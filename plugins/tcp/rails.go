@@ -4,6 +4,12 @@ import (
 	"math/bits"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // Rails. Local rail i is listen address i. These functions decide, for a
@@ -82,4 +88,82 @@ func dialSource(local netip.Addr, target string) *net.TCPAddr {
 		return nil
 	}
 	return net.TCPAddrFromAddrPort(netip.AddrPortFrom(local, 0))
+}
+
+// sysfsRoot is where Probe reads interface facts; tests point it at fixture
+// files.
+var sysfsRoot = "/sys"
+
+// probeRail describes the rail listening on addr: the NUMA node and link
+// speed of the interface that owns its IP, from sysfs. Loopback, wildcard
+// and unresolved addresses, and facts sysfs does not have, read as unknown
+// (NUMA node -1, bandwidth 0).
+func probeRail(addr string) sdk.Rail {
+	r := sdk.Rail{Name: addr, NUMANode: -1}
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return r
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return r
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.IsLoopback() || ip.IsUnspecified() {
+		return r
+	}
+	name := interfaceOwning(ip)
+	if name == "" {
+		return r
+	}
+	r.NUMANode, r.BandwidthGbps = interfaceFacts(name)
+	return r
+}
+
+// interfaceOwning returns the name of the interface that has ip, or "".
+func interfaceOwning(ip netip.Addr) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			n, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			if x, ok := netip.AddrFromSlice(n.IP); ok && x.Unmap() == ip {
+				return ifc.Name
+			}
+		}
+	}
+	return ""
+}
+
+// interfaceFacts reads the NUMA node of interface name's device (-1 when
+// missing or negative) and its link speed (sysfs says Mb/s; missing,
+// unknown or unreadable: 0).
+func interfaceFacts(name string) (numa int, gbps float64) {
+	dir := filepath.Join(sysfsRoot, "class", "net", name)
+	numa = -1
+	if n, ok := readSysfsInt(filepath.Join(dir, "device", "numa_node")); ok && n >= 0 {
+		numa = int(n)
+	}
+	if n, ok := readSysfsInt(filepath.Join(dir, "speed")); ok && n > 0 {
+		gbps = float64(n) / 1000
+	}
+	return numa, gbps
+}
+
+func readSysfsInt(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	return n, err == nil
 }

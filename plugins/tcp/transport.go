@@ -78,7 +78,8 @@ func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 }
 
 // Probe reports TCP as available, with one rail per listen address (the
-// bound addresses once started).
+// bound addresses once started), and for each the NUMA node and link speed
+// of the interface that owns the address, as sysfs tells them.
 func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 	t.mu.Lock()
 	addrs := t.set.listen
@@ -91,7 +92,7 @@ func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 	t.mu.Unlock()
 	rails := make([]sdk.Rail, len(addrs))
 	for i, a := range addrs {
-		rails[i] = sdk.Rail{Name: a, NUMANode: -1}
+		rails[i] = probeRail(a)
 	}
 	return sdk.ProbeResult{Available: true, Rails: rails}, nil
 }

@@ -506,6 +506,9 @@ func TestDescribeProbe(t *testing.T) {
 	if err != nil || !pr.Available || len(pr.Rails) != 1 {
 		t.Fatalf("Probe before start: %+v, %v", pr, err)
 	}
+	if r := pr.Rails[0]; r.NUMANode != -1 || r.BandwidthGbps != 0 {
+		t.Errorf("loopback rail %+v: want NUMA node -1 and 0 Gb/s", r)
+	}
 	if err := tr.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
