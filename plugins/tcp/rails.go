@@ -12,9 +12,47 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 )
 
-// Rails. Local rail i is listen address i. These functions decide, for a
-// rail and a peer, which of the peer's addresses the rail dials and from
-// which source address.
+// Rails. Local rail i is listen address i: it accepts peers' connections
+// there, and the connections it dials leave from that address's IP. A
+// descriptor's Rail field names the local rail; each (peer, rail) pair has
+// its own connections_per_peer slots.
+
+// rail is one local rail: its listen IP and its counters.
+type rail struct {
+	idx int
+	ip  netip.Addr // the bound listen IP, unmapped; unspecified for a wildcard
+	railCounters
+}
+
+func newRail(idx int, ln net.Listener) *rail {
+	r := &rail{idx: idx}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok {
+		r.ip = a.AddrPort().Addr().Unmap()
+	}
+	return r
+}
+
+// dialTarget is one peer address a rail may dial, and the source address
+// to bind (nil: let the kernel choose).
+type dialTarget struct {
+	addr  string
+	local *net.TCPAddr
+}
+
+// dialPlan lists the peer addresses rail idx (with IP local) dials, in the
+// order it tries them: the paired address first, then the others in
+// endpoint order from there, wrapping around. Falling back to another of the peer's addresses keeps the
+// traffic on the local rail: the source stays bound where it can be.
+func dialPlan(local netip.Addr, idx int, peer []string) []dialTarget {
+	m := len(peer)
+	first := pairRail(local, idx, peer)
+	plan := make([]dialTarget, 0, m)
+	for k := range m {
+		a := peer[(first+k)%m]
+		plan = append(plan, dialTarget{addr: a, local: dialSource(local, a)})
+	}
+	return plan
+}
 
 // pairRail picks which of the peer's addresses local rail idx (with IP
 // local) dials: the one sharing the longest IP prefix with local, among
