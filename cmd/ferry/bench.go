@@ -23,22 +23,22 @@ import (
 
 // benchRow is one line of `ferry bench` output; with --json, one object.
 type benchRow struct {
-	Transport     string    `json:"transport"`
-	Op            string    `json:"op"`
-	BlockSize     int64     `json:"block_size"`
-	Batch         int       `json:"batch"`
-	Threads       int       `json:"threads"`
-	Bytes         uint64    `json:"bytes"`
-	Seconds       float64   `json:"seconds"`
-	Gbps          float64   `json:"gbps"` // 10^9 bytes per second
-	P50us         float64   `json:"p50_us"`
-	P99us         float64   `json:"p99_us"`
-	P999us        float64   `json:"p999_us"`
-	Baseline      string    `json:"baseline"`
-	BaselineGbps  float64   `json:"baseline_gbps"`
-	BaselineP50us float64   `json:"baseline_p50_us"`
-	Ratio         float64   `json:"ratio"`         // gbps / baseline_gbps
-	LatencyRatio  float64   `json:"latency_ratio"` // p50_us / baseline_p50_us
+	Transport     string  `json:"transport"`
+	Op            string  `json:"op"`
+	BlockSize     int64   `json:"block_size"`
+	Batch         int     `json:"batch"`
+	Threads       int     `json:"threads"`
+	Bytes         uint64  `json:"bytes"`
+	Seconds       float64 `json:"seconds"`
+	Gbps          float64 `json:"gbps"` // 10^9 bytes per second
+	P50us         float64 `json:"p50_us"`
+	P99us         float64 `json:"p99_us"`
+	P999us        float64 `json:"p999_us"`
+	Baseline      string  `json:"baseline"`
+	BaselineGbps  float64 `json:"baseline_gbps"`
+	BaselineP50us float64 `json:"baseline_p50_us"`
+	Ratio         float64 `json:"ratio"`         // gbps / baseline_gbps
+	LatencyRatio  float64 `json:"latency_ratio"` // p50_us / baseline_p50_us
 	// Rails is the initiator's per-rail statistics for the transport at
 	// the end of the run (warm-ups included).
 	Rails []railRow `json:"rails,omitempty"`

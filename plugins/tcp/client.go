@@ -14,12 +14,13 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// The initiator side. A peer has connections_per_peer slots; a slot is one
-// connection's queue and its writer goroutine, started at OpenPeer. The TCP
-// connection itself is dialed lazily, when the first descriptor reaches the
-// slot, and re-dialed on the next descriptor after it breaks. Descriptors go
-// to the least loaded slot (bytes queued or in flight), ties broken round
-// robin.
+// The initiator side. A peer has connections_per_peer slots per local rail;
+// a slot is one connection's queue and its writer goroutine, started at
+// OpenPeer. The TCP connection itself is dialed lazily, when the first
+// descriptor reaches the slot, and re-dialed on the next descriptor after
+// it breaks; it leaves from the rail's IP towards the peer address paired
+// with the rail (see dialPlan). Descriptors go to the least loaded slot of
+// their rail (bytes queued or in flight), ties broken round robin.
 //
 // Per connection, the sender encodes headers into the op records and sends
 // every queued frame with writev straight from the registered memory; the
@@ -76,22 +77,27 @@ type peer struct {
 	id          uint32
 	segment     string
 	incarnation uint64
-	addrs       []string
-	maxFrame    uint64 // largest payload we send this peer in one frame
-	slots       []*slot
+	maxFrame    uint64  // largest payload we send this peer in one frame
+	conns       int     // slots per rail
+	slots       []*slot // rail r's are slots[r*conns : (r+1)*conns]
 	rr          atomic.Uint32
 	ctx         context.Context // canceled by ClosePeer and Stop
 	cancel      context.CancelFunc
 	wg          sync.WaitGroup // the peer's writers and readers
 }
 
-func (p *peer) pick() *slot {
-	n := len(p.slots)
+// rails is the number of local rails the peer has slots for.
+func (p *peer) rails() int { return len(p.slots) / p.conns }
+
+// pick chooses the slot of rail r for the next descriptor.
+func (p *peer) pick(r int) *slot {
+	slots := p.slots[r*p.conns : (r+1)*p.conns]
+	n := len(slots)
 	start := int(p.rr.Add(1) % uint32(n))
-	best := p.slots[start]
+	best := slots[start]
 	bl := best.load.Load()
 	for i := 1; i < n && bl > 0; i++ {
-		s := p.slots[(start+i)%n]
+		s := slots[(start+i)%n]
 		if l := s.load.Load(); l < bl {
 			best, bl = s, l
 		}
@@ -114,7 +120,8 @@ func (p *peer) close() {
 type slot struct {
 	t    *Transport
 	p    *peer
-	idx  int
+	rail *rail
+	plan []dialTarget // the peer addresses to dial, paired first; shared by the rail's slots
 	load atomic.Int64 // bytes (plus frameCost per frame) queued or in flight
 	wake chan struct{}
 
@@ -420,6 +427,7 @@ func (s *slot) send(cc *clientConn, batch *op, inline bool) bool {
 	}
 	t.stats.framesOut.Add(uint64(frames))
 	t.stats.bytesSent.Add(bytes)
+	s.rail.bytesSent.Add(bytes)
 	return s.write(cc, inline)
 }
 
@@ -441,6 +449,7 @@ func (s *slot) write(cc *clientConn, inline bool) bool {
 	if err != nil {
 		t := s.t
 		t.stats.errors.Add(1)
+		s.rail.errors.Add(1)
 		if s.p.ctx.Err() == nil {
 			t.log.Debug("write to peer failed", "peer", s.p.segment, "addr", cc.addr, "error", err)
 		}
@@ -472,18 +481,22 @@ func (s *slot) teardown(cc *clientConn, st ring.Status) {
 	clear(cc.iov[:])
 	s.sendMu.Unlock()
 	s.t.stats.connsOpen.Add(-1)
+	s.rail.connsOpen.Add(-1)
 	s.t.completeList(list, st)
 }
 
-// connect dials the peer (trying its addresses in turn, starting at this
-// slot's index so slots spread over the peer's rails) and says hello.
+// connect dials the peer from the slot's rail (trying the peer's addresses
+// in the order of the rail's plan, the paired one first) and says hello.
 func (s *slot) connect() (*clientConn, ring.Status) {
 	p, t := s.p, s.t
 	st := ring.StatusPeerUnreachable
 	var lastErr error
-	for i := range p.addrs {
-		addr := p.addrs[(s.idx+i)%len(p.addrs)]
+	for _, dt := range s.plan {
+		addr := dt.addr
 		d := net.Dialer{Timeout: t.set.ioTimeout}
+		if dt.local != nil {
+			d.LocalAddr = dt.local
+		}
 		nc, err := d.DialContext(p.ctx, "tcp", addr)
 		if err != nil {
 			if p.ctx.Err() != nil {
@@ -504,7 +517,7 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 			}
 			// The peer answered and refused: every address would say the same.
 			t.stats.helloRejected.Add(1)
-			t.log.Warn("peer refused connection", "peer", p.segment, "addr", addr, "status", hst.String(), "error", err)
+			t.log.Warn("peer refused connection", "peer", p.segment, "rail", s.rail.idx, "addr", addr, "status", hst.String(), "error", err)
 			return nil, hst
 		}
 		cc := newClientConn(s, nc, addr, min(p.maxFrame, maxFrame))
@@ -513,13 +526,16 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 		s.mu.Unlock()
 		t.stats.connsDialed.Add(1)
 		t.stats.connsOpen.Add(1)
+		s.rail.connsDialed.Add(1)
+		s.rail.connsOpen.Add(1)
 		p.wg.Add(1)
 		t.wg.Add(1)
 		go cc.readLoop()
 		return cc, ring.StatusOK
 	}
 	t.stats.dialFailures.Add(1)
-	t.log.Debug("cannot reach peer", "peer", p.segment, "error", lastErr)
+	s.rail.errors.Add(1)
+	t.log.Debug("cannot reach peer", "peer", p.segment, "rail", s.rail.idx, "error", lastErr)
 	return nil, st
 }
 
@@ -647,7 +663,8 @@ func (cc *clientConn) readLoop() {
 	case <-cc.closing: // we were told to stop; not an error
 	default:
 		t.stats.errors.Add(1)
-		t.log.Debug("connection to peer lost", "peer", cc.s.p.segment, "addr", cc.addr, "error", err)
+		cc.s.rail.errors.Add(1)
+		t.log.Debug("connection to peer lost", "peer", cc.s.p.segment, "rail", cc.s.rail.idx, "addr", cc.addr, "error", err)
 	}
 	cc.close()
 }
@@ -693,6 +710,7 @@ func (cc *clientConn) readResponses() error {
 			}
 			done = r.Length
 			t.stats.bytesReceived.Add(done)
+			cc.s.rail.bytesReceived.Add(done)
 		case r.Length != 0:
 			t.stats.connsDroppedMalformed.Add(1)
 			return fmt.Errorf("%w: %d payload bytes with status %s", errMalformedResponse, r.Length, r.Status)

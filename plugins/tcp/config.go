@@ -16,14 +16,21 @@ import (
 // Config is the plugin's `config { ... }` block:
 //
 //	config {
-//	  listen               = ["127.0.0.1:0"]   # one rail per address
+//	  listen               = ["127.0.0.1:0"]   # rail i = address i: accepts there, dials from its IP
 //	  advertise            = []                # addresses peers dial; default: the bound listen addresses
-//	  connections_per_peer = 2                 # 1..64
+//	  connections_per_peer = 2                 # per peer and rail, 1..64
 //	  max_frame            = "64MiB"           # largest payload per frame, 4KiB..1GiB
 //	  io_timeout           = "30s"             # longest wait without progress on a busy connection
 //	}
 //
 // Every attribute is optional.
+//
+// Rails. Each listen address is one local rail, numbered in list order; a
+// descriptor's Rail picks one. A rail dials each peer from its listen IP
+// (unless that is a wildcard such as 0.0.0.0 or ::) towards the peer's
+// advertised address with the longest common prefix, so that its traffic
+// leaves through that address's interface. With advertise set, peers dial
+// the advertised addresses; the rails stay the listen addresses.
 type Config struct {
 	Listen             []string `hcl:"listen,optional"`
 	Advertise          []string `hcl:"advertise,optional"`

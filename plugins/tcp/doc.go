@@ -12,12 +12,24 @@
 // not trust a peer: nothing a peer sends can make it touch memory outside a
 // region the peer may access, or panic.
 //
-// Connections. A peer gets connections_per_peer connections. Their writer
-// goroutines start at OpenPeer; each TCP connection is dialed lazily, when
-// the first descriptor is queued on it, and re-dialed when a descriptor
-// arrives after it broke (the reader notices a peer closing an idle
-// connection at once). A descriptor goes to the connection with the fewest
-// bytes queued or in flight, ties broken round robin. Frames are pipelined:
+// Rails. Local rail i is listen address i (rails.go). The descriptor's Rail
+// field names the local rail; Rail 0, what a host that knows nothing of
+// rails sends, is the first listen address. Rail i pairs with the peer
+// address sharing the longest IP prefix with its listen IP, same family
+// first, ties broken by i mod the number of peer addresses (the others are
+// tried after it when it cannot be reached), and dials it from its listen
+// IP; the source is left to the kernel for a wildcard listen IP, across
+// address families and between loopback and other addresses. Probe reports each rail's NUMA node
+// and link speed from the sysfs entries of the interface owning its IP.
+// Stats has each rail's counters as "rail.<i>.<name>".
+//
+// Connections. A peer gets connections_per_peer connections per rail.
+// Their writer goroutines start at OpenPeer; each TCP connection is dialed
+// lazily, when the first descriptor is queued on it, so a rail that is not
+// used opens no connection, and re-dialed when a descriptor arrives after
+// it broke (the reader notices a peer closing an idle connection at once).
+// A descriptor goes to the connection of its rail with the fewest bytes
+// queued or in flight, ties broken round robin. Frames are pipelined:
 // the writer sends every queued frame back to back (up to 64 frames per
 // writev) while a reader goroutine matches the in-order responses.
 //
@@ -29,7 +41,8 @@
 // once, up to the first read's header, whose payload goes straight into
 // registered memory together with the headers after it.
 //
-// Statuses. Checked at Submit: unknown op or zero length -> StatusInvalid;
+// Statuses. Checked at Submit: unknown op, zero length or a Rail this
+// plugin does not have (counted in ops_bad_rail) -> StatusInvalid;
 // Deadline passed -> StatusTimeout (checked again just before sending;
 // once on the wire a frame runs to completion); peer not opened ->
 // StatusPeerUnknown; local region not registered -> StatusNotRegistered;

@@ -10,12 +10,12 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// The listener side: an accept loop per listen address and a goroutine per
-// accepted connection that reads requests, checks them against the region
-// table and answers in order.
+// The listener side: an accept loop per listen address (per rail) and a
+// goroutine per accepted connection that reads requests, checks them
+// against the region table and answers in order.
 
-// acceptLoop accepts connections until the listener is closed.
-func (t *Transport) acceptLoop(ln net.Listener) {
+// acceptLoop accepts connections on rail r's listener until it is closed.
+func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 	defer t.wg.Done()
 	backoff := time.Duration(0)
 	for {
@@ -39,7 +39,7 @@ func (t *Transport) acceptLoop(ln net.Listener) {
 			continue
 		}
 		backoff = 0
-		sc := &serverConn{t: t, link: newLink(nc, t.set.ioTimeout), run: -1}
+		sc := &serverConn{t: t, rail: r, link: newLink(nc, t.set.ioTimeout), run: -1}
 		t.mu.Lock()
 		if t.stopped.Load() {
 			t.mu.Unlock()
@@ -57,6 +57,7 @@ func (t *Transport) acceptLoop(ln net.Listener) {
 
 type serverConn struct {
 	t    *Transport
+	rail *rail // whose listener accepted the connection
 	link *link
 	cur  atomic.Pointer[region] // the region whose memory the connection is using now
 
@@ -83,12 +84,15 @@ var flushing = new(region)
 
 func (sc *serverConn) serve() {
 	t := sc.t
+	sc.rail.connsAccepted.Add(1)
+	sc.rail.connsOpen.Add(1)
 	defer func() {
 		_ = sc.link.nc.Close()
 		t.mu.Lock()
 		delete(t.servers, sc)
 		t.mu.Unlock()
 		t.stats.connsOpen.Add(-1)
+		sc.rail.connsOpen.Add(-1)
 		t.wg.Done()
 	}()
 	if !sc.hello() {
@@ -104,6 +108,7 @@ func (sc *serverConn) serve() {
 		t.stats.connsDroppedTruncated.Add(1)
 	default:
 		t.stats.errors.Add(1)
+		sc.rail.errors.Add(1)
 	}
 }
 
@@ -245,6 +250,7 @@ func (sc *serverConn) serveFrames() error {
 				// there: less than all of it means the socket is empty.
 				drained = n < RequestSize
 				t.stats.bytesReceived.Add(h.Length)
+				sc.rail.bytesReceived.Add(h.Length)
 			} else if err := sc.discard(h.Length); err != nil {
 				return eofIsTruncation(err)
 			}
@@ -317,6 +323,7 @@ func (sc *serverConn) flush() error {
 	if err == nil {
 		sc.t.stats.framesOut.Add(uint64(sc.npend))
 		sc.t.stats.bytesSent.Add(sc.heldBytes)
+		sc.rail.bytesSent.Add(sc.heldBytes)
 	}
 	sc.releaseHeld()
 	return err

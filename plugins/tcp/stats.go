@@ -1,9 +1,12 @@
 package tcp
 
-import "sync/atomic"
+import (
+	"strconv"
+	"sync/atomic"
+)
 
 // counters are the plugin's statistics, exported through Stats. All are
-// monotonic except conns_open.
+// monotonic except conns_open and each rail's connections.
 type counters struct {
 	bytesSent     atomic.Uint64 // payload bytes written to sockets (writes we initiate, reads we serve)
 	bytesReceived atomic.Uint64 // payload bytes read from sockets into registered memory
@@ -27,6 +30,7 @@ type counters struct {
 	opsFailed             atomic.Uint64 // descriptors completed with any other status
 	opsTimedOut           atomic.Uint64 // descriptors whose deadline passed before they were sent
 	errors                atomic.Uint64 // socket errors and stalls on established connections
+	opsBadRail            atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
 }
 
 func (c *counters) snapshot() map[string]uint64 {
@@ -51,5 +55,33 @@ func (c *counters) snapshot() map[string]uint64 {
 		"ops_failed":              c.opsFailed.Load(),
 		"ops_timed_out":           c.opsTimedOut.Load(),
 		"errors":                  c.errors.Load(),
+		"ops_bad_rail":            c.opsBadRail.Load(),
 	}
+}
+
+// railCounters are one rail's share of the counters, exported as
+// "rail.<i>.<name>". A rail's connections are those its dialer made and
+// those its listen address accepted; bytes count payload on them in both
+// roles, as bytes_sent and bytes_received do.
+type railCounters struct {
+	bytesSent     atomic.Uint64 // payload written: writes we initiate, reads we serve
+	bytesReceived atomic.Uint64 // payload read: answers to our reads, writes we serve
+	requests      atomic.Uint64 // descriptors queued on the rail
+	// errors counts what speaks about the path: failed dials, socket
+	// errors and stalls on the rail's connections.
+	errors        atomic.Uint64
+	connsOpen     atomic.Int64
+	connsDialed   atomic.Uint64
+	connsAccepted atomic.Uint64
+}
+
+func (c *railCounters) addTo(m map[string]uint64, idx int) {
+	p := "rail." + strconv.Itoa(idx) + "."
+	m[p+"bytes_sent"] = c.bytesSent.Load()
+	m[p+"bytes_received"] = c.bytesReceived.Load()
+	m[p+"requests"] = c.requests.Load()
+	m[p+"errors"] = c.errors.Load()
+	m[p+"connections"] = uint64(max(c.connsOpen.Load(), 0))
+	m[p+"conns_dialed"] = c.connsDialed.Load()
+	m[p+"conns_accepted"] = c.connsAccepted.Load()
 }

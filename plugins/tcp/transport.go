@@ -29,6 +29,7 @@ type Transport struct {
 	set      settings
 	engine   string
 	listen   []net.Listener
+	rails    []*rail // rail i listens on listen[i]; set at Start
 	endpoint sdk.Endpoint
 	servers  map[*serverConn]struct{}
 	ctx      context.Context // canceled by Stop
@@ -79,7 +80,9 @@ func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 
 // Probe reports TCP as available, with one rail per listen address,
 // named as the configuration writes it (so that a rail keeps its name
-// across restarts, whatever port it bound); before Start, the default.
+// across restarts, whatever port it bound; before Start, the default),
+// and for each the NUMA node and link speed of the interface that owns
+// the address, as sysfs tells them.
 func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 	t.mu.Lock()
 	addrs := t.set.listen
@@ -87,12 +90,11 @@ func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 	rails := make([]sdk.Rail, len(addrs))
 	seen := make(map[string]bool, len(addrs))
 	for i, a := range addrs {
-		name := a
-		if seen[name] { // the same address written twice: two rails all the same
-			name = fmt.Sprintf("%s#%d", a, i)
+		rails[i] = probeRail(a)
+		if seen[a] { // the same address written twice: two rails all the same
+			rails[i].Name = fmt.Sprintf("%s#%d", a, i)
 		}
-		seen[name] = true
-		rails[i] = sdk.Rail{Name: name, NUMANode: -1}
+		seen[rails[i].Name] = true
 	}
 	return sdk.ProbeResult{Available: true, Rails: rails}, nil
 }
@@ -140,12 +142,16 @@ func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	t.engine = cfg.Engine
 	t.incarnation = cfg.Incarnation
 	t.listen = lns
+	t.rails = make([]*rail, len(lns))
+	for i, ln := range lns {
+		t.rails[i] = newRail(i, ln)
+	}
 	t.endpoint = encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.started = true
-	for _, ln := range lns {
+	for i, ln := range lns {
 		t.wg.Add(1)
-		go t.acceptLoop(ln)
+		go t.acceptLoop(ln, t.rails[i])
 	}
 	t.log.Info("listening", "engine", cfg.Engine, "addrs", addrs, "connections_per_peer", set.conns,
 		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout)
@@ -224,11 +230,12 @@ func (t *Transport) ioTimeout() time.Duration {
 	return t.set.ioTimeout
 }
 
-// OpenPeer prepares the slots for a peer. Connections are dialed when the
-// first descriptor for them arrives.
+// OpenPeer prepares the slots for a peer: connections_per_peer for each
+// local rail, each rail paired with one of the peer's addresses.
+// Connections are dialed when the first descriptor for them arrives.
 func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	t.mu.Lock()
-	started, set, parent := t.started, t.set, t.ctx
+	started, set, parent, rails := t.started, t.set, t.ctx, t.rails
 	t.mu.Unlock()
 	if !started || t.stopped.Load() {
 		return errors.New("tcp: open peer: transport not running")
@@ -254,11 +261,14 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	}
 	pr := &peer{
 		t: t, id: p.ID, segment: p.Segment, incarnation: p.Incarnation,
-		addrs: ep.Addrs, maxFrame: min(peerMax, set.maxFrame),
+		maxFrame: min(peerMax, set.maxFrame), conns: set.conns,
 	}
 	pr.ctx, pr.cancel = context.WithCancel(parent)
-	for i := range set.conns {
-		pr.slots = append(pr.slots, &slot{t: t, p: pr, idx: i, wake: make(chan struct{}, 1)})
+	for _, rl := range rails {
+		plan := dialPlan(rl.ip, rl.idx, ep.Addrs)
+		for range set.conns {
+			pr.slots = append(pr.slots, &slot{t: t, p: pr, rail: rl, plan: plan, wake: make(chan struct{}, 1)})
+		}
 	}
 	n := make(map[uint32]*peer, 1+mapLen(old))
 	if old != nil {
@@ -353,6 +363,11 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		fail(ring.StatusPeerUnknown)
 		return
 	}
+	if int(d.Rail) >= p.rails() {
+		t.stats.opsBadRail.Add(1)
+		fail(ring.StatusInvalid)
+		return
+	}
 	if d.Length > p.maxFrame {
 		// The host slices requests; a slice over the peer's max_frame is a
 		// configuration mismatch, not something to split here.
@@ -379,7 +394,9 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	o.rOffset = d.RemoteOffset
 	o.deadline = d.Deadline
 	o.c = c
-	p.pick().enqueue(o)
+	s := p.pick(int(d.Rail))
+	s.rail.requests.Add(1)
+	s.enqueue(o)
 }
 
 // complete reports o's outcome, after giving back its region reference so
@@ -409,9 +426,16 @@ func (t *Transport) completeList(o *op, st ring.Status) {
 	}
 }
 
-// Stats returns the counters.
+// Stats returns the counters, the rails' as "rail.<i>.<name>".
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
-	return t.stats.snapshot(), nil
+	m := t.stats.snapshot()
+	t.mu.Lock()
+	rails := t.rails
+	t.mu.Unlock()
+	for _, r := range rails {
+		r.addTo(m, r.idx)
+	}
+	return m, nil
 }
 
 // Stop closes the listeners and every connection, completes every

@@ -277,17 +277,22 @@ func TestPeerUnreachable(t *testing.T) {
 	}
 }
 
-// proxy forwards connections to target and can cut them all.
+// proxy forwards connections to target and can cut them all. It records
+// the source address of every connection it accepts.
 type proxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []net.Conn
-	wg     sync.WaitGroup
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	conns   []net.Conn
+	sources []string // the IPs connections came from, in order
+	wg      sync.WaitGroup
 }
 
-func newProxy(t *testing.T, target string) *proxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+func newProxy(t *testing.T, target string) *proxy { return newProxyAt(t, "127.0.0.1:0", target) }
+
+// newProxyAt is newProxy listening on listen.
+func newProxyAt(t *testing.T, listen, target string) *proxy {
+	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,6 +309,11 @@ func (p *proxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if a, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+			p.mu.Lock()
+			p.sources = append(p.sources, a.IP.String())
+			p.mu.Unlock()
 		}
 		u, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -332,6 +342,13 @@ func (p *proxy) close() {
 	p.ln.Close()
 	p.cut()
 	p.wg.Wait()
+}
+
+// from returns the source IPs of the connections accepted so far.
+func (p *proxy) from() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.sources...)
 }
 
 func (p *proxy) endpoint() sdk.Endpoint {
@@ -505,6 +522,9 @@ func TestDescribeProbe(t *testing.T) {
 	if err != nil || !pr.Available || len(pr.Rails) != 1 {
 		t.Fatalf("Probe before start: %+v, %v", pr, err)
 	}
+	if r := pr.Rails[0]; r.NUMANode != -1 || r.BandwidthGbps != 0 {
+		t.Errorf("loopback rail %+v: want NUMA node -1 and 0 Gb/s", r)
+	}
 	if err := tr.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -524,7 +544,9 @@ func TestDescribeProbe(t *testing.T) {
 }
 
 func TestMultipleListenAddresses(t *testing.T) {
-	// Two rails on B, three connections: A's slots spread over both.
+	// Two rails on B, one on A: A's rail pairs with one of B's addresses
+	// (both match 127.0.0.1 equally, so the first) and its four
+	// connections go there.
 	a := startEngine(t, "a", 1, "connections_per_peer = 4")
 	b := startEngine(t, "b", 2, `listen = ["127.0.0.1:0", "127.0.0.1:0"]`)
 	src, dst := make([]byte, 1<<20), make([]byte, 1<<20)
@@ -543,4 +565,10 @@ func TestMultipleListenAddresses(t *testing.T) {
 		}
 	}
 	mustEqual(t, "region", dst, src)
+	if n := b.stat(t, "rail.0.conns_accepted"); n < 1 || n > 4 {
+		t.Errorf("B rail.0.conns_accepted = %d, want 1..4", n)
+	}
+	if n := b.stat(t, "rail.1.conns_accepted"); n != 0 {
+		t.Errorf("B rail.1.conns_accepted = %d, want 0", n)
+	}
 }
