@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/host/topology"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -114,6 +116,8 @@ type Engine struct {
 
 	tracker *progress.Tracker
 
+	topo *segment.Topology // this machine, from sysfs; published
+
 	hc *hostControl // the control service for peers; see notify.go
 
 	mu        sync.Mutex // guards allocations, registrations, remotes, publishing
@@ -162,6 +166,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	if e.sliceSize == 0 {
 		e.sliceSize = 1 << 20
 	}
+	e.topo = topology.Discover(topology.Root, interfaceAddrs)
 	empty := []localBuf{}
 	e.local.Store(&empty)
 	noRemotes := []*remote{}
@@ -195,6 +200,23 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		return nil, err
 	}
 	return e, nil
+}
+
+// interfaceAddrs lists an interface's addresses, for the topology.
+func interfaceAddrs(name string) []string {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil
+	}
+	as, err := ifc.Addrs()
+	if err != nil {
+		return nil
+	}
+	out := make([]string, len(as))
+	for i, a := range as {
+		out[i] = a.String()
+	}
+	return out
 }
 
 func newIncarnation() uint64 {
@@ -526,9 +548,18 @@ func (e *Engine) descriptor() *segment.Descriptor {
 	for _, lb := range *e.local.Load() {
 		d.Buffers = append(d.Buffers, lb.Buffer)
 	}
+	d.Topology = e.topo
 	for _, ps := range e.plugins {
 		if ps.usable() {
 			d.Transports[ps.name] = ps.run().endpoint
+			if rs := ps.run().rails; rs != nil {
+				if d.Rails == nil {
+					d.Rails = make(map[string][]segment.RailInfo)
+				}
+				for _, r := range rs.info {
+					d.Rails[ps.name] = append(d.Rails[ps.name], segment.RailInfo{Name: r.Name, Label: r.Label, NUMANode: r.NUMANode, BandwidthGbps: r.NominalGbps})
+				}
+			}
 		}
 	}
 	if e.hc != nil {

@@ -79,6 +79,12 @@ func TestRailStatsAndPolicyRails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if seg.Topology == nil || len(seg.Topology.NUMANodes) == 0 {
+		t.Errorf("the peer published no topology: %+v", seg.Topology)
+	}
+	if r := seg.Rails["tcp"]; len(r) != 1 || r[0].Name != "127.0.0.1:0" {
+		t.Errorf("the peer's tcp rails = %+v, want one, 127.0.0.1:0", r)
+	}
 	remote := b.Ready.Buffers[0].Base
 	local, err := a.Allocate(span)
 	if err != nil {

@@ -40,6 +40,10 @@ type Segment struct {
 	MachineID   string
 	Buffers     []segment.Buffer
 	Transports  []string // transports both ends have
+	// Topology is the peer machine's NUMA nodes and NICs, nil when it
+	// published none; Rails, each of its transports' rails.
+	Topology *segment.Topology
+	Rails    map[string][]segment.RailInfo
 }
 
 // OpenSegment fetches the named segment's descriptor and prepares every
@@ -155,7 +159,8 @@ func (e *Engine) retireLocked(ctx context.Context, r *remote, inc uint64) {
 }
 
 func (r *remote) info(e *Engine) Segment {
-	s := Segment{ID: r.id, Name: r.name, Incarnation: r.desc.Incarnation, MachineID: r.desc.MachineID, Buffers: r.desc.Buffers}
+	s := Segment{ID: r.id, Name: r.name, Incarnation: r.desc.Incarnation, MachineID: r.desc.MachineID, Buffers: r.desc.Buffers,
+		Topology: r.desc.Topology, Rails: r.desc.Rails}
 	for i, ok := range r.opened {
 		if ok {
 			s.Transports = append(s.Transports, e.plugins[i].name)

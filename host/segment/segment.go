@@ -40,6 +40,40 @@ type Descriptor struct {
 	// (host/control). Added within schema 1: it is optional, readers that
 	// predate it ignore it, and "" means the engine serves none.
 	Control string `json:"control,omitempty"`
+	// Topology is what the engine's machine offers, as sysfs says; nil
+	// when unknown. Rails lists each transport's rails. Both added within
+	// schema 1, optional.
+	Topology *Topology             `json:"topology,omitempty"`
+	Rails    map[string][]RailInfo `json:"rails,omitempty"`
+}
+
+// Topology is a machine's NUMA nodes and network interfaces.
+type Topology struct {
+	NUMANodes []NUMANode `json:"numa_nodes,omitempty"`
+	NICs      []NIC      `json:"nics,omitempty"`
+}
+
+// NUMANode is one NUMA node and its CPUs, as sysfs lists them ("0-31").
+type NUMANode struct {
+	ID   int    `json:"id"`
+	CPUs string `json:"cpus"`
+}
+
+// NIC is one network interface.
+type NIC struct {
+	Name      string   `json:"name"`
+	NUMANode  int      `json:"numa_node"`  // -1 unknown
+	SpeedMbps int      `json:"speed_mbps"` // -1 unknown
+	Virtual   bool     `json:"virtual,omitempty"`
+	Addrs     []string `json:"addrs,omitempty"`
+}
+
+// RailInfo is one rail of a transport.
+type RailInfo struct {
+	Name          string  `json:"name"`
+	Label         string  `json:"label,omitempty"`
+	NUMANode      int     `json:"numa_node"`
+	BandwidthGbps float64 `json:"bandwidth_gbps,omitempty"`
 }
 
 // Encode returns the descriptor as JSON.
