@@ -18,8 +18,19 @@ metastore {
 
 plugin "tcp" {
   config {
-    listen = ["127.0.0.1:0"]
+    listen = ["127.0.0.1:0", "127.0.0.2:0"]   # one rail per address
   }
+}
+
+# Rails are named by the transport's own name for them (for TCP, the listen
+# address as written) or by a rail block, which can also state what the
+# probe cannot know. Slices of a request are sprayed over the rails its
+# policy allows, each to the rail expected to finish it first.
+rail "storage" {
+  transport      = "tcp"
+  device         = "127.0.0.2:0"
+  numa_node      = 0    # optional; default: from sysfs, -1 when unknown
+  bandwidth_gbps = 25   # optional; seeds the learnt bandwidth
 }
 
 plugin "shm" {}
@@ -46,7 +57,7 @@ policy "bulk" {
                                                    # checkpoint, weight_loading
   }
   transports = ["tcp"]
-  rails      = ["10.0.0.1:7100"]  # allowed rails; names are kept, not used yet
+  rails      = ["storage"]  # allowed rails: rail blocks or the transports' rail names; default all
 }
 
 # No match block: every request. Requests name it with Policy = "tcp-only".
