@@ -122,6 +122,14 @@ func newRailSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, 
 	return s
 }
 
+// all returns allowed, or every rail's bit when allowed is 0 (all).
+func (s *railSet) all(allowed uint64) uint64 {
+	if allowed != 0 {
+		return allowed
+	}
+	return 1<<len(s.info) - 1
+}
+
 // allowed returns the rails policy pol allows (0: all; pol -1: none
 // applies).
 func (s *railSet) allowed(pol int) uint64 {

@@ -71,6 +71,10 @@ type Request struct {
 	// Policy, when set, names the configured policy that chooses the
 	// transports, whatever its match conditions say.
 	Policy string
+
+	// avoid are rails (bit i: rail i of the chosen transport) a retry
+	// keeps off, because they failed the previous attempt.
+	avoid uint64
 }
 
 // BatchID names a batch from AllocateBatch.
@@ -161,6 +165,11 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 	run := ps.run()
 	rs := run.rails
 	allowed := rs.allowed(rt.policy)
+	if r.avoid != 0 {
+		if m := rs.all(allowed) &^ r.avoid; m != 0 {
+			allowed = m
+		}
+	}
 	slice := e.sliceSize
 	if run.p.Info.SameMachineOnly {
 		// A same-machine transport copies in place and splits large
@@ -452,16 +461,22 @@ type taskResult struct {
 	transport int32
 	recheck   bool // the plugin failed it; recheck the peer
 	status    ring.Status
+	rail      int // of the first failed slice, -1 if none
 }
 
 // Transfer submits reqs as one batch, waits for all of them and returns
 // nil if all completed, or an error listing each task that did not. It
 // returns when ctx ends, canceling what is still pending.
 //
-// A task that failed because its plugin died under it is tried again, on
-// the next transport of the selector's plan not tried yet (or, when all
-// were, on one that was restarted meanwhile), up to failoverAttempts in
-// all; a task pinned to a transport by Request.Transport is not. Retrying
+// A task that failed because a rail failed one of its slices (peer
+// unreachable, I/O error, timeout in the plugin) is tried again on the
+// same transport, keeping off the rails that failed it, while the
+// transport has others. A task that failed because its plugin died under
+// it, or on a rail fault with no other rail left, is tried again on the
+// next transport of the selector's plan not tried yet (or, when all were,
+// on one that was restarted meanwhile); a task pinned to a transport by
+// Request.Transport is not moved to another transport. Up to
+// failoverAttempts attempts in all. Retrying
 // moves the same bytes between the same ranges again, so it is safe for
 // reads and writes alike. Each task's reported state is its last
 // attempt's.
@@ -472,6 +487,7 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 	for i := range todo {
 		todo[i] = i
 	}
+	avoid := make([]uint64, len(reqs))
 	attempt := make([]Request, 0, len(reqs))
 	var werr error
 	for round := 1; len(todo) > 0; round++ {
@@ -480,6 +496,7 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 			attempt = append(attempt, reqs[i])
 			if round > 1 {
 				attempt[len(attempt)-1].Transport = e.plugins[res[i].transport].name
+				attempt[len(attempt)-1].avoid = avoid[i]
 			}
 		}
 		out, err := e.runBatch(ctx, attempt)
@@ -493,10 +510,19 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 			if out[k].transport >= 0 {
 				tried[i] = append(tried[i], out[k].transport)
 			}
-			if round >= failoverAttempts || ctx.Err() != nil || reqs[i].Transport != "" || out[k].state != StateFailed ||
-				!(errors.Is(out[k].err, ErrPluginFailed) || errors.Is(out[k].err, ErrTransportUnavailable)) {
+			if round >= failoverAttempts || ctx.Err() != nil || out[k].state != StateFailed {
 				continue
 			}
+			fault := railFault(out[k].status)
+			if fault && e.otherRail(out[k].transport, out[k].rail, &avoid[i]) {
+				e.log.Warn("retrying task on another rail", "task", i, "transport", e.plugins[out[k].transport].name, "failed_rail", out[k].rail, "attempt", round+1, "error", out[k].err)
+				next = append(next, i)
+				continue
+			}
+			if reqs[i].Transport != "" || !(fault || errors.Is(out[k].err, ErrPluginFailed) || errors.Is(out[k].err, ErrTransportUnavailable)) {
+				continue
+			}
+			avoid[i] = 0 // rails are per transport
 			to := e.failoverTarget(ctx, &reqs[i], tried[i])
 			if to < 0 {
 				continue
@@ -560,9 +586,25 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 			out[i].err = e.taskErr(t, s)
 			out[i].recheck = t.Err == nil && s == StateFailed
 			out[i].status = t.SliceStatus()
+			out[i].rail = t.FailedRail()
 		}
 	}
 	return out, werr
+}
+
+// otherRail reports whether transport tr can retry a task whose slice
+// failed on rail, keeping off the rails in *avoid (to which it adds rail).
+func (e *Engine) otherRail(tr int32, rail int, avoid *uint64) bool {
+	if tr < 0 || rail < 0 || rail >= progress.MaxRails {
+		return false
+	}
+	ps := e.plugins[tr]
+	rs := ps.rails.Load()
+	if rs == nil || !ps.usable() {
+		return false
+	}
+	*avoid |= 1 << rail
+	return rs.all(0)&^*avoid != 0
 }
 
 // failoverTarget picks the transport for r's next attempt: the first of

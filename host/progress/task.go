@@ -42,6 +42,9 @@ type Task struct {
 	pending atomic.Int64  // slices not yet completed
 	bytes   atomic.Uint64 // bytes reported by completed slices
 	status  atomic.Int32  // first failing ring.Status, 0 if none
+	// failRail is the rail of the first failing slice, plus one; 0 if
+	// none failed.
+	failRail atomic.Int32
 
 	Length   uint64
 	Deadline int64 // unix ns, 0 = none
@@ -147,6 +150,7 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t.pending.Store(0)
 	t.bytes.Store(0)
 	t.status.Store(0)
+	t.failRail.Store(0)
 	t.Length, t.Deadline, t.Err = length, deadline, nil
 	t.transport.Store(-1)
 	b.n.Store(int32(i + 1))
@@ -195,10 +199,10 @@ func (b *Batch) Unsent(i int, n int64) {
 	}
 }
 
-func (b *Batch) complete(i int, st ring.Status, bytes uint64) {
+func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) {
 	t := &b.tasks[i]
-	if st != ring.StatusOK {
-		t.status.CompareAndSwap(0, int32(st))
+	if st != ring.StatusOK && t.status.CompareAndSwap(0, int32(st)) {
+		t.failRail.Store(int32(rail) + 1)
 	}
 	t.bytes.Add(bytes)
 	if t.pending.Add(-1) == 0 {
@@ -354,7 +358,7 @@ func (t *Tracker) Complete(token uint64, st ring.Status, bytes uint64) bool {
 	if b == nil {
 		return false
 	}
-	b.complete(i, st, bytes)
+	b.complete(i, st, bytes, TokenRail(token))
 	return true
 }
 
@@ -394,6 +398,10 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 	})
 	return n
 }
+
+// FailedRail returns the rail of the task's first failing slice, -1 if
+// none failed.
+func (t *Task) FailedRail() int { return int(t.failRail.Load()) - 1 }
 
 // SetTransport records the plugin (its index) that carries the task.
 func (t *Task) SetTransport(idx int32) { t.transport.Store(idx) }

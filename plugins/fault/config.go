@@ -52,6 +52,7 @@ type Block struct {
 	Seed   *int64   `hcl:"seed,optional"`
 	Status *string  `hcl:"status,optional"`
 	Delay  *string  `hcl:"delay,optional"`
+	Rail   *int64   `hcl:"rail,optional"`
 
 	DefRange   hcl.Range `hcl:",def_range"`
 	AfterRange hcl.Range `hcl:"after,attr_value_range"`
@@ -59,6 +60,7 @@ type Block struct {
 	RateRange  hcl.Range `hcl:"rate,attr_value_range"`
 	StatusRng  hcl.Range `hcl:"status,attr_value_range"`
 	DelayRange hcl.Range `hcl:"delay,attr_value_range"`
+	RailRange  hcl.Range `hcl:"rail,attr_value_range"`
 }
 
 // fault is one validated fault block.
@@ -70,6 +72,7 @@ type fault struct {
 	seed   uint64
 	status ring.Status   // drop
 	delay  time.Duration // delay
+	rail   int           // only descriptors on this rail; -1: any
 }
 
 // plan is the validated configuration.
@@ -78,9 +81,13 @@ type plan struct {
 	tcpConfig sdk.StartConfig
 }
 
-// chooses reports whether the fault applies to descriptor number i. It is
-// a pure function of the configuration and i, so runs repeat.
-func (f *fault) chooses(i uint64) bool {
+// chooses reports whether the fault applies to descriptor number i, sent
+// on rail. It is a pure function of the configuration, i and rail, so runs
+// repeat.
+func (f *fault) chooses(i uint64, rail uint16) bool {
+	if f.rail >= 0 && int(rail) != f.rail {
+		return false
+	}
 	if i < f.after {
 		return false
 	}
@@ -134,7 +141,13 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 			return plan{}, bad(b.DefRange, "fault %q is declared twice", b.Kind)
 		}
 		seen[k] = true
-		f := fault{kind: k, every: 1, rate: 1, seed: 1, status: ring.StatusIO}
+		f := fault{kind: k, every: 1, rate: 1, seed: 1, status: ring.StatusIO, rail: -1}
+		if b.Rail != nil {
+			if *b.Rail < 0 || *b.Rail >= 1<<16 {
+				return plan{}, bad(b.RailRange, "fault %q: rail: %d is not a rail number (0, 1, ...)", k, *b.Rail)
+			}
+			f.rail = int(*b.Rail)
+		}
 		if b.After != nil {
 			if *b.After < 0 {
 				return plan{}, bad(b.AfterRange, "fault %q: after: %d is negative", k, *b.After)

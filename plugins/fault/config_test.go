@@ -72,7 +72,7 @@ func TestChooses(t *testing.T) {
 	f := fault{after: 3, every: 2, rate: 1}
 	var got []uint64
 	for i := range uint64(10) {
-		if f.chooses(i) {
+		if f.chooses(i, 0) {
 			got = append(got, i)
 		}
 	}
@@ -85,13 +85,13 @@ func TestChooses(t *testing.T) {
 	r2 := fault{every: 1, rate: 0.3, seed: 2}
 	n, diff := 0, 0
 	for i := range uint64(10000) {
-		if r1.chooses(i) != r1.chooses(i) {
+		if r1.chooses(i, 0) != r1.chooses(i, 0) {
 			t.Fatal("not deterministic")
 		}
-		if r1.chooses(i) {
+		if r1.chooses(i, 0) {
 			n++
 		}
-		if r1.chooses(i) != r2.chooses(i) {
+		if r1.chooses(i, 0) != r2.chooses(i, 0) {
 			diff++
 		}
 	}
@@ -113,4 +113,15 @@ func equal(a, b []uint64) bool {
 		}
 	}
 	return true
+}
+
+func TestChoosesRail(t *testing.T) {
+	f := fault{kind: Drop, every: 1, rate: 1, rail: 1}
+	if f.chooses(0, 0) || !f.chooses(0, 1) || f.chooses(5, 2) {
+		t.Errorf("a fault on rail 1 must choose rail 1's descriptors only")
+	}
+	f.rail = -1
+	if !f.chooses(0, 0) || !f.chooses(0, 7) {
+		t.Errorf("a fault without a rail must choose every rail's descriptors")
+	}
 }

@@ -34,6 +34,7 @@
 //	    rate   = 0.5                 # and of those, this fraction, in (0, 1]; default 1
 //	    seed   = 7                   # seed of the rate's choice; default 1
 //	    status = "peer_unreachable"  # drop only: "io" (default) or "peer_unreachable"
+//	    rail   = 1                   # only descriptors sent on this rail; default any
 //	  }
 //	  fault "delay" {
 //	    delay = "200ms"              # delay only, required: how long each chosen completion is held

@@ -139,7 +139,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	var delay time.Duration
 	for k := range p.faults {
 		f := &p.faults[k]
-		if !f.chooses(i) {
+		if !f.chooses(i, d.Rail) {
 			continue
 		}
 		switch f.kind {
