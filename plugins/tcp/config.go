@@ -2,8 +2,12 @@ package tcp
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -21,9 +25,18 @@ import (
 //	  connections_per_peer = 2                 # per peer and rail, 1..64
 //	  max_frame            = "64MiB"           # largest payload per frame, 4KiB..1GiB
 //	  io_timeout           = "30s"             # longest wait without progress on a busy connection
+//
+//	  cluster_secret       = "..."             # at least 16 bytes; every engine of the cluster the same
+//	  cluster_secret_file  = "/etc/ferry/secret"  # or: read at Start, trailing newline trimmed;
+//	                                           # relative to the directory of the config file
+//	  max_connections          = 4096          # accepted connections in all
+//	  max_connections_per_host = 256           # accepted connections per remote IP address
+//	  handshake_timeout        = "5s"          # hello (and authentication) must be done by then
 //	}
 //
-// Every attribute is optional.
+// Every attribute is optional. cluster_secret and cluster_secret_file are
+// mutually exclusive; with either, every connection is mutually
+// authenticated (see the package documentation).
 //
 // Rails. Each listen address is one local rail, numbered in list order; a
 // descriptor's Rail picks one. A rail dials each peer from its listen IP
@@ -32,18 +45,28 @@ import (
 // leaves through that address's interface. With advertise set, peers dial
 // the advertised addresses; the rails stay the listen addresses.
 type Config struct {
-	Listen             []string `hcl:"listen,optional"`
-	Advertise          []string `hcl:"advertise,optional"`
-	ConnectionsPerPeer *int     `hcl:"connections_per_peer,optional"`
-	MaxFrame           *string  `hcl:"max_frame,optional"`
-	IOTimeout          *string  `hcl:"io_timeout,optional"`
+	Listen                []string `hcl:"listen,optional"`
+	Advertise             []string `hcl:"advertise,optional"`
+	ConnectionsPerPeer    *int     `hcl:"connections_per_peer,optional"`
+	MaxFrame              *string  `hcl:"max_frame,optional"`
+	IOTimeout             *string  `hcl:"io_timeout,optional"`
+	ClusterSecret         *string  `hcl:"cluster_secret,optional"`
+	ClusterSecretFile     *string  `hcl:"cluster_secret_file,optional"`
+	MaxConnections        *int     `hcl:"max_connections,optional"`
+	MaxConnectionsPerHost *int     `hcl:"max_connections_per_host,optional"`
+	HandshakeTimeout      *string  `hcl:"handshake_timeout,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
-	ListenRange             hcl.Range `hcl:"listen,attr_value_range"`
-	AdvertiseRange          hcl.Range `hcl:"advertise,attr_value_range"`
-	ConnectionsPerPeerRange hcl.Range `hcl:"connections_per_peer,attr_value_range"`
-	MaxFrameRange           hcl.Range `hcl:"max_frame,attr_value_range"`
-	IOTimeoutRange          hcl.Range `hcl:"io_timeout,attr_value_range"`
+	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
+	AdvertiseRange             hcl.Range `hcl:"advertise,attr_value_range"`
+	ConnectionsPerPeerRange    hcl.Range `hcl:"connections_per_peer,attr_value_range"`
+	MaxFrameRange              hcl.Range `hcl:"max_frame,attr_value_range"`
+	IOTimeoutRange             hcl.Range `hcl:"io_timeout,attr_value_range"`
+	ClusterSecretRange         hcl.Range `hcl:"cluster_secret,attr_value_range"`
+	ClusterSecretFileRange     hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
+	MaxConnectionsRange        hcl.Range `hcl:"max_connections,attr_value_range"`
+	MaxConnectionsPerHostRange hcl.Range `hcl:"max_connections_per_host,attr_value_range"`
+	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
 }
 
 // Defaults and limits of the configuration.
@@ -54,6 +77,13 @@ const (
 	MaxConns         = 64
 	minMaxFrame      = 4 << 10
 	maxMaxFrame      = 1 << 30
+
+	DefaultMaxConnections        = 4096
+	DefaultMaxConnectionsPerHost = 256
+	DefaultHandshakeTimeout      = 5 * time.Second
+	MinSecretLen                 = 16
+	maxMaxConnections            = 1 << 20
+	maxSecretFile                = 64 << 10
 )
 
 // settings is the validated configuration.
@@ -63,14 +93,22 @@ type settings struct {
 	conns     int
 	maxFrame  uint64
 	ioTimeout time.Duration
+
+	secret           []byte // the cluster secret; nil: connections are not authenticated
+	maxConns         int    // accepted connections in all
+	maxConnsPerHost  int    // accepted connections per remote IP address
+	handshakeTimeout time.Duration
 }
 
 func defaultSettings() settings {
 	return settings{
-		listen:    []string{"127.0.0.1:0"},
-		conns:     DefaultConns,
-		maxFrame:  DefaultMaxFrame,
-		ioTimeout: DefaultIOTimeout,
+		listen:           []string{"127.0.0.1:0"},
+		conns:            DefaultConns,
+		maxFrame:         DefaultMaxFrame,
+		ioTimeout:        DefaultIOTimeout,
+		maxConns:         DefaultMaxConnections,
+		maxConnsPerHost:  DefaultMaxConnectionsPerHost,
+		handshakeTimeout: DefaultHandshakeTimeout,
 	}
 }
 
@@ -139,7 +177,82 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		}
 		s.ioTimeout = d
 	}
+	switch {
+	case c.ClusterSecret != nil && c.ClusterSecretFile != nil:
+		return settings{}, bad("cluster_secret", c.ClusterSecretRange,
+			"cluster_secret and cluster_secret_file are both set; keep one (cluster_secret_file keeps the secret out of this file)")
+	case c.ClusterSecret != nil:
+		if n := len(*c.ClusterSecret); n < MinSecretLen {
+			return settings{}, bad("cluster_secret", c.ClusterSecretRange,
+				"%d bytes is too short; use at least %d random bytes (for example the output of `openssl rand -hex 32`), the same on every engine", n, MinSecretLen)
+		}
+		s.secret = []byte(*c.ClusterSecret)
+	case c.ClusterSecretFile != nil:
+		secret, err := readSecretFile(*c.ClusterSecretFile, cfg.ConfigFile)
+		if err != nil {
+			return settings{}, bad("cluster_secret_file", c.ClusterSecretFileRange, "%v", err)
+		}
+		s.secret = secret
+	}
+	if c.MaxConnections != nil {
+		n := *c.MaxConnections
+		if n < 1 || n > maxMaxConnections {
+			return settings{}, bad("max_connections", c.MaxConnectionsRange, "%d is outside 1..%d", n, maxMaxConnections)
+		}
+		s.maxConns = n
+	}
+	if c.MaxConnectionsPerHost != nil {
+		n := *c.MaxConnectionsPerHost
+		if n < 1 || n > maxMaxConnections {
+			return settings{}, bad("max_connections_per_host", c.MaxConnectionsPerHostRange, "%d is outside 1..%d", n, maxMaxConnections)
+		}
+		s.maxConnsPerHost = n
+	}
+	if c.HandshakeTimeout != nil {
+		d, err := time.ParseDuration(*c.HandshakeTimeout)
+		if err != nil {
+			return settings{}, bad("handshake_timeout", c.HandshakeTimeoutRange, "%v", err)
+		}
+		if d < time.Millisecond || d > time.Hour {
+			return settings{}, bad("handshake_timeout", c.HandshakeTimeoutRange, "%s is outside 1ms..1h", d)
+		}
+		s.handshakeTimeout = d
+	}
 	return s, nil
+}
+
+// readSecretFile reads a cluster secret file. A relative path is taken
+// from the directory of the operator's config file, where the operator
+// wrote it; one trailing newline (as editors and `echo` leave) is not part
+// of the secret.
+func readSecretFile(path, configFile string) ([]byte, error) {
+	if path == "" {
+		return nil, fmt.Errorf("empty path; name the file that holds the cluster secret")
+	}
+	if !filepath.IsAbs(path) && configFile != "" {
+		path = filepath.Join(filepath.Dir(configFile), path)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%v; make the file readable by the plugin, or set cluster_secret instead", err)
+	}
+	defer f.Close()
+	b := make([]byte, maxSecretFile+1)
+	n, err := io.ReadFull(f, b)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("%s: larger than %d bytes; is this the secret file?", path, maxSecretFile)
+	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
+		return nil, fmt.Errorf("%v; make the file readable by the plugin, or set cluster_secret instead", err)
+	}
+	b = b[:n]
+	b = bytes.TrimSuffix(b, []byte("\n"))
+	b = bytes.TrimSuffix(b, []byte("\r"))
+	if len(b) < MinSecretLen {
+		return nil, fmt.Errorf("%s: the secret is %d bytes, too short; write at least %d random bytes into it (for example `openssl rand -hex 32 > %s`), the same on every engine",
+			path, len(b), MinSecretLen, path)
+	}
+	return b, nil
 }
 
 func checkAddrs(addrs []string) error {

@@ -2,6 +2,8 @@ package tcp_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,6 +55,60 @@ func TestConfig(t *testing.T) {
 		}
 		if err := tr.Stop(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+func TestConfigClusterSecret(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good", "0123456789abcdef\n")
+	write("relative", "0123456789abcdef")
+	short := write("short", "0123456789abcde\r\n") // 15 bytes once the newline is trimmed
+	start := func(config string) error {
+		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
+		_, err := tr.Start(context.Background(), sdk.StartConfig{Engine: "e", Config: []byte(config),
+			ConfigFile: filepath.Join(dir, "ferry.hcl"), ConfigLine: 10, ConfigColumn: 3})
+		if err := tr.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return err
+	}
+	for _, c := range []string{
+		`cluster_secret = "0123456789abcdef"`,
+		`cluster_secret_file = "` + good + `"`,
+		`cluster_secret_file = "relative"`, // next to the config file
+		"max_connections = 1\nmax_connections_per_host = 1\nhandshake_timeout = \"1ms\"",
+		"max_connections = 1048576\nmax_connections_per_host = 1048576\nhandshake_timeout = \"1h\"",
+	} {
+		if err := start(c); err != nil {
+			t.Errorf("config %q: %v", c, err)
+		}
+	}
+	hcl := filepath.Join(dir, "ferry.hcl")
+	bad := []struct{ config, want string }{
+		{`cluster_secret = "0123456789abcde"`, hcl + ":10:20: tcp config: cluster_secret: 15 bytes is too short; use at least 16"},
+		{`cluster_secret = ""`, hcl + ":10:20: tcp config: cluster_secret: 0 bytes is too short"},
+		{"cluster_secret = \"0123456789abcdef\"\ncluster_secret_file = \"" + good + "\"", hcl + ":10:20: tcp config: cluster_secret: cluster_secret and cluster_secret_file are both set; keep one"},
+		{`cluster_secret_file = "missing"`, hcl + ":10:25: tcp config: cluster_secret_file: open " + filepath.Join(dir, "missing") + ": no such file or directory; make the file readable by the plugin"},
+		{`cluster_secret_file = "` + dir + `"`, hcl + ":10:25: tcp config: cluster_secret_file: read " + dir + ": is a directory"},
+		{`cluster_secret_file = "` + short + `"`, hcl + ":10:25: tcp config: cluster_secret_file: " + short + ": the secret is 15 bytes, too short"},
+		{`cluster_secret_file = ""`, hcl + ":10:25: tcp config: cluster_secret_file: empty path"},
+		{`cluster_secret = 12`, hcl + ":10:20: tcp config: cluster_secret: 2 bytes is too short"},
+		{`max_connections = 0`, hcl + ":10:21: tcp config: max_connections: 0 is outside"},
+		{`max_connections_per_host = -1`, hcl + ":10:30: tcp config: max_connections_per_host: -1 is outside"},
+		{`handshake_timeout = "soon"`, hcl + ":10:23: tcp config: handshake_timeout"},
+		{`handshake_timeout = "2h"`, hcl + ":10:23: tcp config: handshake_timeout: 2h0m0s is outside 1ms..1h"},
+	}
+	for _, c := range bad {
+		if err := start(c.config); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("config %q: error %v, want it to contain %q", c.config, err, c.want)
 		}
 	}
 }
