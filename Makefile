@@ -35,6 +35,8 @@ FUZZTIME ?= 10s
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHello$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHelloReply$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeProof$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptor$$' -fuzztime $(FUZZTIME) ./sdk/ring/
 	$(GO) test -run '^$$' -fuzz '^FuzzAttach$$' -fuzztime $(FUZZTIME) ./sdk/ring/
 

@@ -150,6 +150,14 @@ func TestHostilePeers(t *testing.T) {
 			b[len(b)-1] ^= 1
 			mustWrite(t, c, b)
 		}},
+		{"hello with unknown flags", "conns_dropped_malformed", func(t *testing.T, c *net.TCPConn) {
+			mustWrite(t, c, tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: 1 << 7, Incarnation: 200, Segment: "engine-b"}))
+		}},
+		{"hello with an authentication nonce cut short", "conns_dropped_truncated", func(t *testing.T, c *net.TCPConn) {
+			b := tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: tcp.FlagAuth, Incarnation: 200, Segment: "engine-b"})
+			mustWrite(t, c, b[:len(b)-1])
+			c.CloseWrite()
+		}},
 		{"truncated hello", "conns_dropped_truncated", func(t *testing.T, c *net.TCPConn) {
 			mustWrite(t, c, tcp.AppendHello(nil, tcp.Hello{Version: 1, Incarnation: 200, Segment: "engine-b"})[:10])
 			c.CloseWrite()

@@ -120,14 +120,14 @@ func (sc *serverConn) hello() bool {
 	t := sc.t
 	nc := sc.link.nc
 	_ = nc.SetDeadline(time.Now().Add(t.set.ioTimeout))
-	var b [HelloSize + MaxNameLen]byte
+	var b [HelloSize + MaxNameLen + NonceSize]byte
 	if _, err := io.ReadFull(nc, b[:HelloSize]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
 			t.stats.connsDroppedTruncated.Add(1)
 		}
 		return false
 	}
-	n, err := HelloNameLen(b[:HelloSize])
+	n, err := HelloRestLen(b[:HelloSize])
 	if err != nil {
 		t.stats.connsDroppedMalformed.Add(1)
 		t.log.Debug("dropping connection: bad hello", "remote", nc.RemoteAddr().String(), "error", err)

@@ -10,24 +10,30 @@ package tcp
 // A connection is opened by the initiator (the "dialer") and serves requests
 // in one direction only: the dialer sends requests, the listener answers.
 //
-// Hello (dialer -> listener), 24 bytes followed by NameLen bytes of name:
+// Hello (dialer -> listener), 24 bytes followed by NameLen bytes of name
+// and, with FlagAuth, NonceSize bytes of nonce:
 //
 //	0  Magic        [4]byte "FRYH"
 //	4  Version      u16     protocol version the dialer speaks (1)
 //	6  NameLen      u16     length of the target segment name, <= MaxNameLen
 //	8  Incarnation  u64     incarnation the dialer believes the target has
-//	16 Flags        u32     0 in version 1
-//	20 CRC          u32     over bytes [0,20) and the name
+//	16 Flags        u32     FlagAuth (1): the dialer has a cluster secret and
+//	                        a nonce follows the name; other bits must be 0
+//	20 CRC          u32     over bytes [0,20), the name and the nonce
 //	24 Name         [NameLen]byte  the target segment (engine) name
+//	   Nonce        [32]byte       with FlagAuth: the dialer's nonce, fresh
+//	                               from crypto/rand for every connection
 //
 // Hello reply (listener -> dialer), 32 bytes:
 //
 //	0  Magic        [4]byte "FRYA"
 //	4  Version      u16     protocol version the listener speaks
-//	6  Reserved     u16     0
+//	6  Flags        u16     FlagAuth (1): the listener has a cluster secret
 //	8  Status       i32     ring.Status: 0 accept; StatusProtocol (version
-//	                        mismatch), StatusStaleIncarnation (incarnation or
-//	                        segment name differs), StatusShutdown (stopping)
+//	                        mismatch), StatusPermission (one side has a
+//	                        cluster secret and the other has none),
+//	                        StatusStaleIncarnation (incarnation or segment
+//	                        name differs), StatusShutdown (stopping)
 //	12 CRC          u32     over bytes [0,12) and [16,32)
 //	16 Incarnation  u64     the listener's own incarnation
 //	24 MaxFrame     u64     the largest payload the listener accepts per frame
@@ -36,7 +42,35 @@ package tcp
 // Status keep their offsets in every future version so that a listener and
 // a dialer of different versions can always tell each other why they part.
 // A listener that does not receive a well-formed hello (bad magic, oversized
-// name, bad CRC) drops the connection without a reply.
+// name, bad CRC, unknown flags) drops the connection without a reply.
+//
+// Authentication. When hello and reply both carry FlagAuth and the reply
+// accepts, the listener sends its proof right after the reply, and the
+// dialer answers with its own proof before its first request (so
+// authentication costs no round trip beyond the hello's):
+//
+// Proof (either direction), 76 bytes:
+//
+//	0  Magic        [4]byte "FRYP"
+//	4  Status       i32     0: MAC proves the sender knows the secret;
+//	                        StatusPermission (dialer only): the listener's
+//	                        proof did not verify, the dialer hangs up
+//	8  CRC          u32     over bytes [0,8) and [12,76)
+//	12 Nonce        [32]byte  the listener's nonce (zero from the dialer)
+//	44 MAC          [32]byte  HMAC-SHA256 under the cluster secret (zero
+//	                          with a non-zero status)
+//
+// MAC = HMAC-SHA256(secret, Label || Version u16 || reply Flags u16 ||
+// dialer Nonce || listener Nonce || hello Incarnation u64 || reply
+// Incarnation u64 || reply MaxFrame u64 || NameLen u16 || Name), where
+// Label is "ferry tcp auth v1: listener proof" in the listener's proof and
+// "ferry tcp auth v1: dialer proof  " (two trailing spaces, the same
+// length) in the dialer's. Both nonces are fresh per connection and the
+// direction is in the label, so a proof seen on one connection is
+// worthless on any other and a listener's proof cannot be reflected as a
+// dialer's. The dialer checks the listener's proof before it sends its own
+// (or anything else); the listener serves no request before the dialer's
+// proof has verified, and on a bad one closes the connection.
 //
 // Request frame (dialer -> listener), 48 bytes, then for OpWrite Length
 // payload bytes:
@@ -96,15 +130,23 @@ const (
 	HelloReplySize  = 32
 	RequestSize     = 48
 	ResponseSize    = 32
+	ProofSize       = 76
+	NonceSize       = 32
+	MACSize         = 32
 	MaxNameLen      = 1024
 	endpointVersion = 1
 )
+
+// FlagAuth, in a hello and in a hello reply, says that the sender has a
+// cluster secret.
+const FlagAuth = 1
 
 var (
 	magicHello      = [4]byte{'F', 'R', 'Y', 'H'}
 	magicHelloReply = [4]byte{'F', 'R', 'Y', 'A'}
 	magicRequest    = [4]byte{'F', 'R', 'Y', 'Q'}
 	magicResponse   = [4]byte{'F', 'R', 'Y', 'R'}
+	magicProof      = [4]byte{'F', 'R', 'Y', 'P'}
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -131,31 +173,38 @@ func crcSkip(b []byte, at int) uint32 {
 // Hello opens a connection.
 type Hello struct {
 	Version     uint16
+	Flags       uint32
 	Incarnation uint64
 	Segment     string
+	Nonce       [NonceSize]byte // sent with FlagAuth only; zero without it
 }
 
-// AppendHello appends the encoded hello to b.
+// AppendHello appends the encoded hello to b. The nonce is sent when
+// h.Flags has FlagAuth.
 func AppendHello(b []byte, h Hello) []byte {
 	n := len(b)
 	b = append(b, make([]byte, HelloSize)...)
 	b = append(b, h.Segment...)
+	if h.Flags&FlagAuth != 0 {
+		b = append(b, h.Nonce[:]...)
+	}
 	m := b[n:]
 	copy(m[0:4], magicHello[:])
 	binary.LittleEndian.PutUint16(m[4:], h.Version)
 	binary.LittleEndian.PutUint16(m[6:], uint16(len(h.Segment)))
 	binary.LittleEndian.PutUint64(m[8:], h.Incarnation)
-	binary.LittleEndian.PutUint32(m[16:], 0)
+	binary.LittleEndian.PutUint32(m[16:], h.Flags)
 	c := crc32.Update(0, castagnoli, m[:20])
 	c = crc32.Update(c, castagnoli, m[HelloSize:])
 	binary.LittleEndian.PutUint32(m[20:], c)
 	return b
 }
 
-// HelloNameLen returns the name length announced by the fixed part of a
-// hello, after checking its magic, so that a reader knows how much more to
-// read. It does not check the CRC, which covers the name.
-func HelloNameLen(b []byte) (int, error) {
+// HelloRestLen returns how many bytes follow the fixed part of a hello
+// (the name and, with FlagAuth, the nonce), after checking its magic, name
+// length and flags, so that a reader knows how much more to read. It does
+// not check the CRC, which covers what follows.
+func HelloRestLen(b []byte) (int, error) {
 	if len(b) < HelloSize {
 		return 0, ErrShort
 	}
@@ -166,14 +215,21 @@ func HelloNameLen(b []byte) (int, error) {
 	if n > MaxNameLen {
 		return 0, ErrName
 	}
+	flags := binary.LittleEndian.Uint32(b[16:])
+	if flags&^FlagAuth != 0 {
+		return 0, ErrFlags
+	}
+	if flags&FlagAuth != 0 {
+		n += NonceSize
+	}
 	return n, nil
 }
 
-// DecodeHello decodes a complete hello (fixed part and name). A version
-// other than ProtocolVersion is not an error here: the listener answers it
-// with StatusProtocol, which it can only do after decoding it.
+// DecodeHello decodes a complete hello (fixed part, name and nonce). A
+// version other than ProtocolVersion is not an error here: the listener
+// answers it with StatusProtocol, which it can only do after decoding it.
 func DecodeHello(b []byte) (Hello, error) {
-	n, err := HelloNameLen(b)
+	n, err := HelloRestLen(b)
 	if err != nil {
 		return Hello{}, err
 	}
@@ -185,19 +241,24 @@ func DecodeHello(b []byte) (Hello, error) {
 	if c != binary.LittleEndian.Uint32(b[20:]) {
 		return Hello{}, ErrChecksum
 	}
-	if binary.LittleEndian.Uint32(b[16:]) != 0 {
-		return Hello{}, ErrFlags
-	}
-	return Hello{
+	h := Hello{
 		Version:     binary.LittleEndian.Uint16(b[4:]),
+		Flags:       binary.LittleEndian.Uint32(b[16:]),
 		Incarnation: binary.LittleEndian.Uint64(b[8:]),
-		Segment:     string(b[HelloSize:]),
-	}, nil
+	}
+	name := b[HelloSize:]
+	if h.Flags&FlagAuth != 0 {
+		name = name[:len(name)-NonceSize]
+		copy(h.Nonce[:], b[len(b)-NonceSize:])
+	}
+	h.Segment = string(name)
+	return h, nil
 }
 
 // HelloReply answers a hello.
 type HelloReply struct {
 	Version     uint16
+	Flags       uint16
 	Status      ring.Status
 	Incarnation uint64
 	MaxFrame    uint64
@@ -208,7 +269,7 @@ func EncodeHelloReply(b []byte, r HelloReply) {
 	_ = b[HelloReplySize-1]
 	copy(b[0:4], magicHelloReply[:])
 	binary.LittleEndian.PutUint16(b[4:], r.Version)
-	binary.LittleEndian.PutUint16(b[6:], 0)
+	binary.LittleEndian.PutUint16(b[6:], r.Flags)
 	binary.LittleEndian.PutUint32(b[8:], uint32(r.Status))
 	binary.LittleEndian.PutUint64(b[16:], r.Incarnation)
 	binary.LittleEndian.PutUint64(b[24:], r.MaxFrame)
@@ -230,6 +291,7 @@ func DecodeHelloReply(b []byte) (HelloReply, error) {
 	}
 	r := HelloReply{
 		Version:     binary.LittleEndian.Uint16(b[4:]),
+		Flags:       binary.LittleEndian.Uint16(b[6:]),
 		Status:      ring.Status(int32(binary.LittleEndian.Uint32(b[8:]))),
 		Incarnation: binary.LittleEndian.Uint64(b[16:]),
 		MaxFrame:    binary.LittleEndian.Uint64(b[24:]),
@@ -237,7 +299,51 @@ func DecodeHelloReply(b []byte) (HelloReply, error) {
 	if !r.Status.Valid() {
 		return HelloReply{}, ErrStatus
 	}
+	if r.Flags&^FlagAuth != 0 {
+		return HelloReply{}, ErrFlags
+	}
 	return r, nil
+}
+
+// Proof is one side's answer to the other's nonce in an authenticated
+// handshake.
+type Proof struct {
+	Status ring.Status
+	Nonce  [NonceSize]byte
+	MAC    [MACSize]byte
+}
+
+// EncodeProof writes p into b, which must hold ProofSize bytes.
+func EncodeProof(b []byte, p *Proof) {
+	_ = b[ProofSize-1]
+	copy(b[0:4], magicProof[:])
+	binary.LittleEndian.PutUint32(b[4:], uint32(p.Status))
+	copy(b[12:44], p.Nonce[:])
+	copy(b[44:76], p.MAC[:])
+	binary.LittleEndian.PutUint32(b[8:], crcSkip(b[:ProofSize], 8))
+}
+
+// DecodeProof decodes a proof. It does not verify the MAC: that needs the
+// secret and the handshake's transcript.
+func DecodeProof(b []byte, p *Proof) error {
+	if len(b) < ProofSize {
+		return ErrShort
+	}
+	b = b[:ProofSize]
+	if [4]byte(b[0:4]) != magicProof {
+		return ErrMagic
+	}
+	if crcSkip(b, 8) != binary.LittleEndian.Uint32(b[8:]) {
+		return ErrChecksum
+	}
+	st := ring.Status(int32(binary.LittleEndian.Uint32(b[4:])))
+	if !st.Valid() {
+		return ErrStatus
+	}
+	*p = Proof{Status: st}
+	copy(p.Nonce[:], b[12:44])
+	copy(p.MAC[:], b[44:76])
+	return nil
 }
 
 // Header is a request frame header.

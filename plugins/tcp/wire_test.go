@@ -49,14 +49,20 @@ func FuzzDecodeHeader(f *testing.F) {
 }
 
 func FuzzDecodeHello(f *testing.F) {
-	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Incarnation: 7, Segment: "engine-b"}), uint16(1), uint64(7), "engine-b")
-	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 9}), uint16(9), uint64(0), "")
-	f.Add([]byte("FRYH\x01\x00\xff\xff"), uint16(0), uint64(0), "x")
-	f.Fuzz(func(t *testing.T, b []byte, ver uint16, inc uint64, name string) {
-		if n, err := tcp.HelloNameLen(b); err == nil && (n < 0 || n > tcp.MaxNameLen) {
-			t.Fatalf("name length %d", n)
+	nonce := bytes.Repeat([]byte{0x5a}, tcp.NonceSize)
+	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Incarnation: 7, Segment: "engine-b"}), uint16(1), uint32(0), uint64(7), "engine-b", nonce)
+	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: tcp.FlagAuth, Incarnation: 7, Segment: "engine-b", Nonce: [tcp.NonceSize]byte(nonce)}),
+		uint16(1), uint32(tcp.FlagAuth), uint64(7), "engine-b", nonce)
+	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 9}), uint16(9), uint32(0), uint64(0), "", []byte{})
+	f.Add([]byte("FRYH\x01\x00\xff\xff"), uint16(0), uint32(2), uint64(0), "x", []byte{1})
+	f.Fuzz(func(t *testing.T, b []byte, ver uint16, flags uint32, inc uint64, name string, nonce []byte) {
+		if n, err := tcp.HelloRestLen(b); err == nil && (n < 0 || n > tcp.MaxNameLen+tcp.NonceSize) {
+			t.Fatalf("rest length %d", n)
 		}
 		if h, err := tcp.DecodeHello(b); err == nil {
+			if h.Flags&^tcp.FlagAuth != 0 || h.Flags&tcp.FlagAuth == 0 && h.Nonce != [tcp.NonceSize]byte{} {
+				t.Fatalf("decoded %+v", h)
+			}
 			if re := tcp.AppendHello(nil, h); !bytes.Equal(re, b) {
 				t.Fatalf("decoded %+v re-encodes to %x, input %x", h, re, b)
 			}
@@ -64,7 +70,10 @@ func FuzzDecodeHello(f *testing.F) {
 		if len(name) > tcp.MaxNameLen {
 			name = name[:tcp.MaxNameLen]
 		}
-		x := tcp.Hello{Version: ver, Incarnation: inc, Segment: name}
+		x := tcp.Hello{Version: ver, Flags: flags & tcp.FlagAuth, Incarnation: inc, Segment: name}
+		if x.Flags != 0 {
+			copy(x.Nonce[:], nonce)
+		}
 		enc := tcp.AppendHello([]byte("prefix"), x)[len("prefix"):]
 		y, err := tcp.DecodeHello(enc)
 		if err != nil || y != x {
@@ -73,6 +82,13 @@ func FuzzDecodeHello(f *testing.F) {
 		enc[int(inc%uint64(len(enc)))] ^= 1 << (ver % 8)
 		if y, err := tcp.DecodeHello(enc); err == nil {
 			t.Fatalf("hello with a flipped bit decoded: %+v", y)
+		}
+		// Flags this version does not know are refused, not skipped.
+		if flags&^tcp.FlagAuth != 0 {
+			x.Flags = flags
+			if y, err := tcp.DecodeHello(tcp.AppendHello(nil, x)); err == nil {
+				t.Fatalf("hello with flags %#x decoded: %+v", flags, y)
+			}
 		}
 	})
 }
@@ -107,21 +123,75 @@ func FuzzDecodeResponse(f *testing.F) {
 func FuzzDecodeHelloReply(f *testing.F) {
 	b := make([]byte, tcp.HelloReplySize)
 	tcp.EncodeHelloReply(b, tcp.HelloReply{Version: 1, Status: ring.StatusOK, Incarnation: 5, MaxFrame: 1 << 26})
-	f.Add(b)
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Add(b, uint16(0), int32(0), uint64(5))
+	tcp.EncodeHelloReply(b, tcp.HelloReply{Version: 1, Flags: tcp.FlagAuth, Status: ring.StatusPermission, Incarnation: 5, MaxFrame: 1 << 26})
+	f.Add(b, uint16(tcp.FlagAuth), int32(ring.StatusPermission), uint64(5))
+	f.Fuzz(func(t *testing.T, b []byte, flags uint16, st int32, inc uint64) {
 		if r, err := tcp.DecodeHelloReply(b); err == nil {
+			if !r.Status.Valid() || r.Flags&^tcp.FlagAuth != 0 {
+				t.Fatalf("decoded %+v", r)
+			}
 			re := make([]byte, tcp.HelloReplySize)
 			tcp.EncodeHelloReply(re, r)
 			if !bytes.Equal(re, b[:tcp.HelloReplySize]) {
 				t.Fatalf("decoded %+v re-encodes differently", r)
 			}
 		}
+		x := tcp.HelloReply{Version: 1, Flags: flags, Status: ring.Status(st), Incarnation: inc, MaxFrame: inc >> 3}
+		enc := make([]byte, tcp.HelloReplySize)
+		tcp.EncodeHelloReply(enc, x)
+		y, err := tcp.DecodeHelloReply(enc)
+		valid := x.Status.Valid() && flags&^tcp.FlagAuth == 0
+		if valid != (err == nil) || (err == nil && y != x) {
+			t.Fatalf("round trip of %+v: %+v, %v", x, y, err)
+		}
+	})
+}
+
+func FuzzDecodeProof(f *testing.F) {
+	b := make([]byte, tcp.ProofSize)
+	p := tcp.Proof{}
+	for i := range p.MAC {
+		p.Nonce[i], p.MAC[i] = byte(i), byte(255-i)
+	}
+	tcp.EncodeProof(b, &p)
+	f.Add(b, int32(0), p.Nonce[:], p.MAC[:], uint8(3))
+	tcp.EncodeProof(b, &tcp.Proof{Status: ring.StatusPermission})
+	f.Add(b, int32(ring.StatusPermission), []byte{}, []byte{}, uint8(200))
+	f.Add([]byte("FRYP"), int32(-1), []byte{1}, []byte{2}, uint8(0))
+	f.Fuzz(func(t *testing.T, b []byte, st int32, nonce, mac []byte, flip uint8) {
+		var p tcp.Proof
+		if err := tcp.DecodeProof(b, &p); err == nil {
+			if !p.Status.Valid() {
+				t.Fatalf("decoded invalid status %d", p.Status)
+			}
+			re := make([]byte, tcp.ProofSize)
+			tcp.EncodeProof(re, &p)
+			if !bytes.Equal(re, b[:tcp.ProofSize]) {
+				t.Fatalf("decoded %+v re-encodes differently", p)
+			}
+		}
+		x := tcp.Proof{Status: ring.Status(st)}
+		copy(x.Nonce[:], nonce)
+		copy(x.MAC[:], mac)
+		enc := make([]byte, tcp.ProofSize)
+		tcp.EncodeProof(enc, &x)
+		var y tcp.Proof
+		err := tcp.DecodeProof(enc, &y)
+		if x.Status.Valid() != (err == nil) || (err == nil && y != x) {
+			t.Fatalf("round trip of %+v: %+v, %v", x, y, err)
+		}
+		enc[int(flip)%tcp.ProofSize] ^= 1 << (flip % 8)
+		if err := tcp.DecodeProof(enc, &y); err == nil {
+			t.Fatalf("proof with a flipped bit decoded: %+v", y)
+		}
 	})
 }
 
 func TestWireSizes(t *testing.T) {
 	// The sizes are part of protocol version 1.
-	if tcp.RequestSize != 48 || tcp.ResponseSize != 32 || tcp.HelloSize != 24 || tcp.HelloReplySize != 32 {
+	if tcp.RequestSize != 48 || tcp.ResponseSize != 32 || tcp.HelloSize != 24 || tcp.HelloReplySize != 32 ||
+		tcp.ProofSize != 76 || tcp.NonceSize != 32 || tcp.MACSize != 32 {
 		t.Fatal("wire sizes changed: bump ProtocolVersion")
 	}
 	b := make([]byte, tcp.RequestSize)
