@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -39,12 +40,18 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 			continue
 		}
 		backoff = 0
-		sc := &serverConn{t: t, rail: r, link: newLink(nc, t.set.ioTimeout), run: -1}
+		sc := &serverConn{t: t, rail: r, link: newLink(nc, t.set.ioTimeout), run: -1,
+			host: remoteHost(nc), deadline: time.Now().Add(t.set.handshakeTimeout)}
 		t.mu.Lock()
 		if t.stopped.Load() {
 			t.mu.Unlock()
 			_ = nc.Close()
 			return
+		}
+		if !t.admit(sc) {
+			t.mu.Unlock()
+			t.refuse(nc)
+			continue
 		}
 		t.servers[sc] = struct{}{}
 		t.wg.Add(1)
@@ -56,10 +63,12 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 }
 
 type serverConn struct {
-	t    *Transport
-	rail *rail // whose listener accepted the connection
-	link *link
-	cur  atomic.Pointer[region] // the region whose memory the connection is using now
+	t        *Transport
+	rail     *rail // whose listener accepted the connection
+	link     *link
+	host     netip.Addr             // the remote IP address, for max_connections_per_host
+	deadline time.Time              // hello and authentication must be done by then
+	cur      atomic.Pointer[region] // the region whose memory the connection is using now
 
 	hdr     [RequestSize]byte
 	scratch []byte // where a rejected write's payload is discarded
@@ -87,12 +96,15 @@ func (sc *serverConn) serve() {
 	sc.rail.connsAccepted.Add(1)
 	sc.rail.connsOpen.Add(1)
 	defer func() {
-		_ = sc.link.nc.Close()
+		// Give the connection's place back before closing it, so that a
+		// dialer that sees it closed can connect again at once.
 		t.mu.Lock()
 		delete(t.servers, sc)
-		t.mu.Unlock()
+		t.release(sc)
 		t.stats.connsOpen.Add(-1)
 		sc.rail.connsOpen.Add(-1)
+		t.mu.Unlock()
+		_ = sc.link.nc.Close()
 		t.wg.Done()
 	}()
 	if !sc.hello() {
@@ -115,33 +127,47 @@ func (sc *serverConn) serve() {
 var errMalformed = errors.New("tcp: malformed frame")
 
 // hello reads the dialer's hello and answers it. It reports whether the
-// connection goes on.
+// connection goes on; it returns by sc.deadline (handshake_timeout after
+// the accept) either way.
 func (sc *serverConn) hello() bool {
 	t := sc.t
 	nc := sc.link.nc
-	_ = nc.SetDeadline(time.Now().Add(t.set.ioTimeout))
-	var b [HelloSize + MaxNameLen + NonceSize]byte
-	if _, err := io.ReadFull(nc, b[:HelloSize]); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
+	_ = nc.SetDeadline(sc.deadline)
+	// read reads the next part of the handshake, counting why it failed.
+	// Only a connection closed before its first byte ends cleanly.
+	first := true
+	read := func(b []byte) bool {
+		_, err := io.ReadFull(nc, b)
+		switch {
+		case err == nil:
+			first = false
+			return true
+		case isTimeout(err):
+			t.handshakeTimedOut(nc)
+		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF) && !first:
 			t.stats.connsDroppedTruncated.Add(1)
 		}
 		return false
 	}
-	n, err := HelloRestLen(b[:HelloSize])
-	if err != nil {
+	malformed := func(what string, err error) bool {
 		t.stats.connsDroppedMalformed.Add(1)
-		t.log.Debug("dropping connection: bad hello", "remote", nc.RemoteAddr().String(), "error", err)
+		t.log.Debug("dropping connection: bad "+what, "remote", nc.RemoteAddr().String(), "error", err)
 		return false
 	}
-	if _, err := io.ReadFull(nc, b[HelloSize:HelloSize+n]); err != nil {
-		t.stats.connsDroppedTruncated.Add(1)
+	var b [HelloSize + MaxNameLen + NonceSize]byte
+	if !read(b[:HelloSize]) {
+		return false
+	}
+	n, err := HelloRestLen(b[:HelloSize])
+	if err != nil {
+		return malformed("hello", err)
+	}
+	if !read(b[HelloSize : HelloSize+n]) {
 		return false
 	}
 	h, err := DecodeHello(b[:HelloSize+n])
 	if err != nil {
-		t.stats.connsDroppedMalformed.Add(1)
-		t.log.Debug("dropping connection: bad hello", "remote", nc.RemoteAddr().String(), "error", err)
-		return false
+		return malformed("hello", err)
 	}
 	st := ring.StatusOK
 	switch {
@@ -157,6 +183,9 @@ func (sc *serverConn) hello() bool {
 	var r [HelloReplySize]byte
 	EncodeHelloReply(r[:], HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.incarnation, MaxFrame: t.set.maxFrame})
 	if _, err := nc.Write(r[:]); err != nil {
+		if isTimeout(err) {
+			t.handshakeTimedOut(nc)
+		}
 		return false
 	}
 	if st != ring.StatusOK {

@@ -31,6 +31,13 @@ type counters struct {
 	opsTimedOut           atomic.Uint64 // descriptors whose deadline passed before they were sent
 	errors                atomic.Uint64 // socket errors and stalls on established connections
 	opsBadRail            atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
+	// connsRefusedLimit counts accepted connections closed at once because
+	// max_connections or max_connections_per_host was reached.
+	connsRefusedLimit atomic.Uint64
+	// connsHandshakeTimeout counts accepted connections dropped because
+	// they did not finish hello and authentication within
+	// handshake_timeout.
+	connsHandshakeTimeout atomic.Uint64
 }
 
 func (c *counters) snapshot() map[string]uint64 {
@@ -56,6 +63,8 @@ func (c *counters) snapshot() map[string]uint64 {
 		"ops_timed_out":           c.opsTimedOut.Load(),
 		"errors":                  c.errors.Load(),
 		"ops_bad_rail":            c.opsBadRail.Load(),
+		"conns_refused_limit":     c.connsRefusedLimit.Load(),
+		"conns_handshake_timeout": c.connsHandshakeTimeout.Load(),
 	}
 }
 

@@ -32,6 +32,7 @@ type Transport struct {
 	rails    []*rail // rail i listens on listen[i]; set at Start
 	endpoint sdk.Endpoint
 	servers  map[*serverConn]struct{}
+	guard    guard           // connection limits and their logs
 	ctx      context.Context // canceled by Stop
 	cancel   context.CancelFunc
 
@@ -64,6 +65,7 @@ func New(opts ...Option) *Transport {
 		set:     defaultSettings(),
 	}
 	t.opPool.New = func() any { return new(op) }
+	t.guard.init()
 	for _, o := range opts {
 		o(t)
 	}
