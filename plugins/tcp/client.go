@@ -541,26 +541,40 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 
 // hello runs the connection handshake. A refusal comes back as the peer's
 // status; a peer that does not answer properly is unreachable (or, if it
-// speaks something else, StatusProtocol).
+// speaks something else, StatusProtocol). With a cluster secret, the peer
+// must prove it knows it before anything is sent to it, and this side
+// proves it in turn; a mismatch is StatusPermission.
 func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
-	p := s.p
+	p, t := s.p, s.t
 	stop := context.AfterFunc(p.ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	_ = nc.SetDeadline(time.Now().Add(s.t.set.ioTimeout))
-	msg := AppendHello(nil, Hello{Version: ProtocolVersion, Incarnation: p.incarnation, Segment: p.segment})
-	if _, err := nc.Write(msg); err != nil {
+	_ = nc.SetDeadline(time.Now().Add(t.set.ioTimeout))
+	secret := t.set.secret
+	h := Hello{Version: ProtocolVersion, Incarnation: p.incarnation, Segment: p.segment}
+	if secret != nil {
+		h.Flags, h.Nonce = FlagAuth, newNonce()
+	}
+	if _, err := nc.Write(AppendHello(nil, h)); err != nil {
 		return 0, ring.StatusPeerUnreachable, err
 	}
-	var b [HelloReplySize]byte
-	if _, err := io.ReadFull(nc, b[:]); err != nil {
+	var b [HelloReplySize + ProofSize]byte
+	if _, err := io.ReadFull(nc, b[:HelloReplySize]); err != nil {
 		return 0, ring.StatusPeerUnreachable, err
 	}
-	rep, err := DecodeHelloReply(b[:])
+	rep, err := DecodeHelloReply(b[:HelloReplySize])
 	if err != nil {
 		return 0, ring.StatusProtocol, err
 	}
 	if rep.Version != ProtocolVersion {
 		return 0, ring.StatusProtocol, fmt.Errorf("peer speaks tcp wire protocol version %d, this plugin speaks %d", rep.Version, ProtocolVersion)
+	}
+	theirAuth := rep.Flags&FlagAuth != 0
+	if theirAuth != (secret != nil) && (rep.Status == ring.StatusPermission || rep.Status == ring.StatusOK) {
+		t.stats.authFailures.Add(1)
+		if secret == nil {
+			return 0, ring.StatusPermission, errors.New("cluster secret mismatch: the peer requires a cluster secret and this engine has none; set the same cluster_secret in the tcp plugin's config block of both engines")
+		}
+		return 0, ring.StatusPermission, errors.New("cluster secret mismatch: this engine has a cluster secret and the peer has none; set the same cluster_secret in the tcp plugin's config block of both engines, or remove it from this one")
 	}
 	if rep.Status != ring.StatusOK {
 		return 0, rep.Status, fmt.Errorf("peer refused hello: %s", rep.Status)
@@ -570,6 +584,34 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 	}
 	if rep.MaxFrame == 0 {
 		return 0, ring.StatusProtocol, errors.New("peer announced max_frame 0")
+	}
+	if secret != nil {
+		if _, err := io.ReadFull(nc, b[HelloReplySize:]); err != nil {
+			return 0, ring.StatusPeerUnreachable, err
+		}
+		var theirs Proof
+		if err := DecodeProof(b[HelloReplySize:], &theirs); err != nil {
+			return 0, ring.StatusProtocol, err
+		}
+		tr := transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: theirs.Nonce,
+			segment: h.Segment, incarnation: h.Incarnation,
+			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
+		ours := Proof{MAC: authMAC(secret, proofByDialer, &tr)}
+		ok := theirs.Status == ring.StatusOK && verifyMAC(secret, proofByListener, &tr, theirs.MAC)
+		if !ok {
+			// Tell the listener why this side hangs up, and send it
+			// nothing made with the secret.
+			ours = Proof{Status: ring.StatusPermission}
+		}
+		EncodeProof(b[HelloReplySize:], &ours)
+		_, werr := nc.Write(b[HelloReplySize:])
+		if !ok {
+			t.stats.authFailures.Add(1)
+			return 0, ring.StatusPermission, errors.New("cluster secret mismatch: the peer's proof does not verify with this engine's cluster secret; give both engines the same cluster_secret")
+		}
+		if werr != nil {
+			return 0, ring.StatusPeerUnreachable, werr
+		}
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return rep.MaxFrame, ring.StatusOK, nil

@@ -20,13 +20,14 @@ type guard struct {
 
 	// At most one log line a second per kind of event, however many
 	// connections a flood brings.
-	refusedLog, timeoutLog every
+	refusedLog, timeoutLog, authLog every
 }
 
 func (g *guard) init() {
 	g.perHost = make(map[netip.Addr]int)
 	g.refusedLog.interval = time.Second
 	g.timeoutLog.interval = time.Second
+	g.authLog.interval = time.Second
 }
 
 // admit counts sc in if the limits allow it; the caller holds t.mu.
@@ -67,6 +68,16 @@ func (t *Transport) handshakeTimedOut(nc net.Conn) {
 		t.log.Info("dropping connections that did not finish their hello within handshake_timeout",
 			"remote", nc.RemoteAddr().String(), "handshake_timeout", t.set.handshakeTimeout,
 			"also_dropped_since_last_report", held)
+	}
+}
+
+// authFailed counts a connection that failed authentication; the caller
+// closes it.
+func (t *Transport) authFailed(nc net.Conn, what string) {
+	t.stats.authFailures.Add(1)
+	if ok, held := t.guard.authLog.allow(time.Now()); ok {
+		t.log.Warn("cluster secret mismatch: dropping connection: "+what,
+			"remote", nc.RemoteAddr().String(), "also_failed_since_last_report", held)
 	}
 }
 

@@ -126,9 +126,9 @@ func (sc *serverConn) serve() {
 
 var errMalformed = errors.New("tcp: malformed frame")
 
-// hello reads the dialer's hello and answers it. It reports whether the
-// connection goes on; it returns by sc.deadline (handshake_timeout after
-// the accept) either way.
+// hello reads the dialer's hello, answers it and, with a cluster secret,
+// authenticates the dialer. It reports whether the connection goes on; it
+// returns by sc.deadline (handshake_timeout after the accept) either way.
 func (sc *serverConn) hello() bool {
 	t := sc.t
 	nc := sc.link.nc
@@ -169,10 +169,14 @@ func (sc *serverConn) hello() bool {
 	if err != nil {
 		return malformed("hello", err)
 	}
+	secret := t.set.secret
+	theirAuth, ourAuth := h.Flags&FlagAuth != 0, secret != nil
 	st := ring.StatusOK
 	switch {
 	case h.Version != ProtocolVersion:
 		st = ring.StatusProtocol
+	case theirAuth != ourAuth:
+		st = ring.StatusPermission
 	case h.Segment != t.engine || h.Incarnation != t.incarnation:
 		// A dialer with an old descriptor of this segment, or of whatever
 		// segment used to listen here: either way it must refetch.
@@ -180,9 +184,22 @@ func (sc *serverConn) hello() bool {
 	case t.stopped.Load():
 		st = ring.StatusShutdown
 	}
-	var r [HelloReplySize]byte
-	EncodeHelloReply(r[:], HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.incarnation, MaxFrame: t.set.maxFrame})
-	if _, err := nc.Write(r[:]); err != nil {
+	rep := HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.incarnation, MaxFrame: t.set.maxFrame}
+	if ourAuth {
+		rep.Flags = FlagAuth
+	}
+	var msg [HelloReplySize + ProofSize]byte
+	EncodeHelloReply(msg[:], rep)
+	out := msg[:HelloReplySize]
+	var tr transcript
+	if st == ring.StatusOK && ourAuth {
+		tr = transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: newNonce(),
+			segment: h.Segment, incarnation: h.Incarnation,
+			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
+		EncodeProof(msg[HelloReplySize:], &Proof{Nonce: tr.listenNonce, MAC: authMAC(secret, proofByListener, &tr)})
+		out = msg[:]
+	}
+	if _, err := nc.Write(out); err != nil {
 		if isTimeout(err) {
 			t.handshakeTimedOut(nc)
 		}
@@ -190,9 +207,34 @@ func (sc *serverConn) hello() bool {
 	}
 	if st != ring.StatusOK {
 		t.stats.helloRejected.Add(1)
+		if st == ring.StatusPermission {
+			if ourAuth {
+				t.authFailed(nc, "the dialer has no cluster secret and this engine has one; set the same cluster_secret in the tcp plugin's config block of both engines")
+			} else {
+				t.authFailed(nc, "the dialer has a cluster secret and this engine has none; set the same cluster_secret in the tcp plugin's config block of both engines, or remove it from the dialer's")
+			}
+		}
 		t.log.Debug("refused hello", "remote", nc.RemoteAddr().String(), "status", st.String(),
 			"their_version", h.Version, "segment", h.Segment, "incarnation", h.Incarnation)
 		return false
+	}
+	if ourAuth {
+		var pb [ProofSize]byte
+		if !read(pb[:]) {
+			return false
+		}
+		var p Proof
+		if err := DecodeProof(pb[:], &p); err != nil {
+			return malformed("proof", err)
+		}
+		switch {
+		case p.Status != ring.StatusOK:
+			t.authFailed(nc, "the dialer could not verify this engine's proof; give both engines the same cluster_secret")
+			return false
+		case !verifyMAC(secret, proofByDialer, &tr, p.MAC):
+			t.authFailed(nc, "the dialer's proof does not verify; give both engines the same cluster_secret")
+			return false
+		}
 	}
 	_ = nc.SetDeadline(time.Time{})
 	return true

@@ -31,6 +31,10 @@ type counters struct {
 	opsTimedOut           atomic.Uint64 // descriptors whose deadline passed before they were sent
 	errors                atomic.Uint64 // socket errors and stalls on established connections
 	opsBadRail            atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
+	// authFailures counts handshakes that failed authentication: a cluster
+	// secret on one side only, different secrets, a proof that does not
+	// verify (as listener or dialer).
+	authFailures atomic.Uint64
 	// connsRefusedLimit counts accepted connections closed at once because
 	// max_connections or max_connections_per_host was reached.
 	connsRefusedLimit atomic.Uint64
@@ -63,6 +67,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"ops_timed_out":           c.opsTimedOut.Load(),
 		"errors":                  c.errors.Load(),
 		"ops_bad_rail":            c.opsBadRail.Load(),
+		"auth_failures":           c.authFailures.Load(),
 		"conns_refused_limit":     c.connsRefusedLimit.Load(),
 		"conns_handshake_timeout": c.connsHandshakeTimeout.Load(),
 	}
