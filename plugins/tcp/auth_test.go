@@ -1,6 +1,7 @@
 package tcp_test
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ferrydev/ferry/plugins/tcp"
@@ -263,5 +265,36 @@ func TestAuthenticationProofs(t *testing.T) {
 	mustEqual(t, "B's memory", mem, before)
 	if n := b.stat(t, "frames_in"); n != 1 {
 		t.Errorf("frames_in = %d, want 1 (the good proof's write)", n)
+	}
+}
+
+func TestOpenPortWarning(t *testing.T) {
+	const warning = "the tcp transport accepts transfers from anyone who can reach"
+	cases := []struct {
+		config string
+		warn   bool
+	}{
+		{`listen = ["0.0.0.0:0"]`, true},
+		{`listen = ["127.0.0.1:0", "0.0.0.0:0"]`, true},
+		{`listen = ["127.0.0.1:0"]`, false},
+		{`listen = ["localhost:0"]`, false},
+		{"listen = [\"0.0.0.0:0\"]\ncluster_secret = \"" + secretX + "\"", false},
+	}
+	for _, tc := range cases {
+		log := newLogSink()
+		tr := tcp.New(tcp.WithLogger(log.logger()))
+		if _, err := tr.Start(context.Background(), sdk.StartConfig{Engine: "e", Config: []byte(tc.config)}); err != nil {
+			t.Fatalf("%s: %v", tc.config, err)
+		}
+		if err := tr.Stop(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		got := log.count("[WARN]", warning, "0.0.0.0:", "set cluster_secret in the tcp plugin's config block")
+		if want := map[bool]int{true: 1, false: 0}[tc.warn]; got != want || log.count(warning) != want {
+			t.Errorf("%s: %d warnings, want %d; log:\n%s", tc.config, got, want, log)
+		}
+		if !tc.warn && strings.Contains(log.String(), "[WARN]") {
+			t.Errorf("%s: unexpected warning:\n%s", tc.config, log)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -156,8 +158,35 @@ func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		go t.acceptLoop(ln, t.rails[i])
 	}
 	t.log.Info("listening", "engine", cfg.Engine, "addrs", addrs, "connections_per_peer", set.conns,
-		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout)
+		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout, "authenticated", set.secret != nil,
+		"max_connections", set.maxConns, "max_connections_per_host", set.maxConnsPerHost,
+		"handshake_timeout", set.handshakeTimeout)
+	if set.secret == nil {
+		if open := exposed(set.listen, lns); len(open) > 0 {
+			t.log.Warn(fmt.Sprintf("the tcp transport accepts transfers from anyone who can reach %s; set cluster_secret in the tcp plugin's config block",
+				strings.Join(open, ", ")), "engine", cfg.Engine)
+		}
+	}
 	return append(sdk.Endpoint(nil), t.endpoint...), nil
+}
+
+// exposed lists the listen addresses whose bound address is not a
+// loopback address (an unspecified address, 0.0.0.0 or ::, is reachable
+// from everywhere), as the operator wrote them with the bound port.
+func exposed(listen []string, lns []net.Listener) []string {
+	var out []string
+	for i, ln := range lns {
+		a, ok := ln.Addr().(*net.TCPAddr)
+		if ok && a.IP.IsLoopback() {
+			continue
+		}
+		addr := ln.Addr().String()
+		if host, _, err := net.SplitHostPort(listen[i]); err == nil && ok {
+			addr = net.JoinHostPort(host, strconv.Itoa(a.Port))
+		}
+		out = append(out, addr)
+	}
+	return out
 }
 
 // RegisterMemory makes r known. Peers reach it only as r.Perm allows.
