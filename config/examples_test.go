@@ -62,4 +62,24 @@ func TestTwoEnginesMeet(t *testing.T) {
 	if a.Name == b.Name {
 		t.Errorf("both engines are named %q", a.Name)
 	}
+	// Their tcp plugins must share the cluster secret, or they cannot
+	// connect.
+	secret := func(c *config.Config) string {
+		for _, p := range c.Plugins {
+			if p.Name != "tcp" {
+				continue
+			}
+			var tc tcp.Config
+			if err := sdk.DecodeConfig(startConfig(p), &tc); err != nil {
+				t.Fatal(err)
+			}
+			if tc.ClusterSecret != nil {
+				return *tc.ClusterSecret
+			}
+		}
+		return ""
+	}
+	if sa, sb := secret(a), secret(b); sa != sb {
+		t.Errorf("cluster secrets differ: %q and %q", sa, sb)
+	}
 }

@@ -14,6 +14,12 @@ metastore {
 plugin "tcp" {
   config {
     listen = ["127.0.0.1:0"]
+    # Every connection between the engines proves both ends know this
+    # secret (the same in two-engines-b.hcl). Generate your own, for example with
+    # `openssl rand -hex 32`, and prefer keeping it in a file readable by
+    # the engine only:
+    #   cluster_secret_file = "/etc/ferry/cluster-secret"
+    cluster_secret = "example-only-4c1f9b2e7a5d3c8e0f6b"
   }
 }
 

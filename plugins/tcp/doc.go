@@ -51,14 +51,43 @@
 // host's slice size must not exceed max_frame). From the peer: its check's
 // status (StatusNotRegistered, StatusOutOfBounds, StatusPermission,
 // StatusStaleIncarnation), or at connection setup StatusStaleIncarnation
-// (the peer restarted or another segment listens there) and StatusProtocol
-// (wire version mismatch). A connection that cannot be made or breaks ->
+// (the peer restarted or another segment listens there), StatusProtocol
+// (wire version mismatch) and StatusPermission (cluster secret mismatch,
+// see below). A connection that cannot be made or breaks ->
 // StatusPeerUnreachable for what it carried. ClosePeer and Stop ->
 // StatusShutdown. Every descriptor completes exactly once.
 //
 // Timeouts. io_timeout bounds the time a busy connection may go without
-// moving a byte in either direction, the dial, and the hello; an idle
-// connection may stay open indefinitely. UnregisterMemory waits up to
-// io_timeout for frames in flight on the region, then closes the
-// connections that carry them.
+// moving a byte in either direction, the dial, and the dialer's wait for
+// the hello reply; an established idle connection may stay open
+// indefinitely. On the listener, handshake_timeout (default 5s) bounds the
+// time from accept to the end of the hello and authentication.
+// UnregisterMemory waits up to io_timeout for frames in flight on the
+// region, then closes the connections that carry them.
+//
+// Authentication. Without a cluster secret the listener serves anyone who
+// can reach it, and Start logs a warning when it listens on an address
+// that is not loopback. With cluster_secret (or cluster_secret_file, which
+// keeps it out of the config file; at least 16 bytes, the same on every
+// engine) every connection is mutually authenticated during the hello:
+// each side sends a fresh random nonce and proves it knows the secret with
+// an HMAC-SHA256 over both nonces, the direction and the segment names,
+// incarnations and max_frame exchanged in the hello (wire.go has the
+// exact layout), so a recorded handshake cannot be replayed or reflected.
+// The dialer checks the listener's proof before it sends anything else;
+// the listener serves no frame, and touches no memory, before the dialer's
+// proof verifies. A secret on one side only, or different secrets, fails
+// the connection at once with StatusPermission, a log line "cluster
+// secret mismatch" on both sides that says what to set, and auth_failures
+// counted. The secret authenticates connections; it does not encrypt
+// them: payload crosses the network in the clear.
+//
+// Connection limits. The listener holds at most max_connections accepted
+// connections (default 4096) and max_connections_per_host from one remote
+// IP address (default 256); a connection over a limit is closed at once
+// and counted in conns_refused_limit, one that does not finish its
+// handshake within handshake_timeout in conns_handshake_timeout. Each kind
+// of event is logged at most once a second, with the number held back, so
+// a flood does not flood the log. The accept loop never waits on a
+// client: each handshake runs in its connection's own goroutine.
 package tcp
