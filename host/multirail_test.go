@@ -95,7 +95,8 @@ func TestMultiRailTCPOverVeth(t *testing.T) {
 plugin_dir = %q
 plugin "tcp" {
   config {
-    listen = ["%s:0", "%s:0"]
+    listen         = ["%s:0", "%s:0"]
+    cluster_secret = "multirail-test-secret-0123456789"
   }
 }
 rail "fast" {
@@ -122,7 +123,8 @@ metastore {
 }
 plugin "tcp" {
   config {
-    listen = ["%s:0", "%s:0"]
+    listen         = ["%s:0", "%s:0"]
+    cluster_secret = "multirail-test-secret-0123456789"
   }
 }
 `, binDir, w.addrB[0], w.addrB[0], w.addrB[1])
