@@ -58,6 +58,9 @@ type pluginState struct {
 	// rails is the current run's rail set; a restart that probes the same
 	// rails keeps it, and what it learnt.
 	rails atomic.Pointer[railSet]
+	// lives numbers the processes launched, failed launches included:
+	// each run's lanes drop completions stamped with another number.
+	lives atomic.Uint32
 	// retired holds the lanes of previous runs: a submitter may still hold
 	// one, so they are unmapped only at Close; e.mu guards it.
 	retired []*progress.Lane
@@ -66,6 +69,7 @@ type pluginState struct {
 // pluginRun is one run of a plugin process.
 type pluginRun struct {
 	p        *loader.Plugin
+	gen      uint32 // its generation, from pluginState.lives
 	probe    sdk.ProbeResult
 	endpoint sdk.Endpoint
 	lanes    []*progress.Lane
@@ -285,7 +289,7 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 	if err != nil {
 		return nil, err
 	}
-	r := &pluginRun{p: p}
+	r := &pluginRun{p: p, gen: ps.lives.Add(1)}
 	fail := func(reason string, err error) (*pluginRun, error) {
 		for _, l := range r.lanes {
 			l.Close(false)
@@ -328,8 +332,16 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 		}
 		l.Observer = r.rails
 		r.lanes = append(r.lanes, l)
-		if err := p.Client.AttachLane(cctx, uint32(id), l.SQ, l.CQ, e.cfg.Transfer.Spin); err != nil {
+		stamped, err := p.Client.AttachLane(cctx, uint32(id), r.gen, l.SQ, l.CQ, e.cfg.Transfer.Spin)
+		if err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
+		}
+		switch stamped {
+		case r.gen:
+			l.SetGeneration(r.gen)
+		case 0: // a plugin from before generations: its completions carry none
+		default:
+			return fail(fmt.Sprintf("attach lane %d: the plugin stamps generation %d, not %d", id, stamped, r.gen), nil)
 		}
 	}
 	return r, nil
