@@ -18,29 +18,28 @@ import (
 // write stalls it half-way and a 1 MiB one fits under it.
 const stallAfter = 8
 
-// stallEngine starts an engine whose only transport is the fault plugin
-// stalling after stallAfter descriptors, supervised with short windows so
-// that the test does not wait for the defaults.
-func stallEngine(t *testing.T, name string) *host.Engine {
+// superviseEngine starts an engine whose only transport is the fault
+// plugin with the given fault block, supervised with a stall window of
+// stallWindow, a 300ms probe timeout and a look every 50ms, so that the
+// tests do not wait for the defaults.
+func superviseEngine(t *testing.T, name, fault, stallWindow string) *host.Engine {
 	t.Helper()
 	src := fmt.Sprintf(`name = %q
 plugin_dir = %q
 plugin "fault" {
   config {
-    fault "stall" {
-      after = %d
-    }
+    %s
     tcp {
       listen = ["127.0.0.1:0"]
     }
   }
 }
 supervise {
-  stall_after   = "1s"
+  stall_after   = %q
   probe_timeout = "300ms"
   interval      = "50ms"
 }
-`, name, binDir, stallAfter)
+`, name, binDir, fault, stallWindow)
 	cfg, err := config.Parse([]byte(src), name+".hcl")
 	if err != nil {
 		t.Fatal(err)
@@ -63,7 +62,7 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 	const span = 16 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a := stallEngine(t, "st-a")
+	a := superviseEngine(t, "st-a", fmt.Sprintf("fault \"stall\" {\n      after = %d\n    }", stallAfter), "1s")
 	b := failoverPeer(t, a, "st-b", span)
 	seg, err := a.OpenSegment(ctx, "st-b")
 	if err != nil {
@@ -162,5 +161,38 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 	after := pluginStatus(a, "fault")
 	if after.Counters["descriptors"] == 0 || after.Outstanding != 0 || after.Stalls != 1 || after.PID != now.PID {
 		t.Fatalf("after the write: %+v", after)
+	}
+}
+
+// TestSlowPluginIsNotKilled: a plugin that holds its completions back
+// longer than the stall window, but still drains its ring and answers
+// the probes, is left alone: the write completes and nothing restarts.
+func TestSlowPluginIsNotKilled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := superviseEngine(t, "slow-a", "fault \"delay\" {\n      delay = \"2s\"\n    }", "400ms")
+	b := failoverPeer(t, a, "slow-b", 1<<20)
+	seg, err := a.OpenSegment(ctx, "slow-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := a.Allocate(1 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(local)
+	pid := pluginStatus(a, "fault").PID
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
+		t.Fatalf("write through a slow plugin: %v", err)
+	}
+	if got, want := b.ask(t, "sha256 0 %d", len(local)), sum(local); got != want {
+		t.Fatalf("peer has sha256 %s, sent %s", got, want)
+	}
+	st := pluginStatus(a, "fault")
+	if st.State != "running" || st.Stalls != 0 || st.Restarts != 0 || st.PID != pid || st.Counters["delayed"] == 0 {
+		t.Fatalf("slow plugin: %+v (pid before %d)", st, pid)
 	}
 }
