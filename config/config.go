@@ -38,6 +38,15 @@ const (
 	DefaultRingDepth       = 4096
 	DefaultSpin            = 20 * time.Microsecond
 	DefaultLanes           = 1
+	// DefaultStallAfter is how long a plugin lane may hold work without
+	// a completion before the engine probes the plugin; see Supervise.
+	DefaultStallAfter = 5 * time.Second
+	// DefaultProbeTimeout is how long a liveness probe may go unanswered
+	// before a plugin is declared stalled and killed.
+	DefaultProbeTimeout = time.Second
+	// DefaultSuperviseInterval is how often the engine looks at its
+	// plugins' lanes.
+	DefaultSuperviseInterval = time.Second
 )
 
 // Limits that Validate enforces on the transfer block.
@@ -54,6 +63,15 @@ const (
 	// hiccup, longer ones leave a dead engine's descriptor for too long.
 	MinMetastoreTTL = time.Second
 	MaxMetastoreTTL = time.Hour
+	// Bounds of the supervise block. A stall window much shorter than
+	// the slowest transfer of one slice kills plugins that are only slow
+	// (they answer the probe, but every window costs a probe).
+	MinStallAfter        = 100 * time.Millisecond
+	MaxStallAfter        = time.Hour
+	MinProbeTimeout      = time.Millisecond
+	MaxProbeTimeout      = time.Minute
+	MinSuperviseInterval = 10 * time.Millisecond
+	MaxSuperviseInterval = time.Minute
 )
 
 // Config is one engine's configuration.
@@ -72,6 +90,7 @@ type Config struct {
 	Control   Control
 	Plugins   []Plugin
 	Transfer  Transfer
+	Supervise Supervise
 	// Policies choose transports per request, in file order, first match
 	// wins; see Policy.
 	Policies []Policy
@@ -185,6 +204,34 @@ type Transfer struct {
 	RingDepth int           // descriptors per ring; a power of two
 	Spin      time.Duration // how long a lane spins before it sleeps
 	Lanes     int           // lanes (ring pairs) per plugin
+}
+
+// Supervise says how the engine watches its plugins for stalls: a plugin
+// whose process runs but whose lane holds work and completes nothing for
+// StallAfter, and that then does not answer a liveness probe within
+// ProbeTimeout, is killed and restarted like one that exited. Zero
+// durations mean the defaults.
+type Supervise struct {
+	StallAfter   time.Duration // quiet time with work outstanding before a probe
+	ProbeTimeout time.Duration // how long a probe may go unanswered
+	Interval     time.Duration // how often the lanes are looked at
+	// Off turns stall detection off (stall_after = "0s" in a file); exits
+	// are still seen and restarted.
+	Off bool
+}
+
+// WithDefaults returns s with every zero duration replaced by its default.
+func (s Supervise) WithDefaults() Supervise {
+	if s.StallAfter == 0 {
+		s.StallAfter = DefaultStallAfter
+	}
+	if s.ProbeTimeout == 0 {
+		s.ProbeTimeout = DefaultProbeTimeout
+	}
+	if s.Interval == 0 {
+		s.Interval = DefaultSuperviseInterval
+	}
+	return s
 }
 
 // defaultFile names the source of settings that Default made up.

@@ -45,6 +45,13 @@
 //	  lanes      = 1               # 1..64
 //	}
 //
+//	supervise {                    # how plugins are watched for stalls
+//	  stall_after   = "5s"         # work outstanding, no completion for this long: probe; 100ms..1h, "0s" = off
+//	  probe_timeout = "1s"         # a NOP on the lane or a control call unanswered this long: stalled,
+//	                               # killed and restarted; 1ms..1m
+//	  interval      = "1s"         # how often lanes are looked at; 10ms..1m
+//	}
+//
 //	policy "kv-local" {            # zero or more; evaluated in file order, first match wins
 //	  match {                      # optional; every condition must hold; none: every request
 //	    segment       = "memory"   # "memory" or "file"; default both

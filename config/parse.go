@@ -68,6 +68,7 @@ var rootSchema = &hcl.BodySchema{
 		{Type: "control"},
 		{Type: "plugin", LabelNames: []string{"name"}},
 		{Type: "transfer"},
+		{Type: "supervise"},
 		{Type: "policy", LabelNames: []string{"name"}},
 		{Type: "rail", LabelNames: []string{"name"}},
 	},
@@ -93,6 +94,12 @@ var pluginSchema = &hcl.BodySchema{
 var transferSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
 		{Name: "slice_size"}, {Name: "ring_depth"}, {Name: "spin"}, {Name: "lanes"},
+	},
+}
+
+var superviseSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "stall_after"}, {Name: "probe_timeout"}, {Name: "interval"},
 	},
 }
 
@@ -169,6 +176,10 @@ func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 		case "control":
 			if once(b) {
 				d.decodeControl(c, b)
+			}
+		case "supervise":
+			if once(b) {
+				d.decodeSupervise(c, b)
 			}
 		case "plugin":
 			if p, ok := d.decodePlugin(b); ok {
@@ -304,6 +315,28 @@ func (d *decoder) decodeTransfer(c *Config, b *hcl.Block) {
 		c.loc["transfer.lanes"] = a.Expr.Range()
 		if n, ok := d.integer(a, "transfer.lanes", "1"); ok {
 			t.Lanes = n
+		}
+	}
+}
+
+func (d *decoder) decodeSupervise(c *Config, b *hcl.Block) {
+	c.loc["supervise"] = b.DefRange
+	content, diags := b.Body.Content(superviseSchema)
+	d.diags(diags)
+	sv := &c.Supervise
+	if a := content.Attributes["stall_after"]; a != nil {
+		c.loc["supervise.stall_after"] = a.Expr.Range()
+		if v, ok := d.duration(a, "supervise.stall_after"); ok {
+			sv.StallAfter = v
+			sv.Off = v == 0
+		}
+	}
+	for name, field := range map[string]*time.Duration{"probe_timeout": &sv.ProbeTimeout, "interval": &sv.Interval} {
+		if a := content.Attributes[name]; a != nil {
+			c.loc["supervise."+name] = a.Expr.Range()
+			if v, ok := d.duration(a, "supervise."+name); ok {
+				*field = v
+			}
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -80,6 +81,25 @@ func (c *Config) Validate() error {
 	}
 	if t.Lanes < 1 || t.Lanes > MaxLanes {
 		fail("transfer.lanes", "%d is outside 1..%d; start with 1 and add lanes when one core cannot keep up", t.Lanes, MaxLanes)
+	}
+
+	// A duration left out (zero, not written in the file) means its
+	// default; stall_after = "0s" in a file sets Off instead.
+	sv := c.Supervise
+	for _, d := range []struct {
+		field         string
+		v, lo, hi, df time.Duration
+		skip          bool
+		note          string
+	}{
+		{"supervise.stall_after", sv.StallAfter, MinStallAfter, MaxStallAfter, DefaultStallAfter, sv.Off, ` ("0s" turns stall detection off)`},
+		{"supervise.probe_timeout", sv.ProbeTimeout, MinProbeTimeout, MaxProbeTimeout, DefaultProbeTimeout, false, ""},
+		{"supervise.interval", sv.Interval, MinSuperviseInterval, MaxSuperviseInterval, DefaultSuperviseInterval, false, ""},
+	} {
+		if d.skip || (d.v == 0 && !c.has(d.field)) || (d.v >= d.lo && d.v <= d.hi) {
+			continue
+		}
+		fail(d.field, "%v is outside %v..%v; a typical value is %q%s", d.v, d.lo, d.hi, d.df.String(), d.note)
 	}
 	return errors.Join(errs...)
 }

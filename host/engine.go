@@ -58,6 +58,14 @@ type pluginState struct {
 	// rails is the current run's rail set; a restart that probes the same
 	// rails keeps it, and what it learnt.
 	rails atomic.Pointer[railSet]
+	// lives numbers the processes launched, failed launches included:
+	// each run's lanes drop completions stamped with another number.
+	lives atomic.Uint32
+	// stalls counts the runs killed because they stalled.
+	stalls atomic.Uint64
+	// lastExit says why the latest run ended: the process exited, or it
+	// stalled and was killed; nil while the first run runs.
+	lastExit atomic.Pointer[string]
 	// retired holds the lanes of previous runs: a submitter may still hold
 	// one, so they are unmapped only at Close; e.mu guards it.
 	retired []*progress.Lane
@@ -66,10 +74,14 @@ type pluginState struct {
 // pluginRun is one run of a plugin process.
 type pluginRun struct {
 	p        *loader.Plugin
+	gen      uint32 // its generation, from pluginState.lives
 	probe    sdk.ProbeResult
 	endpoint sdk.Endpoint
 	lanes    []*progress.Lane
 	rails    *railSet
+	// stalled is why the supervisor killed this run, nil unless it did;
+	// its watcher reports it.
+	stalled atomic.Pointer[string]
 }
 
 func (ps *pluginState) run() *pluginRun { return ps.cur.Load() }
@@ -285,7 +297,7 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 	if err != nil {
 		return nil, err
 	}
-	r := &pluginRun{p: p}
+	r := &pluginRun{p: p, gen: ps.lives.Add(1)}
 	fail := func(reason string, err error) (*pluginRun, error) {
 		for _, l := range r.lanes {
 			l.Close(false)
@@ -328,8 +340,16 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 		}
 		l.Observer = r.rails
 		r.lanes = append(r.lanes, l)
-		if err := p.Client.AttachLane(cctx, uint32(id), l.SQ, l.CQ, e.cfg.Transfer.Spin); err != nil {
+		stamped, err := p.Client.AttachLane(cctx, uint32(id), r.gen, l.SQ, l.CQ, e.cfg.Transfer.Spin)
+		if err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
+		}
+		switch stamped {
+		case r.gen:
+			l.SetGeneration(r.gen)
+		case 0: // a plugin from before generations: its completions carry none
+		default:
+			return fail(fmt.Sprintf("attach lane %d: the plugin stamps generation %d, not %d", id, stamped, r.gen), nil)
 		}
 	}
 	return r, nil
@@ -343,6 +363,10 @@ func (e *Engine) startRun(ps *pluginState, r *pluginRun) {
 	}
 	e.wg.Add(1)
 	go e.watchPlugin(ps, r)
+	if !e.cfg.Supervise.Off && len(r.lanes) > 0 {
+		e.wg.Add(1)
+		go e.supervise(ps, r)
+	}
 }
 
 // Restart backoff: the first attempt waits restartMin, each failed one
@@ -364,14 +388,19 @@ func (e *Engine) watchPlugin(ps *pluginState, r *pluginRun) {
 	if e.closed.Load() {
 		return
 	}
+	why := "the plugin process exited"
+	if m := r.stalled.Load(); m != nil {
+		why = *m + "; killed"
+	}
+	ps.lastExit.Store(&why) // before down: "restarting" always has its reason
 	ps.down.Store(true)
 	for _, l := range r.lanes {
 		l.MarkDown()
 	}
-	err := fmt.Errorf("%w: plugin %q (%s) exited", ErrPluginFailed, ps.name, r.p.Path)
+	err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.p.Path, why)
 	n := e.tracker.FailTransport(ps.idx, err)
 	r.rails.forgetAll()
-	e.log.Error("plugin exited; its in-flight tasks failed; restarting it", "plugin", ps.name, "tasks", n)
+	e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.p.PID(), "reason", why, "tasks", n)
 	r.p.Kill() // releases the dead process's client and fds
 	wait := restartMin
 	for {
@@ -501,6 +530,15 @@ type PluginStatus struct {
 	State    string
 	Reason   string
 	Restarts uint64 // runs started after the first
+	// PID is the current run's process id; 0 when none runs.
+	PID int
+	// Stalls counts the runs the engine found stalled and killed.
+	Stalls uint64
+	// Outstanding is how many descriptors the current run holds:
+	// submitted to its lanes and not completed.
+	Outstanding int64
+	// LastExit says why the previous run ended, "" while the first runs.
+	LastExit string
 	Rails    []sdk.Rail
 	Counters map[string]uint64
 }
@@ -509,7 +547,10 @@ type PluginStatus struct {
 func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 	var out []PluginStatus
 	for _, ps := range e.plugins {
-		st := PluginStatus{Name: ps.name, State: "running", Restarts: ps.restarts.Load()}
+		st := PluginStatus{Name: ps.name, State: "running", Restarts: ps.restarts.Load(), Stalls: ps.stalls.Load()}
+		if m := ps.lastExit.Load(); m != nil {
+			st.LastExit = *m
+		}
 		r := ps.run()
 		if r != nil {
 			st.Rails = r.probe.Rails
@@ -522,11 +563,15 @@ func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 				st.State = "unavailable"
 			}
 		case ps.down.Load():
-			st.State, st.Reason = "restarting", "the plugin process exited"
+			st.State, st.Reason = "restarting", st.LastExit
 			if m := ps.lastErr.Load(); m != nil {
 				st.Reason += "; last restart attempt: " + *m
 			}
 		default:
+			st.PID = r.p.PID()
+			for _, l := range r.lanes {
+				st.Outstanding += l.InFlight()
+			}
 			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
 			c, err := r.p.Client.Stats(cctx)
 			cancel()

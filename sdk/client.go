@@ -81,20 +81,27 @@ func (c *TransportClient) Start(ctx context.Context, cfg StartConfig) (Endpoint,
 var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 
 // AttachLane sends the two ring memfds and starts lane id in the plugin.
-func (c *TransportClient) AttachLane(ctx context.Context, id uint32, sq, cq *shm.Region, spin time.Duration) error {
+// gen is the generation (run number) of this plugin process; the lane
+// stamps it into the Flags of every completion. AttachLane returns the
+// generation the plugin says it stamps: gen, or 0 from a plugin built
+// before generations, whose completions carry none.
+func (c *TransportClient) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, spin time.Duration) (uint32, error) {
 	if c.fds == nil {
-		return errNoFDSocket
+		return 0, errNoFDSocket
 	}
 	aid := c.nextAttach.Add(1)
 	if err := c.fds.Send(aid, sq.FD(), cq.FD()); err != nil {
-		return fmt.Errorf("send ring fds: %w", err)
+		return 0, fmt.Errorf("send ring fds: %w", err)
 	}
-	_, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
+	r, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
 		Lane: id, AttachId: aid,
 		SubmitBytes: uint64(sq.Size()), CompleteBytes: uint64(cq.Size()),
-		SpinNs: int64(spin),
+		SpinNs: int64(spin), Generation: gen,
 	})
-	return rpcErr(err)
+	if err != nil {
+		return 0, rpcErr(err)
+	}
+	return r.Generation, nil
 }
 
 func permToProto(p Perm) transportv1.Perm {

@@ -24,6 +24,10 @@ type lane struct {
 	id   uint32
 	impl Transport
 	spin time.Duration
+	// gen is the host's number for this run of the plugin, stamped into
+	// the Flags of every completion: the host drops completions that carry
+	// another run's number.
+	gen uint32
 
 	sqMap, cqMap *shm.Mapping
 	sq, cq       *ring.Ring
@@ -38,7 +42,7 @@ type lane struct {
 	sleeps    atomic.Uint64
 }
 
-func attachLane(impl Transport, id uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin time.Duration) (*lane, error) {
+func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin time.Duration) (*lane, error) {
 	if spin <= 0 {
 		spin = defaultSpin
 	}
@@ -59,7 +63,7 @@ func attachLane(impl Transport, id uint32, sqFD, cqFD int, sqBytes, cqBytes uint
 		var cq *ring.Ring
 		cq, err = ring.Attach(cqMap.Mem())
 		if err == nil {
-			return &lane{id: id, impl: impl, spin: spin, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{})}, nil
+			return &lane{id: id, impl: impl, spin: spin, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{})}, nil
 		}
 	}
 	sqMap.Close()
@@ -90,6 +94,8 @@ func (l *lane) run() {
 				continue
 			}
 			if d.Op == ring.OpNop {
+				// Answered here, not by the transport: the host probes
+				// whether this goroutine still drains the ring.
 				l.Complete(d.Token, ring.StatusOK, 0)
 				continue
 			}
@@ -100,7 +106,7 @@ func (l *lane) run() {
 
 // Complete posts one completion. It implements Completer.
 func (l *lane) Complete(token uint64, st ring.Status, bytes uint64) {
-	d := ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Length: bytes}
+	d := ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Flags: l.gen, Length: bytes}
 	l.cqMu.Lock()
 	defer l.cqMu.Unlock()
 	for !l.closed {

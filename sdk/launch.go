@@ -28,6 +28,10 @@ type Process struct {
 	exited   chan struct{}
 	stopped  chan struct{}
 	killOnce sync.Once
+	// pidf refers to the process itself, not to its pid, so neither watch
+	// nor Abort can reach another process that reused the pid; nil where
+	// pidfds are missing.
+	pidf *os.File
 }
 
 // Launch starts the plugin binary at path the way a Ferry host does: gRPC
@@ -89,6 +93,7 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 		gp: gp, fds: sender,
 		exited: make(chan struct{}), stopped: make(chan struct{}),
 	}
+	p.pidf = p.pidfd()
 	go p.watch()
 	return p, nil
 }
@@ -98,7 +103,7 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 // pidfds are missing (Linux < 5.3) it falls back to polling.
 func (p *Process) watch() {
 	defer close(p.exited)
-	if f := p.pidfd(); f != nil {
+	if f := p.pidf; f != nil {
 		gone := make(chan struct{})
 		go func() {
 			defer close(gone)
@@ -156,6 +161,40 @@ func (p *Process) PID() int {
 		return rc.Pid
 	}
 	return 0
+}
+
+// Abort sends the plugin SIGKILL at once, without the graceful stop Kill
+// tries first: for a plugin that no longer answers. Exited is closed once
+// it is gone; Kill still releases the client and the fd socket. A plugin
+// already gone is not an error.
+func (p *Process) Abort() error {
+	select {
+	case <-p.exited:
+		return nil
+	default:
+	}
+	if p.pidf == nil {
+		pid := p.PID()
+		if pid <= 0 {
+			return fmt.Errorf("abort plugin: no process id")
+		}
+		if err := unix.Kill(pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("abort plugin %d: %w", pid, err)
+		}
+		return nil
+	}
+	rc, err := p.pidf.SyscallConn()
+	if err != nil {
+		return nil // closed: watch saw the process exit
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.PidfdSendSignal(int(fd), unix.SIGKILL, nil, 0) }); err != nil {
+		return nil // closed meanwhile: gone
+	}
+	if serr != nil && serr != unix.ESRCH {
+		return fmt.Errorf("abort plugin %d: %w", p.PID(), serr)
+	}
+	return nil
 }
 
 // Kill stops the plugin (gracefully, then SIGKILL) and closes the fd

@@ -129,13 +129,13 @@ func (s *server) AttachLane(ctx context.Context, req *transportv1.AttachLaneRequ
 	if _, ok := s.lanes[req.Lane]; ok {
 		return nil, status.Errorf(codes.AlreadyExists, "lane %d already attached", req.Lane)
 	}
-	l, err := attachLane(s.impl, req.Lane, fds[0], fds[1], req.SubmitBytes, req.CompleteBytes, time.Duration(req.SpinNs))
+	l, err := attachLane(s.impl, req.Lane, req.Generation, fds[0], fds[1], req.SubmitBytes, req.CompleteBytes, time.Duration(req.SpinNs))
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "lane %d: %v", req.Lane, err)
 	}
 	s.lanes[req.Lane] = l
 	l.start()
-	return &transportv1.AttachLaneResponse{}, nil
+	return &transportv1.AttachLaneResponse{Generation: req.Generation}, nil
 }
 
 func closeFDs(fds []int) {

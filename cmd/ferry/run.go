@@ -37,10 +37,26 @@ type readyBuf struct {
 	Perm   string `json:"perm"`
 }
 
+// pluginLine is one plugin as a running engine sees it: in the ready line
+// and in the answer to the `plugins` control line.
 type pluginLine struct {
-	Name   string `json:"name"`
-	State  string `json:"state"`
-	Reason string `json:"reason,omitempty"`
+	Name        string `json:"name"`
+	State       string `json:"state"`
+	Reason      string `json:"reason,omitempty"`
+	PID         int    `json:"pid,omitempty"`
+	Restarts    uint64 `json:"restarts"`
+	Stalls      uint64 `json:"stalls"`
+	Outstanding int64  `json:"outstanding"`
+	LastExit    string `json:"last_exit,omitempty"`
+}
+
+func pluginLines(ctx context.Context, e *host.Engine) []pluginLine {
+	var out []pluginLine
+	for _, p := range e.Plugins(ctx) {
+		out = append(out, pluginLine{Name: p.Name, State: p.State, Reason: p.Reason, PID: p.PID,
+			Restarts: p.Restarts, Stalls: p.Stalls, Outstanding: p.Outstanding, LastExit: p.LastExit})
+	}
+	return out
 }
 
 // Pattern fills b with the bytes that offset off of a pattern segment
@@ -88,7 +104,7 @@ func cmdRun(args []string) error {
 	expose := fs.String("expose", "0", "allocate and register this much memory read-write for peers (e.g. 64MiB)")
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
-	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>` and `fill <seed>` lines on stdin; exit at EOF")
+	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF")
 	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 
@@ -104,9 +120,7 @@ func cmdRun(args []string) error {
 	}
 	defer e.Close()
 	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL(), Control: e.ControlAddr()}
-	for _, p := range e.Plugins(ctx) {
-		ready.Plugins = append(ready.Plugins, pluginLine{Name: p.Name, State: p.State, Reason: p.Reason})
-	}
+	ready.Plugins = pluginLines(ctx, e)
 	var rw []byte
 	for _, x := range []struct {
 		size string
@@ -146,6 +160,11 @@ func cmdRun(args []string) error {
 		defer close(done)
 		sc := bufio.NewScanner(os.Stdin)
 		for sc.Scan() {
+			if strings.TrimSpace(sc.Text()) == "plugins" {
+				line, _ := json.Marshal(pluginLines(ctx, e))
+				fmt.Println(string(line))
+				continue
+			}
 			fmt.Println(controlLine(sc.Text(), rw))
 		}
 	}()
@@ -176,7 +195,7 @@ func controlLine(line string, buf []byte) string {
 		Pattern(buf, 0, seed)
 		return "ok"
 	}
-	return "error: unknown command (want `sha256 <offset> <length>` or `fill <seed>`)"
+	return "error: unknown command (want `sha256 <offset> <length>`, `fill <seed>` or `plugins`)"
 }
 
 func cmdMetad(args []string) error {

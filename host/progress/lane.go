@@ -33,6 +33,16 @@ type Lane struct {
 	reaped   chan struct{}
 	inFlight atomic.Int64
 
+	// gen is the generation (run) of the plugin the lane belongs to;
+	// Poll drops completions stamped with another. 0: not checked. Set
+	// before the lane is used, read by whoever polls.
+	gen uint32
+	// Counters the plugin's supervisor reads.
+	completed atomic.Uint64 // task completions reaped
+	stale     atomic.Uint64 // completions dropped for a wrong generation
+	probeSent atomic.Uint64 // latest probe number put on the ring
+	probeAck  atomic.Uint64 // latest probe number answered
+
 	// waiters counts goroutines in WaitOn: while there are any, they reap
 	// and the reaper stands by, so that a completion wakes the goroutine
 	// that wants it and nobody hands it over.
@@ -100,6 +110,51 @@ func (l *Lane) End() {
 
 // InFlight returns descriptors submitted and not yet reaped.
 func (l *Lane) InFlight() int64 { return l.inFlight.Load() }
+
+// SetGeneration makes Poll accept only completions whose Flags carry gen,
+// the generation of the plugin run the lane was attached to, so that
+// nothing another run left on the ring completes a task. 0 turns the
+// check off (a plugin that does not stamp its completions). Call before
+// the lane is reaped or submitted to.
+func (l *Lane) SetGeneration(gen uint32) { l.gen = gen }
+
+// Generation returns what SetGeneration set.
+func (l *Lane) Generation() uint32 { return l.gen }
+
+// Completed returns how many task completions the lane has reaped.
+func (l *Lane) Completed() uint64 { return l.completed.Load() }
+
+// Stale returns how many completions Poll dropped because they carried
+// another generation than the lane's.
+func (l *Lane) Stale() uint64 { return l.stale.Load() }
+
+// Probe puts a NOP with probe number seq (> 0) on the submission ring, for
+// the plugin's lane to answer; ProbeAck reports the answer. It never
+// waits: it reports false when a submitter holds the ring, the ring is
+// full or the lane is down, and the caller tries again later. A plugin
+// whose lane goroutine is stuck answers no probe.
+func (l *Lane) Probe(seq uint64) bool {
+	if !l.mu.TryLock() {
+		return false
+	}
+	defer l.mu.Unlock()
+	if l.down.Load() || l.closing.Load() {
+		return false
+	}
+	d := ring.Descriptor{Token: ProbeToken(seq), Op: ring.OpNop}
+	if !l.sq.Enqueue(&d) {
+		return false
+	}
+	l.sq.Publish()
+	l.probeSent.Store(seq)
+	return true
+}
+
+// ProbeSent returns the number of the latest probe put on the ring.
+func (l *Lane) ProbeSent() uint64 { return l.probeSent.Load() }
+
+// ProbeAck returns the number of the latest probe answered.
+func (l *Lane) ProbeAck() uint64 { return l.probeAck.Load() }
 
 // MarkDown records that the plugin behind the lane is gone: producers stop
 // waiting for room.
@@ -227,11 +282,29 @@ func (l *Lane) Poll(t *Tracker, buf *[64]ring.Descriptor) int {
 			break
 		}
 		total += n
-		l.inFlight.Add(-int64(n))
-		if l.Observer != nil {
-			l.Observer.Reaped(buf[:n], Now())
-		}
+		// Keep the task completions, at the front of buf: what another
+		// run left behind is dropped, probe answers are the lane's own.
+		k := 0
 		for i := range buf[:n] {
+			d := &buf[i]
+			if l.gen != 0 && d.Flags != l.gen {
+				l.stale.Add(1)
+				continue
+			}
+			if seq, ok := probeSeq(d.Token); ok {
+				if seq > l.probeAck.Load() {
+					l.probeAck.Store(seq) // one consumer: reapMu
+				}
+				continue
+			}
+			buf[k] = *d
+			k++
+		}
+		tasks := int64(k)
+		if l.Observer != nil && k > 0 {
+			l.Observer.Reaped(buf[:k], Now())
+		}
+		for i := range buf[:k] {
 			d := &buf[i]
 			st := d.Status
 			if !st.Valid() {
@@ -239,6 +312,8 @@ func (l *Lane) Poll(t *Tracker, buf *[64]ring.Descriptor) int {
 			}
 			t.Complete(d.Token, st, d.Length)
 		}
+		l.inFlight.Add(-tasks)
+		l.completed.Add(uint64(tasks))
 	}
 	return total
 }

@@ -126,6 +126,28 @@ func WithRail(token uint64, rail int) uint64 {
 // TokenRail returns the rail a token names.
 func TokenRail(token uint64) int { return int(token>>tokenRailShift) & (MaxRails - 1) }
 
+// reservedSlot is a batch slot no tracker has (NewTracker keeps below
+// it): tokens naming it are the lanes' own descriptors, never a task's.
+// Whatever the token layout becomes, ProbeToken must stay outside the
+// tokens Batch.Token hands out.
+const reservedSlot = maxSlots - 1
+
+// probeSeqMask keeps the bits below the slot: a probe's number.
+const probeSeqMask = 1<<tokenSlotShift - 1
+
+// ProbeToken returns the token of a lane's liveness probe number seq
+// (the low 46 bits of it). Lane.Poll takes its completion; the tracker
+// never sees it.
+func ProbeToken(seq uint64) uint64 { return reservedSlot<<tokenSlotShift | seq&probeSeqMask }
+
+// probeSeq returns the probe number of a probe token.
+func probeSeq(token uint64) (uint64, bool) {
+	if token>>tokenSlotShift != reservedSlot {
+		return 0, false
+	}
+	return token & probeSeqMask, true
+}
+
 // State returns task i's state, first ending it TIMEOUT if its deadline
 // is at or before now.
 func (b *Batch) State(i int, now int64) State {
@@ -282,7 +304,7 @@ type Tracker struct {
 
 // NewTracker returns a tracker with room for maxBatches live batches.
 func NewTracker(maxBatches int) *Tracker {
-	if maxBatches <= 0 || maxBatches > maxSlots {
+	if maxBatches <= 0 || maxBatches > reservedSlot {
 		maxBatches = 1 << 16
 	}
 	t := &Tracker{slots: make([]atomic.Pointer[Batch], maxBatches), gens: make([]uint32, maxBatches)}
@@ -386,12 +408,25 @@ func (t *Tracker) Each(f func(*Batch)) {
 }
 
 // FailTransport ends FAILED every pending task routed to transport idx
-// (its plugin died). Returns how many tasks it ended.
+// (its plugin died), or TIMEOUT one whose deadline has passed: nobody
+// looked at it since, but it missed its deadline before the plugin
+// failed it. Returns how many tasks it ended.
 func (t *Tracker) FailTransport(idx int32, err error) int {
 	n := 0
+	now := Now()
 	t.Each(func(b *Batch) {
 		for i := range int(b.n.Load()) {
-			if b.tasks[i].transport.Load() == idx && b.Finish(i, Failed, err) {
+			tk := &b.tasks[i]
+			if tk.transport.Load() != idx {
+				continue
+			}
+			ended := false
+			if tk.Deadline != 0 && now >= tk.Deadline {
+				ended = b.Finish(i, Timeout, nil)
+			} else {
+				ended = b.Finish(i, Failed, err)
+			}
+			if ended {
 				n++
 			}
 		}

@@ -500,7 +500,11 @@ type AttachLaneRequest struct {
 	SubmitBytes   uint64 `protobuf:"varint,3,opt,name=submit_bytes,json=submitBytes,proto3" json:"submit_bytes,omitempty"`
 	CompleteBytes uint64 `protobuf:"varint,4,opt,name=complete_bytes,json=completeBytes,proto3" json:"complete_bytes,omitempty"`
 	// Spin budget in nanoseconds before the lane sleeps on its futex.
-	SpinNs        int64 `protobuf:"varint,5,opt,name=spin_ns,json=spinNs,proto3" json:"spin_ns,omitempty"`
+	SpinNs int64 `protobuf:"varint,5,opt,name=spin_ns,json=spinNs,proto3" json:"spin_ns,omitempty"`
+	// The generation (run number) of this plugin process as the host counts
+	// them; the lane stamps it into the Flags of every completion it posts,
+	// so that the host can drop what another run left behind. 0: none.
+	Generation    uint32 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -570,8 +574,19 @@ func (x *AttachLaneRequest) GetSpinNs() int64 {
 	return 0
 }
 
+func (x *AttachLaneRequest) GetGeneration() uint32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
 type AttachLaneResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The generation the lane stamps on its completions: the request's. A
+	// plugin that predates generations answers 0, and the host then does
+	// not check them.
+	Generation    uint32 `protobuf:"varint,1,opt,name=generation,proto3" json:"generation,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -604,6 +619,13 @@ func (x *AttachLaneResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use AttachLaneResponse.ProtoReflect.Descriptor instead.
 func (*AttachLaneResponse) Descriptor() ([]byte, []int) {
 	return file_transport_v1_transport_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AttachLaneResponse) GetGeneration() uint32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
 }
 
 type RegisterMemoryRequest struct {
@@ -1186,14 +1208,20 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\vconfig_byte\x18\b \x01(\x05R\n" +
 	"configByte\"+\n" +
 	"\rStartResponse\x12\x1a\n" +
-	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xa7\x01\n" +
+	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xc7\x01\n" +
 	"\x11AttachLaneRequest\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\rR\x04lane\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12!\n" +
 	"\fsubmit_bytes\x18\x03 \x01(\x04R\vsubmitBytes\x12%\n" +
 	"\x0ecomplete_bytes\x18\x04 \x01(\x04R\rcompleteBytes\x12\x17\n" +
-	"\aspin_ns\x18\x05 \x01(\x03R\x06spinNs\"\x14\n" +
-	"\x12AttachLaneResponse\"\xc3\x01\n" +
+	"\aspin_ns\x18\x05 \x01(\x03R\x06spinNs\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x06 \x01(\rR\n" +
+	"generation\"4\n" +
+	"\x12AttachLaneResponse\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x01 \x01(\rR\n" +
+	"generation\"\xc3\x01\n" +
 	"\x15RegisterMemoryRequest\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12\x16\n" +
