@@ -347,8 +347,12 @@ func (t *Tracker) Free(b *Batch) {
 	batchPool.Put(b)
 }
 
-// Each calls f for every live batch.
+// Each calls f for every live batch. It holds live for reading, as a
+// completion does: no batch is freed (and handed to a new owner by the
+// pool) while f looks at it. f must not call Free.
 func (t *Tracker) Each(f func(*Batch)) {
+	t.live.RLock()
+	defer t.live.RUnlock()
 	for i := range t.slots {
 		if b := t.slots[i].Load(); b != nil {
 			f(b)
