@@ -4,6 +4,9 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // TestNoBatchFreedUnderAWalk frees a batch while Each (which FailTransport
@@ -44,5 +47,30 @@ func TestNoBatchFreedUnderAWalk(t *testing.T) {
 	}
 	if !freed.Load() {
 		t.Fatal("Free did not finish after the walk")
+	}
+}
+
+// TestPluginTimeoutEndsTaskTimeout: a slice the plugin reports
+// StatusTimeout (its deadline passed before it was sent) ends the task
+// TIMEOUT, not FAILED; whether the host or the plugin noticed the
+// deadline first must not change the task's state. Found by the host's
+// chaos test: a batch task with a deadline ended FAILED with "deadline
+// exceeded: plugin reported deadline exceeded".
+func TestPluginTimeoutEndsTaskTimeout(t *testing.T) {
+	tr := NewTracker(4)
+	b, _ := tr.Allocate(2)
+	far := Now() + int64(time.Hour)
+	i := b.Reserve(2<<20, far)
+	b.SetSlices(i, 2)
+	tr.Complete(b.Token(i), ring.StatusOK, 1<<20)
+	tr.Complete(b.Token(i), ring.StatusTimeout, 0)
+	if s := b.State(i, Now()); s != Timeout {
+		t.Fatalf("task whose slice the plugin timed out is %v, want TIMEOUT", s)
+	}
+	j := b.Reserve(1, far)
+	b.SetSlices(j, 1)
+	tr.Complete(b.Token(j), ring.StatusIO, 0)
+	if s := b.State(j, Now()); s != Failed {
+		t.Fatalf("task with an I/O error is %v, want FAILED", s)
 	}
 }

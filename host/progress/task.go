@@ -181,11 +181,18 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64) {
 	}
 }
 
-// settle ends a task whose slices all came back.
+// settle ends a task whose slices all came back: COMPLETED, or FAILED
+// with its first failing status, except that a slice the plugin did not
+// carry because its deadline had passed ends the task TIMEOUT, as the
+// deadline would have had the host seen it first.
 func (b *Batch) settle(i int) {
 	t := &b.tasks[i]
 	s := Completed
-	if t.status.Load() != 0 {
+	switch ring.Status(t.status.Load()) {
+	case ring.StatusOK:
+	case ring.StatusTimeout:
+		s = Timeout
+	default:
 		s = Failed
 	}
 	if t.finish(s) {
