@@ -118,21 +118,30 @@ func killWhenMoving(t *testing.T, e *host.Engine, name string, done <-chan struc
 	}
 }
 
-// waitBack polls e.Plugins until the named plugin runs again after a
-// restart, under a generous bound, and returns its status.
-func waitBack(t *testing.T, e *host.Engine, name string, restartsAbove uint64) host.PluginStatus {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+// waitPlugin polls e.Plugins until the named plugin runs with more than
+// restartsAbove restarts, for up to bound.
+func waitPlugin(e *host.Engine, name string, restartsAbove uint64, bound time.Duration) (host.PluginStatus, error) {
+	deadline := time.Now().Add(bound)
 	for {
 		st := pluginStatus(e, name)
 		if st.State == "running" && st.Restarts > restartsAbove {
-			return st
+			return st, nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("plugin %q not running again within 30s: %+v", name, st)
+			return st, fmt.Errorf("plugin %q not running again within %v: %+v", name, bound, st)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// waitBack is waitPlugin under a generous bound, failing the test.
+func waitBack(t *testing.T, e *host.Engine, name string, restartsAbove uint64) host.PluginStatus {
+	t.Helper()
+	st, err := waitPlugin(e, name, restartsAbove, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // pinnedWriteAfterRestart writes a few MiB pinned to tcp at an odd offset
