@@ -256,7 +256,7 @@ func TestChaos(t *testing.T) {
 	seed := chaosSeed()
 	// Several crashes over the run, whatever its length: every run of
 	// the plugin numbers descriptors from 0 and crashes at crashAfter.
-	crashAfter := max(100, n/5)
+	crashAfter := max(100, n/8)
 	t.Logf("chaos: %d tasks, %d workers, seed %d (FERRY_CHAOS_SEED=%d replays it), fault plugin crashes at descriptor %d of each run", n, chaosWorkers, seed, seed, crashAfter)
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosBound)
