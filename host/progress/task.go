@@ -232,11 +232,18 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) {
 	}
 }
 
-// settle ends a task whose slices all came back.
+// settle ends a task whose slices all came back: COMPLETED, or FAILED
+// with its first failing status, except that a slice the plugin did not
+// carry because its deadline had passed ends the task TIMEOUT, as the
+// deadline would have had the host seen it first.
 func (b *Batch) settle(i int) {
 	t := &b.tasks[i]
 	s := Completed
-	if t.status.Load() != 0 {
+	switch ring.Status(t.status.Load()) {
+	case ring.StatusOK:
+	case ring.StatusTimeout:
+		s = Timeout
+	default:
 		s = Failed
 	}
 	if t.finish(s) {
@@ -398,8 +405,12 @@ func (t *Tracker) Free(b *Batch) {
 	batchPool.Put(b)
 }
 
-// Each calls f for every live batch.
+// Each calls f for every live batch. It holds live for reading, as a
+// completion does: no batch is freed (and handed to a new owner by the
+// pool) while f looks at it. f must not call Free.
 func (t *Tracker) Each(f func(*Batch)) {
+	t.live.RLock()
+	defer t.live.RUnlock()
 	for i := range t.slots {
 		if b := t.slots[i].Load(); b != nil {
 			f(b)

@@ -1,0 +1,15 @@
+package host
+
+// PluginPID returns the process id of the named plugin's current run, 0
+// when there is none. Tests use it to kill a plugin from outside, as a
+// crash or an operator would.
+func PluginPID(e *Engine, name string) int {
+	ps := e.byName[name]
+	if ps == nil {
+		return 0
+	}
+	if p := ps.proc(); p != nil {
+		return p.PID()
+	}
+	return 0
+}
