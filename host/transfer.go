@@ -293,8 +293,8 @@ func (e *Engine) taskErr(t *progress.Task, s State) error {
 	case StateCanceled:
 		return fmt.Errorf("%w after %d of %d bytes", ErrCanceled, t.Bytes(), t.Length)
 	}
-	if t.Err != nil {
-		return t.Err
+	if err := t.Err(); err != nil {
+		return err
 	}
 	return statusErr(t.SliceStatus())
 }
@@ -584,7 +584,7 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 		out[i] = taskResult{state: s, transport: t.Transport()}
 		if s != StateCompleted {
 			out[i].err = e.taskErr(t, s)
-			out[i].recheck = t.Err == nil && s == StateFailed
+			out[i].recheck = t.Err() == nil && s == StateFailed
 			out[i].status = t.SliceStatus()
 			out[i].rail = t.FailedRail()
 		}

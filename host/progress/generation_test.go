@@ -224,8 +224,8 @@ func TestFailTransportKeepsDeadlines(t *testing.T) {
 	if s := b.Task(expired).State(); s != Timeout {
 		t.Fatalf("expired task is %v, want TIMEOUT", s)
 	}
-	if s := b.Task(later).State(); s != Failed || !errors.Is(b.Task(later).Err, gone) {
-		t.Fatalf("task with a later deadline is %v (%v), want FAILED with the plugin's error", s, b.Task(later).Err)
+	if s := b.Task(later).State(); s != Failed || !errors.Is(b.Task(later).Err(), gone) {
+		t.Fatalf("task with a later deadline is %v (%v), want FAILED with the plugin's error", s, b.Task(later).Err())
 	}
 	if s := b.Task(other).State(); s != Pending {
 		t.Fatalf("task on another plugin is %v", s)

@@ -160,7 +160,7 @@ func TestDeadlineCancelAndUnsent(t *testing.T) {
 	b.SetSlices(k, 2)
 	b.Finish(k, Failed, errors.New("plugin gone"))
 	b.Unsent(k, 2)
-	if s := b.State(k, Now()); s != Failed || b.Task(k).Err == nil {
+	if s := b.State(k, Now()); s != Failed || b.Task(k).Err() == nil {
 		t.Fatalf("task with unsent slices is %v", s)
 	}
 	if !b.Done(Now()) {
@@ -305,4 +305,22 @@ func TestWaitOn(t *testing.T) {
 	r.t.Free(b)
 	r.t.Free(b2)
 	r.t.Free(b3)
+}
+
+// A freed slot goes to the back of the queue: a late completion of a
+// freed batch meets a slot reused as rarely as the table allows.
+func TestTrackerReusesOldestSlot(t *testing.T) {
+	tr := NewTracker(3)
+	seen := map[uint32]int{}
+	for range 9 {
+		b, err := tr.Allocate(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[b.slot]++
+		tr.Free(b)
+	}
+	if len(seen) != 3 || seen[0] != 3 || seen[1] != 3 || seen[2] != 3 {
+		t.Fatalf("9 allocate/free cycles over 3 slots used %v, want each slot 3 times", seen)
+	}
 }

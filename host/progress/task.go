@@ -52,9 +52,19 @@ type Task struct {
 	// routing; atomic, since a plugin's watcher reads it while a
 	// submitter routes.
 	transport atomic.Int32
-	// Err explains an INVALID or submit-time failure; set before the task
-	// turns terminal, read after.
-	Err error
+	// err explains an INVALID or submit-time failure: the first error a
+	// Finish call gave, kept whoever ends the task. Set before the task
+	// turns terminal, read after (Err).
+	err atomic.Pointer[error]
+}
+
+// Err explains an INVALID or submit-time failure (or a plugin's death);
+// nil when the task ended for what its slices reported, or not at all.
+func (t *Task) Err() error {
+	if p := t.err.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // State returns the task's state as last recorded; Batch.State also
@@ -173,7 +183,8 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t.bytes.Store(0)
 	t.status.Store(0)
 	t.failRail.Store(0)
-	t.Length, t.Deadline, t.Err = length, deadline, nil
+	t.Length, t.Deadline = length, deadline
+	t.err.Store(nil)
 	t.transport.Store(-1)
 	b.n.Store(int32(i + 1))
 	b.mu.Unlock()
@@ -198,8 +209,8 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 	if State(t.state.Load()).Terminal() {
 		return false
 	}
-	if err != nil && t.Err == nil {
-		t.Err = err
+	if err != nil {
+		t.err.CompareAndSwap(nil, &err)
 	}
 	if !t.finish(s) {
 		return false
@@ -304,9 +315,13 @@ type Tracker struct {
 	// a batch is freed, so a batch is never reused under a late completion.
 	live sync.RWMutex
 
-	mu   sync.Mutex
-	free []uint32
-	gens []uint32
+	mu sync.Mutex
+	// free is a queue of free slots: a ring of len(slots) entries, the
+	// oldest at freeHead, freeN of them.
+	free     []uint32
+	freeHead int
+	freeN    int
+	gens     []uint32
 }
 
 // NewTracker returns a tracker with room for maxBatches live batches.
@@ -315,9 +330,11 @@ func NewTracker(maxBatches int) *Tracker {
 		maxBatches = 1 << 16
 	}
 	t := &Tracker{slots: make([]atomic.Pointer[Batch], maxBatches), gens: make([]uint32, maxBatches)}
-	for i := maxBatches - 1; i >= 0; i-- {
-		t.free = append(t.free, uint32(i))
+	t.free = make([]uint32, maxBatches)
+	for i := range t.free {
+		t.free[i] = uint32(i)
 	}
+	t.freeN = maxBatches
 	return t
 }
 
@@ -329,12 +346,16 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 		return nil, fmt.Errorf("batch capacity %d out of range 1..%d", capacity, MaxTasks)
 	}
 	t.mu.Lock()
-	if len(t.free) == 0 {
+	if t.freeN == 0 {
 		t.mu.Unlock()
 		return nil, ErrTooManyBatches
 	}
-	slot := t.free[len(t.free)-1]
-	t.free = t.free[:len(t.free)-1]
+	// Oldest freed first: a slot comes back as late as possible, so that a
+	// token's 16-bit generation wraps only after a slot was reused 65536
+	// times, not the same slot over and over.
+	slot := t.free[t.freeHead]
+	t.freeHead = (t.freeHead + 1) % len(t.free)
+	t.freeN--
 	t.gens[slot]++
 	gen := t.gens[slot]
 	t.mu.Unlock()
@@ -400,7 +421,8 @@ func (t *Tracker) Free(b *Batch) {
 		return
 	}
 	t.mu.Lock()
-	t.free = append(t.free, b.slot)
+	t.free[(t.freeHead+t.freeN)%len(t.free)] = b.slot
+	t.freeN++
 	t.mu.Unlock()
 	batchPool.Put(b)
 }
