@@ -201,9 +201,11 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(slice, n-off)
 		rail := rs.pick(d.Length, allowed, wall)
 		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
-		if err := l.Put(&d); err != nil {
+		if err := l.Put(&d, b, i); err != nil {
 			rs.unsent(rail, d.Length)
-			b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err))
+			if !errors.Is(err, progress.ErrTaskEnded) {
+				b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err))
+			}
 			break
 		}
 		sent++

@@ -75,7 +75,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	i := b.Reserve(100, 0)
 	b.SetSlices(i, 1)
 	l.Begin()
-	if err := l.Put(&ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 100}); err != nil {
+	if err := l.Put(&ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 100}, nil, 0); err != nil {
 		t.Fatal(err)
 	}
 	l.End()
@@ -167,7 +167,7 @@ func TestProbeNeverWaits(t *testing.T) {
 		t.Fatal("probe sent while a submitter holds the ring")
 	}
 	for k := range 8 {
-		if err := l.Put(&ring.Descriptor{Token: uint64(k), Op: ring.OpWrite, Length: 1}); err != nil {
+		if err := l.Put(&ring.Descriptor{Token: uint64(k), Op: ring.OpWrite, Length: 1}, nil, 0); err != nil {
 			t.Fatal(err)
 		}
 	}

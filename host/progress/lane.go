@@ -15,6 +15,10 @@ import (
 // ErrLaneDown is returned when a lane's plugin is gone.
 var ErrLaneDown = errors.New("lane is down: its plugin exited")
 
+// ErrTaskEnded is returned by Put when the task it was submitting for
+// ended (canceled or timed out) while it waited for room.
+var ErrTaskEnded = errors.New("task ended while waiting for room on the ring")
+
 // reapSleep bounds one futex sleep of an idle reaper, so that it notices a
 // close even if a wakeup is lost; it is also the idle wakeup rate.
 const reapSleep = time.Second
@@ -90,11 +94,19 @@ func (l *Lane) Begin() { l.mu.Lock() }
 
 // Put enqueues one descriptor, publishing what is pending and waiting for
 // room when the ring is full. Only between Begin and End.
-func (l *Lane) Put(d *ring.Descriptor) error {
+//
+// While the ring is full Put also gives up, with ErrTaskEnded, once task i
+// of b (when b is not nil) has ended: canceled, or its deadline passed. A
+// plugin that stopped draining its ring must not hold a submitter past its
+// task's deadline.
+func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 	for !l.sq.Enqueue(d) {
 		l.sq.Publish()
 		if l.down.Load() || l.closing.Load() {
 			return ErrLaneDown
+		}
+		if b != nil && b.State(i, Now()).Terminal() {
+			return ErrTaskEnded
 		}
 		l.sq.WaitSpace(l.spin, 10*time.Millisecond)
 	}

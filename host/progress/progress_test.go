@@ -79,7 +79,7 @@ func (r *rig) submit(b *Batch, n, slice uint64, deadline int64) int {
 	d := ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite}
 	for off := uint64(0); off < n; off += slice {
 		d.Length = min(slice, n-off)
-		if err := r.l.Put(&d); err != nil {
+		if err := r.l.Put(&d, nil, 0); err != nil {
 			panic(err)
 		}
 	}
@@ -322,5 +322,50 @@ func TestTrackerReusesOldestSlot(t *testing.T) {
 	}
 	if len(seen) != 3 || seen[0] != 3 || seen[1] != 3 || seen[2] != 3 {
 		t.Fatalf("9 allocate/free cycles over 3 slots used %v, want each slot 3 times", seen)
+	}
+}
+
+// A full ring that nobody drains (a stalled plugin) holds a submitter
+// only until its task ends: its deadline passes, or it is canceled.
+func TestPutGivesUpWhenTaskEnds(t *testing.T) {
+	l, err := NewLane(0, 2, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(false)
+	tr := NewTracker(4)
+	b, err := tr.Allocate(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := Now() + int64(50*time.Millisecond)
+	i := b.Reserve(1<<20, deadline)
+	b.SetSlices(i, 4)
+	d := ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 1}
+	l.Begin()
+	var errs []error
+	for range 4 {
+		errs = append(errs, l.Put(&d, b, i))
+	}
+	l.End()
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrTaskEnded) {
+		t.Fatalf("Put on a ring of 2 that nobody drains: %v; want two nil, then ErrTaskEnded", errs)
+	}
+	if s := b.State(i, Now()); s != Timeout {
+		t.Fatalf("task is %v, want TIMEOUT", s)
+	}
+
+	j := b.Reserve(1, 0) // no deadline: only a cancel frees the submitter
+	b.SetSlices(j, 1)
+	d.Token = b.Token(j)
+	done := make(chan error)
+	go func() {
+		l.Begin()
+		defer l.End()
+		done <- l.Put(&d, b, j)
+	}()
+	b.Cancel()
+	if err := <-done; !errors.Is(err, ErrTaskEnded) {
+		t.Fatalf("Put for a canceled task = %v, want ErrTaskEnded", err)
 	}
 }
