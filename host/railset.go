@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ferrydev/ferry/config"
@@ -45,6 +46,12 @@ type railSet struct {
 
 	// policyMask[i] is the rails policy i allows here (0: all).
 	policyMask []uint64
+
+	// single: the transport has one rail. There is nothing to choose, so
+	// the sprayer and its lock stay out of the per-slice path; one keeps
+	// the rail's counters in atomics.
+	single bool
+	one    oneRail
 
 	mu   sync.Mutex
 	sp   *rails.Sprayer
@@ -115,6 +122,7 @@ func newRailSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, 
 		spec[i] = rails.Rail{Name: p.Name, NUMANode: st.NUMANode, NominalGbps: st.NominalGbps}
 	}
 	s.sp = rails.New(spec, rails.Options{})
+	s.single = len(s.info) == 1
 	for _, p := range policies {
 		m, _ := s.mask(p.Rails)
 		s.policyMask = append(s.policyMask, m)
@@ -164,13 +172,16 @@ func (s *railSet) mask(names []string) (m uint64, unknown []string) {
 // all) and records it as sent. When every allowed rail is paused the
 // slice still goes out, on the one paused longest ago: pausing steers
 // traffic between rails, it does not stop a transport that has no other.
-func (s *railSet) pick(bytes uint64, allowed uint64, now time.Time) int {
+func (s *railSet) pick(bytes uint64, allowed uint64, sc *submitCtx) int {
+	if s.single {
+		s.one.sent(bytes)
+		return 0
+	}
+	now := sc.now()
 	s.mu.Lock()
-	i := 0
-	if len(s.info) > 1 || allowed != 0 {
-		if i = s.sp.PickAmong(bytes, -1, allowed, now); i < 0 {
-			i = s.leastPaused(allowed)
-		}
+	i := s.sp.PickAmong(bytes, -1, allowed, now)
+	if i < 0 {
+		i = s.leastPaused(allowed)
 	}
 	s.sp.Sent(i, bytes, now)
 	s.sent[i].push(sentSlice{bytes, now})
@@ -196,6 +207,10 @@ func (s *railSet) leastPaused(allowed uint64) int {
 // unsent takes back the latest pick on rail i: the slice was not
 // published.
 func (s *railSet) unsent(i int, bytes uint64) {
+	if s.single {
+		s.one.unsent(bytes)
+		return
+	}
 	s.mu.Lock()
 	f := &s.sent[i]
 	if len(f.q) > f.head {
@@ -207,8 +222,12 @@ func (s *railSet) unsent(i int, bytes uint64) {
 
 // Reaped implements progress.Observer: each completion ends the oldest
 // slice in flight on its rail.
-func (s *railSet) Reaped(ds []ring.Descriptor, nowNs int64) {
-	now := time.Unix(0, nowNs)
+func (s *railSet) Reaped(ds []ring.Descriptor) {
+	if s.single {
+		s.one.reaped(ds)
+		return
+	}
+	now := time.Now()
 	s.mu.Lock()
 	for k := range ds {
 		d := &ds[k]
@@ -246,6 +265,10 @@ func railFault(st ring.Status) bool {
 // forgetAll drops everything in flight: the plugin that carried it died
 // and its tasks were failed; nothing of it will complete.
 func (s *railSet) forgetAll() {
+	if s.single {
+		s.one.forget()
+		return
+	}
 	s.mu.Lock()
 	for i := range s.sent {
 		f := &s.sent[i]
@@ -262,6 +285,11 @@ func (s *railSet) forgetAll() {
 
 // status returns every rail's state at now.
 func (s *railSet) status(now time.Time) []RailStatus {
+	if s.single {
+		out := []RailStatus{s.info[0]}
+		out[0].RailStats = s.one.stats(s.info[0].Name, now)
+		return out
+	}
 	s.mu.Lock()
 	st := s.sp.Stats(now)
 	mon := s.sp.Monitor()
@@ -324,4 +352,73 @@ func (e *Engine) Rails() []RailStatus {
 		}
 	}
 	return out
+}
+
+// oneRail counts a single-rail transport's slices without a lock: the
+// submitters write the first cache line, the reapers the second, so the
+// two sides of a lane do not bounce a line between cores on every slice.
+// Its bandwidth is the rate of bytes between two reads of its stats.
+type oneRail struct {
+	sentBytes atomic.Uint64 // submit side
+	_         [56]byte
+	doneBytes atomic.Uint64 // reap side: bytes of slices that came back, ok or not
+	bytes     atomic.Uint64
+	slices    atomic.Uint64
+	errors    atomic.Uint64
+	_         [32]byte
+
+	mu       sync.Mutex // status only
+	lastAt   time.Time
+	lastB    uint64
+	lastGbps float64
+}
+
+func (o *oneRail) sent(n uint64)   { o.sentBytes.Add(n) }
+func (o *oneRail) unsent(n uint64) { o.sentBytes.Add(-n) }
+
+// reaped counts completions. A failed one reports no bytes, so the size
+// of its slice is taken as the mean of those that succeeded: in flight is
+// exact while nothing fails, and never shown below zero.
+func (o *oneRail) reaped(ds []ring.Descriptor) {
+	var ok, okN, done, errs uint64
+	for k := range ds {
+		d := &ds[k]
+		if d.Status == ring.StatusOK {
+			ok += d.Length
+			okN++
+			continue
+		}
+		if railFault(d.Status) {
+			errs++
+		}
+		if n := o.slices.Load() + okN; n > 0 {
+			done += (o.bytes.Load() + ok) / n
+		}
+	}
+	o.bytes.Add(ok)
+	o.slices.Add(okN)
+	o.doneBytes.Add(ok + done)
+	if errs > 0 {
+		o.errors.Add(errs)
+	}
+}
+
+// forget drops what is in flight: its plugin died.
+func (o *oneRail) forget() { o.doneBytes.Store(o.sentBytes.Load()) }
+
+func (o *oneRail) stats(name string, now time.Time) rails.RailStats {
+	st := rails.RailStats{Name: name, Bytes: o.bytes.Load(), Slices: o.slices.Load(), Errors: o.errors.Load()}
+	if sent, done := o.sentBytes.Load(), o.doneBytes.Load(); sent > done {
+		st.InFlight = sent - done
+	}
+	o.mu.Lock()
+	if d := now.Sub(o.lastAt); !o.lastAt.IsZero() && d >= 10*time.Millisecond && st.Bytes > o.lastB {
+		o.lastGbps = float64(st.Bytes-o.lastB) * 8 / d.Seconds() / 1e9
+	}
+	if o.lastAt.IsZero() || now.Sub(o.lastAt) >= 10*time.Millisecond {
+		o.lastAt, o.lastB = now, st.Bytes
+	}
+	st.EWMAGbps = o.lastGbps
+	o.mu.Unlock()
+	return st
 }

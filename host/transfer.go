@@ -137,13 +137,29 @@ func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 	if b.Len()+len(reqs) > b.Cap() {
 		return fmt.Errorf("%w: submit %d requests: batch holds %d of %d", ErrInvalid, len(reqs), b.Len(), b.Cap())
 	}
+	var sc submitCtx
 	for k := range reqs {
-		e.submitOne(b, &reqs[k])
+		e.submitOne(b, &reqs[k], &sc)
 	}
 	return nil
 }
 
-func (e *Engine) submitOne(b *progress.Batch, r *Request) {
+// submitCtx is what one Submit call carries from request to request: the
+// time, read once, when a request needs it (the clock is a noticeable
+// share of a small request's cost on some machines).
+type submitCtx struct {
+	wall time.Time
+}
+
+// now returns the time the first request that needed it was submitted.
+func (c *submitCtx) now() time.Time {
+	if c.wall.IsZero() {
+		c.wall = time.Now()
+	}
+	return c.wall
+}
+
+func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	var deadline int64
 	if !r.Deadline.IsZero() {
 		deadline = r.Deadline.UnixNano()
@@ -189,8 +205,13 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 		LocalRegion: rt.lreg, Peer: uint32(rem.id), RemoteRegion: rt.rreg,
 		Deadline: deadline,
 	}
-	wall := time.Now()
-	now := wall.UnixNano()
+	var now int64 // 0: no deadline to check
+	if deadline != 0 {
+		now = sc.now().UnixNano()
+	}
+	// Each request's slices are published as one: a plugin works on one
+	// request while the next is cut (holding the lane over a whole batch
+	// measured slower on two cores: the plugin idled until the end).
 	l := run.lane(ps)
 	l.Begin()
 	var sent int64
@@ -199,7 +220,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request) {
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(slice, n-off)
-		rail := rs.pick(d.Length, allowed, wall)
+		rail := rs.pick(d.Length, allowed, sc)
 		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 		if err := l.Put(&d, b, i); err != nil {
 			rs.unsent(rail, d.Length)

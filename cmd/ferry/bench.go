@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -152,6 +153,7 @@ func cmdBench(args []string) error {
 	metaURL := fs.String("metastore", "", "metastore URL of the remote engine (with --target)")
 	noBaseline := fs.Bool("no-baseline", false, "skip the raw baseline")
 	policy := fs.String("policy", "", "name this configured policy on every request (its rails restrict the slices)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the initiator (Ferry and baseline rounds) to this file")
 	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 
@@ -260,6 +262,17 @@ func cmdBench(args []string) error {
 		if base != nil {
 			defer base.close()
 		}
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	// Alternate Ferry and baseline in two rounds so that drift on a noisy
 	// machine hits both alike.

@@ -45,7 +45,7 @@ func (p *pluginEnd) complete(token uint64, gen uint32, length uint64) {
 // seen records the tokens a lane's Observer is shown.
 type seen struct{ tokens []uint64 }
 
-func (s *seen) Reaped(ds []ring.Descriptor, _ int64) {
+func (s *seen) Reaped(ds []ring.Descriptor) {
 	for _, d := range ds {
 		s.tokens = append(s.tokens, d.Token)
 	}

@@ -210,7 +210,8 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 		return false
 	}
 	if err != nil {
-		t.err.CompareAndSwap(nil, &err)
+		e := err // declared here so that only a call with an error allocates
+		t.err.CompareAndSwap(nil, &e)
 	}
 	if !t.finish(s) {
 		return false
