@@ -38,6 +38,7 @@ const (
 	DefaultRingDepth       = 4096
 	DefaultSpin            = 20 * time.Microsecond
 	DefaultLanes           = 1
+	DefaultAttempts        = 3
 	// DefaultStallAfter is how long a plugin lane may hold work without
 	// a completion before the engine probes the plugin; see Supervise.
 	DefaultStallAfter = 5 * time.Second
@@ -59,6 +60,8 @@ const (
 	// nothing, and these machines have two.
 	MaxSpin  = 10 * time.Millisecond
 	MaxLanes = 64
+	// MaxAttempts is as many attempts as a ring token tells apart.
+	MaxAttempts = 16
 	// Bounds of metastore.ttl: shorter leases expire on a busy server's
 	// hiccup, longer ones leave a dead engine's descriptor for too long.
 	MinMetastoreTTL = time.Second
@@ -204,6 +207,10 @@ type Transfer struct {
 	RingDepth int           // descriptors per ring; a power of two
 	Spin      time.Duration // how long a lane spins before it sleeps
 	Lanes     int           // lanes (ring pairs) per plugin
+	// Attempts is how many times a failed task is tried in all, first
+	// attempt included: on another rail, another transport, or a
+	// restarted plugin. 1 turns failover off.
+	Attempts int
 }
 
 // Supervise says how the engine watches its plugins for stalls: a plugin
@@ -273,6 +280,7 @@ func defaultTransfer() Transfer {
 		RingDepth: DefaultRingDepth,
 		Spin:      DefaultSpin,
 		Lanes:     DefaultLanes,
+		Attempts:  DefaultAttempts,
 	}
 }
 

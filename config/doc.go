@@ -43,6 +43,8 @@
 //	  ring_depth = 4096            # a power of two, 2..1048576
 //	  spin       = "20us"          # a Go duration, 0..10ms
 //	  lanes      = 1               # 1..64
+//	  attempts   = 3               # tries a failed task gets in all (another rail, transport,
+//	                               # or the restarted plugin); 1..16, 1 = no failover
 //	}
 //
 //	supervise {                    # how plugins are watched for stalls

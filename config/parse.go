@@ -93,7 +93,7 @@ var pluginSchema = &hcl.BodySchema{
 
 var transferSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "slice_size"}, {Name: "ring_depth"}, {Name: "spin"}, {Name: "lanes"},
+		{Name: "slice_size"}, {Name: "ring_depth"}, {Name: "spin"}, {Name: "lanes"}, {Name: "attempts"},
 	},
 }
 
@@ -315,6 +315,12 @@ func (d *decoder) decodeTransfer(c *Config, b *hcl.Block) {
 		c.loc["transfer.lanes"] = a.Expr.Range()
 		if n, ok := d.integer(a, "transfer.lanes", "1"); ok {
 			t.Lanes = n
+		}
+	}
+	if a := content.Attributes["attempts"]; a != nil {
+		c.loc["transfer.attempts"] = a.Expr.Range()
+		if n, ok := d.integer(a, "transfer.attempts", "3"); ok {
+			t.Attempts = n
 		}
 	}
 }

@@ -79,6 +79,9 @@ func (c *Config) Validate() error {
 	if t.Spin < 0 || t.Spin > MaxSpin {
 		fail("transfer.spin", "%v is outside 0s..%v; a typical value is \"20us\" (\"0s\" sleeps at once)", t.Spin, MaxSpin)
 	}
+	if t.Attempts < 1 || t.Attempts > MaxAttempts {
+		fail("transfer.attempts", "%d is outside 1..%d: the tries a failed task gets in all, first included (1: no failover)", t.Attempts, MaxAttempts)
+	}
 	if t.Lanes < 1 || t.Lanes > MaxLanes {
 		fail("transfer.lanes", "%d is outside 1..%d; start with 1 and add lanes when one core cannot keep up", t.Lanes, MaxLanes)
 	}

@@ -130,6 +130,12 @@ type Engine struct {
 
 	topo *segment.Topology // this machine, from sysfs; published
 
+	// Failover goroutines (see failover.go): counted so that Close waits
+	// for them; retryClosed, under retryMu, stops new ones.
+	retryMu     sync.Mutex
+	retryClosed bool
+	retrying    sync.WaitGroup
+
 	hc *hostControl // the control service for peers; see notify.go
 
 	mu        sync.Mutex // guards allocations, registrations, remotes, publishing
@@ -179,6 +185,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.sliceSize = 1 << 20
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
+	e.tracker.OnFailure(e.onFailure)
 	empty := []localBuf{}
 	e.local.Store(&empty)
 	noRemotes := []*remote{}
@@ -789,6 +796,12 @@ func (e *Engine) Close() error {
 		}
 		e.stopControl()
 		close(e.quit)
+		// Failovers in progress give up (they watch quit) or finish
+		// submitting; none starts from here on.
+		e.retryMu.Lock()
+		e.retryClosed = true
+		e.retryMu.Unlock()
+		e.retrying.Wait()
 		// A restart publishes its run under e.mu after checking closed:
 		// from here on the runs read below are the last ones.
 		e.mu.Lock()

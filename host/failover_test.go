@@ -196,3 +196,65 @@ func TestCrashWithoutFailoverTarget(t *testing.T) {
 	}
 	waitRunning(t, a, "fault")
 }
+
+// TestBatchAPIFailsOver: failover is the engine's, not Transfer's. Tasks
+// submitted through the batch API whose plugin crashes under them complete
+// over the next transport, in a second attempt, with every byte verified;
+// each task reaches one terminal state.
+func TestBatchAPIFailsOver(t *testing.T) {
+	const span, tasks = 64 << 20, 8
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := failoverEngine(t, "fo-e", false)
+	b := failoverPeer(t, a, "fo-f", span)
+	seg, err := a.OpenSegment(ctx, "fo-f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := b.Ready.Buffers[0].Base
+	local, err := a.Allocate(span)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(local)
+	id, err := a.AllocateBatch(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.FreeBatch(id)
+	const part = span / tasks
+	var reqs []host.Request
+	for k := range tasks {
+		reqs = append(reqs, host.Request{Op: host.Write, Local: local[k*part : (k+1)*part], Segment: seg.ID, Remote: remote + uint64(k*part)})
+	}
+	if err := a.Submit(id, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	failedOver := 0
+	for k := range tasks {
+		st, err := a.TaskStatus(id, k)
+		if err != nil || st.State != host.StateCompleted || st.Bytes != part {
+			t.Fatalf("task %d: %+v, %v; want COMPLETED with %d bytes", k, st, err, part)
+		}
+		if st.Attempts > 1 {
+			failedOver++
+		}
+	}
+	if failedOver == 0 {
+		t.Fatalf("no task needed a second attempt: the fault plugin did not crash under them")
+	}
+	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
+		t.Fatalf("peer has sha256 %s, sent %s", got, want)
+	}
+	bs, _ := a.BatchStatus(id)
+	if bs.Completed != tasks || bs.Pending != 0 || bs.Failed != 0 {
+		t.Fatalf("batch status %+v, want %d completed", bs, tasks)
+	}
+	t.Logf("%d of %d tasks failed over", failedOver, tasks)
+}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"time"
 
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
-	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -71,10 +69,6 @@ type Request struct {
 	// Policy, when set, names the configured policy that chooses the
 	// transports, whatever its match conditions say.
 	Policy string
-
-	// avoid are rails (bit i: rail i of the chosen transport) a retry
-	// keeps off, because they failed the previous attempt.
-	avoid uint64
 }
 
 // BatchID names a batch from AllocateBatch.
@@ -83,8 +77,11 @@ type BatchID struct{ b *progress.Batch }
 // TaskStatus is one task's state.
 type TaskStatus struct {
 	State State
-	Bytes uint64 // bytes transferred so far
+	Bytes uint64 // bytes transferred so far, by the current attempt
 	Err   error  // why, when the state is not COMPLETED or PENDING
+	// Attempts is how many attempts the task has had, 1 unless it was
+	// failed over (see failover.go).
+	Attempts int
 }
 
 // BatchStatus sums a batch.
@@ -108,6 +105,7 @@ func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
 	if err != nil {
 		return BatchID{}, fmt.Errorf("%w: allocate batch: %v", ErrInvalid, err)
 	}
+	attachExt(b)
 	return BatchID{b}, nil
 }
 
@@ -169,20 +167,37 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	if i < 0 {
 		return // checked by Submit
 	}
+	te := &ext(b).tasks[i]
+	*te = taskExt{req: *r}
 	rem := e.remote(r.Segment)
 	rt, err := e.route(r, rem)
 	if err != nil {
+		b.Cut(i)
 		b.Finish(i, progress.Invalid, err)
 		return
 	}
+	te.tried = 1 << rt.ps.idx
+	e.dispatch(b, i, r, rem, rt, 0, sc)
+}
+
+// dispatch cuts task i (request r, routed to rt) into slices and puts
+// them on a lane of its plugin, keeping off the rails in avoid. It ends by
+// marking the attempt cut; if the plugin died meanwhile, it fails the
+// attempt over.
+func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
+	var deadline int64
+	if !r.Deadline.IsZero() {
+		deadline = r.Deadline.UnixNano()
+	}
+	n := uint64(len(r.Local))
 	ps := rt.ps
 	t := b.Task(i)
 	t.SetTransport(ps.idx)
 	run := ps.run()
 	rs := run.rails
 	allowed := rs.allowed(rt.policy)
-	if r.avoid != 0 {
-		if m := rs.all(allowed) &^ r.avoid; m != 0 {
+	if avoid != 0 {
+		if m := rs.all(allowed) &^ avoid; m != 0 {
 			allowed = m
 		}
 	}
@@ -215,6 +230,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	l := run.lane(ps)
 	l.Begin()
 	var sent int64
+	var putErr error
 	for off := uint64(0); off < n; off += slice {
 		if b.State(i, now).Terminal() { // canceled or expired while being cut
 			break
@@ -225,20 +241,27 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 		if err := l.Put(&d, b, i); err != nil {
 			rs.unsent(rail, d.Length)
 			if !errors.Is(err, progress.ErrTaskEnded) {
-				b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err))
+				putErr = fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err)
 			}
 			break
 		}
 		sent++
 	}
 	l.End()
+	// The order matters: the attempt is marked cut before the lane is
+	// looked at, and failed (or handed to failover) before its unsent
+	// slices are given up, which could otherwise settle it COMPLETED.
+	b.Cut(i)
+	if putErr == nil && l.Down() {
+		// The plugin died while the slices were being cut: its watcher
+		// may have passed over this task, still being cut.
+		putErr = fmt.Errorf("%w: plugin %q exited", ErrPluginFailed, ps.name)
+	}
+	if putErr != nil {
+		b.Fail(i, putErr)
+	}
 	if sent < nslices {
 		b.Unsent(i, nslices-sent)
-	}
-	if l.Down() {
-		// The plugin died while the slices were being cut: its watcher
-		// may have failed its tasks before this one was routed to it.
-		b.Finish(i, progress.Failed, fmt.Errorf("%w: plugin %q exited", ErrPluginFailed, ps.name))
 	}
 }
 
@@ -302,7 +325,7 @@ func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 		return TaskStatus{}, fmt.Errorf("%w: task %d: no such task", ErrInvalid, i)
 	}
 	t := id.b.Task(i)
-	st := TaskStatus{State: id.b.State(i, progress.Now()), Bytes: t.Bytes()}
+	st := TaskStatus{State: id.b.State(i, progress.Now()), Bytes: t.Bytes(), Attempts: id.b.Attempt(i) + 1}
 	st.Err = e.taskErr(t, st.State)
 	return st, nil
 }
@@ -469,14 +492,6 @@ func (e *Engine) poll(buf *[64]ring.Descriptor) int {
 	return n
 }
 
-// failoverAttempts is how many attempts, the first included, Transfer
-// gives a task whose transport died under it.
-const failoverAttempts = 3
-
-// failoverWait bounds how long Transfer waits for a transport to come
-// back (a restarting plugin) when every usable one was tried already.
-const failoverWait = 5 * time.Second
-
 // taskResult is one task's terminal state as Transfer reports it.
 type taskResult struct {
 	state     State
@@ -484,77 +499,17 @@ type taskResult struct {
 	transport int32
 	recheck   bool // the plugin failed it; recheck the peer
 	status    ring.Status
-	rail      int // of the first failed slice, -1 if none
+	attempts  int
 }
 
 // Transfer submits reqs as one batch, waits for all of them and returns
 // nil if all completed, or an error listing each task that did not. It
-// returns when ctx ends, canceling what is still pending.
-//
-// A task that failed because a rail failed one of its slices (peer
-// unreachable, I/O error, timeout in the plugin) is tried again on the
-// same transport, keeping off the rails that failed it, while the
-// transport has others. A task that failed because its plugin died under
-// it, or on a rail fault with no other rail left, is tried again on the
-// next transport of the selector's plan not tried yet (or, when all were,
-// on one that was restarted meanwhile); a task pinned to a transport by
-// Request.Transport is not moved to another transport. Up to
-// failoverAttempts attempts in all. Retrying
-// moves the same bytes between the same ranges again, so it is safe for
-// reads and writes alike. Each task's reported state is its last
-// attempt's.
+// returns when ctx ends, canceling what is still pending. Failed tasks
+// are failed over by the engine as in the batch API (see Submit).
 func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
-	res := make([]taskResult, len(reqs))
-	tried := make([][]int32, len(reqs))
-	todo := make([]int, len(reqs))
-	for i := range todo {
-		todo[i] = i
-	}
-	avoid := make([]uint64, len(reqs))
-	attempt := make([]Request, 0, len(reqs))
-	var werr error
-	for round := 1; len(todo) > 0; round++ {
-		attempt = attempt[:0]
-		for _, i := range todo {
-			attempt = append(attempt, reqs[i])
-			if round > 1 {
-				attempt[len(attempt)-1].Transport = e.plugins[res[i].transport].name
-				attempt[len(attempt)-1].avoid = avoid[i]
-			}
-		}
-		out, err := e.runBatch(ctx, attempt)
-		if err != nil && out == nil {
-			return err
-		}
-		werr = err
-		next := todo[:0:0]
-		for k, i := range todo {
-			res[i] = out[k]
-			if out[k].transport >= 0 {
-				tried[i] = append(tried[i], out[k].transport)
-			}
-			if round >= failoverAttempts || ctx.Err() != nil || out[k].state != StateFailed {
-				continue
-			}
-			fault := railFault(out[k].status)
-			if fault && e.otherRail(out[k].transport, out[k].rail, &avoid[i]) {
-				e.log.Warn("retrying task on another rail", "task", i, "transport", e.plugins[out[k].transport].name, "failed_rail", out[k].rail, "attempt", round+1, "error", out[k].err)
-				next = append(next, i)
-				continue
-			}
-			if reqs[i].Transport != "" || !(fault || errors.Is(out[k].err, ErrPluginFailed) || errors.Is(out[k].err, ErrTransportUnavailable)) {
-				continue
-			}
-			avoid[i] = 0 // rails are per transport
-			to := e.failoverTarget(ctx, &reqs[i], tried[i])
-			if to < 0 {
-				continue
-			}
-			e.log.Warn("failing task over to another transport", "task", i, "from", e.plugins[out[k].transport].name, "to", e.plugins[to].name, "attempt", round+1, "error", out[k].err)
-			res[i].transport = to
-			next = append(next, i)
-		}
-		todo = next
+	res, werr := e.runBatch(ctx, reqs)
+	if res == nil {
+		return werr
 	}
 	var errs []error
 	checked := map[SegmentID]string{} // recheck's findings, once per segment
@@ -573,8 +528,8 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 		if tr.transport >= 0 {
 			te.Transport = e.plugins[tr.transport].name
 		}
-		if n := len(tried[i]); n > 1 {
-			te.Err = fmt.Errorf("%w (after %d attempts)", te.Err, n)
+		if tr.attempts > 1 {
+			te.Err = fmt.Errorf("%w (after %d attempts)", te.Err, tr.attempts)
 		}
 		errs = append(errs, te)
 	}
@@ -604,75 +559,12 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 	for i := range id.b.Len() {
 		t := id.b.Task(i)
 		s := id.b.State(i, now)
-		out[i] = taskResult{state: s, transport: t.Transport()}
+		out[i] = taskResult{state: s, transport: t.Transport(), attempts: id.b.Attempt(i) + 1}
 		if s != StateCompleted {
 			out[i].err = e.taskErr(t, s)
 			out[i].recheck = t.Err() == nil && s == StateFailed
 			out[i].status = t.SliceStatus()
-			out[i].rail = t.FailedRail()
 		}
 	}
 	return out, werr
-}
-
-// otherRail reports whether transport tr can retry a task whose slice
-// failed on rail, keeping off the rails in *avoid (to which it adds rail).
-func (e *Engine) otherRail(tr int32, rail int, avoid *uint64) bool {
-	if tr < 0 || rail < 0 || rail >= progress.MaxRails {
-		return false
-	}
-	ps := e.plugins[tr]
-	rs := ps.rails.Load()
-	if rs == nil || !ps.usable() {
-		return false
-	}
-	*avoid |= 1 << rail
-	return rs.all(0)&^*avoid != 0
-}
-
-// failoverTarget picks the transport for r's next attempt: the first of
-// the selector's plan not in tried; when every usable one was tried, the
-// first of the plan once one is usable again (a restarted plugin), waiting
-// up to failoverWait for that. -1 when there is none.
-func (e *Engine) failoverTarget(ctx context.Context, r *Request, tried []int32) int32 {
-	rem := e.remote(r.Segment)
-	if rem == nil || rem.retired != "" {
-		return -1
-	}
-	cands := make([]selector.Transport, len(e.plugins))
-	deadline := time.Now().Add(failoverWait)
-	for {
-		sr := e.selectorFacts(r, rem, uint64(len(r.Local)), cands)
-		sr.Hint = ""
-		if p, err := e.sel.Select(&sr, cands); err == nil {
-			for _, i := range p.Index {
-				if !slices.Contains(tried, int32(i)) {
-					return int32(i)
-				}
-			}
-			if len(p.Index) > 0 && !e.anyDown(tried) {
-				return int32(p.Index[0])
-			}
-		}
-		if time.Now().After(deadline) || e.closed.Load() {
-			return -1
-		}
-		t := time.NewTimer(20 * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return -1
-		}
-	}
-}
-
-// anyDown reports whether one of the plugins in idx is restarting.
-func (e *Engine) anyDown(idx []int32) bool {
-	for _, i := range idx {
-		if ps := e.plugins[i]; ps.err == nil && ps.down.Load() {
-			return true
-		}
-	}
-	return false
 }

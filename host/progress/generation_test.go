@@ -196,7 +196,8 @@ func TestProbeTokensAreNoTasks(t *testing.T) {
 			t.Fatalf("probe %d: token %#x reads back as %d, %v", seq, ProbeToken(seq), s, ok)
 		}
 	}
-	b := &Batch{slot: reservedSlot - 1, gen: 1<<32 - 1} // the highest slot a tracker has
+	b := &Batch{slot: reservedSlot - 1, gen: 1<<32 - 1, tasks: make([]Task, MaxTasks)} // the highest slot a tracker has
+	b.tasks[MaxTasks-1].attempt.Store(1<<tokenAttemptBits - 1)
 	if _, ok := probeSeq(WithRail(b.Token(MaxTasks-1), MaxRails-1)); ok {
 		t.Fatal("the last slot's last task token reads as a probe")
 	}
@@ -213,6 +214,7 @@ func TestFailTransportKeepsDeadlines(t *testing.T) {
 	other := b.Reserve(1, 0)
 	for _, i := range []int{expired, later, other} {
 		b.SetSlices(i, 1)
+		b.Cut(i)
 	}
 	b.Task(expired).SetTransport(1)
 	b.Task(later).SetTransport(1)

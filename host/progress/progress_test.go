@@ -84,6 +84,7 @@ func (r *rig) submit(b *Batch, n, slice uint64, deadline int64) int {
 		}
 	}
 	r.l.End()
+	b.Cut(i)
 	return i
 }
 
@@ -367,5 +368,45 @@ func TestPutGivesUpWhenTaskEnds(t *testing.T) {
 	b.Cancel()
 	if err := <-done; !errors.Is(err, ErrTaskEnded) {
 		t.Fatalf("Put for a canceled task = %v, want ErrTaskEnded", err)
+	}
+}
+
+// A failed attempt is offered to the failure hook once and, taken, leaves
+// the task pending; after Retry, completions of the earlier attempt are
+// dropped and the task ends once, with the new attempt's bytes.
+func TestRetryDropsEarlierAttempt(t *testing.T) {
+	tr := NewTracker(4)
+	offered := 0
+	tr.OnFailure(func(b *Batch, i int, err error) bool { offered++; return true })
+	b, err := tr.Allocate(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := b.Reserve(100, 0)
+	b.SetSlices(i, 2)
+	b.Cut(i)
+	old := b.Token(i)
+	tr.Complete(old, ring.StatusIO, 0)
+	tr.Complete(old, ring.StatusOK, 50)
+	if s := b.Task(i).State(); s != Pending || offered != 1 {
+		t.Fatalf("after a failed attempt: %v, offered %d times; want PENDING, offered once", s, offered)
+	}
+	if !b.Retry(i) || b.Attempt(i) != 1 {
+		t.Fatalf("Retry refused or attempt %d", b.Attempt(i))
+	}
+	b.SetSlices(i, 1)
+	b.Cut(i)
+	if tr.Complete(old, ring.StatusOK, 100) {
+		t.Fatal("a completion of attempt 0 was applied to attempt 1")
+	}
+	if s := b.Task(i).State(); s != Pending {
+		t.Fatalf("a stale completion moved the task to %v", s)
+	}
+	tr.Complete(b.Token(i), ring.StatusOK, 100)
+	if s, n := b.Task(i).State(), b.Task(i).Bytes(); s != Completed || n != 100 || !b.Done(Now()) {
+		t.Fatalf("after the retry: %v with %d bytes, want COMPLETED with 100", s, n)
+	}
+	if b.Retry(i) {
+		t.Fatal("Retry of an ended task")
 	}
 }

@@ -45,6 +45,14 @@ type Task struct {
 	// failRail is the rail of the first failing slice, plus one; 0 if
 	// none failed.
 	failRail atomic.Int32
+	// attempt numbers the task's attempts from 0; tokens carry its low
+	// bits, so that a completion of an earlier attempt is dropped.
+	attempt atomic.Uint32
+	// cut is set once the submitter has published (or given up) every
+	// slice of the current attempt; failing is set by the first report
+	// of the attempt's failure, so that one failure starts one retry.
+	cut     atomic.Bool
+	failing atomic.Bool
 
 	Length   uint64
 	Deadline int64 // unix ns, 0 = none
@@ -95,6 +103,13 @@ type Batch struct {
 
 	minDeadline atomic.Int64 // earliest task deadline, 0 = none
 	notify      chan struct{}
+
+	// retry, when set, is offered each task that failed before it is
+	// ended FAILED; see Tracker.OnFailure.
+	retry func(b *Batch, i int, err error) bool
+	// Ext is the owner's, kept with the batch across reuse (the engine
+	// keeps each task's request there).
+	Ext any
 }
 
 // Len returns how many tasks were added.
@@ -110,18 +125,21 @@ func (b *Batch) Task(i int) *Task { return &b.tasks[i] }
 // WithRail names another.
 //
 // A token is, from the top bit: the batch's slot (18 bits), the rail the
-// slice was sent on (6 bits), the slot's generation (16 bits) and the
-// task's index (24 bits). Plugins echo it unchanged, so a completion says
+// slice was sent on (6 bits), the slot's generation (16 bits), the task's
+// attempt (4 bits) and the task's index (20 bits). Plugins echo it unchanged, so a completion says
 // which rail carried its slice without the host keeping a record per
 // slice.
 func (b *Batch) Token(i int) uint64 {
-	return uint64(b.slot)<<tokenSlotShift | uint64(b.gen&0xffff)<<24 | uint64(i)
+	a := b.tasks[i].attempt.Load() & (1<<tokenAttemptBits - 1)
+	return uint64(b.slot)<<tokenSlotShift | uint64(b.gen&0xffff)<<24 | uint64(a)<<tokenAttemptShift | uint64(i)
 }
 
 // Token layout; see Batch.Token.
 const (
-	tokenSlotShift = 46
-	tokenRailShift = 40
+	tokenSlotShift    = 46
+	tokenRailShift    = 40
+	tokenAttemptShift = 20
+	tokenAttemptBits  = 4
 	// MaxRails is how many rails a token can name.
 	MaxRails = 1 << 6
 	// maxSlots is how many batches a token can name.
@@ -183,6 +201,9 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t.bytes.Store(0)
 	t.status.Store(0)
 	t.failRail.Store(0)
+	t.attempt.Store(0)
+	t.cut.Store(false)
+	t.failing.Store(false)
 	t.Length, t.Deadline = length, deadline
 	t.err.Store(nil)
 	t.transport.Store(-1)
@@ -257,11 +278,62 @@ func (b *Batch) settle(i int) {
 		s = Timeout
 	default:
 		s = Failed
+		if b.offer(i, nil) {
+			return
+		}
 	}
 	if t.finish(s) {
 		b.taskDone()
 	}
 }
+
+// offer hands a failed attempt of task i to the retry hook, once per
+// attempt; it reports whether the hook took it (the task stays pending and
+// the hook resubmits or ends it).
+func (b *Batch) offer(i int, err error) bool {
+	t := &b.tasks[i]
+	if b.retry == nil || State(t.state.Load()).Terminal() || !t.failing.CompareAndSwap(false, true) {
+		return false
+	}
+	if b.retry(b, i, err) {
+		return true
+	}
+	t.failing.Store(false)
+	return false
+}
+
+// Fail ends task i FAILED with err, unless the retry hook takes it for
+// another attempt. For the submitter, whose attempt could not be sent.
+func (b *Batch) Fail(i int, err error) {
+	if !b.offer(i, err) {
+		b.Finish(i, Failed, err)
+	}
+}
+
+// Cut records that every slice of task i's current attempt was published
+// (or given up): from now on, its plugin's death fails it over.
+func (b *Batch) Cut(i int) { b.tasks[i].cut.Store(true) }
+
+// Retry starts attempt+1 of task i: completions of earlier attempts are
+// dropped from now on; the caller cuts it again (SetSlices, Put, Cut). It
+// reports false when the task ended meanwhile (canceled, timed out) or has
+// used every attempt the token can tell apart.
+func (b *Batch) Retry(i int) bool {
+	t := &b.tasks[i]
+	if State(t.state.Load()).Terminal() || t.attempt.Load() >= 1<<tokenAttemptBits-1 {
+		return false
+	}
+	t.attempt.Add(1)
+	t.cut.Store(false)
+	t.status.Store(0)
+	t.failRail.Store(0)
+	t.bytes.Store(0)
+	t.failing.Store(false)
+	return !State(t.state.Load()).Terminal()
+}
+
+// Attempt returns which attempt of task i runs, 0 for the first.
+func (b *Batch) Attempt(i int) int { return int(b.tasks[i].attempt.Load()) }
 
 func (b *Batch) taskDone() {
 	if b.done.Add(1) == b.n.Load() {
@@ -306,8 +378,8 @@ func (b *Batch) Cancel() int {
 // ErrTooManyBatches is returned when every batch slot is in use.
 var ErrTooManyBatches = errors.New("too many batches allocated; free batches when done with them")
 
-// MaxTasks is the most tasks one batch may hold (the token has 24 bits).
-const MaxTasks = 1 << 24
+// MaxTasks is the most tasks one batch may hold (the token has 20 bits).
+const MaxTasks = 1 << tokenAttemptShift
 
 // Tracker owns the batch table and routes completions to tasks.
 type Tracker struct {
@@ -315,6 +387,9 @@ type Tracker struct {
 	// live is read-held while a completion is applied and write-held while
 	// a batch is freed, so a batch is never reused under a late completion.
 	live sync.RWMutex
+
+	// retry is copied into every batch; see OnFailure.
+	retry func(b *Batch, i int, err error) bool
 
 	mu sync.Mutex
 	// free is a queue of free slots: a ring of len(slots) entries, the
@@ -324,6 +399,14 @@ type Tracker struct {
 	freeN    int
 	gens     []uint32
 }
+
+// OnFailure sets the hook offered each task that failed (a slice
+// reported an error; err is nil) or whose plugin died (err says so),
+// once per attempt, before the task is ended FAILED. When it returns true
+// the task stays pending and the hook owns it: it calls Retry and
+// resubmits, or ends the task. It must not block. Set it before the first
+// Allocate.
+func (t *Tracker) OnFailure(f func(b *Batch, i int, err error) bool) { t.retry = f }
 
 // NewTracker returns a tracker with room for maxBatches live batches.
 func NewTracker(maxBatches int) *Tracker {
@@ -375,6 +458,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 		}
 	}
 	b.slot, b.gen = slot, gen
+	b.retry = t.retry
 	b.n.Store(0)
 	b.done.Store(0)
 	b.minDeadline.Store(0)
@@ -392,9 +476,12 @@ func (t *Tracker) lookup(token uint64) (*Batch, int) {
 	if b == nil || uint64(b.gen&0xffff) != (token>>24)&0xffff {
 		return nil, 0
 	}
-	i := int(token & (1<<24 - 1))
+	i := int(token & (MaxTasks - 1))
 	if i >= int(b.n.Load()) {
 		return nil, 0
+	}
+	if a := b.tasks[i].attempt.Load() & (1<<tokenAttemptBits - 1); uint64(a) != (token>>tokenAttemptShift)&(1<<tokenAttemptBits-1) {
+		return nil, 0 // a slice of an earlier attempt
 	}
 	return b, i
 }
@@ -455,9 +542,15 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 				continue
 			}
 			ended := false
-			if tk.Deadline != 0 && now >= tk.Deadline {
+			switch {
+			case tk.Deadline != 0 && now >= tk.Deadline:
 				ended = b.Finish(i, Timeout, nil)
-			} else {
+			case !tk.cut.Load():
+				// Its submitter is still cutting it: it sees the lane
+				// down and fails it over itself.
+			case b.offer(i, err):
+				n++
+			default:
 				ended = b.Finish(i, Failed, err)
 			}
 			if ended {
@@ -466,6 +559,19 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 		}
 	})
 	return n
+}
+
+// Hold returns the live batch and task a token names, with the tracker
+// held so that the batch is not freed until release is called; nil when
+// the batch was freed or the task has moved to another attempt. Hold it
+// briefly: Free waits.
+func (t *Tracker) Hold(token uint64) (b *Batch, i int, release func()) {
+	t.live.RLock()
+	if b, i = t.lookup(token); b == nil {
+		t.live.RUnlock()
+		return nil, 0, nil
+	}
+	return b, i, t.live.RUnlock
 }
 
 // FailedRail returns the rail of the task's first failing slice, -1 if
