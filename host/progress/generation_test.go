@@ -79,22 +79,21 @@ func TestStaleGenerationDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.End()
-	var buf [64]ring.Descriptor
 
 	p.complete(b.Token(i), gen-1, 100) // left behind by the previous run
-	l.Poll(tr, &buf)
+	l.Poll(tr)
 	if s := b.State(i, Now()); s != Pending || l.Stale() != 1 || l.InFlight() != 1 || l.Completed() != 0 {
 		t.Fatalf("after a stale completion: task %v, stale %d, in flight %d, completed %d; want PENDING, 1, 1, 0", s, l.Stale(), l.InFlight(), l.Completed())
 	}
 
 	p.complete(b.Token(i), gen, 100)
-	l.Poll(tr, &buf)
+	l.Poll(tr)
 	if s := b.State(i, Now()); s != Completed || b.Task(i).Bytes() != 100 || l.InFlight() != 0 || l.Completed() != 1 {
 		t.Fatalf("after its own completion: task %v with %d bytes, in flight %d, completed %d", s, b.Task(i).Bytes(), l.InFlight(), l.Completed())
 	}
 
 	p.complete(b.Token(i), gen+1, 100) // a later stale one, same token
-	l.Poll(tr, &buf)
+	l.Poll(tr)
 	if l.Stale() != 2 || b.Task(i).Bytes() != 100 || b.done.Load() != 1 || l.InFlight() != 0 {
 		t.Fatalf("a second completion reached the task: stale %d, bytes %d, tasks ended %d, in flight %d", l.Stale(), b.Task(i).Bytes(), b.done.Load(), l.InFlight())
 	}
@@ -113,8 +112,7 @@ func TestGenerationZeroChecksNothing(t *testing.T) {
 	i := b.Reserve(1, 0)
 	b.SetSlices(i, 1)
 	p.complete(b.Token(i), 0, 1)
-	var buf [64]ring.Descriptor
-	l.Poll(tr, &buf)
+	l.Poll(tr)
 	if s := b.State(i, Now()); s != Completed || l.Stale() != 0 {
 		t.Fatalf("task %v, stale %d", s, l.Stale())
 	}
@@ -142,14 +140,13 @@ func TestProbe(t *testing.T) {
 	if tr.Complete(ds[0].Token, ring.StatusOK, 0) {
 		t.Fatal("the tracker took a probe token")
 	}
-	var buf [64]ring.Descriptor
 	p.complete(ds[0].Token, gen-1, 0)
-	l.Poll(tr, &buf)
+	l.Poll(tr)
 	if l.ProbeAck() != 0 {
 		t.Fatal("a probe answer of another run counted")
 	}
 	p.complete(ds[0].Token, gen, 0)
-	l.Poll(tr, &buf)
+	l.Poll(tr)
 	if l.ProbeAck() != 1 || l.InFlight() != 0 || l.Completed() != 0 || b.State(i, Now()) != Pending {
 		t.Fatalf("probe ack %d, in flight %d, completed %d, task %v; want 1, 0, 0, PENDING", l.ProbeAck(), l.InFlight(), l.Completed(), b.State(i, Now()))
 	}

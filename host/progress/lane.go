@@ -53,6 +53,11 @@ type Lane struct {
 	waiters atomic.Int32
 	standby chan struct{}
 
+	// buf receives completions; whoever holds reapMu uses it. A buffer
+	// of the caller's would escape to the heap through Observer, on every
+	// wait.
+	buf [64]ring.Descriptor
+
 	// Observer, when set, sees each run of completions the lane reaps,
 	// before the tracker folds them into tasks. Set it before the lane is
 	// reaped or polled; it is called with the reap lock held, so never
@@ -183,7 +188,6 @@ func (l *Lane) Down() bool { return l.down.Load() }
 // spins and sleeps on the shared indices alone.
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
-	var buf [64]ring.Descriptor
 	idle := time.NewTimer(reapSleep)
 	defer idle.Stop()
 	for !l.closing.Load() {
@@ -197,7 +201,7 @@ func (l *Lane) Reap(t *Tracker) {
 			}
 			continue
 		}
-		if l.Poll(t, &buf) > 0 {
+		if l.Poll(t) > 0 {
 			continue
 		}
 		if !l.spinPending() && l.waiters.Load() == 0 {
@@ -227,7 +231,6 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 	// A reaper asleep on the ring would share our wakeups; send it to
 	// stand by.
 	l.cq.Wake()
-	var buf [64]ring.Descriptor
 	for {
 		if done() {
 			return true
@@ -240,7 +243,7 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 			return done()
 		default:
 		}
-		if l.Poll(t, &buf) > 0 {
+		if l.Poll(t) > 0 {
 			continue
 		}
 		sleep := waitSlice
@@ -284,11 +287,12 @@ func (l *Lane) spinPending() bool {
 // Poll drains what the completion ring holds now into t, unless another
 // goroutine is draining it; it never blocks. A waiter calls it to see its
 // completions without waiting for the reaper to wake and hand them over.
-func (l *Lane) Poll(t *Tracker, buf *[64]ring.Descriptor) int {
+func (l *Lane) Poll(t *Tracker) int {
 	if !l.reapMu.TryLock() {
 		return 0
 	}
 	defer l.reapMu.Unlock()
+	buf := &l.buf
 	total := 0
 	for !l.closing.Load() {
 		n := l.cq.Dequeue(buf[:])
