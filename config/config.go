@@ -37,8 +37,12 @@ const (
 	DefaultSliceSize       = 1 << 20
 	DefaultRingDepth       = 4096
 	DefaultSpin            = 20 * time.Microsecond
-	DefaultLanes           = 1
-	DefaultAttempts        = 3
+	DefaultSpinSmall       = time.Millisecond
+	// SmallBatch is the most bytes a batch (or a run of descriptors a
+	// plugin lane drained) holds to count as small; see SpinSmall.
+	SmallBatch      = 256 << 10
+	DefaultLanes    = 1
+	DefaultAttempts = 3
 	// DefaultStallAfter is how long a plugin lane may hold work without
 	// a completion before the engine probes the plugin; see Supervise.
 	DefaultStallAfter = 5 * time.Second
@@ -206,7 +210,12 @@ type Transfer struct {
 	SliceSize int64         // bytes per slice of a large request
 	RingDepth int           // descriptors per ring; a power of two
 	Spin      time.Duration // how long a lane spins before it sleeps
-	Lanes     int           // lanes (ring pairs) per plugin
+	// SpinSmall is how long a waiter spins for a small batch (at most
+	// SmallBatch bytes), and a plugin lane after small descriptors: a
+	// small request completes within a network round trip, and sleeping
+	// through it costs more than the round trip on a loaded machine.
+	SpinSmall time.Duration
+	Lanes     int // lanes (ring pairs) per plugin
 	// Attempts is how many times a failed task is tried in all, first
 	// attempt included: on another rail, another transport, or a
 	// restarted plugin. 1 turns failover off.
@@ -279,6 +288,7 @@ func defaultTransfer() Transfer {
 		SliceSize: DefaultSliceSize,
 		RingDepth: DefaultRingDepth,
 		Spin:      DefaultSpin,
+		SpinSmall: DefaultSpinSmall,
 		Lanes:     DefaultLanes,
 		Attempts:  DefaultAttempts,
 	}

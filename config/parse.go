@@ -93,7 +93,7 @@ var pluginSchema = &hcl.BodySchema{
 
 var transferSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{
-		{Name: "slice_size"}, {Name: "ring_depth"}, {Name: "spin"}, {Name: "lanes"}, {Name: "attempts"},
+		{Name: "slice_size"}, {Name: "ring_depth"}, {Name: "spin"}, {Name: "spin_small"}, {Name: "lanes"}, {Name: "attempts"},
 	},
 }
 
@@ -309,6 +309,12 @@ func (d *decoder) decodeTransfer(c *Config, b *hcl.Block) {
 		c.loc["transfer.spin"] = a.Expr.Range()
 		if v, ok := d.duration(a, "transfer.spin"); ok {
 			t.Spin = v
+		}
+	}
+	if a := content.Attributes["spin_small"]; a != nil {
+		c.loc["transfer.spin_small"] = a.Expr.Range()
+		if v, ok := d.duration(a, "transfer.spin_small"); ok {
+			t.SpinSmall = v
 		}
 	}
 	if a := content.Attributes["lanes"]; a != nil {

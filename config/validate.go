@@ -79,6 +79,9 @@ func (c *Config) Validate() error {
 	if t.Spin < 0 || t.Spin > MaxSpin {
 		fail("transfer.spin", "%v is outside 0s..%v; a typical value is \"20us\" (\"0s\" sleeps at once)", t.Spin, MaxSpin)
 	}
+	if t.SpinSmall < 0 || t.SpinSmall > MaxSpin {
+		fail("transfer.spin_small", "%v is outside 0s..%v; a typical value is \"1ms\", about ten network round trips (\"0s\": spin as for large batches)", t.SpinSmall, MaxSpin)
+	}
 	if t.Attempts < 1 || t.Attempts > MaxAttempts {
 		fail("transfer.attempts", "%d is outside 1..%d: the tries a failed task gets in all, first included (1: no failover)", t.Attempts, MaxAttempts)
 	}

@@ -346,8 +346,9 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 			return fail("cannot create lane", err)
 		}
 		l.Observer = r.rails
+		l.SetSpinSmall(e.cfg.Transfer.SpinSmall)
 		r.lanes = append(r.lanes, l)
-		stamped, err := p.Client.AttachLane(cctx, uint32(id), r.gen, l.SQ, l.CQ, e.cfg.Transfer.Spin)
+		stamped, err := p.Client.AttachLane(cctx, uint32(id), r.gen, l.SQ, l.CQ, e.cfg.Transfer.Spin, e.cfg.Transfer.SpinSmall)
 		if err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
 		}

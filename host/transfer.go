@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -399,7 +400,8 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		// One lane carries everything: wait on its completion ring
 		// directly, so the plugin's wakeup lands here.
 		done := func() bool { return b.Done(deadlineClock(b)) }
-		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline()) {
+		small := b.TotalBytes() <= config.SmallBatch
+		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline(), small) {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}
@@ -412,17 +414,20 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		}
 	}
 	now := progress.Now()
-	spinUntil := now + int64(e.cfg.Transfer.Spin)
+	spin, small := e.cfg.Transfer.Spin, b.TotalBytes() <= config.SmallBatch
+	if small {
+		spin = max(spin, e.cfg.Transfer.SpinSmall)
+	}
+	if b.Done(now) {
+		return nil
+	}
+	if e.spinWait(b, now+int64(spin), small) {
+		return nil
+	}
+	now = progress.Now()
 	for {
 		if b.Done(now) {
 			return nil
-		}
-		if now < spinUntil {
-			if e.poll() == 0 {
-				runtime.Gosched()
-			}
-			now = progress.Now()
-			continue
 		}
 		var tc <-chan time.Time
 		if md := b.MinDeadline(); md != 0 {
@@ -488,17 +493,49 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 	return owner, run, run.lanes[0]
 }
 
-// poll drains every running plugin's completion rings once.
-func (e *Engine) poll() int {
-	n := 0
+// spinWait polls every running plugin's completion rings until b is done
+// or until (unix ns) passes; it reports b.Done. For a small batch, whose
+// caller waits for latency, the reapers stand by meanwhile (Lane.Enter),
+// so that plugins post completions without waking them; for a large one
+// that hand-over costs more than it saves.
+func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
+	var lanes []*progress.Lane
+	var inline [8]*progress.Lane
+	lanes = inline[:0]
 	for _, ps := range e.plugins {
 		if ps.usable() {
-			for _, l := range ps.run().lanes {
-				n += l.Poll(e.tracker)
-			}
+			lanes = append(lanes, ps.run().lanes...)
 		}
 	}
-	return n
+	if small {
+		for _, l := range lanes {
+			l.Enter()
+		}
+		defer func() {
+			for _, l := range lanes {
+				l.Leave()
+			}
+		}()
+	}
+	for {
+		n := 0
+		for _, l := range lanes {
+			n += l.Poll(e.tracker)
+		}
+		now := deadlineClock(b)
+		if b.Done(now) {
+			return true
+		}
+		if n == 0 {
+			runtime.Gosched()
+		}
+		if now == 0 {
+			now = progress.Now()
+		}
+		if now >= until {
+			return false
+		}
+	}
 }
 
 // taskResult is one task's terminal state as Transfer reports it.

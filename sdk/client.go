@@ -85,7 +85,10 @@ var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 // stamps it into the Flags of every completion. AttachLane returns the
 // generation the plugin says it stamps: gen, or 0 from a plugin built
 // before generations, whose completions carry none.
-func (c *TransportClient) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, spin time.Duration) (uint32, error) {
+//
+// spinSmall is the lane's spin budget after a run of small descriptors (0:
+// spin).
+func (c *TransportClient) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, spin, spinSmall time.Duration) (uint32, error) {
 	if c.fds == nil {
 		return 0, errNoFDSocket
 	}
@@ -96,7 +99,7 @@ func (c *TransportClient) AttachLane(ctx context.Context, id, gen uint32, sq, cq
 	r, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
 		Lane: id, AttachId: aid,
 		SubmitBytes: uint64(sq.Size()), CompleteBytes: uint64(cq.Size()),
-		SpinNs: int64(spin), Generation: gen,
+		SpinNs: int64(spin), SpinSmallNs: int64(spinSmall), Generation: gen,
 	})
 	if err != nil {
 		return 0, rpcErr(err)

@@ -14,6 +14,13 @@ import (
 // a stop even if a wakeup is lost. Idle cost: one wakeup per laneSleep.
 const laneSleep = time.Second
 
+// smallRun is the most bytes a drained run of descriptors holds for the
+// lane to spin spinSmall after it.
+const smallRun = 256 << 10
+
+// maxSpinSmall bounds spinSmall whatever the host asks.
+const maxSpinSmall = 10 * time.Millisecond
+
 // defaultSpin is the spin budget when the host sends none.
 const defaultSpin = 20 * time.Microsecond
 
@@ -24,6 +31,10 @@ type lane struct {
 	id   uint32
 	impl Transport
 	spin time.Duration
+	// spinSmall is the spin after a run of small descriptors (at most
+	// smallRun bytes in all): the next small request of a caller waiting
+	// on its last one comes within a round trip.
+	spinSmall time.Duration
 	// gen is the host's number for this run of the plugin, stamped into
 	// the Flags of every completion: the host drops completions that carry
 	// another run's number.
@@ -42,10 +53,11 @@ type lane struct {
 	sleeps    atomic.Uint64
 }
 
-func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin time.Duration) (*lane, error) {
+func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall time.Duration) (*lane, error) {
 	if spin <= 0 {
 		spin = defaultSpin
 	}
+	spinSmall = min(max(spinSmall, spin), maxSpinSmall)
 	if sqBytes == 0 || cqBytes == 0 || sqBytes > 1<<30 || cqBytes > 1<<30 {
 		return nil, fmt.Errorf("ring sizes %d and %d out of range", sqBytes, cqBytes)
 	}
@@ -63,7 +75,7 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 		var cq *ring.Ring
 		cq, err = ring.Attach(cqMap.Mem())
 		if err == nil {
-			return &lane{id: id, impl: impl, spin: spin, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{})}, nil
+			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{})}, nil
 		}
 	}
 	sqMap.Close()
@@ -78,13 +90,22 @@ func (l *lane) start() { go l.run() }
 func (l *lane) run() {
 	defer close(l.done)
 	buf := make([]ring.Descriptor, 64)
+	spin := l.spin
 	for !l.stopping.Load() {
 		n := l.sq.Dequeue(buf)
 		if n == 0 {
-			if !l.sq.Wait(l.spin, laneSleep) {
+			if !l.sq.Wait(spin, laneSleep) {
 				l.sleeps.Add(1)
 			}
 			continue
+		}
+		var run uint64
+		for i := range buf[:n] {
+			run += buf[i].Length
+		}
+		spin = l.spin
+		if run <= smallRun {
+			spin = l.spinSmall
 		}
 		l.submitted.Add(uint64(n))
 		for i := range buf[:n] {

@@ -45,7 +45,7 @@ func newLaneRig(t *testing.T, impl Transport, gen uint32) *laneRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), time.Microsecond)
+	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), time.Microsecond, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

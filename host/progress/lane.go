@@ -26,16 +26,18 @@ const reapSleep = time.Second
 // Lane is the host side of one plugin lane: the submission ring the host
 // produces into and the completion ring it reaps.
 type Lane struct {
-	ID       uint32
-	SQ, CQ   *shm.Region // handed to the plugin by fd
-	sq, cq   *ring.Ring
-	spin     time.Duration
-	mu       sync.Mutex // one producer at a time on sq
-	reapMu   sync.Mutex // one consumer at a time on cq: the reaper or a waiter
-	down     atomic.Bool
-	closing  atomic.Bool
-	reaped   chan struct{}
-	inFlight atomic.Int64
+	ID     uint32
+	SQ, CQ *shm.Region // handed to the plugin by fd
+	sq, cq *ring.Ring
+	spin   time.Duration
+	// spinSmall is how long a waiter for a small batch spins.
+	spinSmall time.Duration
+	mu        sync.Mutex // one producer at a time on sq
+	reapMu    sync.Mutex // one consumer at a time on cq: the reaper or a waiter
+	down      atomic.Bool
+	closing   atomic.Bool
+	reaped    chan struct{}
+	inFlight  atomic.Int64
 
 	// gen is the generation (run) of the plugin the lane belongs to;
 	// Poll drops completions stamped with another. 0: not checked. Set
@@ -204,7 +206,7 @@ func (l *Lane) Reap(t *Tracker) {
 		if l.Poll(t) > 0 {
 			continue
 		}
-		if !l.spinPending() && l.waiters.Load() == 0 {
+		if !l.spinPending(l.spin) && l.waiters.Load() == 0 {
 			l.cq.Sleep(reapSleep)
 		}
 	}
@@ -214,23 +216,47 @@ func (l *Lane) Reap(t *Tracker) {
 // without looking.
 const standbySleep = 50 * time.Millisecond
 
+// Enter registers the calling goroutine as a waiter that polls the lane
+// itself: the reaper stands by until the last waiter leaves, so that the
+// plugin does not wake it (a system call on every completion) while
+// somebody polls anyway. Pair with Leave.
+func (l *Lane) Enter() {
+	l.waiters.Add(1)
+	// A reaper asleep on the ring would share our wakeups; send it to
+	// stand by. (One that is about to sleep checks waiters first.)
+	if l.cq.ConsumerSleeping() {
+		l.cq.Wake()
+	}
+}
+
+// Leave ends Enter; the last waiter to leave hands the lane back to the
+// reaper.
+func (l *Lane) Leave() {
+	if l.waiters.Add(-1) == 0 {
+		select {
+		case l.standby <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// SetSpinSmall sets how long WaitOn spins for a small batch; before use.
+func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
+
 // WaitOn lets the calling goroutine reap the lane until done reports true,
 // ctx-like stop is closed, or until is reached (unix ns, 0 = none): it
 // polls, then sleeps on the completion ring itself, so that the plugin's
 // wakeup lands on the goroutine that waits. It returns done().
-func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64) bool {
-	l.waiters.Add(1)
-	defer func() {
-		if l.waiters.Add(-1) == 0 {
-			select {
-			case l.standby <- struct{}{}:
-			default:
-			}
-		}
-	}()
-	// A reaper asleep on the ring would share our wakeups; send it to
-	// stand by.
-	l.cq.Wake()
+//
+// small says the batch waited for is small: WaitOn then spins for the
+// lane's small-batch budget (SetSpinSmall) before it sleeps.
+func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64, small bool) bool {
+	spin := l.spin
+	if small && l.spinSmall > spin {
+		spin = l.spinSmall
+	}
+	l.Enter()
+	defer l.Leave()
 	for {
 		if done() {
 			return true
@@ -254,7 +280,7 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 			}
 			sleep = min(sleep, left)
 		}
-		if !l.spinPending() {
+		if !l.spinPending(spin) {
 			l.cq.Sleep(sleep)
 		}
 	}
@@ -264,10 +290,10 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 // channel; cancellation is seen within this.
 const waitSlice = 5 * time.Millisecond
 
-// spinPending polls the completion ring's indices for up to the spin
-// budget and reports whether something arrived.
-func (l *Lane) spinPending() bool {
-	if l.spin <= 0 {
+// spinPending polls the completion ring's indices for up to spin and
+// reports whether something arrived.
+func (l *Lane) spinPending(spin time.Duration) bool {
+	if spin <= 0 {
 		return l.cq.Pending()
 	}
 	start := time.Now()
@@ -276,7 +302,7 @@ func (l *Lane) spinPending() bool {
 			return true
 		}
 		if i%64 == 63 {
-			if time.Since(start) >= l.spin {
+			if time.Since(start) >= spin {
 				return false
 			}
 			runtime.Gosched()

@@ -101,7 +101,8 @@ type Batch struct {
 	n     atomic.Int32 // tasks added
 	done  atomic.Int32 // tasks terminal
 
-	minDeadline atomic.Int64 // earliest task deadline, 0 = none
+	minDeadline atomic.Int64  // earliest task deadline, 0 = none
+	total       atomic.Uint64 // bytes of every task added
 	notify      chan struct{}
 
 	// retry, when set, is offered each task that failed before it is
@@ -209,6 +210,7 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t.transport.Store(-1)
 	b.n.Store(int32(i + 1))
 	b.mu.Unlock()
+	b.total.Add(length)
 	if deadline != 0 {
 		for {
 			m := b.minDeadline.Load()
@@ -219,6 +221,9 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	}
 	return i
 }
+
+// TotalBytes returns the bytes of every task added.
+func (b *Batch) TotalBytes() uint64 { return b.total.Load() }
 
 // MinDeadline returns the earliest deadline of any task, 0 if none.
 func (b *Batch) MinDeadline() int64 { return b.minDeadline.Load() }
@@ -461,6 +466,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	b.retry = t.retry
 	b.n.Store(0)
 	b.done.Store(0)
+	b.total.Store(0)
 	b.minDeadline.Store(0)
 	t.slots[slot].Store(b)
 	return b, nil

@@ -424,6 +424,10 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 	return r.sleep(true, maxSleep, r.readable)
 }
 
+// ConsumerSleeping reports whether a consumer sleeps on the ring (or is
+// about to).
+func (r *Ring) ConsumerSleeping() bool { return r.consSleeping.Load() != 0 }
+
 // Pending reports, from the shared indices alone, whether published
 // descriptors wait to be taken. Unlike Dequeue and Wait it touches no
 // consumer-local state, so a goroutine may call it while another goroutine

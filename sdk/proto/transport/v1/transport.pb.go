@@ -504,7 +504,11 @@ type AttachLaneRequest struct {
 	// The generation (run number) of this plugin process as the host counts
 	// them; the lane stamps it into the Flags of every completion it posts,
 	// so that the host can drop what another run left behind. 0: none.
-	Generation    uint32 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
+	Generation uint32 `protobuf:"varint,6,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Spin budget in nanoseconds after a run of descriptors of at most
+	// 256 KiB in all: the next small request is likely within a network
+	// round trip. 0: spin_ns.
+	SpinSmallNs   int64 `protobuf:"varint,7,opt,name=spin_small_ns,json=spinSmallNs,proto3" json:"spin_small_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -577,6 +581,13 @@ func (x *AttachLaneRequest) GetSpinNs() int64 {
 func (x *AttachLaneRequest) GetGeneration() uint32 {
 	if x != nil {
 		return x.Generation
+	}
+	return 0
+}
+
+func (x *AttachLaneRequest) GetSpinSmallNs() int64 {
+	if x != nil {
+		return x.SpinSmallNs
 	}
 	return 0
 }
@@ -1208,7 +1219,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\vconfig_byte\x18\b \x01(\x05R\n" +
 	"configByte\"+\n" +
 	"\rStartResponse\x12\x1a\n" +
-	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xc7\x01\n" +
+	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xeb\x01\n" +
 	"\x11AttachLaneRequest\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\rR\x04lane\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12!\n" +
@@ -1217,7 +1228,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\aspin_ns\x18\x05 \x01(\x03R\x06spinNs\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x06 \x01(\rR\n" +
-	"generation\"4\n" +
+	"generation\x12\"\n" +
+	"\rspin_small_ns\x18\a \x01(\x03R\vspinSmallNs\"4\n" +
 	"\x12AttachLaneResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\rR\n" +
