@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"time"
 
 	"github.com/ferrydev/ferry/config"
@@ -499,6 +498,7 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 // so that plugins post completions without waking them; for a large one
 // that hand-over costs more than it saves.
 func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
+	start := progress.Now()
 	var lanes []*progress.Lane
 	var inline [8]*progress.Lane
 	lanes = inline[:0]
@@ -526,14 +526,14 @@ func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
 		if b.Done(now) {
 			return true
 		}
-		if n == 0 {
-			runtime.Gosched()
-		}
 		if now == 0 {
 			now = progress.Now()
 		}
 		if now >= until {
 			return false
+		}
+		if n == 0 {
+			ring.Yield(time.Duration(now - start))
 		}
 	}
 }

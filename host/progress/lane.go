@@ -3,7 +3,6 @@ package progress
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -302,10 +301,11 @@ func (l *Lane) spinPending(spin time.Duration) bool {
 			return true
 		}
 		if i%64 == 63 {
-			if time.Since(start) >= spin {
+			spun := time.Since(start)
+			if spun >= spin {
 				return false
 			}
-			runtime.Gosched()
+			ring.Yield(spun)
 		}
 	}
 }

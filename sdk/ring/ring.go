@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"math"
 	"math/bits"
 	"runtime"
@@ -309,10 +310,11 @@ func (r *Ring) WaitSpace(spin, maxSleep time.Duration) bool {
 				return true
 			}
 			if i%spinCheck == 0 {
-				if time.Since(start) >= spin {
+				spun := time.Since(start)
+				if spun >= spin {
 					break
 				}
-				runtime.Gosched()
+				Yield(spun)
 			}
 		}
 	}
@@ -414,10 +416,11 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 				return true
 			}
 			if i%spinCheck == 0 {
-				if time.Since(start) >= spin {
+				spun := time.Since(start)
+				if spun >= spin {
 					break
 				}
-				runtime.Gosched()
+				Yield(spun)
 			}
 		}
 	}
@@ -498,3 +501,20 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 		// Timeout, signal or spurious wakeup: the deadline decides.
 	}
 }
+
+// Yield is what a spin does between looks, spun says for how long it has
+// spun: it lets other goroutines run, and once the spin has lasted
+// YieldAfter, other processes too (sched_yield). Early on, handing the CPU
+// away would delay noticing the peer; later, a spinner must not hold the
+// CPU that the peer it waits for needs (on two cores, the far side of a
+// transfer), which showed as a p99 of a whole spin budget.
+func Yield(spun time.Duration) {
+	runtime.Gosched()
+	if spun >= YieldAfter {
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+}
+
+// YieldAfter is how long a spin keeps its CPU before it yields it to
+// other processes between looks.
+const YieldAfter = 150 * time.Microsecond
