@@ -528,26 +528,26 @@ func (e *Engine) MetastoreURL() string { return e.metaURL }
 
 // PluginStatus is what the engine knows of one configured plugin.
 type PluginStatus struct {
-	Name     string
-	Path     string
-	SHA256   string
-	Version  string
-	Protocol int
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	SHA256   string `json:"sha256"`
+	Version  string `json:"version"`
+	Protocol int    `json:"protocol"`
 	// State is "running", "restarting" (its process exited; the engine
 	// is starting it again), "unavailable" or "failed"; Reason says why.
-	State    string
-	Reason   string
-	Restarts uint64 // runs started after the first
+	State    string `json:"state"`
+	Reason   string `json:"reason,omitempty"`
+	Restarts uint64 `json:"restarts"` // runs started after the first
 	// PID is the current run's process id; 0 when none runs.
-	PID int
+	PID int `json:"pid"`
 	// Stalls counts the runs the engine found stalled and killed.
-	Stalls uint64
+	Stalls uint64 `json:"stalls"`
 	// Outstanding is how many descriptors the current run holds:
 	// submitted to its lanes and not completed.
-	Outstanding int64
+	Outstanding int64 `json:"outstanding"`
 	// LastExit says why the previous run ended, "" while the first runs.
-	LastExit string
-	Rails    []sdk.Rail
+	LastExit string     `json:"last_exit,omitempty"`
+	Rails    []sdk.Rail `json:"rails,omitempty"`
 	Counters map[string]uint64
 }
 

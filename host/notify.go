@@ -2,6 +2,7 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -155,6 +156,22 @@ func (h *controlHandler) Descriptor() ([]byte, error) {
 }
 
 func (h *controlHandler) Identity() (string, uint64) { return h.name, h.incarnation }
+
+// EngineStatus is what an engine reports of itself to operators through
+// its control service (`ferry plugins --engine`).
+type EngineStatus struct {
+	Name        string         `json:"name"`
+	Incarnation uint64         `json:"incarnation"`
+	Plugins     []PluginStatus `json:"plugins"`
+	Rails       []RailStatus   `json:"rails"`
+}
+
+func (h *controlHandler) Status() ([]byte, error) {
+	e := (*Engine)(h)
+	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
+	defer cancel()
+	return json.Marshal(EngineStatus{Name: e.name, Incarnation: e.incarnation, Plugins: e.Plugins(ctx), Rails: e.Rails()})
+}
 
 func (h *controlHandler) Deliver(n control.Notification) error {
 	select {

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/metastore"
 )
@@ -61,7 +63,11 @@ func cmdPlugins(args []string) error {
 	cfgPath := fs.String("config", "", "HCL config file: list its plugins (default: every ferry-plugin-* in --dir)")
 	dir := fs.String("dir", "", "plugin directory (default: beside the ferry binary)")
 	asJSON := fs.Bool("json", false, "one JSON object per plugin")
+	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as `ferry run` prints)")
 	fs.Parse(args)
+	if *engine != "" {
+		return engineStatus(*engine, *asJSON)
+	}
 
 	var specs []loader.Spec
 	if *cfgPath != "" {
@@ -116,6 +122,58 @@ func cmdPlugins(args []string) error {
 			sum = sum[:16] + "…"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Version, r.Protocol, sum, probe, r.Path)
+	}
+	return tw.Flush()
+}
+
+// engineStatus prints what a running engine says of its plugins (state,
+// process, restarts, stalls, outstanding descriptors, why it is not
+// running) and its rails, asked through its control service.
+func engineStatus(addr string, asJSON bool) error {
+	c, err := control.Dial(addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	b, err := c.Status(ctx)
+	if err != nil {
+		return fmt.Errorf("%w; is an engine serving its control service at %s?", err, addr)
+	}
+	if asJSON {
+		_, err := fmt.Println(string(b))
+		return err
+	}
+	var st host.EngineStatus
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("engine at %s: status: %w", addr, err)
+	}
+	fmt.Printf("engine %s (incarnation %d) at %s\n\n", st.Name, st.Incarnation, addr)
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tSTALLS\tOUTSTANDING\tREASON")
+	for _, p := range st.Plugins {
+		why := p.Reason
+		if why == "" && p.LastExit != "" {
+			why = "last exit: " + p.LastExit
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.State, p.PID, p.Restarts, p.Stalls, p.Outstanding, why)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(st.Rails) == 0 {
+		return nil
+	}
+	fmt.Println()
+	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSPORT\tRAIL\tNAME\tLABEL\tNUMA\tBYTES\tSLICES\tIN FLIGHT\tEWMA Gb/s\tERRORS\tPAUSED")
+	for _, r := range st.Rails {
+		paused := "no"
+		if r.Paused {
+			paused = "until " + r.PausedUntil.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%.3f\t%d\t%s\n", r.Transport, r.Index, r.Name, r.Label, r.NUMANode, r.Bytes, r.Slices, r.InFlight, r.EWMAGbps, r.Errors, paused)
 	}
 	return tw.Flush()
 }

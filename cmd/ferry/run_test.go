@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -70,4 +71,83 @@ func TestRunReportsPlugins(t *testing.T) {
 		t.Fatalf("`plugins` answered %q: %v", sc.Text(), err)
 	}
 	check("plugins line", now)
+}
+
+// TestPluginsOfARunningEngine: `ferry plugins --engine ADDR` reports, from
+// a running engine's control service, each plugin's state and process and
+// each rail.
+func TestPluginsOfARunningEngine(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "status-b", "--control-stdin")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		t.Fatal("ferry run exited before its ready line")
+	}
+	var ready struct {
+		Control string `json:"control"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || ready.Control == "" {
+		t.Fatalf("ready line %q: %v; want the control address", sc.Text(), err)
+	}
+
+	b, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", ready.Control, "--json").Output()
+	if err != nil {
+		t.Fatalf("ferry plugins --engine %s: %v", ready.Control, err)
+	}
+	var st struct {
+		Name    string        `json:"name"`
+		Plugins []pluginState `json:"plugins"`
+		Rails   []struct {
+			Transport string `json:"transport"`
+			Name      string `json:"name"`
+		} `json:"rails"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("ferry plugins --engine --json printed %q: %v", b, err)
+	}
+	if st.Name != "status-b" {
+		t.Errorf("engine name %q, want status-b", st.Name)
+	}
+	states := map[string]string{}
+	for _, p := range st.Plugins {
+		states[p.Name] = p.State
+		if p.PID <= 0 {
+			t.Errorf("plugin %s has no pid: %+v", p.Name, p)
+		}
+	}
+	if states["tcp"] != "running" || states["shm"] != "running" {
+		t.Errorf("plugin states %v, want tcp and shm running", states)
+	}
+	rails := map[string]bool{}
+	for _, r := range st.Rails {
+		rails[r.Transport] = true
+	}
+	if !rails["tcp"] || !rails["shm"] {
+		t.Errorf("rails %+v, want tcp's and shm's", st.Rails)
+	}
+
+	table, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", ready.Control).Output()
+	if err != nil {
+		t.Fatalf("ferry plugins --engine (table): %v", err)
+	}
+	for _, want := range []string{"PLUGIN", "STATE", "running", "TRANSPORT", "EWMA Gb/s"} {
+		if !strings.Contains(string(table), want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	if err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", "127.0.0.1:1").Run(); err == nil {
+		t.Error("ferry plugins --engine at a closed port succeeded")
+	}
 }

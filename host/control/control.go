@@ -50,6 +50,8 @@ type Handler interface {
 	Descriptor() ([]byte, error)
 	// Identity returns the engine's name and incarnation.
 	Identity() (name string, incarnation uint64)
+	// Status returns the engine's plugin and rail status as JSON.
+	Status() ([]byte, error)
 	// Deliver hands over one notification. It must not block; it returns
 	// ErrFull when it cannot take it now. It is called at most once per
 	// (From, Key) while the key is remembered.
@@ -158,6 +160,14 @@ func (v *service) GetDescriptor(context.Context, *controlv1.GetDescriptorRequest
 	return &controlv1.GetDescriptorResponse{Descriptor_: b}, nil
 }
 
+func (v *service) Status(context.Context, *controlv1.StatusRequest) (*controlv1.StatusResponse, error) {
+	b, err := v.s.h.Status()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "status: %v", err)
+	}
+	return &controlv1.StatusResponse{Status: b}, nil
+}
+
 func (v *service) Ping(context.Context, *controlv1.PingRequest) (*controlv1.PingResponse, error) {
 	name, inc := v.s.h.Identity()
 	return &controlv1.PingResponse{Name: name, Incarnation: inc}, nil
@@ -221,6 +231,15 @@ func (c *Client) Descriptor(ctx context.Context) ([]byte, error) {
 		return nil, fmt.Errorf("control service %s: get descriptor: %w", c.addr, err)
 	}
 	return r.GetDescriptor_(), nil
+}
+
+// Status fetches the engine's plugin and rail status JSON.
+func (c *Client) Status(ctx context.Context) ([]byte, error) {
+	r, err := c.c.Status(ctx, &controlv1.StatusRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("control service %s: status: %w", c.addr, err)
+	}
+	return r.GetStatus(), nil
 }
 
 // Ping returns the peer's name and incarnation.

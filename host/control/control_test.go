@@ -24,6 +24,7 @@ type handler struct {
 
 func (h *handler) Descriptor() ([]byte, error) { return []byte(`{"schema":1}`), nil }
 func (h *handler) Identity() (string, uint64)  { return "engine-b", 7 }
+func (h *handler) Status() ([]byte, error)     { return []byte(`{"plugins":[]}`), nil }
 func (h *handler) Deliver(n control.Notification) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

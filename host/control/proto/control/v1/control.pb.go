@@ -239,6 +239,87 @@ func (x *NotifyResponse) GetDuplicate() bool {
 	return false
 }
 
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_control_v1_control_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{4}
+}
+
+type StatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// {"plugins": [host.PluginStatus...], "rails": [host.RailStatus...]}
+	Status        []byte `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_control_v1_control_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StatusResponse) GetStatus() []byte {
+	if x != nil {
+		return x.Status
+	}
+	return nil
+}
+
 type PingRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -247,7 +328,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_control_v1_control_proto_msgTypes[4]
+	mi := &file_control_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -259,7 +340,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_control_v1_control_proto_msgTypes[4]
+	mi := &file_control_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -272,7 +353,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_control_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_control_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 type PingResponse struct {
@@ -285,7 +366,7 @@ type PingResponse struct {
 
 func (x *PingResponse) Reset() {
 	*x = PingResponse{}
-	mi := &file_control_v1_control_proto_msgTypes[5]
+	mi := &file_control_v1_control_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -297,7 +378,7 @@ func (x *PingResponse) String() string {
 func (*PingResponse) ProtoMessage() {}
 
 func (x *PingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_control_v1_control_proto_msgTypes[5]
+	mi := &file_control_v1_control_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -310,7 +391,7 @@ func (x *PingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingResponse.ProtoReflect.Descriptor instead.
 func (*PingResponse) Descriptor() ([]byte, []int) {
-	return file_control_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_control_v1_control_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PingResponse) GetName() string {
@@ -345,15 +426,19 @@ const file_control_v1_control_proto_rawDesc = "" +
 	"\x03msg\x18\x05 \x01(\fR\x03msg\x12\x10\n" +
 	"\x03key\x18\x06 \x01(\tR\x03key\".\n" +
 	"\x0eNotifyResponse\x12\x1c\n" +
-	"\tduplicate\x18\x01 \x01(\bR\tduplicate\"\r\n" +
+	"\tduplicate\x18\x01 \x01(\bR\tduplicate\"\x0f\n" +
+	"\rStatusRequest\"(\n" +
+	"\x0eStatusResponse\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\fR\x06status\"\r\n" +
 	"\vPingRequest\"D\n" +
 	"\fPingResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation2\xff\x01\n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation2\xcc\x02\n" +
 	"\aControl\x12`\n" +
 	"\rGetDescriptor\x12&.ferry.control.v1.GetDescriptorRequest\x1a'.ferry.control.v1.GetDescriptorResponse\x12K\n" +
 	"\x06Notify\x12\x1f.ferry.control.v1.NotifyRequest\x1a .ferry.control.v1.NotifyResponse\x12E\n" +
-	"\x04Ping\x12\x1d.ferry.control.v1.PingRequest\x1a\x1e.ferry.control.v1.PingResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
+	"\x04Ping\x12\x1d.ferry.control.v1.PingRequest\x1a\x1e.ferry.control.v1.PingResponse\x12K\n" +
+	"\x06Status\x12\x1f.ferry.control.v1.StatusRequest\x1a .ferry.control.v1.StatusResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
 
 var (
 	file_control_v1_control_proto_rawDescOnce sync.Once
@@ -367,24 +452,28 @@ func file_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_control_v1_control_proto_rawDescData
 }
 
-var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_control_v1_control_proto_goTypes = []any{
 	(*GetDescriptorRequest)(nil),  // 0: ferry.control.v1.GetDescriptorRequest
 	(*GetDescriptorResponse)(nil), // 1: ferry.control.v1.GetDescriptorResponse
 	(*NotifyRequest)(nil),         // 2: ferry.control.v1.NotifyRequest
 	(*NotifyResponse)(nil),        // 3: ferry.control.v1.NotifyResponse
-	(*PingRequest)(nil),           // 4: ferry.control.v1.PingRequest
-	(*PingResponse)(nil),          // 5: ferry.control.v1.PingResponse
+	(*StatusRequest)(nil),         // 4: ferry.control.v1.StatusRequest
+	(*StatusResponse)(nil),        // 5: ferry.control.v1.StatusResponse
+	(*PingRequest)(nil),           // 6: ferry.control.v1.PingRequest
+	(*PingResponse)(nil),          // 7: ferry.control.v1.PingResponse
 }
 var file_control_v1_control_proto_depIdxs = []int32{
 	0, // 0: ferry.control.v1.Control.GetDescriptor:input_type -> ferry.control.v1.GetDescriptorRequest
 	2, // 1: ferry.control.v1.Control.Notify:input_type -> ferry.control.v1.NotifyRequest
-	4, // 2: ferry.control.v1.Control.Ping:input_type -> ferry.control.v1.PingRequest
-	1, // 3: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
-	3, // 4: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
-	5, // 5: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
-	3, // [3:6] is the sub-list for method output_type
-	0, // [0:3] is the sub-list for method input_type
+	6, // 2: ferry.control.v1.Control.Ping:input_type -> ferry.control.v1.PingRequest
+	4, // 3: ferry.control.v1.Control.Status:input_type -> ferry.control.v1.StatusRequest
+	1, // 4: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
+	3, // 5: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
+	7, // 6: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
+	5, // 7: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
+	4, // [4:8] is the sub-list for method output_type
+	0, // [0:4] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -401,7 +490,7 @@ func file_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_v1_control_proto_rawDesc), len(file_control_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

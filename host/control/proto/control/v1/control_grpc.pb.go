@@ -28,6 +28,7 @@ const (
 	Control_GetDescriptor_FullMethodName = "/ferry.control.v1.Control/GetDescriptor"
 	Control_Notify_FullMethodName        = "/ferry.control.v1.Control/Notify"
 	Control_Ping_FullMethodName          = "/ferry.control.v1.Control/Ping"
+	Control_Status_FullMethodName        = "/ferry.control.v1.Control/Status"
 )
 
 // ControlClient is the client API for Control service.
@@ -43,6 +44,10 @@ type ControlClient interface {
 	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
 	// Ping reports the engine's name and incarnation.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
+	// Status reports the engine's plugins (state, process, restarts,
+	// stalls, the reason when not running) and rails, for operators
+	// (`ferry plugins --engine`).
+	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
 type controlClient struct {
@@ -83,6 +88,16 @@ func (c *controlClient) Ping(ctx context.Context, in *PingRequest, opts ...grpc.
 	return out, nil
 }
 
+func (c *controlClient) Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StatusResponse)
+	err := c.cc.Invoke(ctx, Control_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -96,6 +111,10 @@ type ControlServer interface {
 	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
 	// Ping reports the engine's name and incarnation.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
+	// Status reports the engine's plugins (state, process, restarts,
+	// stalls, the reason when not running) and rails, for operators
+	// (`ferry plugins --engine`).
+	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -114,6 +133,9 @@ func (UnimplementedControlServer) Notify(context.Context, *NotifyRequest) (*Noti
 }
 func (UnimplementedControlServer) Ping(context.Context, *PingRequest) (*PingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Ping not implemented")
+}
+func (UnimplementedControlServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -190,6 +212,24 @@ func _Control_Ping_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Status(ctx, req.(*StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -208,6 +248,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Ping",
 			Handler:    _Control_Ping_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _Control_Status_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
