@@ -2,7 +2,6 @@ package host
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -142,25 +141,13 @@ func (e *Engine) failover(j retryJob) {
 	e.dispatch(b, i, r, rem, rt, avoid, &sc)
 }
 
-// routeTo is route with the plugin chosen: the ranges are translated
-// again (the segment may have changed under a restarted peer).
+// routeTo is route with the plugin chosen, as a transport hint: the
+// ranges are translated again (the segment may have changed under a
+// restarted peer) and the plugin is checked to reach the segment now.
 func (e *Engine) routeTo(r *Request, rem *remote, ps *pluginState) (routed, error) {
-	if rem == nil || rem.retired != "" {
-		return routed{}, fmt.Errorf("%w: segment is no longer open", ErrSegmentNotFound)
-	}
-	if !ps.usable() || !rem.opened[ps.idx] {
-		return routed{}, fmt.Errorf("%w: plugin %q cannot reach segment %q now", ErrTransportUnavailable, ps.name, rem.name)
-	}
-	hint := *r
-	hint.Transport = ps.name
-	rt, err := e.route(&hint, rem)
-	if err != nil {
-		return routed{}, err
-	}
-	if rt.ps != ps {
-		return routed{}, errors.New("routed elsewhere") // cannot happen: the hint pins it
-	}
-	return rt, nil
+	pinned := *r
+	pinned.Transport = ps.name
+	return e.route(&pinned, rem)
 }
 
 // otherRail reports whether transport tr can retry a task whose slice

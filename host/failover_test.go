@@ -118,14 +118,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 		t.Fatalf("segment offers %v, want fault and tcp", seg.Transports)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, span)
 	start := time.Now()
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}); err != nil {
 		t.Fatalf("write through a crashing plugin: %v", err)
@@ -168,14 +161,7 @@ func TestCrashWithoutFailoverTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, span)
 	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
 	if ctx.Err() != nil {
 		t.Fatalf("transfer ran into the test's bound: %v", err)
@@ -212,14 +198,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, span)
 	id, err := a.AllocateBatch(tasks)
 	if err != nil {
 		t.Fatal(err)
@@ -257,4 +236,19 @@ func TestBatchAPIFailsOver(t *testing.T) {
 		t.Fatalf("batch status %+v, want %d completed", bs, tasks)
 	}
 	t.Logf("%d of %d tasks failed over", failedOver, tasks)
+}
+
+// randomLocal allocates n bytes of a's memory, registers them local-only
+// and fills them with random bytes: the source of a verified write.
+func randomLocal(t *testing.T, ctx context.Context, a *host.Engine, n int) []byte {
+	t.Helper()
+	local, err := a.Allocate(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(local)
+	return local
 }

@@ -52,14 +52,7 @@ policy "fault-only" {
 		t.Fatal(err)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, span)
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}); err != nil {
 		t.Fatalf("write with rail 1 failing every slice: %v", err)
 	}

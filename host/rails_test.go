@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -86,14 +85,7 @@ func TestRailStatsAndPolicyRails(t *testing.T) {
 		t.Errorf("the peer's tcp rails = %+v, want one, 127.0.0.1:0", r)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, span)
 
 	const pinned = 8 << 20
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local[:pinned], Segment: seg.ID, Remote: remote, Policy: "only-two"}); err != nil {

@@ -124,8 +124,7 @@ func newRailSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, 
 	s.sp = rails.New(spec, rails.Options{})
 	s.single = len(s.info) == 1
 	for _, p := range policies {
-		m, _ := s.mask(p.Rails)
-		s.policyMask = append(s.policyMask, m)
+		s.policyMask = append(s.policyMask, s.mask(p.Rails))
 	}
 	return s
 }
@@ -155,17 +154,15 @@ func (s *railSet) sameRails(probed []sdk.Rail) bool {
 	return slices.EqualFunc(probed[:min(len(probed), progress.MaxRails)], s.info, func(p sdk.Rail, r RailStatus) bool { return p.Name == r.Name })
 }
 
-// mask returns the bitmask of the rails named (labels or plugin names),
-// 0 for all when names is empty, and the names that match no rail here.
-func (s *railSet) mask(names []string) (m uint64, unknown []string) {
+// mask returns the bitmask of the rails named (labels or plugin names)
+// that are rails here; 0, for all, when names is empty.
+func (s *railSet) mask(names []string) (m uint64) {
 	for _, n := range names {
 		if i, ok := s.byName[n]; ok {
 			m |= 1 << i
-		} else {
-			unknown = append(unknown, n)
 		}
 	}
-	return m, unknown
+	return m
 }
 
 // pick chooses the rail for a slice of bytes among those in allowed (0:
@@ -315,30 +312,36 @@ func (e *Engine) checkPolicyRails() error {
 		p := &e.cfg.Policies[i]
 		for _, name := range p.Rails {
 			found, known := false, true
-			var have []string
 			for _, t := range p.Transports {
 				ps := e.byName[t]
 				if ps == nil || ps.rails.Load() == nil {
 					known = false
-					continue
-				}
-				rs := ps.rails.Load()
-				if _, ok := rs.byName[name]; ok {
+				} else if _, ok := ps.rails.Load().byName[name]; ok {
 					found = true
-				}
-				for _, r := range rs.info {
-					have = append(have, t+":"+r.Name)
-					if r.Label != "" {
-						have = append(have, t+":"+r.Label)
-					}
 				}
 			}
 			if !found && known {
-				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, p.RailsError("%q is not a rail of %s (rails: %s); name a rail block or one of the transports' rails", name, strings.Join(p.Transports, ", "), strings.Join(have, ", "))))
+				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, p.RailsError("%q is not a rail of %s (rails: %s); name a rail block or one of the transports' rails", name, strings.Join(p.Transports, ", "), e.railNames(p.Transports))))
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// railNames lists the rails of transports, as "transport:name" and
+// "transport:label", for messages.
+func (e *Engine) railNames(transports []string) string {
+	var have []string
+	for _, t := range transports {
+		rs := e.byName[t].rails.Load()
+		for _, r := range rs.info {
+			have = append(have, t+":"+r.Name)
+			if r.Label != "" {
+				have = append(have, t+":"+r.Label)
+			}
+		}
+	}
+	return strings.Join(have, ", ")
 }
 
 // Rails reports every rail of every running transport: its statistics

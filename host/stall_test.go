@@ -69,14 +69,7 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 		t.Fatal(err)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, span)
 	first := pluginStatus(a, "fault")
 	if first.State != "running" || first.PID == 0 || first.Stalls != 0 || first.Outstanding != 0 {
 		t.Fatalf("before: %+v", first)

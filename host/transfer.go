@@ -71,6 +71,14 @@ type Request struct {
 	Policy string
 }
 
+// deadline returns Deadline in unix nanoseconds, 0 for none.
+func (r *Request) deadline() int64 {
+	if r.Deadline.IsZero() {
+		return 0
+	}
+	return r.Deadline.UnixNano()
+}
+
 // BatchID names a batch from AllocateBatch.
 type BatchID struct{ b *progress.Batch }
 
@@ -158,12 +166,7 @@ func (c *submitCtx) now() time.Time {
 }
 
 func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
-	var deadline int64
-	if !r.Deadline.IsZero() {
-		deadline = r.Deadline.UnixNano()
-	}
-	n := uint64(len(r.Local))
-	i := b.Reserve(n, deadline)
+	i := b.Reserve(uint64(len(r.Local)), r.deadline())
 	if i < 0 {
 		return // checked by Submit
 	}
@@ -185,10 +188,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 // marking the attempt cut; if the plugin died meanwhile, it fails the
 // attempt over.
 func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
-	var deadline int64
-	if !r.Deadline.IsZero() {
-		deadline = r.Deadline.UnixNano()
-	}
+	deadline := r.deadline()
 	n := uint64(len(r.Local))
 	ps := rt.ps
 	t := b.Task(i)
@@ -395,11 +395,11 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 			timer.Stop()
 		}
 	}()
+	small := b.TotalBytes() <= config.SmallBatch
 	if ps, run, l := e.soleLane(); l != nil {
 		// One lane carries everything: wait on its completion ring
 		// directly, so the plugin's wakeup lands here.
 		done := func() bool { return b.Done(deadlineClock(b)) }
-		small := b.TotalBytes() <= config.SmallBatch
 		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline(), small) {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
@@ -413,7 +413,7 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		}
 	}
 	now := progress.Now()
-	spin, small := e.cfg.Transfer.Spin, b.TotalBytes() <= config.SmallBatch
+	spin := e.cfg.Transfer.Spin
 	if small {
 		spin = max(spin, e.cfg.Transfer.SpinSmall)
 	}
@@ -499,9 +499,8 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 // that hand-over costs more than it saves.
 func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
 	start := progress.Now()
-	var lanes []*progress.Lane
 	var inline [8]*progress.Lane
-	lanes = inline[:0]
+	lanes := inline[:0]
 	for _, ps := range e.plugins {
 		if ps.usable() {
 			lanes = append(lanes, ps.run().lanes...)
