@@ -43,7 +43,6 @@ func (t *Transport) run(o *op, m *mapping) {
 		return
 	}
 	if o.deadline != 0 && time.Now().UnixNano() >= o.deadline {
-		t.stats.opsTimedOut.Add(1)
 		t.finish(o, ring.StatusTimeout)
 		return
 	}
@@ -69,8 +68,8 @@ func (t *Transport) finish(o *op, st ring.Status) {
 	if o.local != nil {
 		o.local.Release()
 	}
+	t.stats.ops.Count(st)
 	if st == ring.StatusOK {
-		t.stats.opsCompleted.Add(1)
 		if o.kind == ring.OpWrite {
 			t.stats.bytesWritten.Add(n)
 		} else {
@@ -78,7 +77,6 @@ func (t *Transport) finish(o *op, st ring.Status) {
 		}
 	} else {
 		n = 0
-		t.stats.opsFailed.Add(1)
 	}
 	c, tok := o.c, o.token
 	o.c, o.local, o.lmem, o.remote = nil, nil, nil, nil

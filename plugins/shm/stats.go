@@ -3,14 +3,14 @@ package shmtransport
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // counters are the plugin's statistics, exported through Stats. All are
 // monotonic except maps_open and conns_open.
 type counters struct {
-	opsCompleted   atomic.Uint64 // descriptors completed with StatusOK
-	opsFailed      atomic.Uint64 // descriptors completed with any other status
-	opsTimedOut    atomic.Uint64
+	ops            sdk.Outcomes  // ops_completed, ops_failed, ops_timed_out
 	bytesWritten   atomic.Uint64 // bytes copied into peers' regions
 	bytesRead      atomic.Uint64 // bytes copied out of peers' regions
 	copiesInline   atomic.Uint64 // copies done in Submit (or in the reply reader)
@@ -38,9 +38,6 @@ type counters struct {
 func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 	pos := func(v int64) uint64 { return uint64(max(v, 0)) }
 	m := map[string]uint64{
-		"ops_completed":   c.opsCompleted.Load(),
-		"ops_failed":      c.opsFailed.Load(),
-		"ops_timed_out":   c.opsTimedOut.Load(),
 		"bytes_written":   c.bytesWritten.Load(),
 		"bytes_read":      c.bytesRead.Load(),
 		"copies_inline":   c.copiesInline.Load(),
@@ -68,5 +65,6 @@ func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 	for i, w := range workers {
 		m[fmt.Sprintf("worker%d_chunks", i)] = w.chunks.Load()
 	}
+	c.ops.Export(m)
 	return m
 }

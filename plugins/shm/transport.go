@@ -303,26 +303,12 @@ func (t *Transport) ClosePeer(_ context.Context, id uint32) error {
 // worker pool above. A descriptor whose remote region is not mapped yet
 // waits (without blocking Submit) for the peer's answer.
 func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
+	if !t.stats.ops.Admit(d, c, t.stopped.Load()) {
+		return
+	}
 	fail := func(st ring.Status) {
-		t.stats.opsFailed.Add(1)
+		t.stats.ops.Count(st)
 		c.Complete(d.Token, st, 0)
-	}
-	if t.stopped.Load() {
-		fail(ring.StatusShutdown)
-		return
-	}
-	if st, done := sdk.Precheck(d); done {
-		switch st {
-		case ring.StatusOK:
-			t.stats.opsCompleted.Add(1)
-			c.Complete(d.Token, st, 0)
-		case ring.StatusTimeout:
-			t.stats.opsTimedOut.Add(1)
-			fail(st)
-		default:
-			fail(st)
-		}
-		return
 	}
 	var p *peer
 	if m := t.peers.Load(); m != nil {

@@ -390,7 +390,6 @@ func (s *slot) send(cc *clientConn, batch *op, inline bool) bool {
 		o.next = nil
 		switch {
 		case o.deadline != 0 && now >= o.deadline:
-			t.stats.opsTimedOut.Add(1)
 			t.complete(o, ring.StatusTimeout, 0)
 		case o.local.dead():
 			t.complete(o, ring.StatusNotRegistered, 0)

@@ -3,6 +3,8 @@ package tcp
 import (
 	"strconv"
 	"sync/atomic"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // counters are the plugin's statistics, exported through Stats. All are
@@ -26,9 +28,7 @@ type counters struct {
 	connsDialed           atomic.Uint64
 	dialFailures          atomic.Uint64
 	helloRejected         atomic.Uint64 // hellos we refused (as listener) or that were refused (as dialer)
-	opsCompleted          atomic.Uint64 // descriptors completed with StatusOK
-	opsFailed             atomic.Uint64 // descriptors completed with any other status
-	opsTimedOut           atomic.Uint64 // descriptors whose deadline passed before they were sent
+	ops                   sdk.Outcomes  // ops_completed, ops_failed, ops_timed_out
 	errors                atomic.Uint64 // socket errors and stalls on established connections
 	opsBadRail            atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
 	// authFailures counts handshakes that failed authentication: a cluster
@@ -49,7 +49,7 @@ func (c *counters) snapshot() map[string]uint64 {
 	if open < 0 {
 		open = 0
 	}
-	return map[string]uint64{
+	m := map[string]uint64{
 		"bytes_sent":              c.bytesSent.Load(),
 		"bytes_received":          c.bytesReceived.Load(),
 		"frames_out":              c.framesOut.Load(),
@@ -62,15 +62,14 @@ func (c *counters) snapshot() map[string]uint64 {
 		"conns_dialed":            c.connsDialed.Load(),
 		"dial_failures":           c.dialFailures.Load(),
 		"hello_rejected":          c.helloRejected.Load(),
-		"ops_completed":           c.opsCompleted.Load(),
-		"ops_failed":              c.opsFailed.Load(),
-		"ops_timed_out":           c.opsTimedOut.Load(),
 		"errors":                  c.errors.Load(),
 		"ops_bad_rail":            c.opsBadRail.Load(),
 		"auth_failures":           c.authFailures.Load(),
 		"conns_refused_limit":     c.connsRefusedLimit.Load(),
 		"conns_handshake_timeout": c.connsHandshakeTimeout.Load(),
 	}
+	c.ops.Export(m)
+	return m
 }
 
 // railCounters are one rail's share of the counters, exported as

@@ -365,26 +365,12 @@ func (t *Transport) peerList() []*peer {
 // Submit starts one descriptor. It checks what it can locally, queues the
 // rest to a connection's writer and returns; it never waits on the network.
 func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
+	if !t.stats.ops.Admit(d, c, t.stopped.Load()) {
+		return
+	}
 	fail := func(st ring.Status) {
-		t.stats.opsFailed.Add(1)
+		t.stats.ops.Count(st)
 		c.Complete(d.Token, st, 0)
-	}
-	if t.stopped.Load() {
-		fail(ring.StatusShutdown)
-		return
-	}
-	if st, done := sdk.Precheck(d); done {
-		switch st {
-		case ring.StatusOK:
-			t.stats.opsCompleted.Add(1)
-			c.Complete(d.Token, st, 0)
-		case ring.StatusTimeout:
-			t.stats.opsTimedOut.Add(1)
-			fail(st)
-		default:
-			fail(st)
-		}
-		return
 	}
 	var p *peer
 	if m := t.peers.Load(); m != nil {
@@ -438,11 +424,7 @@ func (t *Transport) complete(o *op, st ring.Status, n uint64) {
 	if o.s != nil {
 		o.s.load.Add(-(int64(len(o.mem)) + frameCost))
 	}
-	if st == ring.StatusOK {
-		t.stats.opsCompleted.Add(1)
-	} else {
-		t.stats.opsFailed.Add(1)
-	}
+	t.stats.ops.Count(st)
 	*o = op{}
 	t.opPool.Put(o)
 	c.Complete(tok, st, n)
