@@ -70,3 +70,18 @@ func diagnosticsError(diags hcl.Diagnostics) error {
 	}
 	return errors.Join(errs...)
 }
+
+// ConfigErrorf returns an error about the plugin's configuration, located
+// at at (an attribute's range, as DecodeConfig leaves it in `hcl:"...,
+// attr_value_range"` fields) or, when at is unknown, where the config
+// block starts in the operator's file: "file:line:col: message".
+func ConfigErrorf(cfg StartConfig, at hcl.Range, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	switch {
+	case at.Filename != "" && at.Start.Line > 0:
+		return fmt.Errorf("%s:%d:%d: %s", at.Filename, at.Start.Line, at.Start.Column, msg)
+	case cfg.ConfigFile != "":
+		return fmt.Errorf("%s:%d:%d: %s", cfg.ConfigFile, cfg.ConfigLine, cfg.ConfigColumn, msg)
+	}
+	return errors.New(msg)
+}

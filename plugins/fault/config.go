@@ -120,14 +120,7 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 		return plan{}, fmt.Errorf("fault config: %w", err)
 	}
 	bad := func(at hcl.Range, format string, args ...any) error {
-		where := ""
-		switch {
-		case at.Filename != "" && at.Start.Line > 0:
-			where = fmt.Sprintf("%s:%d:%d: ", at.Filename, at.Start.Line, at.Start.Column)
-		case cfg.ConfigFile != "":
-			where = fmt.Sprintf("%s:%d:%d: ", cfg.ConfigFile, cfg.ConfigLine, cfg.ConfigColumn)
-		}
-		return fmt.Errorf("%sfault config: %s", where, fmt.Sprintf(format, args...))
+		return sdk.ConfigErrorf(cfg, at, "fault config: %s", fmt.Sprintf(format, args...))
 	}
 	seen := map[Kind]bool{}
 	for _, b := range c.Faults {

@@ -71,14 +71,7 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		return settings{}, fmt.Errorf("shm config: %w", err)
 	}
 	bad := func(attr string, at hcl.Range, format string, args ...any) error {
-		where := ""
-		switch {
-		case at.Filename != "" && at.Start.Line > 0:
-			where = fmt.Sprintf("%s:%d:%d: ", at.Filename, at.Start.Line, at.Start.Column)
-		case cfg.ConfigFile != "":
-			where = fmt.Sprintf("%s:%d:%d: ", cfg.ConfigFile, cfg.ConfigLine, cfg.ConfigColumn)
-		}
-		return fmt.Errorf("%sshm config: %s: %s", where, attr, fmt.Sprintf(format, args...))
+		return sdk.ConfigErrorf(cfg, at, "shm config: %s: %s", attr, fmt.Sprintf(format, args...))
 	}
 	if c.CopyWorkers != nil {
 		if n := *c.CopyWorkers; n < 1 || n > MaxCopyWorkers {

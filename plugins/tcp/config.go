@@ -126,14 +126,7 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	// An error names the attribute and where its value sits in the
 	// operator's file (or, failing that, where the block starts).
 	bad := func(attr string, at hcl.Range, format string, args ...any) error {
-		where := ""
-		switch {
-		case at.Filename != "" && at.Start.Line > 0:
-			where = fmt.Sprintf("%s:%d:%d: ", at.Filename, at.Start.Line, at.Start.Column)
-		case cfg.ConfigFile != "":
-			where = fmt.Sprintf("%s:%d:%d: ", cfg.ConfigFile, cfg.ConfigLine, cfg.ConfigColumn)
-		}
-		return fmt.Errorf("%stcp config: %s: %s", where, attr, fmt.Sprintf(format, args...))
+		return sdk.ConfigErrorf(cfg, at, "tcp config: %s: %s", attr, fmt.Sprintf(format, args...))
 	}
 	if c.Listen != nil {
 		if len(c.Listen) == 0 {
