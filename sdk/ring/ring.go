@@ -453,6 +453,21 @@ func (r *Ring) Sleep(maxSleep time.Duration) bool {
 	return r.sleep(true, maxSleep, r.Pending)
 }
 
+// Cover is for a goroutine that polls the ring in place of a consumer
+// asleep in Sleep (a stand-in): it withdraws that sleep from what the
+// producer checks, so that while the stand-in polls, the producer
+// publishes without a wakeup. Pair with Uncover, then check Pending: what
+// was published while covered woke nobody.
+//
+// The sleeping mark is a count, so Cover and Uncover commute with the
+// consumer's own sleeps and wakes: while the consumer is awake the count
+// reads nonzero (it wraps below zero) and the producer merely wakes
+// nobody.
+func (r *Ring) Cover() { r.consSleeping.Add(^uint32(0)) }
+
+// Uncover ends Cover.
+func (r *Ring) Uncover() { r.consSleeping.Add(1) }
+
 // Wake wakes a consumer sleeping in Wait even if nothing was published
 // (used at shutdown); its Wait returns.
 func (r *Ring) Wake() {

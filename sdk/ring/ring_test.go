@@ -387,6 +387,39 @@ func TestWakeEndsWait(t *testing.T) {
 	}
 }
 
+// TestCoverSilencesPublish: while a stand-in covers a consumer asleep in
+// Sleep, a publish wakes nobody (the wake word does not move) and the
+// stand-in takes the descriptor; after Uncover a publish wakes the
+// sleeper again.
+func TestCoverSilencesPublish(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	res := make(chan bool)
+	go func() { res <- cons.Sleep(longSleep) }()
+	untilSet(cons.consSleeping)
+	cons.Cover()
+	if cons.ConsumerSleeping() {
+		t.Fatal("a covered sleeper still shows to the producer")
+	}
+	seq := cons.wakeSeq.Load()
+	d := request(0)
+	prod.Push(&d)
+	if got := cons.wakeSeq.Load(); got != seq {
+		t.Fatalf("a publish while covered moved the wake word from %d to %d", seq, got)
+	}
+	var out [1]Descriptor
+	if cons.Dequeue(out[:]) != 1 {
+		t.Fatal("the stand-in found nothing to dequeue")
+	}
+	cons.Uncover()
+	if !cons.ConsumerSleeping() {
+		t.Fatal("after Uncover the sleeper does not show to the producer")
+	}
+	prod.Push(&d)
+	if !<-res {
+		t.Fatal("Sleep did not report the descriptor published after Uncover")
+	}
+}
+
 func TestWaitSpaceWakesOnDequeue(t *testing.T) {
 	prod, cons, _ := newPair(t, 2)
 	d := request(0)
