@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,8 +50,15 @@ type lane struct {
 	stopping atomic.Bool
 	done     chan struct{}
 
-	submitted atomic.Uint64
+	submitted atomic.Uint64 // descriptors handed to the transport
+	completed atomic.Uint64 // completions posted (Complete)
+	assisted  atomic.Uint64 // descriptors taken by an assisting goroutine
 	sleeps    atomic.Uint64
+
+	token   atomic.Int32 // tokenFree, tokenHeld or tokenRetired
+	assists atomic.Bool  // the transport calls Assist
+	buf     []ring.Descriptor
+	abuf    []ring.Descriptor // Assist's
 }
 
 func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall time.Duration) (*lane, error) {
@@ -75,7 +83,8 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 		var cq *ring.Ring
 		cq, err = ring.Attach(cqMap.Mem())
 		if err == nil {
-			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{})}, nil
+			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{}),
+				buf: make([]ring.Descriptor, 64), abuf: make([]ring.Descriptor, 64)}, nil
 		}
 	}
 	sqMap.Close()
@@ -85,43 +94,127 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 
 func (l *lane) start() { go l.run() }
 
-// run drains the submission ring. It validates each descriptor copy (the
-// ring is memory another process writes) before the transport sees it.
+// The submission ring has one consumer at a time: whoever holds the lane's
+// token. Mostly that is the lane goroutine; while it sleeps with small
+// work of the transport on the wire, a transport goroutine that finished
+// such work may hold it for a while (Assist).
+const (
+	tokenFree = iota
+	tokenHeld
+	tokenRetired // stopIntake ran: nobody takes the ring any more
+)
+
+// run drains the submission ring. Between runs it spins for the budget
+// drain returns, then sleeps on the ring.
 func (l *lane) run() {
 	defer close(l.done)
-	buf := make([]ring.Descriptor, 64)
 	spin := l.spin
 	for !l.stopping.Load() {
-		n := l.sq.Dequeue(buf)
-		if n == 0 {
-			if !l.sq.Wait(spin, laneSleep) {
-				l.sleeps.Add(1)
+		if !l.token.CompareAndSwap(tokenFree, tokenHeld) {
+			// A transport goroutine assists. It wakes us if it leaves
+			// work behind; while it still has the ring, let it run.
+			if l.sq.Sleep(laneSleep) {
+				runtime.Gosched()
 			}
 			continue
 		}
-		var run uint64
-		for i := range buf[:n] {
-			run += buf[i].Length
+		if n := l.sq.Dequeue(l.buf); n > 0 {
+			spin = l.drain(l.buf[:n])
+			l.token.Store(tokenFree)
+			continue
 		}
-		spin = l.spin
-		if run <= smallRun {
-			spin = l.spinSmall
+		got := spin > 0 && l.sq.Wait(spin, 0)
+		l.token.Store(tokenFree)
+		if !got && !l.sq.Sleep(laneSleep) {
+			l.sleeps.Add(1)
 		}
-		l.submitted.Add(uint64(n))
-		for i := range buf[:n] {
-			d := &buf[i]
-			if err := d.Validate(); err != nil || d.Op == ring.OpCompletion {
-				l.Complete(d.Token, ring.StatusInvalid, 0)
-				continue
+	}
+}
+
+// drain hands a run of descriptors to the transport, the holder of the
+// token calling. It validates each descriptor copy (the ring is memory
+// another process writes) before the transport sees it. It returns how
+// long to spin for the next run: the plain budget after a large run,
+// spinSmall after a small one, and not at all while small work is on the
+// wire of a transport that assists: its goroutine that completes the work
+// looks for the next descriptor (Assist), and meanwhile this goroutine's
+// CPU is better left to the far side, which on a small machine needs it
+// to answer.
+func (l *lane) drain(ds []ring.Descriptor) time.Duration {
+	var run uint64
+	for i := range ds {
+		run += ds[i].Length
+	}
+	l.submitted.Add(uint64(len(ds)))
+	for i := range ds {
+		d := &ds[i]
+		if err := d.Validate(); err != nil || d.Op == ring.OpCompletion {
+			l.Complete(d.Token, ring.StatusInvalid, 0)
+			continue
+		}
+		if d.Op == ring.OpNop {
+			// Answered here, not by the transport: the host probes
+			// whether the ring is still drained.
+			l.Complete(d.Token, ring.StatusOK, 0)
+			continue
+		}
+		l.impl.Submit(d, l)
+	}
+	switch {
+	case run > smallRun:
+		return l.spin
+	case l.assists.Load() && l.outstanding():
+		return 0
+	}
+	return l.spinSmall
+}
+
+// outstanding reports whether descriptors were submitted and not yet
+// completed.
+func (l *lane) outstanding() bool { return l.completed.Load() < l.submitted.Load() }
+
+// Assist implements Assister. When nothing is outstanding and the lane
+// goroutine sleeps, the caller stands in for it for up to the spin
+// budget: it takes the host's next descriptors from the ring and submits
+// them on its own goroutine, on a thread that runs anyway, and returns
+// once its submissions are out (or the budget passed). A caller that just
+// completed the last outstanding request is what a host waiting on that
+// request answers with its next one, in a few microseconds; without the
+// stand-in that request would wait for the lane goroutine's wakeup.
+func (l *lane) Assist() {
+	if !l.assists.Load() {
+		l.assists.Store(true)
+	}
+	if l.outstanding() || !l.token.CompareAndSwap(tokenFree, tokenHeld) {
+		return
+	}
+	// The lane goroutine sleeps on the ring (or is about to): withdraw
+	// its sleep from what the host checks, so the host publishes without
+	// a wakeup while we look.
+	l.sq.Cover()
+	start := time.Now()
+	for i := 1; !l.stopping.Load(); i++ {
+		if n := l.sq.Dequeue(l.abuf); n > 0 {
+			l.assisted.Add(uint64(n))
+			l.drain(l.abuf[:n])
+			if l.outstanding() {
+				break // our submissions are out; back to the caller's work
 			}
-			if d.Op == ring.OpNop {
-				// Answered here, not by the transport: the host probes
-				// whether this goroutine still drains the ring.
-				l.Complete(d.Token, ring.StatusOK, 0)
-				continue
-			}
-			l.impl.Submit(d, l)
+			continue
 		}
+		// No runtime.Gosched between looks: it wakes an idle runtime
+		// thread to take the goroutine (wakep), and on a small machine
+		// that thread took the CPU from the far side. The budget is a
+		// few microseconds.
+		if i%64 == 0 && time.Since(start) >= l.spin {
+			break
+		}
+	}
+	l.sq.Uncover()
+	l.token.Store(tokenFree)
+	// What the host published while we covered woke nobody.
+	if l.sq.Pending() {
+		l.sq.Wake()
 	}
 }
 
@@ -130,6 +223,7 @@ func (l *lane) Complete(token uint64, st ring.Status, bytes uint64) {
 	d := ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Flags: l.gen, Length: bytes}
 	l.cqMu.Lock()
 	defer l.cqMu.Unlock()
+	l.completed.Add(1)
 	for !l.closed {
 		if l.cq.Push(&d) {
 			return
@@ -142,11 +236,18 @@ func (l *lane) Complete(token uint64, st ring.Status, bytes uint64) {
 	}
 }
 
-// stopIntake stops the lane goroutine and waits for it.
+// stopIntake stops the lane goroutine and waits for it and for an
+// assisting goroutine: after it, nothing takes descriptors from the ring
+// or submits them.
 func (l *lane) stopIntake() {
 	l.stopping.Store(true)
 	l.sq.Wake()
 	<-l.done
+	// An assisting goroutine sees stopping and gives the ring back
+	// within its current Submit.
+	for !l.token.CompareAndSwap(tokenFree, tokenRetired) && l.token.Load() != tokenRetired {
+		runtime.Gosched()
+	}
 }
 
 // close unmaps the rings; later completions are dropped.

@@ -267,6 +267,7 @@ func (s *server) Stats(ctx context.Context, _ *transportv1.StatsRequest) (*trans
 	for id, l := range s.lanes {
 		c[fmt.Sprintf("lane%d_descriptors", id)] = l.submitted.Load()
 		c[fmt.Sprintf("lane%d_sleeps", id)] = l.sleeps.Load()
+		c[fmt.Sprintf("lane%d_assisted", id)] = l.assisted.Load()
 	}
 	s.mu.Unlock()
 	return &transportv1.StatsResponse{Counters: c}, nil

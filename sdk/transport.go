@@ -11,9 +11,11 @@ import (
 // gRPC control plane, shared-memory rings, fd passing, host liveness).
 //
 // Control methods are called from gRPC handlers, possibly concurrently. The
-// data path is Submit: the SDK calls it from the lane goroutine for every
-// descriptor the host puts on the submission ring, and the plugin reports
-// the outcome exactly once through the Completer, from any goroutine.
+// data path is Submit: the SDK calls it for every descriptor the host puts
+// on the submission ring, from the lane goroutine or from a transport
+// goroutine inside Assist (see Assister), never twice at once for one
+// lane. The plugin reports the outcome exactly once through the
+// Completer, from any goroutine.
 type Transport interface {
 	// Describe says what the plugin is. It must work before Start.
 	Describe(ctx context.Context) (Info, error)
@@ -64,6 +66,23 @@ type Completer interface {
 	// Complete reports the outcome of the descriptor with this token.
 	// bytes is how many bytes were transferred.
 	Complete(token uint64, status ring.Status, bytes uint64)
+}
+
+// Assister is implemented by the Completer the SDK hands to Submit. A
+// transport goroutine that has just completed work and is about to wait
+// for more (a reader going back to its socket) calls Assist where it
+// holds nothing its own Submit needs. If that was the last outstanding
+// descriptor of the lane and the lane goroutine sleeps, Assist takes the
+// host's next descriptors as they come, for up to the spin budget, and
+// submits them on the calling goroutine: a host waiting on a round trip
+// answers its completion with the next request within microseconds, and
+// a thread that already runs takes it without a wakeup. Otherwise Assist
+// returns at once.
+//
+// A transport that calls Assist also lets the lane goroutine sleep while
+// small work is on the wire, instead of spinning for the next request.
+type Assister interface {
+	Assist()
 }
 
 // Info describes a plugin.

@@ -191,13 +191,6 @@ func (s *slot) trySend() bool {
 	if !s.send(cc, batch, true) {
 		return false // the writer tears the connection down
 	}
-	if cc.loopback && !cc.unsent {
-		// Over loopback the kernel woke the listener on this CPU, expecting
-		// the sender to sleep; the submitting goroutine goes back to its
-		// lane and spins instead. With nothing else in flight the answer
-		// is what everyone waits for, so let the listener run first.
-		yieldCPU()
-	}
 	return !more && !cc.unsent
 }
 
@@ -638,8 +631,6 @@ type clientConn struct {
 	nb     net.Buffers // the frames being written
 	unsent bool        // nb holds the rest of an inline writev, for the writer
 
-	loopback bool // the peer is on this machine
-
 	// reader-owned: response headers read ahead, rbuf[rpos:rend] not yet used
 	rbuf       [maxBatch * ResponseSize]byte
 	rpos, rend int
@@ -651,9 +642,6 @@ func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientCo
 		closing: make(chan struct{}), readerDone: make(chan struct{}),
 	}
 	cc.link.rw = newRawWriter(nc)
-	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
-		cc.loopback = a.IP.IsLoopback()
-	}
 	cc.stopAfter = context.AfterFunc(s.p.ctx, cc.close)
 	return cc
 }
@@ -765,7 +753,16 @@ func (cc *clientConn) readResponses() error {
 		}
 		cc.mu.Unlock()
 		o.next = nil
+		c := o.c
 		t.complete(o, r.Status, done)
+		if cc.rpos == cc.rend && cc.idle() {
+			// Nothing more to read here for now: stand in for the lane
+			// while the host decides on its next request (see
+			// sdk.Assister). Nothing of ours is locked.
+			if a, ok := c.(sdk.Assister); ok {
+				a.Assist()
+			}
+		}
 	}
 }
 

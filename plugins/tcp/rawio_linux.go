@@ -140,6 +140,3 @@ func (w *rawWriter) writev(v [][]byte) (int, error) {
 	}
 	return w.n, nil
 }
-
-// yieldCPU gives this thread's CPU to another runnable thread, if any.
-func yieldCPU() { _, _, _ = syscall.RawSyscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
