@@ -213,7 +213,10 @@ type Transfer struct {
 	// SpinSmall is how long a waiter spins for a small batch (at most
 	// SmallBatch bytes), and a plugin lane after small descriptors: a
 	// small request completes within a network round trip, and sleeping
-	// through it costs more than the round trip on a loaded machine.
+	// through it costs more than the round trip on a loaded machine. A
+	// plugin whose transport assists (sdk.Assister, as tcp does) lets its
+	// lane sleep instead while small work is on the wire: the goroutine
+	// that completes it takes the next request.
 	SpinSmall time.Duration
 	Lanes     int // lanes (ring pairs) per plugin
 	// Attempts is how many times a failed task is tried in all, first

@@ -87,7 +87,8 @@ var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 // before generations, whose completions carry none.
 //
 // spinSmall is the lane's spin budget after a run of small descriptors (0:
-// spin).
+// spin); a lane whose transport assists (Assister) sleeps instead while
+// that work is outstanding.
 func (c *TransportClient) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, spin, spinSmall time.Duration) (uint32, error) {
 	if c.fds == nil {
 		return 0, errNoFDSocket
