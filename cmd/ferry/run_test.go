@@ -2,11 +2,13 @@ package main_test
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -77,7 +79,15 @@ func TestRunReportsPlugins(t *testing.T) {
 // a running engine's control service, each plugin's state and process and
 // each rail.
 func TestPluginsOfARunningEngine(t *testing.T) {
-	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "status-b", "--control-stdin")
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "status-b", "--control-stdin", "--log-level", "debug")
+	// The engine's log says why a plugin is not running, should it not be.
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	defer func() {
+		if t.Failed() {
+			t.Logf("engine log:\n%s", logs.String())
+		}
+	}()
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -150,4 +160,23 @@ func TestPluginsOfARunningEngine(t *testing.T) {
 	if err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", "127.0.0.1:1").Run(); err == nil {
 		t.Error("ferry plugins --engine at a closed port succeeded")
 	}
+}
+
+// syncBuffer is a bytes.Buffer a child process's output goroutine writes
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
