@@ -28,6 +28,9 @@ func ServeTransport(impl Transport) {
 		fmt.Fprintf(os.Stderr, "ferry plugin: %v\n", err)
 		os.Exit(1)
 	}
+	if err := requestSlice(pluginSlice); err != nil {
+		logger.Warn("could not ask the kernel for a longer scheduler slice; small-request latency may suffer", "slice", pluginSlice, "error", err)
+	}
 	tp := &TransportPlugin{Impl: impl, fds: fds}
 	// The host going away (EOF on the fd socket) stops the plugin even if
 	// go-plugin's own connection lingers.
