@@ -21,7 +21,6 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -261,15 +260,8 @@ func TestChaos(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosBound)
 	defer cancel()
-	cfg, err := config.Parse([]byte(chaosConfig("chaos-a", true, crashAfter)), "chaos-a.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := host.New(ctx, cfg, host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
+	e := hclEngine(t, ctx, chaosConfig("chaos-a", true, crashAfter), "chaos-a.hcl",
+		host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
 	file := filepath.Join(t.TempDir(), "chaos-b.hcl")
 	if err := os.WriteFile(file, []byte(chaosConfig("chaos-b", false, 0)), 0o600); err != nil {
 		t.Fatal(err)

@@ -52,16 +52,7 @@ plugin "fault" {
 
 func failoverEngine(t *testing.T, name string, onlyFault bool) *host.Engine {
 	t.Helper()
-	cfg, err := config.Parse([]byte(failoverConfig(name, true, onlyFault)), name+".hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := host.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return hclEngine(t, context.Background(), failoverConfig(name, true, onlyFault), name+".hcl")
 }
 
 // failoverPeer starts a peer engine offering both fault (with no faults)
@@ -240,6 +231,22 @@ func TestBatchAPIFailsOver(t *testing.T) {
 
 // randomLocal allocates n bytes of a's memory, registers them local-only
 // and fills them with random bytes: the source of a verified write.
+// hclEngine starts an engine from HCL source (file names it in errors) and
+// closes it when the test ends.
+func hclEngine(t *testing.T, ctx context.Context, src, file string, opts ...host.Option) *host.Engine {
+	t.Helper()
+	cfg, err := config.Parse([]byte(src), file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := host.New(ctx, cfg, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
 func randomLocal(t *testing.T, ctx context.Context, a *host.Engine, n int) []byte {
 	t.Helper()
 	local, err := a.Allocate(n)

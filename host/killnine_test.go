@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -51,15 +50,7 @@ policy "tcp-first" {
 // and a registered local buffer of killSpan random bytes.
 func killSetup(t *testing.T, ctx context.Context, name string, onlyTCP bool) (*host.Engine, *peer, host.Segment, uint64, []byte) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(killConfig(name+"-a", onlyTCP)), name+".hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := host.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { a.Close() })
+	a := hclEngine(t, ctx, killConfig(name+"-a", onlyTCP), name+".hcl")
 	b := startPeer(t, "--name", name+"-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(killSpan))
 	seg, err := a.OpenSegment(ctx, name+"-b")
 	if err != nil {

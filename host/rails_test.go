@@ -60,15 +60,7 @@ func TestRailStatsAndPolicyRails(t *testing.T) {
 	const span = 48 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := config.Parse([]byte(twoRailConfig("rails-a")), "rails-a.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := host.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := hclEngine(t, ctx, twoRailConfig("rails-a"), "rails-a.hcl")
 	rs := railsOf(a, "tcp")
 	if len(rs) != 2 || rs["one"].Name != "127.0.0.1:0" || rs["two"].Name != "127.0.0.2:0" || rs["two"].NominalGbps != 10 {
 		t.Fatalf("rails = %+v, want one (127.0.0.1:0) and two (127.0.0.2:0, 10 Gb/s)", rs)

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -40,16 +39,7 @@ supervise {
   interval      = "50ms"
 }
 `, name, binDir, fault, stallWindow)
-	cfg, err := config.Parse([]byte(src), name+".hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := host.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return hclEngine(t, context.Background(), src, name+".hcl")
 }
 
 // TestStallDetectedKilledAndRestarted stalls the fault plugin in the
