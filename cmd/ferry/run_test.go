@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -25,21 +26,7 @@ type pluginState struct {
 // when asked `plugins` on stdin, each plugin's state, process, restarts,
 // stalls and outstanding descriptors.
 func TestRunReportsPlugins(t *testing.T) {
-	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "status-a", "--control-stdin")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	sc := bufio.NewScanner(out)
+	in, sc := startRun(t, "--name", "status-a")
 	check := func(what string, ps []pluginState) {
 		t.Helper()
 		seen := map[string]bool{}
@@ -79,29 +66,7 @@ func TestRunReportsPlugins(t *testing.T) {
 // a running engine's control service, each plugin's state and process and
 // each rail.
 func TestPluginsOfARunningEngine(t *testing.T) {
-	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "status-b", "--control-stdin", "--log-level", "debug")
-	// The engine's log says why a plugin is not running, should it not be.
-	var logs syncBuffer
-	cmd.Stderr = &logs
-	defer func() {
-		if t.Failed() {
-			t.Logf("engine log:\n%s", logs.String())
-		}
-	}()
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	sc := bufio.NewScanner(out)
+	_, sc := startRun(t, "--name", "status-b")
 	if !sc.Scan() {
 		t.Fatal("ferry run exited before its ready line")
 	}
@@ -160,6 +125,37 @@ func TestPluginsOfARunningEngine(t *testing.T) {
 	if err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", "127.0.0.1:1").Run(); err == nil {
 		t.Error("ferry plugins --engine at a closed port succeeded")
 	}
+}
+
+// startRun starts `ferry run --control-stdin` with args, logging at debug
+// level, and returns its stdin and its stdout, the ready line next. When
+// the test ends it stops the engine (EOF on stdin) and, if the test
+// failed, prints the engine's log, which says why a plugin is not running
+// should it not be.
+func startRun(t *testing.T, args ...string) (io.WriteCloser, *bufio.Scanner) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin", "--log-level", "debug"}, args...)...)
+	var logs syncBuffer
+	cmd.Stderr = &logs
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("engine log:\n%s", logs.String())
+		}
+	})
+	return in, bufio.NewScanner(out)
 }
 
 // syncBuffer is a bytes.Buffer a child process's output goroutine writes
