@@ -12,20 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pluginSlice is the scheduler slice a plugin process asks for its
-// threads (ServeTransport).
-//
-// Measured on a two-vCPU VM with `ferry bench --transport tcp --op write
-// --size 4KiB`, where the host's waiter spins on one CPU while the two TCP
-// plugins take turns on the other: with the kernel's default slice the
-// latency ratio against raw TCP was 1.92 and 2.24 (medians of 6 and 7
-// runs, up to 2.90), with 20 ms 1.37 and 1.37 (every run at most 1.64).
-// Why, exactly, is not established; a longer slice gives a plugin thread a
-// later virtual deadline under EEVDF, so a plugin thread that wakes does
-// not preempt a spinning waiter whose next step it is waiting for, and
-// one that runs finishes its burst.
-const pluginSlice = 20 * time.Millisecond
-
 // requestSlice asks the kernel for a scheduler slice of d for each thread
 // of this process whose policy is SCHED_NORMAL or SCHED_BATCH; threads
 // the runtime starts later inherit it from the thread that starts them.
