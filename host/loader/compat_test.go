@@ -19,10 +19,30 @@ import (
 // protocol 2.
 const protocol1Commit = "1ce3cae"
 
+// offline is the environment of a go command run in an old tree: the
+// module cache only (GOPROXY=off: nothing is fetched).
+func offline() []string {
+	return append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+}
+
 // buildAtCommit builds the plugin package pkg from the repository as it
-// was at commit, with the module cache only (GOPROXY=off: nothing is
-// fetched), and returns the binary's path.
+// was at commit and returns the binary's path.
 func buildAtCommit(t *testing.T, commit, pkg string) string {
+	t.Helper()
+	src := extract(t, commit)
+	bin := filepath.Join(t.TempDir(), filepath.Base(pkg)+"-"+commit)
+	build := exec.Command("go", "build", "-o", bin, pkg)
+	build.Dir = src
+	build.Env = offline()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s at commit %s (GOPROXY=off: every dependency must be in the module cache): %v\n%s", pkg, commit, err, out)
+	}
+	return bin
+}
+
+// extract writes the repository's tree at commit into a temporary
+// directory and returns it.
+func extract(t *testing.T, commit string) string {
 	t.Helper()
 	if out, err := exec.Command("git", "cat-file", "-e", commit+"^{commit}").CombinedOutput(); err != nil {
 		t.Fatalf("commit %s (the SDK of protocol version 1) is not in this clone's history (%v: %s): "+
@@ -53,14 +73,7 @@ func buildAtCommit(t *testing.T, commit, pkg string) string {
 	if err := untar.Wait(); err != nil {
 		t.Fatalf("tar -x of commit %s: %v: %s", commit, err, tarErr.String())
 	}
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg)+"-"+commit)
-	build := exec.Command("go", "build", "-o", bin, pkg)
-	build.Dir = src
-	build.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build %s at commit %s (GOPROXY=off: every dependency must be in the module cache): %v\n%s", pkg, commit, err, out)
-	}
-	return bin
+	return src
 }
 
 // A plugin built against protocol version 1 (the SDK as of commit
@@ -101,4 +114,46 @@ func TestProtocol1PluginWorks(t *testing.T) {
 		ConfigB:    []byte(`listen = ["127.0.0.1:0"]`),
 		RegionSize: 4 << 20,
 	})
+}
+
+// The other direction: a host built for protocol 1 (the SDK's conformance
+// suite as of commit 1ce3cae, whose client and launcher are that host's)
+// drives a plugin built with this SDK, which serves version 1 to it, and
+// moves and verifies data through it.
+func TestProtocol1HostDrivesThisPlugin(t *testing.T) {
+	src := extract(t, protocol1Commit)
+	const test = `package plugintest_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ferrydev/ferry/sdk/plugintest"
+)
+
+func TestThisPlugin(t *testing.T) {
+	plugintest.Run(t, plugintest.Config{
+		Binary:     os.Getenv("FERRY_PLUGIN_UNDER_TEST"),
+		ConfigA:    []byte(` + "`" + `listen = ["127.0.0.1:0"]` + "`" + `),
+		ConfigB:    []byte(` + "`" + `listen = ["127.0.0.1:0"]` + "`" + `),
+		RegionSize: 4 << 20,
+	})
+}
+`
+	if err := os.WriteFile(filepath.Join(src, "sdk", "plugintest", "thisplugin_test.go"), []byte(test), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := exec.Command("go", "test", "-count=1", "-run", "^TestThisPlugin$", "-v", "./sdk/plugintest/")
+	run.Dir = src
+	run.Env = append(offline(), "FERRY_PLUGIN_UNDER_TEST="+filepath.Join(binDir, "ferry-plugin-tcp"))
+	out, err := run.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the protocol-1 conformance suite against this SDK's tcp plugin: %v\n%s", err, out)
+	}
+	// It ran, rather than skipped or matched nothing.
+	for _, w := range []string{"--- PASS: TestThisPlugin/RoundTrips", "--- PASS: TestThisPlugin/Rejections"} {
+		if !strings.Contains(string(out), w) {
+			t.Fatalf("the protocol-1 suite's output lacks %q:\n%s", w, out)
+		}
+	}
 }
