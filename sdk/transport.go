@@ -106,6 +106,10 @@ type Drainer interface {
 // Every capability's zero value means "unknown": the host then uses its
 // defaults, as it must for a plugin built for protocol 1, which sends
 // none of them.
+//
+// The host calls Describe before Start and again after it: a plugin whose
+// limits depend on its configuration (tcp's max_frame) reports its
+// defaults before Start and the configured values after.
 type Info struct {
 	Name    string // "tcp"
 	Version string // the plugin's own version, e.g. "0.1.0"
@@ -124,10 +128,6 @@ type Info struct {
 	// (shm, nvlink).
 	SameMachineOnly bool
 	MemoryKinds     []string // "cpu", "cuda", "rocm", "file"
-
-	// Describe may be called again after Start: a plugin whose limits
-	// depend on its configuration (tcp's max_frame) reports the
-	// configured ones from then on and its defaults before.
 }
 
 // Carries reports whether the plugin carries op. A plugin that lists no
