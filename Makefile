@@ -1,7 +1,7 @@
 # Ferry build. `make run` is the main job, `make test` runs the tests.
 GO        ?= go
 BIN       := bin
-PROTO_DIR := sdk/proto
+PROTO_DIR := internal/proto
 # Each directory is an include root; its .proto files are generated in place.
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
 PLUGINS   := tcp shm fault

@@ -333,6 +333,10 @@ func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error
 	if pr, err := p.Client.Probe(cctx); err == nil && pr.Available {
 		r.probe.Rails = pr.Rails
 	}
+	// So do its limits (tcp's max_frame is Info.MaxSlice).
+	if err := p.Describe(cctx); err != nil {
+		return fail("describe after start failed", err)
+	}
 	if r.rails = ps.rails.Load(); r.rails == nil || !r.rails.sameRails(r.probe.Rails) {
 		r.rails = newRailSet(ps.name, r.probe.Rails, e.cfg.Rails, e.cfg.Policies)
 	}

@@ -4,11 +4,23 @@ import (
 	plugin "github.com/hashicorp/go-plugin"
 )
 
-// ProtocolVersion is the version of the host<->plugin protocol this SDK
-// speaks: the gRPC service in sdk/proto, the ring layout and the fd-socket
-// messages together. go-plugin negotiates it (VersionedPlugins); a plugin of
-// another version is refused with both versions named.
-const ProtocolVersion = 1
+// ProtocolVersion is the newest version of the host<->plugin protocol this
+// SDK speaks: the gRPC service in internal/proto, the ring layout and the
+// fd-socket messages together. go-plugin negotiates it (VersionedPlugins):
+// the host lists the versions it speaks, the plugin picks the highest it
+// shares, and a plugin with none in common is refused with both sides'
+// versions named.
+//
+// Version 2 added the capabilities in Describe (Info.Ops, MaxSlice,
+// PreferredSlice, the optional interfaces) and the Drain RPC. Everything
+// else is version 1's, so ServeTransport serves both: a host that speaks
+// only 1 talks to a plugin built with this SDK and ignores what it does
+// not know.
+const ProtocolVersion = 2
+
+// MinProtocolVersion is the oldest version ServeTransport serves: it serves
+// every version from MinProtocolVersion to ProtocolVersion.
+const MinProtocolVersion = 1
 
 // KindTransport is the go-plugin plugin-set key for transports.
 const KindTransport = "transport"
@@ -20,9 +32,26 @@ const FDSocketEnv = "FERRY_FD_SOCKET"
 
 // Handshake is the go-plugin handshake every Ferry plugin and host share.
 // The cookie only keeps a plugin binary from being run by hand by mistake;
-// it is not a security measure.
+// it is not a security measure. Its ProtocolVersion is only go-plugin's
+// default: the versions spoken are those of the VersionedPlugins maps.
 var Handshake = plugin.HandshakeConfig{
 	ProtocolVersion:  ProtocolVersion,
 	MagicCookieKey:   "FERRY_PLUGIN_MAGIC_COOKIE",
 	MagicCookieValue: "8e5c0f1c-ferry-transfer-engine",
+}
+
+// Names of the optional interfaces a Transport may implement, as Describe
+// lists them (DescribeResponse.interfaces) and the host reads them.
+const (
+	// InterfaceDrainer: the Transport implements Drainer (protocol 2).
+	InterfaceDrainer = "drainer"
+)
+
+// implemented lists the optional interfaces impl has, by type assertion.
+func implemented(impl Transport) []string {
+	var names []string
+	if _, ok := impl.(Drainer); ok {
+		names = append(names, InterfaceDrainer)
+	}
+	return names
 }

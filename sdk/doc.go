@@ -1,8 +1,11 @@
 // Package sdk is what a transport plugin author imports: the Transport
-// interface (transport.go) in plain Go types, ServeTransport to run it as a
-// plugin process, and the host-side TransportClient. It owns the go-plugin
-// handshake, the gRPC control plane adapters, the plugin side of the
-// shared-memory lanes, and the fd socket through which memory arrives.
+// interface (transport.go) in plain Go types, the optional interfaces a
+// Transport may add (Drainer; found by type assertion and listed in
+// Describe), the capabilities Info declares, and ServeTransport to run it
+// as a plugin process. It owns the plugin side of the protocol: the
+// go-plugin handshake and version negotiation, the gRPC control plane
+// server, the plugin side of the shared-memory lanes, and the fd socket
+// through which memory arrives.
 //
 // A transport whose requests complete on a goroutine of its own (a socket
 // reader, say) should call Assist on the Completer (see Assister) when that
@@ -10,6 +13,7 @@
 // caller that sends one small request after another, the next request is
 // then taken by a thread that already runs, instead of waking the lane's.
 //
-// It must not import anything from host/: a vendor builds a plugin from the
-// SDK alone.
+// It must not import anything from host/, nor hold host-side code: the
+// host's client and launcher live in internal/pluginclient, and a vendor
+// builds a plugin from the SDK alone.
 package sdk

@@ -1,6 +1,7 @@
 package sdk_test
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -51,5 +52,77 @@ func TestLayering(t *testing.T) {
 	}
 	if checked < 10 {
 		t.Fatalf("checked only %d files: is the walk rooted right?", checked)
+	}
+}
+
+// TestVendorView keeps host-side code out of what a plugin author imports:
+// the host's client and launcher live in internal/pluginclient, which only
+// sdk/plugintest (it drives a plugin as a host does) and tests may import
+// from sdk/ and plugins/; and package sdk exports none of the names the
+// host-side code had before it moved.
+func TestVendorView(t *testing.T) {
+	root := filepath.Join("..")
+	const client = "github.com/ferrydev/ferry/internal/pluginclient"
+	checked := 0
+	for _, dir := range []string{"sdk", "plugins", "devices"} {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				if os.IsNotExist(err) && path == filepath.Join(root, dir) {
+					return filepath.SkipDir
+				}
+				return err
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return nil
+			}
+			rel, _ := filepath.Rel(root, path)
+			if strings.HasPrefix(filepath.ToSlash(rel), "sdk/plugintest/") {
+				return nil
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
+			if err != nil {
+				return err
+			}
+			checked++
+			for _, imp := range f.Imports {
+				if p, _ := strconv.Unquote(imp.Path.Value); p == client {
+					t.Errorf("%s imports %s: only sdk/plugintest and tests may; a plugin carries no host code", path, p)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if checked < 10 {
+		t.Fatalf("checked only %d files: is the walk rooted right?", checked)
+	}
+
+	// The host-only names package sdk exported before they moved.
+	hostOnly := map[string]bool{"TransportClient": true, "Launch": true, "Process": true, "PluginSets": true}
+	pkgs, err := parser.ParseDir(token.NewFileSet(), ".", func(fi fs.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := pkgs["sdk"]
+	if pkg == nil {
+		t.Fatal("package sdk not found in sdk/")
+	}
+	for name, f := range pkg.Files {
+		for _, decl := range f.Decls {
+			switch decl := decl.(type) {
+			case *ast.FuncDecl:
+				if decl.Recv == nil && hostOnly[decl.Name.Name] {
+					t.Errorf("%s: package sdk exports func %s, which only a host uses (it belongs in internal/pluginclient)", name, decl.Name.Name)
+				}
+			case *ast.GenDecl:
+				for _, spec := range decl.Specs {
+					if ts, ok := spec.(*ast.TypeSpec); ok && hostOnly[ts.Name.Name] {
+						t.Errorf("%s: package sdk exports type %s, which only a host uses (it belongs in internal/pluginclient)", name, ts.Name.Name)
+					}
+				}
+			}
+		}
 	}
 }

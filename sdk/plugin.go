@@ -2,46 +2,63 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 
 	plugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
 
-	transportv1 "github.com/ferrydev/ferry/sdk/proto/transport/v1"
+	transportv1 "github.com/ferrydev/ferry/internal/proto/transport/v1"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
 
-// TransportPlugin adapts a Transport to go-plugin. Plugins do not use it
-// directly (ServeTransport does); hosts use it in their plugin set to get a
-// *TransportClient from Dispense.
+// TransportPlugin adapts a Transport to go-plugin on the plugin side.
+// ServeTransport builds one per protocol version it serves; an in-process
+// test harness (plugintest.Connect) builds one to serve a Transport over
+// gRPC without a process. The host side lives in the host, not here.
 type TransportPlugin struct {
 	plugin.NetRPCUnsupportedPlugin
 
-	// Impl is the plugin's implementation; nil on the host side.
+	// Impl is the plugin's implementation.
 	Impl Transport
+	// FDs is where the host's memfds arrive (the inherited fd socket).
+	// Without it RegisterMemory and AttachLane fail with "no fd socket".
+	FDs *shm.FDReceiver
+	// Protocol is the protocol version this plugin set serves, which
+	// Describe reports; 0: ProtocolVersion.
+	Protocol int
 
-	fds *shm.FDReceiver        // plugin side: where memfds arrive
-	srv atomic.Pointer[server] // plugin side: set once gRPC serves
+	srv atomic.Pointer[server] // set once gRPC serves
 }
 
 var _ plugin.GRPCPlugin = (*TransportPlugin)(nil)
 
-// GRPCServer registers the transport service (plugin side).
+// GRPCServer registers the transport service.
 func (p *TransportPlugin) GRPCServer(_ *plugin.GRPCBroker, s *grpc.Server) error {
-	srv := newServer(p.Impl, p.fds)
+	v := p.Protocol
+	if v == 0 {
+		v = ProtocolVersion
+	}
+	srv := newServer(p.Impl, p.FDs, uint32(v))
 	p.srv.Store(srv)
 	transportv1.RegisterTransportServer(s, srv)
 	return nil
 }
 
-// GRPCClient returns a *TransportClient (host side).
-func (p *TransportPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
-	return &TransportClient{rpc: transportv1.NewTransportClient(c)}, nil
+var errPluginSide = errors.New("sdk.TransportPlugin is the plugin side; a host dispenses transports through its own plugin set")
+
+// GRPCClient is never used: the host has its own half of the plugin.
+func (p *TransportPlugin) GRPCClient(context.Context, *plugin.GRPCBroker, *grpc.ClientConn) (any, error) {
+	return nil, errPluginSide
 }
 
-// PluginSets returns the VersionedPlugins map a host passes to go-plugin.
-func PluginSets() map[int]plugin.PluginSet {
-	return map[int]plugin.PluginSet{
-		ProtocolVersion: {KindTransport: &TransportPlugin{}},
+// Stop stops the transport the way the host's Stop would (lanes, then the
+// transport, then the mappings; once); before gRPC serves, it stops Impl.
+// ServeTransport calls it when the host goes away, an in-process harness
+// at its end.
+func (p *TransportPlugin) Stop(ctx context.Context) error {
+	if s := p.srv.Load(); s != nil {
+		return s.stop(ctx)
 	}
+	return p.Impl.Stop(ctx)
 }

@@ -28,7 +28,9 @@ import (
 const pluginSlice = 20 * time.Millisecond
 
 // ServeTransport serves impl as a Ferry transport plugin. A plugin's main
-// calls it and nothing else. It returns only after the host asked the
+// calls it and nothing else. It serves every protocol version from
+// MinProtocolVersion to ProtocolVersion; go-plugin picks the highest the
+// host also speaks. It returns only after the host asked the
 // plugin to stop or went away; a plugin whose host died exits.
 func ServeTransport(impl Transport) {
 	logger := hclog.New(&hclog.LoggerOptions{
@@ -45,16 +47,28 @@ func ServeTransport(impl Transport) {
 	if err := requestSlice(pluginSlice); err != nil {
 		logger.Warn("could not ask the kernel for a longer scheduler slice; small-request latency may suffer", "slice", pluginSlice, "error", err)
 	}
-	tp := &TransportPlugin{Impl: impl, fds: fds}
+	sets := make(map[int]plugin.PluginSet)
+	var tps []*TransportPlugin
+	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
+		tp := &TransportPlugin{Impl: impl, FDs: fds, Protocol: v}
+		tps = append(tps, tp)
+		sets[v] = plugin.PluginSet{KindTransport: tp}
+	}
 	// The host going away (EOF on the fd socket) stops the plugin even if
-	// go-plugin's own connection lingers.
+	// go-plugin's own connection lingers. go-plugin serves one of the
+	// sets; the one whose server runs stops the lanes, else impl stops.
 	go func() {
 		<-fds.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if s := tp.srv.Load(); s != nil {
-			s.stop(ctx)
-		} else {
+		stopped := false
+		for _, tp := range tps {
+			if tp.srv.Load() != nil {
+				tp.Stop(ctx)
+				stopped = true
+			}
+		}
+		if !stopped {
 			impl.Stop(ctx)
 		}
 		logger.Info("host closed the fd socket; exiting")
@@ -62,7 +76,7 @@ func ServeTransport(impl Transport) {
 	}()
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
-		VersionedPlugins: map[int]plugin.PluginSet{ProtocolVersion: {KindTransport: tp}},
+		VersionedPlugins: sets,
 		GRPCServer:       plugin.DefaultGRPCServer,
 		Logger:           logger,
 	})

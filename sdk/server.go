@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,7 +11,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	transportv1 "github.com/ferrydev/ferry/sdk/proto/transport/v1"
+	transportv1 "github.com/ferrydev/ferry/internal/proto/transport/v1"
+	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
 
@@ -24,8 +26,9 @@ const fdWait = 10 * time.Second
 type server struct {
 	transportv1.UnimplementedTransportServer
 
-	impl Transport
-	fds  *shm.FDReceiver
+	impl     Transport
+	fds      *shm.FDReceiver
+	protocol uint32 // the version go-plugin negotiated; Describe reports it
 
 	mu       sync.Mutex
 	started  bool
@@ -35,12 +38,13 @@ type server struct {
 	stopOnce sync.Once
 }
 
-func newServer(impl Transport, fds *shm.FDReceiver) *server {
+func newServer(impl Transport, fds *shm.FDReceiver, protocol uint32) *server {
 	return &server{
-		impl:    impl,
-		fds:     fds,
-		regions: make(map[uint32]*regionMap),
-		lanes:   make(map[uint32]*lane),
+		impl:     impl,
+		fds:      fds,
+		protocol: protocol,
+		regions:  make(map[uint32]*regionMap),
+		lanes:    make(map[uint32]*lane),
 	}
 }
 
@@ -49,13 +53,38 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "describe: %v", err)
 	}
-	return &transportv1.DescribeResponse{
+	resp := &transportv1.DescribeResponse{
 		Name:            info.Name,
 		Version:         info.Version,
-		ProtocolVersion: ProtocolVersion,
+		ProtocolVersion: s.protocol,
 		SameMachineOnly: info.SameMachineOnly,
 		MemoryKinds:     info.MemoryKinds,
-	}, nil
+	}
+	if s.protocol < 2 {
+		// A version-1 host knows none of the capabilities.
+		return resp, nil
+	}
+	for _, op := range info.Ops {
+		o, err := opToProto(op)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "describe: Info.Ops: %v", err)
+		}
+		resp.Ops = append(resp.Ops, o)
+	}
+	resp.MaxSlice, resp.PreferredSlice = info.MaxSlice, info.PreferredSlice
+	resp.Interfaces = implemented(s.impl)
+	return resp, nil
+}
+
+// opToProto converts an op a plugin declares it carries.
+func opToProto(op ring.Op) (transportv1.Op, error) {
+	switch op {
+	case ring.OpWrite:
+		return transportv1.Op_OP_WRITE, nil
+	case ring.OpRead:
+		return transportv1.Op_OP_READ, nil
+	}
+	return 0, fmt.Errorf("op %d is not a capability (only ring.OpWrite and ring.OpRead are)", op)
 }
 
 func (s *server) Probe(ctx context.Context, _ *transportv1.ProbeRequest) (*transportv1.ProbeResponse, error) {
@@ -271,6 +300,25 @@ func (s *server) Stats(ctx context.Context, _ *transportv1.StatsRequest) (*trans
 	}
 	s.mu.Unlock()
 	return &transportv1.StatsResponse{Counters: c}, nil
+}
+
+// Drain is the Drainer's RPC; a Transport without it answers
+// Unimplemented, the code a protocol-1 plugin's gRPC server answers too.
+func (s *server) Drain(ctx context.Context, _ *transportv1.DrainRequest) (*transportv1.DrainResponse, error) {
+	d, ok := s.impl.(Drainer)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "drain: the plugin's Transport does not implement sdk.Drainer")
+	}
+	if err := d.Drain(ctx); err != nil {
+		code := codes.Internal
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = codes.DeadlineExceeded
+		} else if errors.Is(err, context.Canceled) {
+			code = codes.Canceled
+		}
+		return nil, status.Errorf(code, "drain: %v", err)
+	}
+	return &transportv1.DrainResponse{}, nil
 }
 
 func (s *server) Stop(ctx context.Context, _ *transportv1.StopRequest) (*transportv1.StopResponse, error) {

@@ -85,13 +85,64 @@ type Assister interface {
 	Assist()
 }
 
-// Info describes a plugin.
+// Drainer is an optional interface (protocol 2) a Transport implements to
+// let the host retire it gracefully: Drain finishes what is in flight and
+// accepts nothing new. From the moment Drain is called, Submit completes
+// every new descriptor at once with ring.StatusShutdown; Drain returns
+// when every descriptor submitted before it has completed, or with ctx's
+// error when ctx ends first. The plugin keeps its regions and peers: Stop
+// still follows.
+//
+// The SDK finds Drainer by type assertion and lists it in Describe
+// (InterfaceDrainer); a Transport without it answers the host's Drain with
+// codes.Unimplemented, which the host reports as "plugin X does not
+// implement Drain".
+type Drainer interface {
+	Drain(ctx context.Context) error
+}
+
+// Info describes a plugin and what it can do; the host plans from it
+// (which transport, which slice size) instead of knowing plugins by name.
+// Every capability's zero value means "unknown": the host then uses its
+// defaults, as it must for a plugin built for protocol 1, which sends
+// none of them.
+//
+// The host calls Describe before Start and again after it: a plugin whose
+// limits depend on its configuration (tcp's max_frame) reports its
+// defaults before Start and the configured values after.
 type Info struct {
 	Name    string // "tcp"
 	Version string // the plugin's own version, e.g. "0.1.0"
-	// Capabilities the selector matches against.
-	SameMachineOnly bool     // shm, nvlink
+
+	// Ops are the descriptor ops the plugin carries: ring.OpWrite and
+	// ring.OpRead (OpNop every plugin answers). Empty: unknown, which the
+	// host reads as both (see Carries).
+	Ops []ring.Op
+	// MaxSlice is the largest descriptor length the plugin accepts; a
+	// longer one completes with ring.StatusInvalid. 0: no limit known.
+	MaxSlice uint64
+	// PreferredSlice is the slice length the plugin works best with (for
+	// shm, 64 MiB: one copy per slice); 0: the host's default.
+	PreferredSlice uint64
+	// SameMachineOnly: the plugin reaches only peers on this machine
+	// (shm, nvlink).
+	SameMachineOnly bool
 	MemoryKinds     []string // "cpu", "cuda", "rocm", "file"
+}
+
+// Carries reports whether the plugin carries op. A plugin that lists no
+// ops (one built for protocol 1) is taken to carry writes and reads, as
+// every such plugin did.
+func (i Info) Carries(op ring.Op) bool {
+	if len(i.Ops) == 0 {
+		return op == ring.OpWrite || op == ring.OpRead
+	}
+	for _, o := range i.Ops {
+		if o == op {
+			return true
+		}
+	}
+	return false
 }
 
 // ProbeResult says whether the plugin can run on this machine.

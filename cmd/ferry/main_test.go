@@ -81,8 +81,8 @@ func TestPluginsLists(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &r); err != nil {
 			t.Fatalf("plugins --json printed %q: %v", line, err)
 		}
-		if len(r.SHA256) != 64 || r.Protocol != 1 || !r.Available || r.Version == "" {
-			t.Errorf("plugin %+v: want a sha256, protocol 1, available, a version", r)
+		if len(r.SHA256) != 64 || r.Protocol != 2 || !r.Available || r.Version == "" {
+			t.Errorf("plugin %+v: want a sha256, protocol 2 (the SDK's), available, a version", r)
 		}
 		seen[r.Name] = true
 	}

@@ -14,6 +14,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 
+	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -90,13 +91,51 @@ func FileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
+// VersionError is a plugin that shares no protocol version with this host
+// (or reports another one than the handshake chose). Start's *Error wraps
+// it: find it with errors.As.
+type VersionError = pluginclient.VersionError
+
+// ErrUnimplemented is matched (errors.Is) by the error of a call to an
+// optional interface the plugin lacks (Client.Drain on a plugin without
+// sdk.Drainer, or built for protocol 1).
+var ErrUnimplemented = pluginclient.ErrUnimplemented
+
+// HostVersions are the protocol versions this host speaks.
+func HostVersions() []int { return pluginclient.HostVersions() }
+
 // Plugin is a verified, running plugin process.
 type Plugin struct {
-	*sdk.Process
+	*pluginclient.Process
 	Name   string
 	Path   string
 	SHA256 string // of the binary that was started
-	Info   sdk.Info
+	// Info is what the plugin said it is and can do. Its capabilities
+	// (Ops, MaxSlice, PreferredSlice) are zero from a protocol-1 plugin:
+	// unknown, so the host uses its defaults.
+	Info sdk.Info
+	// Interfaces are the optional interfaces the plugin implements
+	// (sdk.InterfaceDrainer, ...); see Implements.
+	Interfaces []string
+}
+
+// Implements reports whether the plugin said it implements the optional
+// interface name (sdk.InterfaceDrainer, ...).
+func (p *Plugin) Implements(name string) bool {
+	return pluginclient.Description{Interfaces: p.Interfaces}.Implements(name)
+}
+
+// Describe asks the plugin again what it is and can do and updates Info
+// and Interfaces: a plugin whose limits depend on its configuration
+// (tcp's max_frame) reports the configured ones once started. Not safe to
+// call while another goroutine reads Info.
+func (p *Plugin) Describe(ctx context.Context) error {
+	d, err := p.Client.Describe(ctx)
+	if err != nil {
+		return &Error{Name: p.Name, Path: p.Path, Reason: "describe failed", Err: err}
+	}
+	p.Info, p.Interfaces = d.Info, d.Interfaces
+	return nil
 }
 
 // check verifies the binary before anything runs: present, executable,
@@ -141,27 +180,28 @@ func Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Plugin, error)
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	proc, err := sdk.Launch(ctx, spec.Path, want, logger.Named(spec.Name))
+	proc, err := pluginclient.Launch(ctx, spec.Path, want, logger.Named(spec.Name))
 	if err != nil {
 		reason := "failed to start"
-		if strings.Contains(strings.ToLower(err.Error()), "incompatible api version") {
-			reason = fmt.Sprintf("speaks an unsupported protocol version (this host speaks %d); rebuild the plugin against this Ferry SDK", sdk.ProtocolVersion)
+		var verr *VersionError
+		if errors.As(err, &verr) {
+			reason = "speaks an unsupported protocol version"
 		} else if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
 			reason = "binary changed after it was checked (checksum mismatch)"
 		}
 		return fail(reason, err)
 	}
 	p := &Plugin{Process: proc, Name: spec.Name, Path: spec.Path, SHA256: sum}
-	client := proc.Client
-	info, proto, err := client.Describe(ctx)
+	d, err := proc.Client.Describe(ctx)
 	if err != nil {
 		p.Kill()
 		return fail("describe failed", err)
 	}
-	if int(proto) != sdk.ProtocolVersion {
+	if int(d.Protocol) != proc.Protocol {
 		p.Kill()
-		return fail(fmt.Sprintf("reports protocol version %d, this host speaks %d", proto, sdk.ProtocolVersion), nil)
+		return fail(fmt.Sprintf("reports protocol version %d in Describe, but the handshake chose %d", d.Protocol, proc.Protocol),
+			&VersionError{Path: spec.Path, PluginVersions: []int{int(d.Protocol)}, HostVersions: HostVersions()})
 	}
-	p.Info = info
+	p.Info, p.Interfaces = d.Info, d.Interfaces
 	return p, nil
 }

@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/ferrydev/ferry/sdk/plugintest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 var binDir string
@@ -46,8 +50,16 @@ func TestStartGoodPlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Info.Name != "tcp" || p.Protocol != 1 || p.SHA256 != sum || p.PID() <= 0 {
-		t.Fatalf("plugin %+v: want tcp, protocol 1, sha256 %s and a pid", p, sum)
+	if p.Info.Name != "tcp" || p.Protocol != sdk.ProtocolVersion || p.SHA256 != sum || p.PID() <= 0 {
+		t.Fatalf("plugin %+v: want tcp, protocol %d, sha256 %s and a pid", p, sdk.ProtocolVersion, sum)
+	}
+	// The capabilities arrive on the Plugin: TCP's MaxSlice is its default
+	// max_frame before Start.
+	if !slices.Equal(p.Info.Ops, []ring.Op{ring.OpWrite, ring.OpRead}) || p.Info.MaxSlice != 64<<20 || p.Info.PreferredSlice != 0 || p.Info.SameMachineOnly {
+		t.Errorf("tcp's capabilities: %+v, want ops write and read, MaxSlice 64 MiB, no preferred slice, not same-machine-only", p.Info)
+	}
+	if p.Implements(sdk.InterfaceDrainer) {
+		t.Errorf("tcp lists interfaces %q: it does not implement Drainer", p.Interfaces)
 	}
 	p.Kill()
 	select {
@@ -88,6 +100,29 @@ func TestStartRefusals(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A plugin that speaks only a future version is refused with a typed
+// error that names both sides' versions and what to upgrade; found
+// without reading the error's text.
+func TestStartFutureProtocol(t *testing.T) {
+	p, err := Start(context.Background(), Spec{Name: "v99", Path: filepath.Join(binDir, "ferry-plugin-v99")}, nil)
+	if err == nil {
+		p.Kill()
+		t.Fatal("Start of a protocol-99 plugin succeeded")
+	}
+	var verr *VersionError
+	if !errors.As(err, &verr) {
+		t.Fatalf("error %v: want a *VersionError", err)
+	}
+	if !slices.Equal(verr.PluginVersions, []int{99}) || !slices.Equal(verr.HostVersions, []int{1, 2}) {
+		t.Errorf("versions: plugin %v, host %v; want [99] and [1 2]", verr.PluginVersions, verr.HostVersions)
+	}
+	for _, w := range []string{"protocol version 99", "this host speaks 1, 2", "upgrade Ferry"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
 	}
 }
 

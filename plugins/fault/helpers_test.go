@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 )
@@ -56,7 +57,7 @@ func startErr(t *testing.T, cfg string) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := sdk.Launch(ctx, binary, nil, nil)
+	p, err := pluginclient.Launch(ctx, binary, nil, nil)
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}

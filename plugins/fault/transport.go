@@ -63,7 +63,8 @@ func New() *Transport {
 	}
 }
 
-// Describe names the plugin "fault"; its capabilities are TCP's.
+// Describe names the plugin "fault"; its capabilities (ops, MaxSlice =
+// max_frame) are TCP's, since TCP carries every descriptor.
 func (t *Transport) Describe(ctx context.Context) (sdk.Info, error) {
 	info, err := t.tcp.Describe(ctx)
 	if err != nil {

@@ -80,9 +80,16 @@ func New(opts ...Option) *Transport {
 	return t
 }
 
-// Describe says what the plugin is: CPU memory, same machine only.
+// PreferredSlice is the slice the host should cut for shm: one copy per
+// slice, large enough that the per-descriptor cost vanishes and that
+// split_min splits it over the workers.
+const PreferredSlice = 64 << 20
+
+// Describe says what the plugin is: CPU memory, same machine only, any
+// descriptor length, best with 64 MiB slices.
 func (t *Transport) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "shm", Version: Version, SameMachineOnly: true, MemoryKinds: []string{"cpu"}}, nil
+	return sdk.Info{Name: "shm", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
+		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []string{"cpu"}}, nil
 }
 
 // Probe checks the two kernel features the transport stands on: memfds

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/ferrydev/ferry/internal/pluginclient"
 	shmtransport "github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -367,7 +368,7 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	tmp := listDir(t, os.TempDir())
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	p, err := sdk.Launch(ctx, bin, nil, nil)
+	p, err := pluginclient.Launch(ctx, bin, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

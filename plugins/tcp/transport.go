@@ -77,9 +77,17 @@ func New(opts ...Option) *Transport {
 	return t
 }
 
-// Describe says what the plugin is.
+// Describe says what the plugin is and can do. MaxSlice is max_frame, the
+// largest payload the plugin sends in one frame (a longer descriptor
+// completes with StatusInvalid; a peer with a smaller max_frame lowers it
+// further for that peer): the default before Start, the configured value
+// after.
 func (t *Transport) Describe(context.Context) (sdk.Info, error) {
-	return sdk.Info{Name: "tcp", Version: Version, MemoryKinds: []string{"cpu"}}, nil
+	t.mu.Lock()
+	maxFrame := t.set.maxFrame
+	t.mu.Unlock()
+	return sdk.Info{Name: "tcp", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
+		MaxSlice: maxFrame, MemoryKinds: []string{"cpu"}}, nil
 }
 
 // Probe reports TCP as available, with one rail per listen address,

@@ -7,4 +7,11 @@
 //
 // Because the suite owns every mapping, it verifies the bytes on both sides
 // directly rather than trusting the plugin's own reads.
+//
+// For tests without a binary it has Mock, a Transport whose every method
+// is a function field, and Connect, which serves any Transport in process
+// through the SDK's own gRPC server and returns the host's client for it.
+//
+// It drives plugins with the host's client (internal/pluginclient), the
+// only package of sdk/ that may; it must not import host/.
 package plugintest

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
@@ -23,7 +24,7 @@ type Instance struct {
 	t        testing.TB
 	name     string
 	inc      uint64
-	proc     *sdk.Process
+	proc     *pluginclient.Process
 	endpoint sdk.Endpoint
 	sqr, cqr *shm.Region
 	sq, cq   *ring.Ring
@@ -49,7 +50,7 @@ func Launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *Instance
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	p, err := sdk.Launch(ctx, binary, nil, nil)
+	p, err := pluginclient.Launch(ctx, binary, nil, nil)
 	if err != nil {
 		t.Fatalf("launch %s: %v", binary, err)
 	}
@@ -219,7 +220,7 @@ func (in *Instance) Stats() map[string]uint64 {
 }
 
 // Process returns the plugin process (to kill it, or to watch it exit).
-func (in *Instance) Process() *sdk.Process { return in.proc }
+func (in *Instance) Process() *pluginclient.Process { return in.proc }
 
 // ExpectGone tells the cleanup that the plugin is meant to be stalled or
 // dead: it is killed without being asked to stop.

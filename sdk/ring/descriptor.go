@@ -101,7 +101,7 @@ func (s Status) Valid() bool { return s >= 0 && s < statusLimit }
 //	20 Peer         u32
 //	24 LocalOffset  u64
 //	32 RemoteRegion u32
-//	36 Flags        u32  on a completion: the lane's generation (sdk.TransportClient.AttachLane)
+//	36 Flags        u32  on a completion: the lane's generation (the host client's AttachLane)
 //	40 RemoteOffset u64
 //	48 Length       u64  on a completion: bytes transferred
 //	56 Deadline     i64  unix nanoseconds, 0 = none

@@ -13,7 +13,7 @@ func main() {
 	hs.ProtocolVersion = 99
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  hs,
-		VersionedPlugins: map[int]plugin.PluginSet{99: {sdk.KindTransport: &sdk.TransportPlugin{}}},
+		VersionedPlugins: map[int]plugin.PluginSet{99: {sdk.KindTransport: &sdk.TransportPlugin{Protocol: 99}}},
 		GRPCServer:       plugin.DefaultGRPCServer,
 	})
 }

@@ -1,9 +1,11 @@
-package sdk
+package pluginclient
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -12,18 +14,21 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/go-plugin/runner"
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
 
 // Process is a transport plugin process started by Launch: its control
 // client with the fd socket attached, and its lifecycle.
 type Process struct {
-	Client   *TransportClient
+	Client   *Client
 	Protocol int // negotiated protocol version
 
 	gp       *plugin.Client
+	run      *cmdRunner
 	fds      *shm.FDSender
 	exited   chan struct{}
 	stopped  chan struct{}
@@ -35,11 +40,20 @@ type Process struct {
 }
 
 // Launch starts the plugin binary at path the way a Ferry host does: gRPC
-// only, AutoMTLS, the checksum verified by go-plugin before exec when
-// checksum is set, an fd socket inherited as fd 3, and Pdeathsig so that
-// the plugin dies with its host. The host's sdk/plugintest and the engine's
-// loader both start plugins through it.
+// only, AutoMTLS, the checksum verified before exec when checksum is set,
+// an fd socket inherited as fd 3, and Pdeathsig so that the plugin dies
+// with its host. The host's loader and sdk/plugintest both start plugins
+// through it.
+//
+// The handshake offers every version in HostVersions and go-plugin picks
+// the highest the plugin serves. A plugin that serves none of them fails
+// with a *VersionError naming both sides' versions.
 func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logger) (*Process, error) {
+	if checksum != nil {
+		if err := verify(path, checksum); err != nil {
+			return nil, err
+		}
+	}
 	hostEnd, childEnd, err := shm.Socketpair()
 	if err != nil {
 		return nil, fmt.Errorf("create fd socket: %w", err)
@@ -50,24 +64,30 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 		hostEnd.Close()
 		return nil, fmt.Errorf("create fd socket: %w", err)
 	}
-	cmd := exec.Command(path)
-	cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
-	cmd.Env = append(os.Environ(), FDSocketEnv+"=3")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	var run *cmdRunner
 	cc := &plugin.ClientConfig{
-		HandshakeConfig:  Handshake,
+		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: PluginSets(),
-		Cmd:              cmd,
+		// Our own runner, to see the handshake line go-plugin reads: it
+		// names the version the plugin chose, which go-plugin's error
+		// does not carry as a value.
+		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
+			cmd := exec.Command(path)
+			cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
+			cmd.Env = append(spec.Env, sdk.FDSocketEnv+"=3")
+			cmd.Stdin = spec.Stdin
+			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+			r, err := newCmdRunner(cmd)
+			run = r
+			return r, err
+		},
 		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
 		AutoMTLS:         true,
 		Logger:           logger,
 		StartTimeout:     15 * time.Second,
-	}
-	if checksum != nil {
-		cc.SecureConfig = &plugin.SecureConfig{Checksum: checksum, Hash: sha256.New()}
 	}
 	gp := plugin.NewClient(cc)
 	fail := func(err error) (*Process, error) {
@@ -77,25 +97,48 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 	}
 	rpc, err := gp.Client()
 	if err != nil {
+		if run != nil {
+			if v, ok := run.handshakeVersion(); ok && !speaks(v) {
+				return fail(&VersionError{Path: path, PluginVersions: []int{v}, HostVersions: HostVersions(), Err: err})
+			}
+		}
 		return fail(err)
 	}
-	raw, err := rpc.Dispense(KindTransport)
+	raw, err := rpc.Dispense(sdk.KindTransport)
 	if err != nil {
 		return fail(fmt.Errorf("dispense transport: %w", err))
 	}
-	client, ok := raw.(*TransportClient)
+	client, ok := raw.(*Client)
 	if !ok {
 		return fail(fmt.Errorf("dispensed %T, not a transport client", raw))
 	}
 	client.SetFDSender(sender)
 	p := &Process{
 		Client: client, Protocol: gp.NegotiatedVersion(),
-		gp: gp, fds: sender,
+		gp: gp, run: run, fds: sender,
 		exited: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	p.pidf = p.pidfd()
 	go p.watch()
 	return p, nil
+}
+
+// verify checks the binary's sha256 before it runs, as go-plugin's
+// SecureConfig does (which a custom runner cannot use).
+func verify(path string, want []byte) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("verify checksum: %w", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("verify checksum of %s: %w", path, err)
+	}
+	if !bytes.Equal(h.Sum(nil), want) {
+		return plugin.ErrChecksumsDoNotMatch
+	}
+	return nil
 }
 
 // watch closes exited when the process is gone or killed. It waits on a
@@ -157,10 +200,10 @@ func (p *Process) Exited() <-chan struct{} { return p.exited }
 
 // PID returns the plugin's process id, or 0.
 func (p *Process) PID() int {
-	if rc := p.gp.ReattachConfig(); rc != nil {
-		return rc.Pid
+	if p.run == nil {
+		return 0
 	}
-	return 0
+	return p.run.pid
 }
 
 // Abort sends the plugin SIGKILL at once, without the graceful stop Kill

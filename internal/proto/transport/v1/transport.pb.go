@@ -28,6 +28,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Op is a descriptor op a plugin can carry; values match sdk/ring.Op.
+type Op int32
+
+const (
+	Op_OP_UNSPECIFIED Op = 0
+	Op_OP_WRITE       Op = 1
+	Op_OP_READ        Op = 2
+)
+
+// Enum value maps for Op.
+var (
+	Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_WRITE",
+		2: "OP_READ",
+	}
+	Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_WRITE":       1,
+		"OP_READ":        2,
+	}
+)
+
+func (x Op) Enum() *Op {
+	p := new(Op)
+	*p = x
+	return p
+}
+
+func (x Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_transport_v1_transport_proto_enumTypes[0].Descriptor()
+}
+
+func (Op) Type() protoreflect.EnumType {
+	return &file_transport_v1_transport_proto_enumTypes[0]
+}
+
+func (x Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Op.Descriptor instead.
+func (Op) EnumDescriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{0}
+}
+
 type Perm int32
 
 const (
@@ -64,11 +114,11 @@ func (x Perm) String() string {
 }
 
 func (Perm) Descriptor() protoreflect.EnumDescriptor {
-	return file_transport_v1_transport_proto_enumTypes[0].Descriptor()
+	return file_transport_v1_transport_proto_enumTypes[1].Descriptor()
 }
 
 func (Perm) Type() protoreflect.EnumType {
-	return &file_transport_v1_transport_proto_enumTypes[0]
+	return &file_transport_v1_transport_proto_enumTypes[1]
 }
 
 func (x Perm) Number() protoreflect.EnumNumber {
@@ -77,7 +127,7 @@ func (x Perm) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Perm.Descriptor instead.
 func (Perm) EnumDescriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{0}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{1}
 }
 
 type DescribeRequest struct {
@@ -123,8 +173,17 @@ type DescribeResponse struct {
 	ProtocolVersion uint32                 `protobuf:"varint,3,opt,name=protocol_version,json=protocolVersion,proto3" json:"protocol_version,omitempty"`
 	SameMachineOnly bool                   `protobuf:"varint,4,opt,name=same_machine_only,json=sameMachineOnly,proto3" json:"same_machine_only,omitempty"`
 	MemoryKinds     []string               `protobuf:"bytes,5,rep,name=memory_kinds,json=memoryKinds,proto3" json:"memory_kinds,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The descriptor ops the plugin carries; empty: unknown.
+	Ops []Op `protobuf:"varint,6,rep,packed,name=ops,proto3,enum=ferry.transport.v1.Op" json:"ops,omitempty"`
+	// The largest descriptor length the plugin accepts; 0: no limit known.
+	MaxSlice uint64 `protobuf:"varint,7,opt,name=max_slice,json=maxSlice,proto3" json:"max_slice,omitempty"`
+	// The slice length the plugin works best with; 0: the host's default.
+	PreferredSlice uint64 `protobuf:"varint,8,opt,name=preferred_slice,json=preferredSlice,proto3" json:"preferred_slice,omitempty"`
+	// The optional interfaces the plugin's implementation has (e.g.
+	// "drainer"), found by the SDK by type assertion.
+	Interfaces    []string `protobuf:"bytes,9,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DescribeResponse) Reset() {
@@ -188,6 +247,34 @@ func (x *DescribeResponse) GetSameMachineOnly() bool {
 func (x *DescribeResponse) GetMemoryKinds() []string {
 	if x != nil {
 		return x.MemoryKinds
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetOps() []Op {
+	if x != nil {
+		return x.Ops
+	}
+	return nil
+}
+
+func (x *DescribeResponse) GetMaxSlice() uint64 {
+	if x != nil {
+		return x.MaxSlice
+	}
+	return 0
+}
+
+func (x *DescribeResponse) GetPreferredSlice() uint64 {
+	if x != nil {
+		return x.PreferredSlice
+	}
+	return 0
+}
+
+func (x *DescribeResponse) GetInterfaces() []string {
+	if x != nil {
+		return x.Interfaces
 	}
 	return nil
 }
@@ -1184,18 +1271,96 @@ func (*StopResponse) Descriptor() ([]byte, []int) {
 	return file_transport_v1_transport_proto_rawDescGZIP(), []int{20}
 }
 
+type DrainRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_transport_v1_transport_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{21}
+}
+
+type DrainResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainResponse) Reset() {
+	*x = DrainResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainResponse) ProtoMessage() {}
+
+func (x *DrainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainResponse.ProtoReflect.Descriptor instead.
+func (*DrainResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{22}
+}
+
 var File_transport_v1_transport_proto protoreflect.FileDescriptor
 
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xba\x01\n" +
+	"\x0fDescribeRequest\"\xca\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
 	"\x10protocol_version\x18\x03 \x01(\rR\x0fprotocolVersion\x12*\n" +
 	"\x11same_machine_only\x18\x04 \x01(\bR\x0fsameMachineOnly\x12!\n" +
-	"\fmemory_kinds\x18\x05 \x03(\tR\vmemoryKinds\"\x0e\n" +
+	"\fmemory_kinds\x18\x05 \x03(\tR\vmemoryKinds\x12(\n" +
+	"\x03ops\x18\x06 \x03(\x0e2\x16.ferry.transport.v1.OpR\x03ops\x12\x1b\n" +
+	"\tmax_slice\x18\a \x01(\x04R\bmaxSlice\x12'\n" +
+	"\x0fpreferred_slice\x18\b \x01(\x04R\x0epreferredSlice\x12\x1e\n" +
+	"\n" +
+	"interfaces\x18\t \x03(\tR\n" +
+	"interfaces\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
 	"\x04Rail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
@@ -1263,13 +1428,19 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\r\n" +
 	"\vStopRequest\"\x0e\n" +
-	"\fStopResponse*^\n" +
+	"\fStopResponse\"\x0e\n" +
+	"\fDrainRequest\"\x0f\n" +
+	"\rDrainResponse*3\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
+	"\bOP_WRITE\x10\x01\x12\v\n" +
+	"\aOP_READ\x10\x02*^\n" +
 	"\x04Perm\x12\x14\n" +
 	"\x10PERM_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
 	"PERM_LOCAL\x10\x01\x12\x14\n" +
 	"\x10PERM_REMOTE_READ\x10\x02\x12\x1a\n" +
-	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xfd\x06\n" +
+	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xcb\a\n" +
 	"\tTransport\x12U\n" +
 	"\bDescribe\x12#.ferry.transport.v1.DescribeRequest\x1a$.ferry.transport.v1.DescribeResponse\x12L\n" +
 	"\x05Probe\x12 .ferry.transport.v1.ProbeRequest\x1a!.ferry.transport.v1.ProbeResponse\x12L\n" +
@@ -1281,7 +1452,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\bOpenPeer\x12#.ferry.transport.v1.OpenPeerRequest\x1a$.ferry.transport.v1.OpenPeerResponse\x12X\n" +
 	"\tClosePeer\x12$.ferry.transport.v1.ClosePeerRequest\x1a%.ferry.transport.v1.ClosePeerResponse\x12L\n" +
 	"\x05Stats\x12 .ferry.transport.v1.StatsRequest\x1a!.ferry.transport.v1.StatsResponse\x12I\n" +
-	"\x04Stop\x12\x1f.ferry.transport.v1.StopRequest\x1a .ferry.transport.v1.StopResponseB>Z<github.com/ferrydev/ferry/sdk/proto/transport/v1;transportv1b\x06proto3"
+	"\x04Stop\x12\x1f.ferry.transport.v1.StopRequest\x1a .ferry.transport.v1.StopResponse\x12L\n" +
+	"\x05Drain\x12 .ferry.transport.v1.DrainRequest\x1a!.ferry.transport.v1.DrainResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
 
 var (
 	file_transport_v1_transport_proto_rawDescOnce sync.Once
@@ -1295,62 +1467,68 @@ func file_transport_v1_transport_proto_rawDescGZIP() []byte {
 	return file_transport_v1_transport_proto_rawDescData
 }
 
-var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_transport_v1_transport_proto_goTypes = []any{
-	(Perm)(0),                        // 0: ferry.transport.v1.Perm
-	(*DescribeRequest)(nil),          // 1: ferry.transport.v1.DescribeRequest
-	(*DescribeResponse)(nil),         // 2: ferry.transport.v1.DescribeResponse
-	(*ProbeRequest)(nil),             // 3: ferry.transport.v1.ProbeRequest
-	(*Rail)(nil),                     // 4: ferry.transport.v1.Rail
-	(*ProbeResponse)(nil),            // 5: ferry.transport.v1.ProbeResponse
-	(*StartRequest)(nil),             // 6: ferry.transport.v1.StartRequest
-	(*StartResponse)(nil),            // 7: ferry.transport.v1.StartResponse
-	(*AttachLaneRequest)(nil),        // 8: ferry.transport.v1.AttachLaneRequest
-	(*AttachLaneResponse)(nil),       // 9: ferry.transport.v1.AttachLaneResponse
-	(*RegisterMemoryRequest)(nil),    // 10: ferry.transport.v1.RegisterMemoryRequest
-	(*RegisterMemoryResponse)(nil),   // 11: ferry.transport.v1.RegisterMemoryResponse
-	(*UnregisterMemoryRequest)(nil),  // 12: ferry.transport.v1.UnregisterMemoryRequest
-	(*UnregisterMemoryResponse)(nil), // 13: ferry.transport.v1.UnregisterMemoryResponse
-	(*OpenPeerRequest)(nil),          // 14: ferry.transport.v1.OpenPeerRequest
-	(*OpenPeerResponse)(nil),         // 15: ferry.transport.v1.OpenPeerResponse
-	(*ClosePeerRequest)(nil),         // 16: ferry.transport.v1.ClosePeerRequest
-	(*ClosePeerResponse)(nil),        // 17: ferry.transport.v1.ClosePeerResponse
-	(*StatsRequest)(nil),             // 18: ferry.transport.v1.StatsRequest
-	(*StatsResponse)(nil),            // 19: ferry.transport.v1.StatsResponse
-	(*StopRequest)(nil),              // 20: ferry.transport.v1.StopRequest
-	(*StopResponse)(nil),             // 21: ferry.transport.v1.StopResponse
-	nil,                              // 22: ferry.transport.v1.StatsResponse.CountersEntry
+	(Op)(0),                          // 0: ferry.transport.v1.Op
+	(Perm)(0),                        // 1: ferry.transport.v1.Perm
+	(*DescribeRequest)(nil),          // 2: ferry.transport.v1.DescribeRequest
+	(*DescribeResponse)(nil),         // 3: ferry.transport.v1.DescribeResponse
+	(*ProbeRequest)(nil),             // 4: ferry.transport.v1.ProbeRequest
+	(*Rail)(nil),                     // 5: ferry.transport.v1.Rail
+	(*ProbeResponse)(nil),            // 6: ferry.transport.v1.ProbeResponse
+	(*StartRequest)(nil),             // 7: ferry.transport.v1.StartRequest
+	(*StartResponse)(nil),            // 8: ferry.transport.v1.StartResponse
+	(*AttachLaneRequest)(nil),        // 9: ferry.transport.v1.AttachLaneRequest
+	(*AttachLaneResponse)(nil),       // 10: ferry.transport.v1.AttachLaneResponse
+	(*RegisterMemoryRequest)(nil),    // 11: ferry.transport.v1.RegisterMemoryRequest
+	(*RegisterMemoryResponse)(nil),   // 12: ferry.transport.v1.RegisterMemoryResponse
+	(*UnregisterMemoryRequest)(nil),  // 13: ferry.transport.v1.UnregisterMemoryRequest
+	(*UnregisterMemoryResponse)(nil), // 14: ferry.transport.v1.UnregisterMemoryResponse
+	(*OpenPeerRequest)(nil),          // 15: ferry.transport.v1.OpenPeerRequest
+	(*OpenPeerResponse)(nil),         // 16: ferry.transport.v1.OpenPeerResponse
+	(*ClosePeerRequest)(nil),         // 17: ferry.transport.v1.ClosePeerRequest
+	(*ClosePeerResponse)(nil),        // 18: ferry.transport.v1.ClosePeerResponse
+	(*StatsRequest)(nil),             // 19: ferry.transport.v1.StatsRequest
+	(*StatsResponse)(nil),            // 20: ferry.transport.v1.StatsResponse
+	(*StopRequest)(nil),              // 21: ferry.transport.v1.StopRequest
+	(*StopResponse)(nil),             // 22: ferry.transport.v1.StopResponse
+	(*DrainRequest)(nil),             // 23: ferry.transport.v1.DrainRequest
+	(*DrainResponse)(nil),            // 24: ferry.transport.v1.DrainResponse
+	nil,                              // 25: ferry.transport.v1.StatsResponse.CountersEntry
 }
 var file_transport_v1_transport_proto_depIdxs = []int32{
-	4,  // 0: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
-	0,  // 1: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
-	22, // 2: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
-	1,  // 3: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
-	3,  // 4: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
-	6,  // 5: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
-	8,  // 6: ferry.transport.v1.Transport.AttachLane:input_type -> ferry.transport.v1.AttachLaneRequest
-	10, // 7: ferry.transport.v1.Transport.RegisterMemory:input_type -> ferry.transport.v1.RegisterMemoryRequest
-	12, // 8: ferry.transport.v1.Transport.UnregisterMemory:input_type -> ferry.transport.v1.UnregisterMemoryRequest
-	14, // 9: ferry.transport.v1.Transport.OpenPeer:input_type -> ferry.transport.v1.OpenPeerRequest
-	16, // 10: ferry.transport.v1.Transport.ClosePeer:input_type -> ferry.transport.v1.ClosePeerRequest
-	18, // 11: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
-	20, // 12: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
-	2,  // 13: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
-	5,  // 14: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
-	7,  // 15: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
-	9,  // 16: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
-	11, // 17: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
-	13, // 18: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
-	15, // 19: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
-	17, // 20: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
-	19, // 21: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
-	21, // 22: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
-	13, // [13:23] is the sub-list for method output_type
-	3,  // [3:13] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	0,  // 0: ferry.transport.v1.DescribeResponse.ops:type_name -> ferry.transport.v1.Op
+	5,  // 1: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
+	1,  // 2: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
+	25, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
+	2,  // 4: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
+	4,  // 5: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
+	7,  // 6: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
+	9,  // 7: ferry.transport.v1.Transport.AttachLane:input_type -> ferry.transport.v1.AttachLaneRequest
+	11, // 8: ferry.transport.v1.Transport.RegisterMemory:input_type -> ferry.transport.v1.RegisterMemoryRequest
+	13, // 9: ferry.transport.v1.Transport.UnregisterMemory:input_type -> ferry.transport.v1.UnregisterMemoryRequest
+	15, // 10: ferry.transport.v1.Transport.OpenPeer:input_type -> ferry.transport.v1.OpenPeerRequest
+	17, // 11: ferry.transport.v1.Transport.ClosePeer:input_type -> ferry.transport.v1.ClosePeerRequest
+	19, // 12: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
+	21, // 13: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
+	23, // 14: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
+	3,  // 15: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
+	6,  // 16: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
+	8,  // 17: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
+	10, // 18: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
+	12, // 19: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
+	14, // 20: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
+	16, // 21: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
+	18, // 22: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
+	20, // 23: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
+	22, // 24: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
+	24, // 25: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
+	15, // [15:26] is the sub-list for method output_type
+	4,  // [4:15] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_transport_v1_transport_proto_init() }
@@ -1363,8 +1541,8 @@ func file_transport_v1_transport_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_v1_transport_proto_rawDesc), len(file_transport_v1_transport_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   22,
+			NumEnums:      2,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

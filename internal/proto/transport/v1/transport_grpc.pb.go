@@ -36,6 +36,7 @@ const (
 	Transport_ClosePeer_FullMethodName        = "/ferry.transport.v1.Transport/ClosePeer"
 	Transport_Stats_FullMethodName            = "/ferry.transport.v1.Transport/Stats"
 	Transport_Stop_FullMethodName             = "/ferry.transport.v1.Transport/Stop"
+	Transport_Drain_FullMethodName            = "/ferry.transport.v1.Transport/Drain"
 )
 
 // TransportClient is the client API for Transport service.
@@ -54,6 +55,10 @@ type TransportClient interface {
 	ClosePeer(ctx context.Context, in *ClosePeerRequest, opts ...grpc.CallOption) (*ClosePeerResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	Stop(ctx context.Context, in *StopRequest, opts ...grpc.CallOption) (*StopResponse, error)
+	// Drain (protocol 2) finishes what is in flight and accepts nothing new.
+	// Optional: a plugin whose implementation lacks it answers
+	// UNIMPLEMENTED, and so does every plugin built for protocol 1.
+	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
 }
 
 type transportClient struct {
@@ -164,6 +169,16 @@ func (c *transportClient) Stop(ctx context.Context, in *StopRequest, opts ...grp
 	return out, nil
 }
 
+func (c *transportClient) Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DrainResponse)
+	err := c.cc.Invoke(ctx, Transport_Drain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransportServer is the server API for Transport service.
 // All implementations must embed UnimplementedTransportServer
 // for forward compatibility.
@@ -180,6 +195,10 @@ type TransportServer interface {
 	ClosePeer(context.Context, *ClosePeerRequest) (*ClosePeerResponse, error)
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	Stop(context.Context, *StopRequest) (*StopResponse, error)
+	// Drain (protocol 2) finishes what is in flight and accepts nothing new.
+	// Optional: a plugin whose implementation lacks it answers
+	// UNIMPLEMENTED, and so does every plugin built for protocol 1.
+	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
 	mustEmbedUnimplementedTransportServer()
 }
 
@@ -219,6 +238,9 @@ func (UnimplementedTransportServer) Stats(context.Context, *StatsRequest) (*Stat
 }
 func (UnimplementedTransportServer) Stop(context.Context, *StopRequest) (*StopResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stop not implemented")
+}
+func (UnimplementedTransportServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
 }
 func (UnimplementedTransportServer) mustEmbedUnimplementedTransportServer() {}
 func (UnimplementedTransportServer) testEmbeddedByValue()                   {}
@@ -421,6 +443,24 @@ func _Transport_Stop_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transport_Drain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DrainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).Drain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_Drain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).Drain(ctx, req.(*DrainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transport_ServiceDesc is the grpc.ServiceDesc for Transport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -467,6 +507,10 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stop",
 			Handler:    _Transport_Stop_Handler,
+		},
+		{
+			MethodName: "Drain",
+			Handler:    _Transport_Drain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

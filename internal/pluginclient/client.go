@@ -1,0 +1,273 @@
+package pluginclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	transportv1 "github.com/ferrydev/ferry/internal/proto/transport/v1"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// Client is the host's handle on a transport plugin's control plane.
+// Launch returns one inside a Process, with the fd socket attached; New
+// makes one over any gRPC connection (an in-process test harness).
+type Client struct {
+	rpc        transportv1.TransportClient
+	fds        *shm.FDSender
+	nextAttach atomic.Uint64
+	name       atomic.Pointer[string] // the plugin's name, once Describe said it
+}
+
+// New returns a client over conn. fds is the host end of the plugin's fd
+// socket; nil leaves RegisterMemory and AttachLane failing until
+// SetFDSender.
+func New(conn grpc.ClientConnInterface, fds *shm.FDSender) *Client {
+	return &Client{rpc: transportv1.NewTransportClient(conn), fds: fds}
+}
+
+// SetFDSender gives the client the host end of the fd socket.
+func (c *Client) SetFDSender(s *shm.FDSender) { c.fds = s }
+
+// rpcErr strips gRPC's framing from a plugin's error so that the host can
+// wrap it with the plugin's name.
+func rpcErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if st, ok := status.FromError(err); ok {
+		return fmt.Errorf("%s (%s)", st.Message(), st.Code())
+	}
+	return err
+}
+
+// Description is what a plugin said about itself in Describe.
+type Description struct {
+	sdk.Info
+	// Protocol is the protocol version the plugin says it serves on this
+	// connection; it must be the one go-plugin negotiated.
+	Protocol uint32
+	// Interfaces are the optional interfaces the plugin's Transport
+	// implements (sdk.InterfaceDrainer, ...), as the SDK found them.
+	// Empty from a protocol-1 plugin, which has none.
+	Interfaces []string
+}
+
+// Implements reports whether the plugin listed the optional interface
+// name (sdk.InterfaceDrainer, ...).
+func (d Description) Implements(name string) bool {
+	for _, n := range d.Interfaces {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Describe asks the plugin what it is and what it can do.
+func (c *Client) Describe(ctx context.Context) (Description, error) {
+	r, err := c.rpc.Describe(ctx, &transportv1.DescribeRequest{})
+	if err != nil {
+		return Description{}, rpcErr(err)
+	}
+	d := Description{
+		Info: sdk.Info{
+			Name: r.Name, Version: r.Version,
+			SameMachineOnly: r.SameMachineOnly, MemoryKinds: r.MemoryKinds,
+			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
+		},
+		Protocol:   r.ProtocolVersion,
+		Interfaces: r.Interfaces,
+	}
+	for _, o := range r.Ops {
+		op, err := opFromProto(o)
+		if err != nil {
+			return Description{}, fmt.Errorf("plugin %q describes itself: %w; the plugin was built for a newer protocol than it reports", r.Name, err)
+		}
+		d.Ops = append(d.Ops, op)
+	}
+	name := r.Name
+	c.name.Store(&name)
+	return d, nil
+}
+
+func opFromProto(o transportv1.Op) (ring.Op, error) {
+	switch o {
+	case transportv1.Op_OP_WRITE:
+		return ring.OpWrite, nil
+	case transportv1.Op_OP_READ:
+		return ring.OpRead, nil
+	}
+	return 0, fmt.Errorf("unknown op %v in its capabilities", o)
+}
+
+// Probe asks whether the plugin can run here.
+func (c *Client) Probe(ctx context.Context) (sdk.ProbeResult, error) {
+	r, err := c.rpc.Probe(ctx, &transportv1.ProbeRequest{})
+	if err != nil {
+		return sdk.ProbeResult{}, rpcErr(err)
+	}
+	pr := sdk.ProbeResult{Available: r.Available, Reason: r.Reason}
+	for _, rl := range r.Rails {
+		pr.Rails = append(pr.Rails, sdk.Rail{Name: rl.Name, NUMANode: int(rl.NumaNode), BandwidthGbps: rl.BandwidthGbps})
+	}
+	return pr, nil
+}
+
+// Start configures the plugin and returns its endpoint blob.
+func (c *Client) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
+	r, err := c.rpc.Start(ctx, &transportv1.StartRequest{
+		Engine:       cfg.Engine,
+		Incarnation:  cfg.Incarnation,
+		MachineId:    cfg.MachineID,
+		Config:       cfg.Config,
+		ConfigFile:   cfg.ConfigFile,
+		ConfigLine:   int32(cfg.ConfigLine),
+		ConfigColumn: int32(cfg.ConfigColumn),
+		ConfigByte:   int32(cfg.ConfigByte),
+	})
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	return r.Endpoint, nil
+}
+
+var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
+
+// AttachLane sends the two ring memfds and starts lane id in the plugin.
+// gen is the generation (run number) of this plugin process; the lane
+// stamps it into the Flags of every completion. AttachLane returns the
+// generation the plugin says it stamps: gen, or 0 from a plugin built
+// before generations, whose completions carry none.
+//
+// spinSmall is the lane's spin budget after a run of small descriptors (0:
+// spin); a lane whose transport assists (Assister) sleeps instead while
+// that work is outstanding.
+func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, spin, spinSmall time.Duration) (uint32, error) {
+	if c.fds == nil {
+		return 0, errNoFDSocket
+	}
+	aid := c.nextAttach.Add(1)
+	if err := c.fds.Send(aid, sq.FD(), cq.FD()); err != nil {
+		return 0, fmt.Errorf("send ring fds: %w", err)
+	}
+	r, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
+		Lane: id, AttachId: aid,
+		SubmitBytes: uint64(sq.Size()), CompleteBytes: uint64(cq.Size()),
+		SpinNs: int64(spin), SpinSmallNs: int64(spinSmall), Generation: gen,
+	})
+	if err != nil {
+		return 0, rpcErr(err)
+	}
+	return r.Generation, nil
+}
+
+func permToProto(p sdk.Perm) transportv1.Perm {
+	switch p {
+	case sdk.PermLocal:
+		return transportv1.Perm_PERM_LOCAL
+	case sdk.PermRemoteRead:
+		return transportv1.Perm_PERM_REMOTE_READ
+	case sdk.PermRemoteReadWrite:
+		return transportv1.Perm_PERM_REMOTE_READ_WRITE
+	}
+	return transportv1.Perm_PERM_UNSPECIFIED
+}
+
+// RegisterMemory shares [off, off+length) of the memfd fd with the plugin
+// as region id.
+func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, length uint64, perm sdk.Perm, kind string) error {
+	if c.fds == nil {
+		return errNoFDSocket
+	}
+	aid := c.nextAttach.Add(1)
+	if err := c.fds.Send(aid, fd); err != nil {
+		return fmt.Errorf("send region fd: %w", err)
+	}
+	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
+		RegionId: id, AttachId: aid, Offset: off, Length: length, Perm: permToProto(perm), Kind: kind,
+	})
+	return rpcErr(err)
+}
+
+// UnregisterMemory makes the plugin forget and unmap region id.
+func (c *Client) UnregisterMemory(ctx context.Context, id uint32) error {
+	_, err := c.rpc.UnregisterMemory(ctx, &transportv1.UnregisterMemoryRequest{RegionId: id})
+	return rpcErr(err)
+}
+
+// OpenPeer tells the plugin how to reach a remote segment.
+func (c *Client) OpenPeer(ctx context.Context, p sdk.Peer) error {
+	_, err := c.rpc.OpenPeer(ctx, &transportv1.OpenPeerRequest{
+		PeerId: p.ID, Segment: p.Segment, Incarnation: p.Incarnation, MachineId: p.MachineID, Endpoint: p.Endpoint,
+	})
+	return rpcErr(err)
+}
+
+// ClosePeer makes the plugin forget a peer.
+func (c *Client) ClosePeer(ctx context.Context, id uint32) error {
+	_, err := c.rpc.ClosePeer(ctx, &transportv1.ClosePeerRequest{PeerId: id})
+	return rpcErr(err)
+}
+
+// Stats returns the plugin's counters.
+func (c *Client) Stats(ctx context.Context) (map[string]uint64, error) {
+	r, err := c.rpc.Stats(ctx, &transportv1.StatsRequest{})
+	if err != nil {
+		return nil, rpcErr(err)
+	}
+	return r.Counters, nil
+}
+
+// Stop asks the plugin to end all work.
+func (c *Client) Stop(ctx context.Context) error {
+	_, err := c.rpc.Stop(ctx, &transportv1.StopRequest{})
+	return rpcErr(err)
+}
+
+// Drain asks the plugin to finish what is in flight and accept nothing new
+// (sdk.Drainer). A plugin without it, or built for protocol 1, answers
+// with an *UnimplementedError, which errors.Is matches to
+// ErrUnimplemented: the caller then stops the plugin without draining.
+func (c *Client) Drain(ctx context.Context) error {
+	_, err := c.rpc.Drain(ctx, &transportv1.DrainRequest{})
+	if status.Code(err) == codes.Unimplemented {
+		return &UnimplementedError{Plugin: c.pluginName(), Method: "Drain", Interface: "sdk.Drainer", Protocol: 2, Err: rpcErr(err)}
+	}
+	return rpcErr(err)
+}
+
+func (c *Client) pluginName() string {
+	if n := c.name.Load(); n != nil {
+		return *n
+	}
+	return "(not described yet)"
+}
+
+// ErrUnimplemented is matched (errors.Is) by every *UnimplementedError.
+var ErrUnimplemented = errors.New("plugin does not implement the method")
+
+// UnimplementedError says that a plugin lacks an optional interface.
+type UnimplementedError struct {
+	Plugin    string // the plugin's name, as Describe gave it
+	Method    string // "Drain"
+	Interface string // "sdk.Drainer"
+	Protocol  int    // the protocol version that introduced it
+	Err       error  // what the plugin answered
+}
+
+func (e *UnimplementedError) Error() string {
+	return fmt.Sprintf("plugin %q does not implement %s; needs SDK >= protocol %d (a plugin built with it whose Transport implements %s)",
+		e.Plugin, e.Method, e.Protocol, e.Interface)
+}
+
+// Unwrap lets errors.Is find ErrUnimplemented and the plugin's answer.
+func (e *UnimplementedError) Unwrap() []error { return []error{ErrUnimplemented, e.Err} }

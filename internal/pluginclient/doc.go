@@ -1,0 +1,12 @@
+// Package pluginclient is the host side of the Ferry plugin protocol: it
+// starts a plugin binary through go-plugin (Launch), negotiates the
+// protocol version, hands the plugin its fd socket, and converts the
+// control plane's gRPC messages to and from the sdk's plain Go types
+// (Client). It lives in the module's internal/ tree because two parts of
+// Ferry need it and no plugin author does: host/loader, and sdk/plugintest,
+// which drives a plugin the way a host does and cannot import host/.
+//
+// It must not know what a host does with a plugin (routing, slicing,
+// restarts are host/'s), and sdk/ outside plugintest must not import it:
+// a plugin built from sdk/ carries no host code.
+package pluginclient

@@ -1,0 +1,126 @@
+package pluginclient
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// cmdRunner runs the plugin process for go-plugin (its runner.Runner), as
+// go-plugin's own command runner does, and keeps a copy of the handshake
+// line the plugin prints first on stdout
+// ("CORE|APP-VERSION|NETWORK|ADDR|PROTOCOL|CERT") so that Launch can name
+// the plugin's protocol version when go-plugin refuses it.
+type cmdRunner struct {
+	cmd    *exec.Cmd
+	stdout *handshakeTap
+	stderr io.ReadCloser
+	path   string
+	pid    int // set by Start, before go-plugin reads the handshake
+}
+
+func newCmdRunner(cmd *exec.Cmd) (*cmdRunner, error) {
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return nil, err
+	}
+	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: cmd.Path}, nil
+}
+
+func (c *cmdRunner) Start(context.Context) error {
+	if err := c.cmd.Start(); err != nil {
+		return err
+	}
+	c.pid = c.cmd.Process.Pid
+	return nil
+}
+
+func (c *cmdRunner) Wait(context.Context) error { return c.cmd.Wait() }
+
+func (c *cmdRunner) Kill(context.Context) error {
+	if c.cmd.Process == nil {
+		return nil
+	}
+	if err := c.cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return err
+	}
+	return nil
+}
+
+func (c *cmdRunner) Stdout() io.ReadCloser { return c.stdout }
+func (c *cmdRunner) Stderr() io.ReadCloser { return c.stderr }
+func (c *cmdRunner) Name() string          { return c.path }
+func (c *cmdRunner) ID() string            { return strconv.Itoa(c.pid) }
+
+func (c *cmdRunner) Diagnose(context.Context) string {
+	return "the binary may be built for another architecture, lack a library, or not be a Ferry plugin (it did not print go-plugin's handshake)"
+}
+
+func (c *cmdRunner) PluginToHost(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+func (c *cmdRunner) HostToPlugin(network, addr string) (string, string, error) {
+	return network, addr, nil
+}
+
+// handshakeVersion returns the protocol version the plugin's handshake
+// line announced, if it printed one.
+func (c *cmdRunner) handshakeVersion() (int, bool) { return c.stdout.version() }
+
+// maxHandshake bounds the copy of the first line.
+const maxHandshake = 16 << 10
+
+// handshakeTap passes the plugin's stdout through and keeps its first line.
+type handshakeTap struct {
+	r io.ReadCloser
+
+	mu   sync.Mutex
+	line []byte
+	done bool // the first line is complete (or too long to be one)
+}
+
+func (h *handshakeTap) Read(p []byte) (int, error) {
+	n, err := h.r.Read(p)
+	h.mu.Lock()
+	if !h.done && n > 0 {
+		b := p[:n]
+		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+			b, h.done = b[:i], true
+		}
+		h.line = append(h.line, b...)
+		if len(h.line) > maxHandshake {
+			h.done = true
+		}
+	}
+	h.mu.Unlock()
+	return n, err
+}
+
+func (h *handshakeTap) Close() error { return h.r.Close() }
+
+func (h *handshakeTap) version() (int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	parts := strings.Split(strings.TrimSpace(string(h.line)), "|")
+	if len(parts) < 2 {
+		return 0, false
+	}
+	if _, err := strconv.Atoi(parts[0]); err != nil {
+		return 0, false
+	}
+	v, err := strconv.Atoi(parts[1])
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
