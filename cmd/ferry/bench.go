@@ -39,7 +39,8 @@ type benchRow struct {
 	// that round's sources held. A row with false also fails the run.
 	Verified bool `json:"verified"`
 	// Rails is the initiator's per-rail statistics for the transport at
-	// the end of the run (warm-ups included).
+	// the end of the run, before verification (warm-ups included, and
+	// with --target --op read the writes that fill the far buffer).
 	Rails []railRow `json:"rails,omitempty"`
 	// PluginCounters is the initiator plugin's own counters.
 	PluginCounters map[string]uint64 `json:"plugin_counters,omitempty"`
@@ -95,6 +96,8 @@ type benchOpts struct {
 	batch     int
 	threads   int
 	duration  time.Duration
+	// nonce makes this run's patterns differ from any earlier run's.
+	nonce uint64
 }
 
 // runLoop runs threads workers for d; each repeats one batch and records
@@ -159,7 +162,8 @@ func cmdBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	o := benchOpts{transport: *transport, size: size, batch: *batch, threads: *threads, duration: *duration}
+	o := benchOpts{transport: *transport, size: size, batch: *batch, threads: *threads, duration: *duration,
+		nonce: uint64(time.Now().UnixNano())}
 	switch *opName {
 	case "read":
 		o.op = host.Read
@@ -291,6 +295,28 @@ func cmdBench(args []string) error {
 			br.add(r)
 		}
 	}
+	// The statistics first: with --target, verify reads the far buffer
+	// back through Ferry, and those reads are no part of the run.
+	var pluginCounters map[string]uint64
+	var rails []railRow
+	for _, p := range e.Plugins(ctx) {
+		if p.Name == o.transport {
+			pluginCounters = p.Counters
+		}
+	}
+	var railBytes uint64
+	for _, r := range e.Rails() {
+		if r.Transport == o.transport {
+			rails = append(rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
+				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})
+			railBytes += r.Bytes
+		}
+	}
+	for i := range rails {
+		if railBytes > 0 {
+			rails[i].Share = float64(rails[i].Bytes) / float64(railBytes)
+		}
+	}
 	verifyErr := fy.verify(rounds - 1)
 	if base != nil && verifyErr == nil {
 		verifyErr = base.verify(rounds - 1)
@@ -299,7 +325,6 @@ func cmdBench(args []string) error {
 		Transport: o.transport, Op: *opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
 		Bytes: fr.bytes, Seconds: fr.seconds, Gbps: fr.gbps(),
 		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
-		Verified: verifyErr == nil,
 	}
 	if base != nil {
 		row.Baseline = base.name()
@@ -311,24 +336,8 @@ func cmdBench(args []string) error {
 			row.LatencyRatio = row.P50us / row.BaselineP50us
 		}
 	}
-	for _, p := range e.Plugins(ctx) {
-		if p.Name == o.transport {
-			row.PluginCounters = p.Counters
-		}
-	}
-	var railBytes uint64
-	for _, r := range e.Rails() {
-		if r.Transport == o.transport {
-			row.Rails = append(row.Rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
-				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})
-			railBytes += r.Bytes
-		}
-	}
-	for i := range row.Rails {
-		if railBytes > 0 {
-			row.Rails[i].Share = float64(row.Rails[i].Bytes) / float64(railBytes)
-		}
-	}
+	row.Verified = verifyErr == nil
+	row.PluginCounters, row.Rails = pluginCounters, rails
 	if *asJSON {
 		b, _ := json.Marshal(row)
 		fmt.Println(string(b))

@@ -47,7 +47,7 @@ func startBaseline(o benchOpts) (baseline, error) {
 
 // bufSeed makes the pattern of thread th's buffers differ from the other
 // threads' as well as from the other rounds'.
-func bufSeed(seed uint64, th int) uint64 { return seed | uint64(th+1)<<32 }
+func bufSeed(seed uint64, th int) uint64 { return seed ^ uint64(th)<<48 }
 
 // memcpyBaseline is what a same-machine transport is compared with: per
 // stream, one thread copying each request's bytes from one written memfd
@@ -79,7 +79,7 @@ func newMemcpyBaseline(o benchOpts) (*memcpyBaseline, error) {
 func (m *memcpyBaseline) name() string { return "memcpy-1thread" }
 
 func (m *memcpyBaseline) fill(round int) error {
-	src, dst := roundSeeds(round)
+	src, dst := roundSeeds(m.o, round)
 	for th := range m.o.threads {
 		fillPattern(m.src[th], bufSeed(src, th))
 		fillPattern(m.dst[th], bufSeed(dst, th))
@@ -244,7 +244,7 @@ func (p *baselinePeer) ask(th int, op, a uint64, n int) ([]byte, error) {
 }
 
 func (p *baselinePeer) fill(round int) error {
-	src, dst := roundSeeds(round)
+	src, dst := roundSeeds(p.o, round)
 	local, remote := src, dst
 	if p.o.op == host.Read {
 		local, remote = dst, src

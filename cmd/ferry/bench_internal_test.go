@@ -41,7 +41,8 @@ func TestFillPattern(t *testing.T) {
 // for Ferry's transfers.
 type fakeRemote struct{ buf []byte }
 
-func (f *fakeRemote) fill(seed uint64) error { fillPattern(f.buf, seed); return nil }
+func (f *fakeRemote) fillSource(seed uint64) error { fillPattern(f.buf, seed); return nil }
+func (f *fakeRemote) fillDest(seed uint64) error   { fillPattern(f.buf, seed); return nil }
 func (f *fakeRemote) sum() ([sha256.Size]byte, error) {
 	return sha256.Sum256(f.buf), nil
 }
