@@ -181,11 +181,12 @@ plugin "tcp" {
 	alone := bench("--policy", "fast-only")
 	both := bench()
 	t.Logf("fast rail alone: %.4f GB/s; both rails: %.4f GB/s", alone.Gbps, both.Gbps)
-	shares := map[string]float64{}
+	shares, ewma := map[string]float64{}, map[string]float64{}
 	for _, r := range both.Rails {
-		shares[r.Label] = r.Share
+		shares[r.Label], ewma[r.Label] = r.Share, r.EWMA
 		t.Logf("rail %-4s bytes %d share %.3f EWMA %.3f Gb/s errors %d", r.Label, r.Bytes, r.Share, r.EWMA, r.Errors)
 	}
+	learnt := fmt.Sprintf("learnt bandwidths fast %.3f, slow %.3f Gb/s, links %.1f and %.1f", ewma["fast"], ewma["slow"], fast/1e3, slow/1e3)
 	for _, r := range alone.Rails {
 		if r.Label == "slow" && r.Bytes != 0 {
 			t.Errorf("the fast-only policy put %d bytes on the slow rail", r.Bytes)
@@ -194,10 +195,27 @@ plugin "tcp" {
 	if len(shares) != 2 || shares["fast"] == 0 || shares["slow"] == 0 {
 		t.Fatalf("rails %+v: want both fast and slow carrying bytes", both.Rails)
 	}
+	// When these fail, look at the sprayer (host/rails), not at this test.
+	// Measured for issue 10: past a slow share of 1/4 the slow rail sets
+	// the pace and both rails move less than the fast one alone; failing
+	// runs on a loaded 2-core machine had 0.26-0.28 (passing ones
+	// 0.17-0.25), and one ended with the fast rail learnt at 1.08 Gb/s on
+	// a 0.4 Gb/s link. The sprayer models a rail as serving its slices one
+	// after another and samples bandwidth per completion, weighing a short
+	// gap's rate like a long sample's; the tcp plugin runs 2 connections
+	// per rail, so the gaps between completions say little about the
+	// rail's rate, and timing jitter (reaping on a busy CPU) makes the
+	// learnt bandwidths swing. A simulation of this test's shape against
+	// rails.Sprayer: 1 connection per rail, slow share 0.22 and both/alone
+	// 1.14 whatever the jitter; 2 connections, 0.25 and 1.00 with no
+	// jitter, 0.26-0.37 and down to 0.66 with 1-20 ms; 2 connections with
+	// each sample weighted by its duration, 0.21 and at least 1.18. The
+	// margins stay: they catch that defect, not noise of the test.
 	if shares["slow"] >= 1.0/3 {
-		t.Errorf("the slow rail (a quarter of the fast one's rate) carried %.3f of the bytes, want less than a third", shares["slow"])
+		t.Errorf("the slow rail (a quarter of the fast one's rate) carried %.3f of the bytes, want less than a third (%s)", shares["slow"], learnt)
 	}
 	if both.Gbps < alone.Gbps {
-		t.Errorf("both rails moved %.4f GB/s, less than the fast rail alone (%.4f GB/s)", both.Gbps, alone.Gbps)
+		t.Errorf("both rails moved %.4f GB/s, less than the fast rail alone (%.4f GB/s); the slow rail carried %.3f of the bytes, past the 1/4 at which it sets the pace (%s)",
+			both.Gbps, alone.Gbps, shares["slow"], learnt)
 	}
 }

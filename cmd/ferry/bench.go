@@ -2,19 +2,13 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"os/exec"
 	"runtime/pprof"
 	"slices"
-	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -40,8 +34,13 @@ type benchRow struct {
 	BaselineP50us float64 `json:"baseline_p50_us"`
 	Ratio         float64 `json:"ratio"`         // gbps / baseline_gbps
 	LatencyRatio  float64 `json:"latency_ratio"` // p50_us / baseline_p50_us
+	// Verified says that after the last round the receiving side of
+	// Ferry's transfers, and of the baseline's, held exactly the bytes
+	// that round's sources held. A row with false also fails the run.
+	Verified bool `json:"verified"`
 	// Rails is the initiator's per-rail statistics for the transport at
-	// the end of the run (warm-ups included).
+	// the end of the run, before verification (warm-ups included, and
+	// with --target --op read the writes that fill the far buffer).
 	Rails []railRow `json:"rails,omitempty"`
 	// PluginCounters is the initiator plugin's own counters.
 	PluginCounters map[string]uint64 `json:"plugin_counters,omitempty"`
@@ -97,6 +96,8 @@ type benchOpts struct {
 	batch     int
 	threads   int
 	duration  time.Duration
+	// nonce makes this run's patterns differ from any earlier run's.
+	nonce uint64
 }
 
 // runLoop runs threads workers for d; each repeats one batch and records
@@ -161,7 +162,8 @@ func cmdBench(args []string) error {
 	if err != nil {
 		return err
 	}
-	o := benchOpts{transport: *transport, size: size, batch: *batch, threads: *threads, duration: *duration}
+	o := benchOpts{transport: *transport, size: size, batch: *batch, threads: *threads, duration: *duration,
+		nonce: uint64(time.Now().UnixNano())}
 	switch *opName {
 	case "read":
 		o.op = host.Read
@@ -192,6 +194,7 @@ func cmdBench(args []string) error {
 	}
 	defer e.Close()
 	name := *targetName
+	var remote remoteMem
 	if name == "" {
 		name = fmt.Sprintf("bench-target-%d", os.Getpid())
 		t, err := startTarget("--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total), "--log-level", *level)
@@ -199,6 +202,7 @@ func cmdBench(args []string) error {
 			return err
 		}
 		defer t.stop()
+		remote = targetMem{t: t, n: total}
 	}
 	seg, err := e.OpenSegment(ctx, name)
 	if err != nil {
@@ -221,37 +225,22 @@ func cmdBench(args []string) error {
 	if _, err := e.Register(ctx, local, host.LocalOnly); err != nil {
 		return err
 	}
-	// One batch and one request slice per thread, built once.
-	reqs := make([][]host.Request, o.threads)
-	ids := make([]host.BatchID, o.threads)
-	for th := range o.threads {
-		for k := range o.batch {
-			off := (int64(th)*int64(o.batch) + int64(k)) * size
-			reqs[th] = append(reqs[th], host.Request{Op: o.op, Local: local[off : off+size], Segment: seg.ID, Remote: remoteBase + uint64(off), Transport: o.transport, Policy: *policy})
-		}
-		if ids[th], err = e.AllocateBatch(o.batch); err != nil {
+	lay := ferryLayout{e: e, seg: seg.ID, remoteBase: remoteBase, o: o, policy: *policy}
+	if remote == nil {
+		// Nobody answers for the far engine's memory: fill and read it
+		// back through Ferry itself, with a scratch buffer of our own.
+		scratch, err := e.Allocate(int(total))
+		if err != nil {
 			return err
 		}
+		if _, err := e.Register(ctx, scratch, host.LocalOnly); err != nil {
+			return err
+		}
+		remote = ferryMem{lay: lay, scratch: scratch}
 	}
-	ferryWork := func(th int) (uint64, error) {
-		id := ids[th]
-		if err := e.Submit(id, reqs[th]...); err != nil {
-			return 0, err
-		}
-		if err := e.Wait(ctx, id); err != nil {
-			return 0, err
-		}
-		st, _ := e.BatchStatus(id)
-		if st.Failed > 0 {
-			for i := range st.Tasks {
-				if ts, _ := e.TaskStatus(id, i); ts.Err != nil {
-					return 0, ts.Err
-				}
-			}
-		}
-		e.FreeBatch(id)
-		ids[th], _ = e.AllocateBatch(o.batch)
-		return st.Bytes, nil
+	fy, err := newFerrySide(ctx, lay, local, remote)
+	if err != nil {
+		return err
 	}
 
 	var base baseline
@@ -275,19 +264,27 @@ func cmdBench(args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	// Alternate Ferry and baseline in two rounds so that drift on a noisy
-	// machine hits both alike.
+	// machine hits both alike. Before each round, off the clock, every
+	// source holds that round's pattern and every destination another
+	// one; after the last, the receiving side must hold the last round's.
+	const rounds = 2
 	var fr, br result
-	for round := range 2 {
-		_ = round
-		if _, err := runLoop(o, *warmup, ferryWork); err != nil {
+	for round := range rounds {
+		if err := fy.fill(round); err != nil {
 			return err
 		}
-		r, err := runLoop(o, o.duration/2, ferryWork)
+		if _, err := runLoop(o, *warmup, fy.work); err != nil {
+			return err
+		}
+		r, err := runLoop(o, o.duration/2, fy.work)
 		if err != nil {
 			return err
 		}
 		fr.add(r)
 		if base != nil {
+			if err := base.fill(round); err != nil {
+				return err
+			}
 			if _, err := runLoop(o, *warmup, base.work); err != nil {
 				return err
 			}
@@ -297,6 +294,32 @@ func cmdBench(args []string) error {
 			}
 			br.add(r)
 		}
+	}
+	// The statistics first: with --target, verify reads the far buffer
+	// back through Ferry, and those reads are no part of the run.
+	var pluginCounters map[string]uint64
+	var rails []railRow
+	for _, p := range e.Plugins(ctx) {
+		if p.Name == o.transport {
+			pluginCounters = p.Counters
+		}
+	}
+	var railBytes uint64
+	for _, r := range e.Rails() {
+		if r.Transport == o.transport {
+			rails = append(rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
+				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})
+			railBytes += r.Bytes
+		}
+	}
+	for i := range rails {
+		if railBytes > 0 {
+			rails[i].Share = float64(rails[i].Bytes) / float64(railBytes)
+		}
+	}
+	verifyErr := fy.verify(rounds - 1)
+	if base != nil && verifyErr == nil {
+		verifyErr = base.verify(rounds - 1)
 	}
 	row := benchRow{
 		Transport: o.transport, Op: *opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
@@ -313,34 +336,18 @@ func cmdBench(args []string) error {
 			row.LatencyRatio = row.P50us / row.BaselineP50us
 		}
 	}
-	for _, p := range e.Plugins(ctx) {
-		if p.Name == o.transport {
-			row.PluginCounters = p.Counters
-		}
-	}
-	var railBytes uint64
-	for _, r := range e.Rails() {
-		if r.Transport == o.transport {
-			row.Rails = append(row.Rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
-				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})
-			railBytes += r.Bytes
-		}
-	}
-	for i := range row.Rails {
-		if railBytes > 0 {
-			row.Rails[i].Share = float64(row.Rails[i].Bytes) / float64(railBytes)
-		}
-	}
+	row.Verified = verifyErr == nil
+	row.PluginCounters, row.Rails = pluginCounters, rails
 	if *asJSON {
 		b, _ := json.Marshal(row)
 		fmt.Println(string(b))
-		return nil
+		return verifyErr
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO")
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\n",
+	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\t%v\n",
 		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
-		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio)
+		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio, row.Verified)
 	tw.Flush()
 	if len(row.Rails) > 0 {
 		fmt.Println()
@@ -364,192 +371,5 @@ func cmdBench(args []string) error {
 		}
 		fmt.Println()
 	}
-	return nil
-}
-
-// baseline is the raw way of doing the bench's work without Ferry,
-// measured in the same run.
-type baseline interface {
-	name() string
-	work(th int) (uint64, error)
-	close()
-}
-
-// startBaseline returns the baseline for o's transport, or nil when there
-// is none.
-func startBaseline(o benchOpts) (baseline, error) {
-	switch o.transport {
-	case "tcp":
-		return startTCPBaseline(o)
-	case "shm":
-		return newMemcpyBaseline(o), nil
-	}
-	return nil, nil
-}
-
-// memcpyBaseline is what a same-machine transport is compared with: one
-// thread copying the same bytes between two buffers, as a caller that
-// shared memory by hand would.
-type memcpyBaseline struct {
-	o        benchOpts
-	src, dst [][]byte
-}
-
-func newMemcpyBaseline(o benchOpts) *memcpyBaseline {
-	m := &memcpyBaseline{o: o}
-	for range o.threads {
-		m.src = append(m.src, make([]byte, o.size*int64(o.batch)))
-		m.dst = append(m.dst, make([]byte, o.size*int64(o.batch)))
-	}
-	return m
-}
-
-func (m *memcpyBaseline) name() string { return "memcpy-1thread" }
-
-func (m *memcpyBaseline) work(th int) (uint64, error) {
-	src, dst := m.src[th], m.dst[th]
-	if m.o.op == host.Read {
-		src, dst = dst, src
-	}
-	return uint64(copy(dst, src)), nil
-}
-
-func (m *memcpyBaseline) close() {}
-
-// The raw TCP baseline: the same work over plain Go TCP sockets between
-// two processes, one stream per thread. A write sends a 16-byte header and
-// the payload and waits for an 8-byte ack per request; a read sends a
-// header and receives the payload.
-
-type baselinePeer struct {
-	cmd   *exec.Cmd
-	conns []net.Conn
-	bufs  [][]byte
-	o     benchOpts
-	hdr   [][]byte
-}
-
-func startTCPBaseline(o benchOpts) (*baselinePeer, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(exe, "bench-peer", "--size", fmt.Sprint(o.size))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	var line [128]byte
-	n, err := out.Read(line[:])
-	if err != nil {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("baseline peer: %w", err)
-	}
-	addr := strings.TrimSpace(string(line[:n]))
-	p := &baselinePeer{cmd: cmd, o: o}
-	for range o.threads {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			p.close()
-			return nil, fmt.Errorf("baseline peer %s: %w", addr, err)
-		}
-		p.conns = append(p.conns, c)
-		p.bufs = append(p.bufs, make([]byte, o.size*int64(o.batch)))
-		p.hdr = append(p.hdr, make([]byte, 16*o.batch))
-	}
-	return p, nil
-}
-
-func (p *baselinePeer) name() string { return "raw-go-tcp" }
-
-func (p *baselinePeer) work(th int) (uint64, error) {
-	c, buf, hdr := p.conns[th], p.bufs[th], p.hdr[th]
-	size := p.o.size
-	op := uint64(1)
-	if p.o.op == host.Read {
-		op = 2
-	}
-	var bufs net.Buffers
-	for k := range p.o.batch {
-		h := hdr[16*k : 16*k+16]
-		binary.LittleEndian.PutUint64(h, op)
-		binary.LittleEndian.PutUint64(h[8:], uint64(size))
-		bufs = append(bufs, h)
-		if op == 1 {
-			bufs = append(bufs, buf[int64(k)*size:int64(k+1)*size])
-		}
-	}
-	if _, err := bufs.WriteTo(c); err != nil {
-		return 0, err
-	}
-	if op == 1 {
-		var ack [8]byte
-		for range p.o.batch {
-			if _, err := io.ReadFull(c, ack[:]); err != nil {
-				return 0, err
-			}
-		}
-	} else if _, err := io.ReadFull(c, buf); err != nil {
-		return 0, err
-	}
-	return uint64(size) * uint64(p.o.batch), nil
-}
-
-func (p *baselinePeer) close() {
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
-}
-
-// cmdBenchPeer is the baseline's far end: it serves the raw protocol
-// above until killed.
-func cmdBenchPeer(args []string) error {
-	fs := flag.NewFlagSet("bench-peer", flag.ExitOnError)
-	size := fs.Int64("size", 1<<20, "largest request")
-	fs.Parse(args)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	fmt.Println(ln.Addr().String())
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			return err
-		}
-		go func() {
-			defer c.Close()
-			buf := make([]byte, *size)
-			var h [16]byte
-			ack := make([]byte, 8)
-			for {
-				if _, err := io.ReadFull(c, h[:]); err != nil {
-					return
-				}
-				op, n := binary.LittleEndian.Uint64(h[:]), binary.LittleEndian.Uint64(h[8:])
-				if n > uint64(len(buf)) {
-					return
-				}
-				var err error
-				if op == 1 {
-					if _, err = io.ReadFull(c, buf[:n]); err == nil {
-						_, err = c.Write(ack)
-					}
-				} else {
-					_, err = c.Write(buf[:n])
-				}
-				if err != nil {
-					return
-				}
-			}
-		}()
-	}
+	return verifyErr
 }

@@ -1,0 +1,64 @@
+package main_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"testing"
+)
+
+// TestBenchVerified: every kind of run ends by checking the receiving
+// side's bytes, Ferry's and the baseline's, and says so in its row.
+func TestBenchVerified(t *testing.T) {
+	for _, tc := range [][2]string{{"shm", "read"}, {"tcp", "write"}} {
+		out := ferry(t, "bench", "--transport", tc[0], "--op", tc[1], "--size", "4KiB", "--batch", "8", "--threads", "2", "--duration", "200ms", "--warmup", "50ms", "--json")
+		var row struct {
+			Verified     *bool   `json:"verified"`
+			BaselineGbps float64 `json:"baseline_gbps"`
+		}
+		if err := json.Unmarshal([]byte(out), &row); err != nil {
+			t.Fatalf("bench --json printed %q: %v", out, err)
+		}
+		if row.Verified == nil || !*row.Verified || row.BaselineGbps <= 0 {
+			t.Errorf("%s %s: want verified true and a baseline: %s", tc[0], tc[1], out)
+		}
+	}
+}
+
+// TestBenchTargetVerified: against an engine bench did not start, the
+// check goes through Ferry, and the far buffer ends up holding the
+// pattern, not the zeroes it started with.
+func TestBenchTargetVerified(t *testing.T) {
+	const n = 4 * 64 << 10
+	in, sc := startRun(t, "--name", "bench-far", "--expose", fmt.Sprint(n))
+	if !sc.Scan() {
+		t.Fatal("ferry run exited before its ready line")
+	}
+	var ready struct {
+		Metastore string `json:"metastore"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || ready.Metastore == "" {
+		t.Fatalf("ready line %q: %v; want a metastore URL", sc.Text(), err)
+	}
+	out := ferry(t, "bench", "--target", "bench-far", "--metastore", ready.Metastore, "--transport", "tcp", "--op", "write",
+		"--size", "64KiB", "--batch", "2", "--threads", "2", "--duration", "200ms", "--warmup", "50ms", "--json")
+	var row struct {
+		Verified *bool  `json:"verified"`
+		Baseline string `json:"baseline"`
+	}
+	if err := json.Unmarshal([]byte(out), &row); err != nil {
+		t.Fatalf("bench --json printed %q: %v", out, err)
+	}
+	if row.Verified == nil || !*row.Verified || row.Baseline != "" {
+		t.Errorf("want verified true and no baseline against a --target: %s", out)
+	}
+	fmt.Fprintf(in, "sha256 0 %d\n", n)
+	if !sc.Scan() {
+		t.Fatal("ferry run exited without answering sha256")
+	}
+	zero := sha256.Sum256(make([]byte, n))
+	if sc.Text() == hex.EncodeToString(zero[:]) {
+		t.Error("the far engine's buffer is still all zeroes after a verified write bench")
+	}
+}
