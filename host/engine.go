@@ -18,8 +18,10 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/topology"
@@ -138,11 +140,14 @@ type Engine struct {
 
 	hc *hostControl // the control service for peers; see notify.go
 
-	mu        sync.Mutex // guards allocations, registrations, remotes, publishing
-	allocs    map[uintptr]*allocation
-	local     atomic.Pointer[[]localBuf] // sorted by base; read lock-free on submit
-	nextReg   uint32
-	remotes   atomic.Pointer[[]*remote] // index = SegmentID-1
+	// mu serialises what a plugin restart must see whole: registrations
+	// (mem's writers), open segments, publishing.
+	mu    sync.Mutex
+	mem   *localmem.Table  // allocations and registered buffers; see memory.go
+	segs  *remotes.Table   // open remote segments; see segments.go
+	fetch *remotes.Fetcher // reads their descriptors
+	// unwatch stops the metastore watch that keeps segs current.
+	unwatch   context.CancelFunc
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: watchers and restarts stop
@@ -174,7 +179,6 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		sliceSize:   uint64(cfg.Transfer.SliceSize),
 		byName:      make(map[string]*pluginState),
 		tracker:     progress.NewTracker(0),
-		allocs:      make(map[uintptr]*allocation),
 		healthPoke:  make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 	}
@@ -186,10 +190,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
 	e.tracker.OnFailure(e.onFailure)
-	empty := []localBuf{}
-	e.local.Store(&empty)
-	noRemotes := []*remote{}
-	e.remotes.Store(&noRemotes)
+	e.mem = localmem.New(cfg.Name, controlTimeout)
+	e.segs = remotes.New(e.machineID, controlTimeout)
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
@@ -214,6 +216,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.Close()
 		return nil, err
 	}
+	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -260,6 +263,10 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
 	}
 	e.meta = b
+	e.fetch = &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Peer: e.peerDescriptor, Log: e.log, Timeout: controlTimeout}
+	if m.Kind == config.MetastoreNone {
+		e.fetch.Store = nil // peer-to-peer only
+	}
 	switch x := b.(type) {
 	case *metastore.Embedded:
 		e.metaURL = x.URL()
@@ -452,43 +459,9 @@ func (e *Engine) restart(ps *pluginState, old *pluginRun) bool {
 		discard()
 		return true
 	}
-	allocs := make(map[*allocation]bool)
-	for _, a := range e.allocs {
-		allocs[a] = true
-	}
-	for _, lb := range *e.local.Load() {
-		if lb.alloc == nil || !allocs[lb.alloc] {
-			continue
-		}
-		perm := sdk.PermLocal
-		switch lb.Perm {
-		case segment.PermRemoteRead:
-			perm = sdk.PermRemoteRead
-		case segment.PermRemoteReadWrite:
-			perm = sdk.PermRemoteReadWrite
-		}
-		cctx, c := context.WithTimeout(ctx, controlTimeout)
-		err = r.p.Client.RegisterMemory(cctx, lb.Region, lb.alloc.region.FD(), lb.Base-uint64(lb.alloc.base), lb.Length, perm, lb.Location)
-		c()
-		if err != nil {
-			err = fmt.Errorf("re-register region %d: %w", lb.Region, err)
-			break
-		}
-	}
+	err = e.mem.Replay(ctx, pluginPort{name: ps.name, p: r.p})
 	if err == nil {
-		for _, rem := range *e.remotes.Load() {
-			if rem == nil || rem.retired != "" || !rem.opened[ps.idx] {
-				continue
-			}
-			d := rem.desc
-			cctx, c := context.WithTimeout(ctx, controlTimeout)
-			err = r.p.Client.OpenPeer(cctx, sdk.Peer{ID: uint32(rem.id), Segment: rem.name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: d.Transports[ps.name]})
-			c()
-			if err != nil {
-				err = fmt.Errorf("re-open peer %q: %w", rem.name, err)
-				break
-			}
-		}
+		err = e.segs.Replay(ctx, int(ps.idx), ps.name, r.p.Client.OpenPeer)
 	}
 	if err != nil {
 		e.mu.Unlock()
@@ -598,9 +571,7 @@ func (e *Engine) descriptor() *segment.Descriptor {
 		Schema: segment.SchemaVersion, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
 		Transports: make(map[string][]byte),
 	}
-	for _, lb := range *e.local.Load() {
-		d.Buffers = append(d.Buffers, lb.Buffer)
-	}
+	d.Buffers = e.mem.Buffers()
 	d.Topology = e.topo
 	for _, ps := range e.plugins {
 		if ps.usable() {
@@ -796,6 +767,9 @@ func (e *Engine) Close() error {
 			}
 		}
 		e.stopControl()
+		if e.unwatch != nil {
+			e.unwatch() // e.wg.Wait below waits for the watch to end
+		}
 		close(e.quit)
 		// Failovers in progress give up (they watch quit) or finish
 		// submitting; none starts from here on.
@@ -844,12 +818,7 @@ func (e *Engine) Close() error {
 			}
 		}
 		e.wg.Wait()
-		e.mu.Lock()
-		for _, a := range e.allocs {
-			a.region.Close()
-		}
-		e.allocs = nil
-		e.mu.Unlock()
+		e.mem.Close()
 		if e.meta != nil {
 			if err := e.meta.Close(); err != nil {
 				errs = append(errs, err)

@@ -3,19 +3,14 @@ package host
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/control"
-	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/progress"
-	"github.com/ferrydev/ferry/host/segment"
 )
 
 // NotificationBuffer is how many received notifications Notifications()
@@ -207,10 +202,10 @@ func (e *Engine) nextKey() string {
 }
 
 func controlAddrOf(r *remote) (string, error) {
-	if r.desc.Control == "" {
-		return "", fmt.Errorf("%w: segment %q publishes no control service (an engine older than notifications)", ErrTransportUnavailable, r.name)
+	if r.Desc.Control == "" {
+		return "", fmt.Errorf("%w: segment %q publishes no control service (an engine older than notifications)", ErrTransportUnavailable, r.Name)
 	}
-	return r.desc.Control, nil
+	return r.Desc.Control, nil
 }
 
 // Notify sends one notification to an open segment and returns once the
@@ -242,12 +237,12 @@ func (e *Engine) send(ctx context.Context, r *remote, n Notification, key string
 		return err
 	}
 	_, err = c.Notify(ctx, control.Notification{
-		From: e.name, FromIncarnation: e.incarnation, ToIncarnation: r.desc.Incarnation,
+		From: e.name, FromIncarnation: e.incarnation, ToIncarnation: r.Desc.Incarnation,
 		Name: n.Name, Msg: n.Msg, Key: key,
 	}, control.DefaultRetry)
 	if err != nil {
 		e.hc.fail.Add(1)
-		return fmt.Errorf("%w: notify segment %q: %v", ErrTransportUnavailable, r.name, err)
+		return fmt.Errorf("%w: notify segment %q: %w", ErrTransportUnavailable, r.Name, err)
 	}
 	e.hc.sent.Add(1)
 	return nil
@@ -307,7 +302,7 @@ func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) e
 
 func slicesContains(l []*remote, r *remote) bool {
 	for _, x := range l {
-		if x.id == r.id {
+		if x.ID == r.ID {
 			return true
 		}
 	}
@@ -387,92 +382,7 @@ func (e *Engine) sendAll(p *pendingNotify) {
 	defer e.hc.wg.Done()
 	for _, r := range p.targets {
 		if err := e.send(e.hc.ctx, r, p.n, p.key); err != nil {
-			e.log.Error("notification not delivered", "segment", r.name, "name", p.n.Name, "error", err)
+			e.log.Error("notification not delivered", "segment", r.Name, "name", p.n.Name, "error", err)
 		}
 	}
-}
-
-// fetchDescriptor finds a segment's descriptor and the name to know it
-// by. The rule: the metastore is asked first (unless its kind is "none");
-// when it has no descriptor under name, or there is no metastore, and
-// name looks like host:port, the descriptor is fetched from the control
-// service at that address (peer-to-peer mode) and the segment is known by
-// the name in that descriptor, which is the name its plugins answer to.
-// lookupTries and lookupBackoff bound how a metastore lookup retries
-// through an outage: about 3 s in all before the caller gets the error.
-const (
-	lookupTries   = 5
-	lookupBackoff = 200 * time.Millisecond
-)
-
-// lookup reads key from the metastore, retrying with backoff while the
-// metastore fails (not when the key is absent) and logging each failure.
-func (e *Engine) lookup(ctx context.Context, key string) ([]byte, error) {
-	wait := lookupBackoff
-	for try := 1; ; try++ {
-		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		raw, err := e.meta.Get(cctx, key)
-		cancel()
-		if err == nil || errors.Is(err, metastore.ErrNotFound) || try == lookupTries || ctx.Err() != nil {
-			return raw, err
-		}
-		e.log.Warn("metastore lookup failed; retrying", "key", key, "try", try, "error", err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, err
-		}
-		wait *= 2
-	}
-}
-
-func (e *Engine) fetchDescriptor(ctx context.Context, name string) (*segment.Descriptor, string, error) {
-	key := segment.Key(e.keyPrefix, name)
-	notFound := fmt.Errorf("%w: open segment %q: no descriptor at %q; is the engine running and using the same metastore?", ErrSegmentNotFound, name, key)
-	if e.cfg.Metastore.Kind != config.MetastoreNone {
-		raw, err := e.lookup(ctx, key)
-		switch {
-		case err == nil:
-			d, err := segment.Decode(key, raw)
-			if err != nil {
-				return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-			}
-			return d, name, nil
-		case !errors.Is(err, metastore.ErrNotFound):
-			return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-		}
-		if !isHostPort(name) {
-			return nil, "", notFound
-		}
-	} else if !isHostPort(name) {
-		return nil, "", fmt.Errorf("%w: open segment %q: the metastore kind is \"none\": open a peer by its control address (host:port)", ErrSegmentNotFound, name)
-	}
-	c, err := e.hc.client(name)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	raw, err := c.Descriptor(cctx)
-	cancel()
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: open segment %q (peer-to-peer): %v", ErrSegmentNotFound, name, err)
-	}
-	d, err := segment.Decode("control://"+name, raw)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-	}
-	// The peer is reachable where we reached it, whatever it published
-	// (it may listen on 0.0.0.0).
-	d.Control = name
-	return d, d.Name, nil
-}
-
-// isHostPort reports whether name reads as host:port with a port.
-func isHostPort(name string) bool {
-	host, port, err := net.SplitHostPort(name)
-	if err != nil || host == "" {
-		return false
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	return err == nil && p != 0
 }
