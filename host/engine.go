@@ -16,11 +16,12 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/config"
-	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/notify"
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/publish"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
@@ -118,11 +119,7 @@ type Engine struct {
 	meta      metastore.Backend
 	metaURL   string // of the embedded or HTTP metastore, "" otherwise
 	keyPrefix string
-	lease     metastore.Lease // our descriptor, kept alive while we run
-	// health is the latest metastore trouble the lease or a publish
-	// reported, nil once the descriptor is back; see MetastoreHealth.
-	health     atomic.Pointer[error]
-	healthPoke chan struct{} // a publish failed: watchLease checks for recovery
+	pub       *publish.Publisher // our descriptor, kept alive while we run; see presence.go
 
 	plugins []*pluginState
 	byName  map[string]*pluginState
@@ -138,7 +135,7 @@ type Engine struct {
 	retryClosed bool
 	retrying    sync.WaitGroup
 
-	hc *hostControl // the control service for peers; see notify.go
+	hc *notify.Service // the control service for peers; see notify.go
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.
@@ -179,7 +176,6 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		sliceSize:   uint64(cfg.Transfer.SliceSize),
 		byName:      make(map[string]*pluginState),
 		tracker:     progress.NewTracker(0),
-		healthPoke:  make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 	}
 	if e.machineID == "" {
@@ -267,6 +263,10 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 	if m.Kind == config.MetastoreNone {
 		e.fetch.Store = nil // peer-to-peer only
 	}
+	e.pub = publish.New(publish.Config{
+		Store: b, Key: segment.Key(e.keyPrefix, e.name), Name: e.name, Incarnation: e.incarnation,
+		TTL: m.LeaseTTL(), Timeout: controlTimeout, Log: e.log, Describe: e.descriptor,
+	})
 	switch x := b.(type) {
 	case *metastore.Embedded:
 		e.metaURL = x.URL()
@@ -565,191 +565,6 @@ func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 	return out
 }
 
-// descriptor builds the local descriptor; e.mu held.
-func (e *Engine) descriptor() *segment.Descriptor {
-	d := &segment.Descriptor{
-		Schema: segment.SchemaVersion, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
-		Transports: make(map[string][]byte),
-	}
-	d.Buffers = e.mem.Buffers()
-	d.Topology = e.topo
-	for _, ps := range e.plugins {
-		if ps.usable() {
-			d.Transports[ps.name] = ps.run().endpoint
-			if rs := ps.run().rails; rs != nil {
-				if d.Rails == nil {
-					d.Rails = make(map[string][]segment.RailInfo)
-				}
-				for _, r := range rs.info {
-					d.Rails[ps.name] = append(d.Rails[ps.name], segment.RailInfo{Name: r.Name, Label: r.Label, NUMANode: r.NUMANode, BandwidthGbps: r.NominalGbps})
-				}
-			}
-		}
-	}
-	if e.hc != nil {
-		d.Control = e.hc.srv.Addr()
-	}
-	return d
-}
-
-// publish writes the local descriptor to the metastore, bound to a lease
-// that the metastore keeps alive while this engine runs: a dead engine's
-// descriptor expires within the configured TTL.
-func (e *Engine) publish(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b, err := e.descriptor().Encode()
-	if err != nil {
-		return err
-	}
-	key := segment.Key(e.keyPrefix, e.name)
-	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	defer cancel()
-	if e.lease != nil {
-		if err := e.lease.Update(cctx, b); err != nil {
-			// The lease keeps the new value and writes it when the
-			// metastore answers again: an outage must not fail a
-			// Register, only delay what peers learn of it.
-			err = fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
-			e.setHealth(err)
-			select {
-			case e.healthPoke <- struct{}{}:
-			default:
-			}
-			e.log.Warn("descriptor not published yet; it is written when the metastore returns", "error", err)
-		}
-		return nil
-	}
-	if err := e.claimName(cctx, key); err != nil {
-		return err
-	}
-	e.lease, err = e.meta.PutLeased(cctx, key, b, e.cfg.Metastore.LeaseTTL())
-	if err != nil {
-		return fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
-	}
-	e.wg.Add(1)
-	go e.watchLease(e.lease, key)
-	return nil
-}
-
-// MetastoreHealth returns nil while the engine's descriptor is kept alive
-// in the metastore, and the latest error while it cannot be (the
-// metastore is unreachable or lost the lease). Transfers to peers already
-// open go on meanwhile; the error clears once the descriptor is back.
-func (e *Engine) MetastoreHealth() error {
-	if p := e.health.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-func (e *Engine) setHealth(err error) {
-	if err == nil {
-		e.health.Store(nil)
-		return
-	}
-	e.health.Store(&err)
-}
-
-// claimName makes sure publishing under key takes over no live engine's
-// name: its peers would send this engine writes meant for it. A
-// descriptor left by an engine that no longer answers on its control
-// address (it crashed and is being restarted) is taken over at once
-// rather than after its lease expires. Two engines racing to start under
-// one name can still both pass; names are the operator's to keep unique.
-func (e *Engine) claimName(ctx context.Context, key string) error {
-	raw, err := e.meta.Get(ctx, key)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("engine %q: check descriptor %q: %w", e.name, key, err)
-	}
-	d, err := segment.Decode(key, raw)
-	if err != nil {
-		return fmt.Errorf("%w: engine %q: key %q holds something that is not a Ferry descriptor (%v); refusing to overwrite it: remove the key or pick another name", ErrInvalid, e.name, key, err)
-	}
-	if d.Incarnation == e.incarnation || !e.answers(ctx, d) {
-		return nil
-	}
-	return fmt.Errorf("%w: engine %q: the name is in use by a live engine (incarnation %#x on machine %q, control %s, key %q); pick another name",
-		ErrInvalid, e.name, d.Incarnation, d.MachineID, d.Control, key)
-}
-
-// answers reports whether the engine that published d still answers a
-// ping as that incarnation. Without a control address it is assumed alive
-// until its lease expires.
-func (e *Engine) answers(ctx context.Context, d *segment.Descriptor) bool {
-	if d.Control == "" {
-		return true
-	}
-	c, err := control.Dial(d.Control)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	name, inc, err := c.Ping(pctx)
-	return err == nil && name == d.Name && inc == d.Incarnation
-}
-
-// watchLease records and logs metastore trouble the lease reports; the
-// lease itself retries and puts the descriptor back when the metastore
-// returns. The lease reports only failures, so while it is failing the
-// descriptor is read back every ttl/3 to learn that it recovered.
-func (e *Engine) watchLease(l metastore.Lease, key string) {
-	defer e.wg.Done()
-	interval := e.cfg.Metastore.LeaseTTL() / 3
-	var ticker *time.Ticker
-	var tick <-chan time.Time
-	defer func() {
-		if ticker != nil {
-			ticker.Stop()
-		}
-	}()
-	errc := l.Err()
-	for {
-		select {
-		case err, ok := <-errc:
-			if !ok {
-				return // the lease stopped: Close
-			}
-			e.setHealth(err)
-			e.log.Warn("metastore unreachable; transfers to known peers go on, the descriptor is refreshed when it returns", "error", err)
-			if ticker == nil {
-				ticker = time.NewTicker(interval)
-				tick = ticker.C
-			}
-		case <-e.healthPoke:
-			if ticker == nil {
-				ticker = time.NewTicker(interval)
-				tick = ticker.C
-			}
-		case <-tick:
-			if e.published(key, interval) {
-				e.setHealth(nil)
-				e.log.Info("metastore back; descriptor published again", "key", key)
-				ticker.Stop()
-				ticker, tick = nil, nil
-			}
-		}
-	}
-}
-
-// published reports whether the metastore holds this incarnation's
-// descriptor under key.
-func (e *Engine) published(key string, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	raw, err := e.meta.Get(ctx, key)
-	if err != nil {
-		return false
-	}
-	d, err := segment.Decode(key, raw)
-	return err == nil && d.Incarnation == e.incarnation
-}
-
 // Close stops the engine: unpublishes its descriptor, stops its plugins,
 // fails what is still pending, and frees its memory. Safe to call twice.
 func (e *Engine) Close() error {
@@ -758,11 +573,8 @@ func (e *Engine) Close() error {
 		e.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 		defer cancel()
-		e.mu.Lock()
-		lease := e.lease
-		e.mu.Unlock()
-		if lease != nil {
-			if err := lease.Close(ctx); err != nil {
+		if e.pub != nil {
+			if err := e.pub.Close(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}

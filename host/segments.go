@@ -180,7 +180,7 @@ func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
 // peerDescriptor fetches the descriptor the control service at addr
 // serves: peer-to-peer mode.
 func (e *Engine) peerDescriptor(ctx context.Context, addr string) ([]byte, error) {
-	c, err := e.hc.client(addr)
+	c, err := e.hc.Client(addr)
 	if err != nil {
 		return nil, err
 	}
