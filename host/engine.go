@@ -143,7 +143,9 @@ type Engine struct {
 	mem   *localmem.Table  // allocations and registered buffers; see memory.go
 	segs  *remotes.Table   // open remote segments; see segments.go
 	fetch *remotes.Fetcher // reads their descriptors
-	// unwatch stops the metastore watch that keeps segs current.
+	// follow applies the metastore's watch to segs, nil without one;
+	// unwatch stops it.
+	follow    *remotes.Follower
 	unwatch   context.CancelFunc
 	closed    atomic.Bool
 	closeOnce sync.Once

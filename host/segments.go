@@ -60,17 +60,41 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 	if e.closed.Load() {
 		return Segment{}, ErrClosed
 	}
-	d, name, key, err := e.fetch.Fetch(ctx, name)
-	if err != nil {
-		return Segment{}, remotesErr(err)
+	asked := name
+	for try := 1; ; try++ {
+		seen := e.seen(segment.Key(e.keyPrefix, asked))
+		d, name, key, err := e.fetch.Fetch(ctx, asked)
+		if err != nil {
+			return Segment{}, remotesErr(err)
+		}
+		e.mu.Lock()
+		h, err := e.segs.Open(ctx, name, key, d, e.peerPorts())
+		// A change the watch reported while the descriptor was read
+		// found no handle to apply to: read it again, so that the
+		// handle is not left on a life the peer has left.
+		again := err == nil && key != "" && e.follow != nil && e.follow.Seen(key) != seen && try < openTries
+		e.mu.Unlock()
+		if err != nil {
+			return Segment{}, remotesErr(err)
+		}
+		if !again {
+			return e.segmentInfo(h), nil
+		}
+	}
+}
+
+// openTries bounds how often OpenSegment reads a descriptor that keeps
+// changing while it is read; the last read's handle is returned.
+const openTries = 3
+
+// seen is e.follow.Seen(key), 0 without a watch.
+func (e *Engine) seen(key string) uint64 {
+	if e.follow == nil {
+		return 0
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	h, err := e.segs.Open(ctx, name, key, d, e.peerPorts())
-	if err != nil {
-		return Segment{}, remotesErr(err)
-	}
-	return e.segmentInfo(h), nil
+	return e.follow.Seen(key)
 }
 
 func (e *Engine) segmentInfo(h *remote) Segment {
@@ -206,6 +230,7 @@ func (e *Engine) watchSegments() {
 	}
 	e.unwatch = cancel
 	f := &remotes.Follower{Table: e.segs, Store: e.meta, Lock: &e.mu, Transports: e.peerPorts, Log: e.log, Timeout: controlTimeout}
+	e.follow = f
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -24,7 +24,19 @@ type Follower struct {
 	Log        hclog.Logger
 	Timeout    time.Duration    // bounds one re-read
 	Now        func() time.Time // nil: time.Now
+
+	// seen counts the changes seen per key, resyncs those that may have
+	// been missed for every key; both under Lock. See Seen.
+	seen    map[string]uint64
+	resyncs uint64
 }
+
+// Seen returns a number that changes whenever the watch reports a change
+// to key (or may have missed one), whether or not a handle caches it; the
+// caller holds Lock. A change that lands while OpenSegment reads a
+// descriptor finds no handle to apply to: comparing Seen before the read
+// and after the handle is in the table tells the opener to read again.
+func (f *Follower) Seen(key string) uint64 { return f.seen[key] + f.resyncs }
 
 // Run applies events until they end (the watch closed) or ctx ends. The
 // caller owns the goroutine that runs it and ends it through ctx.
@@ -42,13 +54,21 @@ func (f *Follower) Run(ctx context.Context, events <-chan metastore.Event) {
 		}
 		switch ev.Kind {
 		case metastore.Put, metastore.Delete:
-			if f.watched(ev.Key) {
+			f.Lock.Lock()
+			if f.seen == nil {
+				f.seen = make(map[string]uint64)
+			}
+			f.seen[ev.Key]++
+			watched := f.watched(ev.Key)
+			f.Lock.Unlock()
+			if watched {
 				f.apply(ctx, ev.Key, f.change(ev))
 			}
 		case metastore.Resync:
 			// Changes may have been missed: read again every key a
 			// handle caches.
 			f.Lock.Lock()
+			f.resyncs++
 			keys := f.Table.Keys()
 			f.Lock.Unlock()
 			for _, key := range keys {

@@ -256,6 +256,28 @@ func TestFollowerResync(t *testing.T) {
 	}
 }
 
+// TestSeenCountsUncachedKeys: a change to a key no handle caches yet is
+// counted, and a resync counts for every key, so that an OpenSegment
+// reading the key meanwhile knows to read it again.
+func TestSeenCountsUncachedKeys(t *testing.T) {
+	var mu sync.Mutex
+	store := metastore.NewMemory()
+	defer store.Close()
+	f := &Follower{Table: New("here", time.Second), Store: store, Lock: &mu, Transports: func() []Transport { return nil },
+		Log: hclog.NewNullLogger(), Timeout: time.Second}
+	events := make(chan metastore.Event, 3)
+	events <- metastore.Event{Kind: metastore.Put, Key: "segments/b", Value: []byte("{}")}
+	events <- metastore.Event{Kind: metastore.Delete, Key: "segments/b"}
+	events <- metastore.Event{Kind: metastore.Resync}
+	close(events)
+	f.Run(context.Background(), events)
+	mu.Lock()
+	defer mu.Unlock()
+	if b, c := f.Seen("segments/b"), f.Seen("segments/c"); b != 3 || c != 1 {
+		t.Fatalf("Seen(b) = %d, Seen(c) = %d; want 3 (put, delete, resync) and 1 (resync)", b, c)
+	}
+}
+
 func TestIsHostPort(t *testing.T) {
 	for name, want := range map[string]bool{"127.0.0.1:7000": true, "h:1": true, "engine-a": false, ":7000": false, "h:0": false, "h:x": false} {
 		if got := IsHostPort(name); got != want {
