@@ -16,10 +16,13 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/config"
-	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/notify"
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/publish"
+	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/topology"
@@ -116,11 +119,7 @@ type Engine struct {
 	meta      metastore.Backend
 	metaURL   string // of the embedded or HTTP metastore, "" otherwise
 	keyPrefix string
-	lease     metastore.Lease // our descriptor, kept alive while we run
-	// health is the latest metastore trouble the lease or a publish
-	// reported, nil once the descriptor is back; see MetastoreHealth.
-	health     atomic.Pointer[error]
-	healthPoke chan struct{} // a publish failed: watchLease checks for recovery
+	pub       *publish.Publisher // our descriptor, kept alive while we run; see presence.go
 
 	plugins []*pluginState
 	byName  map[string]*pluginState
@@ -136,13 +135,18 @@ type Engine struct {
 	retryClosed bool
 	retrying    sync.WaitGroup
 
-	hc *hostControl // the control service for peers; see notify.go
+	hc *notify.Service // the control service for peers; see notify.go
 
-	mu        sync.Mutex // guards allocations, registrations, remotes, publishing
-	allocs    map[uintptr]*allocation
-	local     atomic.Pointer[[]localBuf] // sorted by base; read lock-free on submit
-	nextReg   uint32
-	remotes   atomic.Pointer[[]*remote] // index = SegmentID-1
+	// mu serialises what a plugin restart must see whole: registrations
+	// (mem's writers), open segments, publishing.
+	mu    sync.Mutex
+	mem   *localmem.Table  // allocations and registered buffers; see memory.go
+	segs  *remotes.Table   // open remote segments; see segments.go
+	fetch *remotes.Fetcher // reads their descriptors
+	// follow applies the metastore's watch to segs, nil without one;
+	// unwatch stops it.
+	follow    *remotes.Follower
+	unwatch   context.CancelFunc
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: watchers and restarts stop
@@ -174,8 +178,6 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		sliceSize:   uint64(cfg.Transfer.SliceSize),
 		byName:      make(map[string]*pluginState),
 		tracker:     progress.NewTracker(0),
-		allocs:      make(map[uintptr]*allocation),
-		healthPoke:  make(chan struct{}, 1),
 		quit:        make(chan struct{}),
 	}
 	if e.machineID == "" {
@@ -186,10 +188,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
 	e.tracker.OnFailure(e.onFailure)
-	empty := []localBuf{}
-	e.local.Store(&empty)
-	noRemotes := []*remote{}
-	e.remotes.Store(&noRemotes)
+	e.mem = localmem.New(cfg.Name, controlTimeout)
+	e.segs = remotes.New(e.machineID, controlTimeout)
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
@@ -214,6 +214,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.Close()
 		return nil, err
 	}
+	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -260,6 +261,14 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
 	}
 	e.meta = b
+	e.fetch = &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Peer: e.peerDescriptor, Log: e.log, Timeout: controlTimeout}
+	if m.Kind == config.MetastoreNone {
+		e.fetch.Store = nil // peer-to-peer only
+	}
+	e.pub = publish.New(publish.Config{
+		Store: b, Key: segment.Key(e.keyPrefix, e.name), Name: e.name, Incarnation: e.incarnation,
+		TTL: m.LeaseTTL(), Timeout: controlTimeout, Log: e.log, Describe: e.descriptor,
+	})
 	switch x := b.(type) {
 	case *metastore.Embedded:
 		e.metaURL = x.URL()
@@ -456,43 +465,9 @@ func (e *Engine) restart(ps *pluginState, old *pluginRun) bool {
 		discard()
 		return true
 	}
-	allocs := make(map[*allocation]bool)
-	for _, a := range e.allocs {
-		allocs[a] = true
-	}
-	for _, lb := range *e.local.Load() {
-		if lb.alloc == nil || !allocs[lb.alloc] {
-			continue
-		}
-		perm := sdk.PermLocal
-		switch lb.Perm {
-		case segment.PermRemoteRead:
-			perm = sdk.PermRemoteRead
-		case segment.PermRemoteReadWrite:
-			perm = sdk.PermRemoteReadWrite
-		}
-		cctx, c := context.WithTimeout(ctx, controlTimeout)
-		err = r.p.Client.RegisterMemory(cctx, lb.Region, lb.alloc.region.FD(), lb.Base-uint64(lb.alloc.base), lb.Length, perm, lb.Location)
-		c()
-		if err != nil {
-			err = fmt.Errorf("re-register region %d: %w", lb.Region, err)
-			break
-		}
-	}
+	err = e.mem.Replay(ctx, pluginPort{name: ps.name, p: r.p})
 	if err == nil {
-		for _, rem := range *e.remotes.Load() {
-			if rem == nil || rem.retired != "" || !rem.opened[ps.idx] {
-				continue
-			}
-			d := rem.desc
-			cctx, c := context.WithTimeout(ctx, controlTimeout)
-			err = r.p.Client.OpenPeer(cctx, sdk.Peer{ID: uint32(rem.id), Segment: rem.name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: d.Transports[ps.name]})
-			c()
-			if err != nil {
-				err = fmt.Errorf("re-open peer %q: %w", rem.name, err)
-				break
-			}
-		}
+		err = e.segs.Replay(ctx, int(ps.idx), ps.name, r.p.Client.OpenPeer)
 	}
 	if err != nil {
 		e.mu.Unlock()
@@ -596,193 +571,6 @@ func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 	return out
 }
 
-// descriptor builds the local descriptor; e.mu held.
-func (e *Engine) descriptor() *segment.Descriptor {
-	d := &segment.Descriptor{
-		Schema: segment.SchemaVersion, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
-		Transports: make(map[string][]byte),
-	}
-	for _, lb := range *e.local.Load() {
-		d.Buffers = append(d.Buffers, lb.Buffer)
-	}
-	d.Topology = e.topo
-	for _, ps := range e.plugins {
-		if ps.usable() {
-			d.Transports[ps.name] = ps.run().endpoint
-			if rs := ps.run().rails; rs != nil {
-				if d.Rails == nil {
-					d.Rails = make(map[string][]segment.RailInfo)
-				}
-				for _, r := range rs.info {
-					d.Rails[ps.name] = append(d.Rails[ps.name], segment.RailInfo{Name: r.Name, Label: r.Label, NUMANode: r.NUMANode, BandwidthGbps: r.NominalGbps})
-				}
-			}
-		}
-	}
-	if e.hc != nil {
-		d.Control = e.hc.srv.Addr()
-	}
-	return d
-}
-
-// publish writes the local descriptor to the metastore, bound to a lease
-// that the metastore keeps alive while this engine runs: a dead engine's
-// descriptor expires within the configured TTL.
-func (e *Engine) publish(ctx context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	b, err := e.descriptor().Encode()
-	if err != nil {
-		return err
-	}
-	key := segment.Key(e.keyPrefix, e.name)
-	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	defer cancel()
-	if e.lease != nil {
-		if err := e.lease.Update(cctx, b); err != nil {
-			// The lease keeps the new value and writes it when the
-			// metastore answers again: an outage must not fail a
-			// Register, only delay what peers learn of it.
-			err = fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
-			e.setHealth(err)
-			select {
-			case e.healthPoke <- struct{}{}:
-			default:
-			}
-			e.log.Warn("descriptor not published yet; it is written when the metastore returns", "error", err)
-		}
-		return nil
-	}
-	if err := e.claimName(cctx, key); err != nil {
-		return err
-	}
-	e.lease, err = e.meta.PutLeased(cctx, key, b, e.cfg.Metastore.LeaseTTL())
-	if err != nil {
-		return fmt.Errorf("engine %q: publish descriptor %q: %w", e.name, key, err)
-	}
-	e.wg.Add(1)
-	go e.watchLease(e.lease, key)
-	return nil
-}
-
-// MetastoreHealth returns nil while the engine's descriptor is kept alive
-// in the metastore, and the latest error while it cannot be (the
-// metastore is unreachable or lost the lease). Transfers to peers already
-// open go on meanwhile; the error clears once the descriptor is back.
-func (e *Engine) MetastoreHealth() error {
-	if p := e.health.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-func (e *Engine) setHealth(err error) {
-	if err == nil {
-		e.health.Store(nil)
-		return
-	}
-	e.health.Store(&err)
-}
-
-// claimName makes sure publishing under key takes over no live engine's
-// name: its peers would send this engine writes meant for it. A
-// descriptor left by an engine that no longer answers on its control
-// address (it crashed and is being restarted) is taken over at once
-// rather than after its lease expires. Two engines racing to start under
-// one name can still both pass; names are the operator's to keep unique.
-func (e *Engine) claimName(ctx context.Context, key string) error {
-	raw, err := e.meta.Get(ctx, key)
-	if errors.Is(err, metastore.ErrNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("engine %q: check descriptor %q: %w", e.name, key, err)
-	}
-	d, err := segment.Decode(key, raw)
-	if err != nil {
-		return fmt.Errorf("%w: engine %q: key %q holds something that is not a Ferry descriptor (%v); refusing to overwrite it: remove the key or pick another name", ErrInvalid, e.name, key, err)
-	}
-	if d.Incarnation == e.incarnation || !e.answers(ctx, d) {
-		return nil
-	}
-	return fmt.Errorf("%w: engine %q: the name is in use by a live engine (incarnation %#x on machine %q, control %s, key %q); pick another name",
-		ErrInvalid, e.name, d.Incarnation, d.MachineID, d.Control, key)
-}
-
-// answers reports whether the engine that published d still answers a
-// ping as that incarnation. Without a control address it is assumed alive
-// until its lease expires.
-func (e *Engine) answers(ctx context.Context, d *segment.Descriptor) bool {
-	if d.Control == "" {
-		return true
-	}
-	c, err := control.Dial(d.Control)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	name, inc, err := c.Ping(pctx)
-	return err == nil && name == d.Name && inc == d.Incarnation
-}
-
-// watchLease records and logs metastore trouble the lease reports; the
-// lease itself retries and puts the descriptor back when the metastore
-// returns. The lease reports only failures, so while it is failing the
-// descriptor is read back every ttl/3 to learn that it recovered.
-func (e *Engine) watchLease(l metastore.Lease, key string) {
-	defer e.wg.Done()
-	interval := e.cfg.Metastore.LeaseTTL() / 3
-	var ticker *time.Ticker
-	var tick <-chan time.Time
-	defer func() {
-		if ticker != nil {
-			ticker.Stop()
-		}
-	}()
-	errc := l.Err()
-	for {
-		select {
-		case err, ok := <-errc:
-			if !ok {
-				return // the lease stopped: Close
-			}
-			e.setHealth(err)
-			e.log.Warn("metastore unreachable; transfers to known peers go on, the descriptor is refreshed when it returns", "error", err)
-			if ticker == nil {
-				ticker = time.NewTicker(interval)
-				tick = ticker.C
-			}
-		case <-e.healthPoke:
-			if ticker == nil {
-				ticker = time.NewTicker(interval)
-				tick = ticker.C
-			}
-		case <-tick:
-			if e.published(key, interval) {
-				e.setHealth(nil)
-				e.log.Info("metastore back; descriptor published again", "key", key)
-				ticker.Stop()
-				ticker, tick = nil, nil
-			}
-		}
-	}
-}
-
-// published reports whether the metastore holds this incarnation's
-// descriptor under key.
-func (e *Engine) published(key string, timeout time.Duration) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	raw, err := e.meta.Get(ctx, key)
-	if err != nil {
-		return false
-	}
-	d, err := segment.Decode(key, raw)
-	return err == nil && d.Incarnation == e.incarnation
-}
-
 // Close stops the engine: unpublishes its descriptor, stops its plugins,
 // fails what is still pending, and frees its memory. Safe to call twice.
 func (e *Engine) Close() error {
@@ -791,15 +579,15 @@ func (e *Engine) Close() error {
 		e.closed.Store(true)
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 		defer cancel()
-		e.mu.Lock()
-		lease := e.lease
-		e.mu.Unlock()
-		if lease != nil {
-			if err := lease.Close(ctx); err != nil {
+		if e.pub != nil {
+			if err := e.pub.Close(ctx); err != nil {
 				errs = append(errs, err)
 			}
 		}
 		e.stopControl()
+		if e.unwatch != nil {
+			e.unwatch() // e.wg.Wait below waits for the watch to end
+		}
 		close(e.quit)
 		// Failovers in progress give up (they watch quit) or finish
 		// submitting; none starts from here on.
@@ -848,12 +636,7 @@ func (e *Engine) Close() error {
 			}
 		}
 		e.wg.Wait()
-		e.mu.Lock()
-		for _, a := range e.allocs {
-			a.region.Close()
-		}
-		e.allocs = nil
-		e.mu.Unlock()
+		e.mem.Close()
 		if e.meta != nil {
 			if err := e.meta.Close(); err != nil {
 				errs = append(errs, err)

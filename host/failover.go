@@ -135,7 +135,7 @@ func (e *Engine) failover(j retryJob) {
 	te := &ext(b).tasks[i]
 	te.tried |= 1 << to
 	te.avoid = avoid
-	e.log.Warn("task failed; trying it again", "segment", rem.name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
+	e.log.Warn("task failed; trying it again", "segment", rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
 		"to", e.plugins[to].name, "attempt", b.Attempt(i)+1, "of", e.cfg.Transfer.Attempts, "error", why)
 	var sc submitCtx
 	e.dispatch(b, i, r, rem, rt, avoid, &sc)
@@ -173,7 +173,7 @@ func (e *Engine) otherRail(tr int32, rail int, avoid *uint64) bool {
 // when there is nowhere to go.
 func (e *Engine) failoverTarget(r *Request, tried uint64, from int32) int32 {
 	rem := e.remote(r.Segment)
-	if rem == nil || rem.retired != "" {
+	if rem == nil || rem.Retired != "" {
 		return -1
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), failoverWait)

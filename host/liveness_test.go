@@ -15,6 +15,7 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/metastore/metastoretest"
+	"github.com/ferrydev/ferry/host/segment"
 )
 
 // engineHCL writes a config for an engine named name with the given
@@ -114,11 +115,18 @@ func TestClusterPeerKilledAndRestarted(t *testing.T) {
 				t.Fatal("the restarted peer kept its incarnation")
 			}
 			before := b2.ask(t, "sha256 0 %d", 1<<20)
+			// The metastore's watch shows the new life: the old handle
+			// is retired before any transfer is tried, so the write is
+			// refused before anything is sent (INVALID). Without a
+			// watch the plugin's refusal and a re-read of the
+			// descriptor find the same (FAILED): see
+			// TestPeerToPeerPeerRestarted.
+			waitSegment(t, a, seg.ID, "the peer's restart", func(retired string, _ bool, _ []segment.Buffer) bool { return retired != "" })
 			tctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 			err = a.Transfer(tctx, write)
 			cancel()
-			transferErr(t, "write through the old handle", err, host.StateFailed, host.ErrSegmentNotFound, "restarted")
-			// The engine re-read the descriptor once and names the new life.
+			transferErr(t, "write through the old handle", err, host.StateInvalid, host.ErrSegmentNotFound, "restarted")
+			// The handle names the new life.
 			if !strings.Contains(err.Error(), fmt.Sprintf("now incarnation %#x", b2.Ready.Incarnation)) {
 				t.Fatalf("write through the old handle: %v; want it to name the new incarnation %#x", err, b2.Ready.Incarnation)
 			}
@@ -289,6 +297,59 @@ func TestPeerToPeerAcrossProcesses(t *testing.T) {
 	if got := b.ask(t, "sha256 13 %d", len(src)); got != sum(src) {
 		t.Fatal("peer-to-peer write: the peer has other bytes")
 	}
+}
+
+// TestPeerToPeerPeerRestarted: without a metastore nothing watches the
+// peer, so a peer restarted on the same addresses is found out when a
+// transfer to it fails: the write through the handle of its previous life
+// ends FAILED, is never applied to the new life, and the engine re-reads
+// the descriptor from the peer once to name the new incarnation.
+func TestPeerToPeerPeerRestarted(t *testing.T) {
+	ctx := context.Background()
+	block := "kind = \"none\""
+	a := engineFrom(t, engineHCL(t, "p2pr-a", block, "127.0.0.1:0"))
+	bcfg := engineHCL(t, "p2pr-b", block, fmt.Sprintf("127.0.0.1:%d", metastoretest.FreePort(t)))
+	control := fmt.Sprintf("127.0.0.1:%d", metastoretest.FreePort(t))
+	f, err := os.OpenFile(bcfg, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, "control {\n  listen = %q\n}\n", control)
+	f.Close()
+	b := startPeer(t, "--config", bcfg, "--expose", "1MiB", "--pattern", "5")
+	seg, err := a.OpenSegment(ctx, control)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, _ := a.Allocate(1 << 20)
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	src := local[:64<<10]
+	rand.Read(src)
+	write := host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}
+	if err := a.Transfer(ctx, write); err != nil {
+		t.Fatal(err)
+	}
+	b.kill()
+	b.cmd.Wait()
+	b2 := startPeer(t, "--config", bcfg, "--expose", "1MiB", "--pattern", "5")
+	before := b2.ask(t, "sha256 0 %d", 1<<20)
+	if retired, _, _, _ := host.SegmentHandle(a, seg.ID); retired != "" {
+		t.Fatalf("the handle was retired with no metastore to watch: %s", retired)
+	}
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = a.Transfer(tctx, write)
+	cancel()
+	transferErr(t, "write through the old handle", err, host.StateFailed, host.ErrSegmentNotFound, "restarted")
+	if !strings.Contains(err.Error(), fmt.Sprintf("now incarnation %#x", b2.Ready.Incarnation)) {
+		t.Fatalf("write through the old handle: %v; want it to name the new incarnation %#x", err, b2.Ready.Incarnation)
+	}
+	if got := b2.ask(t, "sha256 0 %d", 1<<20); got != before {
+		t.Fatal("a write addressed to the previous incarnation changed the restarted peer's memory")
+	}
+	err = a.Transfer(ctx, write)
+	transferErr(t, "write through the old handle after the re-read", err, host.StateInvalid, host.ErrSegmentNotFound, "restarted")
 }
 
 // waitFor polls cond until it holds or d passes.

@@ -2,13 +2,12 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
-	"unsafe"
 
-	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/shm"
 )
 
 // Perm says who may use registered memory.
@@ -21,31 +20,36 @@ const (
 	RemoteReadWrite = sdk.PermRemoteReadWrite // peers may read and write
 )
 
-func permString(p Perm) string {
-	switch p {
-	case sdk.PermRemoteRead:
-		return segment.PermRemoteRead
-	case sdk.PermRemoteReadWrite:
-		return segment.PermRemoteReadWrite
+func addr(b []byte) uintptr { return localmem.Addr(b) }
+
+// localmemErr puts an error of package localmem under the public
+// sentinel of the same meaning; its text is unchanged.
+func localmemErr(err error) error {
+	for _, m := range [...]struct{ from, to error }{
+		{localmem.ErrNotRegistered, ErrNotRegistered},
+		{localmem.ErrInvalid, ErrInvalid},
+		{localmem.ErrPluginFailed, ErrPluginFailed},
+		{localmem.ErrClosed, ErrClosed},
+	} {
+		if errors.Is(err, m.from) {
+			return asKind(m.to, err)
+		}
 	}
-	return segment.PermLocal
+	return err
 }
 
-// allocation is memory the engine allocated: a sealed memfd mapped here
-// and, once registered, by every plugin.
-type allocation struct {
-	region *shm.Region
-	base   uintptr
-	size   uintptr
-}
+// kindError is err, answering errors.Is for kind as well.
+type kindError struct{ kind, err error }
 
-// localBuf is one registered range.
-type localBuf struct {
-	segment.Buffer
-	alloc *allocation
-}
+func (k *kindError) Error() string   { return k.err.Error() }
+func (k *kindError) Unwrap() []error { return []error{k.kind, k.err} }
 
-func addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+func asKind(kind, err error) error {
+	if err == nil || errors.Is(err, kind) {
+		return err
+	}
+	return &kindError{kind: kind, err: err}
+}
 
 // Allocate returns size bytes of memory that transport plugins can reach:
 // a shared-memory file mapped by this process and, once registered, by each
@@ -54,52 +58,24 @@ func (e *Engine) Allocate(size int) ([]byte, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
-	if size <= 0 {
-		return nil, fmt.Errorf("%w: allocate %d bytes: size must be positive", ErrInvalid, size)
-	}
-	r, err := shm.Create(fmt.Sprintf("ferry-%s", e.name), size)
-	if err != nil {
-		return nil, fmt.Errorf("engine %q: allocate %d bytes: %w", e.name, size, err)
-	}
-	mem := r.Mem()
-	a := &allocation{region: r, base: addr(mem), size: uintptr(size)}
-	e.mu.Lock()
-	e.allocs[a.base] = a
-	e.mu.Unlock()
-	return mem, nil
+	b, err := e.mem.Allocate(size)
+	return b, localmemErr(err)
 }
 
 // Free releases memory from Allocate, unregistering what is still
 // registered in it.
 func (e *Engine) Free(buf []byte) error {
 	base := addr(buf)
-	e.mu.Lock()
-	a, ok := e.allocs[base]
-	e.mu.Unlock()
+	regs, ok := e.mem.Registered(base)
 	if !ok {
-		return fmt.Errorf("%w: free %#x: not the start of memory from Engine.Allocate", ErrInvalid, base)
+		return localmemErr(e.mem.Release(base)) // says it is not from Allocate
 	}
-	for _, lb := range *e.local.Load() {
-		if lb.alloc == a {
-			if err := e.unregister(context.Background(), lb.Base); err != nil {
-				return err
-			}
+	for _, b := range regs {
+		if err := e.unregister(context.Background(), b); err != nil {
+			return err
 		}
 	}
-	e.mu.Lock()
-	delete(e.allocs, base)
-	e.mu.Unlock()
-	return a.region.Close()
-}
-
-// findAlloc returns the allocation holding [p, p+n); e.mu held.
-func (e *Engine) findAlloc(p, n uintptr) *allocation {
-	for _, a := range e.allocs {
-		if p >= a.base && p+n <= a.base+a.size && p+n >= p {
-			return a
-		}
-	}
-	return nil
+	return localmemErr(e.mem.Release(base))
 }
 
 // Register makes buf (memory from Allocate, or part of it) usable in
@@ -118,61 +94,16 @@ func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, e
 		return 0, fmt.Errorf("%w: register: unknown permission %d", ErrInvalid, perm)
 	}
 	p, n := addr(buf), uintptr(len(buf))
-	if err := e.register(ctx, p, n, perm); err != nil {
-		return 0, err
+	e.mu.Lock()
+	err := e.mem.Register(ctx, p, n, perm, e.memPlugins())
+	e.mu.Unlock()
+	if err != nil {
+		return 0, localmemErr(err)
 	}
 	if err := e.publish(ctx); err != nil {
 		return 0, err
 	}
 	return uint64(p), nil
-}
-
-// register records [p, p+n) and registers it with every usable plugin.
-func (e *Engine) register(ctx context.Context, p, n uintptr, perm Perm) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	a := e.findAlloc(p, n)
-	if a == nil {
-		return fmt.Errorf("%w: register %d bytes at %#x: the memory was not allocated by Engine.Allocate; "+
-			"plugins run in their own processes and can only reach shared memory, so allocate transfer buffers with Engine.Allocate", ErrNotRegistered, n, p)
-	}
-	cur := *e.local.Load()
-	for _, lb := range cur {
-		if uint64(p) < lb.Base+lb.Length && lb.Base < uint64(p+n) {
-			return fmt.Errorf("%w: register %d bytes at %#x: overlaps the buffer registered at %#x (%d bytes); unregister it first", ErrInvalid, n, p, lb.Base, lb.Length)
-		}
-	}
-	e.nextReg++
-	id := e.nextReg
-	var done []*pluginState
-	for _, ps := range e.plugins {
-		if !ps.usable() {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.proc().Client.RegisterMemory(cctx, id, a.region.FD(), uint64(p-a.base), uint64(n), perm, "cpu")
-		cancel()
-		if err != nil {
-			for _, d := range done {
-				d.proc().Client.UnregisterMemory(context.Background(), id)
-			}
-			return fmt.Errorf("%w: register %d bytes at %#x with plugin %q: %v", ErrPluginFailed, n, p, ps.name, err)
-		}
-		done = append(done, ps)
-	}
-	lb := localBuf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: permString(perm), Location: "cpu"}, alloc: a}
-	next := append(slices.Clone(cur), lb)
-	slices.SortFunc(next, func(x, y localBuf) int {
-		switch {
-		case x.Base < y.Base:
-			return -1
-		case x.Base > y.Base:
-			return 1
-		}
-		return 0
-	})
-	e.local.Store(&next)
-	return nil
 }
 
 // Unregister removes the registration that starts at buf.
@@ -182,45 +113,51 @@ func (e *Engine) Unregister(ctx context.Context, buf []byte) error {
 
 func (e *Engine) unregister(ctx context.Context, base uint64) error {
 	e.mu.Lock()
-	cur := *e.local.Load()
-	i := slices.IndexFunc(cur, func(lb localBuf) bool { return lb.Base == base })
-	if i < 0 {
-		e.mu.Unlock()
-		return fmt.Errorf("%w: unregister %#x: no buffer registered at this address", ErrNotRegistered, base)
-	}
-	lb := cur[i]
-	next := slices.Delete(slices.Clone(cur), i, i+1)
-	e.local.Store(&next)
+	b, err := e.mem.Remove(base)
+	plugins := e.memPlugins()
 	e.mu.Unlock()
-	for _, ps := range e.plugins {
-		if !ps.usable() {
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.proc().Client.UnregisterMemory(cctx, lb.Region)
-		cancel()
-		if err != nil {
-			e.log.Warn("unregister failed", "plugin", ps.name, "region", lb.Region, "error", err)
-		}
+	if err != nil {
+		return localmemErr(err)
 	}
+	e.mem.Unregister(ctx, b.Region, plugins, func(p localmem.Plugin, err error) {
+		e.log.Warn("unregister failed", "plugin", p.Name(), "region", b.Region, "error", err)
+	})
 	return e.publish(ctx)
 }
 
 // lookupLocal finds the registered buffer holding [p, p+n) without
-// allocating.
+// locking or allocating.
 func (e *Engine) lookupLocal(p, n uint64) (region uint32, off uint64, ok bool) {
-	bufs := *e.local.Load()
-	lo, hi := 0, len(bufs)
-	for lo < hi {
-		m := (lo + hi) / 2
-		if bufs[m].Base+bufs[m].Length <= p {
-			lo = m + 1
-		} else {
-			hi = m
+	return e.mem.Lookup(p, n)
+}
+
+// pluginPort is one run of a plugin as the local-memory and
+// remote-segment tables see it: its control client.
+type pluginPort struct {
+	name string
+	p    *loader.Plugin
+}
+
+func portOf(ps *pluginState) pluginPort { return pluginPort{name: ps.name, p: ps.proc()} }
+
+func (p pluginPort) Name() string { return p.name }
+
+func (p pluginPort) RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location string) error {
+	return p.p.Client.RegisterMemory(ctx, region, fd, off, length, perm, location)
+}
+
+func (p pluginPort) UnregisterMemory(ctx context.Context, region uint32) error {
+	return p.p.Client.UnregisterMemory(ctx, region)
+}
+
+// memPlugins returns the usable plugins, where registrations go; e.mu
+// held, so that a restart (which replays under e.mu) misses none.
+func (e *Engine) memPlugins() []localmem.Plugin {
+	var out []localmem.Plugin
+	for _, ps := range e.plugins {
+		if ps.usable() {
+			out = append(out, portOf(ps))
 		}
 	}
-	if lo == len(bufs) || bufs[lo].Base > p || p+n > bufs[lo].Base+bufs[lo].Length || p+n < p {
-		return 0, 0, false
-	}
-	return bufs[lo].Region, p - bufs[lo].Base, true
+	return out
 }

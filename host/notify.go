@@ -5,17 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
-	"sync"
-	"sync/atomic"
-	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/control"
-	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/notify"
 	"github.com/ferrydev/ferry/host/progress"
-	"github.com/ferrydev/ferry/host/segment"
 )
 
 // NotificationBuffer is how many received notifications Notifications()
@@ -26,76 +19,36 @@ import (
 // in NotificationStats.Refused.
 const NotificationBuffer = 1024
 
-// notifyPoll is how often pending SubmitWithNotify submissions are checked
-// for completion while any are pending; none pending, nothing polls.
-const notifyPoll = time.Millisecond
-
 // Notification is a message from a peer engine: its segment name (From), a
 // name and a small message (at most control.MaxMessage bytes).
-type Notification struct {
-	From string // set on received notifications; ignored when sending
-	Name string
-	Msg  []byte
-}
+type Notification = notify.Notification
 
 // NotificationStats counts notifications sent and received by an engine.
-type NotificationStats struct {
-	Received   uint64 // delivered to Notifications()
-	Duplicates uint64 // retries of a delivered notification, acknowledged, not delivered again
-	Refused    uint64 // refused: the buffer was full, or an older incarnation was addressed
-	Sent       uint64 // notifications a peer acknowledged
-	SendFailed uint64 // notifications given up after the retries
-	NotSent    uint64 // SubmitWithNotify submissions that did not all complete
-}
+type NotificationStats = notify.Stats
 
-// hostControl is the engine's side of host/control: the server peers call,
-// clients for the peers it calls, and notifications in flight.
-type hostControl struct {
-	srv  *control.Server
-	ch   chan Notification
-	seq  atomic.Uint64 // notification keys: one per Notify and per SubmitWithNotify
-	sent atomic.Uint64
-	fail atomic.Uint64
-	skip atomic.Uint64
-
-	ctx    context.Context // ends at Close: senders and the watcher stop
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the watcher and the senders
-
-	mu      sync.Mutex
-	clients map[string]*control.Client // by address
-	pending []*pendingNotify
-	kick    chan struct{} // the watcher has pending work
-}
-
-// pendingNotify is a SubmitWithNotify submission not yet ended: tasks
-// [start, end) of b.
-type pendingNotify struct {
-	b          *progress.Batch
-	start, end int
-	n          Notification
-	key        string
-	targets    []*remote
+// notifyErr puts an error of package notify under the public sentinel of
+// the same meaning; its text is unchanged.
+func notifyErr(err error) error {
+	switch {
+	case errors.Is(err, notify.ErrUnreachable):
+		return asKind(ErrTransportUnavailable, err)
+	case errors.Is(err, notify.ErrClosed):
+		return asKind(ErrClosed, err)
+	}
+	return err
 }
 
 // startControl starts the control service on the configured address; the
 // descriptor published next carries its address.
 func (e *Engine) startControl() error {
-	hc := &hostControl{
-		ch:      make(chan Notification, NotificationBuffer),
-		clients: make(map[string]*control.Client),
-		kick:    make(chan struct{}, 1),
-	}
-	hc.ctx, hc.cancel = context.WithCancel(context.Background())
-	srv, err := control.Listen(e.cfg.Control.ListenAddr(), (*controlHandler)(e))
+	hc, err := notify.Start(notify.Config{
+		Listen: e.cfg.Control.ListenAddr(), Name: e.name, Incarnation: e.incarnation,
+		Buffer: NotificationBuffer, Source: (*controlSource)(e), Log: e.log,
+	})
 	if err != nil {
-		hc.cancel()
-		return fmt.Errorf("engine %q: %w", e.name, err)
+		return err
 	}
-	hc.srv = srv
 	e.hc = hc
-	hc.wg.Add(1)
-	go e.watchNotifies()
 	return nil
 }
 
@@ -104,21 +57,9 @@ func (e *Engine) startControl() error {
 // what was delivered and sees the channel closed. Pending SubmitWithNotify
 // notifications are not sent.
 func (e *Engine) stopControl() {
-	hc := e.hc
-	if hc == nil {
-		return
+	if e.hc != nil {
+		e.hc.Close()
 	}
-	hc.cancel()
-	hc.wg.Wait()
-	hc.srv.Close()
-	close(hc.ch)
-	hc.mu.Lock()
-	for _, c := range hc.clients {
-		c.Close()
-	}
-	hc.clients = nil
-	hc.pending = nil
-	hc.mu.Unlock()
 }
 
 // ControlAddr returns the address of the engine's control service, which
@@ -128,34 +69,21 @@ func (e *Engine) ControlAddr() string {
 	if e.hc == nil {
 		return ""
 	}
-	return e.hc.srv.Addr()
+	return e.hc.Addr()
 }
 
 // Notifications returns the channel of notifications peers sent to this
 // engine, each delivered once (see NotificationBuffer for a slow reader).
 // Close closes it.
-func (e *Engine) Notifications() <-chan Notification { return e.hc.ch }
+func (e *Engine) Notifications() <-chan Notification { return e.hc.Notifications() }
 
 // NotificationStats returns the engine's notification counters.
-func (e *Engine) NotificationStats() NotificationStats {
-	st := e.hc.srv.Stats()
-	return NotificationStats{
-		Received: st.Delivered, Duplicates: st.Duplicates, Refused: st.Refused,
-		Sent: e.hc.sent.Load(), SendFailed: e.hc.fail.Load(), NotSent: e.hc.skip.Load(),
-	}
-}
+func (e *Engine) NotificationStats() NotificationStats { return e.hc.Stats() }
 
-// controlHandler is the engine as host/control sees it.
-type controlHandler Engine
+// controlSource is the engine as its control service serves it.
+type controlSource Engine
 
-func (h *controlHandler) Descriptor() ([]byte, error) {
-	e := (*Engine)(h)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.descriptor().Encode()
-}
-
-func (h *controlHandler) Identity() (string, uint64) { return h.name, h.incarnation }
+func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).descriptor().Encode() }
 
 // EngineStatus is what an engine reports of itself to operators through
 // its control service (`ferry plugins --engine`).
@@ -166,51 +94,19 @@ type EngineStatus struct {
 	Rails       []RailStatus   `json:"rails"`
 }
 
-func (h *controlHandler) Status() ([]byte, error) {
-	e := (*Engine)(h)
+func (s *controlSource) Status() ([]byte, error) {
+	e := (*Engine)(s)
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
 	return json.Marshal(EngineStatus{Name: e.name, Incarnation: e.incarnation, Plugins: e.Plugins(ctx), Rails: e.Rails()})
 }
 
-func (h *controlHandler) Deliver(n control.Notification) error {
-	select {
-	case h.hc.ch <- Notification{From: n.From, Name: n.Name, Msg: n.Msg}:
-		return nil
-	default:
-		return control.ErrFull
+// targetOf returns r as a peer to notify, or why it cannot be one.
+func targetOf(r *remote) (notify.Target, error) {
+	if r.Desc.Control == "" {
+		return notify.Target{}, fmt.Errorf("%w: segment %q publishes no control service (an engine older than notifications)", ErrTransportUnavailable, r.Name)
 	}
-}
-
-// client returns the cached client for a peer's control service.
-func (hc *hostControl) client(addr string) (*control.Client, error) {
-	hc.mu.Lock()
-	defer hc.mu.Unlock()
-	if hc.clients == nil {
-		return nil, ErrClosed
-	}
-	if c := hc.clients[addr]; c != nil {
-		return c, nil
-	}
-	c, err := control.Dial(addr)
-	if err != nil {
-		return nil, err
-	}
-	hc.clients[addr] = c
-	return c, nil
-}
-
-// nextKey returns a fresh idempotency key: this incarnation and a
-// sequence number, so that keys never repeat across the engine's lives.
-func (e *Engine) nextKey() string {
-	return strconv.FormatUint(e.incarnation, 16) + "-" + strconv.FormatUint(e.hc.seq.Add(1), 10)
-}
-
-func controlAddrOf(r *remote) (string, error) {
-	if r.desc.Control == "" {
-		return "", fmt.Errorf("%w: segment %q publishes no control service (an engine older than notifications)", ErrTransportUnavailable, r.name)
-	}
-	return r.desc.Control, nil
+	return notify.Target{Segment: r.ID, Name: r.Name, Control: r.Desc.Control, Incarnation: r.Desc.Incarnation}, nil
 }
 
 // Notify sends one notification to an open segment and returns once the
@@ -229,28 +125,11 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 	if r == nil {
 		return fmt.Errorf("%w: notify: segment handle %d is not open", ErrSegmentNotFound, seg)
 	}
-	return e.send(ctx, r, Notification{Name: name, Msg: msg}, e.nextKey())
-}
-
-func (e *Engine) send(ctx context.Context, r *remote, n Notification, key string) error {
-	addr, err := controlAddrOf(r)
+	t, err := targetOf(r)
 	if err != nil {
 		return err
 	}
-	c, err := e.hc.client(addr)
-	if err != nil {
-		return err
-	}
-	_, err = c.Notify(ctx, control.Notification{
-		From: e.name, FromIncarnation: e.incarnation, ToIncarnation: r.desc.Incarnation,
-		Name: n.Name, Msg: n.Msg, Key: key,
-	}, control.DefaultRetry)
-	if err != nil {
-		e.hc.fail.Add(1)
-		return fmt.Errorf("%w: notify segment %q: %v", ErrTransportUnavailable, r.name, err)
-	}
-	e.hc.sent.Add(1)
-	return nil
+	return notifyErr(e.hc.Send(ctx, t, Notification{Name: name, Msg: msg}, e.hc.NextKey()))
 }
 
 // SubmitWithNotify submits reqs like Submit and, once every task of this
@@ -275,204 +154,39 @@ func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) e
 	if n.Name == "" || len(n.Msg) > control.MaxMessage {
 		return fmt.Errorf("%w: submit with notify: a name is required and the message holds at most %d bytes", ErrInvalid, control.MaxMessage)
 	}
-	var targets []*remote
+	var targets []notify.Target
 	for k := range reqs {
 		r := e.remote(reqs[k].Segment)
-		if r == nil || slicesContains(targets, r) {
+		if r == nil || hasTarget(targets, r.ID) {
 			continue // an unopened segment makes its task INVALID: nothing is sent
 		}
-		if _, err := controlAddrOf(r); err != nil {
+		t, err := targetOf(r)
+		if err != nil {
 			return err
 		}
-		targets = append(targets, r)
+		targets = append(targets, t)
 	}
 	start := id.b.Len()
 	if err := e.Submit(id, reqs...); err != nil {
 		return err
 	}
-	p := &pendingNotify{b: id.b, start: start, end: id.b.Len(), n: n, key: e.nextKey(), targets: targets}
-	e.hc.mu.Lock()
-	if e.hc.clients == nil { // closed meanwhile
-		e.hc.mu.Unlock()
-		return ErrClosed
-	}
-	e.hc.pending = append(e.hc.pending, p)
-	e.hc.mu.Unlock()
-	select {
-	case e.hc.kick <- struct{}{}:
-	default:
-	}
-	return nil
+	return notifyErr(e.hc.Pend(id.b, start, id.b.Len(), n, targets))
 }
 
-func slicesContains(l []*remote, r *remote) bool {
-	for _, x := range l {
-		if x.id == r.id {
+func hasTarget(l []notify.Target, seg uint32) bool {
+	for _, t := range l {
+		if t.Segment == seg {
 			return true
 		}
 	}
 	return false
 }
 
-// watchNotifies settles pending submissions as their tasks end. Batches
-// wake only their waiter, so it polls, and only while any are pending.
-func (e *Engine) watchNotifies() {
-	hc := e.hc
-	defer hc.wg.Done()
-	t := time.NewTicker(notifyPoll)
-	defer t.Stop()
-	for {
-		hc.mu.Lock()
-		idle := len(hc.pending) == 0
-		hc.mu.Unlock()
-		if idle {
-			select {
-			case <-hc.kick:
-			case <-hc.ctx.Done():
-				return
-			}
-		}
-		select {
-		case <-t.C:
-		case <-hc.ctx.Done():
-			return
-		}
-		e.settleNotifies(nil)
-	}
-}
-
-// settleNotifies decides every pending submission whose tasks all ended
-// (of batch b only, when b is not nil): send, or not. FreeBatch calls it
-// after canceling the batch and before the batch can be reused, so a
-// submission is always decided on its own tasks.
+// settleNotifies decides the SubmitWithNotify submissions of batch b
+// whose tasks all ended; FreeBatch calls it before the batch can be
+// reused (see notify.Service.Settle).
 func (e *Engine) settleNotifies(b *progress.Batch) {
-	hc := e.hc
-	if hc == nil {
-		return
+	if e.hc != nil {
+		e.hc.Settle(b)
 	}
-	now := progress.Now()
-	hc.mu.Lock()
-	defer hc.mu.Unlock()
-	keep := hc.pending[:0]
-	for _, p := range hc.pending {
-		if b != nil && p.b != b {
-			keep = append(keep, p)
-			continue
-		}
-		ended, completed := true, true
-		for i := p.start; i < p.end; i++ {
-			switch p.b.State(i, now) {
-			case progress.Pending:
-				ended = false
-			case progress.Completed:
-			default:
-				completed = false
-			}
-		}
-		switch {
-		case !ended:
-			keep = append(keep, p)
-		case !completed || hc.ctx.Err() != nil:
-			hc.skip.Add(1)
-		default:
-			hc.wg.Add(1)
-			go e.sendAll(p)
-		}
-	}
-	clear(hc.pending[len(keep):])
-	hc.pending = keep
-}
-
-func (e *Engine) sendAll(p *pendingNotify) {
-	defer e.hc.wg.Done()
-	for _, r := range p.targets {
-		if err := e.send(e.hc.ctx, r, p.n, p.key); err != nil {
-			e.log.Error("notification not delivered", "segment", r.name, "name", p.n.Name, "error", err)
-		}
-	}
-}
-
-// fetchDescriptor finds a segment's descriptor and the name to know it
-// by. The rule: the metastore is asked first (unless its kind is "none");
-// when it has no descriptor under name, or there is no metastore, and
-// name looks like host:port, the descriptor is fetched from the control
-// service at that address (peer-to-peer mode) and the segment is known by
-// the name in that descriptor, which is the name its plugins answer to.
-// lookupTries and lookupBackoff bound how a metastore lookup retries
-// through an outage: about 3 s in all before the caller gets the error.
-const (
-	lookupTries   = 5
-	lookupBackoff = 200 * time.Millisecond
-)
-
-// lookup reads key from the metastore, retrying with backoff while the
-// metastore fails (not when the key is absent) and logging each failure.
-func (e *Engine) lookup(ctx context.Context, key string) ([]byte, error) {
-	wait := lookupBackoff
-	for try := 1; ; try++ {
-		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		raw, err := e.meta.Get(cctx, key)
-		cancel()
-		if err == nil || errors.Is(err, metastore.ErrNotFound) || try == lookupTries || ctx.Err() != nil {
-			return raw, err
-		}
-		e.log.Warn("metastore lookup failed; retrying", "key", key, "try", try, "error", err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil, err
-		}
-		wait *= 2
-	}
-}
-
-func (e *Engine) fetchDescriptor(ctx context.Context, name string) (*segment.Descriptor, string, error) {
-	key := segment.Key(e.keyPrefix, name)
-	notFound := fmt.Errorf("%w: open segment %q: no descriptor at %q; is the engine running and using the same metastore?", ErrSegmentNotFound, name, key)
-	if e.cfg.Metastore.Kind != config.MetastoreNone {
-		raw, err := e.lookup(ctx, key)
-		switch {
-		case err == nil:
-			d, err := segment.Decode(key, raw)
-			if err != nil {
-				return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-			}
-			return d, name, nil
-		case !errors.Is(err, metastore.ErrNotFound):
-			return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-		}
-		if !isHostPort(name) {
-			return nil, "", notFound
-		}
-	} else if !isHostPort(name) {
-		return nil, "", fmt.Errorf("%w: open segment %q: the metastore kind is \"none\": open a peer by its control address (host:port)", ErrSegmentNotFound, name)
-	}
-	c, err := e.hc.client(name)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	raw, err := c.Descriptor(cctx)
-	cancel()
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: open segment %q (peer-to-peer): %v", ErrSegmentNotFound, name, err)
-	}
-	d, err := segment.Decode("control://"+name, raw)
-	if err != nil {
-		return nil, "", fmt.Errorf("%w: open segment %q: %v", ErrSegmentNotFound, name, err)
-	}
-	// The peer is reachable where we reached it, whatever it published
-	// (it may listen on 0.0.0.0).
-	d.Control = name
-	return d, d.Name, nil
-}
-
-// isHostPort reports whether name reads as host:port with a port.
-func isHostPort(name string) bool {
-	host, port, err := net.SplitHostPort(name)
-	if err != nil || host == "" {
-		return false
-	}
-	p, err := strconv.ParseUint(port, 10, 16)
-	return err == nil && p != 0
 }

@@ -2,11 +2,11 @@ package host
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -15,22 +15,8 @@ import (
 // SegmentID names an open remote segment in requests.
 type SegmentID uint32
 
-// remote is an open remote segment.
-type remote struct {
-	id   SegmentID
-	name string
-	desc *segment.Descriptor
-	// opened[i] is true when plugin i has the peer open.
-	opened []bool
-	// route is the index into e.plugins of the default transport, -1 if
-	// none reaches the segment.
-	route int
-	why   string // why route is -1
-	// retired says why this handle no longer reaches its segment (the
-	// peer restarted); requests on it are refused before anything is
-	// sent, so its new life never receives them.
-	retired string
-}
+// remote is an open remote segment, as the request path reads it.
+type remote = remotes.Handle
 
 // Segment is what OpenSegment learned about a remote segment.
 type Segment struct {
@@ -46,6 +32,18 @@ type Segment struct {
 	Rails    map[string][]segment.RailInfo
 }
 
+// remotesErr puts an error of package remotes under the public sentinel
+// of the same meaning; its text is unchanged.
+func remotesErr(err error) error {
+	switch {
+	case errors.Is(err, remotes.ErrNotFound):
+		return asKind(ErrSegmentNotFound, err)
+	case errors.Is(err, remotes.ErrUnreachable):
+		return asKind(ErrTransportUnavailable, err)
+	}
+	return err
+}
+
 // OpenSegment fetches the named segment's descriptor and prepares every
 // transport both engines have to reach it.
 //
@@ -53,115 +51,56 @@ type Segment struct {
 // mode (no metastore, kind "none", or none that knows name), the host:port
 // of the peer's control service (Engine.ControlAddr); the segment is then
 // known by the engine name its descriptor carries (Segment.Name).
+//
+// Where the metastore has watches (every kind but "none"), an open
+// segment follows its peer: new registrations are seen without opening
+// it again, and the handle of a peer that restarted is retired as soon
+// as the metastore shows the new life.
 func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) {
 	if e.closed.Load() {
 		return Segment{}, ErrClosed
 	}
-	// From the metastore, or from the peer's control service when name
-	// is its host:port (peer-to-peer mode); see fetchDescriptor.
-	d, name, err := e.fetchDescriptor(ctx, name)
-	if err != nil {
-		return Segment{}, err
+	asked := name
+	for try := 1; ; try++ {
+		seen := e.seen(segment.Key(e.keyPrefix, asked))
+		d, name, key, err := e.fetch.Fetch(ctx, asked)
+		if err != nil {
+			return Segment{}, remotesErr(err)
+		}
+		e.mu.Lock()
+		h, err := e.segs.Open(ctx, name, key, d, e.peerPorts())
+		// A change the watch reported while the descriptor was read
+		// found no handle to apply to: read it again, so that the
+		// handle is not left on a life the peer has left.
+		again := err == nil && key != "" && e.follow != nil && e.follow.Seen(key) != seen && try < openTries
+		e.mu.Unlock()
+		if err != nil {
+			return Segment{}, remotesErr(err)
+		}
+		if !again {
+			return e.segmentInfo(h), nil
+		}
+	}
+}
+
+// openTries bounds how often OpenSegment reads a descriptor that keeps
+// changing while it is read; the last read's handle is returned.
+const openTries = 3
+
+// seen is e.follow.Seen(key), 0 without a watch.
+func (e *Engine) seen(key string) uint64 {
+	if e.follow == nil {
+		return 0
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cur := *e.remotes.Load()
-	for _, r := range cur {
-		if r == nil || r.name != name || r.retired != "" {
-			continue
-		}
-		// Already open: refresh the buffers (they may have grown) if
-		// it is the same life of the peer.
-		if r.desc.Incarnation == d.Incarnation {
-			r2 := *r
-			r2.desc = d
-			next := slices.Clone(cur)
-			next[r.id-1] = &r2
-			e.remotes.Store(&next)
-			return r2.info(e), nil
-		}
-		// The peer restarted: its old handle stays bound to the old
-		// life (a request through it is refused, never applied to the
-		// new one) and the new life gets a handle of its own below.
-		e.retireLocked(ctx, r, d.Incarnation)
-		cur = *e.remotes.Load()
-	}
-	r := &remote{id: SegmentID(len(cur) + 1), name: name, desc: d, opened: make([]bool, len(e.plugins)), route: -1}
-	if i := slices.Index(cur, nil); i >= 0 {
-		r.id = SegmentID(i + 1)
-	}
-	var reasons []string
-	for i, ps := range e.plugins {
-		ep, ok := d.Transports[ps.name]
-		switch {
-		case !ps.usable():
-			reasons = append(reasons, fmt.Sprintf("%s: not running here", ps.name))
-			continue
-		case !ok:
-			reasons = append(reasons, fmt.Sprintf("%s: %q does not offer it", ps.name, name))
-			continue
-		case ps.proc().Info.SameMachineOnly && d.MachineID != e.machineID:
-			reasons = append(reasons, fmt.Sprintf("%s: same machine only, %q is on %q", ps.name, name, d.MachineID))
-			continue
-		}
-		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.proc().Client.OpenPeer(cctx, sdk.Peer{ID: uint32(r.id), Segment: name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: ep})
-		cancel()
-		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s: %v", ps.name, err))
-			continue
-		}
-		r.opened[i] = true
-		// Without a policy: on the same machine a same-machine transport
-		// (shm) wins, else the first configured transport that opened.
-		if r.route < 0 || (ps.proc().Info.SameMachineOnly && !e.plugins[r.route].proc().Info.SameMachineOnly) {
-			r.route = i
-		}
-	}
-	if r.route < 0 {
-		return Segment{}, fmt.Errorf("%w: open segment %q: no transport reaches it (%v)", ErrTransportUnavailable, name, reasons)
-	}
-	next := slices.Clone(cur)
-	if int(r.id) <= len(next) {
-		next[r.id-1] = r
-	} else {
-		next = append(next, r)
-	}
-	e.remotes.Store(&next)
-	return r.info(e), nil
+	return e.follow.Seen(key)
 }
 
-// retireLocked marks r as a handle to a previous life of its peer, now
-// at incarnation inc, and closes it in the plugins; e.mu held.
-func (e *Engine) retireLocked(ctx context.Context, r *remote, inc uint64) {
-	cur := *e.remotes.Load()
-	if int(r.id) > len(cur) {
-		return
-	}
-	// r may be an older copy; the slot may have been closed or reused.
-	r = cur[r.id-1]
-	if r == nil || r.retired != "" || r.desc.Incarnation == inc {
-		return
-	}
-	r2 := *r
-	r2.retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): open it again for a new handle", r.name, inc, r.id, r.desc.Incarnation)
-	r2.opened = make([]bool, len(r.opened))
-	next := slices.Clone(cur)
-	next[r.id-1] = &r2
-	e.remotes.Store(&next)
-	for i, ok := range r.opened {
-		if ok && e.plugins[i].usable() {
-			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-			e.plugins[i].proc().Client.ClosePeer(cctx, uint32(r.id))
-			cancel()
-		}
-	}
-}
-
-func (r *remote) info(e *Engine) Segment {
-	s := Segment{ID: r.id, Name: r.name, Incarnation: r.desc.Incarnation, MachineID: r.desc.MachineID, Buffers: r.desc.Buffers,
-		Topology: r.desc.Topology, Rails: r.desc.Rails}
-	for i, ok := range r.opened {
+func (e *Engine) segmentInfo(h *remote) Segment {
+	s := Segment{ID: SegmentID(h.ID), Name: h.Name, Incarnation: h.Desc.Incarnation, MachineID: h.Desc.MachineID, Buffers: h.Desc.Buffers,
+		Topology: h.Desc.Topology, Rails: h.Desc.Rails}
+	for i, ok := range h.Opened {
 		if ok {
 			s.Transports = append(s.Transports, e.plugins[i].name)
 		}
@@ -174,30 +113,38 @@ func (r *remote) info(e *Engine) Segment {
 func (e *Engine) CloseSegment(ctx context.Context, id SegmentID) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	cur := *e.remotes.Load()
-	if id == 0 || int(id) > len(cur) || cur[id-1] == nil {
-		return fmt.Errorf("%w: close segment %d: not open", ErrSegmentNotFound, id)
-	}
-	r := cur[id-1]
-	next := slices.Clone(cur)
-	next[id-1] = nil
-	e.remotes.Store(&next)
-	for i, ok := range r.opened {
-		if ok && e.plugins[i].usable() {
-			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-			e.plugins[i].proc().Client.ClosePeer(cctx, uint32(id))
-			cancel()
-		}
-	}
-	return nil
+	return remotesErr(e.segs.Close(ctx, uint32(id), e.peerPorts()))
 }
 
-func (e *Engine) remote(id SegmentID) *remote {
-	cur := *e.remotes.Load()
-	if id == 0 || int(id) > len(cur) {
-		return nil
+// remote returns the open segment id, nil when none; lock-free.
+func (e *Engine) remote(id SegmentID) *remote { return e.segs.Get(uint32(id)) }
+
+// peerPorts returns every plugin, in order, as the remote-segment table
+// sees it; e.mu held, so that a restart (which replays peers under e.mu)
+// misses no open.
+func (e *Engine) peerPorts() []remotes.Transport {
+	out := make([]remotes.Transport, len(e.plugins))
+	for i, ps := range e.plugins {
+		out[i] = peerPort{pluginPort: portOf(ps), usable: ps.usable()}
 	}
-	return cur[id-1]
+	return out
+}
+
+// peerPort is a plugin's run as the remote-segment table sees it.
+type peerPort struct {
+	pluginPort
+	usable bool
+}
+
+func (p peerPort) Usable() bool          { return p.usable }
+func (p peerPort) SameMachineOnly() bool { return p.p.Info.SameMachineOnly }
+
+func (p peerPort) OpenPeer(ctx context.Context, peer sdk.Peer) error {
+	return p.p.Client.OpenPeer(ctx, peer)
+}
+
+func (p peerPort) ClosePeer(ctx context.Context, id uint32) error {
+	return p.p.Client.ClosePeer(ctx, id)
 }
 
 // recheckTimeout bounds the one descriptor fetch after a peer failed a
@@ -208,19 +155,22 @@ const recheckTimeout = 2 * time.Second
 // unreachable or refused it as addressed to a previous incarnation: the
 // descriptor is fetched again, once per segment and Transfer (checked),
 // to tell the caller whether the peer is gone or restarted. A restarted
-// peer's handle is retired (see retireLocked), so that OpenSegment gives
-// a handle to its new life; the failed task stays failed, since a write
-// addressed to a previous incarnation is never applied to the next.
+// peer's handle is retired (see remotes.Table.Retire), so that
+// OpenSegment gives a handle to its new life; the failed task stays
+// failed, since a write addressed to a previous incarnation is never
+// applied to the next. Where the metastore's watch got there first, the
+// handle is retired already and the fetch finds the same.
 func (e *Engine) recheck(ctx context.Context, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
 	switch st {
 	case ring.StatusStaleIncarnation, ring.StatusPeerUnreachable, ring.StatusPeerUnknown:
 	default:
 		return err
 	}
-	note, ok := checked[rem.id]
+	id := SegmentID(rem.ID)
+	note, ok := checked[id]
 	if !ok {
 		note = e.fetchAgain(ctx, rem)
-		checked[rem.id] = note
+		checked[id] = note
 	}
 	if note == "" {
 		return err
@@ -229,24 +179,61 @@ func (e *Engine) recheck(ctx context.Context, rem *remote, st ring.Status, err e
 }
 
 func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
-	name := rem.name
-	if e.cfg.Metastore.Kind == config.MetastoreNone {
-		name = rem.desc.Control // peer-to-peer: ask the peer itself
+	name := rem.Name
+	if e.fetch.Store == nil {
+		name = rem.Desc.Control // peer-to-peer: ask the peer itself
 	}
 	if name == "" {
 		return ""
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recheckTimeout)
 	defer cancel()
-	d, _, err := e.fetchDescriptor(cctx, name)
+	d, _, _, err := e.fetch.Fetch(cctx, name)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the peer looks down (re-reading its descriptor: %v)", err)
-	case d.Incarnation != rem.desc.Incarnation:
+	case d.Incarnation != rem.Desc.Incarnation:
 		e.mu.Lock()
-		e.retireLocked(ctx, rem, d.Incarnation)
+		e.segs.Retire(ctx, rem.ID, d.Incarnation, e.peerPorts())
 		e.mu.Unlock()
-		return fmt.Sprintf("segment %q restarted (now incarnation %#x, this handle is bound to %#x): open it again", rem.name, d.Incarnation, rem.desc.Incarnation)
+		return fmt.Sprintf("segment %q restarted (now incarnation %#x, this handle is bound to %#x): open it again", rem.Name, d.Incarnation, rem.Desc.Incarnation)
 	}
 	return ""
+}
+
+// peerDescriptor fetches the descriptor the control service at addr
+// serves: peer-to-peer mode.
+func (e *Engine) peerDescriptor(ctx context.Context, addr string) ([]byte, error) {
+	c, err := e.hc.Client(addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.Descriptor(ctx)
+}
+
+// watchSegments subscribes to the metastore's segment descriptors, so
+// that open segments follow their peers (see remotes.Follower). Without
+// a metastore (kind "none") nothing is watched and a change is learnt
+// when a transfer fails, as in peer-to-peer mode. A watch that cannot
+// start leaves the engine as it would be without one, and says so.
+func (e *Engine) watchSegments() {
+	if e.fetch.Store == nil {
+		return
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	prefix := segment.Key(e.keyPrefix, "")
+	events, err := e.meta.Watch(wctx, prefix)
+	if err != nil {
+		cancel()
+		e.log.Warn("metastore watch not started; open segments learn of a peer's restart when a transfer to it fails", "prefix", prefix, "error", err)
+		return
+	}
+	e.unwatch = cancel
+	f := &remotes.Follower{Table: e.segs, Store: e.meta, Lock: &e.mu, Transports: e.peerPorts, Log: e.log, Timeout: controlTimeout}
+	e.follow = f
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f.Run(wctx, events)
+	}()
 }

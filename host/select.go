@@ -52,7 +52,7 @@ const maxInlineCandidates = 8
 // segment.
 func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []selector.Transport) selector.Request {
 	for i, ps := range e.plugins {
-		t := selector.Transport{Name: ps.name, Opened: rem.opened[i], Running: ps.usable()}
+		t := selector.Transport{Name: ps.name, Opened: rem.Opened[i], Running: ps.usable()}
 		if p := ps.proc(); p != nil {
 			t.SameMachineOnly, t.MemoryKinds = p.Info.SameMachineOnly, p.Info.MemoryKinds
 		}
@@ -60,10 +60,10 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 	}
 	sr := selector.Request{
 		Op: r.Op.String(), Size: n, Priority: selector.Priority(r.Priority), Intent: r.Intent, Policy: r.Policy,
-		Hint: r.Transport, LocalKind: "cpu", Segment: selector.Memory, SameMachine: rem.desc.MachineID == e.machineID,
+		Hint: r.Transport, LocalKind: "cpu", Segment: selector.Memory, SameMachine: rem.Desc.MachineID == e.machineID,
 	}
-	if i := segment.Find(rem.desc.Buffers, r.Remote); i >= 0 {
-		sr.RemoteKind = rem.desc.Buffers[i].Location
+	if i := segment.Find(rem.Desc.Buffers, r.Remote); i >= 0 {
+		sr.RemoteKind = rem.Desc.Buffers[i].Location
 	}
 	return sr
 }
@@ -94,9 +94,9 @@ func (e *Engine) selectErr(r *Request, rem *remote, err error) error {
 	case errors.Is(err, selector.ErrUnknownTransport):
 		return fmt.Errorf("%w: transport hint %q: no such plugin configured: %v", ErrTransportUnavailable, r.Transport, err)
 	case errors.Is(err, selector.ErrUnreachable):
-		return fmt.Errorf("%w: transport hint %q cannot reach segment %q: %v", ErrTransportUnavailable, r.Transport, rem.name, err)
+		return fmt.Errorf("%w: transport hint %q cannot reach segment %q: %v", ErrTransportUnavailable, r.Transport, rem.Name, err)
 	case errors.Is(err, selector.ErrNoTransport):
-		return fmt.Errorf("%w: segment %q: %v", ErrTransportUnavailable, rem.name, err)
+		return fmt.Errorf("%w: segment %q: %v", ErrTransportUnavailable, rem.Name, err)
 	}
 	return fmt.Errorf("%w: %v", ErrInvalid, err)
 }
@@ -118,7 +118,7 @@ func (e *Engine) Explain(req Request) (string, error) {
 	cands := make([]selector.Transport, len(e.plugins))
 	sr := e.selectorFacts(&req, rem, n, cands)
 	p, err := e.sel.Select(&sr, cands)
-	text := fmt.Sprintf("segment %q on machine %q (this engine: %q)\n", rem.name, rem.desc.MachineID, e.machineID) + p.Explain()
+	text := fmt.Sprintf("segment %q on machine %q (this engine: %q)\n", rem.Name, rem.Desc.MachineID, e.machineID) + p.Explain()
 	if err != nil {
 		return text, e.selectErr(&req, rem, err)
 	}

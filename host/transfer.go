@@ -217,7 +217,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	token := b.Token(i)
 	d := ring.Descriptor{
 		Op: op, Prio: uint8(r.Priority),
-		LocalRegion: rt.lreg, Peer: uint32(rem.id), RemoteRegion: rt.rreg,
+		LocalRegion: rt.lreg, Peer: rem.ID, RemoteRegion: rt.rreg,
 		Deadline: deadline,
 	}
 	var now int64 // 0: no deadline to check
@@ -295,23 +295,23 @@ func (e *Engine) route(r *Request, rem *remote) (rt routed, err error) {
 	if err := checkRequest(r, rem); err != nil {
 		return rt, err
 	}
-	if rem.retired != "" {
-		return rt, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.retired)
+	if rem.Retired != "" {
+		return rt, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.Retired)
 	}
 	lp := uint64(addr(r.Local))
 	var ok bool
 	if rt.lreg, rt.loff, ok = e.lookupLocal(lp, n); !ok {
 		return rt, fmt.Errorf("%w: local range %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, lp, n)
 	}
-	rt.rreg, rt.roff, err = segment.Translate(rem.desc.Buffers, r.Remote, n, r.Op == Write)
+	rt.rreg, rt.roff, err = segment.Translate(rem.Desc.Buffers, r.Remote, n, r.Op == Write)
 	switch {
 	case errors.Is(err, segment.ErrNoBuffer):
-		return rt, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.name, r.Remote)
+		return rt, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.Name, r.Remote)
 	case errors.Is(err, segment.ErrOutOfBounds):
-		return rt, fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.name)
+		return rt, fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.Name)
 	case errors.Is(err, segment.ErrPermission):
-		i := segment.Find(rem.desc.Buffers, r.Remote)
-		return rt, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.name, rem.desc.Buffers[i].Base, rem.desc.Buffers[i].Perm, r.Op)
+		i := segment.Find(rem.Desc.Buffers, r.Remote)
+		return rt, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.Name, rem.Desc.Buffers[i].Base, rem.Desc.Buffers[i].Perm, r.Op)
 	}
 	if rt.ps, rt.policy, err = e.choose(r, rem, n); err != nil {
 		return rt, err
@@ -565,7 +565,7 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 		r := &reqs[i]
 		te := &TransferError{Task: i, Op: r.Op, Remote: r.Remote, Length: uint64(len(r.Local)), State: tr.state, Err: tr.err}
 		if rem := e.remote(r.Segment); rem != nil {
-			te.Segment = rem.name
+			te.Segment = rem.Name
 			if tr.recheck {
 				te.Err = e.recheck(ctx, rem, tr.status, te.Err, checked)
 			}

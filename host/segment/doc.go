@@ -1,8 +1,12 @@
-// Package segment owns segment descriptors: the local segment's (name,
-// incarnation, machine id, registered buffers, per-transport endpoints) and
-// a cache of remote ones, and the translation of an address range into a
-// (region, offset) pair with bounds and permission checks.
+// Package segment owns the segment descriptor: what an engine publishes
+// about itself (name, incarnation, machine id, registered buffers,
+// per-transport endpoints, topology, rails), its JSON encoding and the
+// checks on decoding one from outside, and the translation of an address
+// range of a remote segment into a (region, offset) pair with bounds and
+// permission checks.
 //
 // It is plain data: no I/O, no plugins, no metastore calls. Lookups on the
-// transfer path allocate nothing.
+// transfer path allocate nothing. The local buffers live in host/localmem,
+// the cache of remote descriptors in host/remotes, publication in
+// host/publish.
 package segment

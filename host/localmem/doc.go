@@ -1,0 +1,15 @@
+// Package localmem owns this engine's local memory: the allocations
+// (sealed memfd regions every plugin can map), the table of registered
+// buffers with their region ids, and the fan-out of a registration to the
+// plugins through the small Plugin interface.
+//
+// The table is copy-on-write: Lookup, on the submit path, reads it
+// lock-free and allocates nothing. Writers (Register, Unregister, Replay)
+// are serialised by the caller, which holds one lock across registration,
+// open segments and plugin restarts so that a restarting plugin misses no
+// registration; the package takes no lock of its own around them.
+//
+// It must not know about segments of other engines, the metastore or the
+// request path, and it never decides which plugins are usable: the caller
+// passes the ones to reach.
+package localmem

@@ -1,0 +1,312 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/ferrydev/ferry/host/control"
+	"github.com/ferrydev/ferry/host/progress"
+)
+
+// Errors a Service returns, wrapped with the peer and what failed. Their
+// texts are the public API's (package host), which maps them onto its own
+// sentinels.
+var (
+	ErrUnreachable = errors.New("transport unavailable")
+	ErrClosed      = errors.New("engine closed")
+)
+
+// Poll is how often pending SubmitWithNotify submissions are checked for
+// completion while any are pending; none pending, nothing polls.
+const Poll = time.Millisecond
+
+// Notification is a message from a peer engine: its segment name (From), a
+// name and a small message (at most control.MaxMessage bytes).
+type Notification struct {
+	From string // set on received notifications; ignored when sending
+	Name string
+	Msg  []byte
+}
+
+// Stats counts notifications sent and received by an engine.
+type Stats struct {
+	Received   uint64 // delivered to Notifications()
+	Duplicates uint64 // retries of a delivered notification, acknowledged, not delivered again
+	Refused    uint64 // refused: the buffer was full, or an older incarnation was addressed
+	Sent       uint64 // notifications a peer acknowledged
+	SendFailed uint64 // notifications given up after the retries
+	NotSent    uint64 // SubmitWithNotify submissions that did not all complete
+}
+
+// Target is a peer to notify: one life of an open segment.
+type Target struct {
+	Segment     uint32 // the handle, to send once per segment
+	Name        string
+	Control     string // its control service's address
+	Incarnation uint64
+}
+
+// Source is what the control service serves of its engine.
+type Source interface {
+	// Descriptor returns the engine's current descriptor JSON.
+	Descriptor() ([]byte, error)
+	// Status returns the engine's plugin and rail status as JSON.
+	Status() ([]byte, error)
+}
+
+// Config says where a Service listens and for whom.
+type Config struct {
+	Listen      string // host:port; port 0 picks one
+	Name        string // the engine's segment name
+	Incarnation uint64
+	Buffer      int // received notifications held for a slow reader
+	Source      Source
+	Log         hclog.Logger
+}
+
+// Service is an engine's control service and its notifications.
+type Service struct {
+	name        string
+	incarnation uint64
+	src         Source
+	log         hclog.Logger
+	srv         *control.Server
+	ch          chan Notification
+
+	seq  atomic.Uint64 // notification keys: one per Notify and per SubmitWithNotify
+	sent atomic.Uint64
+	fail atomic.Uint64
+	skip atomic.Uint64
+
+	ctx       context.Context // ends at Close: senders and the settler stop
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // the settler and the senders
+	closeOnce sync.Once
+
+	mu      sync.Mutex
+	clients map[string]*control.Client // by address; nil once closed
+	pending []*pending
+	kick    chan struct{} // the settler has pending work
+}
+
+// pending is a SubmitWithNotify submission not yet ended: tasks
+// [start, end) of b.
+type pending struct {
+	b          *progress.Batch
+	start, end int
+	n          Notification
+	key        string
+	targets    []Target
+}
+
+// Start serves the control service on c.Listen and starts the settler.
+func Start(c Config) (*Service, error) {
+	s := &Service{
+		name: c.Name, incarnation: c.Incarnation, src: c.Source, log: c.Log,
+		ch:      make(chan Notification, c.Buffer),
+		clients: make(map[string]*control.Client),
+		kick:    make(chan struct{}, 1),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	srv, err := control.Listen(c.Listen, (*handler)(s))
+	if err != nil {
+		s.cancel()
+		return nil, fmt.Errorf("engine %q: %w", c.Name, err)
+	}
+	s.srv = srv
+	s.wg.Add(1)
+	go s.settler()
+	return s, nil
+}
+
+// Close stops sending, then serving, then closes the channel of received
+// notifications: a reader drains what was delivered and sees the channel
+// closed. Pending submissions' notifications are not sent. Safe to call
+// twice.
+func (s *Service) Close() { s.closeOnce.Do(s.close) }
+
+func (s *Service) close() {
+	s.cancel()
+	s.wg.Wait()
+	s.srv.Close()
+	close(s.ch)
+	s.mu.Lock()
+	for _, c := range s.clients {
+		c.Close()
+	}
+	s.clients = nil
+	s.pending = nil
+	s.mu.Unlock()
+}
+
+// Addr returns the address the control service listens on.
+func (s *Service) Addr() string { return s.srv.Addr() }
+
+// Notifications returns the channel of received notifications.
+func (s *Service) Notifications() <-chan Notification { return s.ch }
+
+// Stats returns the notification counters.
+func (s *Service) Stats() Stats {
+	st := s.srv.Stats()
+	return Stats{
+		Received: st.Delivered, Duplicates: st.Duplicates, Refused: st.Refused,
+		Sent: s.sent.Load(), SendFailed: s.fail.Load(), NotSent: s.skip.Load(),
+	}
+}
+
+// handler is the Service as host/control sees it.
+type handler Service
+
+func (h *handler) Descriptor() ([]byte, error) { return h.src.Descriptor() }
+func (h *handler) Identity() (string, uint64)  { return h.name, h.incarnation }
+func (h *handler) Status() ([]byte, error)     { return h.src.Status() }
+func (h *handler) Deliver(n control.Notification) error {
+	select {
+	case h.ch <- Notification{From: n.From, Name: n.Name, Msg: n.Msg}:
+		return nil
+	default:
+		return control.ErrFull
+	}
+}
+
+// Client returns the cached client for a peer's control service.
+func (s *Service) Client(addr string) (*control.Client, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clients == nil {
+		return nil, ErrClosed
+	}
+	if c := s.clients[addr]; c != nil {
+		return c, nil
+	}
+	c, err := control.Dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	s.clients[addr] = c
+	return c, nil
+}
+
+// NextKey returns a fresh idempotency key: this incarnation and a
+// sequence number, so that keys never repeat across the engine's lives.
+func (s *Service) NextKey() string {
+	return strconv.FormatUint(s.incarnation, 16) + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+}
+
+// Send sends n to t under key and returns once the peer took it; a call
+// that fails on the way is retried (control.DefaultRetry) under the same
+// key, so the peer delivers it exactly once.
+func (s *Service) Send(ctx context.Context, t Target, n Notification, key string) error {
+	c, err := s.Client(t.Control)
+	if err != nil {
+		return err
+	}
+	_, err = c.Notify(ctx, control.Notification{
+		From: s.name, FromIncarnation: s.incarnation, ToIncarnation: t.Incarnation,
+		Name: n.Name, Msg: n.Msg, Key: key,
+	}, control.DefaultRetry)
+	if err != nil {
+		s.fail.Add(1)
+		return fmt.Errorf("%w: notify segment %q: %w", ErrUnreachable, t.Name, err)
+	}
+	s.sent.Add(1)
+	return nil
+}
+
+// Pend records a submission, tasks [start, end) of b, whose notification
+// goes to targets once every task completed.
+func (s *Service) Pend(b *progress.Batch, start, end int, n Notification, targets []Target) error {
+	p := &pending{b: b, start: start, end: end, n: n, key: s.NextKey(), targets: targets}
+	s.mu.Lock()
+	if s.clients == nil { // closed meanwhile
+		s.mu.Unlock()
+		return ErrClosed
+	}
+	s.pending = append(s.pending, p)
+	s.mu.Unlock()
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+// settler settles pending submissions as their tasks end. Batches wake
+// only their waiter, so it polls, and only while any are pending.
+func (s *Service) settler() {
+	defer s.wg.Done()
+	t := time.NewTicker(Poll)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		idle := len(s.pending) == 0
+		s.mu.Unlock()
+		if idle {
+			select {
+			case <-s.kick:
+			case <-s.ctx.Done():
+				return
+			}
+		}
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		}
+		s.Settle(nil)
+	}
+}
+
+// Settle decides every pending submission whose tasks all ended (of
+// batch b only, when b is not nil): send, or not. The engine calls it
+// for a batch after canceling it and before the batch can be reused, so
+// a submission is always decided on its own tasks.
+func (s *Service) Settle(b *progress.Batch) {
+	now := progress.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	keep := s.pending[:0]
+	for _, p := range s.pending {
+		if b != nil && p.b != b {
+			keep = append(keep, p)
+			continue
+		}
+		ended, completed := true, true
+		for i := p.start; i < p.end; i++ {
+			switch p.b.State(i, now) {
+			case progress.Pending:
+				ended = false
+			case progress.Completed:
+			default:
+				completed = false
+			}
+		}
+		switch {
+		case !ended:
+			keep = append(keep, p)
+		case !completed || s.ctx.Err() != nil:
+			s.skip.Add(1)
+		default:
+			s.wg.Add(1)
+			go s.sendAll(p)
+		}
+	}
+	clear(s.pending[len(keep):])
+	s.pending = keep
+}
+
+func (s *Service) sendAll(p *pending) {
+	defer s.wg.Done()
+	for _, t := range p.targets {
+		if err := s.Send(s.ctx, t, p.n, p.key); err != nil {
+			s.log.Error("notification not delivered", "segment", t.Name, "name", p.n.Name, "error", err)
+		}
+	}
+}

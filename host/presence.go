@@ -1,0 +1,52 @@
+package host
+
+import (
+	"context"
+	"errors"
+
+	"github.com/ferrydev/ferry/host/publish"
+	"github.com/ferrydev/ferry/host/segment"
+)
+
+// descriptor builds the local descriptor from what runs now: the
+// registered buffers and each usable plugin's endpoint and rails. It
+// reads only lock-free state.
+func (e *Engine) descriptor() *segment.Descriptor {
+	self := publish.Self{Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Topology: e.topo}
+	if e.hc != nil {
+		self.Control = e.hc.Addr()
+	}
+	var eps []publish.Endpoint
+	for _, ps := range e.plugins {
+		if !ps.usable() {
+			continue
+		}
+		r := ps.run()
+		ep := publish.Endpoint{Transport: ps.name, Endpoint: r.endpoint}
+		if rs := r.rails; rs != nil {
+			for _, ri := range rs.info {
+				ep.Rails = append(ep.Rails, segment.RailInfo{Name: ri.Name, Label: ri.Label, NUMANode: ri.NUMANode, BandwidthGbps: ri.NominalGbps})
+			}
+		}
+		eps = append(eps, ep)
+	}
+	return publish.Descriptor(self, e.mem.Buffers(), eps)
+}
+
+// publish writes the local descriptor to the metastore, bound to a lease
+// that the metastore keeps alive while this engine runs: a dead engine's
+// descriptor expires within the configured TTL. After the first, a
+// metastore outage does not fail it (see publish.Publisher).
+func (e *Engine) publish(ctx context.Context) error {
+	err := e.pub.Publish(ctx)
+	if errors.Is(err, publish.ErrNameInUse) {
+		return asKind(ErrInvalid, err)
+	}
+	return err
+}
+
+// MetastoreHealth returns nil while the engine's descriptor is kept alive
+// in the metastore, and the latest error while it cannot be (the
+// metastore is unreachable or lost the lease). Transfers to peers already
+// open go on meanwhile; the error clears once the descriptor is back.
+func (e *Engine) MetastoreHealth() error { return e.pub.Health() }

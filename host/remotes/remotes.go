@@ -1,0 +1,268 @@
+package remotes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// Errors the table and the fetch return, wrapped with the segment and
+// what failed. Their texts are the public API's (package host), which
+// maps them onto its own sentinels.
+var (
+	ErrNotFound    = errors.New("segment not found")
+	ErrUnreachable = errors.New("transport unavailable")
+)
+
+// Transport is one plugin as the table sees it, in the engine's plugin
+// order: Handle.Opened is indexed the same way.
+type Transport interface {
+	Name() string
+	// Usable reports whether the plugin runs now; the others are not
+	// asked to open or close peers.
+	Usable() bool
+	SameMachineOnly() bool
+	OpenPeer(ctx context.Context, p sdk.Peer) error
+	ClosePeer(ctx context.Context, id uint32) error
+}
+
+// Handle is one open remote segment, bound to one life (incarnation) of
+// its peer. A Handle is never changed once in the table: a change stores
+// a new copy, so the submit path reads a consistent one lock-free.
+type Handle struct {
+	ID   uint32 // 1-based index in the table
+	Name string
+	// Key is the metastore key the descriptor came from, whose watch
+	// events apply to the handle; "" when it came from the peer's
+	// control service (peer-to-peer mode), which nothing watches.
+	Key  string
+	Desc *segment.Descriptor
+	// Opened[i] is true when transport i has the peer open.
+	Opened []bool
+	// Retired says why this handle no longer reaches its segment (the
+	// peer restarted); requests on it are refused before anything is
+	// sent, so its new life never receives them.
+	Retired string
+	// Gone says that the descriptor left the metastore, and when; ""
+	// while it is there. Requests still go out.
+	Gone string
+}
+
+// Table is the set of open remote segments. Get is lock-free; the other
+// methods are writers, serialised by the caller.
+type Table struct {
+	machineID string        // this engine's, for same-machine-only transports
+	timeout   time.Duration // bounds one call to one plugin
+	handles   atomicHandles
+	changed   changeSignal
+}
+
+// New returns an empty table for an engine on machineID; timeout bounds
+// each call to a plugin.
+func New(machineID string, timeout time.Duration) *Table {
+	t := &Table{machineID: machineID, timeout: timeout}
+	t.handles.store([]*Handle{})
+	t.changed.init()
+	return t
+}
+
+// Get returns the handle id, nil when none is open under it.
+func (t *Table) Get(id uint32) *Handle {
+	cur := t.handles.load()
+	if id == 0 || int(id) > len(cur) {
+		return nil
+	}
+	return cur[id-1]
+}
+
+// Changed returns a channel closed at the next change of any handle.
+func (t *Table) Changed() <-chan struct{} { return t.changed.wait() }
+
+// set stores h in its slot (nil h: clears slot id) and signals the change.
+func (t *Table) set(id uint32, h *Handle) {
+	next := slices.Clone(t.handles.load())
+	if int(id) > len(next) {
+		next = append(next, h)
+	} else {
+		next[id-1] = h
+	}
+	t.handles.store(next)
+	t.changed.signal()
+}
+
+// Open returns the handle for d, the descriptor just read for name (from
+// key; "" in peer-to-peer mode). A handle open on the same life of the
+// peer takes d and is returned; one open on a previous life is retired;
+// otherwise every usable transport that d offers opens the peer under a
+// new handle, which fails when none does.
+func (t *Table) Open(ctx context.Context, name, key string, d *segment.Descriptor, ts []Transport) (*Handle, error) {
+	for _, h := range t.handles.load() {
+		if h == nil || h.Name != name || h.Retired != "" {
+			continue
+		}
+		if h.Desc.Incarnation == d.Incarnation {
+			h2 := *h
+			h2.Desc, h2.Gone = d, ""
+			if key != "" {
+				h2.Key = key
+			}
+			t.set(h.ID, &h2)
+			return &h2, nil
+		}
+		t.Retire(ctx, h.ID, d.Incarnation, ts)
+	}
+	cur := t.handles.load()
+	h := &Handle{ID: uint32(len(cur) + 1), Name: name, Key: key, Desc: d, Opened: make([]bool, len(ts))}
+	if i := slices.Index(cur, nil); i >= 0 {
+		h.ID = uint32(i + 1)
+	}
+	var reasons []string
+	opened := false
+	for i, tr := range ts {
+		ep, ok := d.Transports[tr.Name()]
+		switch {
+		case !tr.Usable():
+			reasons = append(reasons, fmt.Sprintf("%s: not running here", tr.Name()))
+			continue
+		case !ok:
+			reasons = append(reasons, fmt.Sprintf("%s: %q does not offer it", tr.Name(), name))
+			continue
+		case tr.SameMachineOnly() && d.MachineID != t.machineID:
+			reasons = append(reasons, fmt.Sprintf("%s: same machine only, %q is on %q", tr.Name(), name, d.MachineID))
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, t.timeout)
+		err := tr.OpenPeer(cctx, sdk.Peer{ID: h.ID, Segment: name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: ep})
+		cancel()
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %v", tr.Name(), err))
+			continue
+		}
+		h.Opened[i], opened = true, true
+	}
+	if !opened {
+		return nil, fmt.Errorf("%w: open segment %q: no transport reaches it (%v)", ErrUnreachable, name, reasons)
+	}
+	t.set(h.ID, h)
+	return h, nil
+}
+
+// Retire marks handle id as bound to a previous life of its peer, now at
+// incarnation inc, and closes it in the transports. A handle already
+// retired, closed, or at inc is left alone.
+func (t *Table) Retire(ctx context.Context, id uint32, inc uint64, ts []Transport) {
+	h := t.Get(id)
+	if h == nil || h.Retired != "" || h.Desc.Incarnation == inc {
+		return
+	}
+	h2 := *h
+	h2.Retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): open it again for a new handle", h.Name, inc, h.ID, h.Desc.Incarnation)
+	h2.Opened = make([]bool, len(h.Opened))
+	t.set(id, &h2)
+	t.closePeers(ctx, h, ts)
+}
+
+func (t *Table) closePeers(ctx context.Context, h *Handle, ts []Transport) {
+	for i, ok := range h.Opened {
+		if ok && i < len(ts) && ts[i].Usable() {
+			cctx, cancel := context.WithTimeout(ctx, t.timeout)
+			ts[i].ClosePeer(cctx, h.ID)
+			cancel()
+		}
+	}
+}
+
+// Close forgets handle id; its peers are closed in every transport.
+func (t *Table) Close(ctx context.Context, id uint32, ts []Transport) error {
+	h := t.Get(id)
+	if h == nil {
+		return fmt.Errorf("%w: close segment %d: not open", ErrNotFound, id)
+	}
+	t.set(id, nil)
+	t.closePeers(ctx, h, ts)
+	return nil
+}
+
+// Apply applies c, a change to key seen by the watch, to every live
+// handle read from key, as Decide says. It returns what it did to each
+// (for logs and tests).
+func (t *Table) Apply(ctx context.Context, key string, c Change, ts []Transport, now time.Time) []Action {
+	var done []Action
+	for _, h := range t.handles.load() {
+		if h == nil || h.Key != key || h.Key == "" || h.Retired != "" {
+			continue
+		}
+		a := Decide(h.Desc, h.Gone != "", c)
+		switch a {
+		case Refresh:
+			h2 := *h
+			h2.Desc, h2.Gone = c.Desc, ""
+			t.set(h.ID, &h2)
+		case Retire:
+			t.Retire(ctx, h.ID, c.Desc.Incarnation, ts)
+		case Gone:
+			h2 := *h
+			h2.Gone = fmt.Sprintf("its descriptor left the metastore at %s", now.UTC().Format(time.RFC3339))
+			t.set(h.ID, &h2)
+		}
+		done = append(done, a)
+	}
+	return done
+}
+
+// Keys returns the metastore keys that live handles were read from.
+func (t *Table) Keys() []string {
+	var keys []string
+	for _, h := range t.handles.load() {
+		if h != nil && h.Key != "" && h.Retired == "" && !slices.Contains(keys, h.Key) {
+			keys = append(keys, h.Key)
+		}
+	}
+	return keys
+}
+
+// Replay opens every live handle's peer again, with its id, in
+// transport i, named name, through open: the plugin restarted.
+func (t *Table) Replay(ctx context.Context, i int, name string, open func(ctx context.Context, p sdk.Peer) error) error {
+	for _, h := range t.handles.load() {
+		if h == nil || h.Retired != "" || i >= len(h.Opened) || !h.Opened[i] {
+			continue
+		}
+		d := h.Desc
+		cctx, cancel := context.WithTimeout(ctx, t.timeout)
+		err := open(cctx, sdk.Peer{ID: h.ID, Segment: h.Name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: d.Transports[name]})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("re-open peer %q: %w", h.Name, err)
+		}
+	}
+	return nil
+}
+
+// atomicHandles is the table's slice, swapped whole.
+type atomicHandles struct{ p atomic.Pointer[[]*Handle] }
+
+func (a *atomicHandles) load() []*Handle   { return *a.p.Load() }
+func (a *atomicHandles) store(h []*Handle) { a.p.Store(&h) }
+
+// changeSignal is a broadcast: wait returns a channel that signal closes.
+type changeSignal struct{ ch atomic.Pointer[chan struct{}] }
+
+func (c *changeSignal) init() {
+	ch := make(chan struct{})
+	c.ch.Store(&ch)
+}
+
+func (c *changeSignal) wait() <-chan struct{} { return *c.ch.Load() }
+
+// signal wakes every waiter; writers only, so never twice at once.
+func (c *changeSignal) signal() {
+	ch := make(chan struct{})
+	close(*c.ch.Swap(&ch))
+}

@@ -1,0 +1,287 @@
+package remotes
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+	"go.uber.org/goleak"
+
+	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeTransport records the peers it has open.
+type fakeTransport struct {
+	name     string
+	down     bool
+	sameOnly bool
+	refuse   bool
+
+	mu    sync.Mutex
+	peers map[uint32]sdk.Peer
+}
+
+func newTransport(name string) *fakeTransport {
+	return &fakeTransport{name: name, peers: map[uint32]sdk.Peer{}}
+}
+
+func (f *fakeTransport) Name() string          { return f.name }
+func (f *fakeTransport) Usable() bool          { return !f.down }
+func (f *fakeTransport) SameMachineOnly() bool { return f.sameOnly }
+
+func (f *fakeTransport) OpenPeer(_ context.Context, p sdk.Peer) error {
+	if f.refuse {
+		return errors.New("refused")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.peers[p.ID] = p
+	return nil
+}
+
+func (f *fakeTransport) ClosePeer(_ context.Context, id uint32) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.peers, id)
+	return nil
+}
+
+func (f *fakeTransport) open(id uint32) (sdk.Peer, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.peers[id]
+	return p, ok
+}
+
+func TestOpenRetireCloseReplay(t *testing.T) {
+	ctx := context.Background()
+	tcp, shm := newTransport("tcp"), newTransport("shm")
+	shm.sameOnly = true
+	ts := []Transport{tcp, shm}
+	tb := New("here", time.Second)
+	d := desc(7, 0x1000)
+	d.MachineID = "there"
+	d.Transports["shm"] = []byte("shm-ep")
+	h, err := tb.Open(ctx, "b", "segments/b", d, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ID != 1 || !h.Opened[0] || h.Opened[1] {
+		t.Fatalf("opened %+v; want handle 1 through tcp only (shm is same-machine only)", h)
+	}
+	if p, ok := tcp.open(1); !ok || p.Incarnation != 7 || string(p.Endpoint) != "ep" {
+		t.Fatalf("tcp has peer %+v, %v", p, ok)
+	}
+	// The same life again: the same handle, with the new descriptor.
+	h2, err := tb.Open(ctx, "b", "segments/b", desc(7, 0x1000, 0x9000), ts)
+	if err != nil || h2.ID != 1 || len(h2.Desc.Buffers) != 2 || tb.Get(1) != h2 {
+		t.Fatalf("reopen of the same life: %+v, %v", h2, err)
+	}
+	// A new life: the old handle is retired and closed, a new one opens.
+	h3, err := tb.Open(ctx, "b", "segments/b", desc(8, 0x2000), ts)
+	if err != nil || h3.ID != 2 {
+		t.Fatalf("open of the new life: %+v, %v", h3, err)
+	}
+	if old := tb.Get(1); !strings.Contains(old.Retired, "now incarnation 0x8") || slices.Contains(old.Opened, true) {
+		t.Fatalf("old handle %+v, want it retired naming incarnation 0x8", old)
+	}
+	if _, ok := tcp.open(1); ok {
+		t.Fatal("the retired handle's peer is still open in tcp")
+	}
+	// A restarted tcp gets the live handle's peer again, not the retired one.
+	fresh := newTransport("tcp")
+	if err := tb.Replay(ctx, 0, "tcp", fresh.OpenPeer); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fresh.open(1); ok || len(fresh.peers) != 1 {
+		t.Fatalf("replayed %v, want only handle 2", fresh.peers)
+	}
+	if p, _ := fresh.open(2); p.Incarnation != 8 {
+		t.Fatalf("replayed peer %+v, want incarnation 8", p)
+	}
+	if err := tb.Close(ctx, 1, ts); err != nil {
+		t.Fatal(err)
+	}
+	if err := tb.Close(ctx, 1, ts); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("second close: %v, want ErrNotFound", err)
+	}
+	// The free slot is reused.
+	if h4, err := tb.Open(ctx, "c", "segments/c", desc(9, 0x1000), ts); err != nil || h4.ID != 1 {
+		t.Fatalf("open c: %+v, %v; want slot 1 reused", h4, err)
+	}
+	tcp.refuse = true
+	if _, err := tb.Open(ctx, "d", "segments/d", desc(10), ts); !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "tcp: refused") {
+		t.Fatalf("open with every transport refusing: %v, want ErrUnreachable naming why", err)
+	}
+}
+
+// follow starts a Follower on a memory metastore's watch and returns the
+// store and a function that stops the follower and waits for it.
+func follow(t *testing.T, tb *Table, ts []Transport, mu *sync.Mutex) (metastore.Backend, func()) {
+	t.Helper()
+	store := metastore.NewMemory()
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := store.Watch(ctx, "segments/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &Follower{Table: tb, Store: store, Lock: mu, Transports: func() []Transport { return ts }, Log: hclog.NewNullLogger(), Timeout: time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx, events) }()
+	return store, func() {
+		cancel()
+		<-done
+		store.Close()
+	}
+}
+
+// waitFor waits until cond holds of handle id, woken by every change of
+// the table.
+func waitFor(t *testing.T, tb *Table, mu *sync.Mutex, id uint32, what string, cond func(h *Handle) bool) *Handle {
+	t.Helper()
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	for {
+		ch := tb.Changed()
+		mu.Lock()
+		h := tb.Get(id)
+		mu.Unlock()
+		if cond(h) {
+			return h
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("%s: not seen within 5s; handle %+v", what, h)
+		}
+	}
+}
+
+func TestFollowerAppliesWatchEvents(t *testing.T) {
+	ctx := context.Background()
+	tcp := newTransport("tcp")
+	ts := []Transport{tcp}
+	var mu sync.Mutex
+	tb := New("here", time.Second)
+	store, stop := follow(t, tb, ts, &mu)
+	defer stop()
+	put := func(d *segment.Descriptor) {
+		b, err := d.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Put(ctx, "segments/b", b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(desc(7, 0x1000))
+	mu.Lock()
+	h, err := tb.Open(ctx, "b", "segments/b", desc(7, 0x1000), ts)
+	mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another segment's change and garbage under the key change nothing.
+	if err := store.Put(ctx, "segments/other", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ctx, "segments/b", []byte("not json")); err != nil {
+		t.Fatal(err)
+	}
+	put(desc(7, 0x1000, 0x9000))
+	h = waitFor(t, tb, &mu, h.ID, "re-registration", func(h *Handle) bool { return len(h.Desc.Buffers) == 2 })
+	if h.Retired != "" || !h.Opened[0] {
+		t.Fatalf("refreshed handle %+v, want it open", h)
+	}
+	if _, _, err := segment.Translate(h.Desc.Buffers, 0x9000+10, 10, true); err != nil {
+		t.Fatalf("the new buffer is not usable through the handle: %v", err)
+	}
+	if err := store.Delete(ctx, "segments/b"); err != nil {
+		t.Fatal(err)
+	}
+	h = waitFor(t, tb, &mu, h.ID, "delete", func(h *Handle) bool { return h.Gone != "" })
+	if h.Retired != "" || !h.Opened[0] {
+		t.Fatalf("gone handle %+v, want it still open", h)
+	}
+	put(desc(8, 0x2000))
+	h = waitFor(t, tb, &mu, h.ID, "restart", func(h *Handle) bool { return h.Retired != "" })
+	if !strings.Contains(h.Retired, "now incarnation 0x8") {
+		t.Fatalf("retired as %q, want it to name incarnation 0x8", h.Retired)
+	}
+	if _, ok := tcp.open(h.ID); ok {
+		t.Fatal("the retired handle's peer is still open")
+	}
+}
+
+// TestFollowerResync: after a Resync every cached key is read again.
+func TestFollowerResync(t *testing.T) {
+	ctx := context.Background()
+	ts := []Transport{newTransport("tcp")}
+	var mu sync.Mutex
+	tb := New("here", time.Second)
+	store := metastore.NewMemory()
+	defer store.Close()
+	for _, k := range []string{"b", "c"} {
+		if _, err := tb.Open(ctx, k, "segments/"+k, desc(7, 0x1000), ts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := desc(8).Encode()
+	if err := store.Put(ctx, "segments/b", b); err != nil { // b restarted; c is gone
+		t.Fatal(err)
+	}
+	events := make(chan metastore.Event, 1)
+	events <- metastore.Event{Kind: metastore.Resync}
+	close(events)
+	f := &Follower{Table: tb, Store: store, Lock: &mu, Transports: func() []Transport { return ts }, Log: hclog.NewNullLogger(), Timeout: time.Second,
+		Now: func() time.Time { return time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC) }}
+	f.Run(ctx, events) // returns when events closes
+	if h := tb.Get(1); !strings.Contains(h.Retired, "now incarnation 0x8") {
+		t.Fatalf("b after resync: %+v, want retired", h)
+	}
+	if h := tb.Get(2); h.Retired != "" || !strings.Contains(h.Gone, "2026-12-01T09:00:00Z") {
+		t.Fatalf("c after resync: %+v, want gone since the simulated now", h)
+	}
+	if keys := tb.Keys(); !slices.Equal(keys, []string{"segments/c"}) {
+		t.Fatalf("Keys() = %v, want only c's (b's handle is retired)", keys)
+	}
+}
+
+// TestSeenCountsUncachedKeys: a change to a key no handle caches yet is
+// counted, and a resync counts for every key, so that an OpenSegment
+// reading the key meanwhile knows to read it again.
+func TestSeenCountsUncachedKeys(t *testing.T) {
+	var mu sync.Mutex
+	store := metastore.NewMemory()
+	defer store.Close()
+	f := &Follower{Table: New("here", time.Second), Store: store, Lock: &mu, Transports: func() []Transport { return nil },
+		Log: hclog.NewNullLogger(), Timeout: time.Second}
+	events := make(chan metastore.Event, 3)
+	events <- metastore.Event{Kind: metastore.Put, Key: "segments/b", Value: []byte("{}")}
+	events <- metastore.Event{Kind: metastore.Delete, Key: "segments/b"}
+	events <- metastore.Event{Kind: metastore.Resync}
+	close(events)
+	f.Run(context.Background(), events)
+	mu.Lock()
+	defer mu.Unlock()
+	if b, c := f.Seen("segments/b"), f.Seen("segments/c"); b != 3 || c != 1 {
+		t.Fatalf("Seen(b) = %d, Seen(c) = %d; want 3 (put, delete, resync) and 1 (resync)", b, c)
+	}
+}
+
+func TestIsHostPort(t *testing.T) {
+	for name, want := range map[string]bool{"127.0.0.1:7000": true, "h:1": true, "engine-a": false, ":7000": false, "h:0": false, "h:x": false} {
+		if got := IsHostPort(name); got != want {
+			t.Errorf("IsHostPort(%q) = %v, want %v", name, got, want)
+		}
+	}
+}
