@@ -1,4 +1,4 @@
-// Package shmtransport is Ferry's same-machine transport (plugin "shm"): it
+// Package shm is Ferry's same-machine transport (plugin "shm"): it
 // moves bytes between this engine's registered memory and a peer engine's
 // registered memory on the same machine by mapping the peer's regions into
 // this plugin and copying with copy(): one copy end to end, no socket on
@@ -68,4 +68,4 @@
 // Limits. Both engines must share a network namespace (abstract sockets
 // live there) and the machine id; engines in different namespaces fail
 // with StatusPeerUnreachable and should use TCP.
-package shmtransport
+package shm

@@ -1,4 +1,4 @@
-package shmtransport_test
+package shm_test
 
 import (
 	"bytes"
@@ -13,10 +13,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
-	shmtransport "github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
-	"github.com/ferrydev/ferry/sdk/shm"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 // helperEnv makes the test binary act as a dialing plugin (see
@@ -90,7 +90,7 @@ func (c *collector) wait(token uint64) completion {
 
 // engine is one Transport in this process with its endpoint.
 type engine struct {
-	tr          *shmtransport.Transport
+	tr          *shm.Transport
 	name        string
 	incarnation uint64
 	ep          sdk.Endpoint
@@ -100,7 +100,7 @@ type engine struct {
 
 func startEngine(t testing.TB, name string, incarnation uint64, config string) *engine {
 	t.Helper()
-	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 	ep, err := tr.Start(context.Background(), sdk.StartConfig{
 		Engine: name, Incarnation: incarnation, MachineID: machine, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
 	})
@@ -119,7 +119,7 @@ func startEngine(t testing.TB, name string, incarnation uint64, config string) *
 // and registers it as id.
 func (e *engine) region(t testing.TB, id uint32, size int, perm sdk.Perm, label string) []byte {
 	t.Helper()
-	r, err := shm.Create(label, size)
+	r, err := sdkshm.Create(label, size)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import (
 	"github.com/ferrydev/ferry/sdk"
@@ -16,3 +16,6 @@ type region struct {
 	off  uint64 // offset of mem in fd
 	gen  uint64 // registration generation, unique within this plugin
 }
+
+// Bytes is the region's memory (kit.Region).
+func (r *region) Bytes() []byte { return r.mem }

@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import (
 	"errors"
@@ -24,24 +24,24 @@ type srvConn struct {
 }
 
 func (t *Transport) acceptLoop(ln *net.UnixListener) {
-	defer t.wg.Done()
+	defer t.base.Goroutines.Done()
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
-			if !t.stopped.Load() && !errors.Is(err, net.ErrClosed) {
+			if !t.base.Stopped() && !errors.Is(err, net.ErrClosed) {
 				t.log.Error("accept failed; no new peers can connect", "error", err)
 			}
 			return
 		}
 		sc := &srvConn{conn: conn{c: c}, held: map[uint32]uint64{}, acks: map[uint64]chan struct{}{}, gone: make(chan struct{})}
 		t.mu.Lock()
-		if t.stopped.Load() {
+		if t.base.Stopped() {
 			t.mu.Unlock()
 			c.Close()
 			return
 		}
 		t.servers[sc] = struct{}{}
-		t.wg.Add(1)
+		t.base.Goroutines.Add(1)
 		t.mu.Unlock()
 		t.stats.connsAccepted.Add(1)
 		t.stats.connsOpen.Add(1)
@@ -52,7 +52,7 @@ func (t *Transport) acceptLoop(ln *net.UnixListener) {
 // serve checks who dialed and what they want, then answers region queries
 // and collects revoke acknowledgements until the connection ends.
 func (t *Transport) serve(sc *srvConn) {
-	defer t.wg.Done()
+	defer t.base.Goroutines.Done()
 	defer func() {
 		sc.c.Close()
 		t.mu.Lock()
@@ -91,16 +91,16 @@ func (t *Transport) serve(sc *srvConn) {
 		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusProtocol}, -1)
 		return
 	}
-	if h.name != t.engine || h.inc != t.incarnation {
+	if h.name != t.base.Engine() || h.inc != t.base.Incarnation() {
 		// The dialer wants another life of this segment (or another
 		// segment that used to listen here).
 		t.stats.helloRejected.Add(1)
-		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.incarnation}, -1)
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.base.Incarnation()}, -1)
 		return
 	}
 	sc.c.SetReadDeadline(time.Time{})
 	sc.c.SetWriteDeadline(time.Time{})
-	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.incarnation}, -1); err != nil {
+	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.base.Incarnation()}, -1); err != nil {
 		return
 	}
 	for {
@@ -148,7 +148,7 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 	reply := msg{typ: msgRegion, region: id}
 	fd := -1
 	t.mu.Lock()
-	r := t.regions.Lookup(id)
+	r := t.base.Regions.Lookup(id)
 	switch {
 	case r == nil:
 		reply.status = ring.StatusNotRegistered

@@ -1,4 +1,4 @@
-package shmtransport_test
+package shm_test
 
 import (
 	"bufio"
@@ -16,14 +16,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	shmtransport "github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
-	"github.com/ferrydev/ferry/sdk/shm"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 func TestDescribeProbe(t *testing.T) {
-	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 	info, err := tr.Describe(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -264,7 +264,7 @@ func TestLargeCopyUsesSeveralWorkers(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []string{`copy_workers = 0`, `split_min = "1MiB"`, `inline_max = "lots"`, `revoke_timeout = "1ns"`, `bogus = 1`} {
-		tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+		tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 		_, err := tr.Start(t.Context(), sdk.StartConfig{Engine: "x", MachineID: machine, Config: []byte(cfg), ConfigFile: "f.hcl", ConfigLine: 3, ConfigColumn: 1})
 		if err == nil || !strings.Contains(err.Error(), "f.hcl:3:") {
 			t.Errorf("config %q: %v", cfg, err)
@@ -276,7 +276,7 @@ func TestConfigErrors(t *testing.T) {
 // dialerHelper runs in a child process (as another user): it tries to read
 // region 1 of the engine at endpoint ep and prints the status.
 func dialerHelper(ep string) int {
-	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 	ctx := context.Background()
 	defer tr.Stop(ctx)
 	if _, err := tr.Start(ctx, sdk.StartConfig{Engine: "intruder", Incarnation: 9, MachineID: machine}); err != nil {
@@ -380,7 +380,7 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	if err := json.Unmarshal(epb, &ep); err != nil {
 		t.Fatal(err)
 	}
-	r, err := shm.Create("victim-region", 1<<20)
+	r, err := sdkshm.Create("victim-region", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

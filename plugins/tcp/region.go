@@ -28,3 +28,6 @@ func newRegion(r sdk.Region) *region {
 // dead reports whether the region is being unregistered: work not yet
 // started on it is dropped rather than started.
 func (r *region) dead() bool { return r.removed.Load() }
+
+// Bytes is the region's memory (kit.Region).
+func (r *region) Bytes() []byte { return r.mem }
