@@ -14,8 +14,10 @@
 // socket in the Linux abstract namespace, named
 // "@ferry-shm/<sha256(engine)[:8]>/<incarnation>/<random>": nothing exists
 // on disk, so nothing is left behind when the process is killed. The
-// endpoint blob is versioned JSON {v, socket, machine}. OpenPeer refuses a
-// peer whose machine id differs from ours. The first descriptor for a peer
+// endpoint blob is versioned JSON {v, socket, machine}, machine being the
+// id the host passed at Start (or, started without one, the id the host
+// would derive: kit.MachineID; never the raw /etc/machine-id). OpenPeer
+// refuses a peer whose machine id differs from ours. The first descriptor for a peer
 // dials its socket (from the peer's own goroutine, never in Submit); both
 // sides check SO_PEERCRED (same uid, or root) and the server checks that
 // the hello names its segment and current incarnation

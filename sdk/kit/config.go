@@ -36,8 +36,15 @@ func (s Settings) Decode(v any) (bool, error) {
 // Errorf reports what is wrong with attr, whose value sits at at. A %w
 // verb in format wraps its argument.
 func (s Settings) Errorf(attr string, at hcl.Range, format string, args ...any) error {
+	return s.At(at, "%s: %w", attr, fmt.Errorf(format, args...))
+}
+
+// At reports a problem located at at (a block's or an attribute's range;
+// the zero Range: where the config block starts) that no single attribute
+// names. A %w verb in format wraps its argument.
+func (s Settings) At(at hcl.Range, format string, args ...any) error {
 	inner := fmt.Errorf(format, args...)
-	err := sdk.ConfigErrorf(s.Cfg, at, "%s: %s: %s", s.Prefix, attr, inner.Error())
+	err := sdk.ConfigErrorf(s.Cfg, at, "%s: %s", s.Prefix, inner.Error())
 	return &configError{msg: err.Error(), inner: inner}
 }
 
