@@ -15,9 +15,10 @@
 // "@ferry-shm/<sha256(engine)[:8]>/<incarnation>/<random>": nothing exists
 // on disk, so nothing is left behind when the process is killed. The
 // endpoint blob is versioned JSON {v, socket, machine}, machine being the
-// id the host passed at Start (or, started without one, the id the host
-// would derive: kit.MachineID; never the raw /etc/machine-id). OpenPeer
-// refuses a peer whose machine id differs from ours. The first descriptor for a peer
+// id the host passed at Start (the host publishes a hash, never the raw
+// /etc/machine-id) or, started without one, a hash of this machine's id
+// (kit.MachineID). OpenPeer refuses a peer whose machine id differs from
+// ours. The first descriptor for a peer
 // dials its socket (from the peer's own goroutine, never in Submit); both
 // sides check SO_PEERCRED (same uid, or root) and the server checks that
 // the hello names its segment and current incarnation

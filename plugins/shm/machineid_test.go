@@ -7,11 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -37,23 +35,10 @@ func TestEndpointPublishesHostMachineID(t *testing.T) {
 }
 
 // Started without a machine id (driven directly, not by a host), the
-// plugin publishes the id the host would derive, not the raw one, and two
+// plugin publishes a hash of this machine's id, not the raw one, and two
 // such engines still find each other on the same machine.
 func TestEndpointWithoutHostMachineID(t *testing.T) {
-	start := func(name string, inc uint64) *engine {
-		tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
-		ep, err := tr.Start(context.Background(), sdk.StartConfig{Engine: name, Incarnation: inc})
-		if err != nil {
-			t.Fatalf("start %s: %v", name, err)
-		}
-		t.Cleanup(func() {
-			if err := tr.Stop(context.Background()); err != nil {
-				t.Errorf("stop %s: %v", name, err)
-			}
-		})
-		return &engine{tr: tr, name: name, incarnation: inc, ep: ep, col: newCollector(t)}
-	}
-	a, b := start("a", 1), start("b", 2)
+	a, b := startEngineOn(t, "", "a", 1, ""), startEngineOn(t, "", "b", 2, "")
 	got := endpointMachine(t, a.ep)
 	if want := kit.MachineID(sdk.StartConfig{}); got != want || got == "" {
 		t.Fatalf("endpoint machine %q, want %q", got, want)
@@ -72,8 +57,8 @@ func TestEndpointWithoutHostMachineID(t *testing.T) {
 		t.Fatalf("open a peer on the same machine: %v", err)
 	}
 	fill(local, 3)
-	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.status != ring.StatusOK {
-		t.Fatalf("write: %v", c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.Status != ring.StatusOK {
+		t.Fatalf("write: %v", c.Status)
 	}
-	mustEqual(t, "write", rw, local)
+	plugintest.MustEqual(t, "write", rw, local)
 }

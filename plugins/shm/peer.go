@@ -402,10 +402,10 @@ func (p *peer) connLost(dc *dialConn) {
 	}
 }
 
-// close ends the peer: its connection closes, ops waiting on it complete
+// Close ends the peer: its connection closes, ops waiting on it complete
 // with StatusShutdown, copies in flight finish and every mapping is
 // unmapped before close returns.
-func (p *peer) close() {
+func (p *peer) Close() {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

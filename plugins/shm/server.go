@@ -152,13 +152,13 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 	switch {
 	case r == nil:
 		reply.status = ring.StatusNotRegistered
-	case !r.perm.AllowsRemoteRead():
+	case !r.Perm.AllowsRemoteRead():
 		reply.status = ring.StatusPermission // local-only: its fd never leaves
 	case r.fd < 0:
 		reply.status = ring.StatusUnsupported // the host sent no memfd to share
 	default:
-		reply.status, reply.perm, reply.gen = ring.StatusOK, r.perm, r.gen
-		reply.off, reply.length = r.off, uint64(len(r.mem))
+		reply.status, reply.perm, reply.gen = ring.StatusOK, r.Perm, r.gen
+		reply.off, reply.length = r.off, uint64(len(r.Mem))
 		fd = r.fd
 		sc.held[id] = r.gen
 	}
@@ -177,7 +177,7 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 // connection, which makes it unmap as soon as its copies in flight end.
 func (t *Transport) revoke(r *region, holders []*srvConn, acks []chan struct{}) {
 	for _, sc := range holders {
-		if sc.send(msg{typ: msgRevoke, region: r.id, gen: r.gen}, -1) == nil {
+		if sc.send(msg{typ: msgRevoke, region: r.ID, gen: r.gen}, -1) == nil {
 			t.stats.revokesSent.Add(1)
 		} else {
 			sc.c.Close()
@@ -205,7 +205,7 @@ func (t *Transport) revoke(r *region, holders []*srvConn, acks []chan struct{}) 
 		default:
 		}
 		t.stats.revokeTimeouts.Add(1)
-		t.log.Warn("peer did not unmap a revoked region in time: closing its connection", "region", r.id, "timeout", t.set.revokeTimeout)
+		t.log.Warn("peer did not unmap a revoked region in time: closing its connection", "region", r.ID, "timeout", t.set.revokeTimeout)
 		t.mu.Lock()
 		delete(sc.acks, r.gen)
 		t.mu.Unlock()

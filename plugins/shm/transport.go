@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"sync/atomic"
 
@@ -34,11 +33,10 @@ type Transport struct {
 	// mu guards the control state, the set of served connections and what
 	// each may have mapped (srvConn.held, srvConn.acks). Lock order:
 	// conn.wmu before mu.
-	mu       sync.Mutex
-	set      settings
-	ln       *net.UnixListener
-	servers  map[*srvConn]struct{}
-	endpoint sdk.Endpoint
+	mu      sync.Mutex
+	set     settings
+	ln      *net.UnixListener
+	servers map[*srvConn]struct{}
 
 	machine string // set once at Start, before any goroutine reads it
 	nextGen atomic.Uint64
@@ -69,7 +67,7 @@ func New(opts ...Option) *Transport {
 		o(t)
 	}
 	if t.log == nil {
-		t.log = hclog.New(&hclog.LoggerOptions{Name: "shm", Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
+		t.log = kit.Logger("shm")
 	}
 	return t
 }
@@ -99,21 +97,15 @@ func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 // disk, gone with the process) and returns the endpoint: the socket name
 // and this machine's id.
 func (t *Transport) Start(_ context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
-	err := t.base.Start(cfg, func() error { return t.start(cfg) })
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append(sdk.Endpoint(nil), t.endpoint...), nil
+	return t.base.Start(cfg, func() (sdk.Endpoint, error) { return t.start(cfg) })
 }
 
-func (t *Transport) start(cfg sdk.StartConfig) error {
+func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	set, err := parseConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	// Never the raw /etc/machine-id: the host's id, or the same derivation.
 	machine := kit.MachineID(cfg)
@@ -123,17 +115,17 @@ func (t *Transport) start(cfg sdk.StartConfig) error {
 	name := fmt.Sprintf("@ferry-shm/%x/%x/%s", sum[:8], cfg.Incarnation, hex.EncodeToString(rnd[:]))
 	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
 	if err != nil {
-		return fmt.Errorf("shm: listen on abstract socket %s: %w", name, err)
+		return nil, fmt.Errorf("shm: listen on abstract socket %s: %w", name, err)
 	}
 	t.set = set
 	t.machine = machine
 	t.ln = ln
-	t.endpoint = encodeEndpoint(endpoint{V: EndpointVersion, Socket: name, Machine: machine})
+	ep := encodeEndpoint(endpoint{V: EndpointVersion, Socket: name, Machine: machine})
 	t.pool.start(t, set.workers, set.splitMin)
 	t.base.Goroutines.Add(1)
 	go t.acceptLoop(ln)
 	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers)
-	return nil
+	return ep, nil
 }
 
 // RegisterMemory makes r known. Peers may map it as r.Perm allows, through
@@ -146,8 +138,8 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 			// never a memfd the SDK received.
 			fd = -1
 		}
-		g := &region{id: r.ID, mem: r.Mem, perm: r.Perm, fd: fd, off: r.FDOffset, gen: t.nextGen.Add(1)}
-		g.Init()
+		g := &region{fd: fd, off: r.FDOffset, gen: t.nextGen.Add(1)}
+		g.Init(r)
 		return g
 	})
 }
@@ -206,37 +198,24 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	pr := &peer{t: t, id: p.ID, segment: p.Segment, inc: p.Incarnation, socket: ep.Socket,
 		waiting: map[uint32][]*op{}, wake: make(chan struct{}, 1)}
 	pr.ctx, pr.cancel = context.WithCancel(context.Background())
-	err = t.base.AddPeer(p.ID, pr, func() {
+	return t.base.AddPeer(p.ID, pr, func() {
 		pr.wg.Add(1)
 		go pr.pumpLoop()
 	})
-	if err != nil {
-		pr.cancel()
-	}
-	return err
 }
 
 // ClosePeer forgets a peer: descriptors waiting on it complete with
 // StatusShutdown, copies in flight finish, and its regions are unmapped
 // before ClosePeer returns.
 func (t *Transport) ClosePeer(_ context.Context, id uint32) error {
-	pr, err := t.base.ClosePeer(id)
-	if err != nil {
-		return err
-	}
-	pr.close()
-	return nil
+	return t.base.ClosePeer(id)
 }
 
 // Submit checks a descriptor and copies: inline up to inline_max, on the
 // worker pool above. A descriptor whose remote region is not mapped yet
 // waits (without blocking Submit) for the peer's answer.
 func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
-	p, ok := t.base.Admit(d, c)
-	if !ok {
-		return
-	}
-	r, mem, ok := t.base.Local(d, c)
+	p, r, mem, ok := t.base.Accept(d, c)
 	if !ok {
 		return
 	}
@@ -270,7 +249,7 @@ func (t *Transport) Stop(ctx context.Context) error {
 			ln.Close()
 		}
 		for _, p := range t.base.Peers.CloseAll() {
-			p.close()
+			p.Close()
 		}
 		if t.base.Started() {
 			t.pool.close()

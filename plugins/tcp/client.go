@@ -107,7 +107,7 @@ func (p *peer) pick(r int) *slot {
 
 // close stops the peer's goroutines; their descriptors complete with
 // StatusShutdown.
-func (p *peer) close() {
+func (p *peer) Close() {
 	for _, s := range p.slots {
 		s.mu.Lock()
 		s.closed = true

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 // logSink is a log output that keeps every line, so a test can check what
@@ -103,7 +104,7 @@ func startLogged(t testing.TB, name string, incarnation uint64, config string, l
 // engine.
 func newLoggedWorld(t testing.TB, size int, configA, configB string, logA, logB *logSink) *world {
 	t.Helper()
-	w := &world{col: newCollector(t)}
+	w := &world{col: plugintest.NewCollector(t)}
 	w.a = startLogged(t, "engine-a", 100, configA, logA)
 	w.b = startLogged(t, "engine-b", 200, configB, logB)
 	w.src, w.dst = make([]byte, size), make([]byte, size)

@@ -310,7 +310,7 @@ func (sc *serverConn) serveFrames() error {
 			}
 			if st == ring.StatusOK {
 				sc.cur.Store(r)
-				n, err := sc.link.readFullNext(r.mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
+				n, err := sc.link.readFullNext(r.Mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
 				sc.cur.Store(nil)
 				r.Release()
 				if err != nil {
@@ -331,7 +331,7 @@ func (sc *serverConn) serveFrames() error {
 		case ring.OpRead:
 			var payload []byte
 			if st == ring.StatusOK {
-				payload = r.mem[h.Offset : h.Offset+h.Length]
+				payload = r.Mem[h.Offset : h.Offset+h.Length]
 			}
 			if err := sc.queue(h.Seq, st, payload, r); err != nil {
 				return err
@@ -423,16 +423,16 @@ func (t *Transport) check(h *Header) (ring.Status, *region) {
 	if r == nil {
 		return ring.StatusNotRegistered, nil
 	}
-	allowed := r.perm.AllowsRemoteRead()
+	allowed := r.Perm.AllowsRemoteRead()
 	if h.Op == ring.OpWrite {
-		allowed = r.perm.AllowsRemoteWrite()
+		allowed = r.Perm.AllowsRemoteWrite()
 	}
 	if !allowed {
 		r.Release()
 		return ring.StatusPermission, nil
 	}
 	end := h.Offset + h.Length
-	if end < h.Offset || end > uint64(len(r.mem)) {
+	if end < h.Offset || end > uint64(len(r.Mem)) {
 		r.Release()
 		return ring.StatusOutOfBounds, nil
 	}

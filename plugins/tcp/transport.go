@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,15 +27,14 @@ type Transport struct {
 	// Stop waits for and the outcome counters.
 	base kit.Base[*region, *peer]
 
-	mu       sync.Mutex // control plane: settings, listeners, servers
-	set      settings
-	listen   []net.Listener
-	rails    []*rail // rail i listens on listen[i]; set at Start
-	endpoint sdk.Endpoint
-	servers  map[*serverConn]struct{}
-	guard    guard           // connection limits and their logs
-	ctx      context.Context // canceled by Stop
-	cancel   context.CancelFunc
+	mu      sync.Mutex // control plane: settings, listeners, servers
+	set     settings
+	listen  []net.Listener
+	rails   []*rail // rail i listens on listen[i]; set at Start
+	servers map[*serverConn]struct{}
+	guard   guard           // connection limits and their logs
+	ctx     context.Context // canceled by Stop
+	cancel  context.CancelFunc
 
 	stats  counters
 	opPool sync.Pool
@@ -64,7 +62,7 @@ func New(opts ...Option) *Transport {
 		o(t)
 	}
 	if t.log == nil {
-		t.log = hclog.New(&hclog.LoggerOptions{Name: "tcp", Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
+		t.log = kit.Logger("tcp")
 	}
 	return t
 }
@@ -98,21 +96,15 @@ func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 // Start decodes the configuration, listens on every address and returns the
 // endpoint blob.
 func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
-	err := t.base.Start(cfg, func() error { return t.start(ctx, cfg) })
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return append(sdk.Endpoint(nil), t.endpoint...), nil
+	return t.base.Start(cfg, func() (sdk.Endpoint, error) { return t.start(ctx, cfg) })
 }
 
-func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) error {
+func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	set, err := parseConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var lc net.ListenConfig
 	var lns []net.Listener
@@ -122,7 +114,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) error {
 			for _, l := range lns {
 				_ = l.Close()
 			}
-			return fmt.Errorf("tcp: listen %s: %w", a, err)
+			return nil, fmt.Errorf("tcp: listen %s: %w", a, err)
 		}
 		lns = append(lns, ln)
 	}
@@ -138,7 +130,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) error {
 	for i, ln := range lns {
 		t.rails[i] = newRail(i, ln)
 	}
-	t.endpoint = encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
+	ep := encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i, ln := range lns {
 		t.base.Goroutines.Add(1)
@@ -154,7 +146,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) error {
 				strings.Join(open, ", ")), "engine", cfg.Engine)
 		}
 	}
-	return nil
+	return ep, nil
 }
 
 // exposed lists the listen addresses whose bound address is not a
@@ -261,28 +253,19 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 		}
 	}
 	// The writers start where Stop cannot miss them.
-	err = t.base.AddPeer(p.ID, pr, func() {
+	return t.base.AddPeer(p.ID, pr, func() {
 		for _, s := range pr.slots {
 			t.base.Goroutines.Add(1)
 			pr.wg.Add(1)
 			go s.run()
 		}
 	})
-	if err != nil {
-		pr.cancel()
-	}
-	return err
 }
 
 // ClosePeer forgets a peer: its connections close and its descriptors
 // still queued or in flight complete with StatusShutdown before it returns.
 func (t *Transport) ClosePeer(_ context.Context, id uint32) error {
-	pr, err := t.base.ClosePeer(id)
-	if err != nil {
-		return err
-	}
-	pr.close()
-	return nil
+	return t.base.ClosePeer(id)
 }
 
 // Submit starts one descriptor. It checks what it can locally, queues the

@@ -3,23 +3,27 @@ package kit
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// Region is what a plugin keeps for one registered region: a pointer to
-// its own type, which embeds regtable.Ref and returns the region's bytes.
-type Region interface {
+// Peer is what a plugin keeps for one open peer: a pointer to its own
+// type.
+type Peer interface {
 	comparable
-	Acquire() bool
-	Release()
-	// Bytes is the region's memory, as sdk.Region.Mem delivered it.
-	Bytes() []byte
+	// Close ends the peer's work: what is queued or in flight to it
+	// completes (StatusShutdown) and its goroutines end before Close
+	// returns. It is also called on a peer that AddPeer refused, whose
+	// goroutines never started.
+	Close()
 }
 
 // Base is what every transport has: the lifecycle (Start once, Stop
@@ -32,7 +36,7 @@ type Region interface {
 // Lock order: a plugin's own control lock is taken inside the callbacks
 // of Start and Stop, so it must never be held while calling Start, Stop
 // or CheckPeer.
-type Base[R Region, P comparable] struct {
+type Base[R Region, P Peer] struct {
 	// Name starts every error ("tcp: region 3 not registered").
 	Name string
 	// MaxNameLen bounds engine and segment names; 0: no bound.
@@ -58,32 +62,36 @@ type Base[R Region, P comparable] struct {
 	stopped     atomic.Bool
 	engine      string // set by Start, before the plugin's start runs
 	incarnation uint64
+	endpoint    sdk.Endpoint
 }
 
 // Start runs start, the plugin's own start (decode the configuration,
-// listen, start goroutines), once: it refuses a transport that was
-// stopped or already started and an engine name that is empty or longer
-// than MaxNameLen. Engine and Incarnation hold cfg's values while start
-// runs; the transport counts as started once start returns nil.
-func (b *Base[R, P]) Start(cfg sdk.StartConfig, start func() error) error {
+// listen, start goroutines), once, and returns a copy of the endpoint it
+// returned: it refuses a transport that was stopped or already started
+// and an engine name that is empty or longer than MaxNameLen. Engine and
+// Incarnation hold cfg's values while start runs; the transport counts as
+// started once start returns without an error.
+func (b *Base[R, P]) Start(cfg sdk.StartConfig, start func() (sdk.Endpoint, error)) (sdk.Endpoint, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case b.stopped.Load():
-		return fmt.Errorf("%s: start after stop", b.Name)
+		return nil, fmt.Errorf("%s: start after stop", b.Name)
 	case b.started.Load():
-		return fmt.Errorf("%s: already started", b.Name)
+		return nil, fmt.Errorf("%s: already started", b.Name)
 	case cfg.Engine == "":
-		return fmt.Errorf("%s: start: empty engine name", b.Name)
+		return nil, fmt.Errorf("%s: start: empty engine name", b.Name)
 	case b.MaxNameLen > 0 && len(cfg.Engine) > b.MaxNameLen:
-		return fmt.Errorf("%s: start: engine name longer than %d bytes", b.Name, b.MaxNameLen)
+		return nil, fmt.Errorf("%s: start: engine name longer than %d bytes", b.Name, b.MaxNameLen)
 	}
 	b.engine, b.incarnation = cfg.Engine, cfg.Incarnation
-	if err := start(); err != nil {
-		return err
+	ep, err := start()
+	if err != nil {
+		return nil, err
 	}
+	b.endpoint = ep
 	b.started.Store(true)
-	return nil
+	return append(sdk.Endpoint(nil), ep...), nil
 }
 
 // Started reports whether Start succeeded (Stop does not reset it).
@@ -199,26 +207,30 @@ func (b *Base[R, P]) PeerError(p sdk.Peer, err error) error {
 
 // AddPeer adds p as peer id unless that id is open or the transport
 // stopped. start, when not nil, runs before p becomes visible, where Stop
-// cannot miss what it starts: add its goroutines to Goroutines there. On
-// an error nothing was started; the caller releases what it built.
+// cannot miss what it starts: add its goroutines to Goroutines there. A
+// refused p is closed, its start never run.
 func (b *Base[R, P]) AddPeer(id uint32, p P, start func()) error {
+	var err error
 	switch b.Peers.add(id, p, start) {
 	case addOpen:
-		return fmt.Errorf("%s: peer %d already open", b.Name, id)
+		err = fmt.Errorf("%s: peer %d already open", b.Name, id)
 	case addClosed:
-		return fmt.Errorf("%s: open peer: transport stopped", b.Name)
+		err = fmt.Errorf("%s: open peer: transport stopped", b.Name)
+	default:
+		return nil
 	}
-	return nil
+	p.Close()
+	return err
 }
 
-// ClosePeer takes peer id out of Peers and returns it for the caller to
-// close.
-func (b *Base[R, P]) ClosePeer(id uint32) (P, error) {
+// ClosePeer takes peer id out of Peers and closes it.
+func (b *Base[R, P]) ClosePeer(id uint32) error {
 	p, ok := b.Peers.Remove(id)
 	if !ok {
-		return p, fmt.Errorf("%s: peer %d not open", b.Name, id)
+		return fmt.Errorf("%s: peer %d not open", b.Name, id)
 	}
-	return p, nil
+	p.Close()
+	return nil
 }
 
 // Admit is how Submit starts: it completes d at once, counted, when the
@@ -261,8 +273,26 @@ func (b *Base[R, P]) Local(d *ring.Descriptor, c sdk.Completer) (R, []byte, bool
 	return r, mem[d.LocalOffset:end:end], true
 }
 
+// Accept is Admit and then Local, for a transport that checks nothing
+// between the two.
+func (b *Base[R, P]) Accept(d *ring.Descriptor, c sdk.Completer) (P, R, []byte, bool) {
+	var r R
+	p, ok := b.Admit(d, c)
+	if !ok {
+		return p, r, nil, false
+	}
+	r, mem, ok := b.Local(d, c)
+	return p, r, mem, ok
+}
+
 // Fail completes d with st, 0 bytes, counted.
 func (b *Base[R, P]) Fail(d *ring.Descriptor, c sdk.Completer, st ring.Status) {
 	b.Outcomes.Count(st)
 	c.Complete(d.Token, st, 0)
+}
+
+// Logger is the logger a plugin writes to unless told otherwise: JSON on
+// stderr, which go-plugin forwards to the host under the plugin's name.
+func Logger(name string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: name, Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
 }

@@ -12,26 +12,25 @@ import (
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
-	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-type region struct {
-	regtable.Ref
-	mem []byte
-}
-
-func (r *region) Bytes() []byte { return r.mem }
+type region struct{ kit.RegionBase }
 
 func newRegion(r sdk.Region) *region {
-	g := &region{mem: r.Mem}
-	g.Init()
+	g := &region{}
+	g.Init(r)
 	return g
 }
 
-type peer struct{ id uint32 }
+type peer struct {
+	id     uint32
+	closed int
+}
+
+func (p *peer) Close() { p.closed++ }
 
 type base = kit.Base[*region, *peer]
 
@@ -66,7 +65,7 @@ func (c *completions) status(t *testing.T, token uint64) ring.Status {
 func started(t *testing.T) *base {
 	t.Helper()
 	b := newBase()
-	if err := b.Start(sdk.StartConfig{Engine: "e", Incarnation: 7}, func() error { return nil }); err != nil {
+	if _, err := b.Start(sdk.StartConfig{Engine: "e", Incarnation: 7}, noEndpoint); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -79,15 +78,22 @@ func wantErr(t *testing.T, err error, text string) {
 	}
 }
 
+func noEndpoint() (sdk.Endpoint, error) { return nil, nil }
+
+func startErr(b *base, cfg sdk.StartConfig) error {
+	_, err := b.Start(cfg, noEndpoint)
+	return err
+}
+
 func TestStartGuards(t *testing.T) {
 	b := newBase()
-	wantErr(t, b.Start(sdk.StartConfig{}, nil), "mine: start: empty engine name")
-	wantErr(t, b.Start(sdk.StartConfig{Engine: "too-long-name"}, nil), "mine: start: engine name longer than 8 bytes")
+	wantErr(t, startErr(b, sdk.StartConfig{}), "mine: start: empty engine name")
+	wantErr(t, startErr(b, sdk.StartConfig{Engine: "too-long-name"}), "mine: start: engine name longer than 8 bytes")
 	boom := errors.New("boom")
 	var during string
-	err := b.Start(sdk.StartConfig{Engine: "e", Incarnation: 3}, func() error {
+	_, err := b.Start(sdk.StartConfig{Engine: "e", Incarnation: 3}, func() (sdk.Endpoint, error) {
 		during = b.Engine()
-		return boom
+		return sdk.Endpoint("x"), boom
 	})
 	if !errors.Is(err, boom) || b.Started() {
 		t.Fatalf("failed start: %v, started %v", err, b.Started())
@@ -95,17 +101,22 @@ func TestStartGuards(t *testing.T) {
 	if during != "e" {
 		t.Fatalf("Engine() during start = %q, want e", during)
 	}
-	if err := b.Start(sdk.StartConfig{Engine: "e", Incarnation: 4}, func() error { return nil }); err != nil {
+	ep := sdk.Endpoint("addr")
+	got, err := b.Start(sdk.StartConfig{Engine: "e", Incarnation: 4}, func() (sdk.Endpoint, error) { return ep, nil })
+	if err != nil {
 		t.Fatalf("start after a failed start: %v", err)
+	}
+	if string(got) != "addr" || &got[0] == &ep[0] {
+		t.Fatalf("endpoint %q: not a copy of the plugin's", got)
 	}
 	if !b.Started() || b.Engine() != "e" || b.Incarnation() != 4 {
 		t.Fatalf("started %v engine %q incarnation %d", b.Started(), b.Engine(), b.Incarnation())
 	}
-	wantErr(t, b.Start(sdk.StartConfig{Engine: "e"}, func() error { return nil }), "mine: already started")
+	wantErr(t, startErr(b, sdk.StartConfig{Engine: "e"}), "mine: already started")
 	if err := b.Stop(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, b.Start(sdk.StartConfig{Engine: "e"}, func() error { return nil }), "mine: start after stop")
+	wantErr(t, startErr(b, sdk.StartConfig{Engine: "e"}), "mine: start after stop")
 }
 
 func TestStopSweepsOnceAndWaits(t *testing.T) {
@@ -150,7 +161,7 @@ func TestRegisterMemory(t *testing.T) {
 	}
 	wantErr(t, b.RegisterMemory(sdk.Region{ID: 1, Mem: mem, Perm: sdk.PermLocal, Kind: "cpu"}, newRegion), "mine: region 1 already registered")
 	r, err := b.UnregisterMemory(1)
-	if err != nil || r == nil || &r.mem[0] != &mem[0] {
+	if err != nil || r == nil || &r.Mem[0] != &mem[0] || r.ID != 1 || r.Perm != sdk.PermRemoteRead {
 		t.Fatalf("unregister: %v", err)
 	}
 	_, err = b.UnregisterMemory(1)
@@ -191,29 +202,31 @@ func TestPeers(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	wantErr(t, b.AddPeer(1, &peer{id: 1}, func() { starts++ }), "mine: peer 1 already open")
-	if err := b.AddPeer(2, &peer{id: 2}, nil); err != nil {
+	dup := &peer{id: 1}
+	wantErr(t, b.AddPeer(1, dup, func() { starts++ }), "mine: peer 1 already open")
+	p2 := &peer{id: 2}
+	if err := b.AddPeer(2, p2, nil); err != nil {
 		t.Fatal(err)
 	}
-	if starts != 1 || b.Peers.Get(1) != p1 || len(b.Peers.List()) != 2 {
-		t.Fatalf("starts %d, get %v, list %v", starts, b.Peers.Get(1), b.Peers.List())
+	if starts != 1 || dup.closed != 1 || b.Peers.Get(1) != p1 || len(b.Peers.List()) != 2 {
+		t.Fatalf("starts %d, refused peer closed %d times, get %v, list %v", starts, dup.closed, b.Peers.Get(1), b.Peers.List())
 	}
-	if p, err := b.ClosePeer(1); err != nil || p != p1 {
-		t.Fatalf("close peer: %v %v", p, err)
+	if err := b.ClosePeer(1); err != nil || p1.closed != 1 || b.Peers.Get(1) != nil {
+		t.Fatalf("close peer: %v, closed %d times", err, p1.closed)
 	}
-	_, err := b.ClosePeer(1)
-	wantErr(t, err, "mine: peer 1 not open")
-	var closed []*peer
-	if err := b.Stop(context.Background(), func() { closed = b.Peers.CloseAll() }); err != nil {
+	wantErr(t, b.ClosePeer(1), "mine: peer 1 not open")
+	var swept []*peer
+	if err := b.Stop(context.Background(), func() { swept = b.Peers.CloseAll() }); err != nil {
 		t.Fatal(err)
 	}
-	if len(closed) != 1 || closed[0].id != 2 || b.Peers.Get(2) != nil {
-		t.Fatalf("CloseAll returned %v", closed)
+	if len(swept) != 1 || swept[0] != p2 || b.Peers.Get(2) != nil || b.Peers.List() != nil {
+		t.Fatalf("CloseAll returned %v", swept)
 	}
-	wantErr(t, b.AddPeer(3, &peer{id: 3}, func() { starts++ }), "mine: open peer: transport stopped")
+	late := &peer{id: 3}
+	wantErr(t, b.AddPeer(3, late, func() { starts++ }), "mine: open peer: transport stopped")
 	wantErr(t, b.CheckPeer(sdk.Peer{ID: 3, Segment: "s"}), "mine: open peer: transport not running")
-	if starts != 1 {
-		t.Fatalf("start ran for a refused peer")
+	if starts != 1 || late.closed != 1 {
+		t.Fatalf("a peer refused after stop: start ran (%d starts) or not closed (%d)", starts, late.closed)
 	}
 }
 
@@ -248,10 +261,8 @@ func TestAdmitAndLocal(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := tc.d
-			if _, ok := b.Admit(&d, &c); ok {
-				if _, _, ok := b.Local(&d, &c); ok {
-					t.Fatal("admitted")
-				}
+			if _, _, _, ok := b.Accept(&d, &c); ok {
+				t.Fatal("accepted")
 			}
 			if got := c.status(t, d.Token); got != tc.want {
 				t.Fatalf("status %v, want %v", got, tc.want)
@@ -311,10 +322,8 @@ func TestAdmitAllocatesNothing(t *testing.T) {
 	d := ring.Descriptor{Token: 1, Op: ring.OpRead, Peer: 1, LocalRegion: 1, Length: 64}
 	var c sdk.Completer = nopCompleter{}
 	n := testing.AllocsPerRun(1000, func() {
-		if _, ok := b.Admit(&d, c); ok {
-			if r, _, ok := b.Local(&d, c); ok {
-				r.Release()
-			}
+		if _, r, _, ok := b.Accept(&d, c); ok {
+			r.Release()
 		}
 	})
 	if n != 0 {

@@ -44,49 +44,58 @@ func TestParseSize(t *testing.T) {
 
 type block struct {
 	N      *int      `hcl:"n,optional"`
-	D      *string   `hcl:"d,optional"`
-	S      *string   `hcl:"s,optional"`
 	NRange hcl.Range `hcl:"n,attr_value_range"`
-	DRange hcl.Range `hcl:"d,attr_value_range"`
-	SRange hcl.Range `hcl:"s,attr_value_range"`
 }
 
 func settings(body string) kit.Settings {
 	return kit.Settings{Cfg: sdk.StartConfig{Config: []byte(body), ConfigFile: "op.hcl", ConfigLine: 10, ConfigColumn: 3}, Prefix: "mine config"}
 }
 
-func TestSettings(t *testing.T) {
+// at is where an attribute's value sits in op.hcl.
+func at(line, col int) hcl.Range {
+	return hcl.Range{Filename: "op.hcl", Start: hcl.Pos{Line: line, Column: col}}
+}
+
+func TestSettingsDecode(t *testing.T) {
 	var b block
-	if ok, err := settings("  \n").Decode(&b); ok || err != nil {
+	if ok, err := settings("  \n").Decode(&b); ok || err != nil || b.N != nil {
 		t.Fatalf("empty body: %v %v", ok, err)
 	}
 	_, err := settings("nope = 1").Decode(&b)
 	if err == nil || !strings.HasPrefix(err.Error(), "mine config: op.hcl:10:3: Unsupported argument") {
 		t.Fatalf("unknown attribute: %v", err)
 	}
-	s := settings("n = 70\nd = \"2h\"\ns = \"9x\"")
-	if ok, err := s.Decode(&b); !ok || err != nil {
+	if ok, err := settings("\nn = 70").Decode(&b); !ok || err != nil || *b.N != 70 {
 		t.Fatalf("decode: %v %v", ok, err)
 	}
+	// The range DecodeConfig leaves is what the checks point at.
+	n := 1
+	wantErr(t, settings("").Int("n", b.N, b.NRange, 1, 64, &n), "op.hcl:11:5: mine config: n: 70 is outside 1..64")
+}
+
+func TestSettingsChecks(t *testing.T) {
+	s := settings("")
+	str := func(v string) *string { return &v }
+	num := func(v int) *int { return &v }
 	n, d, size := 1, time.Second, uint64(1)
-	wantErr(t, s.Int("n", b.N, b.NRange, 1, 64, &n), "op.hcl:10:7: mine config: n: 70 is outside 1..64")
-	wantErr(t, s.Duration("d", b.D, b.DRange, time.Millisecond, time.Hour, &d), "op.hcl:11:5: mine config: d: 2h0m0s is outside 1ms..1h")
-	err = s.Size("s", b.S, b.SRange, 1<<40, &size)
-	wantErr(t, err, `op.hcl:12:5: mine config: s: size "9x": want a number of bytes with an optional unit (KiB, MiB, GiB, kB, MB, GB)`)
+	wantErr(t, s.Int("n", num(0), at(4, 7), 1, 64, &n), "op.hcl:4:7: mine config: n: 0 is outside 1..64")
+	wantErr(t, s.Duration("d", str("2h"), at(5, 5), time.Millisecond, time.Hour, &d), "op.hcl:5:5: mine config: d: 2h0m0s is outside 1ms..1h")
+	wantErr(t, s.Duration("d", str("2m"), hcl.Range{}, time.Millisecond, time.Minute, &d), "op.hcl:10:3: mine config: d: 2m0s is outside 1ms..1m")
+	err := s.Duration("d", str("x"), hcl.Range{}, time.Millisecond, time.Minute, &d)
+	wantErr(t, err, `op.hcl:10:3: mine config: d: time: invalid duration "x"`)
+	if errors.Unwrap(err) == nil {
+		t.Fatal("the duration error wraps nothing")
+	}
+	err = s.Size("s", str("9x"), at(6, 5), 1<<40, &size)
+	wantErr(t, err, `op.hcl:6:5: mine config: s: size "9x": want a number of bytes with an optional unit (KiB, MiB, GiB, kB, MB, GB)`)
 	if errors.Unwrap(err) == nil {
 		t.Fatal("the size error wraps nothing")
 	}
 	if n != 1 || d != time.Second || size != 1 {
 		t.Fatalf("a refused value was stored: %d %s %d", n, d, size)
 	}
-
-	b = block{}
-	s = settings("n = 64\nd = \"90s\"\ns = \"2MiB\"")
-	if _, err := s.Decode(&b); err != nil {
-		t.Fatal(err)
-	}
-	if err := errors.Join(s.Int("n", b.N, b.NRange, 1, 64, &n), s.Duration("d", b.D, b.DRange, time.Millisecond, time.Hour, &d),
-		s.Size("s", b.S, b.SRange, 1<<40, &size)); err != nil {
+	if err := errors.Join(s.Int("n", num(64), at(4, 7), 1, 64, &n), s.Duration("d", str("90s"), at(5, 5), time.Millisecond, time.Hour, &d),
+		s.Size("s", str("2MiB"), at(6, 5), 1<<40, &size)); err != nil {
 		t.Fatal(err)
 	}
 	if n != 64 || d != 90*time.Second || size != 2<<20 {
@@ -95,11 +104,13 @@ func TestSettings(t *testing.T) {
 	if err := s.Int("n", nil, hcl.Range{}, 1, 2, &n); err != nil || n != 64 {
 		t.Fatalf("unset attribute: %v, %d", err, n)
 	}
-
-	bad := "x"
-	err = s.Duration("d", &bad, hcl.Range{}, time.Millisecond, time.Minute, &d)
-	if err == nil || err.Error() != `op.hcl:10:3: mine config: d: time: invalid duration "x"` || errors.Unwrap(err) == nil {
-		t.Fatalf("bad duration, no range known: %v", err)
+	cause := errors.New("cause")
+	err = s.At(at(7, 1), "block: %w", cause)
+	wantErr(t, err, "op.hcl:7:1: mine config: block: cause")
+	if !errors.Is(err, cause) {
+		t.Fatal("At does not wrap its cause")
 	}
-	wantErr(t, s.Duration("d", &[]string{"2m"}[0], hcl.Range{}, time.Millisecond, time.Minute, &d), "op.hcl:10:3: mine config: d: 2m0s is outside 1ms..1m")
+	if err := (kit.Settings{Prefix: "p"}).Errorf("a", hcl.Range{}, "bad"); err == nil || err.Error() != "p: a: bad" {
+		t.Fatalf("no file known: %v", err)
+	}
 }

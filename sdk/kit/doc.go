@@ -12,29 +12,37 @@
 // wire format: what a transport does with a descriptor stays in the
 // plugin. It must not import the host (sdk/layering_test.go).
 //
-// A plugin in twenty lines (errors and Stats left out):
+// A plugin's scaffolding, all of it (its own work is send, a goroutine
+// of the plugin that reads t.work and completes each op after
+// r.Release() and t.base.Outcomes.Count):
 //
-//	type region struct {
-//		regtable.Ref
-//		mem []byte
-//	}
-//
-//	func (r *region) Bytes() []byte { return r.mem }
+//	type region struct{ kit.RegionBase }
 //
 //	type peer struct{ addr string }
 //
-//	type Transport struct{ base kit.Base[*region, *peer] }
+//	func (p *peer) Close() {} // end the peer's connections and goroutines
 //
-//	func New() *Transport { return &Transport{base: kit.Base[*region, *peer]{Name: "mine"}} }
+//	type op struct {
+//		p     *peer
+//		r     *region
+//		mem   []byte
+//		token uint64
+//		c     sdk.Completer
+//	}
+//
+//	type Transport struct {
+//		base kit.Base[*region, *peer]
+//		work chan op
+//	}
 //
 //	func (t *Transport) Start(_ context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
-//		return []byte("addr"), t.base.Start(cfg, func() error { return nil })
+//		return t.base.Start(cfg, func() (sdk.Endpoint, error) { return t.listen(cfg) })
 //	}
 //
 //	func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 //		return t.base.RegisterMemory(r, func(r sdk.Region) *region {
-//			g := &region{mem: r.Mem}
-//			g.Init()
+//			g := &region{}
+//			g.Init(r)
 //			return g
 //		})
 //	}
@@ -46,25 +54,21 @@
 //		return t.base.AddPeer(p.ID, &peer{addr: string(p.Endpoint)}, nil)
 //	}
 //
+//	func (t *Transport) ClosePeer(_ context.Context, id uint32) error { return t.base.ClosePeer(id) }
+//
 //	func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
-//		p, ok := t.base.Admit(d, c)
-//		if !ok {
-//			return
+//		p, r, mem, ok := t.base.Accept(d, c) // stopped, NOP, deadline, peer, region, bounds
+//		if ok {
+//			t.work <- op{p: p, r: r, mem: mem, token: d.Token, c: c}
 //		}
-//		r, mem, ok := t.base.Local(d, c)
-//		if !ok {
-//			return
-//		}
-//		go func() { // a real plugin queues to its own goroutines
-//			n := send(p.addr, mem)
-//			r.Release()
-//			t.base.Outcomes.Count(ring.StatusOK)
-//			c.Complete(d.Token, ring.StatusOK, n)
-//		}()
 //	}
 //
-//	func (t *Transport) Stop(ctx context.Context) error { return t.base.Stop(ctx, nil) }
+//	func (t *Transport) Stop(ctx context.Context) error {
+//		return t.base.Stop(ctx, func() { close(t.work) })
+//	}
 //
-// UnregisterMemory, ClosePeer and Stats follow the same way; plugins/tcp
-// and plugins/shm are complete examples.
+// New sets t.base.Name ("mine": every error starts with it); Describe,
+// Probe, UnregisterMemory (t.base.UnregisterMemory, then wait for
+// Drained) and Stats (t.base.Outcomes.Export) complete the interface.
+// plugins/tcp and plugins/shm are complete examples.
 package kit

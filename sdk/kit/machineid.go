@@ -1,7 +1,6 @@
 package kit
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -12,11 +11,11 @@ import (
 )
 
 // MachineID is the machine id a plugin publishes and compares: the one
-// the host passed in cfg or, for a plugin started without one (a test
-// that drives it directly), the id the host would pass on this machine.
+// the host passed in cfg (the host publishes a keyed hash, never the raw
+// id) or, for a plugin started without one (a test driving it directly),
+// a hash of this machine's id, the same for every plugin on the machine.
 // It is never the raw /etc/machine-id, which machine-id(5) asks
-// applications not to expose: like the host, it publishes an HMAC-SHA256
-// of it keyed for Ferry.
+// applications not to expose.
 func MachineID(cfg sdk.StartConfig) string {
 	if cfg.MachineID != "" {
 		return cfg.MachineID
@@ -25,26 +24,24 @@ func MachineID(cfg sdk.StartConfig) string {
 }
 
 var localMachineID = sync.OnceValue(func() string {
-	return deriveMachineID([]string{"/etc/machine-id", "/var/lib/dbus/machine-id"}, os.ReadFile, os.Hostname)
+	return hashMachineID(rawMachineID(os.ReadFile, os.Hostname))
 })
 
-// deriveMachineID is the host's derivation (config.DefaultMachineID),
-// which the SDK cannot import: the same machine gets the same id from
-// both, so same-machine detection holds between a plugin and a host.
-func deriveMachineID(files []string, read func(string) ([]byte, error), hostname func() (string, error)) string {
-	for _, f := range files {
-		b, err := read(f)
-		if err != nil {
-			continue
-		}
-		if id := strings.TrimSpace(string(b)); id != "" {
-			m := hmac.New(sha256.New, []byte(id))
-			m.Write([]byte("ferry machine id"))
-			return hex.EncodeToString(m.Sum(nil)[:16])
+// rawMachineID is the first non-empty of the systemd machine id, the
+// kernel's boot id and the host name.
+func rawMachineID(read func(string) ([]byte, error), hostname func() (string, error)) string {
+	for _, f := range []string{"/etc/machine-id", "/var/lib/dbus/machine-id", "/proc/sys/kernel/random/boot_id"} {
+		if b, err := read(f); err == nil && strings.TrimSpace(string(b)) != "" {
+			return strings.TrimSpace(string(b))
 		}
 	}
-	if h, err := hostname(); err == nil && strings.TrimSpace(h) != "" {
-		return strings.TrimSpace(h)
-	}
-	return "localhost"
+	h, _ := hostname()
+	return strings.TrimSpace(h)
+}
+
+// hashMachineID hides raw behind SHA-256 (32 hex digits): stable, unique,
+// and revealing nothing of it.
+func hashMachineID(raw string) string {
+	sum := sha256.Sum256([]byte("ferry plugin machine id\x00" + raw))
+	return hex.EncodeToString(sum[:16])
 }

@@ -13,39 +13,38 @@ func TestMachineID(t *testing.T) {
 	if got := MachineID(sdk.StartConfig{MachineID: "from-host"}); got != "from-host" {
 		t.Fatalf("MachineID with the host's id = %q", got)
 	}
-	const raw = "0123456789abcdef0123456789abcdef"
-	files := map[string]string{"/etc/machine-id": raw + "\n", "/empty": " \n"}
+	files := map[string]string{"/etc/machine-id": " etc-id\n", "/proc/sys/kernel/random/boot_id": "boot-id\n"}
 	read := func(p string) ([]byte, error) {
 		if s, ok := files[p]; ok {
 			return []byte(s), nil
 		}
 		return nil, os.ErrNotExist
 	}
-	host := func(h string, err error) func() (string, error) { return func() (string, error) { return h, err } }
-	// The value config.DefaultMachineID derives from the same file: a
-	// plugin started without the host's id publishes what the host would.
-	const derived = "0c69dc3f66a731af9cc2f2dcfc334ec3"
-	for _, tc := range []struct {
-		files    []string
-		hostname func() (string, error)
-		want     string
-	}{
-		{[]string{"/etc/machine-id"}, host("h", nil), derived},
-		{[]string{"/missing", "/empty", "/etc/machine-id"}, host("h", nil), derived},
-		{[]string{"/missing"}, host(" box \n", nil), "box"},
-		{[]string{"/missing"}, host("", errors.New("no name")), "localhost"},
-	} {
-		if got := deriveMachineID(tc.files, read, tc.hostname); got != tc.want {
-			t.Errorf("deriveMachineID(%v) = %q, want %q", tc.files, got, tc.want)
-		}
+	host := func() (string, error) { return " box\n", nil }
+	if got := rawMachineID(read, host); got != "etc-id" {
+		t.Fatalf("raw id %q, want the machine-id file's", got)
+	}
+	delete(files, "/etc/machine-id")
+	if got := rawMachineID(read, host); got != "boot-id" {
+		t.Fatalf("raw id %q, want the boot id", got)
+	}
+	delete(files, "/proc/sys/kernel/random/boot_id")
+	if got := rawMachineID(read, host); got != "box" {
+		t.Fatalf("raw id %q, want the host name", got)
+	}
+	if got := rawMachineID(read, func() (string, error) { return "", errors.New("no name") }); got != "" {
+		t.Fatalf("raw id %q with nothing to read", got)
+	}
+
+	a, b := hashMachineID("etc-id"), hashMachineID("other")
+	if len(a) != 32 || a == b || strings.Contains(a, "etc-id") || a != hashMachineID("etc-id") {
+		t.Fatalf("hashes %q and %q: want 32 stable hex digits that differ per machine", a, b)
 	}
 	own := MachineID(sdk.StartConfig{})
-	if own == "" || own != MachineID(sdk.StartConfig{}) {
-		t.Fatalf("this machine's id %q: empty or not stable", own)
+	if own != hashMachineID(rawMachineID(os.ReadFile, os.Hostname)) {
+		t.Fatalf("this machine's id %q is not the hash of its raw id", own)
 	}
-	if b, err := os.ReadFile("/etc/machine-id"); err == nil && strings.TrimSpace(string(b)) != "" {
-		if strings.Contains(own, strings.TrimSpace(string(b))) {
-			t.Fatal("MachineID publishes the raw /etc/machine-id")
-		}
+	if raw := rawMachineID(os.ReadFile, os.Hostname); raw != "" && strings.Contains(own, raw) {
+		t.Fatal("MachineID publishes the raw machine id")
 	}
 }
