@@ -30,7 +30,12 @@ type engine struct {
 
 func startEngine(t testing.TB, name string, incarnation uint64, config string) *engine {
 	t.Helper()
-	tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
+	return startWithLogger(t, name, incarnation, config, hclog.NewNullLogger())
+}
+
+func startWithLogger(t testing.TB, name string, incarnation uint64, config string, log hclog.Logger) *engine {
+	t.Helper()
+	tr := tcp.New(tcp.WithLogger(log))
 	ep, err := tr.Start(context.Background(), sdk.StartConfig{
 		Engine: name, Incarnation: incarnation, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
 	})

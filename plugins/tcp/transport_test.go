@@ -41,9 +41,14 @@ type world struct {
 
 func newWorld(t testing.TB, size int, config string) *world {
 	t.Helper()
-	w := &world{col: plugintest.NewCollector(t)}
-	w.a = startEngine(t, "engine-a", 100, config)
-	w.b = startEngine(t, "engine-b", 200, config)
+	return worldOf(t, size, startEngine(t, "engine-a", 100, config), startEngine(t, "engine-b", 200, config))
+}
+
+// worldOf registers the world's regions in engines a and b and opens b
+// on a.
+func worldOf(t testing.TB, size int, a, b *engine) *world {
+	t.Helper()
+	w := &world{col: plugintest.NewCollector(t), a: a, b: b}
 	w.src, w.dst = make([]byte, size), make([]byte, size)
 	w.rw, w.ro, w.local = make([]byte, size), make([]byte, 1<<16), make([]byte, 1<<16)
 	fill(w.ro, 11)

@@ -53,8 +53,9 @@ type Base[R Region, P Peer] struct {
 	// Outcomes counts every descriptor's outcome; Stats exports it.
 	Outcomes sdk.Outcomes
 	// Goroutines holds every goroutine of the transport that Stop waits
-	// for. Add to it only where Stopped was false under a lock that the
-	// sweep Stop runs also takes, so that Stop cannot miss it.
+	// for. Add to it from a goroutine it already holds, in the callbacks
+	// of Start and AddPeer, or where Stopped was false under a lock that
+	// the sweep Stop runs also takes: then Stop cannot miss it.
 	Goroutines sync.WaitGroup
 
 	mu          sync.Mutex // serialises Start, Stop and CheckPeer
@@ -62,7 +63,6 @@ type Base[R Region, P Peer] struct {
 	stopped     atomic.Bool
 	engine      string // set by Start, before the plugin's start runs
 	incarnation uint64
-	endpoint    sdk.Endpoint
 }
 
 // Start runs start, the plugin's own start (decode the configuration,
@@ -89,7 +89,6 @@ func (b *Base[R, P]) Start(cfg sdk.StartConfig, start func() (sdk.Endpoint, erro
 	if err != nil {
 		return nil, err
 	}
-	b.endpoint = ep
 	b.started.Store(true)
 	return append(sdk.Endpoint(nil), ep...), nil
 }

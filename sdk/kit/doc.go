@@ -2,9 +2,10 @@
 // vendor to compose into its own sdk.Transport: the lifecycle guards
 // (Start once, nothing after Stop, Stop more than once), the region table
 // with its checks, the table of open peers, the goroutines Stop waits for,
-// the outcome counters, the checks Submit starts with (Admit, Local), the
-// decoding and range checks of a `config { ... }` block (Settings) and the
-// machine id to publish (MachineID). Base is generic over the plugin's
+// the outcome counters, the checks Submit starts with (Admit, Local,
+// Accept), the decoding and range checks of a `config { ... }` block
+// (Settings), the default logger (Logger) and the machine id to publish
+// (MachineID). Base is generic over the plugin's
 // region type and per-peer state, so the data path reads them without
 // type assertions or allocations.
 //
@@ -12,9 +13,10 @@
 // wire format: what a transport does with a descriptor stays in the
 // plugin. It must not import the host (sdk/layering_test.go).
 //
-// A plugin's scaffolding, all of it (its own work is send, a goroutine
-// of the plugin that reads t.work and completes each op after
-// r.Release() and t.base.Outcomes.Count):
+// A plugin's scaffolding, all of it. What is left to write is the
+// transport itself: listen (the endpoint), Peer.Close, and the goroutine
+// that takes ops from t.work, moves the bytes, and then calls r.Release(),
+// t.base.Outcomes.Count(st) and c.Complete(token, st, n).
 //
 //	type region struct{ kit.RegionBase }
 //
