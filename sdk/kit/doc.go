@@ -72,5 +72,6 @@
 // New sets t.base.Name ("mine": every error starts with it); Describe,
 // Probe, UnregisterMemory (t.base.UnregisterMemory, then wait for
 // Drained) and Stats (t.base.Outcomes.Export) complete the interface.
-// plugins/tcp and plugins/shm are complete examples.
+// example_test.go runs a small complete one; plugins/tcp and plugins/shm
+// are real ones.
 package kit
