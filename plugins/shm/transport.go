@@ -107,7 +107,7 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Never the raw /etc/machine-id: the host's id, or the same derivation.
+	// The host's id, or a hash of this machine's: never the raw /etc/machine-id.
 	machine := kit.MachineID(cfg)
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
