@@ -333,3 +333,25 @@ func TestAdmitAllocatesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// BenchmarkAccept is what every descriptor pays for the kit's checks.
+func BenchmarkAccept(b *testing.B) {
+	k := newBase()
+	if _, err := k.Start(sdk.StartConfig{Engine: "e"}, noEndpoint); err != nil {
+		b.Fatal(err)
+	}
+	if err := k.RegisterMemory(sdk.Region{ID: 1, Mem: make([]byte, 64), Perm: sdk.PermLocal}, newRegion); err != nil {
+		b.Fatal(err)
+	}
+	if err := k.AddPeer(1, &peer{id: 1}, nil); err != nil {
+		b.Fatal(err)
+	}
+	d := ring.Descriptor{Token: 1, Op: ring.OpRead, Peer: 1, LocalRegion: 1, Length: 64}
+	var c sdk.Completer = nopCompleter{}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, r, _, ok := k.Accept(&d, c); ok {
+			r.Release()
+		}
+	}
+}
