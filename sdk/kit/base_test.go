@@ -310,23 +310,35 @@ type nopCompleter struct{}
 
 func (nopCompleter) Complete(uint64, ring.Status, uint64) {}
 
-// TestAdmitAllocatesNothing: Admit and Local are on every descriptor's path.
-func TestAdmitAllocatesNothing(t *testing.T) {
-	b := started(t)
+// ready is a started Base with region 1 (64 bytes) and peer 1.
+func ready(t testing.TB) *base {
+	t.Helper()
+	b := newBase()
+	if _, err := b.Start(sdk.StartConfig{Engine: "e"}, noEndpoint); err != nil {
+		t.Fatal(err)
+	}
 	if err := b.RegisterMemory(sdk.Region{ID: 1, Mem: make([]byte, 64), Perm: sdk.PermLocal}, newRegion); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.AddPeer(1, &peer{id: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
+	return b
+}
+
+// accept runs one descriptor through Accept, as Submit does.
+func accept(b *base, d *ring.Descriptor, c sdk.Completer) {
+	if _, r, _, ok := b.Accept(d, c); ok {
+		r.Release()
+	}
+}
+
+// TestAdmitAllocatesNothing: Admit and Local are on every descriptor's path.
+func TestAdmitAllocatesNothing(t *testing.T) {
+	b := ready(t)
 	d := ring.Descriptor{Token: 1, Op: ring.OpRead, Peer: 1, LocalRegion: 1, Length: 64}
 	var c sdk.Completer = nopCompleter{}
-	n := testing.AllocsPerRun(1000, func() {
-		if _, r, _, ok := b.Accept(&d, c); ok {
-			r.Release()
-		}
-	})
-	if n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { accept(b, &d, c) }); n != 0 {
 		t.Fatalf("%v allocations per descriptor", n)
 	}
 	if err := b.Stop(context.Background(), nil); err != nil {
@@ -336,22 +348,11 @@ func TestAdmitAllocatesNothing(t *testing.T) {
 
 // BenchmarkAccept is what every descriptor pays for the kit's checks.
 func BenchmarkAccept(b *testing.B) {
-	k := newBase()
-	if _, err := k.Start(sdk.StartConfig{Engine: "e"}, noEndpoint); err != nil {
-		b.Fatal(err)
-	}
-	if err := k.RegisterMemory(sdk.Region{ID: 1, Mem: make([]byte, 64), Perm: sdk.PermLocal}, newRegion); err != nil {
-		b.Fatal(err)
-	}
-	if err := k.AddPeer(1, &peer{id: 1}, nil); err != nil {
-		b.Fatal(err)
-	}
+	k := ready(b)
 	d := ring.Descriptor{Token: 1, Op: ring.OpRead, Peer: 1, LocalRegion: 1, Length: 64}
 	var c sdk.Completer = nopCompleter{}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, r, _, ok := k.Accept(&d, c); ok {
-			r.Release()
-		}
+		accept(k, &d, c)
 	}
 }
