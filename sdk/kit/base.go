@@ -99,7 +99,8 @@ func (b *Base[R, P]) Started() bool { return b.started.Load() }
 // Stopped reports whether Stop was called.
 func (b *Base[R, P]) Stopped() bool { return b.stopped.Load() }
 
-// Engine is the engine name Start was given.
+// Engine is the engine name Start was given: set before the plugin's
+// start runs, and not written again once Started.
 func (b *Base[R, P]) Engine() string { return b.engine }
 
 // Incarnation is the engine incarnation Start was given.
@@ -206,7 +207,8 @@ func (b *Base[R, P]) PeerError(p sdk.Peer, err error) error {
 
 // AddPeer adds p as peer id unless that id is open or the transport
 // stopped. start, when not nil, runs before p becomes visible, where Stop
-// cannot miss what it starts: add its goroutines to Goroutines there. A
+// cannot miss what it starts: add its goroutines to Goroutines there
+// (start runs under the Peers lock: it must not call into Peers). A
 // refused p is closed, its start never run.
 func (b *Base[R, P]) AddPeer(id uint32, p P, start func()) error {
 	var err error

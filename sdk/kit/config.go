@@ -21,8 +21,9 @@ type Settings struct {
 	Prefix string // "tcp config"
 }
 
-// Decode decodes the block into v (see sdk.DecodeConfig). It reports
-// false, and leaves v alone, when there is no block to decode.
+// Decode decodes the block into v (see sdk.DecodeConfig) and reports
+// whether it did: false with a nil error, v left alone, when there is no
+// block to decode; false with the error when the block does not decode.
 func (s Settings) Decode(v any) (bool, error) {
 	if len(bytes.TrimSpace(s.Cfg.Config)) == 0 {
 		return false, nil
