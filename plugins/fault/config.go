@@ -1,7 +1,6 @@
 package fault
 
 import (
-	"bytes"
 	"fmt"
 	"math"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -112,16 +112,15 @@ func unit(seed, i uint64) float64 {
 func parseConfig(cfg sdk.StartConfig) (plan, error) {
 	p := plan{tcpConfig: cfg}
 	p.tcpConfig.Config = nil
-	if len(bytes.TrimSpace(cfg.Config)) == 0 {
+	var c Config
+	st := kit.Settings{Cfg: cfg, Prefix: "fault config"}
+	if ok, err := st.Decode(&c); !ok {
+		if err != nil {
+			return plan{}, err
+		}
 		return p, nil
 	}
-	var c Config
-	if err := sdk.DecodeConfig(cfg, &c); err != nil {
-		return plan{}, fmt.Errorf("fault config: %w", err)
-	}
-	bad := func(at hcl.Range, format string, args ...any) error {
-		return sdk.ConfigErrorf(cfg, at, "fault config: %s", fmt.Sprintf(format, args...))
-	}
+	bad := st.At
 	seen := map[Kind]bool{}
 	for _, b := range c.Faults {
 		k := Kind(b.Kind)
@@ -183,7 +182,7 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 		case b.Delay != nil:
 			d, err := time.ParseDuration(*b.Delay)
 			if err != nil {
-				return plan{}, bad(b.DelayRange, "fault \"delay\": delay: %v", err)
+				return plan{}, bad(b.DelayRange, "fault \"delay\": delay: %w", err)
 			}
 			if d <= 0 || d > maxDelay {
 				return plan{}, bad(b.DelayRange, "fault \"delay\": delay: %s is outside (0, %s]", d, maxDelay)
@@ -218,7 +217,7 @@ func cutTCPBody(cfg sdk.StartConfig, out *sdk.StartConfig) error {
 	start := hcl.Pos{Line: max(cfg.ConfigLine, 1), Column: max(cfg.ConfigColumn, 1), Byte: base}
 	f, diags := hclsyntax.ParseConfig(cfg.Config, file, start)
 	if diags.HasErrors() {
-		return fmt.Errorf("fault config: %s", diags.Error())
+		return fmt.Errorf("fault config: %w", diags)
 	}
 	body, ok := f.Body.(*hclsyntax.Body)
 	if !ok {

@@ -2,7 +2,6 @@ package fault
 
 import (
 	"context"
-
 	"fmt"
 	"os"
 	"sync"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -52,7 +52,7 @@ var _ sdk.Transport = (*Transport)(nil)
 
 // New returns a fault transport wrapping a new TCP transport.
 func New() *Transport {
-	log := hclog.New(&hclog.LoggerOptions{Name: "fault", Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
+	log := kit.Logger("fault")
 	return &Transport{
 		tcp:     tcp.New(tcp.WithLogger(log.Named("tcp"))),
 		log:     log,

@@ -1,11 +1,11 @@
-package shmtransport_test
+package shm_test
 
 import (
 	"testing"
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
-	"github.com/ferrydev/ferry/sdk/shm"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 // chanCompleter hands completions to the benchmark loop without allocating.
@@ -43,12 +43,12 @@ func BenchmarkWrite64MiB(b *testing.B) {
 		}
 	})
 	b.Run("copy-1thread", func(b *testing.B) {
-		src, err := shm.Create("bench-copy-src", size)
+		src, err := sdkshm.Create("bench-copy-src", size)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer src.Close()
-		dst, err := shm.Create("bench-copy-dst", size)
+		dst, err := sdkshm.Create("bench-copy-dst", size)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,16 +1,13 @@
-package shmtransport
+package shm
 
 import (
-	"bytes"
-	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // Config is the plugin's `config { ... }` block:
@@ -43,6 +40,8 @@ const (
 	MaxCopyWorkers       = 256
 	// minChunk is the smallest piece a split copy is cut into.
 	minChunk = 1 << 20
+	// maxSize bounds inline_max and split_min.
+	maxSize = 1 << 40
 )
 
 type settings struct {
@@ -63,76 +62,25 @@ func defaultSettings() settings {
 
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
-	if len(bytes.TrimSpace(cfg.Config)) == 0 {
-		return s, nil
-	}
 	var c Config
-	if err := sdk.DecodeConfig(cfg, &c); err != nil {
-		return settings{}, fmt.Errorf("shm config: %w", err)
+	st := kit.Settings{Cfg: cfg, Prefix: "shm config"}
+	if ok, err := st.Decode(&c); !ok {
+		return s, err
 	}
-	bad := func(attr string, at hcl.Range, format string, args ...any) error {
-		return sdk.ConfigErrorf(cfg, at, "shm config: %s: %s", attr, fmt.Sprintf(format, args...))
+	if err := st.Int("copy_workers", c.CopyWorkers, c.CopyWorkersRange, 1, MaxCopyWorkers, &s.workers); err != nil {
+		return settings{}, err
 	}
-	if c.CopyWorkers != nil {
-		if n := *c.CopyWorkers; n < 1 || n > MaxCopyWorkers {
-			return settings{}, bad("copy_workers", c.CopyWorkersRange, "%d is outside 1..%d", n, MaxCopyWorkers)
-		}
-		s.workers = *c.CopyWorkers
+	if err := st.Size("inline_max", c.InlineMax, c.InlineMaxRange, maxSize, &s.inlineMax); err != nil {
+		return settings{}, err
 	}
-	if c.InlineMax != nil {
-		n, err := parseSize(*c.InlineMax)
-		if err != nil {
-			return settings{}, bad("inline_max", c.InlineMaxRange, "%v", err)
-		}
-		s.inlineMax = n
+	if err := st.Size("split_min", c.SplitMin, c.SplitMinRange, maxSize, &s.splitMin); err != nil {
+		return settings{}, err
 	}
-	if c.SplitMin != nil {
-		n, err := parseSize(*c.SplitMin)
-		if err != nil {
-			return settings{}, bad("split_min", c.SplitMinRange, "%v", err)
-		}
-		if n < 2*minChunk {
-			return settings{}, bad("split_min", c.SplitMinRange, "%q is below 2MiB", *c.SplitMin)
-		}
-		s.splitMin = n
+	if c.SplitMin != nil && s.splitMin < 2*minChunk {
+		return settings{}, st.Errorf("split_min", c.SplitMinRange, "%q is below 2MiB", *c.SplitMin)
 	}
-	if c.RevokeTimeout != nil {
-		d, err := time.ParseDuration(*c.RevokeTimeout)
-		if err != nil {
-			return settings{}, bad("revoke_timeout", c.RevokeTimeoutRange, "%v", err)
-		}
-		if d < time.Millisecond || d > time.Hour {
-			return settings{}, bad("revoke_timeout", c.RevokeTimeoutRange, "%s is outside 1ms..1h", d)
-		}
-		s.revokeTimeout = d
+	if err := st.Duration("revoke_timeout", c.RevokeTimeout, c.RevokeTimeoutRange, time.Millisecond, time.Hour, &s.revokeTimeout); err != nil {
+		return settings{}, err
 	}
 	return s, nil
-}
-
-// parseSize reads "4096", "512KiB", "64MiB", "1GiB" or "64MB", "1GB".
-func parseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-		{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-		{"B", 1},
-	}
-	mult := uint64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(t, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit (KiB, MiB, GiB, kB, MB, GB)", s)
-	}
-	if n > (1<<40)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return n * mult, nil
 }

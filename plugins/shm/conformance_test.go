@@ -1,4 +1,4 @@
-package shmtransport_test
+package shm_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import (
 	"sync"
@@ -68,7 +68,7 @@ func (t *Transport) finish(o *op, st ring.Status) {
 	if o.local != nil {
 		o.local.Release()
 	}
-	t.stats.ops.Count(st)
+	t.base.Outcomes.Count(st)
 	if st == ring.StatusOK {
 		if o.kind == ring.OpWrite {
 			t.stats.bytesWritten.Add(n)
@@ -161,7 +161,7 @@ func (p *pool) work(t *Transport, w *worker) {
 	for c := range w.q {
 		o := c.o
 		switch {
-		case t.stopped.Load():
+		case t.base.Stopped():
 			o.status.CompareAndSwap(0, int32(ring.StatusShutdown))
 		case o.remote.revoked.Load():
 			// The owner unregistered the region while this piece

@@ -1,4 +1,4 @@
-// Package shmtransport is Ferry's same-machine transport (plugin "shm"): it
+// Package shm is Ferry's same-machine transport (plugin "shm"): it
 // moves bytes between this engine's registered memory and a peer engine's
 // registered memory on the same machine by mapping the peer's regions into
 // this plugin and copying with copy(): one copy end to end, no socket on
@@ -14,8 +14,11 @@
 // socket in the Linux abstract namespace, named
 // "@ferry-shm/<sha256(engine)[:8]>/<incarnation>/<random>": nothing exists
 // on disk, so nothing is left behind when the process is killed. The
-// endpoint blob is versioned JSON {v, socket, machine}. OpenPeer refuses a
-// peer whose machine id differs from ours. The first descriptor for a peer
+// endpoint blob is versioned JSON {v, socket, machine}, machine being the
+// id the host passed at Start (the host publishes a hash, never the raw
+// /etc/machine-id) or, started without one, a hash of this machine's id
+// (kit.MachineID). OpenPeer refuses a peer whose machine id differs from
+// ours. The first descriptor for a peer
 // dials its socket (from the peer's own goroutine, never in Submit); both
 // sides check SO_PEERCRED (same uid, or root) and the server checks that
 // the hello names its segment and current incarnation
@@ -68,4 +71,4 @@
 // Limits. Both engines must share a network namespace (abstract sockets
 // live there) and the machine id; engines in different namespaces fail
 // with StatusPeerUnreachable and should use TCP.
-package shmtransport
+package shm

@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import "testing"
 

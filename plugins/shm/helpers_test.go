@@ -1,22 +1,19 @@
-package shmtransport_test
+package shm_test
 
 import (
-	"bytes"
 	"context"
-	"github.com/ferrydev/ferry/sdk/plugintest"
 	"math/rand/v2"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
-	shmtransport "github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
-	"github.com/ferrydev/ferry/sdk/shm"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 // helperEnv makes the test binary act as a dialing plugin (see
@@ -32,77 +29,27 @@ func TestMain(m *testing.M) {
 
 const machine = "test-machine"
 
-// waitLimit is a safety net against a hang, never a synchronisation point.
-const waitLimit = 60 * time.Second
-
-type completion struct {
-	token  uint64
-	status ring.Status
-	n      uint64
-}
-
-// collector is a Completer that records every completion and fails the
-// test on a second completion of a token.
-type collector struct {
-	t    testing.TB
-	mu   sync.Mutex
-	got  map[uint64]completion
-	wake chan struct{}
-}
-
-func newCollector(t testing.TB) *collector {
-	return &collector{t: t, got: make(map[uint64]completion), wake: make(chan struct{}, 1)}
-}
-
-func (c *collector) Complete(token uint64, st ring.Status, n uint64) {
-	c.mu.Lock()
-	if _, dup := c.got[token]; dup {
-		c.mu.Unlock()
-		c.t.Errorf("token %d completed twice", token)
-		return
-	}
-	c.got[token] = completion{token, st, n}
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (c *collector) wait(token uint64) completion {
-	c.t.Helper()
-	limit := time.NewTimer(waitLimit)
-	defer limit.Stop()
-	for {
-		c.mu.Lock()
-		got, ok := c.got[token]
-		c.mu.Unlock()
-		if ok {
-			return got
-		}
-		select {
-		case <-c.wake:
-		case <-limit.C:
-			c.t.Fatalf("token %d: no completion within %s", token, waitLimit)
-		}
-	}
-}
-
 // engine is one Transport in this process with its endpoint.
 type engine struct {
-	tr          *shmtransport.Transport
+	tr          *shm.Transport
 	name        string
 	incarnation uint64
 	ep          sdk.Endpoint
-	col         *collector
+	col         *plugintest.Collector
 	next        uint64
 }
 
 func startEngine(t testing.TB, name string, incarnation uint64, config string) *engine {
 	t.Helper()
-	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	return startEngineOn(t, machine, name, incarnation, config)
+}
+
+// startEngineOn starts an engine whose host passes machineID ("": none).
+func startEngineOn(t testing.TB, machineID, name string, incarnation uint64, config string) *engine {
+	t.Helper()
+	tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 	ep, err := tr.Start(context.Background(), sdk.StartConfig{
-		Engine: name, Incarnation: incarnation, MachineID: machine, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
+		Engine: name, Incarnation: incarnation, MachineID: machineID, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
 	})
 	if err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -112,14 +59,14 @@ func startEngine(t testing.TB, name string, incarnation uint64, config string) *
 			t.Errorf("stop %s: %v", name, err)
 		}
 	})
-	return &engine{tr: tr, name: name, incarnation: incarnation, ep: ep, col: newCollector(t)}
+	return &engine{tr: tr, name: name, incarnation: incarnation, ep: ep, col: plugintest.NewCollector(t)}
 }
 
 // region creates a sealed memfd region of size bytes, as the host does,
 // and registers it as id.
 func (e *engine) region(t testing.TB, id uint32, size int, perm sdk.Perm, label string) []byte {
 	t.Helper()
-	r, err := shm.Create(label, size)
+	r, err := sdkshm.Create(label, size)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,12 +86,12 @@ func (e *engine) open(t testing.TB, id uint32, target *engine) {
 }
 
 // do submits d and waits for its completion.
-func (e *engine) do(t testing.TB, d ring.Descriptor) completion {
+func (e *engine) do(t testing.TB, d ring.Descriptor) plugintest.Completion {
 	t.Helper()
 	e.next++
 	d.Token = e.next
 	e.tr.Submit(&d, e.col)
-	return e.col.wait(d.Token)
+	return e.col.Wait(d.Token)
 }
 
 func (e *engine) stats(t testing.TB) map[string]uint64 {
@@ -164,19 +111,6 @@ func fill(b []byte, seed uint64) {
 			b[i+k] = byte(v >> (8 * k))
 		}
 	}
-}
-
-func mustEqual(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if bytes.Equal(got, want) {
-		return
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("%s: first difference at byte %d of %d", what, i, len(got))
-		}
-	}
-	t.Fatalf("%s: lengths differ: %d vs %d", what, len(got), len(want))
 }
 
 // pluginBinary builds ferry-plugin-shm into a temporary directory.

@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
-	"github.com/ferrydev/ferry/sdk/shm"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 // mapping is a peer's region mapped into this process. The peer table
@@ -21,7 +21,7 @@ type mapping struct {
 	regtable.Ref
 	region  uint32
 	gen     uint64
-	m       *shm.Mapping
+	m       *sdkshm.Mapping
 	mem     []byte
 	perm    sdk.Perm
 	dc      *dialConn   // the connection it came on: its end drops the mapping
@@ -69,7 +69,11 @@ func (p *peer) lookup(id uint32) *mapping {
 // removed, m == nil), and returns what was there. Caller holds mu.
 func (p *peer) setMapsLocked(id uint32, m *mapping) *mapping {
 	old := p.maps.Load()
-	n := make(map[uint32]*mapping, 1+mapLen(old))
+	size := 1
+	if old != nil {
+		size += len(*old)
+	}
+	n := make(map[uint32]*mapping, size)
 	var prev *mapping
 	if old != nil {
 		for k, v := range *old {
@@ -292,7 +296,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 	if fd >= 0 {
 		// Writable only when peers may write: for a remote-read region
 		// the kernel itself refuses a write.
-		sm, err := shm.Map(fd, int64(m.off), int(m.length), m.perm.AllowsRemoteWrite())
+		sm, err := sdkshm.Map(fd, int64(m.off), int(m.length), m.perm.AllowsRemoteWrite())
 		unix.Close(fd)
 		if err != nil {
 			t.log.Warn("cannot map a peer's region", "peer", p.segment, "region", m.region, "error", err)
@@ -398,10 +402,10 @@ func (p *peer) connLost(dc *dialConn) {
 	}
 }
 
-// close ends the peer: its connection closes, ops waiting on it complete
+// Close ends the peer: its connection closes, ops waiting on it complete
 // with StatusShutdown, copies in flight finish and every mapping is
 // unmapped before close returns.
-func (p *peer) close() {
+func (p *peer) Close() {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()

@@ -1,18 +1,12 @@
-package shmtransport
+package shm
 
-import (
-	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/regtable"
-)
+import "github.com/ferrydev/ferry/sdk/kit"
 
 // region is this engine's registered memory: used locally by our own
 // descriptors (refs) and offered to peers through its fd (gen).
 type region struct {
-	regtable.Ref
-	id   uint32
-	mem  []byte
-	perm sdk.Perm
-	fd   int    // the SDK's memfd; -1 when there is none to share
-	off  uint64 // offset of mem in fd
-	gen  uint64 // registration generation, unique within this plugin
+	kit.RegionBase
+	fd  int    // the SDK's memfd; -1 when there is none to share
+	off uint64 // offset of Mem in fd
+	gen uint64 // registration generation, unique within this plugin
 }

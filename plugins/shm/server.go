@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import (
 	"errors"
@@ -24,24 +24,24 @@ type srvConn struct {
 }
 
 func (t *Transport) acceptLoop(ln *net.UnixListener) {
-	defer t.wg.Done()
+	defer t.base.Goroutines.Done()
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
-			if !t.stopped.Load() && !errors.Is(err, net.ErrClosed) {
+			if !t.base.Stopped() && !errors.Is(err, net.ErrClosed) {
 				t.log.Error("accept failed; no new peers can connect", "error", err)
 			}
 			return
 		}
 		sc := &srvConn{conn: conn{c: c}, held: map[uint32]uint64{}, acks: map[uint64]chan struct{}{}, gone: make(chan struct{})}
 		t.mu.Lock()
-		if t.stopped.Load() {
+		if t.base.Stopped() {
 			t.mu.Unlock()
 			c.Close()
 			return
 		}
 		t.servers[sc] = struct{}{}
-		t.wg.Add(1)
+		t.base.Goroutines.Add(1)
 		t.mu.Unlock()
 		t.stats.connsAccepted.Add(1)
 		t.stats.connsOpen.Add(1)
@@ -52,7 +52,7 @@ func (t *Transport) acceptLoop(ln *net.UnixListener) {
 // serve checks who dialed and what they want, then answers region queries
 // and collects revoke acknowledgements until the connection ends.
 func (t *Transport) serve(sc *srvConn) {
-	defer t.wg.Done()
+	defer t.base.Goroutines.Done()
 	defer func() {
 		sc.c.Close()
 		t.mu.Lock()
@@ -91,16 +91,16 @@ func (t *Transport) serve(sc *srvConn) {
 		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusProtocol}, -1)
 		return
 	}
-	if h.name != t.engine || h.inc != t.incarnation {
+	if h.name != t.base.Engine() || h.inc != t.base.Incarnation() {
 		// The dialer wants another life of this segment (or another
 		// segment that used to listen here).
 		t.stats.helloRejected.Add(1)
-		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.incarnation}, -1)
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.base.Incarnation()}, -1)
 		return
 	}
 	sc.c.SetReadDeadline(time.Time{})
 	sc.c.SetWriteDeadline(time.Time{})
-	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.incarnation}, -1); err != nil {
+	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.base.Incarnation()}, -1); err != nil {
 		return
 	}
 	for {
@@ -148,17 +148,17 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 	reply := msg{typ: msgRegion, region: id}
 	fd := -1
 	t.mu.Lock()
-	r := t.regions.Lookup(id)
+	r := t.base.Regions.Lookup(id)
 	switch {
 	case r == nil:
 		reply.status = ring.StatusNotRegistered
-	case !r.perm.AllowsRemoteRead():
+	case !r.Perm.AllowsRemoteRead():
 		reply.status = ring.StatusPermission // local-only: its fd never leaves
 	case r.fd < 0:
 		reply.status = ring.StatusUnsupported // the host sent no memfd to share
 	default:
-		reply.status, reply.perm, reply.gen = ring.StatusOK, r.perm, r.gen
-		reply.off, reply.length = r.off, uint64(len(r.mem))
+		reply.status, reply.perm, reply.gen = ring.StatusOK, r.Perm, r.gen
+		reply.off, reply.length = r.off, uint64(len(r.Mem))
 		fd = r.fd
 		sc.held[id] = r.gen
 	}
@@ -177,7 +177,7 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 // connection, which makes it unmap as soon as its copies in flight end.
 func (t *Transport) revoke(r *region, holders []*srvConn, acks []chan struct{}) {
 	for _, sc := range holders {
-		if sc.send(msg{typ: msgRevoke, region: r.id, gen: r.gen}, -1) == nil {
+		if sc.send(msg{typ: msgRevoke, region: r.ID, gen: r.gen}, -1) == nil {
 			t.stats.revokesSent.Add(1)
 		} else {
 			sc.c.Close()
@@ -205,7 +205,7 @@ func (t *Transport) revoke(r *region, holders []*srvConn, acks []chan struct{}) 
 		default:
 		}
 		t.stats.revokeTimeouts.Add(1)
-		t.log.Warn("peer did not unmap a revoked region in time: closing its connection", "region", r.id, "timeout", t.set.revokeTimeout)
+		t.log.Warn("peer did not unmap a revoked region in time: closing its connection", "region", r.ID, "timeout", t.set.revokeTimeout)
 		t.mu.Lock()
 		delete(sc.acks, r.gen)
 		t.mu.Unlock()

@@ -1,4 +1,4 @@
-package shmtransport
+package shm
 
 import (
 	"fmt"
@@ -76,7 +76,7 @@ func parseRights(oob []byte) ([]int, error) {
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return nil, fmt.Errorf("%w: control data: %v", errMalformed, err)
+		return nil, fmt.Errorf("%w: control data: %w", errMalformed, err)
 	}
 	var fds []int
 	var bad error
@@ -87,7 +87,7 @@ func parseRights(oob []byte) ([]int, error) {
 		}
 		got, err := unix.ParseUnixRights(&msgs[i])
 		if err != nil {
-			bad = fmt.Errorf("%w: SCM_RIGHTS: %v", errMalformed, err)
+			bad = fmt.Errorf("%w: SCM_RIGHTS: %w", errMalformed, err)
 			continue
 		}
 		fds = append(fds, got...)

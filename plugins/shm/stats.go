@@ -1,16 +1,13 @@
-package shmtransport
+package shm
 
 import (
 	"fmt"
 	"sync/atomic"
-
-	"github.com/ferrydev/ferry/sdk"
 )
 
 // counters are the plugin's statistics, exported through Stats. All are
 // monotonic except maps_open and conns_open.
 type counters struct {
-	ops            sdk.Outcomes  // ops_completed, ops_failed, ops_timed_out
 	bytesWritten   atomic.Uint64 // bytes copied into peers' regions
 	bytesRead      atomic.Uint64 // bytes copied out of peers' regions
 	copiesInline   atomic.Uint64 // copies done in Submit (or in the reply reader)
@@ -65,6 +62,5 @@ func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 	for i, w := range workers {
 		m[fmt.Sprintf("worker%d_chunks", i)] = w.chunks.Load()
 	}
-	c.ops.Export(m)
 	return m
 }

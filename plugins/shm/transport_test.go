@@ -1,4 +1,4 @@
-package shmtransport_test
+package shm_test
 
 import (
 	"bufio"
@@ -17,14 +17,15 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/internal/pluginclient"
-	shmtransport "github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
-	"github.com/ferrydev/ferry/sdk/shm"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 func TestDescribeProbe(t *testing.T) {
-	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 	info, err := tr.Describe(t.Context())
 	if err != nil {
 		t.Fatal(err)
@@ -51,16 +52,16 @@ func TestRoundTrip(t *testing.T) {
 	for _, n := range []int{1, 4099, 1 << 20, 1<<20 + 1, 5<<20 + 3, 16 << 20} {
 		fill(local[:n], uint64(n))
 		c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: uint64(n)})
-		if c.status != ring.StatusOK || c.n != uint64(n) {
-			t.Fatalf("write %d: %v %d", n, c.status, c.n)
+		if c.Status != ring.StatusOK || c.N != uint64(n) {
+			t.Fatalf("write %d: %v %d", n, c.Status, c.N)
 		}
-		mustEqual(t, fmt.Sprintf("write %d", n), rw[:n], local[:n])
+		plugintest.MustEqual(t, fmt.Sprintf("write %d", n), rw[:n], local[:n])
 		fill(rw[:n], uint64(n)+7)
 		c = a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: uint64(n)})
-		if c.status != ring.StatusOK || c.n != uint64(n) {
-			t.Fatalf("read %d: %v %d", n, c.status, c.n)
+		if c.Status != ring.StatusOK || c.N != uint64(n) {
+			t.Fatalf("read %d: %v %d", n, c.Status, c.N)
 		}
-		mustEqual(t, fmt.Sprintf("read %d", n), local[:n], rw[:n])
+		plugintest.MustEqual(t, fmt.Sprintf("read %d", n), local[:n], rw[:n])
 	}
 	st := a.stats(t)
 	if st["maps_created"] != 1 || st["queries"] != 1 {
@@ -79,17 +80,17 @@ func TestReadOnlyRegionMappedReadOnly(t *testing.T) {
 	fill(ro, 5)
 	a.open(t, 1, b)
 	c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 7, Length: 4096})
-	if c.status != ring.StatusOK {
-		t.Fatalf("read of a read-only region: %v", c.status)
+	if c.Status != ring.StatusOK {
+		t.Fatalf("read of a read-only region: %v", c.Status)
 	}
-	mustEqual(t, "read", local[:4096], ro[:4096])
+	plugintest.MustEqual(t, "read", local[:4096], ro[:4096])
 	before := append([]byte(nil), ro...)
 	fill(local, 9)
 	c = a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 7, Length: 4096})
-	if c.status != ring.StatusPermission {
-		t.Fatalf("write to a read-only region: %v, want %v", c.status, ring.StatusPermission)
+	if c.Status != ring.StatusPermission {
+		t.Fatalf("write to a read-only region: %v, want %v", c.Status, ring.StatusPermission)
 	}
-	mustEqual(t, "read-only region after a refused write", ro, before)
+	plugintest.MustEqual(t, "read-only region after a refused write", ro, before)
 
 	// This process holds two mappings of the memfd: the owner's (rw-s)
 	// and the peer plugin's (r--s, the one the transport copies from).
@@ -145,8 +146,8 @@ func TestRejections(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := a.do(t, c.d); got.status != c.want {
-				t.Fatalf("status %v, want %v", got.status, c.want)
+			if got := a.do(t, c.d); got.Status != c.want {
+				t.Fatalf("status %v, want %v", got.Status, c.want)
 			}
 		})
 	}
@@ -172,8 +173,8 @@ func TestRevokeOnUnregister(t *testing.T) {
 	local := a.region(t, 1, 8<<20, sdk.PermLocal, "a-local")
 	b.region(t, 5, 8<<20, sdk.PermRemoteReadWrite, "b-rw")
 	a.open(t, 1, b)
-	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 5, Length: 100}); c.status != ring.StatusOK {
-		t.Fatal(c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 5, Length: 100}); c.Status != ring.StatusOK {
+		t.Fatal(c.Status)
 	}
 	if st := a.stats(t); st["maps_open"] != 1 {
 		t.Fatalf("maps_open %d, want 1", st["maps_open"])
@@ -190,22 +191,22 @@ func TestRevokeOnUnregister(t *testing.T) {
 	if st["maps_open"] != 0 || st["maps_dropped"] != 1 || st["revokes_recv"] != 1 {
 		t.Fatalf("after unregister: maps_open %d maps_dropped %d revokes_recv %d", st["maps_open"], st["maps_dropped"], st["revokes_recv"])
 	}
-	if got := a.col.wait(big.Token).status; got != ring.StatusOK && got != ring.StatusNotRegistered {
+	if got := a.col.Wait(big.Token).Status; got != ring.StatusOK && got != ring.StatusNotRegistered {
 		t.Fatalf("copy racing the revoke: %v", got)
 	}
 	if bs := b.stats(t); bs["revokes_sent"] != 1 || bs["revoke_timeouts"] != 0 {
 		t.Fatalf("owner: revokes_sent %d revoke_timeouts %d", bs["revokes_sent"], bs["revoke_timeouts"])
 	}
-	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 5, Length: 100}); c.status != ring.StatusNotRegistered {
-		t.Fatalf("write after unregister: %v, want %v", c.status, ring.StatusNotRegistered)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 5, Length: 100}); c.Status != ring.StatusNotRegistered {
+		t.Fatalf("write after unregister: %v, want %v", c.Status, ring.StatusNotRegistered)
 	}
 	// Registered again under the same id: a new generation, mapped anew.
 	rw2 := b.region(t, 5, 1<<20, sdk.PermRemoteReadWrite, "b-rw2")
 	fill(local[:100], 3)
-	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 5, Length: 100}); c.status != ring.StatusOK {
-		t.Fatalf("write after re-register: %v", c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 5, Length: 100}); c.Status != ring.StatusOK {
+		t.Fatalf("write after re-register: %v", c.Status)
 	}
-	mustEqual(t, "re-registered region", rw2[:100], local[:100])
+	plugintest.MustEqual(t, "re-registered region", rw2[:100], local[:100])
 }
 
 // ClosePeer unmaps the peer's regions; Stop completes what waits with
@@ -216,8 +217,8 @@ func TestClosePeerAndStop(t *testing.T) {
 	a.region(t, 1, 1<<20, sdk.PermLocal, "a-local")
 	b.region(t, 1, 1<<20, sdk.PermRemoteReadWrite, "b-rw")
 	a.open(t, 1, b)
-	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 100}); c.status != ring.StatusOK {
-		t.Fatal(c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 100}); c.Status != ring.StatusOK {
+		t.Fatal(c.Status)
 	}
 	if err := a.tr.ClosePeer(t.Context(), 1); err != nil {
 		t.Fatal(err)
@@ -225,14 +226,14 @@ func TestClosePeerAndStop(t *testing.T) {
 	if st := a.stats(t); st["maps_open"] != 0 || st["maps_dropped"] != 1 {
 		t.Fatalf("after close peer: %v", st)
 	}
-	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 100}); c.status != ring.StatusPeerUnknown {
-		t.Fatalf("after close peer: %v", c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 100}); c.Status != ring.StatusPeerUnknown {
+		t.Fatalf("after close peer: %v", c.Status)
 	}
 	if err := a.tr.Stop(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 100}); c.status != ring.StatusShutdown {
-		t.Fatalf("after stop: %v", c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 100}); c.Status != ring.StatusShutdown {
+		t.Fatalf("after stop: %v", c.Status)
 	}
 }
 
@@ -245,18 +246,18 @@ func TestLargeCopyUsesSeveralWorkers(t *testing.T) {
 	rw := b.region(t, 1, size, sdk.PermRemoteReadWrite, "b-rw")
 	fill(local, 11)
 	a.open(t, 1, b)
-	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: size}); c.status != ring.StatusOK || c.n != size {
-		t.Fatalf("64 MiB write: %v %d", c.status, c.n)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: size}); c.Status != ring.StatusOK || c.N != size {
+		t.Fatalf("64 MiB write: %v %d", c.Status, c.N)
 	}
-	mustEqual(t, "64 MiB write", rw, local)
+	plugintest.MustEqual(t, "64 MiB write", rw, local)
 	st := a.stats(t)
 	if st["copies_split"] != 1 || st["worker0_chunks"] == 0 || st["worker1_chunks"] == 0 {
 		t.Fatalf("copies_split %d, worker0_chunks %d, worker1_chunks %d: want one split copy over both workers",
 			st["copies_split"], st["worker0_chunks"], st["worker1_chunks"])
 	}
 	// A small copy stays inline.
-	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.status != ring.StatusOK {
-		t.Fatal(c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.Status != ring.StatusOK {
+		t.Fatal(c.Status)
 	}
 	if st2 := a.stats(t); st2["copies_inline"] != st["copies_inline"]+1 {
 		t.Fatalf("4 KiB copy was not inline: %v", st2)
@@ -265,7 +266,7 @@ func TestLargeCopyUsesSeveralWorkers(t *testing.T) {
 
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []string{`copy_workers = 0`, `split_min = "1MiB"`, `inline_max = "lots"`, `revoke_timeout = "1ns"`, `bogus = 1`} {
-		tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+		tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 		_, err := tr.Start(t.Context(), sdk.StartConfig{Engine: "x", MachineID: machine, Config: []byte(cfg), ConfigFile: "f.hcl", ConfigLine: 3, ConfigColumn: 1})
 		if err == nil || !strings.Contains(err.Error(), "f.hcl:3:") {
 			t.Errorf("config %q: %v", cfg, err)
@@ -277,7 +278,7 @@ func TestConfigErrors(t *testing.T) {
 // dialerHelper runs in a child process (as another user): it tries to read
 // region 1 of the engine at endpoint ep and prints the status.
 func dialerHelper(ep string) int {
-	tr := shmtransport.New(shmtransport.WithLogger(hclog.NewNullLogger()))
+	tr := shm.New(shm.WithLogger(hclog.NewNullLogger()))
 	ctx := context.Background()
 	defer tr.Stop(ctx)
 	if _, err := tr.Start(ctx, sdk.StartConfig{Engine: "intruder", Incarnation: 9, MachineID: machine}); err != nil {
@@ -381,7 +382,7 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	if err := json.Unmarshal(epb, &ep); err != nil {
 		t.Fatal(err)
 	}
-	r, err := shm.Create("victim-region", 1<<20)
+	r, err := sdkshm.Create("victim-region", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,8 +395,8 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	a := startEngine(t, "a", 1, "")
 	a.region(t, 1, 1<<20, sdk.PermLocal, "a-local")
 	a.open(t, 1, &engine{name: "victim", incarnation: 3, ep: epb})
-	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.status != ring.StatusOK {
-		t.Fatalf("read from the plugin's region: %v", c.status)
+	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.Status != ring.StatusOK {
+		t.Fatalf("read from the plugin's region: %v", c.Status)
 	}
 	if !abstractSocketListed(t, ep.Socket) {
 		t.Fatalf("socket %s not in /proc/net/unix while the plugin runs", ep.Socket)

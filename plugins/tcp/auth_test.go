@@ -15,6 +15,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -60,12 +61,12 @@ func TestClusterSecret(t *testing.T) {
 			rw, dst := snapshot(w.rw), snapshot(w.dst)
 			wr := w.do(t, write(aSrc, 0, bRW, 0, 1<<16))
 			rd := w.do(t, read(aDst, 0, bRW, 1<<17, 1<<16))
-			if wr.status != tc.want || rd.status != tc.want {
-				t.Fatalf("write: %v, read: %v; want %v", wr.status, rd.status, tc.want)
+			if wr.Status != tc.want || rd.Status != tc.want {
+				t.Fatalf("write: %v, read: %v; want %v", wr.Status, rd.Status, tc.want)
 			}
 			if tc.want == ring.StatusOK {
-				mustEqual(t, "written", w.rw[:1<<16], w.src[:1<<16])
-				mustEqual(t, "read", w.dst[:1<<16], w.rw[1<<17:1<<17+1<<16])
+				plugintest.MustEqual(t, "written", w.rw[:1<<16], w.src[:1<<16])
+				plugintest.MustEqual(t, "read", w.dst[:1<<16], w.rw[1<<17:1<<17+1<<16])
 				for _, e := range []*engine{w.a, w.b} {
 					if n := e.stat(t, "auth_failures"); n != 0 {
 						t.Errorf("%s: auth_failures = %d", e.name, n)
@@ -90,8 +91,8 @@ func TestClusterSecret(t *testing.T) {
 					t.Errorf("B: %s = %d", c, n)
 				}
 			}
-			mustEqual(t, "B's memory", w.rw, rw)
-			mustEqual(t, "A's memory", w.dst, dst)
+			plugintest.MustEqual(t, "B's memory", w.rw, rw)
+			plugintest.MustEqual(t, "A's memory", w.dst, dst)
 		})
 	}
 }
@@ -248,7 +249,7 @@ func TestAuthenticationProofs(t *testing.T) {
 		if r := response(t, c); r.Status != ring.StatusOK || r.Seq != 1 {
 			t.Fatalf("response %+v", r)
 		}
-		mustEqual(t, "written", mem[:len(payload)], payload)
+		plugintest.MustEqual(t, "written", mem[:len(payload)], payload)
 		copy(mem, before) // what follows must not change it again
 	})
 	for _, tc := range cases {
@@ -262,7 +263,7 @@ func TestAuthenticationProofs(t *testing.T) {
 			}
 		})
 	}
-	mustEqual(t, "B's memory", mem, before)
+	plugintest.MustEqual(t, "B's memory", mem, before)
 	if n := b.stat(t, "frames_in"); n != 1 {
 		t.Errorf("frames_in = %d, want 1 (the good proof's write)", n)
 	}

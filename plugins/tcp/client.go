@@ -107,7 +107,7 @@ func (p *peer) pick(r int) *slot {
 
 // close stops the peer's goroutines; their descriptors complete with
 // StatusShutdown.
-func (p *peer) close() {
+func (p *peer) Close() {
 	for _, s := range p.slots {
 		s.mu.Lock()
 		s.closed = true
@@ -295,7 +295,7 @@ func (s *slot) brokenStatus() ring.Status {
 
 // run is the slot's writer goroutine.
 func (s *slot) run() {
-	defer s.t.wg.Done()
+	defer s.t.base.Goroutines.Done()
 	defer s.p.wg.Done()
 	var cc *clientConn
 	for {
@@ -521,7 +521,7 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 		s.rail.connsDialed.Add(1)
 		s.rail.connsOpen.Add(1)
 		p.wg.Add(1)
-		t.wg.Add(1)
+		t.base.Goroutines.Add(1)
 		go cc.readLoop()
 		return cc, ring.StatusOK
 	}
@@ -681,7 +681,7 @@ func (cc *clientConn) push(first, last *op) bool {
 
 func (cc *clientConn) readLoop() {
 	t := cc.s.t
-	defer t.wg.Done()
+	defer t.base.Goroutines.Done()
 	defer cc.s.p.wg.Done()
 	defer close(cc.readerDone)
 	err := cc.readResponses()

@@ -9,12 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // Config is the plugin's `config { ... }` block:
@@ -112,104 +112,68 @@ func defaultSettings() settings {
 	}
 }
 
-// parseConfig decodes and validates the plugin's block. Validation errors
-// name the attribute and where the block starts in the operator's file.
+// parseConfig decodes and validates the plugin's block. An error names
+// the attribute and where its value sits in the operator's file (or,
+// failing that, where the block starts).
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
-	if len(bytes.TrimSpace(cfg.Config)) == 0 {
-		return s, nil
-	}
 	var c Config
-	if err := sdk.DecodeConfig(cfg, &c); err != nil {
-		return settings{}, fmt.Errorf("tcp config: %w", err)
-	}
-	// An error names the attribute and where its value sits in the
-	// operator's file (or, failing that, where the block starts).
-	bad := func(attr string, at hcl.Range, format string, args ...any) error {
-		return sdk.ConfigErrorf(cfg, at, "tcp config: %s: %s", attr, fmt.Sprintf(format, args...))
+	st := kit.Settings{Cfg: cfg, Prefix: "tcp config"}
+	if ok, err := st.Decode(&c); !ok {
+		return s, err
 	}
 	if c.Listen != nil {
 		if len(c.Listen) == 0 {
-			return settings{}, bad("listen", c.ListenRange, "needs at least one address")
+			return settings{}, st.Errorf("listen", c.ListenRange, "needs at least one address")
 		}
 		if err := checkAddrs(c.Listen); err != nil {
-			return settings{}, bad("listen", c.ListenRange, "%v", err)
+			return settings{}, st.Errorf("listen", c.ListenRange, "%w", err)
 		}
 		s.listen = c.Listen
 	}
 	if len(c.Advertise) > 0 {
 		if err := checkAddrs(c.Advertise); err != nil {
-			return settings{}, bad("advertise", c.AdvertiseRange, "%v", err)
+			return settings{}, st.Errorf("advertise", c.AdvertiseRange, "%w", err)
 		}
 		s.advertise = c.Advertise
 	}
-	if c.ConnectionsPerPeer != nil {
-		n := *c.ConnectionsPerPeer
-		if n < 1 || n > MaxConns {
-			return settings{}, bad("connections_per_peer", c.ConnectionsPerPeerRange, "%d is outside 1..%d", n, MaxConns)
-		}
-		s.conns = n
+	if err := st.Int("connections_per_peer", c.ConnectionsPerPeer, c.ConnectionsPerPeerRange, 1, MaxConns, &s.conns); err != nil {
+		return settings{}, err
 	}
-	if c.MaxFrame != nil {
-		n, err := parseSize(*c.MaxFrame)
-		if err != nil {
-			return settings{}, bad("max_frame", c.MaxFrameRange, "%v", err)
-		}
-		if n < minMaxFrame || n > maxMaxFrame {
-			return settings{}, bad("max_frame", c.MaxFrameRange, "%q is outside 4KiB..1GiB", *c.MaxFrame)
-		}
-		s.maxFrame = n
+	if err := st.Size("max_frame", c.MaxFrame, c.MaxFrameRange, 1<<63, &s.maxFrame); err != nil {
+		return settings{}, err
 	}
-	if c.IOTimeout != nil {
-		d, err := time.ParseDuration(*c.IOTimeout)
-		if err != nil {
-			return settings{}, bad("io_timeout", c.IOTimeoutRange, "%v", err)
-		}
-		if d < time.Millisecond || d > time.Hour {
-			return settings{}, bad("io_timeout", c.IOTimeoutRange, "%s is outside 1ms..1h", d)
-		}
-		s.ioTimeout = d
+	if c.MaxFrame != nil && (s.maxFrame < minMaxFrame || s.maxFrame > maxMaxFrame) {
+		return settings{}, st.Errorf("max_frame", c.MaxFrameRange, "%q is outside 4KiB..1GiB", *c.MaxFrame)
+	}
+	if err := st.Duration("io_timeout", c.IOTimeout, c.IOTimeoutRange, time.Millisecond, time.Hour, &s.ioTimeout); err != nil {
+		return settings{}, err
 	}
 	switch {
 	case c.ClusterSecret != nil && c.ClusterSecretFile != nil:
-		return settings{}, bad("cluster_secret", c.ClusterSecretRange,
+		return settings{}, st.Errorf("cluster_secret", c.ClusterSecretRange,
 			"cluster_secret and cluster_secret_file are both set; keep one (cluster_secret_file keeps the secret out of this file)")
 	case c.ClusterSecret != nil:
 		if n := len(*c.ClusterSecret); n < MinSecretLen {
-			return settings{}, bad("cluster_secret", c.ClusterSecretRange,
+			return settings{}, st.Errorf("cluster_secret", c.ClusterSecretRange,
 				"%d bytes is too short; use at least %d random bytes (for example the output of `openssl rand -hex 32`), the same on every engine", n, MinSecretLen)
 		}
 		s.secret = []byte(*c.ClusterSecret)
 	case c.ClusterSecretFile != nil:
 		secret, err := readSecretFile(*c.ClusterSecretFile, cfg.ConfigFile)
 		if err != nil {
-			return settings{}, bad("cluster_secret_file", c.ClusterSecretFileRange, "%v", err)
+			return settings{}, st.Errorf("cluster_secret_file", c.ClusterSecretFileRange, "%w", err)
 		}
 		s.secret = secret
 	}
-	if c.MaxConnections != nil {
-		n := *c.MaxConnections
-		if n < 1 || n > maxMaxConnections {
-			return settings{}, bad("max_connections", c.MaxConnectionsRange, "%d is outside 1..%d", n, maxMaxConnections)
-		}
-		s.maxConns = n
+	if err := st.Int("max_connections", c.MaxConnections, c.MaxConnectionsRange, 1, maxMaxConnections, &s.maxConns); err != nil {
+		return settings{}, err
 	}
-	if c.MaxConnectionsPerHost != nil {
-		n := *c.MaxConnectionsPerHost
-		if n < 1 || n > maxMaxConnections {
-			return settings{}, bad("max_connections_per_host", c.MaxConnectionsPerHostRange, "%d is outside 1..%d", n, maxMaxConnections)
-		}
-		s.maxConnsPerHost = n
+	if err := st.Int("max_connections_per_host", c.MaxConnectionsPerHost, c.MaxConnectionsPerHostRange, 1, maxMaxConnections, &s.maxConnsPerHost); err != nil {
+		return settings{}, err
 	}
-	if c.HandshakeTimeout != nil {
-		d, err := time.ParseDuration(*c.HandshakeTimeout)
-		if err != nil {
-			return settings{}, bad("handshake_timeout", c.HandshakeTimeoutRange, "%v", err)
-		}
-		if d < time.Millisecond || d > time.Hour {
-			return settings{}, bad("handshake_timeout", c.HandshakeTimeoutRange, "%s is outside 1ms..1h", d)
-		}
-		s.handshakeTimeout = d
+	if err := st.Duration("handshake_timeout", c.HandshakeTimeout, c.HandshakeTimeoutRange, time.Millisecond, time.Hour, &s.handshakeTimeout); err != nil {
+		return settings{}, err
 	}
 	return s, nil
 }
@@ -227,7 +191,7 @@ func readSecretFile(path, configFile string) ([]byte, error) {
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("%v; make the file readable by the plugin, or set cluster_secret instead", err)
+		return nil, fmt.Errorf("%w; make the file readable by the plugin, or set cluster_secret instead", err)
 	}
 	defer f.Close()
 	b := make([]byte, maxSecretFile+1)
@@ -236,7 +200,7 @@ func readSecretFile(path, configFile string) ([]byte, error) {
 	case err == nil:
 		return nil, fmt.Errorf("%s: larger than %d bytes; is this the secret file?", path, maxSecretFile)
 	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("%v; make the file readable by the plugin, or set cluster_secret instead", err)
+		return nil, fmt.Errorf("%w; make the file readable by the plugin, or set cluster_secret instead", err)
 	}
 	b = b[:n]
 	b = bytes.TrimSuffix(b, []byte("\n"))
@@ -264,33 +228,4 @@ func checkAddrs(addrs []string) error {
 		seen[a] = true
 	}
 	return nil
-}
-
-// parseSize reads "4096", "512KiB", "64MiB", "1GiB" (powers of two) or
-// "64MB", "1GB" (powers of ten).
-func parseSize(s string) (uint64, error) {
-	t := strings.TrimSpace(s)
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{
-		{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30},
-		{"kB", 1e3}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9},
-		{"B", 1},
-	}
-	mult := uint64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseUint(t, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("size %q: want a number of bytes with an optional unit (KiB, MiB, GiB, kB, MB, GB)", s)
-	}
-	if n > (1<<63)/mult {
-		return 0, fmt.Errorf("size %q is too large", s)
-	}
-	return n * mult, nil
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,73 +13,12 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // waitLimit is a safety net against a hang, never a synchronisation point.
 const waitLimit = 60 * time.Second
-
-type completion struct {
-	token  uint64
-	status ring.Status
-	n      uint64
-}
-
-// collector is a Completer that records every completion and fails the
-// test on a second completion of a token.
-type collector struct {
-	t    testing.TB
-	mu   sync.Mutex
-	got  map[uint64]completion
-	wake chan struct{}
-}
-
-func newCollector(t testing.TB) *collector {
-	return &collector{t: t, got: make(map[uint64]completion), wake: make(chan struct{}, 1)}
-}
-
-func (c *collector) Complete(token uint64, st ring.Status, n uint64) {
-	c.mu.Lock()
-	if _, dup := c.got[token]; dup {
-		c.mu.Unlock()
-		c.t.Errorf("token %d completed twice", token)
-		return
-	}
-	c.got[token] = completion{token, st, n}
-	c.mu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
-
-// wait returns the completion of token, waiting for it.
-func (c *collector) wait(token uint64) completion {
-	c.t.Helper()
-	limit := time.NewTimer(waitLimit)
-	defer limit.Stop()
-	for {
-		c.mu.Lock()
-		got, ok := c.got[token]
-		c.mu.Unlock()
-		if ok {
-			return got
-		}
-		select {
-		case <-c.wake:
-		case <-limit.C:
-			c.t.Fatalf("token %d: no completion within %s", token, waitLimit)
-		}
-	}
-}
-
-func (c *collector) count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.got)
-}
 
 // engine is one Transport with its endpoint.
 type engine struct {
@@ -92,7 +30,12 @@ type engine struct {
 
 func startEngine(t testing.TB, name string, incarnation uint64, config string) *engine {
 	t.Helper()
-	tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
+	return startWithLogger(t, name, incarnation, config, hclog.NewNullLogger())
+}
+
+func startWithLogger(t testing.TB, name string, incarnation uint64, config string, log hclog.Logger) *engine {
+	t.Helper()
+	tr := tcp.New(tcp.WithLogger(log))
 	ep, err := tr.Start(context.Background(), sdk.StartConfig{
 		Engine: name, Incarnation: incarnation, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
 	})
@@ -151,18 +94,5 @@ func fill(b []byte, seed uint64) {
 }
 
 func snapshot(b []byte) []byte { return bytes.Clone(b) }
-
-func mustEqual(t testing.TB, what string, got, want []byte) {
-	t.Helper()
-	if bytes.Equal(got, want) {
-		return
-	}
-	for i := range got {
-		if got[i] != want[i] {
-			t.Fatalf("%s: first difference at byte %d of %d: got %#x, want %#x", what, i, len(got), got[i], want[i])
-		}
-	}
-	t.Fatalf("%s: lengths differ: %d vs %d", what, len(got), len(want))
-}
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

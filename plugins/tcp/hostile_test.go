@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -116,8 +117,8 @@ func TestHostilePeers(t *testing.T) {
 			}
 			off := (i * 4099) % (1<<20 - maxFrame)
 			got := w.do(t, write(aSrc, off, bGood, off, 4099))
-			if got.status != ring.StatusOK {
-				t.Errorf("good write %d: %v", i, got.status)
+			if got.Status != ring.StatusOK {
+				t.Errorf("good write %d: %v", i, got.Status)
 				return
 			}
 			if !bytes.Equal(good[off:off+4099], w.src[off:off+4099]) {
@@ -267,25 +268,25 @@ func TestHostilePeers(t *testing.T) {
 		ask(rd(99, 0, 1), nil, ring.StatusNotRegistered)
 		// Still framed correctly: a good write and a good read go through.
 		ask(wr(bScratch, 7, 100), payload, ring.StatusOK)
-		mustEqual(t, "scratch after write", scratch[7:107], payload)
+		plugintest.MustEqual(t, "scratch after write", scratch[7:107], payload)
 		r := ask(rd(bRO, 3, 64), nil, ring.StatusOK)
 		got := make([]byte, r.Length)
 		if _, err := io.ReadFull(c, got); err != nil {
 			t.Fatal(err)
 		}
-		mustEqual(t, "read payload", got, w.ro[3:67])
+		plugintest.MustEqual(t, "read payload", got, w.ro[3:67])
 	})
 
 	close(stop)
 	wg.Wait()
-	mustEqual(t, "B's read-write region", w.rw, rw)
-	mustEqual(t, "B's read-only region", w.ro, ro)
-	mustEqual(t, "B's local region", w.local, local)
+	plugintest.MustEqual(t, "B's read-write region", w.rw, rw)
+	plugintest.MustEqual(t, "B's read-only region", w.ro, ro)
+	plugintest.MustEqual(t, "B's local region", w.local, local)
 	if goodDone == 0 {
 		t.Errorf("the good peer completed nothing")
 	}
 	// And the good peer still works after all that.
-	if got := w.do(t, write(aSrc, 0, bGood, 0, maxFrame)); got.status != ring.StatusOK {
-		t.Fatalf("good write at the end: %v", got.status)
+	if got := w.do(t, write(aSrc, 0, bGood, 0, maxFrame)); got.Status != ring.StatusOK {
+		t.Fatalf("good write at the end: %v", got.Status)
 	}
 }

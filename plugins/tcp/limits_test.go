@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -65,10 +66,10 @@ func TestIdleConnectionFlood(t *testing.T) {
 		off := uint64(i%200) * 4096
 		d := write(aSrc, off, bRW, off, 4096)
 		d.Peer = peer
-		if got := w.do(t, d); got.status != ring.StatusOK {
-			t.Fatalf("legitimate write %d (peer %d): %v", i, peer, got.status)
+		if got := w.do(t, d); got.Status != ring.StatusOK {
+			t.Fatalf("legitimate write %d (peer %d): %v", i, peer, got.Status)
 		}
-		mustEqual(t, "written", w.rw[off:off+4096], w.src[off:off+4096])
+		plugintest.MustEqual(t, "written", w.rw[off:off+4096], w.src[off:off+4096])
 	}
 	legit(0, peerB)
 
@@ -145,8 +146,8 @@ func TestMaxConnections(t *testing.T) {
 	if n := w.b.stat(t, "conns_refused_limit"); n != 1 {
 		t.Errorf("conns_refused_limit = %d, want 1", n)
 	}
-	if got := w.do(t, write(aSrc, 0, bRW, 0, 100)); got.status != ring.StatusPeerUnreachable {
-		t.Errorf("write while B is full: %v, want %v", got.status, ring.StatusPeerUnreachable)
+	if got := w.do(t, write(aSrc, 0, bRW, 0, 100)); got.Status != ring.StatusPeerUnreachable {
+		t.Errorf("write while B is full: %v, want %v", got.Status, ring.StatusPeerUnreachable)
 	}
 	if n := w.b.stat(t, "conns_refused_limit"); n < 2 {
 		t.Errorf("conns_refused_limit = %d, want A's connection counted", n)
@@ -160,8 +161,8 @@ func TestMaxConnections(t *testing.T) {
 		expectEOF(t, fmt.Sprintf("idle connection %d", i), c)
 	}
 	fill(w.src[:100], 7)
-	if got := w.do(t, write(aSrc, 0, bRW, 0, 100)); got.status != ring.StatusOK {
-		t.Fatalf("write after the idle connections left: %v", got.status)
+	if got := w.do(t, write(aSrc, 0, bRW, 0, 100)); got.Status != ring.StatusOK {
+		t.Fatalf("write after the idle connections left: %v", got.Status)
 	}
-	mustEqual(t, "written", w.rw[:100], w.src[:100])
+	plugintest.MustEqual(t, "written", w.rw[:100], w.src[:100])
 }

@@ -1,16 +1,12 @@
 package tcp_test
 
 import (
-	"context"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-
-	"github.com/ferrydev/ferry/plugins/tcp"
-	"github.com/ferrydev/ferry/sdk"
 )
 
 // logSink is a log output that keeps every line, so a test can check what
@@ -81,40 +77,10 @@ func (s *logSink) String() string {
 	return strings.Join(s.lines, "\n")
 }
 
-// startLogged is startEngine with the engine's log going to log.
-func startLogged(t testing.TB, name string, incarnation uint64, config string, log *logSink) *engine {
-	t.Helper()
-	tr := tcp.New(tcp.WithLogger(log.logger()))
-	ep, err := tr.Start(context.Background(), sdk.StartConfig{
-		Engine: name, Incarnation: incarnation, Config: []byte(config), ConfigFile: "test.hcl", ConfigLine: 1, ConfigColumn: 1,
-	})
-	if err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		if err := tr.Stop(context.Background()); err != nil {
-			t.Errorf("stop %s: %v", name, err)
-		}
-	})
-	return &engine{tr: tr, name: name, incarnation: incarnation, ep: ep}
-}
-
 // newLoggedWorld is newWorld with its own configuration and log for each
 // engine.
 func newLoggedWorld(t testing.TB, size int, configA, configB string, logA, logB *logSink) *world {
 	t.Helper()
-	w := &world{col: newCollector(t)}
-	w.a = startLogged(t, "engine-a", 100, configA, logA)
-	w.b = startLogged(t, "engine-b", 200, configB, logB)
-	w.src, w.dst = make([]byte, size), make([]byte, size)
-	w.rw, w.ro, w.local = make([]byte, size), make([]byte, 1<<16), make([]byte, 1<<16)
-	fill(w.ro, 11)
-	fill(w.local, 12)
-	w.a.register(t, aSrc, w.src, sdk.PermLocal)
-	w.a.register(t, aDst, w.dst, sdk.PermLocal)
-	w.b.register(t, bRW, w.rw, sdk.PermRemoteReadWrite)
-	w.b.register(t, bRO, w.ro, sdk.PermRemoteRead)
-	w.b.register(t, bLocal, w.local, sdk.PermLocal)
-	w.a.open(t, peerB, w.b)
-	return w
+	return worldOf(t, size, startWithLogger(t, "engine-a", 100, configA, logA.logger()),
+		startWithLogger(t, "engine-b", 200, configB, logB.logger()))
 }

@@ -49,18 +49,18 @@ func TestRails(t *testing.T) {
 		{read(aDst, 10000, bRW, 200000, 7000), 1},
 	}
 	for _, s := range steps {
-		if got := w.do(t, onRail(s.d, s.rail)); got.status != ring.StatusOK || got.n != s.d.Length {
-			t.Fatalf("%v of %d bytes on rail %d: %v, %d bytes", s.d.Op, s.d.Length, s.rail, got.status, got.n)
+		if got := w.do(t, onRail(s.d, s.rail)); got.Status != ring.StatusOK || got.N != s.d.Length {
+			t.Fatalf("%v of %d bytes on rail %d: %v, %d bytes", s.d.Op, s.d.Length, s.rail, got.Status, got.N)
 		}
 	}
-	mustEqual(t, "write on rail 0", w.rw[0:1000], w.src[0:1000])
-	mustEqual(t, "write on rail 1", w.rw[4096:7096], w.src[4096:7096])
-	mustEqual(t, "read on rail 0", w.dst[0:5000], w.rw[100000:105000])
-	mustEqual(t, "read on rail 1", w.dst[10000:17000], w.rw[200000:207000])
+	plugintest.MustEqual(t, "write on rail 0", w.rw[0:1000], w.src[0:1000])
+	plugintest.MustEqual(t, "write on rail 1", w.rw[4096:7096], w.src[4096:7096])
+	plugintest.MustEqual(t, "read on rail 0", w.dst[0:5000], w.rw[100000:105000])
+	plugintest.MustEqual(t, "read on rail 1", w.dst[10000:17000], w.rw[200000:207000])
 
 	for _, bad := range []uint16{2, 3, 0xffff} {
-		if got := w.do(t, onRail(write(aSrc, 0, bRW, 0, 10), bad)); got.status != ring.StatusInvalid {
-			t.Errorf("rail %d: %v, want %v", bad, got.status, ring.StatusInvalid)
+		if got := w.do(t, onRail(write(aSrc, 0, bRW, 0, 10), bad)); got.Status != ring.StatusInvalid {
+			t.Errorf("rail %d: %v, want %v", bad, got.Status, ring.StatusInvalid)
 		}
 	}
 
@@ -130,8 +130,8 @@ func TestRailSourceAddress(t *testing.T) {
 	}
 	via := func(d ring.Descriptor) ring.Descriptor { d.Peer = 20; return d }
 
-	if got := w.do(t, via(onRail(write(aSrc, 0, bRW, 0, 500), 0))); got.status != ring.StatusOK {
-		t.Fatalf("write on rail 0: %v", got.status)
+	if got := w.do(t, via(onRail(write(aSrc, 0, bRW, 0, 500), 0))); got.Status != ring.StatusOK {
+		t.Fatalf("write on rail 0: %v", got.Status)
 	}
 	if got, want := px1.from(), []string{"127.0.0.1"}; !slices.Equal(got, want) {
 		t.Errorf("after rail 0: proxy on 127.0.0.1 saw connections from %q, want %q", got, want)
@@ -140,8 +140,8 @@ func TestRailSourceAddress(t *testing.T) {
 		t.Errorf("after rail 0: proxy on 127.0.0.2 saw connections from %q, want none", got)
 	}
 
-	if got := w.do(t, via(onRail(write(aSrc, 500, bRW, 500, 700), 1))); got.status != ring.StatusOK {
-		t.Fatalf("write on rail 1: %v", got.status)
+	if got := w.do(t, via(onRail(write(aSrc, 500, bRW, 500, 700), 1))); got.Status != ring.StatusOK {
+		t.Fatalf("write on rail 1: %v", got.Status)
 	}
 	if got, want := px2.from(), []string{"127.0.0.2"}; !slices.Equal(got, want) {
 		t.Errorf("after rail 1: proxy on 127.0.0.2 saw connections from %q, want %q", got, want)
@@ -149,7 +149,7 @@ func TestRailSourceAddress(t *testing.T) {
 	if got := px1.from(); len(got) != 1 {
 		t.Errorf("after rail 1: proxy on 127.0.0.1 saw connections from %q, want one", got)
 	}
-	mustEqual(t, "written through both rails", w.rw[:1200], w.src[:1200])
+	plugintest.MustEqual(t, "written through both rails", w.rw[:1200], w.src[:1200])
 }
 
 // TestRailsThroughRings drives two two-rail plugin processes the way the
@@ -182,9 +182,9 @@ func TestRailsThroughRings(t *testing.T) {
 			t.Fatalf("%v on rail %d: %v, %d bytes", d.Op, d.Rail, c.Status, c.Length)
 		}
 	}
-	mustEqual(t, "writes on both rails", remote[:8192], local[:8192])
-	mustEqual(t, "read on rail 0", local[32768:33768], remote[32768:33768])
-	mustEqual(t, "read on rail 1", local[40000:42000], remote[40000:42000])
+	plugintest.MustEqual(t, "writes on both rails", remote[:8192], local[:8192])
+	plugintest.MustEqual(t, "read on rail 0", local[32768:33768], remote[32768:33768])
+	plugintest.MustEqual(t, "read on rail 1", local[40000:42000], remote[40000:42000])
 	if c := a.Do(desc(5, ring.OpWrite, 2, 0, 10)); c.Status != ring.StatusInvalid {
 		t.Fatalf("rail 2: %v, want %v", c.Status, ring.StatusInvalid)
 	}

@@ -4,7 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/regtable"
+	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // region is registered memory with a reference count. The table holds one
@@ -12,16 +12,13 @@ import (
 // the moment it is accepted until it is done with the bytes. Unregister
 // drops the table's reference and waits for drained.
 type region struct {
-	regtable.Ref
-	id      uint32
-	mem     []byte
-	perm    sdk.Perm
+	kit.RegionBase
 	removed atomic.Bool // set by Unregister before it drops the table's reference
 }
 
 func newRegion(r sdk.Region) *region {
-	g := &region{id: r.ID, mem: r.Mem, perm: r.Perm}
-	g.Init()
+	g := &region{}
+	g.Init(r)
 	return g
 }
 

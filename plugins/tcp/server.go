@@ -17,12 +17,12 @@ import (
 
 // acceptLoop accepts connections on rail r's listener until it is closed.
 func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
-	defer t.wg.Done()
+	defer t.base.Goroutines.Done()
 	backoff := time.Duration(0)
 	for {
 		nc, err := ln.Accept()
 		if err != nil {
-			if t.stopped.Load() || errors.Is(err, net.ErrClosed) {
+			if t.base.Stopped() || errors.Is(err, net.ErrClosed) {
 				return
 			}
 			// Out of descriptors or a similar passing condition: wait a
@@ -43,7 +43,7 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 		sc := &serverConn{t: t, rail: r, link: newLink(nc, t.set.ioTimeout), run: -1,
 			host: remoteHost(nc), deadline: time.Now().Add(t.set.handshakeTimeout)}
 		t.mu.Lock()
-		if t.stopped.Load() {
+		if t.base.Stopped() {
 			t.mu.Unlock()
 			_ = nc.Close()
 			return
@@ -54,7 +54,7 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 			continue
 		}
 		t.servers[sc] = struct{}{}
-		t.wg.Add(1)
+		t.base.Goroutines.Add(1)
 		t.mu.Unlock()
 		t.stats.connsAccepted.Add(1)
 		t.stats.connsOpen.Add(1)
@@ -105,14 +105,14 @@ func (sc *serverConn) serve() {
 		sc.rail.connsOpen.Add(-1)
 		t.mu.Unlock()
 		_ = sc.link.nc.Close()
-		t.wg.Done()
+		t.base.Goroutines.Done()
 	}()
 	if !sc.hello() {
 		return
 	}
 	err := sc.serveFrames()
 	switch {
-	case err == nil, t.stopped.Load():
+	case err == nil, t.base.Stopped():
 	case errors.Is(err, errMalformed):
 		t.stats.connsDroppedMalformed.Add(1)
 		t.log.Debug("dropping connection: malformed frame", "remote", sc.link.nc.RemoteAddr().String(), "error", err)
@@ -177,14 +177,14 @@ func (sc *serverConn) hello() bool {
 		st = ring.StatusProtocol
 	case theirAuth != ourAuth:
 		st = ring.StatusPermission
-	case h.Segment != t.engine || h.Incarnation != t.incarnation:
+	case h.Segment != t.base.Engine() || h.Incarnation != t.base.Incarnation():
 		// A dialer with an old descriptor of this segment, or of whatever
 		// segment used to listen here: either way it must refetch.
 		st = ring.StatusStaleIncarnation
-	case t.stopped.Load():
+	case t.base.Stopped():
 		st = ring.StatusShutdown
 	}
-	rep := HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.incarnation, MaxFrame: t.set.maxFrame}
+	rep := HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.base.Incarnation(), MaxFrame: t.set.maxFrame}
 	if ourAuth {
 		rep.Flags = FlagAuth
 	}
@@ -310,7 +310,7 @@ func (sc *serverConn) serveFrames() error {
 			}
 			if st == ring.StatusOK {
 				sc.cur.Store(r)
-				n, err := sc.link.readFullNext(r.mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
+				n, err := sc.link.readFullNext(r.Mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
 				sc.cur.Store(nil)
 				r.Release()
 				if err != nil {
@@ -331,7 +331,7 @@ func (sc *serverConn) serveFrames() error {
 		case ring.OpRead:
 			var payload []byte
 			if st == ring.StatusOK {
-				payload = r.mem[h.Offset : h.Offset+h.Length]
+				payload = r.Mem[h.Offset : h.Offset+h.Length]
 			}
 			if err := sc.queue(h.Seq, st, payload, r); err != nil {
 				return err
@@ -416,23 +416,23 @@ func (t *Transport) check(h *Header) (ring.Status, *region) {
 	if h.Length == 0 {
 		return ring.StatusInvalid, nil
 	}
-	if h.Incarnation != t.incarnation {
+	if h.Incarnation != t.base.Incarnation() {
 		return ring.StatusStaleIncarnation, nil
 	}
-	r := t.regions.Acquire(h.Region)
+	r := t.base.Regions.Acquire(h.Region)
 	if r == nil {
 		return ring.StatusNotRegistered, nil
 	}
-	allowed := r.perm.AllowsRemoteRead()
+	allowed := r.Perm.AllowsRemoteRead()
 	if h.Op == ring.OpWrite {
-		allowed = r.perm.AllowsRemoteWrite()
+		allowed = r.Perm.AllowsRemoteWrite()
 	}
 	if !allowed {
 		r.Release()
 		return ring.StatusPermission, nil
 	}
 	end := h.Offset + h.Length
-	if end < h.Offset || end > uint64(len(r.mem)) {
+	if end < h.Offset || end > uint64(len(r.Mem)) {
 		r.Release()
 		return ring.StatusOutOfBounds, nil
 	}

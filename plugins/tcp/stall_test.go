@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -123,14 +124,14 @@ func TestSilentPeerTimesOut(t *testing.T) {
 	if err := a.tr.OpenPeer(context.Background(), sdk.Peer{ID: 1, Segment: "mute", Incarnation: 5, Endpoint: ep}); err != nil {
 		t.Fatal(err)
 	}
-	col := newCollector(t)
+	col := plugintest.NewCollector(t)
 	for i := range uint64(4) {
 		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, Length: 4096}
 		a.tr.Submit(&d, col)
 	}
 	for i := range uint64(4) {
-		if got := col.wait(i); got.status != ring.StatusPeerUnreachable {
-			t.Fatalf("token %d: %v, want %v", i, got.status, ring.StatusPeerUnreachable)
+		if got := col.Wait(i); got.Status != ring.StatusPeerUnreachable {
+			t.Fatalf("token %d: %v, want %v", i, got.Status, ring.StatusPeerUnreachable)
 		}
 	}
 }
@@ -144,7 +145,7 @@ func TestUnregisterAbortsInitiatorFrames(t *testing.T) {
 	if err := a.tr.OpenPeer(context.Background(), sdk.Peer{ID: 1, Segment: "mute", Incarnation: 5, Endpoint: ep}); err != nil {
 		t.Fatal(err)
 	}
-	col := newCollector(t)
+	col := plugintest.NewCollector(t)
 	for i := range uint64(8) {
 		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, LocalOffset: i << 16, Length: 1 << 16}
 		a.tr.Submit(&d, col)
@@ -159,10 +160,10 @@ func TestUnregisterAbortsInitiatorFrames(t *testing.T) {
 		t.Errorf("unregister took %s", d)
 	}
 	for i := range uint64(8) {
-		switch got := col.wait(i); got.status {
+		switch got := col.Wait(i); got.Status {
 		case ring.StatusPeerUnreachable, ring.StatusNotRegistered:
 		default:
-			t.Errorf("token %d: %v", i, got.status)
+			t.Errorf("token %d: %v", i, got.Status)
 		}
 	}
 }

@@ -3,12 +3,11 @@ package tcp
 import (
 	"strconv"
 	"sync/atomic"
-
-	"github.com/ferrydev/ferry/sdk"
 )
 
-// counters are the plugin's statistics, exported through Stats. All are
-// monotonic except conns_open and each rail's connections.
+// counters are the plugin's statistics, exported through Stats with the
+// outcome counters of kit.Base. All are monotonic except conns_open and
+// each rail's connections.
 type counters struct {
 	bytesSent     atomic.Uint64 // payload bytes written to sockets (writes we initiate, reads we serve)
 	bytesReceived atomic.Uint64 // payload bytes read from sockets into registered memory
@@ -28,7 +27,6 @@ type counters struct {
 	connsDialed           atomic.Uint64
 	dialFailures          atomic.Uint64
 	helloRejected         atomic.Uint64 // hellos we refused (as listener) or that were refused (as dialer)
-	ops                   sdk.Outcomes  // ops_completed, ops_failed, ops_timed_out
 	errors                atomic.Uint64 // socket errors and stalls on established connections
 	opsBadRail            atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
 	// authFailures counts handshakes that failed authentication: a cluster
@@ -68,7 +66,6 @@ func (c *counters) snapshot() map[string]uint64 {
 		"conns_refused_limit":     c.connsRefusedLimit.Load(),
 		"conns_handshake_timeout": c.connsHandshakeTimeout.Load(),
 	}
-	c.ops.Export(m)
 	return m
 }
 

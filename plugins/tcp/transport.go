@@ -2,20 +2,17 @@ package tcp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/regtable"
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -26,27 +23,19 @@ const Version = "0.1.0"
 type Transport struct {
 	log hclog.Logger
 
-	mu       sync.Mutex // control plane: state, listeners, servers
-	started  bool
-	set      settings
-	engine   string
-	listen   []net.Listener
-	rails    []*rail // rail i listens on listen[i]; set at Start
-	endpoint sdk.Endpoint
-	servers  map[*serverConn]struct{}
-	guard    guard           // connection limits and their logs
-	ctx      context.Context // canceled by Stop
-	cancel   context.CancelFunc
+	// base is the lifecycle, the region table, the peers, the goroutines
+	// Stop waits for and the outcome counters.
+	base kit.Base[*region, *peer]
 
-	incarnation uint64 // set once at Start, before any goroutine reads it
-	stopped     atomic.Bool
+	mu      sync.Mutex // control plane: settings, listeners, servers
+	set     settings
+	listen  []net.Listener
+	rails   []*rail // rail i listens on listen[i]; set at Start
+	servers map[*serverConn]struct{}
+	guard   guard           // connection limits and their logs
+	ctx     context.Context // canceled by Stop
+	cancel  context.CancelFunc
 
-	regions regtable.Table[*region]
-
-	peerMu sync.Mutex // serialises OpenPeer/ClosePeer
-	peers  atomic.Pointer[map[uint32]*peer]
-
-	wg     sync.WaitGroup // every goroutine the transport started
 	stats  counters
 	opPool sync.Pool
 }
@@ -63,6 +52,7 @@ func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l }
 // New returns a TCP transport ready for Start.
 func New(opts ...Option) *Transport {
 	t := &Transport{
+		base:    kit.Base[*region, *peer]{Name: "tcp", MaxNameLen: MaxNameLen},
 		servers: make(map[*serverConn]struct{}),
 		set:     defaultSettings(),
 	}
@@ -72,7 +62,7 @@ func New(opts ...Option) *Transport {
 		o(t)
 	}
 	if t.log == nil {
-		t.log = hclog.New(&hclog.LoggerOptions{Name: "tcp", Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
+		t.log = kit.Logger("tcp")
 	}
 	return t
 }
@@ -114,20 +104,12 @@ func (t *Transport) Probe(context.Context) (sdk.ProbeResult, error) {
 // Start decodes the configuration, listens on every address and returns the
 // endpoint blob.
 func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
+	return t.base.Start(cfg, func() (sdk.Endpoint, error) { return t.start(ctx, cfg) })
+}
+
+func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.stopped.Load() {
-		return nil, errors.New("tcp: start after stop")
-	}
-	if t.started {
-		return nil, errors.New("tcp: already started")
-	}
-	if cfg.Engine == "" {
-		return nil, errors.New("tcp: start: empty engine name")
-	}
-	if len(cfg.Engine) > MaxNameLen {
-		return nil, fmt.Errorf("tcp: start: engine name longer than %d bytes", MaxNameLen)
-	}
 	set, err := parseConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -151,18 +133,15 @@ func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		}
 	}
 	t.set = set
-	t.engine = cfg.Engine
-	t.incarnation = cfg.Incarnation
 	t.listen = lns
 	t.rails = make([]*rail, len(lns))
 	for i, ln := range lns {
 		t.rails[i] = newRail(i, ln)
 	}
-	t.endpoint = encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
+	ep := encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.started = true
 	for i, ln := range lns {
-		t.wg.Add(1)
+		t.base.Goroutines.Add(1)
 		go t.acceptLoop(ln, t.rails[i])
 	}
 	t.log.Info("listening", "engine", cfg.Engine, "addrs", addrs, "connections_per_peer", set.conns,
@@ -175,7 +154,7 @@ func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 				strings.Join(open, ", ")), "engine", cfg.Engine)
 		}
 	}
-	return append(sdk.Endpoint(nil), t.endpoint...), nil
+	return ep, nil
 }
 
 // exposed lists the listen addresses whose bound address is not a
@@ -199,24 +178,7 @@ func exposed(listen []string, lns []net.Listener) []string {
 
 // RegisterMemory makes r known. Peers reach it only as r.Perm allows.
 func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
-	if t.stopped.Load() {
-		return errors.New("tcp: register after stop")
-	}
-	switch r.Perm {
-	case sdk.PermLocal, sdk.PermRemoteRead, sdk.PermRemoteReadWrite:
-	default:
-		return fmt.Errorf("tcp: region %d: unknown permission %d", r.ID, r.Perm)
-	}
-	if r.Kind != "" && r.Kind != "cpu" {
-		return fmt.Errorf("tcp: region %d: memory kind %q is not supported (cpu only)", r.ID, r.Kind)
-	}
-	if len(r.Mem) == 0 {
-		return fmt.Errorf("tcp: region %d: empty", r.ID)
-	}
-	if !t.regions.Add(r.ID, newRegion(r)) {
-		return fmt.Errorf("tcp: region %d already registered", r.ID)
-	}
-	return nil
+	return t.base.RegisterMemory(r, newRegion)
 }
 
 // UnregisterMemory forgets a region. New descriptors and frames no longer
@@ -224,12 +186,12 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 // it returns only when nothing touches the memory any more. Frames in flight
 // get io_timeout to finish; then the connections carrying them are closed.
 func (t *Transport) UnregisterMemory(ctx context.Context, id uint32) error {
-	r := t.regions.Remove(id)
-	if r == nil {
-		return fmt.Errorf("tcp: region %d not registered", id)
+	r, err := t.base.UnregisterMemory(id)
+	if err != nil {
+		return err
 	}
 	r.removed.Store(true)
-	for _, p := range t.peerList() {
+	for _, p := range t.base.Peers.List() {
 		for _, s := range p.slots {
 			s.purge(r)
 		}
@@ -246,7 +208,7 @@ func (t *Transport) UnregisterMemory(ctx context.Context, id uint32) error {
 	case <-ctx.Done():
 	}
 	t.abortServersUsing(r)
-	for _, p := range t.peerList() {
+	for _, p := range t.base.Peers.List() {
 		for _, s := range p.slots {
 			s.abortIfUsing(r)
 		}
@@ -273,30 +235,19 @@ func (t *Transport) ioTimeout() time.Duration {
 // local rail, each rail paired with one of the peer's addresses.
 // Connections are dialed when the first descriptor for them arrives.
 func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
+	if err := t.base.CheckPeer(p); err != nil {
+		return err
+	}
 	t.mu.Lock()
-	started, set, parent, rails := t.started, t.set, t.ctx, t.rails
+	set, parent, rails := t.set, t.ctx, t.rails
 	t.mu.Unlock()
-	if !started || t.stopped.Load() {
-		return errors.New("tcp: open peer: transport not running")
-	}
-	if len(p.Segment) > MaxNameLen {
-		return fmt.Errorf("tcp: peer %d: segment name longer than %d bytes", p.ID, MaxNameLen)
-	}
 	ep, err := decodeEndpoint(p.Endpoint)
 	if err != nil {
-		return fmt.Errorf("tcp: peer %d (%s): %w", p.ID, p.Segment, err)
+		return t.base.PeerError(p, err)
 	}
 	peerMax := ep.MaxFrame
 	if peerMax == 0 {
 		peerMax = DefaultMaxFrame
-	}
-	t.peerMu.Lock()
-	defer t.peerMu.Unlock()
-	old := t.peers.Load()
-	if old != nil {
-		if _, ok := (*old)[p.ID]; ok {
-			return fmt.Errorf("tcp: peer %d already open", p.ID)
-		}
 	}
 	pr := &peer{
 		t: t, id: p.ID, segment: p.Segment, incarnation: p.Incarnation,
@@ -309,112 +260,49 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 			pr.slots = append(pr.slots, &slot{t: t, p: pr, rail: rl, plan: plan, wake: make(chan struct{}, 1)})
 		}
 	}
-	n := make(map[uint32]*peer, 1+mapLen(old))
-	if old != nil {
-		for k, v := range *old {
-			n[k] = v
+	// The writers start where Stop cannot miss them.
+	return t.base.AddPeer(p.ID, pr, func() {
+		for _, s := range pr.slots {
+			t.base.Goroutines.Add(1)
+			pr.wg.Add(1)
+			go s.run()
 		}
-	}
-	n[p.ID] = pr
-	// Start the writers under the stop check so that Stop's Wait sees them.
-	t.mu.Lock()
-	if t.stopped.Load() {
-		t.mu.Unlock()
-		pr.cancel()
-		return errors.New("tcp: open peer: transport stopped")
-	}
-	for _, s := range pr.slots {
-		t.wg.Add(1)
-		pr.wg.Add(1)
-		go s.run()
-	}
-	t.mu.Unlock()
-	t.peers.Store(&n)
-	return nil
+	})
 }
 
 // ClosePeer forgets a peer: its connections close and its descriptors
 // still queued or in flight complete with StatusShutdown before it returns.
 func (t *Transport) ClosePeer(_ context.Context, id uint32) error {
-	t.peerMu.Lock()
-	old := t.peers.Load()
-	var pr *peer
-	if old != nil {
-		pr = (*old)[id]
-	}
-	if pr == nil {
-		t.peerMu.Unlock()
-		return fmt.Errorf("tcp: peer %d not open", id)
-	}
-	n := make(map[uint32]*peer, len(*old))
-	for k, v := range *old {
-		if k != id {
-			n[k] = v
-		}
-	}
-	t.peers.Store(&n)
-	t.peerMu.Unlock()
-	pr.close()
-	return nil
-}
-
-func (t *Transport) peerList() []*peer {
-	m := t.peers.Load()
-	if m == nil {
-		return nil
-	}
-	out := make([]*peer, 0, len(*m))
-	for _, p := range *m {
-		out = append(out, p)
-	}
-	return out
+	return t.base.ClosePeer(id)
 }
 
 // Submit starts one descriptor. It checks what it can locally, queues the
 // rest to a connection's writer and returns; it never waits on the network.
 func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
-	if !t.stats.ops.Admit(d, c, t.stopped.Load()) {
-		return
-	}
-	fail := func(st ring.Status) {
-		t.stats.ops.Count(st)
-		c.Complete(d.Token, st, 0)
-	}
-	var p *peer
-	if m := t.peers.Load(); m != nil {
-		p = (*m)[d.Peer]
-	}
-	if p == nil {
-		fail(ring.StatusPeerUnknown)
+	p, ok := t.base.Admit(d, c)
+	if !ok {
 		return
 	}
 	if int(d.Rail) >= p.rails() {
 		t.stats.opsBadRail.Add(1)
-		fail(ring.StatusInvalid)
+		t.base.Fail(d, c, ring.StatusInvalid)
 		return
 	}
 	if d.Length > p.maxFrame {
 		// The host slices requests; a slice over the peer's max_frame is a
 		// configuration mismatch, not something to split here.
-		fail(ring.StatusInvalid)
+		t.base.Fail(d, c, ring.StatusInvalid)
 		return
 	}
-	r := t.regions.Acquire(d.LocalRegion)
-	if r == nil {
-		fail(ring.StatusNotRegistered)
-		return
-	}
-	end := d.LocalOffset + d.Length
-	if end < d.LocalOffset || end > uint64(len(r.mem)) || d.RemoteOffset+d.Length < d.RemoteOffset {
-		r.Release()
-		fail(ring.StatusOutOfBounds)
+	r, mem, ok := t.base.Local(d, c)
+	if !ok {
 		return
 	}
 	o := t.opPool.Get().(*op)
 	o.token = d.Token
 	o.kind = d.Op
 	o.local = r
-	o.mem = r.mem[d.LocalOffset:end:end]
+	o.mem = mem
 	o.rRegion = d.RemoteRegion
 	o.rOffset = d.RemoteOffset
 	o.deadline = d.Deadline
@@ -432,7 +320,7 @@ func (t *Transport) complete(o *op, st ring.Status, n uint64) {
 	if o.s != nil {
 		o.s.load.Add(-(int64(len(o.mem)) + frameCost))
 	}
-	t.stats.ops.Count(st)
+	t.base.Outcomes.Count(st)
 	*o = op{}
 	t.opPool.Put(o)
 	c.Complete(tok, st, n)
@@ -450,6 +338,7 @@ func (t *Transport) completeList(o *op, st ring.Status) {
 // Stats returns the counters, the rails' as "rail.<i>.<name>".
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	m := t.stats.snapshot()
+	t.base.Outcomes.Export(m)
 	t.mu.Lock()
 	rails := t.rails
 	t.mu.Unlock()
@@ -463,54 +352,26 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 // outstanding descriptor with StatusShutdown and waits for every goroutine
 // the transport started. It may be called more than once.
 func (t *Transport) Stop(ctx context.Context) error {
-	t.mu.Lock()
-	if t.stopped.Swap(true) {
-		t.mu.Unlock()
-		return t.waitStopped(ctx)
-	}
-	lns := t.listen
-	for sc := range t.servers {
-		_ = sc.link.nc.Close()
-	}
-	cancel := t.cancel
-	t.mu.Unlock()
-	for _, ln := range lns {
-		_ = ln.Close()
-	}
-	t.peerMu.Lock()
-	peers := t.peerList()
-	t.peers.Store(nil)
-	t.peerMu.Unlock()
-	for _, p := range peers {
-		for _, s := range p.slots {
-			s.mu.Lock()
-			s.closed = true
-			s.mu.Unlock()
+	return t.base.Stop(ctx, func() {
+		t.mu.Lock()
+		lns := t.listen
+		for sc := range t.servers {
+			_ = sc.link.nc.Close()
 		}
-	}
-	if cancel != nil {
-		cancel()
-	}
-	return t.waitStopped(ctx)
-}
-
-func (t *Transport) waitStopped(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() {
-		t.wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("tcp: stop: %w", ctx.Err())
-	}
-}
-
-func mapLen[K comparable, V any](m *map[K]V) int {
-	if m == nil {
-		return 0
-	}
-	return len(*m)
+		cancel := t.cancel
+		t.mu.Unlock()
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+		for _, p := range t.base.Peers.CloseAll() {
+			for _, s := range p.slots {
+				s.mu.Lock()
+				s.closed = true
+				s.mu.Unlock()
+			}
+		}
+		if cancel != nil {
+			cancel()
+		}
+	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -34,15 +35,20 @@ type world struct {
 	src, dst            []byte // A's
 	rw, ro, local       []byte // B's
 	nextToken           atomic.Uint64
-	col                 *collector
+	col                 *plugintest.Collector
 	aSrcSize, bRegionSz int
 }
 
 func newWorld(t testing.TB, size int, config string) *world {
 	t.Helper()
-	w := &world{col: newCollector(t)}
-	w.a = startEngine(t, "engine-a", 100, config)
-	w.b = startEngine(t, "engine-b", 200, config)
+	return worldOf(t, size, startEngine(t, "engine-a", 100, config), startEngine(t, "engine-b", 200, config))
+}
+
+// worldOf registers the world's regions in engines a and b and opens b
+// on a.
+func worldOf(t testing.TB, size int, a, b *engine) *world {
+	t.Helper()
+	w := &world{col: plugintest.NewCollector(t), a: a, b: b}
 	w.src, w.dst = make([]byte, size), make([]byte, size)
 	w.rw, w.ro, w.local = make([]byte, size), make([]byte, 1<<16), make([]byte, 1<<16)
 	fill(w.ro, 11)
@@ -62,9 +68,9 @@ func (w *world) submit(d ring.Descriptor) uint64 {
 	return d.Token
 }
 
-func (w *world) do(t testing.TB, d ring.Descriptor) completion {
+func (w *world) do(t testing.TB, d ring.Descriptor) plugintest.Completion {
 	t.Helper()
-	return w.col.wait(w.submit(d))
+	return w.col.Wait(w.submit(d))
 }
 
 func write(local uint32, loff uint64, remote uint32, roff, n uint64) ring.Descriptor {
@@ -89,12 +95,12 @@ func TestRoundTrip(t *testing.T) {
 			fill(w.rw[:win], uint64(200+i))
 			before := snapshot(w.rw[:win])
 			got := w.do(t, write(aSrc, loff, bRW, roff, n))
-			if got.status != ring.StatusOK || got.n != n {
-				t.Fatalf("write %d: %v, %d bytes", n, got.status, got.n)
+			if got.Status != ring.StatusOK || got.N != n {
+				t.Fatalf("write %d: %v, %d bytes", n, got.Status, got.N)
 			}
-			mustEqual(t, "written range", w.rw[roff:roff+n], w.src[loff:loff+n])
-			mustEqual(t, "bytes before the range", w.rw[:roff], before[:roff])
-			mustEqual(t, "bytes after the range", w.rw[roff+n:win], before[roff+n:])
+			plugintest.MustEqual(t, "written range", w.rw[roff:roff+n], w.src[loff:loff+n])
+			plugintest.MustEqual(t, "bytes before the range", w.rw[:roff], before[:roff])
+			plugintest.MustEqual(t, "bytes after the range", w.rw[roff+n:win], before[roff+n:])
 		})
 		t.Run(fmt.Sprintf("read/%d", n), func(t *testing.T) {
 			const loff, roff = 9, 7
@@ -103,18 +109,18 @@ func TestRoundTrip(t *testing.T) {
 			fill(w.dst[:win], uint64(400+i))
 			before := snapshot(w.dst[:win])
 			got := w.do(t, read(aDst, loff, bRW, roff, n))
-			if got.status != ring.StatusOK || got.n != n {
-				t.Fatalf("read %d: %v, %d bytes", n, got.status, got.n)
+			if got.Status != ring.StatusOK || got.N != n {
+				t.Fatalf("read %d: %v, %d bytes", n, got.Status, got.N)
 			}
-			mustEqual(t, "read range", w.dst[loff:loff+n], w.rw[roff:roff+n])
-			mustEqual(t, "bytes before the range", w.dst[:loff], before[:loff])
-			mustEqual(t, "bytes after the range", w.dst[loff+n:win], before[loff+n:])
+			plugintest.MustEqual(t, "read range", w.dst[loff:loff+n], w.rw[roff:roff+n])
+			plugintest.MustEqual(t, "bytes before the range", w.dst[:loff], before[:loff])
+			plugintest.MustEqual(t, "bytes after the range", w.dst[loff+n:win], before[loff+n:])
 		})
 	}
-	if got := w.do(t, read(aDst, 0, bRO, 1, 100)); got.status != ring.StatusOK {
-		t.Fatalf("read from a remote-read region: %v", got.status)
+	if got := w.do(t, read(aDst, 0, bRO, 1, 100)); got.Status != ring.StatusOK {
+		t.Fatalf("read from a remote-read region: %v", got.Status)
 	}
-	mustEqual(t, "read from remote-read region", w.dst[:100], w.ro[1:101])
+	plugintest.MustEqual(t, "read from remote-read region", w.dst[:100], w.ro[1:101])
 	if s := w.a.stat(t, "bytes_sent"); s == 0 {
 		t.Errorf("bytes_sent = 0")
 	}
@@ -152,20 +158,20 @@ func TestConcurrentSubmissions(t *testing.T) {
 	wg.Wait()
 	for _, ts := range tokens {
 		for _, tok := range ts {
-			if got := w.col.wait(tok); got.status != ring.StatusOK || got.n != chunk {
-				t.Fatalf("token %d: %v, %d bytes", tok, got.status, got.n)
+			if got := w.col.Wait(tok); got.Status != ring.StatusOK || got.N != chunk {
+				t.Fatalf("token %d: %v, %d bytes", tok, got.Status, got.N)
 			}
 		}
 	}
 	for k := range uint64(workers * perWorker) {
 		off := k * chunk
 		if k%perWorker%2 == 0 {
-			mustEqual(t, fmt.Sprintf("write %d", k), w.rw[off:off+chunk], w.src[off:off+chunk])
+			plugintest.MustEqual(t, fmt.Sprintf("write %d", k), w.rw[off:off+chunk], w.src[off:off+chunk])
 		} else {
-			mustEqual(t, fmt.Sprintf("read %d", k), w.dst[off:off+chunk], remoteBefore[half+off:half+off+chunk])
+			plugintest.MustEqual(t, fmt.Sprintf("read %d", k), w.dst[off:off+chunk], remoteBefore[half+off:half+off+chunk])
 		}
 	}
-	if n := w.col.count(); n != workers*perWorker {
+	if n := w.col.Count(); n != workers*perWorker {
 		t.Fatalf("%d completions, want %d", n, workers*perWorker)
 	}
 	if d := w.a.stat(t, "conns_dialed"); d < 1 || d > 3 {
@@ -222,28 +228,28 @@ func TestRejections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			rw, ro, local, dst := snapshot(w.rw), snapshot(w.ro), snapshot(w.local), snapshot(w.dst)
 			got := w.do(t, c.d)
-			if got.status != c.want || got.n != 0 {
-				t.Fatalf("got %v (%d bytes), want %v", got.status, got.n, c.want)
+			if got.Status != c.want || got.N != 0 {
+				t.Fatalf("got %v (%d bytes), want %v", got.Status, got.N, c.want)
 			}
-			mustEqual(t, "B's read-write region", w.rw, rw)
-			mustEqual(t, "B's read-only region", w.ro, ro)
-			mustEqual(t, "B's local region", w.local, local)
-			mustEqual(t, "A's destination region", w.dst, dst)
+			plugintest.MustEqual(t, "B's read-write region", w.rw, rw)
+			plugintest.MustEqual(t, "B's read-only region", w.ro, ro)
+			plugintest.MustEqual(t, "B's local region", w.local, local)
+			plugintest.MustEqual(t, "A's destination region", w.dst, dst)
 		})
 	}
 	// The rejections left the good path working, on the same connections.
-	if got := w.do(t, write(aSrc, 1, bRW, 2, 1000)); got.status != ring.StatusOK {
-		t.Fatalf("write after rejections: %v", got.status)
+	if got := w.do(t, write(aSrc, 1, bRW, 2, 1000)); got.Status != ring.StatusOK {
+		t.Fatalf("write after rejections: %v", got.Status)
 	}
-	mustEqual(t, "write after rejections", w.rw[2:1002], w.src[1:1001])
+	plugintest.MustEqual(t, "write after rejections", w.rw[2:1002], w.src[1:1001])
 	if r := w.b.stat(t, "frames_rejected"); r < 7 {
 		t.Errorf("B frames_rejected = %d, want >= 7", r)
 	}
 	if r := w.b.stat(t, "hello_rejected"); r < 2 {
 		t.Errorf("B hello_rejected = %d, want >= 2", r)
 	}
-	if got := w.do(t, ring.Descriptor{Op: ring.OpNop, Peer: 12345}); got.status != ring.StatusOK {
-		t.Errorf("nop: %v", got.status)
+	if got := w.do(t, ring.Descriptor{Op: ring.OpNop, Peer: 12345}); got.Status != ring.StatusOK {
+		t.Errorf("nop: %v", got.Status)
 	}
 }
 
@@ -261,8 +267,8 @@ func TestPeerUnreachable(t *testing.T) {
 	}
 	d := write(aSrc, 0, bRW, 0, 10)
 	d.Peer = 3
-	if got := w.do(t, d); got.status != ring.StatusPeerUnreachable {
-		t.Fatalf("got %v, want %v", got.status, ring.StatusPeerUnreachable)
+	if got := w.do(t, d); got.Status != ring.StatusPeerUnreachable {
+		t.Fatalf("got %v, want %v", got.Status, ring.StatusPeerUnreachable)
 	}
 	if w.a.stat(t, "dial_failures") == 0 {
 		t.Errorf("dial_failures = 0")
@@ -367,8 +373,8 @@ func TestRedialAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	via := func(d ring.Descriptor) ring.Descriptor { d.Peer = 20; return d }
-	if got := w.do(t, via(write(aSrc, 0, bRW, 0, 100))); got.status != ring.StatusOK {
-		t.Fatalf("first write: %v", got.status)
+	if got := w.do(t, via(write(aSrc, 0, bRW, 0, 100))); got.Status != ring.StatusOK {
+		t.Fatalf("first write: %v", got.Status)
 	}
 	px.cut()
 	// The cut is noticed either by the idle reader (the next write dials
@@ -377,18 +383,18 @@ func TestRedialAfterFailure(t *testing.T) {
 	ok := false
 	for i := range 3 {
 		got := w.do(t, via(write(aSrc, 100, bRW, 100, 100)))
-		if got.status == ring.StatusOK {
+		if got.Status == ring.StatusOK {
 			ok = true
 			break
 		}
-		if got.status != ring.StatusPeerUnreachable {
-			t.Fatalf("write %d after cut: %v", i, got.status)
+		if got.Status != ring.StatusPeerUnreachable {
+			t.Fatalf("write %d after cut: %v", i, got.Status)
 		}
 	}
 	if !ok {
 		t.Fatalf("no write succeeded after the connection was cut")
 	}
-	mustEqual(t, "after redial", w.rw[100:200], w.src[100:200])
+	plugintest.MustEqual(t, "after redial", w.rw[100:200], w.src[100:200])
 	if d := w.a.stat(t, "conns_dialed"); d < 2 {
 		t.Errorf("conns_dialed = %d, want >= 2", d)
 	}
@@ -415,11 +421,11 @@ func TestClosePeerAndStopCompleteEverything(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Everything completed before ClosePeer / Stop returned.
-			if c := w.col.count(); c != n {
+			if c := w.col.Count(); c != n {
 				t.Fatalf("%d of %d completed when %s returned", c, n, how)
 			}
 			for _, tok := range tokens {
-				if st := w.col.wait(tok).status; st != ring.StatusOK && st != ring.StatusShutdown {
+				if st := w.col.Wait(tok).Status; st != ring.StatusOK && st != ring.StatusShutdown {
 					t.Fatalf("token %d: %v", tok, st)
 				}
 			}
@@ -428,8 +434,8 @@ func TestClosePeerAndStopCompleteEverything(t *testing.T) {
 			if how == "Stop" {
 				want = ring.StatusShutdown
 			}
-			if after.status != want {
-				t.Fatalf("submit after %s: %v, want %v", how, after.status, want)
+			if after.Status != want {
+				t.Fatalf("submit after %s: %v, want %v", how, after.Status, want)
 			}
 		})
 	}
@@ -437,16 +443,16 @@ func TestClosePeerAndStopCompleteEverything(t *testing.T) {
 
 func TestTargetStops(t *testing.T) {
 	w := newWorld(t, 1<<20, "")
-	if got := w.do(t, write(aSrc, 0, bRW, 0, 10)); got.status != ring.StatusOK {
-		t.Fatal(got.status)
+	if got := w.do(t, write(aSrc, 0, bRW, 0, 10)); got.Status != ring.StatusOK {
+		t.Fatal(got.Status)
 	}
 	if err := w.b.tr.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	// Whether the idle connection's loss is noticed before or after the
 	// write goes out, the write cannot succeed.
-	if got := w.do(t, write(aSrc, 0, bRW, 0, 10)); got.status != ring.StatusPeerUnreachable {
-		t.Fatalf("write to a stopped peer: %v", got.status)
+	if got := w.do(t, write(aSrc, 0, bRW, 0, 10)); got.Status != ring.StatusPeerUnreachable {
+		t.Fatalf("write to a stopped peer: %v", got.Status)
 	}
 }
 
@@ -463,13 +469,13 @@ func TestUnregisterWaitsForInFlight(t *testing.T) {
 			t.Fatal(err)
 		}
 		after := snapshot(w.rw)
-		got := w.col.wait(tok)
-		if got.status != ring.StatusOK && got.status != ring.StatusNotRegistered {
-			t.Fatalf("write: %v", got.status)
+		got := w.col.Wait(tok)
+		if got.Status != ring.StatusOK && got.Status != ring.StatusNotRegistered {
+			t.Fatalf("write: %v", got.Status)
 		}
-		mustEqual(t, "memory after unregister", w.rw, after)
-		if got := w.do(t, write(aSrc, 0, bRW, 0, 10)); got.status != ring.StatusNotRegistered {
-			t.Fatalf("write after unregister: %v", got.status)
+		plugintest.MustEqual(t, "memory after unregister", w.rw, after)
+		if got := w.do(t, write(aSrc, 0, bRW, 0, 10)); got.Status != ring.StatusNotRegistered {
+			t.Fatalf("write after unregister: %v", got.Status)
 		}
 	})
 	t.Run("initiator", func(t *testing.T) {
@@ -482,11 +488,11 @@ func TestUnregisterWaitsForInFlight(t *testing.T) {
 		}
 		after := snapshot(w.dst)
 		for _, tok := range []uint64{tok1, tok2} {
-			if got := w.col.wait(tok); got.status != ring.StatusOK && got.status != ring.StatusNotRegistered {
-				t.Fatalf("read: %v", got.status)
+			if got := w.col.Wait(tok); got.Status != ring.StatusOK && got.Status != ring.StatusNotRegistered {
+				t.Fatalf("read: %v", got.Status)
 			}
 		}
-		mustEqual(t, "memory after unregister", w.dst, after)
+		plugintest.MustEqual(t, "memory after unregister", w.dst, after)
 		if err := w.a.tr.UnregisterMemory(context.Background(), aDst); err == nil {
 			t.Fatalf("second unregister succeeded")
 		}
@@ -554,17 +560,17 @@ func TestMultipleListenAddresses(t *testing.T) {
 	a.register(t, 1, src, sdk.PermLocal)
 	b.register(t, 1, dst, sdk.PermRemoteReadWrite)
 	a.open(t, 1, b)
-	col := newCollector(t)
+	col := plugintest.NewCollector(t)
 	for i := range uint64(16) {
 		d := ring.Descriptor{Token: i, Op: ring.OpWrite, Peer: 1, LocalRegion: 1, LocalOffset: i << 16, RemoteRegion: 1, RemoteOffset: i << 16, Length: 1 << 16}
 		a.tr.Submit(&d, col)
 	}
 	for i := range uint64(16) {
-		if got := col.wait(i); got.status != ring.StatusOK {
-			t.Fatalf("token %d: %v", i, got.status)
+		if got := col.Wait(i); got.Status != ring.StatusOK {
+			t.Fatalf("token %d: %v", i, got.Status)
 		}
 	}
-	mustEqual(t, "region", dst, src)
+	plugintest.MustEqual(t, "region", dst, src)
 	if n := b.stat(t, "rail.0.conns_accepted"); n < 1 || n > 4 {
 		t.Errorf("B rail.0.conns_accepted = %d, want 1..4", n)
 	}

@@ -1,10 +1,8 @@
-// Command ferry-plugin-shm is Ferry's same-machine shared-memory transport
-// plugin. The host starts it; it is not meant to be run by hand.
 package main
 
 import (
-	shmtransport "github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
 )
 
-func main() { sdk.ServeTransport(shmtransport.New()) }
+func main() { sdk.ServeTransport(shm.New()) }
