@@ -1,18 +1,10 @@
 package config
 
-import "github.com/hashicorp/hcl/v2"
+import (
+	"github.com/hashicorp/hcl/v2"
 
-// Memory kinds a policy may match; MemoryAny matches every kind.
-const MemoryAny = "*"
-
-// MemoryKinds are the memory kinds a policy may name, besides MemoryAny.
-var MemoryKinds = []string{"cpu", "cuda", "rocm"}
-
-// Intents are what a request may declare it is for.
-var Intents = []string{"foreground_get", "background_prefetch", "migration", "checkpoint", "weight_loading"}
-
-// Priorities as policies name them.
-var Priorities = []string{"high", "normal", "low"}
+	"github.com/ferrydev/ferry/sdk"
+)
 
 // Policy is one policy block: which requests it matches and which
 // transports carry them, in order. The engine evaluates policies in file
@@ -187,8 +179,8 @@ func (c *Config) validatePolicy(i int, first map[string]int) []error {
 		fail("match.segment", `%q: want "memory" or "file"`, m.Segment)
 	}
 	for attr, k := range map[string]string{"match.local_memory": m.LocalMemory, "match.remote_memory": m.RemoteMemory} {
-		if k != "" && k != MemoryAny && !contains(MemoryKinds, k) {
-			fail(attr, "%q: want one of %s, or %q for any", k, quoteList(MemoryKinds), MemoryAny)
+		if k != "" && k != MemoryAny && !contains(names(policyMemoryKinds), k) {
+			fail(attr, "%q: want one of %s, or %q for any", k, quoteList(names(policyMemoryKinds)), MemoryAny)
 		}
 	}
 	if m.MinSize < 0 {
@@ -201,13 +193,13 @@ func (c *Config) validatePolicy(i int, first map[string]int) []error {
 		fail("match.min_size", "%d bytes is above max_size %d bytes: the policy can never match", m.MinSize, m.MaxSize)
 	}
 	for _, pr := range m.Priorities {
-		if !contains(Priorities, pr) {
-			fail("match.priorities", "%q: want any of %s", pr, quoteList(Priorities))
+		if !contains(names(sdk.Priorities), pr) {
+			fail("match.priorities", "%q: want any of %s", pr, quoteList(names(sdk.Priorities)))
 		}
 	}
 	for _, in := range m.Intents {
-		if !contains(Intents, in) {
-			fail("match.intents", "%q: want any of %s", in, quoteList(Intents))
+		if !contains(names(Intents), in) {
+			fail("match.intents", "%q: want any of %s", in, quoteList(names(Intents)))
 		}
 	}
 	return errs

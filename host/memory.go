@@ -21,16 +21,6 @@ const (
 	RemoteReadWrite = sdk.PermRemoteReadWrite // peers may read and write
 )
 
-func permString(p Perm) string {
-	switch p {
-	case sdk.PermRemoteRead:
-		return segment.PermRemoteRead
-	case sdk.PermRemoteReadWrite:
-		return segment.PermRemoteReadWrite
-	}
-	return segment.PermLocal
-}
-
 // allocation is memory the engine allocated: a sealed memfd mapped here
 // and, once registered, by every plugin.
 type allocation struct {
@@ -150,7 +140,7 @@ func (e *Engine) register(ctx context.Context, p, n uintptr, perm Perm) error {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-		err := ps.proc().Client.RegisterMemory(cctx, id, a.region.FD(), uint64(p-a.base), uint64(n), perm, "cpu")
+		err := ps.proc().Client.RegisterMemory(cctx, id, a.region.FD(), uint64(p-a.base), uint64(n), perm, string(sdk.MemoryCPU))
 		cancel()
 		if err != nil {
 			for _, d := range done {
@@ -160,7 +150,7 @@ func (e *Engine) register(ctx context.Context, p, n uintptr, perm Perm) error {
 		}
 		done = append(done, ps)
 	}
-	lb := localBuf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: permString(perm), Location: "cpu"}, alloc: a}
+	lb := localBuf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: perm, Location: string(sdk.MemoryCPU)}, alloc: a}
 	next := append(slices.Clone(cur), lb)
 	slices.SortFunc(next, func(x, y localBuf) int {
 		switch {

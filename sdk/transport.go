@@ -91,7 +91,7 @@ type Info struct {
 	Version string // the plugin's own version, e.g. "0.1.0"
 	// Capabilities the selector matches against.
 	SameMachineOnly bool     // shm, nvlink
-	MemoryKinds     []string // "cpu", "cuda", "rocm", "file"
+	MemoryKinds     []string // text forms of MemoryKind (vocab.go); to become []MemoryKind
 }
 
 // ProbeResult says whether the plugin can run on this machine.
@@ -129,42 +129,12 @@ type StartConfig struct {
 // the addresses it listens on).
 type Endpoint []byte
 
-// Perm is what a region allows.
-type Perm uint8
-
-const (
-	// PermLocal: only the owning engine may use the region; peers may not.
-	PermLocal Perm = 1
-	// PermRemoteRead: peers may read the region.
-	PermRemoteRead Perm = 2
-	// PermRemoteReadWrite: peers may read and write the region.
-	PermRemoteReadWrite Perm = 3
-)
-
-func (p Perm) String() string {
-	switch p {
-	case PermLocal:
-		return "local"
-	case PermRemoteRead:
-		return "remote-read"
-	case PermRemoteReadWrite:
-		return "remote-read-write"
-	}
-	return "perm(?)"
-}
-
-// AllowsRemoteRead reports whether peers may read the region.
-func (p Perm) AllowsRemoteRead() bool { return p == PermRemoteRead || p == PermRemoteReadWrite }
-
-// AllowsRemoteWrite reports whether peers may write the region.
-func (p Perm) AllowsRemoteWrite() bool { return p == PermRemoteReadWrite }
-
 // Region is registered memory as the plugin sees it.
 type Region struct {
 	ID   uint32
 	Mem  []byte // mapped by the SDK; len(Mem) is the region's length
 	Perm Perm
-	Kind string // "cpu"
+	Kind string // a MemoryKind's text form; "" is MemoryCPU
 
 	// FD is the memfd the host sent for this region, for a plugin that
 	// shares the memory with a peer plugin on the same machine (it can
