@@ -1,10 +1,6 @@
 package config
 
-import (
-	"github.com/hashicorp/hcl/v2"
-
-	"github.com/ferrydev/ferry/sdk"
-)
+import "github.com/hashicorp/hcl/v2"
 
 // Policy is one policy block: which requests it matches and which
 // transports carry them, in order. The engine evaluates policies in file
@@ -40,98 +36,18 @@ type PolicyMatch struct {
 	Intents      []string // any of Intents; empty: any
 }
 
-var policySchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "transports", Required: true}, {Name: "rails"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "match"}},
-}
-
-var matchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "segment"}, {Name: "same_machine"}, {Name: "local_memory"}, {Name: "remote_memory"},
-		{Name: "min_size"}, {Name: "max_size"}, {Name: "priorities"}, {Name: "intents"},
-	},
-}
-
-func (d *decoder) decodePolicy(b *hcl.Block) (Policy, bool) {
+// decodePolicy decodes a policy block by policyTable.
+func (d *decoder) decodePolicy(c *Config, b *hcl.Block) {
 	if len(b.Labels) != 1 {
-		return Policy{}, false // Content has reported it
+		return // Content has reported it
 	}
 	p := Policy{
 		Name:      b.Labels[0],
 		DeclRange: posString(b.DefRange),
 		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
 	}
-	field := "policy." + p.Name
-	content, diags := b.Body.Content(policySchema)
-	d.diags(diags)
-	if a := content.Attributes["transports"]; a != nil {
-		p.loc["transports"] = a.Expr.Range()
-		if l, ok := d.strings(a, field+".transports", `["shm", "tcp"]`); ok {
-			p.Transports = l
-		}
-	}
-	if a := content.Attributes["rails"]; a != nil {
-		p.loc["rails"] = a.Expr.Range()
-		if l, ok := d.strings(a, field+".rails", `["eth0"]`); ok {
-			p.Rails = l
-		}
-	}
-	var seen *hcl.Block
-	for _, mb := range content.Blocks {
-		if seen != nil {
-			d.fail(mb.DefRange, field+".match", "a second match block; the first is at %s: merge them into one", posString(seen.DefRange))
-			continue
-		}
-		seen = mb
-		p.loc["match"] = mb.DefRange
-		d.decodeMatch(&p, mb, field+".match")
-	}
-	return p, true
-}
-
-func (d *decoder) decodeMatch(p *Policy, b *hcl.Block, field string) {
-	content, diags := b.Body.Content(matchSchema)
-	d.diags(diags)
-	m := &p.Match
-	at := func(name string) *hcl.Attribute {
-		a := content.Attributes[name]
-		if a != nil {
-			p.loc["match."+name] = a.Expr.Range()
-		}
-		return a
-	}
-	for name, f := range map[string]*string{"segment": &m.Segment, "local_memory": &m.LocalMemory, "remote_memory": &m.RemoteMemory} {
-		if a := at(name); a != nil {
-			if s, ok := d.str(a, field+"."+name); ok {
-				*f = s
-			}
-		}
-	}
-	if a := at("same_machine"); a != nil {
-		if v, ok := d.boolean(a, field+".same_machine"); ok {
-			m.SameMachine = &v
-		}
-	}
-	if a := at("min_size"); a != nil {
-		if n, ok := d.size(a, field+".min_size"); ok {
-			m.MinSize = n
-		}
-	}
-	if a := at("max_size"); a != nil {
-		if n, ok := d.size(a, field+".max_size"); ok {
-			m.MaxSize = n
-		}
-	}
-	if a := at("priorities"); a != nil {
-		if l, ok := d.strings(a, field+".priorities", `["high"]`); ok {
-			m.Priorities = l
-		}
-	}
-	if a := at("intents"); a != nil {
-		if l, ok := d.strings(a, field+".intents", `["foreground_get"]`); ok {
-			m.Intents = l
-		}
-	}
+	decodeTable(d, policyTable, b.Body, &p, place{loc: p.loc, fieldPrefix: "policy." + p.Name + "."})
+	c.Policies = append(c.Policies, p)
 }
 
 // validatePolicy checks policy i against the plugins (every transport it
@@ -174,33 +90,10 @@ func (c *Config) validatePolicy(i int, first map[string]int) []error {
 			fail("rails", "holds an empty rail name")
 		}
 	}
-	m := p.Match
-	if m.Segment != "" && m.Segment != "memory" && m.Segment != "file" {
-		fail("match.segment", `%q: want "memory" or "file"`, m.Segment)
-	}
-	for attr, k := range map[string]string{"match.local_memory": m.LocalMemory, "match.remote_memory": m.RemoteMemory} {
-		if k != "" && k != MemoryAny && !contains(names(policyMemoryKinds), k) {
-			fail(attr, "%q: want one of %s, or %q for any", k, quoteList(names(policyMemoryKinds)), MemoryAny)
-		}
-	}
-	if m.MinSize < 0 {
-		fail("match.min_size", "%d is negative", m.MinSize)
-	}
-	if m.MaxSize < 0 {
-		fail("match.max_size", "%d is negative", m.MaxSize)
-	}
-	if m.MaxSize > 0 && m.MinSize > m.MaxSize {
+	// The words and ranges of every setting, match block included.
+	checkTable(policyTable, p, "", func(attr string) bool { _, ok := p.loc[attr]; return ok }, fail)
+	if m := p.Match; m.MaxSize > 0 && m.MinSize > m.MaxSize {
 		fail("match.min_size", "%d bytes is above max_size %d bytes: the policy can never match", m.MinSize, m.MaxSize)
-	}
-	for _, pr := range m.Priorities {
-		if !contains(names(sdk.Priorities), pr) {
-			fail("match.priorities", "%q: want any of %s", pr, quoteList(names(sdk.Priorities)))
-		}
-	}
-	for _, in := range m.Intents {
-		if !contains(names(Intents), in) {
-			fail("match.intents", "%q: want any of %s", in, quoteList(names(Intents)))
-		}
 	}
 	return errs
 }

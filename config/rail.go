@@ -33,50 +33,18 @@ type RailBlock struct {
 	loc map[string]hcl.Range
 }
 
-var railSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "transport", Required: true}, {Name: "device", Required: true},
-		{Name: "numa_node"}, {Name: "bandwidth_gbps"},
-	},
-}
-
-func (d *decoder) decodeRail(b *hcl.Block) (RailBlock, bool) {
+// decodeRail decodes a rail block by railTable.
+func (d *decoder) decodeRail(c *Config, b *hcl.Block) {
 	if len(b.Labels) != 1 {
-		return RailBlock{}, false // Content has reported it
+		return // Content has reported it
 	}
 	r := RailBlock{
 		Name:      b.Labels[0],
 		DeclRange: posString(b.DefRange),
 		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
 	}
-	field := "rail." + r.Name
-	content, diags := b.Body.Content(railSchema)
-	d.diags(diags)
-	for name, f := range map[string]*string{"transport": &r.Transport, "device": &r.Device} {
-		if a := content.Attributes[name]; a != nil {
-			r.loc[name] = a.Expr.Range()
-			if s, ok := d.str(a, field+"."+name); ok {
-				*f = s
-			}
-		}
-	}
-	if a := content.Attributes["numa_node"]; a != nil {
-		r.loc["numa_node"] = a.Expr.Range()
-		if n, ok := d.integer(a, field+".numa_node", "0"); ok {
-			r.NUMANode = &n
-		}
-	}
-	if a := content.Attributes["bandwidth_gbps"]; a != nil {
-		r.loc["bandwidth_gbps"] = a.Expr.Range()
-		if v, ok := d.value(a); ok {
-			if f, err := numberValue(v); err == nil {
-				r.BandwidthGbps = f
-			} else {
-				d.fail(a.Expr.Range(), field+".bandwidth_gbps", "want a number of gigabits per second like 25, got %s", describe(v))
-			}
-		}
-	}
-	return r, true
+	decodeTable(d, railTable, b.Body, &r, place{loc: r.loc, fieldPrefix: "rail." + r.Name + "."})
+	c.Rails = append(c.Rails, r)
 }
 
 // validateRail checks rail block i against the plugins and the rail
@@ -118,12 +86,7 @@ func (c *Config) validateRail(i int, first map[string]int) []error {
 			fail("device", "%q of transport %q is already named by rail %q at %s", r.Device, r.Transport, o.Name, o.DeclRange)
 		}
 	}
-	if r.NUMANode != nil && *r.NUMANode < -1 {
-		fail("numa_node", "%d: want a node number, or -1 for unknown", *r.NUMANode)
-	}
-	if r.BandwidthGbps < 0 || r.BandwidthGbps > 1e6 {
-		fail("bandwidth_gbps", "%g is out of range 0..1000000", r.BandwidthGbps)
-	}
+	checkTable(railTable, r, "", func(attr string) bool { _, ok := r.loc[attr]; return ok }, fail)
 	return errs
 }
 

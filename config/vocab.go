@@ -1,10 +1,6 @@
 package config
 
-import (
-	"fmt"
-
-	"github.com/ferrydev/ferry/sdk"
-)
+import "fmt"
 
 // Intent says what a request is for; policies match on it. It never
 // crosses the plugin boundary, so it lives here, beside the policies that
@@ -37,22 +33,13 @@ func ParseIntent(s string) (Intent, error) {
 			return in, nil
 		}
 	}
-	return "", fmt.Errorf("unknown intent %q: want one of %s", s, quoteList(names(Intents)))
-}
-
-// MemoryAny matches every memory kind in a policy.
-const MemoryAny = "*"
-
-// policyMemoryKinds are the kinds a policy's local_memory and
-// remote_memory may name, besides MemoryAny: file is a segment type
-// (match.segment), not a buffer's memory.
-var policyMemoryKinds = []sdk.MemoryKind{sdk.MemoryCPU, sdk.MemoryCUDA, sdk.MemoryROCm}
-
-// names returns the text forms of a vocabulary list.
-func names[T fmt.Stringer](l []T) []string {
-	out := make([]string, len(l))
-	for i, x := range l {
-		out[i] = x.String()
+	l := make([]string, len(Intents))
+	for i, in := range Intents {
+		l[i] = string(in)
 	}
-	return out
+	return "", fmt.Errorf("unknown intent %q: want one of %s", s, quoteList(l))
 }
+
+// MemoryAny matches every memory kind in a policy. The kinds themselves
+// are sdk.MemoryKind.
+const MemoryAny = "*"
