@@ -171,8 +171,18 @@ func setValue(p, v any) bool {
 		*p, ok = v.(string)
 	case *bool:
 		*p, ok = v.(bool)
+	case **bool:
+		var b bool
+		if b, ok = v.(bool); ok {
+			*p = &b
+		}
 	case *int:
 		*p, ok = v.(int)
+	case **int:
+		var n int
+		if n, ok = v.(int); ok {
+			*p = &n
+		}
 	case *int64:
 		*p, ok = v.(int64)
 	case *time.Duration:
@@ -243,66 +253,46 @@ func decodeContent[T any](d *decoder, t *table[T], content *hcl.BodyContent, dst
 
 // decodeField decodes one attribute of type typ into p.
 func (d *decoder) decodeField(a *hcl.Attribute, field string, typ valueType, example string, p any) {
+	var v any
+	ok := false
 	switch typ {
 	case tString, tPath, tHex:
-		s, ok := d.str(a, field)
-		if !ok {
-			return
-		}
+		var s string
+		s, ok = d.str(a, field)
 		switch {
-		case typ == tPath && s == "":
+		case !ok || typ == tPath && s == "":
 			return
 		case typ == tPath:
 			s = d.path(s)
 		case typ == tHex:
 			s = strings.ToLower(s)
 		}
-		*p.(*string) = s
+		v = s
 	case tBool:
-		v, ok := d.boolean(a, field)
-		if !ok {
-			return
-		}
-		switch p := p.(type) {
-		case **bool:
-			*p = &v
-		default:
-			*p.(*bool) = v
-		}
+		v, ok = d.boolean(a, field)
 	case tInt:
-		n, ok := d.integer(a, field, example)
-		if !ok {
-			return
-		}
-		switch p := p.(type) {
-		case **int:
-			*p = &n
-		default:
-			*p.(*int) = n
-		}
+		v, ok = d.integer(a, field, example)
 	case tSize:
-		if n, ok := d.size(a, field); ok {
-			*p.(*int64) = n
-		}
+		v, ok = d.size(a, field)
 	case tDuration:
-		if v, ok := d.duration(a, field); ok {
-			*p.(*time.Duration) = v
-		}
+		v, ok = d.duration(a, field)
 	case tStrings:
-		if l, ok := d.strings(a, field, example); ok {
-			*p.(*[]string) = l
-		}
+		v, ok = d.strings(a, field, example)
 	case tNumber:
-		v, ok := d.value(a)
-		if !ok {
+		var cv cty.Value
+		if cv, ok = d.value(a); !ok {
 			return
 		}
-		if v.Type() != cty.Number {
-			d.fail(a.Expr.Range(), field, "want a number like %s, got %s", example, describe(v))
+		f, err := numberValue(cv)
+		if err != nil {
+			d.fail(a.Expr.Range(), field, "want a number like %s, got %s", example, describe(cv))
 			return
 		}
-		f, _ := v.AsBigFloat().Float64()
-		*p.(*float64) = f
+		v = f
+	}
+	if ok && !setValue(p, v) {
+		// TestTables rules this out for every table.
+		d.fail(a.Expr.Range(), field, "internal error: the config table puts a %T in a %T; please report it", v, p)
 	}
 }
 

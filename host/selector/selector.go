@@ -102,7 +102,7 @@ type Request struct {
 	// Hint pins the first attempt to this transport.
 	Hint        string
 	LocalKind   string // an sdk.MemoryKind's text; "" means sdk.MemoryCPU
-	RemoteKind  string // the target buffer's kind; "" means "cpu"
+	RemoteKind  string // the target buffer's kind; "" means sdk.MemoryCPU
 	Segment     SegmentType
 	SameMachine bool
 }
