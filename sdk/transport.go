@@ -91,7 +91,7 @@ type Info struct {
 	Version string // the plugin's own version, e.g. "0.1.0"
 	// Capabilities the selector matches against.
 	SameMachineOnly bool     // shm, nvlink
-	MemoryKinds     []string // text forms of MemoryKind (vocab.go); to become []MemoryKind
+	MemoryKinds     []string // "cpu", "cuda", "rocm", "file"
 }
 
 // ProbeResult says whether the plugin can run on this machine.
@@ -134,7 +134,7 @@ type Region struct {
 	ID   uint32
 	Mem  []byte // mapped by the SDK; len(Mem) is the region's length
 	Perm Perm
-	Kind string // a MemoryKind's text form; "" is MemoryCPU
+	Kind string // "cpu"
 
 	// FD is the memfd the host sent for this region, for a plugin that
 	// shares the memory with a peer plugin on the same machine (it can

@@ -15,6 +15,11 @@ import (
 // MemoryKind is where a region's bytes live. Its text form is what plugins
 // declare in Info.MemoryKinds, what a region carries in Region.Kind, and
 // what a segment descriptor writes as a buffer's location.
+//
+// Info.MemoryKinds, Region.Kind and segment.Buffer.Location are still
+// strings holding these text forms; they switch to MemoryKind once the
+// concurrent changes to Info have landed (the JSON and the wire stay the
+// same strings).
 type MemoryKind string
 
 // Memory kinds.
