@@ -82,10 +82,11 @@ func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 		File: d.file,
 		loc:  map[string]hcl.Range{"": {Filename: d.file, Start: hcl.InitialPos, End: hcl.InitialPos}},
 	}
-	metastoreTable.defaults(&c.Metastore)
-	controlTable.defaults(&c.Control)
-	transferTable.defaults(&c.Transfer)
-	superviseTable.defaults(&c.Supervise)
+	for _, b := range blocks {
+		if b.preset != nil {
+			b.preset(c) // a block left out still has its defaults
+		}
+	}
 	content, diags := body.Content(rootSchema())
 	d.diags(diags)
 	decodeContent(d, topTable, content, c, place{loc: c.loc})
@@ -134,21 +135,10 @@ func (d *decoder) strings(a *hcl.Attribute, field, example string) ([]string, bo
 	return out, true
 }
 
-// decodePlugin decodes a plugin block by pluginTable, then cuts its config
-// block's source text out for the plugin.
-func (d *decoder) decodePlugin(c *Config, b *hcl.Block) {
-	if len(b.Labels) != 1 {
-		return // Content has reported it
-	}
-	p := Plugin{
-		Name:      b.Labels[0],
-		DeclRange: posString(b.DefRange),
-		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
-	}
-	pluginTable.defaults(&p)
+// addPlugin cuts a decoded plugin block's config block out of the source
+// for the plugin, and adds the plugin to c.
+func (d *decoder) addPlugin(c *Config, b *hcl.Block, p Plugin) {
 	field := "plugin." + p.Name
-	decodeTable(d, pluginTable, b.Body, &p, place{loc: p.loc, fieldPrefix: field + "."})
-
 	// The config block's text is cut from the source between its braces,
 	// which only the native-syntax block records.
 	var blocks []*hclsyntax.Block

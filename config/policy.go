@@ -36,40 +36,14 @@ type PolicyMatch struct {
 	Intents      []string // any of Intents; empty: any
 }
 
-// decodePolicy decodes a policy block by policyTable.
-func (d *decoder) decodePolicy(c *Config, b *hcl.Block) {
-	if len(b.Labels) != 1 {
-		return // Content has reported it
-	}
-	p := Policy{
-		Name:      b.Labels[0],
-		DeclRange: posString(b.DefRange),
-		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
-	}
-	decodeTable(d, policyTable, b.Body, &p, place{loc: p.loc, fieldPrefix: "policy." + p.Name + "."})
-	c.Policies = append(c.Policies, p)
-}
-
 // validatePolicy checks policy i against the plugins (every transport it
 // names must be a configured plugin) and the policies before it.
-func (c *Config) validatePolicy(i int, first map[string]int) []error {
+func (c *Config) validatePolicy(i int, first map[string]string) []error {
 	p := &c.Policies[i]
 	var errs []error
-	fail := func(attr, format string, args ...any) {
-		field := "policy." + p.Name
-		if attr != "" && attr != "name" {
-			field += "." + attr
-		}
-		errs = append(errs, p.errorAt(attr, field, format, args...))
-	}
-	if !pluginName.MatchString(p.Name) {
-		fail("name", "policy name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", p.Name)
-	}
-	if j, dup := first[p.Name]; dup {
-		fail("", "policy %q is declared twice; the first is at %s: rename or remove one", p.Name, c.Policies[j].DeclRange)
-	} else {
-		first[p.Name] = i
-	}
+	l := p.labelled()
+	fail := l.failer(&errs)
+	l.checkIdentity(fail, first, "", "rename or remove one")
 	var plugins []string
 	for _, pl := range c.Plugins {
 		plugins = append(plugins, pl.Name)
@@ -91,25 +65,15 @@ func (c *Config) validatePolicy(i int, first map[string]int) []error {
 		}
 	}
 	// The words and ranges of every setting, match block included.
-	checkTable(policyTable, p, "", func(attr string) bool { _, ok := p.loc[attr]; return ok }, fail)
+	checkTable(policyTable, p, "", l.has, fail)
 	if m := p.Match; m.MaxSize > 0 && m.MinSize > m.MaxSize {
 		fail("match.min_size", "%d bytes is above max_size %d bytes: the policy can never match", m.MinSize, m.MaxSize)
 	}
 	return errs
 }
 
-// errorAt locates an error in attribute attr of the policy block, or at
-// the block itself.
-func (p *Policy) errorAt(attr, field, format string, args ...any) *Error {
-	if r, ok := p.loc[attr]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	if r, ok := p.loc[""]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	e := &Error{File: p.DeclRange, Field: field}
-	e.Msg = errorAt(hcl.Range{}, "", format, args...).Msg
-	return e
+func (p *Policy) labelled() labelled {
+	return labelled{kind: "policy", name: p.Name, decl: p.DeclRange, loc: p.loc}
 }
 
 func contains(l []string, s string) bool {

@@ -33,44 +33,14 @@ type RailBlock struct {
 	loc map[string]hcl.Range
 }
 
-// decodeRail decodes a rail block by railTable.
-func (d *decoder) decodeRail(c *Config, b *hcl.Block) {
-	if len(b.Labels) != 1 {
-		return // Content has reported it
-	}
-	r := RailBlock{
-		Name:      b.Labels[0],
-		DeclRange: posString(b.DefRange),
-		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
-	}
-	decodeTable(d, railTable, b.Body, &r, place{loc: r.loc, fieldPrefix: "rail." + r.Name + "."})
-	c.Rails = append(c.Rails, r)
-}
-
 // validateRail checks rail block i against the plugins and the rail
 // blocks before it.
-func (c *Config) validateRail(i int, first map[string]int) []error {
+func (c *Config) validateRail(i int, first map[string]string) []error {
 	r := &c.Rails[i]
 	var errs []error
-	fail := func(attr, format string, args ...any) {
-		field := "rail." + r.Name
-		if attr != "" && attr != "name" {
-			field += "." + attr
-		}
-		at := r.loc[attr]
-		if at.Start.Line == 0 {
-			at = r.loc[""]
-		}
-		errs = append(errs, errorAt(at, field, format, args...))
-	}
-	if !pluginName.MatchString(r.Name) {
-		fail("name", "rail name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", r.Name)
-	}
-	if j, dup := first[r.Name]; dup {
-		fail("", "rail %q is declared twice; the first is at %s: rename or remove one", r.Name, c.Rails[j].DeclRange)
-	} else {
-		first[r.Name] = i
-	}
+	l := labelled{kind: "rail", name: r.Name, decl: r.DeclRange, loc: r.loc}
+	fail := l.failer(&errs)
+	l.checkIdentity(fail, first, "", "rename or remove one")
 	var plugins []string
 	for _, pl := range c.Plugins {
 		plugins = append(plugins, pl.Name)
@@ -86,14 +56,14 @@ func (c *Config) validateRail(i int, first map[string]int) []error {
 			fail("device", "%q of transport %q is already named by rail %q at %s", r.Device, r.Transport, o.Name, o.DeclRange)
 		}
 	}
-	checkTable(railTable, r, "", func(attr string) bool { _, ok := r.loc[attr]; return ok }, fail)
+	checkTable(railTable, r, "", l.has, fail)
 	return errs
 }
 
 // RailsError returns an error located at the policy's rails attribute,
 // for checks that need the plugins' probed rails (the engine makes them).
 func (p *Policy) RailsError(format string, args ...any) error {
-	return p.errorAt("rails", "policy."+p.Name+".rails", format, args...)
+	return p.labelled().errorAt("rails", "policy."+p.Name+".rails", format, args...)
 }
 
 // numberValue returns v as a float64 when it is a number.

@@ -264,6 +264,9 @@ func intentWords() []choice {
 // Config, how to check it, and its table for the reference.
 type block struct {
 	header hcl.BlockHeaderSchema
+	// preset writes the block's defaults into c before the file is
+	// decoded; nil for repeated blocks.
+	preset func(c *Config)
 	decode func(d *decoder, c *Config, b *hcl.Block)
 	doc    reference
 }
@@ -273,11 +276,13 @@ type block struct {
 var blocks = []block{
 	single(metastoreTable, func(c *Config) *Metastore { return &c.Metastore }),
 	single(controlTable, func(c *Config) *Control { return &c.Control }),
-	many(pluginTable, (*decoder).decodePlugin),
+	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} }, (*decoder).addPlugin),
 	single(transferTable, func(c *Config) *Transfer { return &c.Transfer }),
 	single(superviseTable, func(c *Config) *Supervise { return &c.Supervise }),
-	many(policyTable, (*decoder).decodePolicy),
-	many(railTable, (*decoder).decodeRail),
+	many(policyTable, func(l labelled) Policy { return Policy{Name: l.name, DeclRange: l.decl, loc: l.loc} },
+		func(_ *decoder, c *Config, _ *hcl.Block, p Policy) { c.Policies = append(c.Policies, p) }),
+	many(railTable, func(l labelled) RailBlock { return RailBlock{Name: l.name, DeclRange: l.decl, loc: l.loc} },
+		func(_ *decoder, c *Config, _ *hcl.Block, r RailBlock) { c.Rails = append(c.Rails, r) }),
 }
 
 // single is a block that appears at most once and lands in one field of
@@ -286,16 +291,12 @@ func single[T any](t *table[T], of func(*Config) *T) block {
 	return block{
 		header: hcl.BlockHeaderSchema{Type: t.name},
 		doc:    t,
+		preset: func(c *Config) { t.defaults(of(c)) },
 		decode: func(d *decoder, c *Config, b *hcl.Block) {
 			c.loc[t.name] = b.DefRange
 			decodeTable(d, t, b.Body, of(c), place{loc: c.loc, locPrefix: t.name + ".", fieldPrefix: t.name + "."})
 		},
 	}
-}
-
-// many is a labelled block that may repeat; decode appends it to Config.
-func many[T any](t *table[T], decode func(d *decoder, c *Config, b *hcl.Block)) block {
-	return block{header: hcl.BlockHeaderSchema{Type: t.name, LabelNames: []string{t.label}}, doc: t, decode: decode}
 }
 
 // rootSchema is the top level's attributes and every block.

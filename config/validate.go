@@ -51,15 +51,15 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	first := map[string]int{}
+	first := map[string]string{}
 	for i := range c.Plugins {
 		errs = append(errs, c.validatePlugin(i, first)...)
 	}
-	firstPolicy := map[string]int{}
+	firstPolicy := map[string]string{}
 	for i := range c.Policies {
 		errs = append(errs, c.validatePolicy(i, firstPolicy)...)
 	}
-	firstRail := map[string]int{}
+	firstRail := map[string]string{}
 	for i := range c.Rails {
 		errs = append(errs, c.validateRail(i, firstRail)...)
 	}
@@ -190,25 +190,13 @@ func checkEndpoint(s string) (https bool, err error) {
 	return u.Scheme == "https", nil
 }
 
-func (c *Config) validatePlugin(i int, first map[string]int) []error {
+func (c *Config) validatePlugin(i int, first map[string]string) []error {
 	p := &c.Plugins[i]
 	var errs []error
-	fail := func(attr, format string, args ...any) {
-		field := "plugin." + p.Name
-		if attr != "" && attr != "name" {
-			field += "." + attr
-		}
-		errs = append(errs, p.errorAt(attr, field, format, args...))
-	}
-	if !pluginName.MatchString(p.Name) {
-		fail("name", "plugin name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit (the binary is ferry-plugin-<name>)", p.Name)
-	}
-	if j, dup := first[p.Name]; dup {
-		fail("", "plugin %q is declared twice; the first is at %s: remove one or merge them", p.Name, c.Plugins[j].DeclRange)
-	} else {
-		first[p.Name] = i
-	}
-	checkTable(pluginTable, p, "", p.has, fail)
+	l := labelled{kind: "plugin", name: p.Name, decl: p.DeclRange, loc: p.loc}
+	fail := l.failer(&errs)
+	l.checkIdentity(fail, first, " (the binary is ferry-plugin-<name>)", "remove one or merge them")
+	checkTable(pluginTable, p, "", l.has, fail)
 	if p.SHA256 != "" && !isHex64(p.SHA256) {
 		fail("sha256", "want 64 hex digits, the output of `sha256sum ferry-plugin-%s`; got %d characters", p.Name, len(p.SHA256))
 	}
@@ -236,24 +224,6 @@ func (c *Config) where(field string) hcl.Range {
 		return r
 	}
 	return hcl.Range{Filename: c.File}
-}
-
-func (p *Plugin) has(attr string) bool {
-	_, ok := p.loc[attr]
-	return ok
-}
-
-// errorAt locates an error in attribute attr of the plugin block, or at the
-// block itself. A plugin built in code has no locations; its DeclRange, if
-// set, stands in for the file.
-func (p *Plugin) errorAt(attr, field, format string, args ...any) *Error {
-	if r, ok := p.loc[attr]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	if r, ok := p.loc[""]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	return &Error{File: p.DeclRange, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 func cleanName(s string) bool {
