@@ -26,13 +26,13 @@ type Policy struct {
 
 // PolicyMatch is a policy's match block. Zero values match everything.
 type PolicyMatch struct {
-	Segment      string   // "memory", "file" or "" for both
+	Segment      string   // "memory" or "" for both ("file" is refused until file segments exist)
 	SameMachine  *bool    // nil: either
-	LocalMemory  string   // one of MemoryKinds, MemoryAny or ""
+	LocalMemory  string   // sdk.MemoryCPU's text, MemoryAny or "" (cuda and rocm are refused for now)
 	RemoteMemory string   // likewise
 	MinSize      int64    // inclusive
 	MaxSize      int64    // inclusive; 0: no bound
-	Priorities   []string // any of Priorities; empty: any
+	Priorities   []string // any of sdk.Priorities' names; empty: any
 	Intents      []string // any of Intents; empty: any
 }
 
