@@ -286,15 +286,11 @@ func Default(name string) *Config {
 	}
 }
 
+// defaultTransfer is the transfer block's defaults, from its table.
 func defaultTransfer() Transfer {
-	return Transfer{
-		SliceSize: DefaultSliceSize,
-		RingDepth: DefaultRingDepth,
-		Spin:      DefaultSpin,
-		SpinSmall: DefaultSpinSmall,
-		Lanes:     DefaultLanes,
-		Attempts:  DefaultAttempts,
-	}
+	var t Transfer
+	transferTable.defaults(&t)
+	return t
 }
 
 // Error is one problem in a configuration. Load, Parse and Validate return

@@ -7,20 +7,34 @@
 // Default). The package owns the schema and its defaults; it starts nothing,
 // opens no sockets and does not look for plugin binaries (host/loader does).
 //
+// Every setting is declared once, in a table per block (schema.go): its
+// name, type, default, range or allowed words, documentation and the Go
+// field it lands in. Decoding, defaults, the range and word checks and
+// their errors, and the reference (Reference, kept in docs/config.md by a
+// test) all come from those tables; table.go is the machinery. A new block
+// costs a struct, a table and a line in blocks. A word that is known but
+// cannot take effect yet (file segments, cuda and rocm memory) is refused
+// with the reason, never accepted and ignored.
+//
+// The words the tables check come from one vocabulary: memory kinds,
+// permissions and priorities are sdk's (sdk/vocab.go), intents are this
+// package's Intent.
+//
 // A plugin's `config { ... }` block is not decoded here: the host passes its
 // source text, with the position where it starts, to the plugin, which
 // decodes it with sdk.DecodeConfig. So a vendor adds settings without a host
 // release, and the plugin's own error messages still point into the
 // operator's file.
 //
-// A complete file, with every setting and its default:
+// A file with most settings and their defaults (docs/config.md, generated
+// from the tables, lists every one):
 //
 //	name       = "engine-a"        # required: the engine's segment name
 //	machine_id = "host-1"          # default: DefaultMachineID()
 //	plugin_dir = "/opt/ferry/bin"  # default: "" (the loader looks next to the ferry binary)
 //
 //	metastore {
-//	  kind   = "embedded"          # "embedded" (default), "http" or "none"
+//	  kind   = "embedded"          # "embedded" (default), "http", "redis", "etcd" or "none"
 //	  listen = "127.0.0.1:7070"    # embedded only; default "127.0.0.1:0"
 //	  url    = "http://127.0.0.1:7070/metadata"  # http only; required there
 //	}
@@ -57,13 +71,14 @@
 //
 //	policy "kv-local" {            # zero or more; evaluated in file order, first match wins
 //	  match {                      # optional; every condition must hold; none: every request
-//	    segment       = "memory"   # "memory" or "file"; default both
+//	    segment       = "memory"   # default both; "file" is refused until file segments exist
 //	    same_machine  = true       # default either
-//	    local_memory  = "cpu"      # "cpu", "cuda", "rocm" or "*" (default)
+//	    local_memory  = "cpu"      # "cpu" or "*" (default); "cuda" and "rocm" are refused until a
+//	                               # device plugin exists (local memory is always cpu today)
 //	    remote_memory = "*"
 //	    min_size      = "0"        # inclusive, see ParseSize
 //	    max_size      = "1MiB"     # inclusive; default no bound
-//	    priorities    = ["high"]   # any of "high", "normal", "low"; default any
+//	    priorities    = ["high"]   # any of "normal", "high", "low"; default any
 //	    intents       = ["foreground_get"]  # any of foreground_get, background_prefetch,
 //	                               # migration, checkpoint, weight_loading; default any
 //	  }

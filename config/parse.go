@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -57,52 +56,6 @@ func baseDir(filename string) string {
 	return dir
 }
 
-var rootSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "name"}, // required; Validate says so with a better message
-		{Name: "machine_id"},
-		{Name: "plugin_dir"},
-	},
-	Blocks: []hcl.BlockHeaderSchema{
-		{Type: "metastore"},
-		{Type: "control"},
-		{Type: "plugin", LabelNames: []string{"name"}},
-		{Type: "transfer"},
-		{Type: "supervise"},
-		{Type: "policy", LabelNames: []string{"name"}},
-		{Type: "rail", LabelNames: []string{"name"}},
-	},
-}
-
-var metastoreSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "kind"}, {Name: "listen"}, {Name: "url"},
-		{Name: "address"}, {Name: "endpoints"}, {Name: "username"}, {Name: "password"},
-		{Name: "database"}, {Name: "tls"}, {Name: "ca_file"}, {Name: "ttl"}, {Name: "prefix"},
-	},
-}
-
-var controlSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "listen"}},
-}
-
-var pluginSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "path"}, {Name: "sha256"}, {Name: "enabled"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "config"}},
-}
-
-var transferSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "slice_size"}, {Name: "ring_depth"}, {Name: "spin"}, {Name: "spin_small"}, {Name: "lanes"}, {Name: "attempts"},
-	},
-}
-
-var superviseSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "stall_after"}, {Name: "probe_timeout"}, {Name: "interval"},
-	},
-}
-
 // decoder walks one parsed file. It collects every error rather than
 // stopping at the first, so an operator fixes a file in one pass.
 type decoder struct {
@@ -126,132 +79,38 @@ func (d *decoder) fail(r hcl.Range, field, format string, args ...any) {
 
 func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 	c := &Config{
-		Metastore: Metastore{Kind: MetastoreEmbedded},
-		Control:   Control{Listen: DefaultControlListen},
-		Transfer:  defaultTransfer(),
-		File:      d.file,
-		loc:       map[string]hcl.Range{"": {Filename: d.file, Start: hcl.InitialPos, End: hcl.InitialPos}},
+		File: d.file,
+		loc:  map[string]hcl.Range{"": {Filename: d.file, Start: hcl.InitialPos, End: hcl.InitialPos}},
 	}
-	content, diags := body.Content(rootSchema)
-	d.diags(diags)
-
-	attrs := content.Attributes
-	if a := attrs["name"]; a != nil {
-		c.loc["name"] = a.Expr.Range()
-		c.Name, _ = d.str(a, "name")
-	}
-	if a := attrs["machine_id"]; a != nil {
-		c.loc["machine_id"] = a.Expr.Range()
-		c.MachineID, _ = d.str(a, "machine_id")
-	}
-	if c.MachineID == "" {
-		c.MachineID = DefaultMachineID()
-	}
-	if a := attrs["plugin_dir"]; a != nil {
-		c.loc["plugin_dir"] = a.Expr.Range()
-		if dir, ok := d.str(a, "plugin_dir"); ok && dir != "" {
-			c.PluginDir = d.path(dir)
+	for _, b := range blocks {
+		if b.preset != nil {
+			b.preset(c) // a block left out still has its defaults
 		}
 	}
+	content, diags := body.Content(rootSchema())
+	d.diags(diags)
+	decodeContent(d, topTable, content, c, place{loc: c.loc})
 
 	seen := map[string]hcl.Range{}
-	once := func(b *hcl.Block) bool {
-		if first, dup := seen[b.Type]; dup {
-			d.fail(b.DefRange, b.Type, "a second %s block; the first is at %s: merge them into one", b.Type, posString(first))
-			return false
-		}
-		seen[b.Type] = b.DefRange
-		return true
-	}
 	for _, b := range content.Blocks {
-		switch b.Type {
-		case "metastore":
-			if once(b) {
-				d.decodeMetastore(c, b)
+		for _, bl := range blocks {
+			if bl.header.Type != b.Type {
+				continue
 			}
-		case "transfer":
-			if once(b) {
-				d.decodeTransfer(c, b)
+			if len(bl.header.LabelNames) == 0 {
+				if first, dup := seen[b.Type]; dup {
+					d.fail(b.DefRange, b.Type, "a second %s block; the first is at %s: merge them into one", b.Type, posString(first))
+					break
+				}
+				seen[b.Type] = b.DefRange
 			}
-		case "control":
-			if once(b) {
-				d.decodeControl(c, b)
-			}
-		case "supervise":
-			if once(b) {
-				d.decodeSupervise(c, b)
-			}
-		case "plugin":
-			if p, ok := d.decodePlugin(b); ok {
-				c.Plugins = append(c.Plugins, p)
-			}
-		case "policy":
-			if p, ok := d.decodePolicy(b); ok {
-				c.Policies = append(c.Policies, p)
-			}
-		case "rail":
-			if r, ok := d.decodeRail(b); ok {
-				c.Rails = append(c.Rails, r)
-			}
+			bl.decode(d, c, b)
 		}
 	}
 	if c.Metastore.Kind == MetastoreEmbedded && c.Metastore.Listen == "" && !c.has("metastore.listen") {
 		c.Metastore.Listen = DefaultMetastoreListen
 	}
 	return c
-}
-
-func (d *decoder) decodeMetastore(c *Config, b *hcl.Block) {
-	c.loc["metastore"] = b.DefRange
-	content, diags := b.Body.Content(metastoreSchema)
-	d.diags(diags)
-	m := &c.Metastore
-	for name, field := range map[string]*string{
-		"kind":     &m.Kind,
-		"listen":   &m.Listen,
-		"url":      &m.URL,
-		"address":  &m.Address,
-		"username": &m.Username,
-		"password": &m.Password,
-		"prefix":   &m.Prefix,
-	} {
-		if a := content.Attributes[name]; a != nil {
-			c.loc["metastore."+name] = a.Expr.Range()
-			if s, ok := d.str(a, "metastore."+name); ok {
-				*field = s
-			}
-		}
-	}
-	if a := content.Attributes["ca_file"]; a != nil {
-		c.loc["metastore.ca_file"] = a.Expr.Range()
-		if s, ok := d.str(a, "metastore.ca_file"); ok && s != "" {
-			m.CAFile = d.path(s)
-		}
-	}
-	if a := content.Attributes["database"]; a != nil {
-		c.loc["metastore.database"] = a.Expr.Range()
-		if n, ok := d.integer(a, "metastore.database", "0"); ok {
-			m.Database = n
-		}
-	}
-	if a := content.Attributes["tls"]; a != nil {
-		c.loc["metastore.tls"] = a.Expr.Range()
-		if v, ok := d.boolean(a, "metastore.tls"); ok {
-			m.TLS = v
-		}
-	}
-	if a := content.Attributes["ttl"]; a != nil {
-		c.loc["metastore.ttl"] = a.Expr.Range()
-		if v, ok := d.duration(a, "metastore.ttl"); ok {
-			m.TTL = v
-		}
-	}
-	if a := content.Attributes["endpoints"]; a != nil {
-		c.loc["metastore.endpoints"] = a.Expr.Range()
-		if l, ok := d.strings(a, "metastore.endpoints", `["http://10.0.0.1:2379"]`); ok {
-			m.Endpoints = l
-		}
-	}
 }
 
 // strings decodes a list of strings; example goes into the message.
@@ -276,123 +135,18 @@ func (d *decoder) strings(a *hcl.Attribute, field, example string) ([]string, bo
 	return out, true
 }
 
-func (d *decoder) decodeControl(c *Config, b *hcl.Block) {
-	c.loc["control"] = b.DefRange
-	content, diags := b.Body.Content(controlSchema)
-	d.diags(diags)
-	if a := content.Attributes["listen"]; a != nil {
-		c.loc["control.listen"] = a.Expr.Range()
-		if s, ok := d.str(a, "control.listen"); ok {
-			c.Control.Listen = s
-		}
-	}
-}
-
-func (d *decoder) decodeTransfer(c *Config, b *hcl.Block) {
-	c.loc["transfer"] = b.DefRange
-	content, diags := b.Body.Content(transferSchema)
-	d.diags(diags)
-	t := &c.Transfer
-	if a := content.Attributes["slice_size"]; a != nil {
-		c.loc["transfer.slice_size"] = a.Expr.Range()
-		if n, ok := d.size(a, "transfer.slice_size"); ok {
-			t.SliceSize = n
-		}
-	}
-	if a := content.Attributes["ring_depth"]; a != nil {
-		c.loc["transfer.ring_depth"] = a.Expr.Range()
-		if n, ok := d.integer(a, "transfer.ring_depth", "4096"); ok {
-			t.RingDepth = n
-		}
-	}
-	if a := content.Attributes["spin"]; a != nil {
-		c.loc["transfer.spin"] = a.Expr.Range()
-		if v, ok := d.duration(a, "transfer.spin"); ok {
-			t.Spin = v
-		}
-	}
-	if a := content.Attributes["spin_small"]; a != nil {
-		c.loc["transfer.spin_small"] = a.Expr.Range()
-		if v, ok := d.duration(a, "transfer.spin_small"); ok {
-			t.SpinSmall = v
-		}
-	}
-	if a := content.Attributes["lanes"]; a != nil {
-		c.loc["transfer.lanes"] = a.Expr.Range()
-		if n, ok := d.integer(a, "transfer.lanes", "1"); ok {
-			t.Lanes = n
-		}
-	}
-	if a := content.Attributes["attempts"]; a != nil {
-		c.loc["transfer.attempts"] = a.Expr.Range()
-		if n, ok := d.integer(a, "transfer.attempts", "3"); ok {
-			t.Attempts = n
-		}
-	}
-}
-
-func (d *decoder) decodeSupervise(c *Config, b *hcl.Block) {
-	c.loc["supervise"] = b.DefRange
-	content, diags := b.Body.Content(superviseSchema)
-	d.diags(diags)
-	sv := &c.Supervise
-	if a := content.Attributes["stall_after"]; a != nil {
-		c.loc["supervise.stall_after"] = a.Expr.Range()
-		if v, ok := d.duration(a, "supervise.stall_after"); ok {
-			sv.StallAfter = v
-			sv.Off = v == 0
-		}
-	}
-	for name, field := range map[string]*time.Duration{"probe_timeout": &sv.ProbeTimeout, "interval": &sv.Interval} {
-		if a := content.Attributes[name]; a != nil {
-			c.loc["supervise."+name] = a.Expr.Range()
-			if v, ok := d.duration(a, "supervise."+name); ok {
-				*field = v
-			}
-		}
-	}
-}
-
-func (d *decoder) decodePlugin(b *hcl.Block) (Plugin, bool) {
-	if len(b.Labels) != 1 {
-		return Plugin{}, false // Content has reported it
-	}
-	p := Plugin{
-		Name:      b.Labels[0],
-		Enabled:   true,
-		DeclRange: posString(b.DefRange),
-		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
-	}
+// addPlugin cuts a decoded plugin block's config block out of the source
+// for the plugin, and adds the plugin to c.
+func (d *decoder) addPlugin(c *Config, b *hcl.Block, p Plugin) {
 	field := "plugin." + p.Name
-	content, diags := b.Body.Content(pluginSchema)
-	d.diags(diags)
-	if a := content.Attributes["path"]; a != nil {
-		p.loc["path"] = a.Expr.Range()
-		if s, ok := d.str(a, field+".path"); ok && s != "" {
-			p.Path = d.path(s)
-		}
-	}
-	if a := content.Attributes["sha256"]; a != nil {
-		p.loc["sha256"] = a.Expr.Range()
-		if s, ok := d.str(a, field+".sha256"); ok {
-			p.SHA256 = strings.ToLower(s)
-		}
-	}
-	if a := content.Attributes["enabled"]; a != nil {
-		p.loc["enabled"] = a.Expr.Range()
-		if v, ok := d.boolean(a, field+".enabled"); ok {
-			p.Enabled = v
-		}
-	}
-
 	// The config block's text is cut from the source between its braces,
 	// which only the native-syntax block records.
-	sb, _ := b.Body.(*hclsyntax.Body)
-	if sb == nil {
-		return p, true
+	var blocks []*hclsyntax.Block
+	if sb, ok := b.Body.(*hclsyntax.Body); ok {
+		blocks = sb.Blocks
 	}
 	var first *hclsyntax.Block
-	for _, cb := range sb.Blocks {
+	for _, cb := range blocks {
 		if cb.Type != "config" || len(cb.Labels) != 0 {
 			continue // unknown blocks and labels: Content has reported them
 		}
@@ -410,7 +164,7 @@ func (d *decoder) decodePlugin(b *hcl.Block) (Plugin, bool) {
 		p.BodyFile = d.file
 		p.BodyLine, p.BodyColumn, p.BodyByte = start.Line, start.Column, start.Byte
 	}
-	return p, true
+	c.Plugins = append(c.Plugins, p)
 }
 
 // path resolves a path written in the file against the file's directory.

@@ -2,18 +2,6 @@ package config
 
 import "github.com/hashicorp/hcl/v2"
 
-// Memory kinds a policy may match; MemoryAny matches every kind.
-const MemoryAny = "*"
-
-// MemoryKinds are the memory kinds a policy may name, besides MemoryAny.
-var MemoryKinds = []string{"cpu", "cuda", "rocm"}
-
-// Intents are what a request may declare it is for.
-var Intents = []string{"foreground_get", "background_prefetch", "migration", "checkpoint", "weight_loading"}
-
-// Priorities as policies name them.
-var Priorities = []string{"high", "normal", "low"}
-
 // Policy is one policy block: which requests it matches and which
 // transports carry them, in order. The engine evaluates policies in file
 // order; the first that matches wins, unless a request names a policy.
@@ -38,130 +26,24 @@ type Policy struct {
 
 // PolicyMatch is a policy's match block. Zero values match everything.
 type PolicyMatch struct {
-	Segment      string   // "memory", "file" or "" for both
+	Segment      string   // "memory" or "" for both ("file" is refused until file segments exist)
 	SameMachine  *bool    // nil: either
-	LocalMemory  string   // one of MemoryKinds, MemoryAny or ""
+	LocalMemory  string   // sdk.MemoryCPU's text, MemoryAny or "" (cuda and rocm are refused for now)
 	RemoteMemory string   // likewise
 	MinSize      int64    // inclusive
 	MaxSize      int64    // inclusive; 0: no bound
-	Priorities   []string // any of Priorities; empty: any
+	Priorities   []string // any of sdk.Priorities' names; empty: any
 	Intents      []string // any of Intents; empty: any
-}
-
-var policySchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{{Name: "transports", Required: true}, {Name: "rails"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "match"}},
-}
-
-var matchSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "segment"}, {Name: "same_machine"}, {Name: "local_memory"}, {Name: "remote_memory"},
-		{Name: "min_size"}, {Name: "max_size"}, {Name: "priorities"}, {Name: "intents"},
-	},
-}
-
-func (d *decoder) decodePolicy(b *hcl.Block) (Policy, bool) {
-	if len(b.Labels) != 1 {
-		return Policy{}, false // Content has reported it
-	}
-	p := Policy{
-		Name:      b.Labels[0],
-		DeclRange: posString(b.DefRange),
-		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
-	}
-	field := "policy." + p.Name
-	content, diags := b.Body.Content(policySchema)
-	d.diags(diags)
-	if a := content.Attributes["transports"]; a != nil {
-		p.loc["transports"] = a.Expr.Range()
-		if l, ok := d.strings(a, field+".transports", `["shm", "tcp"]`); ok {
-			p.Transports = l
-		}
-	}
-	if a := content.Attributes["rails"]; a != nil {
-		p.loc["rails"] = a.Expr.Range()
-		if l, ok := d.strings(a, field+".rails", `["eth0"]`); ok {
-			p.Rails = l
-		}
-	}
-	var seen *hcl.Block
-	for _, mb := range content.Blocks {
-		if seen != nil {
-			d.fail(mb.DefRange, field+".match", "a second match block; the first is at %s: merge them into one", posString(seen.DefRange))
-			continue
-		}
-		seen = mb
-		p.loc["match"] = mb.DefRange
-		d.decodeMatch(&p, mb, field+".match")
-	}
-	return p, true
-}
-
-func (d *decoder) decodeMatch(p *Policy, b *hcl.Block, field string) {
-	content, diags := b.Body.Content(matchSchema)
-	d.diags(diags)
-	m := &p.Match
-	at := func(name string) *hcl.Attribute {
-		a := content.Attributes[name]
-		if a != nil {
-			p.loc["match."+name] = a.Expr.Range()
-		}
-		return a
-	}
-	for name, f := range map[string]*string{"segment": &m.Segment, "local_memory": &m.LocalMemory, "remote_memory": &m.RemoteMemory} {
-		if a := at(name); a != nil {
-			if s, ok := d.str(a, field+"."+name); ok {
-				*f = s
-			}
-		}
-	}
-	if a := at("same_machine"); a != nil {
-		if v, ok := d.boolean(a, field+".same_machine"); ok {
-			m.SameMachine = &v
-		}
-	}
-	if a := at("min_size"); a != nil {
-		if n, ok := d.size(a, field+".min_size"); ok {
-			m.MinSize = n
-		}
-	}
-	if a := at("max_size"); a != nil {
-		if n, ok := d.size(a, field+".max_size"); ok {
-			m.MaxSize = n
-		}
-	}
-	if a := at("priorities"); a != nil {
-		if l, ok := d.strings(a, field+".priorities", `["high"]`); ok {
-			m.Priorities = l
-		}
-	}
-	if a := at("intents"); a != nil {
-		if l, ok := d.strings(a, field+".intents", `["foreground_get"]`); ok {
-			m.Intents = l
-		}
-	}
 }
 
 // validatePolicy checks policy i against the plugins (every transport it
 // names must be a configured plugin) and the policies before it.
-func (c *Config) validatePolicy(i int, first map[string]int) []error {
+func (c *Config) validatePolicy(i int, first map[string]string) []error {
 	p := &c.Policies[i]
 	var errs []error
-	fail := func(attr, format string, args ...any) {
-		field := "policy." + p.Name
-		if attr != "" && attr != "name" {
-			field += "." + attr
-		}
-		errs = append(errs, p.errorAt(attr, field, format, args...))
-	}
-	if !pluginName.MatchString(p.Name) {
-		fail("name", "policy name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", p.Name)
-	}
-	if j, dup := first[p.Name]; dup {
-		fail("", "policy %q is declared twice; the first is at %s: rename or remove one", p.Name, c.Policies[j].DeclRange)
-	} else {
-		first[p.Name] = i
-	}
+	l := p.labelled()
+	fail := l.failer(&errs)
+	l.checkIdentity(fail, first, "", "rename or remove one")
 	var plugins []string
 	for _, pl := range c.Plugins {
 		plugins = append(plugins, pl.Name)
@@ -182,49 +64,16 @@ func (c *Config) validatePolicy(i int, first map[string]int) []error {
 			fail("rails", "holds an empty rail name")
 		}
 	}
-	m := p.Match
-	if m.Segment != "" && m.Segment != "memory" && m.Segment != "file" {
-		fail("match.segment", `%q: want "memory" or "file"`, m.Segment)
-	}
-	for attr, k := range map[string]string{"match.local_memory": m.LocalMemory, "match.remote_memory": m.RemoteMemory} {
-		if k != "" && k != MemoryAny && !contains(MemoryKinds, k) {
-			fail(attr, "%q: want one of %s, or %q for any", k, quoteList(MemoryKinds), MemoryAny)
-		}
-	}
-	if m.MinSize < 0 {
-		fail("match.min_size", "%d is negative", m.MinSize)
-	}
-	if m.MaxSize < 0 {
-		fail("match.max_size", "%d is negative", m.MaxSize)
-	}
-	if m.MaxSize > 0 && m.MinSize > m.MaxSize {
+	// The words and ranges of every setting, match block included.
+	checkTable(policyTable, p, "", l.has, fail)
+	if m := p.Match; m.MaxSize > 0 && m.MinSize > m.MaxSize {
 		fail("match.min_size", "%d bytes is above max_size %d bytes: the policy can never match", m.MinSize, m.MaxSize)
-	}
-	for _, pr := range m.Priorities {
-		if !contains(Priorities, pr) {
-			fail("match.priorities", "%q: want any of %s", pr, quoteList(Priorities))
-		}
-	}
-	for _, in := range m.Intents {
-		if !contains(Intents, in) {
-			fail("match.intents", "%q: want any of %s", in, quoteList(Intents))
-		}
 	}
 	return errs
 }
 
-// errorAt locates an error in attribute attr of the policy block, or at
-// the block itself.
-func (p *Policy) errorAt(attr, field, format string, args ...any) *Error {
-	if r, ok := p.loc[attr]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	if r, ok := p.loc[""]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	e := &Error{File: p.DeclRange, Field: field}
-	e.Msg = errorAt(hcl.Range{}, "", format, args...).Msg
-	return e
+func (p *Policy) labelled() labelled {
+	return labelled{kind: "policy", name: p.Name, decl: p.DeclRange, loc: p.loc}
 }
 
 func contains(l []string, s string) bool {

@@ -33,76 +33,14 @@ type RailBlock struct {
 	loc map[string]hcl.Range
 }
 
-var railSchema = &hcl.BodySchema{
-	Attributes: []hcl.AttributeSchema{
-		{Name: "transport", Required: true}, {Name: "device", Required: true},
-		{Name: "numa_node"}, {Name: "bandwidth_gbps"},
-	},
-}
-
-func (d *decoder) decodeRail(b *hcl.Block) (RailBlock, bool) {
-	if len(b.Labels) != 1 {
-		return RailBlock{}, false // Content has reported it
-	}
-	r := RailBlock{
-		Name:      b.Labels[0],
-		DeclRange: posString(b.DefRange),
-		loc:       map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]},
-	}
-	field := "rail." + r.Name
-	content, diags := b.Body.Content(railSchema)
-	d.diags(diags)
-	for name, f := range map[string]*string{"transport": &r.Transport, "device": &r.Device} {
-		if a := content.Attributes[name]; a != nil {
-			r.loc[name] = a.Expr.Range()
-			if s, ok := d.str(a, field+"."+name); ok {
-				*f = s
-			}
-		}
-	}
-	if a := content.Attributes["numa_node"]; a != nil {
-		r.loc["numa_node"] = a.Expr.Range()
-		if n, ok := d.integer(a, field+".numa_node", "0"); ok {
-			r.NUMANode = &n
-		}
-	}
-	if a := content.Attributes["bandwidth_gbps"]; a != nil {
-		r.loc["bandwidth_gbps"] = a.Expr.Range()
-		if v, ok := d.value(a); ok {
-			if f, err := numberValue(v); err == nil {
-				r.BandwidthGbps = f
-			} else {
-				d.fail(a.Expr.Range(), field+".bandwidth_gbps", "want a number of gigabits per second like 25, got %s", describe(v))
-			}
-		}
-	}
-	return r, true
-}
-
 // validateRail checks rail block i against the plugins and the rail
 // blocks before it.
-func (c *Config) validateRail(i int, first map[string]int) []error {
+func (c *Config) validateRail(i int, first map[string]string) []error {
 	r := &c.Rails[i]
 	var errs []error
-	fail := func(attr, format string, args ...any) {
-		field := "rail." + r.Name
-		if attr != "" && attr != "name" {
-			field += "." + attr
-		}
-		at := r.loc[attr]
-		if at.Start.Line == 0 {
-			at = r.loc[""]
-		}
-		errs = append(errs, errorAt(at, field, format, args...))
-	}
-	if !pluginName.MatchString(r.Name) {
-		fail("name", "rail name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit", r.Name)
-	}
-	if j, dup := first[r.Name]; dup {
-		fail("", "rail %q is declared twice; the first is at %s: rename or remove one", r.Name, c.Rails[j].DeclRange)
-	} else {
-		first[r.Name] = i
-	}
+	l := labelled{kind: "rail", name: r.Name, decl: r.DeclRange, loc: r.loc}
+	fail := l.failer(&errs)
+	l.checkIdentity(fail, first, "", "rename or remove one")
 	var plugins []string
 	for _, pl := range c.Plugins {
 		plugins = append(plugins, pl.Name)
@@ -118,19 +56,14 @@ func (c *Config) validateRail(i int, first map[string]int) []error {
 			fail("device", "%q of transport %q is already named by rail %q at %s", r.Device, r.Transport, o.Name, o.DeclRange)
 		}
 	}
-	if r.NUMANode != nil && *r.NUMANode < -1 {
-		fail("numa_node", "%d: want a node number, or -1 for unknown", *r.NUMANode)
-	}
-	if r.BandwidthGbps < 0 || r.BandwidthGbps > 1e6 {
-		fail("bandwidth_gbps", "%g is out of range 0..1000000", r.BandwidthGbps)
-	}
+	checkTable(railTable, r, "", l.has, fail)
 	return errs
 }
 
 // RailsError returns an error located at the policy's rails attribute,
 // for checks that need the plugins' probed rails (the engine makes them).
 func (p *Policy) RailsError(format string, args ...any) error {
-	return p.errorAt("rails", "policy."+p.Name+".rails", format, args...)
+	return p.labelled().errorAt("rails", "policy."+p.Name+".rails", format, args...)
 }
 
 // numberValue returns v as a float64 when it is a number.

@@ -7,9 +7,9 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -30,10 +30,8 @@ func (c *Config) Validate() error {
 		errs = append(errs, errorAt(c.where(field), field, format, args...))
 	}
 
-	switch {
-	case c.Name == "":
-		fail("name", `is required: set name = "engine-a", the segment name peers use to reach this engine`)
-	case !cleanName(c.Name):
+	checkTable(topTable, c, "", c.has, fail)
+	if c.Name != "" && !cleanName(c.Name) {
 		fail("name", "%q must be at most 255 bytes of printable UTF-8 without spaces", c.Name)
 	}
 	if c.MachineID != "" && !cleanName(c.MachineID) {
@@ -53,64 +51,39 @@ func (c *Config) Validate() error {
 		}
 	}
 
-	first := map[string]int{}
+	first := map[string]string{}
 	for i := range c.Plugins {
 		errs = append(errs, c.validatePlugin(i, first)...)
 	}
-	firstPolicy := map[string]int{}
+	firstPolicy := map[string]string{}
 	for i := range c.Policies {
 		errs = append(errs, c.validatePolicy(i, firstPolicy)...)
 	}
-	firstRail := map[string]int{}
+	firstRail := map[string]string{}
 	for i := range c.Rails {
 		errs = append(errs, c.validateRail(i, firstRail)...)
 	}
 
-	t := c.Transfer
-	if t.SliceSize < MinSliceSize || t.SliceSize > MaxSliceSize {
-		fail("transfer.slice_size", "%d bytes is outside %s..%s; a typical value is \"1MiB\"", t.SliceSize, "4KiB", "1GiB")
-	}
-	if t.RingDepth < MinRingDepth || t.RingDepth > MaxRingDepth {
-		fail("transfer.ring_depth", "%d is outside %d..%d; a typical value is %d", t.RingDepth, MinRingDepth, MaxRingDepth, DefaultRingDepth)
-	} else if t.RingDepth&(t.RingDepth-1) != 0 {
+	t := &c.Transfer
+	checkTable(transferTable, t, "transfer.", c.has, fail)
+	if t.RingDepth >= MinRingDepth && t.RingDepth <= MaxRingDepth && t.RingDepth&(t.RingDepth-1) != 0 {
 		lo := 1 << (bits.Len(uint(t.RingDepth)) - 1)
 		fail("transfer.ring_depth", "%d is not a power of two; use %d or %d", t.RingDepth, lo, 2*lo)
 	}
-	if t.Spin < 0 || t.Spin > MaxSpin {
-		fail("transfer.spin", "%v is outside 0s..%v; a typical value is \"20us\" (\"0s\" sleeps at once)", t.Spin, MaxSpin)
-	}
-	if t.SpinSmall < 0 || t.SpinSmall > MaxSpin {
-		fail("transfer.spin_small", "%v is outside 0s..%v; a typical value is \"1ms\", about ten network round trips (\"0s\": spin as for large batches)", t.SpinSmall, MaxSpin)
-	}
-	if t.Attempts < 1 || t.Attempts > MaxAttempts {
-		fail("transfer.attempts", "%d is outside 1..%d: the tries a failed task gets in all, first included (1: no failover)", t.Attempts, MaxAttempts)
-	}
-	if t.Lanes < 1 || t.Lanes > MaxLanes {
-		fail("transfer.lanes", "%d is outside 1..%d; start with 1 and add lanes when one core cannot keep up", t.Lanes, MaxLanes)
-	}
-
 	// A duration left out (zero, not written in the file) means its
 	// default; stall_after = "0s" in a file sets Off instead.
-	sv := c.Supervise
-	for _, d := range []struct {
-		field         string
-		v, lo, hi, df time.Duration
-		skip          bool
-		note          string
-	}{
-		{"supervise.stall_after", sv.StallAfter, MinStallAfter, MaxStallAfter, DefaultStallAfter, sv.Off, ` ("0s" turns stall detection off)`},
-		{"supervise.probe_timeout", sv.ProbeTimeout, MinProbeTimeout, MaxProbeTimeout, DefaultProbeTimeout, false, ""},
-		{"supervise.interval", sv.Interval, MinSuperviseInterval, MaxSuperviseInterval, DefaultSuperviseInterval, false, ""},
-	} {
-		if d.skip || (d.v == 0 && !c.has(d.field)) || (d.v >= d.lo && d.v <= d.hi) {
-			continue
-		}
-		fail(d.field, "%v is outside %v..%v; a typical value is %q%s", d.v, d.lo, d.hi, d.df.String(), d.note)
-	}
+	checkTable(superviseTable, &c.Supervise, "supervise.", c.has, fail)
 	return errors.Join(errs...)
 }
 
-const metastoreKinds = `"embedded" (serve descriptors from this engine), "http" (a remote metastore at url), "redis" (a Redis server at address), "etcd" (an etcd cluster at endpoints) or "none"`
+// kindList lists the metastore kinds for messages, each with what it does.
+var kindList = func() string {
+	var l []string
+	for _, k := range metastoreKinds {
+		l = append(l, fmt.Sprintf("%q (%s)", k.word, k.doc))
+	}
+	return strings.Join(l[:len(l)-1], ", ") + " or " + l[len(l)-1]
+}()
 
 func (c *Config) validateMetastore() []error {
 	var errs []error
@@ -118,18 +91,7 @@ func (c *Config) validateMetastore() []error {
 		errs = append(errs, errorAt(c.where(field), field, format, args...))
 	}
 	m := c.Metastore
-	// Settings that only some kinds use, and which kinds.
-	only := func(field string, set bool, kinds ...string) {
-		if !set {
-			return
-		}
-		for _, k := range kinds {
-			if m.Kind == k {
-				return
-			}
-		}
-		fail(field, `is only used with kind = "%s"; remove it`, strings.Join(kinds, `" or kind = "`))
-	}
+	checkTable(metastoreTable, &m, "metastore.", c.has, fail)
 	switch m.Kind {
 	case MetastoreEmbedded:
 		if m.Listen == "" {
@@ -159,9 +121,6 @@ func (c *Config) validateMetastore() []error {
 		} else if err := checkHostPort(m.Address); err != nil {
 			fail("metastore.address", "%q: %v; write it like \"10.0.0.1:6379\"", m.Address, err)
 		}
-		if m.Database < 0 {
-			fail("metastore.database", "%d is negative; Redis databases are numbered from 0", m.Database)
-		}
 	case MetastoreEtcd:
 		if len(m.Endpoints) == 0 {
 			fail("metastore.endpoints", `is required with kind = "etcd": set endpoints = ["http://<host>:2379", ...], the cluster's client URLs`)
@@ -175,38 +134,28 @@ func (c *Config) validateMetastore() []error {
 			}
 		}
 	case "":
-		fail("metastore.kind", `is empty; set `+metastoreKinds)
+		fail("metastore.kind", "is empty; set %s", kindList)
 	default:
-		fail("metastore.kind", `%q is not supported; use `+metastoreKinds, m.Kind)
+		fail("metastore.kind", "%q is not supported; use %s", m.Kind, kindList)
 	}
-	if m.Kind == MetastoreRedis || m.Kind == MetastoreEtcd {
-		only("metastore.listen", m.Listen != "", MetastoreEmbedded)
-		only("metastore.url", m.URL != "", MetastoreHTTP)
-	}
-	only("metastore.address", m.Address != "" || c.has("metastore.address"), MetastoreRedis)
-	only("metastore.database", m.Database != 0 || c.has("metastore.database"), MetastoreRedis)
-	only("metastore.endpoints", len(m.Endpoints) > 0 || c.has("metastore.endpoints"), MetastoreEtcd)
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"username", m.Username != ""},
-		{"password", m.Password != ""},
-		{"tls", m.TLS || c.has("metastore.tls")},
-		{"ca_file", m.CAFile != ""},
-	} {
-		only("metastore."+f.name, f.set, MetastoreRedis, MetastoreEtcd)
+	// Settings that only some kinds use. Listen and url have their own
+	// messages above for the kinds that use one of them.
+	for _, f := range metastoreTable.fields {
+		if f.only == nil || slices.Contains(f.only, m.Kind) {
+			continue
+		}
+		if (f.name == "listen" || f.name == "url") && m.Kind != MetastoreRedis && m.Kind != MetastoreEtcd {
+			continue
+		}
+		if field := "metastore." + f.name; !isZero(f.at(&m)) || c.has(field) {
+			fail(field, `is only used with kind = "%s"; remove it`, strings.Join(f.only, `" or kind = "`))
+		}
 	}
 	if m.Username != "" && m.Password == "" {
 		fail("metastore.username", "is set without a password; set password too")
 	}
 	if m.CAFile != "" && !m.TLS {
 		fail("metastore.ca_file", "is set but tls is off; set tls = true")
-	}
-	if m.TTL != 0 || c.has("metastore.ttl") {
-		if m.TTL < MinMetastoreTTL || m.TTL > MaxMetastoreTTL {
-			fail("metastore.ttl", "%v is outside %v..%v; the default is %q", m.TTL, MinMetastoreTTL, MaxMetastoreTTL, DefaultMetastoreTTL.String())
-		}
 	}
 	if m.Prefix != "" || c.has("metastore.prefix") {
 		if m.Prefix == "" || !cleanName(m.Prefix) {
@@ -241,24 +190,13 @@ func checkEndpoint(s string) (https bool, err error) {
 	return u.Scheme == "https", nil
 }
 
-func (c *Config) validatePlugin(i int, first map[string]int) []error {
+func (c *Config) validatePlugin(i int, first map[string]string) []error {
 	p := &c.Plugins[i]
 	var errs []error
-	fail := func(attr, format string, args ...any) {
-		field := "plugin." + p.Name
-		if attr != "" && attr != "name" {
-			field += "." + attr
-		}
-		errs = append(errs, p.errorAt(attr, field, format, args...))
-	}
-	if !pluginName.MatchString(p.Name) {
-		fail("name", "plugin name %q must be 1 to 63 lower-case letters, digits, '-' or '_', starting with a letter or digit (the binary is ferry-plugin-<name>)", p.Name)
-	}
-	if j, dup := first[p.Name]; dup {
-		fail("", "plugin %q is declared twice; the first is at %s: remove one or merge them", p.Name, c.Plugins[j].DeclRange)
-	} else {
-		first[p.Name] = i
-	}
+	l := labelled{kind: "plugin", name: p.Name, decl: p.DeclRange, loc: p.loc}
+	fail := l.failer(&errs)
+	l.checkIdentity(fail, first, " (the binary is ferry-plugin-<name>)", "remove one or merge them")
+	checkTable(pluginTable, p, "", l.has, fail)
 	if p.SHA256 != "" && !isHex64(p.SHA256) {
 		fail("sha256", "want 64 hex digits, the output of `sha256sum ferry-plugin-%s`; got %d characters", p.Name, len(p.SHA256))
 	}
@@ -286,19 +224,6 @@ func (c *Config) where(field string) hcl.Range {
 		return r
 	}
 	return hcl.Range{Filename: c.File}
-}
-
-// errorAt locates an error in attribute attr of the plugin block, or at the
-// block itself. A plugin built in code has no locations; its DeclRange, if
-// set, stands in for the file.
-func (p *Plugin) errorAt(attr, field, format string, args ...any) *Error {
-	if r, ok := p.loc[attr]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	if r, ok := p.loc[""]; ok {
-		return errorAt(r, field, format, args...)
-	}
-	return &Error{File: p.DeclRange, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
 
 func cleanName(s string) bool {

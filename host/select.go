@@ -7,15 +7,19 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/sdk"
 )
+
+// Intent says what a request is for; policies match on it.
+type Intent = config.Intent
 
 // Intents a request may declare in Request.Intent; policies match on them.
 const (
-	IntentForegroundGet      = selector.IntentForegroundGet
-	IntentBackgroundPrefetch = selector.IntentBackgroundPrefetch
-	IntentMigration          = selector.IntentMigration
-	IntentCheckpoint         = selector.IntentCheckpoint
-	IntentWeightLoading      = selector.IntentWeightLoading
+	IntentForegroundGet      = config.IntentForegroundGet
+	IntentBackgroundPrefetch = config.IntentBackgroundPrefetch
+	IntentMigration          = config.IntentMigration
+	IntentCheckpoint         = config.IntentCheckpoint
+	IntentWeightLoading      = config.IntentWeightLoading
 )
 
 // newSelector compiles the configured policies against the engine's
@@ -59,8 +63,8 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 		cands[i] = t
 	}
 	sr := selector.Request{
-		Op: r.Op.String(), Size: n, Priority: selector.Priority(r.Priority), Intent: r.Intent, Policy: r.Policy,
-		Hint: r.Transport, LocalKind: "cpu", Segment: selector.Memory, SameMachine: rem.Desc.MachineID == e.machineID,
+		Op: r.Op.String(), Size: n, Priority: r.Priority, Intent: string(r.Intent), Policy: r.Policy,
+		Hint: r.Transport, LocalKind: string(sdk.MemoryCPU), Segment: selector.Memory, SameMachine: rem.Desc.MachineID == e.machineID,
 	}
 	if i := segment.Find(rem.Desc.Buffers, r.Remote); i >= 0 {
 		sr.RemoteKind = rem.Desc.Buffers[i].Location

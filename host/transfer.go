@@ -9,6 +9,7 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -35,13 +36,14 @@ func (o Op) String() string {
 	return fmt.Sprintf("op(%d)", uint8(o))
 }
 
-// Priority orders requests under load.
-type Priority uint8
+// Priority orders requests under load; the SDK's type, which the ring
+// descriptor carries.
+type Priority = sdk.Priority
 
 const (
-	PriorityNormal Priority = iota
-	PriorityHigh
-	PriorityLow
+	PriorityNormal = sdk.PriorityNormal
+	PriorityHigh   = sdk.PriorityHigh
+	PriorityLow    = sdk.PriorityLow
 )
 
 // Request is one transfer between local memory and a remote segment.
@@ -65,7 +67,7 @@ type Request struct {
 	Transport string
 	// Intent says what the request is for, one of the Intent constants or
 	// ""; policies match on it.
-	Intent string
+	Intent Intent
 	// Policy, when set, names the configured policy that chooses the
 	// transports, whatever its match conditions say.
 	Policy string

@@ -180,36 +180,6 @@ type StartConfig struct {
 // the addresses it listens on).
 type Endpoint []byte
 
-// Perm is what a region allows.
-type Perm uint8
-
-const (
-	// PermLocal: only the owning engine may use the region; peers may not.
-	PermLocal Perm = 1
-	// PermRemoteRead: peers may read the region.
-	PermRemoteRead Perm = 2
-	// PermRemoteReadWrite: peers may read and write the region.
-	PermRemoteReadWrite Perm = 3
-)
-
-func (p Perm) String() string {
-	switch p {
-	case PermLocal:
-		return "local"
-	case PermRemoteRead:
-		return "remote-read"
-	case PermRemoteReadWrite:
-		return "remote-read-write"
-	}
-	return "perm(?)"
-}
-
-// AllowsRemoteRead reports whether peers may read the region.
-func (p Perm) AllowsRemoteRead() bool { return p == PermRemoteRead || p == PermRemoteReadWrite }
-
-// AllowsRemoteWrite reports whether peers may write the region.
-func (p Perm) AllowsRemoteWrite() bool { return p == PermRemoteReadWrite }
-
 // Region is registered memory as the plugin sees it.
 type Region struct {
 	ID   uint32

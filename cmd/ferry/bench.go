@@ -210,7 +210,7 @@ func cmdBench(args []string) error {
 	}
 	var remoteBase uint64
 	for _, b := range seg.Buffers {
-		if b.Perm == "remote-read-write" && b.Length >= uint64(total) {
+		if b.Perm == host.RemoteReadWrite && b.Length >= uint64(total) {
 			remoteBase = b.Base
 			break
 		}

@@ -33,7 +33,7 @@ func cmdExplain(args []string) error {
 	if *seg == "" {
 		return errors.New("--segment is required")
 	}
-	req := host.Request{Transport: *hint, Intent: *intent, Policy: *policy, Remote: *remote}
+	req := host.Request{Transport: *hint, Intent: host.Intent(*intent), Policy: *policy, Remote: *remote}
 	switch *op {
 	case "read":
 		req.Op = host.Read

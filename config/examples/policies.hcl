@@ -38,9 +38,9 @@ plugin "shm" {}
 # Small KV-cache reads and writes on one machine never touch a socket.
 policy "kv-local" {
   match {
-    segment       = "memory"   # "memory" or "file"; default both
+    segment       = "memory"   # default both ("file" is refused: file segments do not exist yet)
     same_machine  = true       # default either
-    local_memory  = "cpu"      # "cpu", "cuda", "rocm" or "*"; default "*"
+    local_memory  = "cpu"      # "cpu" or "*" (default); "cuda" and "rocm" wait for a device plugin
     remote_memory = "*"
     max_size      = "1MiB"     # inclusive; sizes as in transfer.slice_size
   }
@@ -51,7 +51,7 @@ policy "kv-local" {
 policy "bulk" {
   match {
     min_size   = "64MiB"
-    priorities = ["normal", "low"]                 # any of "high", "normal", "low"
+    priorities = ["normal", "low"]                 # any of "normal", "high", "low"
     intents    = ["checkpoint", "migration"]       # any of foreground_get,
                                                    # background_prefetch, migration,
                                                    # checkpoint, weight_loading

@@ -25,7 +25,7 @@ var (
 )
 
 // Location is where registered memory lives; only host memory today.
-const Location = "cpu"
+const Location = string(sdk.MemoryCPU)
 
 // Plugin is one transport plugin as the table sees it: where a
 // registration is sent.
@@ -74,28 +74,6 @@ func New(owner string, timeout time.Duration) *Table {
 
 // Addr returns the address of b's first byte.
 func Addr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
-
-// PermString returns perm as descriptors spell it.
-func PermString(p sdk.Perm) string {
-	switch p {
-	case sdk.PermRemoteRead:
-		return segment.PermRemoteRead
-	case sdk.PermRemoteReadWrite:
-		return segment.PermRemoteReadWrite
-	}
-	return segment.PermLocal
-}
-
-// permOf is PermString's inverse.
-func permOf(s string) sdk.Perm {
-	switch s {
-	case segment.PermRemoteRead:
-		return sdk.PermRemoteRead
-	case segment.PermRemoteReadWrite:
-		return sdk.PermRemoteReadWrite
-	}
-	return sdk.PermLocal
-}
 
 // Allocate returns size bytes of shared memory mapped here.
 func (t *Table) Allocate(size int) ([]byte, error) {
@@ -189,7 +167,7 @@ func (t *Table) Register(ctx context.Context, p, n uintptr, perm sdk.Perm, plugi
 			return fmt.Errorf("%w: register %d bytes at %#x with plugin %q: %w", ErrPluginFailed, n, p, pl.Name(), err)
 		}
 	}
-	b := Buf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: PermString(perm), Location: Location}, alloc: a}
+	b := Buf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: perm, Location: Location}, alloc: a}
 	next := append(slices.Clone(cur), b)
 	slices.SortFunc(next, func(x, y Buf) int {
 		switch {
@@ -247,7 +225,7 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 			continue
 		}
 		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := p.RegisterMemory(cctx, b.Region, b.alloc.region.FD(), b.Base-uint64(b.alloc.base), b.Length, permOf(b.Perm), b.Location)
+		err := p.RegisterMemory(cctx, b.Region, b.alloc.region.FD(), b.Base-uint64(b.alloc.base), b.Length, b.Perm, b.Location)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("re-register region %d: %w", b.Region, err)

@@ -6,26 +6,29 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // SchemaVersion is the version of the descriptor JSON this code writes and
 // reads. A descriptor of a newer schema is refused with a clear error.
 const SchemaVersion = 1
 
-// Perm strings as they appear in descriptors.
+// Permissions of a buffer: the SDK's Perm, which a descriptor's JSON
+// carries as its text form ("local", "remote-read", "remote-read-write").
 const (
-	PermLocal           = "local"
-	PermRemoteRead      = "remote-read"
-	PermRemoteReadWrite = "remote-read-write"
+	PermLocal           = sdk.PermLocal
+	PermRemoteRead      = sdk.PermRemoteRead
+	PermRemoteReadWrite = sdk.PermRemoteReadWrite
 )
 
 // Buffer is one registered range of a segment.
 type Buffer struct {
-	Region   uint32 `json:"region"`
-	Base     uint64 `json:"base"` // the owner's virtual address
-	Length   uint64 `json:"length"`
-	Perm     string `json:"perm"`
-	Location string `json:"location"` // "cpu"
+	Region   uint32   `json:"region"`
+	Base     uint64   `json:"base"` // the owner's virtual address
+	Length   uint64   `json:"length"`
+	Perm     sdk.Perm `json:"perm"`
+	Location string   `json:"location"` // an sdk.MemoryKind's text form
 }
 
 // Descriptor is what an engine publishes about itself.

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // Errors that Select and Route return, wrapped with the details.
@@ -21,17 +24,24 @@ var (
 	ErrBadRequest = errors.New("bad request")
 )
 
-// Intents a request may declare. "" declares none.
+// Intents a request may declare, as the selector compares them: the text of
+// config's Intent constants, the one list of them. "" declares none.
 const (
-	IntentForegroundGet      = "foreground_get"
-	IntentBackgroundPrefetch = "background_prefetch"
-	IntentMigration          = "migration"
-	IntentCheckpoint         = "checkpoint"
-	IntentWeightLoading      = "weight_loading"
+	IntentForegroundGet      = string(config.IntentForegroundGet)
+	IntentBackgroundPrefetch = string(config.IntentBackgroundPrefetch)
+	IntentMigration          = string(config.IntentMigration)
+	IntentCheckpoint         = string(config.IntentCheckpoint)
+	IntentWeightLoading      = string(config.IntentWeightLoading)
 )
 
-// Intents lists every known intent, in the order of their bits.
-var Intents = []string{IntentForegroundGet, IntentBackgroundPrefetch, IntentMigration, IntentCheckpoint, IntentWeightLoading}
+// intentList names the known intents for error messages.
+var intentList = func() string {
+	l := make([]string, len(config.Intents))
+	for i, in := range config.Intents {
+		l[i] = string(in)
+	}
+	return strings.Join(l, ", ")
+}()
 
 // intentBit returns the mask bit of an intent, 0 for "" and -1 for an
 // unknown one. A switch, not a map: it runs per request.
@@ -53,24 +63,14 @@ func intentBit(s string) int {
 	return -1
 }
 
-// Priority of a request; the numbering is the host's.
-type Priority uint8
+// Priority of a request: the SDK's, which the ring descriptor carries.
+type Priority = sdk.Priority
 
 const (
-	PriorityNormal Priority = 0
-	PriorityHigh   Priority = 1
-	PriorityLow    Priority = 2
+	PriorityNormal = sdk.PriorityNormal
+	PriorityHigh   = sdk.PriorityHigh
+	PriorityLow    = sdk.PriorityLow
 )
-
-// Priorities names the priorities as policies write them, by value.
-var Priorities = []string{"normal", "high", "low"}
-
-func (p Priority) String() string {
-	if int(p) < len(Priorities) {
-		return Priorities[p]
-	}
-	return fmt.Sprintf("priority(%d)", uint8(p))
-}
 
 // SegmentType is the kind of segment a request targets.
 type SegmentType uint8
@@ -101,8 +101,8 @@ type Request struct {
 	Policy string
 	// Hint pins the first attempt to this transport.
 	Hint        string
-	LocalKind   string // "cpu", "cuda", "rocm"; "" means "cpu"
-	RemoteKind  string // the target buffer's kind; "" means "cpu"
+	LocalKind   string // an sdk.MemoryKind's text; "" means sdk.MemoryCPU
+	RemoteKind  string // the target buffer's kind; "" means sdk.MemoryCPU
 	Segment     SegmentType
 	SameMachine bool
 }
@@ -226,12 +226,12 @@ func New(policies []Policy, transports []string) (*Selector, error) {
 			conds = append(conds, "size <= "+FormatSize(m.MaxSize))
 		}
 		for _, pr := range m.Priorities {
-			i := indexOf(Priorities, pr)
-			if i < 0 {
-				fail("priority %q: want one of %s", pr, strings.Join(Priorities, ", "))
+			v, err := sdk.ParsePriority(pr)
+			if err != nil {
+				fail("%w", err)
 				continue
 			}
-			c.prios |= 1 << i
+			c.prios |= 1 << v
 		}
 		if len(m.Priorities) > 0 {
 			conds = append(conds, "priority in ["+strings.Join(m.Priorities, ", ")+"]")
@@ -239,7 +239,7 @@ func New(policies []Policy, transports []string) (*Selector, error) {
 		for _, in := range m.Intents {
 			b := intentBit(in)
 			if b <= 0 {
-				fail("intent %q: want one of %s", in, strings.Join(Intents, ", "))
+				fail("intent %q: want one of %s", in, intentList)
 				continue
 			}
 			c.intents |= b
@@ -300,7 +300,7 @@ func (c *compiled) matches(r *Request, intent int) bool {
 
 func kind(k string) string {
 	if k == "" {
-		return "cpu"
+		return string(sdk.MemoryCPU)
 	}
 	return k
 }
@@ -346,7 +346,7 @@ func usable(r *Request, t *Transport) string {
 func (s *Selector) policy(r *Request) (int, error) {
 	intent := intentBit(r.Intent)
 	if intent < 0 {
-		return -1, fmt.Errorf("%w: intent %q: want one of %s", ErrBadRequest, r.Intent, strings.Join(Intents, ", "))
+		return -1, fmt.Errorf("%w: intent %q: want one of %s", ErrBadRequest, r.Intent, intentList)
 	}
 	if r.Policy != "" {
 		for i := range s.policies {
