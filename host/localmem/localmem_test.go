@@ -84,7 +84,7 @@ func TestRegisterLookupRemoveReplay(t *testing.T) {
 		t.Errorf("Lookup allocates %v times, want 0", n)
 	}
 	bufs := tb.Buffers()
-	if len(bufs) != 2 || bufs[0].Base != uint64(p) || bufs[1].Perm != "remote-read" {
+	if len(bufs) != 2 || bufs[0].Base != uint64(p) || bufs[1].Perm != sdk.PermRemoteRead {
 		t.Fatalf("Buffers() = %+v", bufs)
 	}
 
