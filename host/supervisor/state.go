@@ -20,6 +20,24 @@ const (
 	Failed
 )
 
+// GoString names s as in this package: Starting, Running, Down,
+// Restarting, Failed.
+func (s State) GoString() string {
+	switch s {
+	case Starting:
+		return "Starting"
+	case Running:
+		return "Running"
+	case Down:
+		return "Down"
+	case Restarting:
+		return "Restarting"
+	case Failed:
+		return "Failed"
+	}
+	return fmt.Sprintf("State(%d)", uint32(s))
+}
+
 // String returns the word operators see for s. Down and Restarting are
 // both "restarting": the engine is bringing the plugin back.
 func (s State) String() string {

@@ -31,7 +31,8 @@ type Config struct {
 	// ControlTimeout bounds one control call to a plugin; zero: 10s. A
 	// restart attempt as a whole gets three of them.
 	ControlTimeout time.Duration
-	// Tracker receives what the lanes' reapers reap.
+	// Tracker receives what the lanes' reapers reap; nil starts no
+	// reapers (whoever polls the lanes reaps them).
 	Tracker *progress.Tracker
 	Log     hclog.Logger
 }
@@ -164,7 +165,7 @@ func (p *Plugin) to(ev Event) bool {
 	}
 	p.mu.Unlock()
 	if !ok {
-		p.set.log.Error("plugin state: invalid transition; ignored", "plugin", p.name, "state", from, "event", ev)
+		p.set.log.Error("plugin state: invalid transition; ignored", "plugin", p.name, "state", from.GoString(), "event", ev)
 		return false
 	}
 	p.set.signal()
@@ -374,7 +375,7 @@ func (s *Set) Close() {
 		p.retired = nil
 		p.mu.Unlock()
 		for _, l := range lanes {
-			l.Close(true) // stops and waits for its reaper, then unmaps
+			l.Close(s.cfg.Tracker != nil) // stops and waits for its reaper, if any, then unmaps
 		}
 	}
 	s.wg.Wait()

@@ -2,6 +2,8 @@ package supervisor
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,7 +13,22 @@ import (
 	"github.com/ferrydev/ferry/host/loader"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	cleanup, err := buildTCP()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	cleanup()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/hashicorp/go-plugin.(*Client).logStderr")); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // TestStartRefused: a plugin whose binary is missing is kept Failed with
 // the loader's reason; the set still stops and closes cleanly.
