@@ -55,8 +55,9 @@ type Spec struct {
 }
 
 // Hooks is what the engine does around a plugin's runs. Every field may
-// be nil. They are called from the plugin's own goroutines, never two at
-// once for one plugin.
+// be nil. They are called from the plugin's own goroutines; for one
+// plugin, Observer, Up, Down and Replay never run at once (Restarted may
+// overlap the next run's Down, when that run dies at once).
 type Hooks struct {
 	// Observer returns the observer of a new run's lanes, given what the
 	// run probed after Start (its rails). The engine returns the run's
@@ -64,7 +65,8 @@ type Hooks struct {
 	Observer func(probe sdk.ProbeResult) progress.Observer
 	// Up is called when r is about to become the plugin's current run,
 	// just before the plugin is marked Running: the engine makes r the
-	// run its request path uses.
+	// run its request path uses. The set's lock is held: Up must not
+	// call the Set.
 	Up func(r *Run)
 	// Down is called once r's process has exited (why says how: exited,
 	// or stalled and killed), after the plugin is marked Down and r's
