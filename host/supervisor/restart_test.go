@@ -98,7 +98,9 @@ func TestRestartAfterKill(t *testing.T) {
 	h := Hooks{
 		Observer: func(sdk.ProbeResult) progress.Observer { return nil },
 		Up:       func(r *Run) { log.add("up gen %d (%v)", r.Gen, state()) },
-		Down:     func(r *Run, why string) { log.add("down gen %d (%v, lane down %v): %s", r.Gen, state(), r.Lanes[0].Down(), why) },
+		Down: func(r *Run, why string) {
+			log.add("down gen %d (%v, lane down %v): %s", r.Gen, state(), r.Lanes[0].Down(), why)
+		},
 		Replay: func(ctx context.Context, r *Run, commit func() bool) error {
 			replays++
 			if replays == 1 {
