@@ -25,6 +25,7 @@ import (
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/topology"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -42,49 +43,31 @@ type options struct {
 // WithLogger sends the engine's and its plugins' logs to l.
 func WithLogger(l hclog.Logger) Option { return func(o *options) { o.logger = l } }
 
-// pluginState is one configured plugin as the engine sees it. What one
-// run of its process owns (the process, its endpoint, its lanes) sits in a
-// pluginRun behind an atomic pointer: the submit path reads it lock-free
-// while a restart swaps in the next run.
+// pluginState is one configured plugin as the engine's request path sees
+// it. Its life (runs, restarts, status) is the supervisor's; the engine
+// keeps what it builds around each run (the rail set) and the names the
+// request path reads.
 type pluginState struct {
-	idx     int32 // position in Engine.plugins
-	name    string
-	cfg     config.Plugin
-	spec    loader.Spec
-	cur     atomic.Pointer[pluginRun] // nil when it never started
-	next    atomic.Uint32
-	err     error                  // why it is not usable; set at New only
-	down    atomic.Bool            // the process exited and is not back yet
-	lastErr atomic.Pointer[string] // why the latest restart attempt failed
-	// restarts counts the runs started after the first.
-	restarts atomic.Uint64
+	idx  int32 // position in Engine.plugins
+	name string
+	sv   *supervisor.Plugin
+	err  error                     // why it is not usable; set at New only
+	cur  atomic.Pointer[pluginRun] // nil when it never started
+	next atomic.Uint32
 	// rails is the current run's rail set; a restart that probes the same
 	// rails keeps it, and what it learnt.
 	rails atomic.Pointer[railSet]
-	// lives numbers the processes launched, failed launches included:
-	// each run's lanes drop completions stamped with another number.
-	lives atomic.Uint32
-	// stalls counts the runs killed because they stalled.
-	stalls atomic.Uint64
-	// lastExit says why the latest run ended: the process exited, or it
-	// stalled and was killed; nil while the first run runs.
-	lastExit atomic.Pointer[string]
-	// retired holds the lanes of previous runs: a submitter may still hold
-	// one, so they are unmapped only at Close; e.mu guards it.
-	retired []*progress.Lane
 }
 
-// pluginRun is one run of a plugin process.
+// pluginRun is one run of a plugin process as the request path reads it:
+// the supervisor's run, and the rail set the engine built for it. p,
+// lanes and endpoint are sv's, named as the request path reads them.
 type pluginRun struct {
+	sv       *supervisor.Run
 	p        *loader.Plugin
-	gen      uint32 // its generation, from pluginState.lives
-	probe    sdk.ProbeResult
-	endpoint sdk.Endpoint
 	lanes    []*progress.Lane
+	endpoint sdk.Endpoint
 	rails    *railSet
-	// stalled is why the supervisor killed this run, nil unless it did;
-	// its watcher reports it.
-	stalled atomic.Pointer[string]
 }
 
 func (ps *pluginState) run() *pluginRun { return ps.cur.Load() }
@@ -97,7 +80,10 @@ func (ps *pluginState) proc() *loader.Plugin {
 	return nil
 }
 
-func (ps *pluginState) usable() bool { return ps.err == nil && ps.cur.Load() != nil && !ps.down.Load() }
+// down reports whether its process exited and it is not back yet.
+func (ps *pluginState) down() bool { return ps.sv.Down() }
+
+func (ps *pluginState) usable() bool { return ps.err == nil && ps.cur.Load() != nil && !ps.sv.Down() }
 
 func (r *pluginRun) lane(ps *pluginState) *progress.Lane {
 	if len(r.lanes) == 1 {
@@ -121,9 +107,10 @@ type Engine struct {
 	keyPrefix string
 	pub       *publish.Publisher // our descriptor, kept alive while we run; see presence.go
 
-	plugins []*pluginState
-	byName  map[string]*pluginState
-	sel     *selector.Selector // the policies, compiled; see select.go
+	plugins    []*pluginState
+	byName     map[string]*pluginState
+	supervisor *supervisor.Set    // launches, watches and restarts them; see pluginHooks
+	sel        *selector.Selector // the policies, compiled; see select.go
 
 	tracker *progress.Tracker
 
@@ -149,8 +136,8 @@ type Engine struct {
 	unwatch   context.CancelFunc
 	closed    atomic.Bool
 	closeOnce sync.Once
-	quit      chan struct{}  // closed by Close: watchers and restarts stop
-	wg        sync.WaitGroup // reapers and plugin watchers
+	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
+	wg        sync.WaitGroup // the lease watcher
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
@@ -190,6 +177,15 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	e.tracker.OnFailure(e.onFailure)
 	e.mem = localmem.New(cfg.Name, controlTimeout)
 	e.segs = remotes.New(e.machineID, controlTimeout)
+	sv := cfg.Supervise.WithDefaults()
+	e.supervisor = supervisor.New(supervisor.Config{
+		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall,
+		Stall:          supervisor.Stall{Off: sv.Off, Interval: sv.Interval, After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout},
+		Backoff:        supervisor.DefaultBackoff,
+		ControlTimeout: controlTimeout,
+		Tracker:        e.tracker,
+		Log:            e.log,
+	})
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
@@ -278,218 +274,85 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 	return nil
 }
 
-// startPlugin starts, describes, probes and starts one plugin and its
-// lanes. A plugin that cannot run is kept with its reason, so that the
-// engine still runs on the others and `ferry plugins` can say why.
+// startPlugin has the supervisor start one plugin. A plugin that cannot
+// run is kept with its reason, so that the engine still runs on the
+// others and `ferry plugins` can say why.
 func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *pluginState {
-	ps := &pluginState{idx: idx, name: pc.Name, cfg: pc}
+	ps := &pluginState{idx: idx, name: pc.Name}
 	dir := ""
 	if e.cfg.File != "" {
 		dir = filepath.Dir(e.cfg.File)
 	}
-	ps.spec = loader.Spec{Name: pc.Name, Path: loader.Resolve(pc.Name, pc.Path, e.cfg.PluginDir, dir), SHA256: pc.SHA256}
-	r, err := e.launch(ctx, ps)
-	if r != nil {
-		ps.cur.Store(r)
-		ps.rails.Store(r.rails)
+	spec := supervisor.Spec{
+		Loader: loader.Spec{Name: pc.Name, Path: loader.Resolve(pc.Name, pc.Path, e.cfg.PluginDir, dir), SHA256: pc.SHA256},
+		Start: sdk.StartConfig{
+			Engine: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
+			Config: pc.Body, ConfigFile: pc.BodyFile, ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte,
+		},
 	}
-	if err != nil {
-		ps.err = err
-		e.log.Error("plugin not usable", "plugin", pc.Name, "error", err)
-		return ps
+	ps.sv = e.supervisor.Start(ctx, spec, e.pluginHooks(ps))
+	if ps.err = ps.sv.Err(); ps.err != nil {
+		if r := ps.sv.Run(); r != nil { // for Plugins and PluginPID
+			rs, _ := r.Observer.(*railSet)
+			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
+			ps.rails.Store(rs)
+		}
 	}
-	e.startRun(ps, r)
-	e.log.Debug("plugin started", "plugin", pc.Name, "path", ps.spec.Path, "pid", r.p.PID())
 	return ps
 }
 
-// launch starts one run of ps's process: loader.Start, Probe, Start with
-// the engine's incarnation, and its lanes attached. On error the returned
-// run, if any, holds only the process (killed) and its probe, for
-// Plugins to describe.
-func (e *Engine) launch(ctx context.Context, ps *pluginState) (*pluginRun, error) {
-	pc := ps.cfg
-	p, err := loader.Start(ctx, ps.spec, e.log)
-	if err != nil {
-		return nil, err
-	}
-	r := &pluginRun{p: p, gen: ps.lives.Add(1)}
-	fail := func(reason string, err error) (*pluginRun, error) {
-		for _, l := range r.lanes {
-			l.Close(false)
-		}
-		r.lanes = nil
-		p.Kill()
-		return r, &loader.Error{Name: pc.Name, Path: ps.spec.Path, Reason: reason, Err: err}
-	}
-	cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-	defer cancel()
-	if r.probe, err = p.Client.Probe(cctx); err != nil {
-		return fail("probe failed", err)
-	}
-	if !r.probe.Available {
-		return fail("unavailable: "+r.probe.Reason, nil)
-	}
-
-	r.endpoint, err = p.Client.Start(cctx, sdk.StartConfig{
-		Engine: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
-		Config: pc.Body, ConfigFile: pc.BodyFile, ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte,
-	})
-	if err != nil {
-		return fail("start failed", err)
-	}
-	// Rails depend on the plugin's configuration, which it has now.
-	if pr, err := p.Client.Probe(cctx); err == nil && pr.Available {
-		r.probe.Rails = pr.Rails
-	}
-	// So do its limits (tcp's max_frame is Info.MaxSlice).
-	if err := p.Describe(cctx); err != nil {
-		return fail("describe after start failed", err)
-	}
-	if r.rails = ps.rails.Load(); r.rails == nil || !r.rails.sameRails(r.probe.Rails) {
-		r.rails = newRailSet(ps.name, r.probe.Rails, e.cfg.Rails, e.cfg.Policies)
-	}
-	lanes := e.cfg.Transfer.Lanes
-	if lanes <= 0 {
-		lanes = 1
-	}
-	for id := range lanes {
-		l, err := progress.NewLane(uint32(id), e.cfg.Transfer.RingDepth, e.cfg.Transfer.Spin)
-		if err != nil {
-			return fail("cannot create lane", err)
-		}
-		l.Observer = r.rails
-		l.SetSpinSmall(e.cfg.Transfer.SpinSmall)
-		r.lanes = append(r.lanes, l)
-		stamped, err := p.Client.AttachLane(cctx, uint32(id), r.gen, l.SQ, l.CQ, e.cfg.Transfer.Spin, e.cfg.Transfer.SpinSmall)
-		if err != nil {
-			return fail(fmt.Sprintf("attach lane %d failed", id), err)
-		}
-		switch stamped {
-		case r.gen:
-			l.SetGeneration(r.gen)
-		case 0: // a plugin from before generations: its completions carry none
-		default:
-			return fail(fmt.Sprintf("attach lane %d: the plugin stamps generation %d, not %d", id, stamped, r.gen), nil)
-		}
-	}
-	return r, nil
-}
-
-// startRun starts the reapers of r's lanes and the watcher of its process.
-func (e *Engine) startRun(ps *pluginState, r *pluginRun) {
-	for _, l := range r.lanes {
-		e.wg.Add(1)
-		go func() { defer e.wg.Done(); l.Reap(e.tracker) }()
-	}
-	e.wg.Add(1)
-	go e.watchPlugin(ps, r)
-	if !e.cfg.Supervise.Off && len(r.lanes) > 0 {
-		e.wg.Add(1)
-		go e.supervise(ps, r)
+// pluginHooks is what the engine does around each run of ps: the one
+// place where plugin lifecycle meets rails, tasks, memory, peers and the
+// descriptor.
+func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
+	return supervisor.Hooks{
+		Observer: func(probe sdk.ProbeResult) progress.Observer {
+			if rs := ps.rails.Load(); rs != nil && rs.sameRails(probe.Rails) {
+				return rs
+			}
+			return newRailSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies)
+		},
+		Up: func(r *supervisor.Run) {
+			rs := r.Observer.(*railSet) // Observer built it
+			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
+			ps.rails.Store(rs)
+		},
+		Down: func(r *supervisor.Run, why string) {
+			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
+			n := e.tracker.FailTransport(ps.idx, err)
+			r.Observer.(*railSet).forgetAll()
+			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
+		},
+		Replay: func(ctx context.Context, r *supervisor.Run, commit func() bool) error {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			if e.closed.Load() {
+				return supervisor.ErrStopped
+			}
+			if err := e.replay(ctx, ps, r); err != nil {
+				return err
+			}
+			if !commit() {
+				return supervisor.ErrStopped
+			}
+			return nil
+		},
+		Restarted: func(ctx context.Context, r *supervisor.Run) {
+			if err := e.publish(ctx); err != nil { // its endpoint may have changed
+				e.log.Warn("descriptor not republished after plugin restart", "plugin", ps.name, "error", err)
+			}
+		},
 	}
 }
 
-// Restart backoff: the first attempt waits restartMin, each failed one
-// doubles the wait up to restartMax.
-const (
-	restartMin = 100 * time.Millisecond
-	restartMax = 10 * time.Second
-)
-
-// watchPlugin fails the work of a plugin whose process exits, then
-// restarts it with backoff until it runs again or the engine closes.
-func (e *Engine) watchPlugin(ps *pluginState, r *pluginRun) {
-	defer e.wg.Done()
-	select {
-	case <-r.p.Exited():
-	case <-e.quit:
-		return
+// replay brings a restart's run r of ps to where the previous one was:
+// every registered region (same ids) and every open peer (same ids)
+// again; e.mu held.
+func (e *Engine) replay(ctx context.Context, ps *pluginState, r *supervisor.Run) error {
+	if err := e.mem.Replay(ctx, pluginPort{name: ps.name, p: r.Proc}); err != nil {
+		return err
 	}
-	if e.closed.Load() {
-		return
-	}
-	why := "the plugin process exited"
-	if m := r.stalled.Load(); m != nil {
-		why = *m + "; killed"
-	}
-	ps.lastExit.Store(&why) // before down: "restarting" always has its reason
-	ps.down.Store(true)
-	for _, l := range r.lanes {
-		l.MarkDown()
-	}
-	err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.p.Path, why)
-	n := e.tracker.FailTransport(ps.idx, err)
-	r.rails.forgetAll()
-	e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.p.PID(), "reason", why, "tasks", n)
-	r.p.Kill() // releases the dead process's client and fds
-	wait := restartMin
-	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-e.quit:
-			t.Stop()
-			return
-		}
-		if e.restart(ps, r) {
-			return
-		}
-		wait = min(2*wait, restartMax)
-	}
-}
-
-// restart starts the next run of ps and brings it to where the previous
-// one was: every registered region (same ids) and every open peer (same
-// ids) again, then marks it up. It reports whether it is done: the plugin
-// runs again, or the engine closed.
-func (e *Engine) restart(ps *pluginState, old *pluginRun) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*controlTimeout)
-	defer cancel()
-	r, err := e.launch(ctx, ps)
-	if err != nil {
-		msg := err.Error()
-		ps.lastErr.Store(&msg)
-		e.log.Warn("plugin restart failed; retrying", "plugin", ps.name, "error", err)
-		return e.closed.Load()
-	}
-	discard := func() {
-		for _, l := range r.lanes {
-			l.Close(false)
-		}
-		r.p.Kill()
-	}
-	e.mu.Lock()
-	if e.closed.Load() {
-		e.mu.Unlock()
-		discard()
-		return true
-	}
-	err = e.mem.Replay(ctx, pluginPort{name: ps.name, p: r.p})
-	if err == nil {
-		err = e.segs.Replay(ctx, int(ps.idx), ps.name, r.p.Client.OpenPeer)
-	}
-	if err != nil {
-		e.mu.Unlock()
-		discard()
-		msg := err.Error()
-		ps.lastErr.Store(&msg)
-		e.log.Warn("plugin restart failed; retrying", "plugin", ps.name, "error", err)
-		return false
-	}
-	ps.retired = append(ps.retired, old.lanes...)
-	ps.cur.Store(r)
-	ps.rails.Store(r.rails)
-	ps.lastErr.Store(nil)
-	ps.restarts.Add(1)
-	ps.down.Store(false)
-	e.startRun(ps, r)
-	e.mu.Unlock()
-	if err := e.publish(ctx); err != nil { // its endpoint may have changed
-		e.log.Warn("descriptor not republished after plugin restart", "plugin", ps.name, "error", err)
-	}
-	e.log.Info("plugin restarted", "plugin", ps.name, "pid", r.p.PID(), "restarts", ps.restarts.Load())
-	return true
+	return e.segs.Replay(ctx, int(ps.idx), ps.name, r.Proc.Client.OpenPeer)
 }
 
 // Name returns the engine's segment name.
@@ -534,39 +397,12 @@ type PluginStatus struct {
 func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 	var out []PluginStatus
 	for _, ps := range e.plugins {
-		st := PluginStatus{Name: ps.name, State: "running", Restarts: ps.restarts.Load(), Stalls: ps.stalls.Load()}
-		if m := ps.lastExit.Load(); m != nil {
-			st.LastExit = *m
-		}
-		r := ps.run()
-		if r != nil {
-			st.Rails = r.probe.Rails
-			st.Path, st.SHA256, st.Version, st.Protocol = r.p.Path, r.p.SHA256, r.p.Info.Version, r.p.Protocol
-		}
-		switch {
-		case ps.err != nil:
-			st.State, st.Reason = "failed", ps.err.Error()
-			if r != nil && !r.probe.Available && r.probe.Reason != "" {
-				st.State = "unavailable"
-			}
-		case ps.down.Load():
-			st.State, st.Reason = "restarting", st.LastExit
-			if m := ps.lastErr.Load(); m != nil {
-				st.Reason += "; last restart attempt: " + *m
-			}
-		default:
-			st.PID = r.p.PID()
-			for _, l := range r.lanes {
-				st.Outstanding += l.InFlight()
-			}
-			cctx, cancel := context.WithTimeout(ctx, controlTimeout)
-			c, err := r.p.Client.Stats(cctx)
-			cancel()
-			if err == nil {
-				st.Counters = c
-			}
-		}
-		out = append(out, st)
+		st := ps.sv.Status(ctx)
+		out = append(out, PluginStatus{
+			Name: ps.name, Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
+			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls,
+			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
+		})
 	}
 	return out
 }
@@ -577,6 +413,7 @@ func (e *Engine) Close() error {
 	var errs []error
 	e.closeOnce.Do(func() {
 		e.closed.Store(true)
+		e.supervisor.Quit() // no plugin exit is acted on, no restart starts
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 		defer cancel()
 		if e.pub != nil {
@@ -595,46 +432,14 @@ func (e *Engine) Close() error {
 		e.retryClosed = true
 		e.retryMu.Unlock()
 		e.retrying.Wait()
-		// A restart publishes its run under e.mu after checking closed:
-		// from here on the runs read below are the last ones.
-		e.mu.Lock()
-		e.mu.Unlock()
-		for _, ps := range e.plugins {
-			r := ps.run()
-			if r == nil {
-				continue
-			}
-			if ps.err == nil && !ps.down.Load() {
-				if err := r.p.Client.Stop(ctx); err != nil {
-					e.log.Warn("plugin stop failed", "plugin", ps.name, "error", err)
-				}
-			}
-			for _, l := range r.lanes {
-				l.MarkDown()
-			}
-		}
+		// Quit above made the supervisor refuse to commit restarted runs:
+		// the runs it stops here are the last ones.
+		e.supervisor.Stop(ctx)
 		closeErr := fmt.Errorf("%w: engine %q closed", ErrClosed, e.name)
 		for _, ps := range e.plugins {
 			e.tracker.FailTransport(ps.idx, closeErr)
 		}
-		for _, ps := range e.plugins {
-			if p := ps.proc(); p != nil {
-				p.Kill()
-			}
-		}
-		for _, ps := range e.plugins {
-			var lanes []*progress.Lane
-			if r := ps.run(); r != nil && ps.err == nil {
-				lanes = r.lanes
-			}
-			e.mu.Lock()
-			lanes = append(lanes, ps.retired...)
-			ps.retired = nil
-			e.mu.Unlock()
-			for _, l := range lanes {
-				l.Close(true) // stops and waits for its reaper, then unmaps
-			}
-		}
+		e.supervisor.Close() // kills the processes, unmaps the lanes, waits
 		e.wg.Wait()
 		e.mem.Close()
 		if e.meta != nil {

@@ -8,8 +8,8 @@ func PluginPID(e *Engine, name string) int {
 	if ps == nil {
 		return 0
 	}
-	if p := ps.proc(); p != nil {
-		return p.PID()
+	if r := ps.sv.Run(); r != nil {
+		return r.Proc.PID()
 	}
 	return 0
 }

@@ -214,7 +214,7 @@ func (e *Engine) failoverTarget(r *Request, tried uint64, from int32) int32 {
 // anyDown reports whether one of the plugins in mask is restarting.
 func (e *Engine) anyDown(mask uint64) bool {
 	for i, ps := range e.plugins {
-		if mask&(1<<i) != 0 && ps.err == nil && ps.down.Load() {
+		if mask&(1<<i) != 0 && ps.err == nil && ps.down() {
 			return true
 		}
 	}

@@ -1,4 +1,4 @@
-package host
+package supervisor
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"github.com/ferrydev/ferry/host/stall"
 )
 
-// supervise watches one run of a plugin for a stall until the run ends or
-// the engine closes: it feeds the run's lane counters to a stall.Detector
-// every supervise interval and carries out what it decides. A stalled run
-// is killed; its watcher (watchPlugin) then fails its tasks and restarts
-// it as after any exit.
-func (e *Engine) supervise(ps *pluginState, r *pluginRun) {
-	defer e.wg.Done()
-	sv := e.cfg.Supervise.WithDefaults()
-	det := stall.New(stall.Config{After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout}, len(r.lanes))
+// supervise watches run r of p for a stall until the run ends or the set
+// quits: it feeds the run's lane counters to a stall.Detector every
+// Stall.Interval and carries out what it decides. A stalled run is
+// killed; its watcher then has its tasks failed and restarts it as after
+// any exit.
+func (s *Set) supervise(p *Plugin, r *Run) {
+	defer s.wg.Done()
+	sv := s.cfg.Stall
+	det := stall.New(stall.Config{After: sv.After, ProbeTimeout: sv.ProbeTimeout}, len(r.Lanes))
 	tick := time.NewTicker(sv.Interval)
 	defer tick.Stop()
 
@@ -28,7 +28,7 @@ func (e *Engine) supervise(ps *pluginState, r *pluginRun) {
 	answered := make(chan bool, 1)
 	calling := false
 
-	obs := make([]stall.Lane, len(r.lanes))
+	obs := make([]stall.Lane, len(r.Lanes))
 	for {
 		select {
 		case <-tick.C:
@@ -36,17 +36,17 @@ func (e *Engine) supervise(ps *pluginState, r *pluginRun) {
 			calling = false
 			det.ControlAnswered(ok)
 			continue
-		case <-r.p.Exited():
+		case <-r.Proc.Exited():
 			return
-		case <-e.quit:
+		case <-s.quit:
 			return
 		}
-		for i, l := range r.lanes {
+		for i, l := range r.Lanes {
 			obs[i] = stall.Lane{InFlight: l.InFlight(), Completed: l.Completed(), ProbeSent: l.ProbeSent(), ProbeAck: l.ProbeAck()}
 		}
 		d := det.Observe(time.Now(), obs)
-		for _, p := range d.Probes {
-			r.lanes[p.Lane].Probe(p.Seq) // refused now, asked again at the next look
+		for _, pr := range d.Probes {
+			r.Lanes[pr.Lane].Probe(pr.Seq) // refused now, asked again at the next look
 		}
 		if d.CheckControl && !calling {
 			calling = true
@@ -54,7 +54,7 @@ func (e *Engine) supervise(ps *pluginState, r *pluginRun) {
 			go func() {
 				defer call.Done()
 				cctx, c := context.WithTimeout(ctx, sv.ProbeTimeout)
-				_, err := r.p.Client.Stats(cctx)
+				_, err := r.Proc.Client.Stats(cctx)
 				// Any answer in time shows the control connection lives;
 				// an error from the plugin is still an answer.
 				ok := err == nil || cctx.Err() == nil
@@ -66,7 +66,7 @@ func (e *Engine) supervise(ps *pluginState, r *pluginRun) {
 			}()
 		}
 		if d.Stalled != nil {
-			e.killStalled(ps, r, d.Stalled)
+			s.killStalled(p, r, d.Stalled)
 			return
 		}
 	}
@@ -74,13 +74,13 @@ func (e *Engine) supervise(ps *pluginState, r *pluginRun) {
 
 // killStalled kills a stalled run at once (SIGKILL: a stalled plugin
 // would not honour a graceful stop) and leaves the rest to its watcher.
-func (e *Engine) killStalled(ps *pluginState, r *pluginRun, v *stall.Verdict) {
+func (s *Set) killStalled(p *Plugin, r *Run, v *stall.Verdict) {
 	reason := v.String()
 	r.stalled.Store(&reason)
-	ps.stalls.Add(1)
-	e.log.Error("plugin stalled; killing it", "plugin", ps.name, "pid", r.p.PID(), "reason", reason)
-	if err := r.p.Abort(); err != nil {
-		e.log.Warn("plugin did not take SIGKILL; stopping it the slow way", "plugin", ps.name, "error", err)
-		r.p.Kill()
+	p.stalls.Add(1)
+	s.log.Error("plugin stalled; killing it", "plugin", p.name, "pid", r.Proc.PID(), "reason", reason)
+	if err := r.Proc.Abort(); err != nil {
+		s.log.Warn("plugin did not take SIGKILL; stopping it the slow way", "plugin", p.name, "error", err)
+		r.Proc.Kill()
 	}
 }

@@ -1,0 +1,114 @@
+package supervisor
+
+import "fmt"
+
+// State is where a plugin is in its life.
+type State uint32
+
+const (
+	// Starting: its first run is being launched (during engine start).
+	Starting State = iota
+	// Running: its current run serves; the request path may use it.
+	Running
+	// Down: its process exited (or was killed as stalled); a restart
+	// is due after the backoff.
+	Down
+	// Restarting: a restart attempt is under way.
+	Restarting
+	// Failed: it could not start at engine start and is not retried
+	// (missing binary, checksum, probe says unavailable, start refused).
+	Failed
+)
+
+// GoString names s as in this package: Starting, Running, Down,
+// Restarting, Failed.
+func (s State) GoString() string {
+	switch s {
+	case Starting:
+		return "Starting"
+	case Running:
+		return "Running"
+	case Down:
+		return "Down"
+	case Restarting:
+		return "Restarting"
+	case Failed:
+		return "Failed"
+	}
+	return fmt.Sprintf("State(%d)", uint32(s))
+}
+
+// String returns the word operators see for s. Down and Restarting are
+// both "restarting": the engine is bringing the plugin back.
+func (s State) String() string {
+	switch s {
+	case Starting:
+		return "starting"
+	case Running:
+		return "running"
+	case Down, Restarting:
+		return "restarting"
+	case Failed:
+		return "failed"
+	}
+	return fmt.Sprintf("State(%d)", uint32(s))
+}
+
+// Event is what happens to a plugin.
+type Event uint8
+
+const (
+	// Launched: a run (the first, or a restart's, with its memory and
+	// peers replayed) is ready to serve.
+	Launched Event = iota
+	// Refused: the first run could not start.
+	Refused
+	// Exited: the current run's process exited or was killed.
+	Exited
+	// Attempt: a restart attempt begins.
+	Attempt
+	// AttemptFailed: that attempt did not bring the plugin back.
+	AttemptFailed
+)
+
+func (ev Event) String() string {
+	switch ev {
+	case Launched:
+		return "launched"
+	case Refused:
+		return "refused"
+	case Exited:
+		return "exited"
+	case Attempt:
+		return "attempt"
+	case AttemptFailed:
+		return "attempt failed"
+	}
+	return fmt.Sprintf("Event(%d)", uint8(ev))
+}
+
+// Next returns the state a plugin in s moves to on ev, and false (with s
+// unchanged) when ev cannot happen in s: a plugin that failed at start
+// never restarts, and only a running plugin can exit.
+//
+//	Starting   --Launched-->      Running
+//	Starting   --Refused-->       Failed
+//	Running    --Exited-->        Down
+//	Down       --Attempt-->       Restarting
+//	Restarting --Launched-->      Running
+//	Restarting --AttemptFailed--> Down
+func Next(s State, ev Event) (State, bool) {
+	switch {
+	case s == Starting && ev == Launched, s == Restarting && ev == Launched:
+		return Running, true
+	case s == Starting && ev == Refused:
+		return Failed, true
+	case s == Running && ev == Exited:
+		return Down, true
+	case s == Down && ev == Attempt:
+		return Restarting, true
+	case s == Restarting && ev == AttemptFailed:
+		return Down, true
+	}
+	return s, false
+}
