@@ -34,6 +34,7 @@ type Option func(*options)
 
 type options struct {
 	logger hclog.Logger
+	path   pathOptions // see path.go
 }
 
 // WithLogger sends the engine's and its plugins' logs to l.
@@ -127,6 +128,7 @@ type Engine struct {
 	sel     *selector.Selector // the policies, compiled; see select.go
 
 	tracker *progress.Tracker
+	path    requestPath // the request path's stages; see path.go
 
 	topo *segment.Topology // this machine, from sysfs; published
 
@@ -186,6 +188,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
 	e.tracker.OnFailure(e.onFailure)
+	e.wirePath(o.path)
 	empty := []localBuf{}
 	e.local.Store(&empty)
 	noRemotes := []*remote{}
@@ -402,6 +405,7 @@ func (e *Engine) watchPlugin(ps *pluginState, r *pluginRun) {
 	}
 	ps.lastExit.Store(&why) // before down: "restarting" always has its reason
 	ps.down.Store(true)
+	e.path.changes.changed()
 	for _, l := range r.lanes {
 		l.MarkDown()
 	}
@@ -504,6 +508,7 @@ func (e *Engine) restart(ps *pluginState, old *pluginRun) bool {
 	ps.lastErr.Store(nil)
 	ps.restarts.Add(1)
 	ps.down.Store(false)
+	e.path.changes.changed()
 	e.startRun(ps, r)
 	e.mu.Unlock()
 	if err := e.publish(ctx); err != nil { // its endpoint may have changed

@@ -1,0 +1,188 @@
+package host
+
+import (
+	"sync"
+
+	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/failover"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// The request path. A request passes these stages, each a package that
+// owns its decision; the engine only connects them (transfer.go, and
+// retry.go for failover):
+//
+//	validate  host/validate   known op, length, open segment, both ranges
+//	admit     host/admission  now, later or never (pass-through today)
+//	select    host/selector   policy -> ordered transports
+//	plan      host/slicer     slice size, slice count, rail mask
+//	submit    host/progress   descriptors onto a lane's ring
+//	complete  host/progress   completions folded into task state
+//	retry     host/failover   another rail, next transport, wait, fail
+//
+// One observe.Observer, attached with WithObserver, sees every stage
+// transition of every task.
+
+// requestPath is what the engine keeps for the request path's stages.
+type requestPath struct {
+	// obs sees every transition; nil when nobody listens, and then the
+	// path does nothing for it.
+	obs observe.Observer
+	// admit is asked about every request; nil is the pass-through, which
+	// is not called at all.
+	admit admission.Admitter
+	// changes is signalled when a plugin goes down or comes back up.
+	changes pluginChanges
+	// records holds each task's request and failover history, beside its
+	// batch: records[b.Slot()].tasks[i] is task i of batch b.
+	records []batchRecords
+}
+
+// pathOptions are the request path's Options.
+type pathOptions struct {
+	obs   observe.Observer
+	admit admission.Admitter
+}
+
+// WithObserver attaches o to the request path: it sees every stage
+// transition of every task (see observe.Stage). An engine has one
+// observer; one that fans out to several is the caller's.
+func WithObserver(o observe.Observer) Option { return func(op *options) { op.path.obs = o } }
+
+// WithAdmitter puts a in the request path's admission stage, in place of
+// the pass-through that admits every request now.
+func WithAdmitter(a admission.Admitter) Option { return func(op *options) { op.path.admit = a } }
+
+// wirePath connects the request path's stages; New calls it before the
+// first batch is allocated.
+func (e *Engine) wirePath(o pathOptions) {
+	e.path.obs, e.path.admit = o.obs, o.admit
+	if _, ok := o.admit.(admission.PassThrough); ok {
+		e.path.admit = nil
+	}
+	e.path.records = make([]batchRecords, e.tracker.Slots())
+	if o.obs != nil {
+		e.tracker.Watch(pathWatcher{e})
+	}
+}
+
+// taskRecord is what the engine keeps of a task: its request, to route
+// it again, and what its failed attempts taught.
+type taskRecord struct {
+	req  Request
+	hist failover.History
+}
+
+type batchRecords struct {
+	tasks []taskRecord
+}
+
+// attach gives b's slot room for its tasks' records, reusing what an
+// earlier batch in the slot left. The slot is b's alone until it is
+// freed, and a freed slot is not reused while a failover holds it.
+func (p *requestPath) attach(b *progress.Batch) {
+	r := &p.records[b.Slot()]
+	if cap(r.tasks) < b.Cap() {
+		r.tasks = make([]taskRecord, b.Cap())
+	}
+	r.tasks = r.tasks[:b.Cap()]
+}
+
+func (p *requestPath) record(b *progress.Batch, i int) *taskRecord {
+	return &p.records[b.Slot()].tasks[i]
+}
+
+// sameMachineSlice is the slice size same-machine transports prefer.
+const sameMachineSlice = 64 << 20
+
+// capsOf is what a transport declares of its slices. Until sdk.Info
+// carries MaxSlice and PreferredSlice it derives them as the engine
+// always did: a same-machine transport copies in place and splits large
+// copies over its own workers, so host slices below 64 MiB would only add
+// per-slice overhead to one memcpy.
+func capsOf(info sdk.Info) slicer.Caps {
+	if info.SameMachineOnly {
+		return slicer.Caps{PreferredSlice: sameMachineSlice}
+	}
+	return slicer.Caps{}
+}
+
+// pluginChanges tells waiters that some plugin went down or came back
+// up: Changed returns a channel that is closed at the next change. It
+// stands in for the plugin set's own change signal.
+type pluginChanges struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// Changed returns a channel closed at the next change. Take it before
+// looking at the plugins' states, so that a change in between is not
+// missed.
+func (c *pluginChanges) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+// changed wakes everyone waiting on Changed.
+func (c *pluginChanges) changed() {
+	c.mu.Lock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
+	c.mu.Unlock()
+}
+
+// note tells the observer, if any, that task i of b made transition st
+// on transport tr (-1: none yet). It costs a nil check when nobody
+// listens.
+func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
+	if e.path.obs != nil {
+		e.noteTask(b, i, st, tr, slices, err)
+	}
+}
+
+func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
+	if b.Noting(i) {
+		e.path.obs.Observe(observe.Event{
+			Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
+			Transport: e.transportName(tr), Length: b.Task(i).Length, Slices: slices, Err: err,
+		})
+	}
+	b.Noted(i)
+}
+
+func (e *Engine) transportName(tr int32) string {
+	if tr < 0 || int(tr) >= len(e.plugins) {
+		return ""
+	}
+	return e.plugins[tr].name
+}
+
+// pathWatcher passes the tracker's transitions (an attempt's slices all
+// back, a task's end) to the observer.
+type pathWatcher struct{ e *Engine }
+
+func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
+	t := b.Task(i)
+	w.e.path.obs.Observe(observe.Event{
+		Stage: observe.Completed, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
+		Transport: w.e.transportName(t.Transport()), Length: t.Length, Status: st,
+	})
+}
+
+func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State) {
+	t := b.Task(i)
+	w.e.path.obs.Observe(observe.Event{
+		Stage: observe.Ended, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
+		Transport: w.e.transportName(t.Transport()), Length: t.Length, State: s, Err: t.Err(),
+	})
+}
