@@ -312,8 +312,15 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) {
 // with its first failing status, except that a slice the plugin did not
 // carry because its deadline had passed ends the task TIMEOUT, as the
 // deadline would have had the host seen it first.
+//
+// An attempt already handed to the retry hook (its submitter failed it,
+// then gave up its unsent slices) is the hook's: settling it here would
+// end it COMPLETED with the bytes of the slices that were sent.
 func (b *Batch) settle(i int) {
 	t := &b.tasks[i]
+	if t.failing.Load() {
+		return
+	}
 	s := Completed
 	switch ring.Status(t.status.Load()) {
 	case ring.StatusOK:

@@ -59,7 +59,8 @@ type Summary struct {
 
 // Check verifies every task's events and returns what it counted, with
 // one error per task that breaks a rule:
-//   - the task begins Queued, then Admitted, at attempt 0, once each;
+//   - the task begins Queued, then Admitted (or Ended, refused by
+//     validation), at attempt 0, once each;
 //   - it has exactly one Ended, its last event, with a terminal state;
 //   - within an attempt, each stage comes at most once and in the order
 //     Routed < Sliced < Submitted < Completed;
@@ -88,8 +89,14 @@ func (r *Recorder) Check() (Summary, []error) {
 }
 
 func checkTask(evs []observe.Event) error {
-	if len(evs) < 3 || evs[0].Stage != observe.Queued || evs[1].Stage != observe.Admitted {
-		return fmt.Errorf("does not begin queued, admitted")
+	if len(evs) < 2 || evs[0].Stage != observe.Queued {
+		return fmt.Errorf("does not begin queued")
+	}
+	if len(evs) == 2 && evs[1].Stage == observe.Ended {
+		return nil // refused before admission (validation)
+	}
+	if len(evs) < 3 || evs[1].Stage != observe.Admitted {
+		return fmt.Errorf("does not go queued, admitted")
 	}
 	ends := 0
 	for _, ev := range evs {
