@@ -125,14 +125,14 @@ type Engine struct {
 
 	plugins []*pluginState
 	byName  map[string]*pluginState
-	sel     *selector.Selector // the policies, compiled; see select.go
+	sel     *selector.Selector // the policies, compiled; see route.go
 
 	tracker *progress.Tracker
 	path    requestPath // the request path's stages; see path.go
 
 	topo *segment.Topology // this machine, from sysfs; published
 
-	// Failover goroutines (see failover.go): counted so that Close waits
+	// Failover goroutines (see retry.go): counted so that Close waits
 	// for them; retryClosed, under retryMu, stops new ones.
 	retryMu     sync.Mutex
 	retryClosed bool
