@@ -39,7 +39,7 @@ type requestPath struct {
 	changes pluginChanges
 	// records holds each task's request and failover history, beside its
 	// batch: records[b.Slot()].tasks[i] is task i of batch b.
-	records []batchRecords
+	records []*batchRecords
 }
 
 // pathOptions are the request path's Options.
@@ -64,7 +64,7 @@ func (e *Engine) wirePath(o pathOptions) {
 	if _, ok := o.admit.(admission.PassThrough); ok {
 		e.path.admit = nil
 	}
-	e.path.records = make([]batchRecords, e.tracker.Slots())
+	e.path.records = make([]*batchRecords, e.tracker.Slots())
 	if o.obs != nil {
 		e.tracker.Watch(pathWatcher{e})
 	}
@@ -81,15 +81,34 @@ type batchRecords struct {
 	tasks []taskRecord
 }
 
-// attach gives b's slot room for its tasks' records, reusing what an
-// earlier batch in the slot left. The slot is b's alone until it is
-// freed, and a freed slot is not reused while a failover holds it.
+// recordPool keeps the records of freed batches for the next ones: a
+// batch gets a new slot each time (the oldest free one), so records kept
+// per slot would be allocated anew for every batch.
+var recordPool sync.Pool
+
+// attach gives b's slot the records for its tasks, reusing those of a
+// freed batch. The slot is b's alone until detach; a freed slot is not
+// reused while a failover holds it.
 func (p *requestPath) attach(b *progress.Batch) {
-	r := &p.records[b.Slot()]
+	r, _ := recordPool.Get().(*batchRecords)
+	if r == nil {
+		r = &batchRecords{}
+	}
 	if cap(r.tasks) < b.Cap() {
 		r.tasks = make([]taskRecord, b.Cap())
 	}
 	r.tasks = r.tasks[:b.Cap()]
+	p.records[b.Slot()] = r
+}
+
+// detach gives back the records of the batch of n tasks freed from slot.
+func (p *requestPath) detach(slot, n int) {
+	r := p.records[slot]
+	p.records[slot] = nil
+	if r != nil {
+		clear(r.tasks[:n]) // drop the requests' references to the caller's memory
+		recordPool.Put(r)
+	}
 }
 
 func (p *requestPath) record(b *progress.Batch, i int) *taskRecord {

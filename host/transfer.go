@@ -123,7 +123,10 @@ func (e *Engine) FreeBatch(id BatchID) error {
 	}
 	id.b.Cancel()
 	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
-	e.tracker.Free(id.b)
+	slot, n := id.b.Slot(), id.b.Len()
+	if e.tracker.Free(id.b) {
+		e.path.detach(slot, n)
+	}
 	return nil
 }
 

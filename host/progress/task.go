@@ -581,19 +581,21 @@ func (t *Tracker) Complete(token uint64, st ring.Status, bytes uint64) bool {
 	return true
 }
 
-// Free releases a batch. Late completions for its tasks are dropped.
-func (t *Tracker) Free(b *Batch) {
+// Free releases a batch. Late completions for its tasks are dropped. It
+// reports whether it freed the batch (false: it was freed already).
+func (t *Tracker) Free(b *Batch) bool {
 	t.live.Lock()
 	ok := t.slots[b.slot].CompareAndSwap(b, nil)
 	t.live.Unlock()
 	if !ok {
-		return
+		return false
 	}
 	t.mu.Lock()
 	t.free[(t.freeHead+t.freeN)%len(t.free)] = b.slot
 	t.freeN++
 	t.mu.Unlock()
 	batchPool.Put(b)
+	return true
 }
 
 // Each calls f for every live batch. It holds live for reading, as a
