@@ -141,3 +141,44 @@ func BenchmarkSubmitCompleteWatched(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
 }
+
+// BenchmarkTaskLifecycle is one task's bookkeeping without a lane or a
+// goroutine: reserve, cut into one slice, complete it, settle and end.
+// It isolates what a watcher adds (nothing without one: a nil check) from
+// the scheduling noise of the ring benchmarks. -benchmem: 0 allocs/op.
+func BenchmarkTaskLifecycle(b *testing.B) {
+	for _, w := range []struct {
+		name string
+		w    Watcher
+	}{{"watcher=none", nil}, {"watcher=nop", nopWatcher{}}} {
+		b.Run(w.name, func(b *testing.B) {
+			tr := NewTracker(64)
+			if w.w != nil {
+				tr.Watch(w.w)
+			}
+			benchLifecycle(b, tr)
+		})
+	}
+}
+
+func benchLifecycle(b *testing.B, tr *Tracker) {
+	const batch = 128
+	b.ReportAllocs()
+	for done := 0; done < b.N; {
+		n := min(batch, b.N-done)
+		bt, err := tr.Allocate(batch)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for range n {
+			i := bt.Reserve(4096, 0)
+			bt.SetSlices(i, 1)
+			tr.Complete(bt.Token(i), ring.StatusOK, 4096)
+		}
+		if !bt.Done(0) {
+			b.Fatal("tasks did not end")
+		}
+		tr.Free(bt)
+		done += n
+	}
+}
