@@ -38,6 +38,7 @@ type Option func(*options)
 
 type options struct {
 	logger hclog.Logger
+	path   pathOptions // see path.go
 }
 
 // WithLogger sends the engine's and its plugins' logs to l.
@@ -110,13 +111,14 @@ type Engine struct {
 	plugins    []*pluginState
 	byName     map[string]*pluginState
 	supervisor *supervisor.Set    // launches, watches and restarts them; see pluginHooks
-	sel        *selector.Selector // the policies, compiled; see select.go
+	sel        *selector.Selector // the policies, compiled; see route.go
 
 	tracker *progress.Tracker
+	path    requestPath // the request path's stages; see path.go
 
 	topo *segment.Topology // this machine, from sysfs; published
 
-	// Failover goroutines (see failover.go): counted so that Close waits
+	// Failover goroutines (see retry.go): counted so that Close waits
 	// for them; retryClosed, under retryMu, stops new ones.
 	retryMu     sync.Mutex
 	retryClosed bool
@@ -186,6 +188,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Tracker:        e.tracker,
 		Log:            e.log,
 	})
+	e.wirePath(o.path)
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}

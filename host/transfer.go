@@ -7,14 +7,13 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
-	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
-
-// sameMachineSlice is the slice size for same-machine transports.
-const sameMachineSlice = 64 << 20
 
 // Op is what a request does.
 type Op uint8
@@ -90,7 +89,7 @@ type TaskStatus struct {
 	Bytes uint64 // bytes transferred so far, by the current attempt
 	Err   error  // why, when the state is not COMPLETED or PENDING
 	// Attempts is how many attempts the task has had, 1 unless it was
-	// failed over (see failover.go).
+	// failed over (see host/failover).
 	Attempts int
 }
 
@@ -115,7 +114,7 @@ func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
 	if err != nil {
 		return BatchID{}, fmt.Errorf("%w: allocate batch: %v", ErrInvalid, err)
 	}
-	attachExt(b)
+	e.path.attach(b)
 	return BatchID{b}, nil
 }
 
@@ -126,7 +125,10 @@ func (e *Engine) FreeBatch(id BatchID) error {
 	}
 	id.b.Cancel()
 	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
-	e.tracker.Free(id.b)
+	slot, n := id.b.Slot(), id.b.Len()
+	if e.tracker.Free(id.b) {
+		e.path.detach(slot, n)
+	}
 	return nil
 }
 
@@ -167,28 +169,58 @@ func (c *submitCtx) now() time.Time {
 	return c.wall
 }
 
+// submitOne takes one request through the first stages of the path:
+// queued, validated, admitted, routed; then dispatch plans and submits
+// it. A request refused on the way ends INVALID.
 func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	i := b.Reserve(uint64(len(r.Local)), r.deadline())
 	if i < 0 {
 		return // checked by Submit
 	}
-	te := &ext(b).tasks[i]
-	*te = taskExt{req: *r}
+	rec := e.path.record(b, i)
+	*rec = taskRecord{req: *r}
+	e.note(b, i, observe.Queued, -1, 0, nil)
 	rem := e.remote(r.Segment)
-	rt, err := e.route(r, rem)
+	rt, err := e.validate(r, rem)
+	if err == nil {
+		err = e.admit(r, rem, sc)
+	}
+	if err == nil {
+		e.note(b, i, observe.Admitted, -1, 0, nil)
+		rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local)))
+	}
 	if err != nil {
 		b.Cut(i)
 		b.Finish(i, progress.Invalid, err)
 		return
 	}
-	te.tried = 1 << rt.ps.idx
+	rec.hist.Tried = 1 << rt.ps.idx
+	e.note(b, i, observe.Routed, rt.ps.idx, 0, nil)
 	e.dispatch(b, i, r, rem, rt, 0, sc)
 }
 
-// dispatch cuts task i (request r, routed to rt) into slices and puts
-// them on a lane of its plugin, keeping off the rails in avoid. It ends by
-// marking the attempt cut; if the plugin died meanwhile, it fails the
-// attempt over.
+// admit asks the admission stage about r; nil lets it go on now. Without
+// an admitter the pass-through is not even called.
+func (e *Engine) admit(r *Request, rem *remote, sc *submitCtx) error {
+	if e.path.admit == nil {
+		return nil
+	}
+	d := e.path.admit.Admit(admission.Request{
+		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name,
+	}, sc.now().UnixNano())
+	switch d.Verdict {
+	case admission.Now:
+		return nil
+	case admission.Later:
+		return fmt.Errorf("%w: segment %q: admission held the request back (%s); the engine does not queue held-back requests yet: submit it again later", ErrInvalid, rem.Name, d.Reason)
+	}
+	return fmt.Errorf("%w: segment %q: admission refused the request (%s)", ErrInvalid, rem.Name, d.Reason)
+}
+
+// dispatch plans task i (request r, routed to rt) with the slicer and
+// puts its slices on a lane of its plugin, keeping off the rails in
+// avoid. It ends by marking the attempt cut; if the plugin died
+// meanwhile, it fails the attempt over.
 func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
 	deadline := r.deadline()
 	n := uint64(len(r.Local))
@@ -197,21 +229,12 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	t.SetTransport(ps.idx)
 	run := ps.run()
 	rs := run.rails
-	allowed := rs.allowed(rt.policy)
-	if avoid != 0 {
-		if m := rs.all(allowed) &^ avoid; m != 0 {
-			allowed = m
-		}
-	}
-	slice := e.sliceSize
-	if run.p.Info.SameMachineOnly {
-		// A same-machine transport copies in place and splits large
-		// copies over its own workers: host slices would only add
-		// per-slice overhead to one memcpy.
-		slice = max(slice, sameMachineSlice)
-	}
-	nslices := int64((n + slice - 1) / slice)
-	b.SetSlices(i, nslices)
+	plan := slicer.Cut(slicer.Input{
+		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
+		Allowed: rs.allowed(rt.policy), Every: rs.all(0), Avoid: avoid,
+	})
+	b.SetSlices(i, plan.Slices)
+	e.note(b, i, observe.Sliced, ps.idx, plan.Slices, nil)
 	op := ring.OpWrite
 	if r.Op == Read {
 		op = ring.OpRead
@@ -230,15 +253,16 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	// request while the next is cut (holding the lane over a whole batch
 	// measured slower on two cores: the plugin idled until the end).
 	l := run.lane(ps)
+	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	l.Begin()
 	var sent int64
 	var putErr error
-	for off := uint64(0); off < n; off += slice {
+	for off := uint64(0); off < n; off += plan.Slice {
 		if b.State(i, now).Terminal() { // canceled or expired while being cut
 			break
 		}
-		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(slice, n-off)
-		rail := rs.pick(d.Length, allowed, sc)
+		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
+		rail := rs.pick(d.Length, plan.Rails, sc)
 		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 		if err := l.Put(&d, b, i); err != nil {
 			rs.unsent(rail, d.Length)
@@ -262,63 +286,9 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	if putErr != nil {
 		b.Fail(i, putErr)
 	}
-	if sent < nslices {
-		b.Unsent(i, nslices-sent)
+	if sent < plan.Slices {
+		b.Unsent(i, plan.Slices-sent)
 	}
-}
-
-// checkRequest checks what a request must be before anything else is
-// looked at: a known op, a length, an open segment.
-func checkRequest(r *Request, rem *remote) error {
-	switch {
-	case r.Op != Read && r.Op != Write:
-		return fmt.Errorf("%w: unknown op %d", ErrInvalid, r.Op)
-	case len(r.Local) == 0:
-		return fmt.Errorf("%w: zero length", ErrInvalid)
-	case rem == nil:
-		return fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, r.Segment)
-	}
-	return nil
-}
-
-// routed is where route sends a request: the plugin, the policy that
-// applies (-1: none) and both ranges as (region, offset).
-type routed struct {
-	ps         *pluginState
-	policy     int
-	lreg, rreg uint32
-	loff, roff uint64
-}
-
-// route checks a request and picks its plugin. Errors here make the task
-// INVALID: nothing was sent.
-func (e *Engine) route(r *Request, rem *remote) (rt routed, err error) {
-	n := uint64(len(r.Local))
-	if err := checkRequest(r, rem); err != nil {
-		return rt, err
-	}
-	if rem.Retired != "" {
-		return rt, fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.Retired)
-	}
-	lp := uint64(addr(r.Local))
-	var ok bool
-	if rt.lreg, rt.loff, ok = e.lookupLocal(lp, n); !ok {
-		return rt, fmt.Errorf("%w: local range %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, lp, n)
-	}
-	rt.rreg, rt.roff, err = segment.Translate(rem.Desc.Buffers, r.Remote, n, r.Op == Write)
-	switch {
-	case errors.Is(err, segment.ErrNoBuffer):
-		return rt, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.Name, r.Remote)
-	case errors.Is(err, segment.ErrOutOfBounds):
-		return rt, fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.Name)
-	case errors.Is(err, segment.ErrPermission):
-		i := segment.Find(rem.Desc.Buffers, r.Remote)
-		return rt, fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.Name, rem.Desc.Buffers[i].Base, rem.Desc.Buffers[i].Perm, r.Op)
-	}
-	if rt.ps, rt.policy, err = e.choose(r, rem, n); err != nil {
-		return rt, err
-	}
-	return rt, nil
 }
 
 // TaskStatus returns task i of the batch.

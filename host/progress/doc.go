@@ -1,9 +1,12 @@
 // Package progress owns the transfer path after validation: the host side
-// of each plugin lane (submission and completion rings), cutting requests
-// into slices, reaping completions, and folding slice outcomes into
-// per-task and per-batch state with exactly one terminal state per task.
+// of each plugin lane (submission and completion rings), publishing a
+// task's slices as the slicer planned them, reaping completions, and
+// folding slice outcomes into per-task and per-batch state with exactly
+// one terminal state per task. A Watcher (the engine's observer) is told
+// of each attempt's settling and each task's end.
 //
-// It does not choose transports or validate addresses (the engine and the
-// selector do), and it never touches payload bytes. Submission and
-// completion allocate nothing per request.
+// It does not choose transports, validate addresses, size slices or
+// decide failover (host/selector, host/validate, host/slicer and
+// host/failover do), and it never touches payload bytes. Submission and
+// completion allocate nothing per request, watched or not.
 package progress

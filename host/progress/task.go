@@ -53,6 +53,11 @@ type Task struct {
 	// of the attempt's failure, so that one failure starts one retry.
 	cut     atomic.Bool
 	failing atomic.Bool
+	// noting orders what a watcher is told of the task: Ended is
+	// reported under it, and so is every other event, only while the
+	// task is pending, so that nothing is reported after Ended. Taken
+	// only when the batch has a watcher.
+	noting sync.Mutex
 
 	Length   uint64
 	Deadline int64 // unix ns, 0 = none
@@ -108,10 +113,43 @@ type Batch struct {
 	// retry, when set, is offered each task that failed before it is
 	// ended FAILED; see Tracker.OnFailure.
 	retry func(b *Batch, i int, err error) bool
-	// Ext is the owner's, kept with the batch across reuse (the engine
-	// keeps each task's request there).
-	Ext any
+	// watch, when set, is told of each task's settling and end; see
+	// Tracker.Watch.
+	watch Watcher
 }
+
+// Watcher is told of the transitions the tracker makes of its tasks: an
+// attempt's slices all came back (Settled, with the first failing
+// status), and the task ended (Ended, once per task, with its terminal
+// state). Both are called while the task's reporting is held (see
+// Batch.Noting), so a watcher must not call back into the batch's task,
+// and must not block.
+type Watcher interface {
+	Settled(b *Batch, i int, st ring.Status)
+	Ended(b *Batch, i int, s State)
+}
+
+// ID names the batch among every batch its tracker ever handed out (its
+// slot and the slot's generation): an observer's key for its tasks.
+func (b *Batch) ID() uint64 { return uint64(b.slot)<<32 | uint64(b.gen) }
+
+// Slot returns the batch's slot in its tracker, below Tracker.Slots: an
+// owner's index for what it keeps beside the batch. It is the batch's
+// until Free.
+func (b *Batch) Slot() int { return int(b.slot) }
+
+// Noting holds task i's reporting and reports whether the task is still
+// pending; the caller reports an event of the task only when it is, then
+// calls Noted. Held this way, no event is reported after the task's
+// Ended, which is reported under the same hold.
+func (b *Batch) Noting(i int) bool {
+	t := &b.tasks[i]
+	t.noting.Lock()
+	return !State(t.state.Load()).Terminal()
+}
+
+// Noted releases what Noting held.
+func (b *Batch) Noted(i int) { b.tasks[i].noting.Unlock() }
 
 // Len returns how many tasks were added.
 func (b *Batch) Len() int { return int(b.n.Load()) }
@@ -242,7 +280,7 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 	if !t.finish(s) {
 		return false
 	}
-	b.taskDone()
+	b.ended(i, s)
 	return true
 }
 
@@ -274,8 +312,15 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) {
 // with its first failing status, except that a slice the plugin did not
 // carry because its deadline had passed ends the task TIMEOUT, as the
 // deadline would have had the host seen it first.
+//
+// An attempt already handed to the retry hook (its submitter failed it,
+// then gave up its unsent slices) is the hook's: settling it here would
+// end it COMPLETED with the bytes of the slices that were sent.
 func (b *Batch) settle(i int) {
 	t := &b.tasks[i]
+	if t.failing.Load() {
+		return
+	}
 	s := Completed
 	switch ring.Status(t.status.Load()) {
 	case ring.StatusOK:
@@ -283,13 +328,31 @@ func (b *Batch) settle(i int) {
 		s = Timeout
 	default:
 		s = Failed
-		if b.offer(i, nil) {
-			return
+	}
+	if b.watch != nil {
+		if b.Noting(i) {
+			b.watch.Settled(b, i, ring.Status(t.status.Load()))
 		}
+		b.Noted(i)
+	}
+	if s == Failed && b.offer(i, nil) {
+		return
 	}
 	if t.finish(s) {
-		b.taskDone()
+		b.ended(i, s)
 	}
+}
+
+// ended counts task i, which this caller moved to s, as done and tells
+// the watcher.
+func (b *Batch) ended(i int, s State) {
+	if b.watch != nil {
+		t := &b.tasks[i]
+		t.noting.Lock()
+		b.watch.Ended(b, i, s)
+		t.noting.Unlock()
+	}
+	b.taskDone()
 }
 
 // offer hands a failed attempt of task i to the retry hook, once per
@@ -395,6 +458,8 @@ type Tracker struct {
 
 	// retry is copied into every batch; see OnFailure.
 	retry func(b *Batch, i int, err error) bool
+	// watch is copied into every batch; see Watch.
+	watch Watcher
 
 	mu sync.Mutex
 	// free is a queue of free slots: a ring of len(slots) entries, the
@@ -412,6 +477,15 @@ type Tracker struct {
 // resubmits, or ends the task. It must not block. Set it before the first
 // Allocate.
 func (t *Tracker) OnFailure(f func(b *Batch, i int, err error) bool) { t.retry = f }
+
+// Watch sets the watcher told of every task's settling and end. Set it
+// before the first Allocate. Without one (the default), the tracker
+// takes no lock and makes no call for it.
+func (t *Tracker) Watch(w Watcher) { t.watch = w }
+
+// Slots returns how many batches the tracker can hold at once: every
+// Batch.Slot is below it.
+func (t *Tracker) Slots() int { return len(t.slots) }
 
 // NewTracker returns a tracker with room for maxBatches live batches.
 func NewTracker(maxBatches int) *Tracker {
@@ -464,6 +538,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	}
 	b.slot, b.gen = slot, gen
 	b.retry = t.retry
+	b.watch = t.watch
 	b.n.Store(0)
 	b.done.Store(0)
 	b.total.Store(0)
@@ -506,19 +581,21 @@ func (t *Tracker) Complete(token uint64, st ring.Status, bytes uint64) bool {
 	return true
 }
 
-// Free releases a batch. Late completions for its tasks are dropped.
-func (t *Tracker) Free(b *Batch) {
+// Free releases a batch. Late completions for its tasks are dropped. It
+// reports whether it freed the batch (false: it was freed already).
+func (t *Tracker) Free(b *Batch) bool {
 	t.live.Lock()
 	ok := t.slots[b.slot].CompareAndSwap(b, nil)
 	t.live.Unlock()
 	if !ok {
-		return
+		return false
 	}
 	t.mu.Lock()
 	t.free[(t.freeHead+t.freeN)%len(t.free)] = b.slot
 	t.freeN++
 	t.mu.Unlock()
 	batchPool.Put(b)
+	return true
 }
 
 // Each calls f for every live batch. It holds live for reading, as a

@@ -7,11 +7,18 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/host/validate"
 	"github.com/ferrydev/ferry/sdk"
 )
 
 // Intent says what a request is for; policies match on it.
 type Intent = config.Intent
+
+// Routing: the validate and select stages of the request path, as the
+// engine connects them. host/validate judges a request against the
+// local registry's answer and the segment's descriptor; host/selector
+// orders the transports. Errors here make a task INVALID: nothing was
+// sent.
 
 // Intents a request may declare in Request.Intent; policies match on them.
 const (
@@ -127,4 +134,83 @@ func (e *Engine) Explain(req Request) (string, error) {
 		return text, e.selectErr(&req, rem, err)
 	}
 	return text, nil
+}
+
+// checkRequest checks what a request must be before anything else is
+// looked at: a known op, a length, an open segment.
+func checkRequest(r *Request, rem *remote) error {
+	f := validate.Basic(validate.Op(r.Op), uint64(len(r.Local)), rem != nil)
+	return faultErr(f, r, rem, validate.Result{})
+}
+
+// routed is where route sends a request: the plugin, the policy that
+// applies (-1: none) and both ranges as (region, offset).
+type routed struct {
+	ps         *pluginState
+	policy     int
+	lreg, rreg uint32
+	loff, roff uint64
+}
+
+// validate runs the validation stage on r against rem and returns both
+// ranges translated. Its errors make the task INVALID: nothing was sent.
+func (e *Engine) validate(r *Request, rem *remote) (rt routed, err error) {
+	n := uint64(len(r.Local))
+	lp := uint64(addr(r.Local))
+	in := validate.Input{Op: validate.Op(r.Op), Length: n, Open: rem != nil, Remote: r.Remote}
+	if rem != nil {
+		in.Retired, in.Buffers = rem.Retired, rem.Desc.Buffers
+	}
+	if in.Open && in.Retired == "" && n != 0 {
+		in.LocalRegion, in.LocalOffset, in.LocalFound = e.lookupLocal(lp, n)
+	}
+	v := validate.Check(&in)
+	if v.Fault != validate.OK {
+		return rt, faultErr(v.Fault, r, rem, v)
+	}
+	rt.lreg, rt.loff, rt.rreg, rt.roff = v.LocalRegion, v.LocalOffset, v.RemoteRegion, v.RemoteOffset
+	return rt, nil
+}
+
+// route validates a request and picks its plugin. Errors here make the
+// task INVALID: nothing was sent.
+func (e *Engine) route(r *Request, rem *remote) (routed, error) {
+	rt, err := e.validate(r, rem)
+	if err != nil {
+		return rt, err
+	}
+	if rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local))); err != nil {
+		return rt, err
+	}
+	return rt, nil
+}
+
+// faultErr puts validation fault f of request r against rem into the
+// error taxonomy, naming the segment (v is the verdict, for the buffer it
+// names); nil for validate.OK.
+func faultErr(f validate.Fault, r *Request, rem *remote, v validate.Result) error {
+	n := uint64(len(r.Local))
+	switch f {
+	case validate.OK:
+		return nil
+	case validate.UnknownOp:
+		return fmt.Errorf("%w: unknown op %d", ErrInvalid, r.Op)
+	case validate.ZeroLength:
+		return fmt.Errorf("%w: zero length", ErrInvalid)
+	case validate.NotOpen:
+		return fmt.Errorf("%w: segment handle %d is not open", ErrSegmentNotFound, r.Segment)
+	case validate.Retired:
+		return fmt.Errorf("%w: %s", ErrSegmentNotFound, rem.Retired)
+	case validate.NotRegistered:
+		lp := uint64(addr(r.Local))
+		return fmt.Errorf("%w: local range %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, lp, n)
+	case validate.NoBuffer:
+		return fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.Name, r.Remote)
+	case validate.OutOfBounds:
+		return fmt.Errorf("%w: %#x+%d runs past the end of its buffer in segment %q", ErrOutOfBounds, r.Remote, n, rem.Name)
+	case validate.Permission:
+		b := rem.Desc.Buffers[v.Buffer]
+		return fmt.Errorf("%w: segment %q buffer at %#x is %s; a %s is not allowed", ErrPermission, rem.Name, b.Base, b.Perm, r.Op)
+	}
+	return fmt.Errorf("%w: %v", ErrInvalid, f)
 }

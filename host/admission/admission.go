@@ -1,0 +1,66 @@
+package admission
+
+import (
+	"fmt"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// Verdict is what an admitter says of a request.
+type Verdict uint8
+
+const (
+	// Now lets the request go on at once.
+	Now Verdict = iota
+	// Later holds the request back until capacity frees up. The engine
+	// does not queue requests yet: it refuses one held back, saying so.
+	Later
+	// Reject refuses the request.
+	Reject
+)
+
+func (v Verdict) String() string {
+	switch v {
+	case Now:
+		return "now"
+	case Later:
+		return "later"
+	case Reject:
+		return "reject"
+	}
+	return fmt.Sprintf("verdict(%d)", uint8(v))
+}
+
+// Request is what an admitter knows of a request.
+type Request struct {
+	// Length in bytes.
+	Length uint64
+	// Priority as the request gave it.
+	Priority sdk.Priority
+	// Deadline in unix ns, 0 for none.
+	Deadline int64
+	// Intent as the request declared it, "" for none.
+	Intent config.Intent
+	// Segment is the remote segment's name.
+	Segment string
+}
+
+// Decision is an admitter's answer.
+type Decision struct {
+	Verdict Verdict
+	// Reason says why a request was not let through now; for the error
+	// the engine gives.
+	Reason string
+}
+
+// Admitter decides whether a request goes on. now is unix ns.
+type Admitter interface {
+	Admit(r Request, now int64) Decision
+}
+
+// PassThrough admits every request now: the default stage.
+type PassThrough struct{}
+
+// Admit returns Now.
+func (PassThrough) Admit(Request, int64) Decision { return Decision{Verdict: Now} }

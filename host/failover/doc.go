@@ -1,0 +1,28 @@
+// Package failover decides what happens to a task whose attempt failed:
+// try it again on another rail of the same transport, on the next
+// transport of the plan, wait for a restarting transport to come back,
+// or fail it with its cause. It answers "where does failover decide".
+//
+// The rules. A failed attempt is taken for failover (Take) only while
+// the task has attempts left and when another attempt could fix it: its
+// plugin died or refused the slices, or a slice came back with a status
+// that blames the path (peer unreachable, I/O, a timeout in the plugin,
+// a protocol error). Then (Decide):
+//
+//   - a path fault is retried on another rail of the same transport,
+//     keeping off every rail that failed the task, while one is left;
+//   - a task pinned by its request to a transport stays on it: it waits
+//     for that transport to come back, and is never moved behind the
+//     caller's back;
+//   - else the task goes to the first transport of the selector's plan
+//     (the request's hint left out) that has not carried it yet; when
+//     every one has, to the plan's first once none of them is
+//     restarting;
+//   - a wait lasts until a transport changes state, bounded by MaxWait
+//     from the first wait and by the task's deadline.
+//
+// The package is pure: a decision is a function of plain data and the
+// time. It must not sleep, poll, start goroutines or touch plugins; the
+// engine gathers the facts, acts on the decision and, for a wait, blocks
+// on the plugin set's change signal until it asks again.
+package failover

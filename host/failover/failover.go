@@ -1,0 +1,187 @@
+package failover
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxRails is how many rails a rail mask can name.
+const MaxRails = 64
+
+// History is what a task's earlier attempts leave for the next decision.
+type History struct {
+	// Tried has a bit for each transport (by index) that carried an
+	// attempt.
+	Tried uint64
+	// Avoid has a bit for each rail of the current transport that
+	// failed an attempt.
+	Avoid uint64
+}
+
+// Transport is one transport's state as a decision needs it, by index.
+type Transport struct {
+	// Usable: running and not restarting.
+	Usable bool
+	// Restarting: its process exited and is being restarted (not a
+	// plugin that failed for good).
+	Restarting bool
+	// Rails has a bit for every rail of its current run; 0 when unknown.
+	Rails uint64
+}
+
+// Input is what a decision is made from.
+type Input struct {
+	// From is the transport of the failed attempt, -1 if none.
+	From int32
+	// Rail is the rail of the first failing slice, -1 if none.
+	Rail int
+	// PathFault says the failure blames the path the slice took.
+	PathFault bool
+	// Pinned says the request named its transport.
+	Pinned bool
+	// SegmentGone says the remote segment was closed or retired.
+	SegmentGone bool
+	History     History
+	// Transports holds every transport's state, by index.
+	Transports []Transport
+	// Plan is the selector's order of transports (indices) for the
+	// request with its hint left out; nil when it chose none. Unused
+	// for a pinned request.
+	Plan []int
+	// Now is the time of the decision, unix ns.
+	Now int64
+	// Deadline is the task's, unix ns, 0 for none.
+	Deadline int64
+	// WaitUntil is the end of the wait the previous decision started
+	// (unix ns), 0 before any wait.
+	WaitUntil int64
+	// MaxWait bounds a wait for a transport to come back, from the first
+	// wait on.
+	MaxWait time.Duration
+}
+
+// Kind is what a decision says to do.
+type Kind uint8
+
+const (
+	// RetryRail: another attempt on Transport (the failed one), keeping
+	// off the rails in Avoid.
+	RetryRail Kind = iota + 1
+	// NextTransport: another attempt on Transport, on any rail.
+	NextTransport
+	// WaitRestart: ask again when a transport changes state or at Until,
+	// whichever comes first. Transport is the one awaited, -1 for any.
+	WaitRestart
+	// Fail: end the task with its attempt's cause; Reason says why
+	// there was nowhere to go. Expired says the task's own deadline
+	// passed meanwhile: it ends TIMEOUT, not FAILED.
+	Fail
+)
+
+var kindNames = [...]string{"", "retry-rail", "next-transport", "wait-restart", "fail"}
+
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Decision is what to do with a failed attempt.
+type Decision struct {
+	Kind      Kind
+	Transport int32
+	Avoid     uint64
+	Until     int64
+	Reason    string
+	Expired   bool
+}
+
+// Reasons a decision fails a task.
+const (
+	ReasonSegmentGone = "the segment was closed or retired"
+	ReasonNoTransport = "no transport came back in time"
+	ReasonDeadline    = "the task's deadline passed while waiting for a transport"
+)
+
+// Take reports whether a failed attempt is taken for failover: attempt
+// (from 0) is not the last of attempts, and the failure is one another
+// attempt could fix: died (the plugin died or refused the slices) or a
+// path fault.
+func Take(attempt, attempts int, died, pathFault bool) bool {
+	return attempt+1 < attempts && (died || pathFault)
+}
+
+// Decide returns what to do after an attempt failed.
+func Decide(in *Input) Decision {
+	if avoid, ok := otherRail(in); ok {
+		return Decision{Kind: RetryRail, Transport: in.From, Avoid: avoid}
+	}
+	if in.SegmentGone {
+		return Decision{Kind: Fail, Transport: -1, Reason: ReasonSegmentGone}
+	}
+	if in.Pinned {
+		if in.From >= 0 && in.usable(in.From) {
+			return Decision{Kind: NextTransport, Transport: in.From}
+		}
+		return in.wait(in.From)
+	}
+	if in.Plan != nil {
+		for _, i := range in.Plan {
+			if i < 64 && in.History.Tried&(1<<i) == 0 {
+				return Decision{Kind: NextTransport, Transport: int32(i)}
+			}
+		}
+		if len(in.Plan) > 0 && !in.anyRestarting(in.History.Tried) {
+			return Decision{Kind: NextTransport, Transport: int32(in.Plan[0])}
+		}
+	}
+	return in.wait(-1)
+}
+
+// otherRail returns the rails to avoid when the failed transport can
+// retry on another of its rails.
+func otherRail(in *Input) (uint64, bool) {
+	if !in.PathFault || in.From < 0 || in.Rail < 0 || in.Rail >= MaxRails || !in.usable(in.From) {
+		return 0, false
+	}
+	every := in.Transports[in.From].Rails
+	if every == 0 {
+		return 0, false
+	}
+	avoid := in.History.Avoid | 1<<in.Rail
+	return avoid, every&^avoid != 0
+}
+
+func (in *Input) usable(t int32) bool {
+	return int(t) < len(in.Transports) && in.Transports[t].Usable
+}
+
+func (in *Input) anyRestarting(mask uint64) bool {
+	for i, t := range in.Transports {
+		if i < 64 && mask&(1<<i) != 0 && t.Restarting {
+			return true
+		}
+	}
+	return false
+}
+
+// wait returns a wait for transport t (-1: any), or the failure that
+// ends it when its time is up.
+func (in *Input) wait(t int32) Decision {
+	until := in.WaitUntil
+	if until == 0 {
+		until = in.Now + int64(in.MaxWait)
+	}
+	expired := false
+	if in.Deadline != 0 && in.Deadline <= until {
+		until, expired = in.Deadline, true
+	}
+	if in.Now >= until {
+		if expired {
+			return Decision{Kind: Fail, Transport: -1, Reason: ReasonDeadline, Expired: true}
+		}
+		return Decision{Kind: Fail, Transport: -1, Reason: ReasonNoTransport}
+	}
+	return Decision{Kind: WaitRestart, Transport: t, Until: until}
+}

@@ -1,0 +1,148 @@
+package failover
+
+import (
+	"testing"
+	"time"
+)
+
+// The tests' transports: 0 and 1 up with rails, 2 restarting.
+func transports() []Transport {
+	return []Transport{
+		{Usable: true, Rails: 0b11},
+		{Usable: true, Rails: 0b1},
+		{Restarting: true},
+	}
+}
+
+const sec = int64(time.Second)
+
+func base() Input {
+	return Input{From: 0, Rail: -1, Transports: transports(), Plan: []int{0, 1}, Now: 100 * sec, MaxWait: 5 * time.Second}
+}
+
+func TestTake(t *testing.T) {
+	for _, c := range []struct {
+		attempt, attempts int
+		died, path        bool
+		want              bool
+	}{
+		{0, 3, true, false, true},
+		{0, 3, false, true, true},
+		{1, 3, false, true, true},
+		{2, 3, true, true, false},   // the last attempt
+		{0, 1, true, true, false},   // attempts = 1: no failover at all
+		{0, 3, false, false, false}, // refused for what it asked
+	} {
+		if got := Take(c.attempt, c.attempts, c.died, c.path); got != c.want {
+			t.Errorf("Take(attempt %d of %d, died %v, path fault %v) = %v, want %v", c.attempt, c.attempts, c.died, c.path, got, c.want)
+		}
+	}
+}
+
+func TestDecide(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(*Input)
+		want Decision
+	}{
+		{"path fault: another rail of the same transport", func(in *Input) { in.PathFault, in.Rail = true, 0 },
+			Decision{Kind: RetryRail, Transport: 0, Avoid: 0b01}},
+		{"the failing rail is avoided", func(in *Input) { in.PathFault, in.Rail = true, 1 },
+			Decision{Kind: RetryRail, Transport: 0, Avoid: 0b10}},
+		{"rails avoided add up; the one left is taken", func(in *Input) {
+			in.Transports[0].Rails = 0b111
+			in.PathFault, in.Rail, in.History.Avoid = true, 1, 0b001
+		}, Decision{Kind: RetryRail, Transport: 0, Avoid: 0b011}},
+		{"every rail avoided: next transport", func(in *Input) {
+			in.PathFault, in.Rail, in.History = true, 1, History{Tried: 0b1, Avoid: 0b01}
+		}, Decision{Kind: NextTransport, Transport: 1}},
+		{"single-rail transport: next transport", func(in *Input) {
+			in.From, in.PathFault, in.Rail, in.History.Tried = 1, true, 0, 0b10
+		}, Decision{Kind: NextTransport, Transport: 0}},
+		{"rail out of range: next transport", func(in *Input) {
+			in.PathFault, in.Rail, in.History.Tried = true, MaxRails, 0b1
+		}, Decision{Kind: NextTransport, Transport: 1}},
+		{"plugin died (no path fault): next transport not tried", func(in *Input) { in.History.Tried = 0b1 },
+			Decision{Kind: NextTransport, Transport: 1}},
+		{"failed transport no longer usable: no rail retry", func(in *Input) {
+			in.PathFault, in.Rail, in.History.Tried = true, 0, 0b1
+			in.Transports[0].Usable = false
+			in.Plan = []int{1}
+		}, Decision{Kind: NextTransport, Transport: 1}},
+		{"all tried, none restarting: the plan's first again", func(in *Input) { in.History.Tried = 0b11 },
+			Decision{Kind: NextTransport, Transport: 0}},
+		{"all tried, one restarting: wait for any", func(in *Input) { in.History.Tried = 0b111 },
+			Decision{Kind: WaitRestart, Transport: -1, Until: 105 * sec}},
+		{"selector chose nothing: wait", func(in *Input) { in.Plan = nil },
+			Decision{Kind: WaitRestart, Transport: -1, Until: 105 * sec}},
+		{"pinned and usable: the same transport", func(in *Input) { in.Pinned, in.History.Tried = true, 0b1 },
+			Decision{Kind: NextTransport, Transport: 0}},
+		{"pinned never moves: waits for its transport", func(in *Input) {
+			in.Pinned, in.From, in.History.Tried = true, 2, 0b100
+		}, Decision{Kind: WaitRestart, Transport: 2, Until: 105 * sec}},
+		{"pinned with a path fault takes another rail", func(in *Input) {
+			in.Pinned, in.PathFault, in.Rail = true, true, 1
+		}, Decision{Kind: RetryRail, Transport: 0, Avoid: 0b10}},
+		{"segment gone: fail", func(in *Input) { in.SegmentGone = true },
+			Decision{Kind: Fail, Transport: -1, Reason: ReasonSegmentGone}},
+		{"a rail retry needs no segment lookup", func(in *Input) { in.SegmentGone, in.PathFault, in.Rail = true, true, 0 },
+			Decision{Kind: RetryRail, Transport: 0, Avoid: 0b01}},
+		{"the task's deadline bounds the wait", func(in *Input) { in.Plan, in.Deadline = nil, 101*sec },
+			Decision{Kind: WaitRestart, Transport: -1, Until: 101 * sec}},
+	} {
+		in := base()
+		c.edit(&in)
+		if got := Decide(&in); got != c.want {
+			t.Errorf("%s: Decide = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestWaitRunsOnAFakeClock walks one wait through time: it keeps its
+// end across decisions, fails when no transport came back by then, and
+// fails TIMEOUT-bound when the task's deadline comes first.
+func TestWaitRunsOnAFakeClock(t *testing.T) {
+	in := base()
+	in.Pinned, in.From = true, 2
+	d := Decide(&in)
+	if d.Kind != WaitRestart || d.Until != 105*sec {
+		t.Fatalf("first decision %+v, want a wait until 105s", d)
+	}
+	in.WaitUntil = d.Until
+	in.Now = 104 * sec // a transport changed, not ours
+	if d := Decide(&in); d.Kind != WaitRestart || d.Until != 105*sec {
+		t.Fatalf("at 104s: %+v, want the same wait, until 105s", d)
+	}
+	in.Now = 105 * sec
+	if d := Decide(&in); d.Kind != Fail || d.Reason != ReasonNoTransport || d.Expired {
+		t.Fatalf("at 105s: %+v, want fail: %s", d, ReasonNoTransport)
+	}
+	// Back before the end: the wait is over.
+	in.Now = 104 * sec
+	in.Transports[2] = Transport{Usable: true}
+	if d := Decide(&in); d.Kind != NextTransport || d.Transport != 2 {
+		t.Fatalf("restarted at 104s: %+v, want next-transport 2", d)
+	}
+
+	in = base()
+	in.Plan, in.Deadline = nil, 102*sec
+	d = Decide(&in)
+	in.WaitUntil, in.Now = d.Until, 102*sec
+	if d := Decide(&in); d.Kind != Fail || !d.Expired || d.Reason != ReasonDeadline {
+		t.Fatalf("deadline at 102s: %+v, want an expired fail", d)
+	}
+	// A deadline already past fails at once.
+	in = base()
+	in.Plan, in.Deadline = nil, 50*sec
+	if d := Decide(&in); d.Kind != Fail || !d.Expired {
+		t.Fatalf("deadline past: %+v, want an expired fail", d)
+	}
+}
+
+func TestKindNames(t *testing.T) {
+	for k, want := range map[Kind]string{RetryRail: "retry-rail", NextTransport: "next-transport", WaitRestart: "wait-restart", Fail: "fail", 0: "kind(0)"} {
+		if got := k.String(); got != want {
+			t.Errorf("Kind(%d) = %q, want %q", uint8(k), got, want)
+		}
+	}
+}

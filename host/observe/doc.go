@@ -1,0 +1,11 @@
+// Package observe is the one place that sees a task move through the
+// request path: queued, admitted, routed, sliced, submitted, completed,
+// retried and ended. Metrics, tracing and tests attach an Observer with
+// host.WithObserver; the engine reports every transition of every task
+// to it.
+//
+// It defines the events and the interface only. It must not import the
+// engine, keep state of its own or start goroutines; an observer that
+// needs state (a histogram, a span table) keeps it. With no observer
+// attached the engine does no work for it at all.
+package observe

@@ -1,0 +1,166 @@
+package host
+
+import (
+	"sync"
+
+	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/failover"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// The request path. A request passes these stages, each a package that
+// owns its decision; the engine only connects them (transfer.go, and
+// retry.go for failover):
+//
+//	validate  host/validate   known op, length, open segment, both ranges
+//	admit     host/admission  now, later or never (pass-through today)
+//	select    host/selector   policy -> ordered transports
+//	plan      host/slicer     slice size, slice count, rail mask
+//	submit    host/progress   descriptors onto a lane's ring
+//	complete  host/progress   completions folded into task state
+//	retry     host/failover   another rail, next transport, wait, fail
+//
+// One observe.Observer, attached with WithObserver, sees every stage
+// transition of every task.
+
+// requestPath is what the engine keeps for the request path's stages.
+type requestPath struct {
+	// obs sees every transition; nil when nobody listens, and then the
+	// path does nothing for it.
+	obs observe.Observer
+	// admit is asked about every request; nil is the pass-through, which
+	// is not called at all.
+	admit admission.Admitter
+	// records holds each task's request and failover history, beside its
+	// batch: records[b.Slot()].tasks[i] is task i of batch b.
+	records []*batchRecords
+}
+
+// pathOptions are the request path's Options.
+type pathOptions struct {
+	obs   observe.Observer
+	admit admission.Admitter
+}
+
+// WithObserver attaches o to the request path: it sees every stage
+// transition of every task (see observe.Stage). An engine has one
+// observer; one that fans out to several is the caller's.
+func WithObserver(o observe.Observer) Option { return func(op *options) { op.path.obs = o } }
+
+// WithAdmitter puts a in the request path's admission stage, in place of
+// the pass-through that admits every request now.
+func WithAdmitter(a admission.Admitter) Option { return func(op *options) { op.path.admit = a } }
+
+// wirePath connects the request path's stages; New calls it before the
+// first batch is allocated.
+func (e *Engine) wirePath(o pathOptions) {
+	e.path.obs, e.path.admit = o.obs, o.admit
+	if _, ok := o.admit.(admission.PassThrough); ok {
+		e.path.admit = nil
+	}
+	e.path.records = make([]*batchRecords, e.tracker.Slots())
+	if o.obs != nil {
+		e.tracker.Watch(pathWatcher{e})
+	}
+}
+
+// taskRecord is what the engine keeps of a task: its request, to route
+// it again, and what its failed attempts taught.
+type taskRecord struct {
+	req  Request
+	hist failover.History
+}
+
+type batchRecords struct {
+	tasks []taskRecord
+}
+
+// recordPool keeps the records of freed batches for the next ones: a
+// batch gets a new slot each time (the oldest free one), so records kept
+// per slot would be allocated anew for every batch.
+var recordPool sync.Pool
+
+// attach gives b's slot the records for its tasks, reusing those of a
+// freed batch. The slot is b's alone until detach; a freed slot is not
+// reused while a failover holds it.
+func (p *requestPath) attach(b *progress.Batch) {
+	r, _ := recordPool.Get().(*batchRecords)
+	if r == nil {
+		r = &batchRecords{}
+	}
+	if cap(r.tasks) < b.Cap() {
+		r.tasks = make([]taskRecord, b.Cap())
+	}
+	r.tasks = r.tasks[:b.Cap()]
+	p.records[b.Slot()] = r
+}
+
+// detach gives back the records of the batch of n tasks freed from slot.
+func (p *requestPath) detach(slot, n int) {
+	r := p.records[slot]
+	p.records[slot] = nil
+	if r != nil {
+		clear(r.tasks[:n]) // drop the requests' references to the caller's memory
+		recordPool.Put(r)
+	}
+}
+
+func (p *requestPath) record(b *progress.Batch, i int) *taskRecord {
+	return &p.records[b.Slot()].tasks[i]
+}
+
+// capsOf is what a transport declares of its slices in Describe. A
+// plugin of protocol 1 declares nothing: the engine's slice_size applies.
+func capsOf(info sdk.Info) slicer.Caps {
+	return slicer.Caps{MaxSlice: info.MaxSlice, PreferredSlice: info.PreferredSlice}
+}
+
+// note tells the observer, if any, that task i of b made transition st
+// on transport tr (-1: none yet). It costs a nil check when nobody
+// listens.
+func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
+	if e.path.obs != nil {
+		e.noteTask(b, i, st, tr, slices, err)
+	}
+}
+
+func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
+	if b.Noting(i) {
+		e.path.obs.Observe(observe.Event{
+			Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
+			Transport: e.transportName(tr), Length: b.Task(i).Length, Slices: slices, Err: err,
+		})
+	}
+	b.Noted(i)
+}
+
+func (e *Engine) transportName(tr int32) string {
+	if tr < 0 || int(tr) >= len(e.plugins) {
+		return ""
+	}
+	return e.plugins[tr].name
+}
+
+// pathWatcher passes the tracker's transitions (an attempt's slices all
+// back, a task's end) to the observer.
+type pathWatcher struct{ e *Engine }
+
+func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
+	t := b.Task(i)
+	w.e.path.obs.Observe(observe.Event{
+		Stage: observe.Completed, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
+		Transport: w.e.transportName(t.Transport()), Length: t.Length, Status: st,
+	})
+}
+
+func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State) {
+	t := b.Task(i)
+	w.e.path.obs.Observe(observe.Event{
+		Stage: observe.Ended, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
+		Transport: w.e.transportName(t.Transport()), Length: t.Length, State: s, Err: t.Err(),
+	})
+}

@@ -1,0 +1,36 @@
+package host
+
+import (
+	"testing"
+
+	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// TestCapsOf pins how declared capabilities reach the slicer: tcp
+// declares its max_frame as MaxSlice, shm prefers 64 MiB, and a protocol-1
+// plugin declares nothing.
+func TestCapsOf(t *testing.T) {
+	tcp := sdk.Info{Name: "tcp", MaxSlice: 64 << 20}
+	shm := sdk.Info{Name: "shm", SameMachineOnly: true, PreferredSlice: 64 << 20}
+	if c := capsOf(tcp); c != (slicer.Caps{MaxSlice: 64 << 20}) {
+		t.Errorf("tcp caps %+v, want max 64 MiB", c)
+	}
+	if c := capsOf(shm); c != (slicer.Caps{PreferredSlice: 64 << 20}) {
+		t.Errorf("shm caps %+v, want preferred 64 MiB", c)
+	}
+	if c := capsOf(sdk.Info{Name: "old"}); c != (slicer.Caps{}) {
+		t.Errorf("protocol-1 caps %+v, want none", c)
+	}
+	// With the default 1 MiB slice: tcp cuts 64 MiB into 64, shm into 1.
+	if p := slicer.Cut(slicer.Input{Length: 64 << 20, Configured: 1 << 20, Caps: capsOf(tcp)}); p.Slices != 64 {
+		t.Errorf("tcp: %d slices of 64 MiB, want 64", p.Slices)
+	}
+	if p := slicer.Cut(slicer.Input{Length: 64 << 20, Configured: 1 << 20, Caps: capsOf(shm)}); p.Slices != 1 {
+		t.Errorf("shm: %d slices of 64 MiB, want 1", p.Slices)
+	}
+	// A slice_size above tcp's max_frame is clamped to it.
+	if p := slicer.Cut(slicer.Input{Length: 256 << 20, Configured: 128 << 20, Caps: capsOf(tcp)}); p.Slice != 64<<20 {
+		t.Errorf("tcp with slice_size 128 MiB: slice %d, want 64 MiB", p.Slice)
+	}
+}

@@ -1,0 +1,181 @@
+package host
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/ferrydev/ferry/host/failover"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// Failover: the engine's side. A task whose attempt failed, because a
+// slice came back with an error that blames its path or because its
+// plugin died or could not take it, is not ended FAILED while it has
+// attempts left (transfer.attempts, default 3, the first included). It
+// stays PENDING and host/failover decides where it goes next (its
+// package comment has the rules); the engine gathers the facts, acts on
+// the decision, and for a wait blocks on the plugins' change signal.
+//
+// Every attempt moves the same bytes between the same ranges, so this is
+// safe for reads and writes alike. Completions of an earlier attempt are
+// dropped (the ring token carries the attempt), so a task ends once. The
+// batch API and Transfer both get this; the task's state and error are its
+// last attempt's.
+
+// failoverWait bounds how long a failover waits for a transport to come
+// back (a restarting plugin) when every usable one was tried already.
+const failoverWait = 5 * time.Second
+
+// retryJob is one failed attempt handed to a failover goroutine.
+type retryJob struct {
+	token  uint64 // the task's, at the failed attempt
+	i      int
+	cause  error // the plugin died or refused the slices; nil: see status
+	status ring.Status
+	rail   int   // of the first failed slice, -1 if none
+	from   int32 // the transport of the failed attempt
+	rec    taskRecord
+}
+
+// onFailure is the tracker's failure hook: it takes a failed attempt for
+// failover when failover.Take says another attempt could fix it. It must
+// not block: the work is done in a goroutine.
+func (e *Engine) onFailure(b *progress.Batch, i int, cause error) bool {
+	t := b.Task(i)
+	st := t.SliceStatus()
+	if !failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, railFault(st)) {
+		return false
+	}
+	e.retryMu.Lock()
+	defer e.retryMu.Unlock()
+	if e.retryClosed {
+		return false
+	}
+	e.retrying.Add(1)
+	job := retryJob{token: b.Token(i), i: i, cause: cause, status: st, rail: t.FailedRail(), from: t.Transport(), rec: *e.path.record(b, i)}
+	go e.failover(job)
+	return true
+}
+
+// failover runs the next attempt of a task, or ends it, as the failover
+// decider says.
+func (e *Engine) failover(j retryJob) {
+	defer e.retrying.Done()
+	r := &j.rec.req
+	why := j.cause
+	if why == nil {
+		why = statusErr(j.status)
+	}
+	d := e.decideFailover(&j)
+	b, i, release := e.tracker.Hold(j.token)
+	if b == nil {
+		return // the batch was freed, or the task moved on
+	}
+	defer release()
+	if d.Kind == failover.Fail {
+		if d.Expired && b.State(i, progress.Now()).Terminal() {
+			return // its deadline passed while it waited: TIMEOUT
+		}
+		b.Finish(i, progress.Failed, why)
+		return
+	}
+	to := d.Transport
+	rem := e.remote(r.Segment)
+	rt, err := e.routeTo(r, rem, e.plugins[to])
+	if err != nil {
+		b.Finish(i, progress.Failed, fmt.Errorf("%v; failover to %q: %w", why, e.plugins[to].name, err))
+		return
+	}
+	if !b.Retry(i) {
+		return // canceled or timed out meanwhile
+	}
+	rec := e.path.record(b, i)
+	rec.hist.Tried |= 1 << to
+	rec.hist.Avoid = d.Avoid
+	e.note(b, i, observe.Retried, to, 0, why)
+	e.note(b, i, observe.Routed, to, 0, nil)
+	e.log.Warn("task failed; trying it again", "segment", rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
+		"to", e.plugins[to].name, "decision", d.Kind, "attempt", b.Attempt(i)+1, "of", e.cfg.Transfer.Attempts, "error", why)
+	var sc submitCtx
+	e.dispatch(b, i, r, rem, rt, d.Avoid, &sc)
+}
+
+// decideFailover asks the failover decider about job j until it says
+// something other than wait, waiting between questions for a plugin to
+// go down or come back (or for the wait's end).
+func (e *Engine) decideFailover(j *retryJob) failover.Decision {
+	r := &j.rec.req
+	in := failover.Input{
+		From: j.from, Rail: j.rail, PathFault: railFault(j.status), Pinned: r.Transport != "",
+		History: j.rec.hist, Deadline: r.deadline(), MaxWait: failoverWait,
+		Transports: make([]failover.Transport, len(e.plugins)),
+	}
+	var cands []selector.Transport
+	if !in.Pinned {
+		cands = make([]selector.Transport, len(e.plugins))
+	}
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		changed := e.supervisor.Changed() // before the facts: a change after them wakes the wait
+		e.failoverFacts(&in, r, cands)
+		d := failover.Decide(&in)
+		if d.Kind != failover.WaitRestart {
+			return d
+		}
+		in.WaitUntil = d.Until
+		wait := time.Duration(d.Until - in.Now)
+		if timer == nil {
+			timer = time.NewTimer(wait)
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-changed: // Reset drops a stale tick (go >= 1.23 timers)
+		case <-timer.C:
+		case <-e.quit:
+			return failover.Decision{Kind: failover.Fail, Transport: -1, Reason: "the engine is closing"}
+		}
+	}
+}
+
+// failoverFacts fills in what the decider needs to know now: the time,
+// every plugin's state, whether the segment is still there and, for an
+// unpinned request, the selector's plan with the hint left out.
+func (e *Engine) failoverFacts(in *failover.Input, r *Request, cands []selector.Transport) {
+	in.Now = progress.Now()
+	for k, ps := range e.plugins {
+		t := failover.Transport{Usable: ps.usable(), Restarting: ps.err == nil && ps.down()}
+		if rs := ps.rails.Load(); rs != nil {
+			t.Rails = rs.all(0)
+		}
+		in.Transports[k] = t
+	}
+	rem := e.remote(r.Segment)
+	in.SegmentGone = rem == nil || rem.Retired != ""
+	in.Plan = nil
+	if in.Pinned || in.SegmentGone {
+		return
+	}
+	sr := e.selectorFacts(r, rem, uint64(len(r.Local)), cands)
+	sr.Hint = ""
+	if p, err := e.sel.Select(&sr, cands); err == nil {
+		in.Plan = p.Index
+	}
+}
+
+// routeTo is route with the plugin chosen, as a transport hint: the
+// ranges are translated again (the segment may have changed under a
+// restarted peer) and the plugin is checked to reach the segment now.
+func (e *Engine) routeTo(r *Request, rem *remote, ps *pluginState) (routed, error) {
+	pinned := *r
+	pinned.Transport = ps.name
+	return e.route(&pinned, rem)
+}
