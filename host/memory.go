@@ -142,7 +142,7 @@ func portOf(ps *pluginState) pluginPort { return pluginPort{name: ps.name, p: ps
 
 func (p pluginPort) Name() string { return p.name }
 
-func (p pluginPort) RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location string) error {
+func (p pluginPort) RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location sdk.MemoryKind) error {
 	return p.p.Client.RegisterMemory(ctx, region, fd, off, length, perm, location)
 }
 

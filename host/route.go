@@ -42,7 +42,7 @@ func newSelector(cfg *config.Config, plugins []*pluginState) (*selector.Selector
 		pols = append(pols, selector.Policy{
 			Name: p.Name, Transports: p.Transports, Rails: p.Rails,
 			Match: selector.Match{
-				Segment: m.Segment, SameMachine: m.SameMachine, LocalKind: m.LocalMemory, RemoteKind: m.RemoteMemory,
+				Segment: m.Segment, SameMachine: m.SameMachine, LocalKind: sdk.MemoryKind(m.LocalMemory), RemoteKind: sdk.MemoryKind(m.RemoteMemory),
 				MinSize: uint64(m.MinSize), MaxSize: uint64(m.MaxSize), Priorities: m.Priorities, Intents: m.Intents,
 			},
 		})
@@ -71,7 +71,7 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 	}
 	sr := selector.Request{
 		Op: r.Op.String(), Size: n, Priority: r.Priority, Intent: string(r.Intent), Policy: r.Policy,
-		Hint: r.Transport, LocalKind: string(sdk.MemoryCPU), Segment: selector.Memory, SameMachine: rem.Desc.MachineID == e.machineID,
+		Hint: r.Transport, LocalKind: sdk.MemoryCPU, Segment: selector.Memory, SameMachine: rem.Desc.MachineID == e.machineID,
 	}
 	if i := segment.Find(rem.Desc.Buffers, r.Remote); i >= 0 {
 		sr.RemoteKind = rem.Desc.Buffers[i].Location

@@ -58,7 +58,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 		Version:         info.Version,
 		ProtocolVersion: s.protocol,
 		SameMachineOnly: info.SameMachineOnly,
-		MemoryKinds:     info.MemoryKinds,
+		MemoryKinds:     kindStrings(info.MemoryKinds),
 	}
 	if s.protocol < 2 {
 		// A version-1 host knows none of the capabilities.
@@ -236,7 +236,7 @@ func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMe
 	}
 	s.regions[req.RegionId] = rm
 	s.mu.Unlock()
-	r := Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: req.Kind, FD: fd, FDOffset: req.Offset}
+	r := Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: MemoryKind(req.Kind), FD: fd, FDOffset: req.Offset}
 	if err := s.impl.RegisterMemory(ctx, r); err != nil {
 		s.mu.Lock()
 		delete(s.regions, req.RegionId)
@@ -352,4 +352,16 @@ func (s *server) stop(ctx context.Context) error {
 		s.mu.Unlock()
 	})
 	return err
+}
+
+// kindStrings is kinds in their wire form.
+func kindStrings(kinds []MemoryKind) []string {
+	if kinds == nil {
+		return nil
+	}
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return s
 }

@@ -127,7 +127,7 @@ type Info struct {
 	// SameMachineOnly: the plugin reaches only peers on this machine
 	// (shm, nvlink).
 	SameMachineOnly bool
-	MemoryKinds     []string // "cpu", "cuda", "rocm", "file"
+	MemoryKinds     []MemoryKind // empty: MemoryCPU only
 }
 
 // Carries reports whether the plugin carries op. A plugin that lists no
@@ -185,7 +185,7 @@ type Region struct {
 	ID   uint32
 	Mem  []byte // mapped by the SDK; len(Mem) is the region's length
 	Perm Perm
-	Kind string // "cpu"
+	Kind MemoryKind // "" is MemoryCPU
 
 	// FD is the memfd the host sent for this region, for a plugin that
 	// shares the memory with a peer plugin on the same machine (it can

@@ -15,11 +15,8 @@ import (
 // MemoryKind is where a region's bytes live. Its text form is what plugins
 // declare in Info.MemoryKinds, what a region carries in Region.Kind, and
 // what a segment descriptor writes as a buffer's location.
-//
-// Info.MemoryKinds, Region.Kind and segment.Buffer.Location are still
-// strings holding these text forms; they switch to MemoryKind once the
-// concurrent changes to Info have landed (the JSON and the wire stay the
-// same strings).
+// The wire (the plugin protocol) and the JSON of descriptors carry the
+// text forms.
 type MemoryKind string
 
 // Memory kinds.
@@ -54,6 +51,15 @@ func ParseMemoryKind(s string) (MemoryKind, error) {
 }
 
 func (k MemoryKind) String() string { return string(k) }
+
+// OrCPU returns k, or MemoryCPU for the empty kind: what a region or
+// buffer that names no kind holds.
+func (k MemoryKind) OrCPU() MemoryKind {
+	if k == "" {
+		return MemoryCPU
+	}
+	return k
+}
 
 // Perm is what a region allows. Its text forms ("local", "remote-read",
 // "remote-read-write") are what segment descriptors carry; Perm marshals

@@ -25,13 +25,13 @@ var (
 )
 
 // Location is where registered memory lives; only host memory today.
-const Location = string(sdk.MemoryCPU)
+const Location = sdk.MemoryCPU
 
 // Plugin is one transport plugin as the table sees it: where a
 // registration is sent.
 type Plugin interface {
 	Name() string
-	RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location string) error
+	RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location sdk.MemoryKind) error
 	UnregisterMemory(ctx context.Context, region uint32) error
 }
 

@@ -20,7 +20,7 @@ func newFake(name string) *fakePlugin { return &fakePlugin{name: name, regions: 
 
 func (f *fakePlugin) Name() string { return f.name }
 
-func (f *fakePlugin) RegisterMemory(_ context.Context, region uint32, fd int, off, _ uint64, _ sdk.Perm, loc string) error {
+func (f *fakePlugin) RegisterMemory(_ context.Context, region uint32, fd int, off, _ uint64, _ sdk.Perm, loc sdk.MemoryKind) error {
 	if f.refuse {
 		return errors.New("refused")
 	}

@@ -24,11 +24,11 @@ const (
 
 // Buffer is one registered range of a segment.
 type Buffer struct {
-	Region   uint32   `json:"region"`
-	Base     uint64   `json:"base"` // the owner's virtual address
-	Length   uint64   `json:"length"`
-	Perm     sdk.Perm `json:"perm"`
-	Location string   `json:"location"` // an sdk.MemoryKind's text form
+	Region   uint32         `json:"region"`
+	Base     uint64         `json:"base"` // the owner's virtual address
+	Length   uint64         `json:"length"`
+	Perm     sdk.Perm       `json:"perm"`
+	Location sdk.MemoryKind `json:"location"`
 }
 
 // Descriptor is what an engine publishes about itself.

@@ -3,6 +3,7 @@ package selector
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/ferrydev/ferry/config"
@@ -88,7 +89,7 @@ func (t SegmentType) String() string {
 }
 
 // Any matches every memory kind in a policy.
-const Any = "*"
+const Any sdk.MemoryKind = "*"
 
 // Request is what the selector knows of one request.
 type Request struct {
@@ -101,8 +102,8 @@ type Request struct {
 	Policy string
 	// Hint pins the first attempt to this transport.
 	Hint        string
-	LocalKind   string // an sdk.MemoryKind's text; "" means sdk.MemoryCPU
-	RemoteKind  string // the target buffer's kind; "" means sdk.MemoryCPU
+	LocalKind   sdk.MemoryKind // "" means sdk.MemoryCPU
+	RemoteKind  sdk.MemoryKind // the target buffer's kind; "" means sdk.MemoryCPU
 	Segment     SegmentType
 	SameMachine bool
 }
@@ -113,17 +114,17 @@ type Request struct {
 type Transport struct {
 	Name            string
 	SameMachineOnly bool
-	MemoryKinds     []string // empty: any kind
-	Opened          bool     // the transport has the target open
+	MemoryKinds     []sdk.MemoryKind // empty: any kind
+	Opened          bool             // the transport has the target open
 	Running         bool
 }
 
 // Match is a policy's conditions; the zero Match matches every request.
 type Match struct {
-	Segment     string // "memory", "file" or "" for both
-	SameMachine *bool  // nil: either
-	LocalKind   string // "" or Any: every kind
-	RemoteKind  string
+	Segment     string         // "memory", "file" or "" for both
+	SameMachine *bool          // nil: either
+	LocalKind   sdk.MemoryKind // "" or Any: every kind
+	RemoteKind  sdk.MemoryKind
 	MinSize     uint64 // inclusive
 	MaxSize     uint64 // inclusive; 0: no upper bound
 	Priorities  []string
@@ -143,8 +144,8 @@ type compiled struct {
 	name       string
 	segment    int8 // -1 any
 	same       int8 // -1 any, 0 false, 1 true
-	local      string
-	remote     string
+	local      sdk.MemoryKind
+	remote     sdk.MemoryKind
 	min, max   uint64
 	prios      uint8 // mask; 0: any
 	intents    int   // mask; 0: any
@@ -211,10 +212,10 @@ func New(policies []Policy, transports []string) (*Selector, error) {
 			c.remote = ""
 		}
 		if c.local != "" {
-			conds = append(conds, "local_memory = "+c.local)
+			conds = append(conds, "local_memory = "+string(c.local))
 		}
 		if c.remote != "" {
-			conds = append(conds, "remote_memory = "+c.remote)
+			conds = append(conds, "remote_memory = "+string(c.remote))
 		}
 		if m.MaxSize != 0 && m.MinSize > m.MaxSize {
 			fail("min_size %d is above max_size %d", m.MinSize, m.MaxSize)
@@ -284,9 +285,9 @@ func (c *compiled) matches(r *Request, intent int) bool {
 		return false
 	case c.same >= 0 && (c.same == 1) != r.SameMachine:
 		return false
-	case c.local != "" && c.local != kind(r.LocalKind):
+	case c.local != "" && c.local != r.LocalKind.OrCPU():
 		return false
-	case c.remote != "" && c.remote != kind(r.RemoteKind):
+	case c.remote != "" && c.remote != r.RemoteKind.OrCPU():
 		return false
 	case r.Size < c.min, c.max != 0 && r.Size > c.max:
 		return false
@@ -296,13 +297,6 @@ func (c *compiled) matches(r *Request, intent int) bool {
 		return false
 	}
 	return true
-}
-
-func kind(k string) string {
-	if k == "" {
-		return string(sdk.MemoryCPU)
-	}
-	return k
 }
 
 // Reasons a transport is skipped. Constants, so that Route allocates
@@ -332,11 +326,11 @@ func usable(r *Request, t *Transport) string {
 		return reasonSameMachine
 	case !t.Opened:
 		return reasonNotOpened
-	case len(t.MemoryKinds) > 0 && r.Segment == File && indexOf(t.MemoryKinds, "file") < 0:
+	case len(t.MemoryKinds) > 0 && r.Segment == File && !slices.Contains(t.MemoryKinds, sdk.MemoryFile):
 		return reasonFileSegment
-	case len(t.MemoryKinds) > 0 && r.Segment == Memory && indexOf(t.MemoryKinds, kind(r.RemoteKind)) < 0:
+	case len(t.MemoryKinds) > 0 && r.Segment == Memory && !slices.Contains(t.MemoryKinds, r.RemoteKind.OrCPU()):
 		return reasonRemoteKind
-	case len(t.MemoryKinds) > 0 && indexOf(t.MemoryKinds, kind(r.LocalKind)) < 0:
+	case len(t.MemoryKinds) > 0 && !slices.Contains(t.MemoryKinds, r.LocalKind.OrCPU()):
 		return reasonLocalKind
 	}
 	return ""
@@ -597,7 +591,7 @@ func (p *Plan) Explain() string {
 	if r.SameMachine {
 		where = "the same machine"
 	}
-	fmt.Fprintf(&b, ", %s segment on %s, memory %s -> %s\n", r.Segment, where, kind(r.LocalKind), kind(r.RemoteKind))
+	fmt.Fprintf(&b, ", %s segment on %s, memory %s -> %s\n", r.Segment, where, r.LocalKind.OrCPU(), r.RemoteKind.OrCPU())
 	switch {
 	case p.Policy != "" && r.Policy != "":
 		fmt.Fprintf(&b, "policy %q: named by the request\n", p.Policy)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 var yes, no = true, false
@@ -12,8 +14,8 @@ var yes, no = true, false
 // running, as an engine on the target's machine sees them.
 func transports() []Transport {
 	return []Transport{
-		{Name: "tcp", MemoryKinds: []string{"cpu"}, Opened: true, Running: true},
-		{Name: "shm", SameMachineOnly: true, MemoryKinds: []string{"cpu"}, Opened: true, Running: true},
+		{Name: "tcp", MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, Opened: true, Running: true},
+		{Name: "shm", SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, Opened: true, Running: true},
 	}
 }
 

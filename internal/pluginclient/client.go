@@ -81,7 +81,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 	d := Description{
 		Info: sdk.Info{
 			Name: r.Name, Version: r.Version,
-			SameMachineOnly: r.SameMachineOnly, MemoryKinds: r.MemoryKinds,
+			SameMachineOnly: r.SameMachineOnly, MemoryKinds: kindsFromWire(r.MemoryKinds),
 			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
 		},
 		Protocol:   r.ProtocolVersion,
@@ -184,7 +184,7 @@ func permToProto(p sdk.Perm) transportv1.Perm {
 
 // RegisterMemory shares [off, off+length) of the memfd fd with the plugin
 // as region id.
-func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, length uint64, perm sdk.Perm, kind string) error {
+func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, length uint64, perm sdk.Perm, kind sdk.MemoryKind) error {
 	if c.fds == nil {
 		return errNoFDSocket
 	}
@@ -193,7 +193,7 @@ func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, len
 		return fmt.Errorf("send region fd: %w", err)
 	}
 	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
-		RegionId: id, AttachId: aid, Offset: off, Length: length, Perm: permToProto(perm), Kind: kind,
+		RegionId: id, AttachId: aid, Offset: off, Length: length, Perm: permToProto(perm), Kind: string(kind),
 	})
 	return rpcErr(err)
 }
@@ -271,3 +271,16 @@ func (e *UnimplementedError) Error() string {
 
 // Unwrap lets errors.Is find ErrUnimplemented and the plugin's answer.
 func (e *UnimplementedError) Unwrap() []error { return []error{ErrUnimplemented, e.Err} }
+
+// kindsFromWire is the memory kinds a plugin declared. A kind this host
+// does not know is kept as declared: the selector only matches it.
+func kindsFromWire(s []string) []sdk.MemoryKind {
+	if s == nil {
+		return nil
+	}
+	kinds := make([]sdk.MemoryKind, len(s))
+	for i, k := range s {
+		kinds[i] = sdk.MemoryKind(k)
+	}
+	return kinds
+}

@@ -43,7 +43,7 @@ func TestDescribeCarriesCapabilities(t *testing.T) {
 		Name: "vendor", Version: "1.2.3",
 		Ops:      []ring.Op{ring.OpWrite, ring.OpRead},
 		MaxSlice: 16 << 20, PreferredSlice: 4 << 20,
-		SameMachineOnly: true, MemoryKinds: []string{"cpu", "cuda"},
+		SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU, sdk.MemoryCUDA},
 	}
 	describe := func(context.Context) (sdk.Info, error) { return info, nil }
 	cases := []struct {
@@ -58,7 +58,7 @@ func TestDescribeCarriesCapabilities(t *testing.T) {
 		// A session negotiated at version 1 carries no capabilities: what a
 		// protocol-1 plugin sends, read as "unknown".
 		{"protocol 1", &plugintest.MockDrainer{Mock: plugintest.Mock{DescribeFunc: describe}}, 1,
-			sdk.Info{Name: "vendor", Version: "1.2.3", SameMachineOnly: true, MemoryKinds: []string{"cpu", "cuda"}}, nil},
+			sdk.Info{Name: "vendor", Version: "1.2.3", SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU, sdk.MemoryCUDA}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

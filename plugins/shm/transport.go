@@ -81,7 +81,7 @@ const PreferredSlice = 64 << 20
 // descriptor length, best with 64 MiB slices.
 func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	return sdk.Info{Name: "shm", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
-		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []string{"cpu"}}, nil
+		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}}, nil
 }
 
 // Probe checks the two kernel features the transport stands on: memfds

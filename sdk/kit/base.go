@@ -42,8 +42,8 @@ type Base[R Region, P Peer] struct {
 	// MaxNameLen bounds engine and segment names; 0: no bound.
 	MaxNameLen int
 	// MemoryKinds are the region kinds RegisterMemory accepts besides ""
-	// (which means "cpu"); nil means just "cpu".
-	MemoryKinds []string
+	// (which means sdk.MemoryCPU); nil means just sdk.MemoryCPU.
+	MemoryKinds []sdk.MemoryKind
 
 	// Regions are the registered regions. The data path reads it without
 	// locks (Acquire, Lookup); RegisterMemory and UnregisterMemory write it.
@@ -142,7 +142,7 @@ func (b *Base[R, P]) RegisterMemory(r sdk.Region, build func(sdk.Region) R) erro
 		return fmt.Errorf("%s: region %d: unknown permission %d", b.Name, r.ID, r.Perm)
 	}
 	if !b.takesKind(r.Kind) {
-		return fmt.Errorf("%s: region %d: memory kind %q is not supported (%s only)", b.Name, r.ID, r.Kind, strings.Join(b.kinds(), ", "))
+		return fmt.Errorf("%s: region %d: memory kind %q is not supported (%s only)", b.Name, r.ID, r.Kind, kindList(b.kinds()))
 	}
 	if len(r.Mem) == 0 {
 		return fmt.Errorf("%s: region %d: empty", b.Name, r.ID)
@@ -153,17 +153,15 @@ func (b *Base[R, P]) RegisterMemory(r sdk.Region, build func(sdk.Region) R) erro
 	return nil
 }
 
-func (b *Base[R, P]) kinds() []string {
+func (b *Base[R, P]) kinds() []sdk.MemoryKind {
 	if len(b.MemoryKinds) == 0 {
-		return []string{"cpu"}
+		return []sdk.MemoryKind{sdk.MemoryCPU}
 	}
 	return b.MemoryKinds
 }
 
-func (b *Base[R, P]) takesKind(k string) bool {
-	if k == "" {
-		k = "cpu"
-	}
+func (b *Base[R, P]) takesKind(k sdk.MemoryKind) bool {
+	k = k.OrCPU()
 	for _, want := range b.kinds() {
 		if k == want {
 			return true
@@ -296,4 +294,13 @@ func (b *Base[R, P]) Fail(d *ring.Descriptor, c sdk.Completer, st ring.Status) {
 // stderr, which go-plugin forwards to the host under the plugin's name.
 func Logger(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
+}
+
+// kindList joins kinds for an error message.
+func kindList(kinds []sdk.MemoryKind) string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
 }

@@ -167,7 +167,7 @@ func TestRegisterMemory(t *testing.T) {
 	_, err = b.UnregisterMemory(1)
 	wantErr(t, err, "mine: region 1 not registered")
 
-	b.MemoryKinds = []string{"cpu", "cuda"}
+	b.MemoryKinds = []sdk.MemoryKind{sdk.MemoryCPU, sdk.MemoryCUDA}
 	if err := b.RegisterMemory(sdk.Region{ID: 2, Mem: mem, Perm: sdk.PermLocal, Kind: "cuda"}, newRegion); err != nil {
 		t.Fatalf("a kind the plugin takes: %v", err)
 	}

@@ -152,7 +152,7 @@ func (in *Instance) Region(id uint32, size int, perm sdk.Perm) []byte {
 		in.t.Fatal(err)
 	}
 	in.regions[id] = r
-	if err := in.proc.Client.RegisterMemory(context.Background(), id, r.FD(), 0, uint64(size), perm, "cpu"); err != nil {
+	if err := in.proc.Client.RegisterMemory(context.Background(), id, r.FD(), 0, uint64(size), perm, sdk.MemoryCPU); err != nil {
 		in.t.Fatalf("%s: register region %d: %v", in.name, id, err)
 	}
 	return r.Mem()

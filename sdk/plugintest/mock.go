@@ -33,7 +33,7 @@ func (m *Mock) Describe(ctx context.Context) (sdk.Info, error) {
 	if m.DescribeFunc != nil {
 		return m.DescribeFunc(ctx)
 	}
-	return sdk.Info{Name: "mock", Version: "0.0.0", MemoryKinds: []string{"cpu"}}, nil
+	return sdk.Info{Name: "mock", Version: "0.0.0", MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}}, nil
 }
 
 // Probe calls ProbeFunc, or says available.
