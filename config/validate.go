@@ -169,7 +169,7 @@ func (c *Config) validateMetastore() []error {
 func checkEndpoint(s string) (https bool, err error) {
 	if !strings.Contains(s, "://") {
 		if err := checkHostPort(s); err != nil {
-			return false, fmt.Errorf(`%v; write it like "http://10.0.0.1:2379"`, err)
+			return false, fmt.Errorf(`%w; write it like "http://10.0.0.1:2379"`, err)
 		}
 		return false, nil
 	}
@@ -185,7 +185,7 @@ func checkEndpoint(s string) (https bool, err error) {
 		return false, errors.New(`remove the path, query or fragment; etcd endpoints are like "http://10.0.0.1:2379"`)
 	}
 	if err := checkHostPort(u.Host); err != nil {
-		return false, fmt.Errorf(`%v; give the port, like "http://10.0.0.1:2379"`, err)
+		return false, fmt.Errorf(`%w; give the port, like "http://10.0.0.1:2379"`, err)
 	}
 	return u.Scheme == "https", nil
 }

@@ -86,7 +86,7 @@ func (e *Engine) failover(j retryJob) {
 	rem := e.remote(r.Segment)
 	rt, err := e.routeTo(r, rem, e.plugins[to])
 	if err != nil {
-		b.Finish(i, progress.Failed, fmt.Errorf("%v; failover to %q: %w", why, e.plugins[to].name, err))
+		b.Finish(i, progress.Failed, fmt.Errorf("%w; failover to %q: %w", why, e.plugins[to].name, err))
 		return
 	}
 	if !b.Retry(i) {

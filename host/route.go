@@ -49,7 +49,7 @@ func newSelector(cfg *config.Config, plugins []*pluginState) (*selector.Selector
 	}
 	s, err := selector.New(pols, names)
 	if err != nil {
-		return nil, fmt.Errorf("%w: policies: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: policies: %w", ErrInvalid, err)
 	}
 	return s, nil
 }
@@ -103,13 +103,13 @@ func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, int, e
 func (e *Engine) selectErr(r *Request, rem *remote, err error) error {
 	switch {
 	case errors.Is(err, selector.ErrUnknownTransport):
-		return fmt.Errorf("%w: transport hint %q: no such plugin configured: %v", ErrTransportUnavailable, r.Transport, err)
+		return fmt.Errorf("%w: transport hint %q: no such plugin configured: %w", ErrTransportUnavailable, r.Transport, err)
 	case errors.Is(err, selector.ErrUnreachable):
-		return fmt.Errorf("%w: transport hint %q cannot reach segment %q: %v", ErrTransportUnavailable, r.Transport, rem.Name, err)
+		return fmt.Errorf("%w: transport hint %q cannot reach segment %q: %w", ErrTransportUnavailable, r.Transport, rem.Name, err)
 	case errors.Is(err, selector.ErrNoTransport):
-		return fmt.Errorf("%w: segment %q: %v", ErrTransportUnavailable, rem.Name, err)
+		return fmt.Errorf("%w: segment %q: %w", ErrTransportUnavailable, rem.Name, err)
 	}
-	return fmt.Errorf("%w: %v", ErrInvalid, err)
+	return fmt.Errorf("%w: %w", ErrInvalid, err)
 }
 
 // Explain says which transport the engine would choose for req and why:

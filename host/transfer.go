@@ -112,7 +112,7 @@ func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
 	}
 	b, err := e.tracker.Allocate(capacity)
 	if err != nil {
-		return BatchID{}, fmt.Errorf("%w: allocate batch: %v", ErrInvalid, err)
+		return BatchID{}, fmt.Errorf("%w: allocate batch: %w", ErrInvalid, err)
 	}
 	e.path.attach(b)
 	return BatchID{b}, nil
@@ -267,7 +267,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 		if err := l.Put(&d, b, i); err != nil {
 			rs.unsent(rail, d.Length)
 			if !errors.Is(err, progress.ErrTaskEnded) {
-				putErr = fmt.Errorf("%w: plugin %q: %v", ErrPluginFailed, ps.name, err)
+				putErr = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
 			}
 			break
 		}

@@ -87,7 +87,7 @@ func (d *Descriptor) Encode() ([]byte, error) { return json.Marshal(d) }
 func Decode(key string, b []byte) (*Descriptor, error) {
 	var d Descriptor
 	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("descriptor at %q is not a Ferry segment descriptor: %v", key, err)
+		return nil, fmt.Errorf("descriptor at %q is not a Ferry segment descriptor: %w", key, err)
 	}
 	if d.Schema > SchemaVersion {
 		return nil, fmt.Errorf("descriptor at %q has schema version %d, this engine reads up to %d: upgrade this engine", key, d.Schema, SchemaVersion)

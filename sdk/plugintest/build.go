@@ -43,7 +43,7 @@ func build(pkg, out string) error {
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %v\n%s", pkg, err, log.String())
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, log.String())
 	}
 	return nil
 }

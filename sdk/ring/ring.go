@@ -164,7 +164,7 @@ func Attach(mem []byte) (*Ring, error) {
 	}
 	c := binary.LittleEndian.Uint64(mem[offCapacity:])
 	if err := checkCapacity(c); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrBadHeader, err)
+		return nil, fmt.Errorf("%w: %w", ErrBadHeader, err)
 	}
 	if need := uint64(HeaderSize) + c*SlotSize; uint64(len(mem)) < need {
 		return nil, fmt.Errorf("%w: capacity %d needs %d bytes, memory is %d", ErrBadHeader, c, need, len(mem))

@@ -254,7 +254,7 @@ func parseRights(oob []byte) ([]int, error) {
 	}
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return nil, fmt.Errorf("%w: control data: %v", ErrBadMessage, err)
+		return nil, fmt.Errorf("%w: control data: %w", ErrBadMessage, err)
 	}
 	var fds []int
 	var bad error
@@ -265,7 +265,7 @@ func parseRights(oob []byte) ([]int, error) {
 		}
 		got, err := unix.ParseUnixRights(&msgs[i])
 		if err != nil {
-			bad = fmt.Errorf("%w: SCM_RIGHTS: %v", ErrBadMessage, err)
+			bad = fmt.Errorf("%w: SCM_RIGHTS: %w", ErrBadMessage, err)
 			continue
 		}
 		fds = append(fds, got...)
