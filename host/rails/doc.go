@@ -7,7 +7,10 @@
 // NUMA node than the request's memory; a small deterministic share of picks
 // probes rails that have been idle so that a recovered rail is noticed. It
 // learns each rail's bandwidth from completions (an exponentially weighted
-// moving average of bytes over busy time) and keeps per-rail statistics.
+// moving average of bytes over busy time, each sample weighed by the busy
+// time it spans, so that parallel connections and jittered reaps cutting
+// the same time into short samples do not make it swing) and keeps
+// per-rail statistics.
 // The Monitor pauses a rail that fails too often within a window, for a
 // cooldown that doubles on each new trip up to a cap, and restores it when
 // the cooldown ends or a probe succeeds.

@@ -24,10 +24,19 @@ type Options struct {
 	// NUMA node than the request's memory. Default 1.3; values below 1
 	// count as 1 (no penalty).
 	NUMAPenalty float64
-	// EWMAAlpha is the weight of the newest bandwidth sample, in (0, 1].
-	// Default 0.25. (TENT's bandwidth_learning_rate weighs the old value
+	// EWMAAlpha is the weight of a bandwidth sample that spans EWMASpan
+	// of busy time, in (0, 1]; a sample spanning d weighs
+	// 1 - (1-EWMAAlpha)^(d/EWMASpan), so that the estimate is a rate over
+	// time, not an average of per-sample rates: completions of parallel
+	// connections a few ms apart, or a jittered reap, cut the same busy
+	// time into short samples of wild rates, and weighing those like long
+	// ones made the estimate swing. Default 0.25; 1 takes every sample
+	// whole. (TENT's bandwidth_learning_rate weighs the old value
 	// instead.)
 	EWMAAlpha float64
+	// EWMASpan: see EWMAAlpha. Default 50 ms (with the default alpha the
+	// estimate forgets with a time constant of about 175 ms of busy time).
+	EWMASpan time.Duration
 	// Monitor configures rail health.
 	Monitor MonitorOptions
 }
@@ -36,6 +45,7 @@ const (
 	defaultProbeShare  = 0.02
 	defaultNUMAPenalty = 1.3
 	defaultEWMAAlpha   = 0.25
+	defaultEWMASpan    = 50 * time.Millisecond
 	// unknownBandwidth seeds every rail when no rail states a nominal
 	// bandwidth: only the ratios between rails matter to Pick.
 	unknownBandwidth = 10e9 / 8
@@ -54,10 +64,12 @@ type RailStats struct {
 
 // Sprayer chooses a rail for each slice. See the package documentation.
 type Sprayer struct {
-	rails      []rail
-	mon        *Monitor
-	penalty    float64
-	alpha      float64
+	rails   []rail
+	mon     *Monitor
+	penalty float64
+	// decay is ln(1-EWMAAlpha) per second of sample: a sample spanning d
+	// weighs 1 - exp(decay*d). -Inf when EWMAAlpha is 1.
+	decay      float64
 	probeEvery uint64 // 0: no probes
 	seq        uint64 // picks so far
 }
@@ -89,7 +101,6 @@ func New(rails []Rail, opts Options) *Sprayer {
 		rails:   make([]rail, len(rails)),
 		mon:     NewMonitor(len(rails), opts.Monitor),
 		penalty: opts.NUMAPenalty,
-		alpha:   opts.EWMAAlpha,
 	}
 	switch {
 	case s.penalty == 0:
@@ -97,9 +108,15 @@ func New(rails []Rail, opts Options) *Sprayer {
 	case s.penalty < 1:
 		s.penalty = 1
 	}
-	if s.alpha <= 0 || s.alpha > 1 {
-		s.alpha = defaultEWMAAlpha
+	alpha := opts.EWMAAlpha
+	if alpha <= 0 || alpha > 1 {
+		alpha = defaultEWMAAlpha
 	}
+	span := opts.EWMASpan
+	if span <= 0 {
+		span = defaultEWMASpan
+	}
+	s.decay = math.Log1p(-alpha) / span.Seconds()
 	share := opts.ProbeShare
 	if share == 0 {
 		share = defaultProbeShare
@@ -152,7 +169,7 @@ func (s *Sprayer) PickAmong(bytes uint64, numa int, allowed uint64, now time.Tim
 	}
 	s.seq++
 	for i := range s.rails {
-		s.rails[i].closeGroup(now, s.alpha)
+		s.rails[i].closeGroup(now, s.decay)
 	}
 	if s.probeEvery > 0 && s.seq%s.probeEvery == 0 {
 		if i := s.probe(allowed, now); i >= 0 {
@@ -207,7 +224,7 @@ func (s *Sprayer) probe(allowed uint64, now time.Time) int {
 // Sent records that a slice of bytes went to rail at now.
 func (s *Sprayer) Sent(rail int, bytes uint64, now time.Time) {
 	r := &s.rails[rail]
-	r.closeGroup(now, s.alpha)
+	r.closeGroup(now, s.decay)
 	r.inFlight += bytes
 }
 
@@ -217,10 +234,10 @@ func (s *Sprayer) Sent(rail int, bytes uint64, now time.Time) {
 func (s *Sprayer) Done(rail int, bytes uint64, start, now time.Time, ok bool) {
 	r := &s.rails[rail]
 	r.inFlight -= min(bytes, r.inFlight)
-	r.closeGroup(now, s.alpha)
+	r.closeGroup(now, s.decay)
 	if !ok {
 		s.mon.Fail(rail, now)
-		r.commit(s.alpha)
+		r.commit(s.decay)
 		if now.After(r.lastEnd) {
 			r.lastEnd = now
 		}
@@ -258,7 +275,7 @@ func (s *Sprayer) ProbeOK(rail int, now time.Time) { s.mon.ProbeOK(rail, now) }
 // that ran side by side (several connections on one rail) arrive a little
 // apart, and a sample of one of them alone would read as a rail far
 // faster than it is.
-func (r *rail) closeGroup(now time.Time, alpha float64) {
+func (r *rail) closeGroup(now time.Time, decay float64) {
 	if !r.grpOpen || !now.After(r.grpEnd) {
 		return
 	}
@@ -268,13 +285,13 @@ func (r *rail) closeGroup(now time.Time, alpha float64) {
 	}
 	switch {
 	case r.grpEnd.Sub(from) >= minSample:
-		r.commit(alpha)
+		r.commit(decay)
 	case r.inFlight != 0:
 		// Too short yet: keep growing it.
 	case !from.After(r.grpStart):
 		// The rail went idle and the sample covers its whole busy
 		// period (a request alone on it): its rate is the rail's.
-		r.commit(alpha)
+		r.commit(decay)
 	default:
 		// The short tail of a busy period whose earlier part was
 		// sampled: its slices ran alongside those, so alone it would
@@ -288,7 +305,9 @@ func (r *rail) closeGroup(now time.Time, alpha float64) {
 // stays busy.
 const minSample = 2 * time.Millisecond
 
-func (r *rail) commit(alpha float64) {
+// commit folds the open sample into the rail's estimate, weighed by the
+// busy time it spans (see Options.EWMAAlpha).
+func (r *rail) commit(decay float64) {
 	if !r.grpOpen {
 		return
 	}
@@ -303,7 +322,7 @@ func (r *rail) commit(alpha float64) {
 		return
 	}
 	sample := float64(r.grpBytes) / d.Seconds()
-	r.bw += alpha * (sample - r.bw)
+	r.bw += -math.Expm1(decay*d.Seconds()) * (sample - r.bw)
 }
 
 // Stats returns every rail's counters at now.
