@@ -59,7 +59,9 @@ type Request struct {
 	Priority Priority
 	// Deadline, when set, ends the task TIMEOUT if it has not completed by
 	// then. A request that sets none gets transfer.default_deadline from
-	// its Submit (30 s unless configured; "0s" leaves it without one).
+	// its Submit (30 s unless configured; "0s" leaves it without one),
+	// except in a Transfer whose context has a deadline: that one bounds
+	// it.
 	Deadline time.Time
 	// Transport pins the transport (a plugin name) of the first attempt;
 	// "" lets the engine choose. A hint that cannot reach the segment
@@ -138,6 +140,13 @@ func (e *Engine) FreeBatch(id BatchID) error {
 // the others. Submit returns an error only when the batch cannot take the
 // requests at all.
 func (e *Engine) Submit(id BatchID, reqs ...Request) error {
+	return e.submit(id, reqs, submitCtx{})
+}
+
+// submit is Submit with sc's settings (Transfer's: a caller's context
+// with a deadline bounds the requests, and the default deadline does not
+// apply).
+func (e *Engine) submit(id BatchID, reqs []Request, sc submitCtx) error {
 	b := id.b
 	if b == nil {
 		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
@@ -148,7 +157,6 @@ func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 	if b.Len()+len(reqs) > b.Cap() {
 		return fmt.Errorf("%w: submit %d requests: batch holds %d of %d", ErrInvalid, len(reqs), b.Len(), b.Cap())
 	}
-	var sc submitCtx
 	for k := range reqs {
 		e.submitOne(b, &reqs[k], &sc)
 	}
@@ -160,6 +168,9 @@ func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 // share of a small request's cost on some machines).
 type submitCtx struct {
 	wall time.Time
+	// bounded: the caller's context has a deadline, which ends the
+	// requests without one; transfer.default_deadline is not given them.
+	bounded bool
 }
 
 // now returns the time the first request that needed it was submitted.
@@ -175,7 +186,7 @@ func (c *submitCtx) now() time.Time {
 // it. A request refused on the way ends INVALID.
 func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	deadline := r.deadline()
-	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
+	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded
 	if dflt {
 		deadline = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
 	}
@@ -608,7 +619,8 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 		return nil, err
 	}
 	defer e.FreeBatch(id)
-	if err := e.Submit(id, reqs...); err != nil {
+	_, bounded := ctx.Deadline()
+	if err := e.submit(id, reqs, submitCtx{bounded: bounded}); err != nil {
 		return nil, err
 	}
 	werr := e.Wait(ctx, id)
