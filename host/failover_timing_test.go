@@ -127,3 +127,37 @@ func TestPinnedTransportWaitsForRestart(t *testing.T) {
 		t.Fatalf("fault plugin restarts %d, want at least 1", r)
 	}
 }
+
+// TestRetriesBackOff: on a transport that drops every descriptor as peer
+// unreachable, a task's three attempts are paced by transfer.retry_backoff
+// (200 ms, then 400 ms, plus jitter), so that they span a blip shorter
+// than that instead of all falling inside it; the task ends FAILED with
+// the drop's cause once its attempts are used. Before, the attempts ran
+// back to back, within milliseconds.
+func TestRetriesBackOff(t *testing.T) {
+	const span = 64 << 10 // one slice: one descriptor per attempt
+	ctx := noDeadline(t)
+	a := timingEngine(t, "bo-a", "fault \"drop\" {\n      status = \"peer_unreachable\"\n    }", `transfer {
+  retry_backoff = "200ms"
+}`)
+	b := failoverPeer(t, a, "bo-b", span)
+	seg, err := a.OpenSegment(ctx, "bo-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := randomLocal(t, ctx, a, span)
+	start := time.Now()
+	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
+	took := time.Since(start)
+	var te *host.TransferError
+	if !errors.Is(err, host.ErrTransportUnavailable) || !errors.As(err, &te) || te.State != host.StateFailed || !strings.Contains(err.Error(), "after 3 attempts") {
+		t.Fatalf("write on a transport that drops everything: %v; want FAILED, peer unreachable, after 3 attempts", err)
+	}
+	if least := 600 * time.Millisecond; took < least {
+		t.Fatalf("three attempts took %v: the backoffs (200 ms, then 400 ms) were not waited", took)
+	}
+	if d := pluginStatus(a, "fault").Counters["dropped"]; d != 3 {
+		t.Fatalf("fault plugin dropped %d descriptors, want 3 (one per attempt)", d)
+	}
+	t.Logf("three paced attempts took %v: %v", took, err)
+}
