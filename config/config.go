@@ -43,6 +43,15 @@ const (
 	SmallBatch      = 256 << 10
 	DefaultLanes    = 1
 	DefaultAttempts = 3
+	// DefaultRetryBackoff is the pause before a task's first retry; each
+	// later one doubles it, and jitter adds up to half. Two retries span
+	// 150 ms at least: a short network blip.
+	DefaultRetryBackoff = 50 * time.Millisecond
+	// DefaultRetryBudget bounds a task's failover, from its first failure:
+	// the backoffs and the waits for a restarting plugin together.
+	DefaultRetryBudget = 5 * time.Second
+	// DefaultDeadline is the deadline of a request that sets none.
+	DefaultDeadline = 30 * time.Second
 	// DefaultStallAfter is how long a plugin lane may hold work without
 	// a completion before the engine probes the plugin; see Supervise.
 	DefaultStallAfter = 5 * time.Second
@@ -66,6 +75,14 @@ const (
 	MaxLanes = 64
 	// MaxAttempts is as many attempts as a ring token tells apart.
 	MaxAttempts = 16
+	// Bounds of retry_backoff and retry_budget: a backoff longer than a
+	// second outlasts the blips it is for; a budget beyond ten minutes
+	// hides a dead peer.
+	MaxRetryBackoff = time.Second
+	MinRetryBudget  = 10 * time.Millisecond
+	MaxRetryBudget  = 10 * time.Minute
+	// MaxDefaultDeadline bounds default_deadline ("0s" turns it off).
+	MaxDefaultDeadline = 24 * time.Hour
 	// Bounds of metastore.ttl: shorter leases expire on a busy server's
 	// hiccup, longer ones leave a dead engine's descriptor for too long.
 	MinMetastoreTTL = time.Second
@@ -223,6 +240,16 @@ type Transfer struct {
 	// attempt included: on another rail, another transport, or a
 	// restarted plugin. 1 turns failover off.
 	Attempts int
+	// RetryBackoff is the pause before a task's first retry; each later
+	// retry doubles it, plus a random jitter of up to half. 0: none.
+	RetryBackoff time.Duration
+	// RetryBudget bounds a task's failover from its first failure: its
+	// backoffs and its waits for a restarting plugin. 0: the engine's
+	// default (DefaultRetryBudget).
+	RetryBudget time.Duration
+	// DefaultDeadline is the deadline given to a request that sets none,
+	// counted from its Submit; 0: such a request has none.
+	DefaultDeadline time.Duration
 }
 
 // Supervise says how the engine watches its plugins for stalls: a plugin

@@ -137,6 +137,17 @@ var transferTable = &table[Transfer]{
 		{name: "attempts", typ: tInt, def: DefaultAttempts, min: 1, max: MaxAttempts, hint: " (the tries a failed task gets in all, first included; 1: no failover)",
 			doc: "Tries a failed task gets in all: on another rail, another transport, or the restarted plugin. 1 turns failover off.",
 			at:  func(t *Transfer) any { return &t.Attempts }},
+		{name: "retry_backoff", typ: tDuration, def: DefaultRetryBackoff, min: time.Duration(0), max: MaxRetryBackoff,
+			hint: ` ("0s": retry at once)`,
+			doc:  "The pause before a failed task's first retry; each later retry doubles it, and a random jitter adds up to half.",
+			at:   func(t *Transfer) any { return &t.RetryBackoff }},
+		{name: "retry_budget", typ: tDuration, def: DefaultRetryBudget, min: MinRetryBudget, max: MaxRetryBudget,
+			doc: "How long a failed task's failover may last from its first failure, backoffs and waits for a restarting plugin included; then it ends with its cause.",
+			at:  func(t *Transfer) any { return &t.RetryBudget }},
+		{name: "default_deadline", typ: tDuration, def: DefaultDeadline, min: time.Duration(0), max: MaxDefaultDeadline,
+			hint: ` ("0s": none)`,
+			doc:  "The deadline of a request that sets none, from its submission: it ends TIMEOUT then rather than wait on a stalled peer. \"0s\": no deadline.",
+			at:   func(t *Transfer) any { return &t.DefaultDeadline }},
 	},
 }
 

@@ -73,6 +73,9 @@ func (e *Engine) wirePath(o pathOptions) {
 type taskRecord struct {
 	req  Request
 	hist failover.History
+	// defaultDeadline: req.Deadline is transfer.default_deadline's, the
+	// request set none.
+	defaultDeadline bool
 }
 
 type batchRecords struct {
@@ -111,6 +114,16 @@ func (p *requestPath) detach(slot, n int) {
 
 func (p *requestPath) record(b *progress.Batch, i int) *taskRecord {
 	return &p.records[b.Slot()].tasks[i]
+}
+
+// lookup is record for a reader that may come after the batch was freed:
+// nil then.
+func (p *requestPath) lookup(b *progress.Batch, i int) *taskRecord {
+	r := p.records[b.Slot()]
+	if r == nil || i >= len(r.tasks) {
+		return nil
+	}
+	return &r.tasks[i]
 }
 
 // capsOf is what a transport declares of its slices in Describe. A

@@ -2,6 +2,7 @@ package host
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/ferrydev/ferry/host/failover"
@@ -26,18 +27,29 @@ import (
 // last attempt's.
 
 // failoverWait bounds how long a failover waits for a transport to come
-// back (a restarting plugin) when every usable one was tried already.
+// back (a restarting plugin) when every usable one was tried already,
+// when the configuration sets no retry budget (a Config built in Go).
 const failoverWait = 5 * time.Second
+
+// retryBudget is the configured transfer.retry_budget, failoverWait when
+// it is 0.
+func (e *Engine) retryBudget() time.Duration {
+	if b := e.cfg.Transfer.RetryBudget; b > 0 {
+		return b
+	}
+	return failoverWait
+}
 
 // retryJob is one failed attempt handed to a failover goroutine.
 type retryJob struct {
-	token  uint64 // the task's, at the failed attempt
-	i      int
-	cause  error // the plugin died or refused the slices; nil: see status
-	status ring.Status
-	rail   int   // of the first failed slice, -1 if none
-	from   int32 // the transport of the failed attempt
-	rec    taskRecord
+	token   uint64 // the task's, at the failed attempt
+	i       int
+	cause   error // the plugin died or refused the slices; nil: see status
+	status  ring.Status
+	rail    int   // of the first failed slice, -1 if none
+	from    int32 // the transport of the failed attempt
+	attempt int   // the failed attempt's number, from 0
+	rec     taskRecord
 }
 
 // onFailure is the tracker's failure hook: it takes a failed attempt for
@@ -55,7 +67,7 @@ func (e *Engine) onFailure(b *progress.Batch, i int, cause error) bool {
 		return false
 	}
 	e.retrying.Add(1)
-	job := retryJob{token: b.Token(i), i: i, cause: cause, status: st, rail: t.FailedRail(), from: t.Transport(), rec: *e.path.record(b, i)}
+	job := retryJob{token: b.Token(i), i: i, cause: cause, status: st, rail: t.FailedRail(), from: t.Transport(), attempt: b.Attempt(i), rec: *e.path.record(b, i)}
 	go e.failover(job)
 	return true
 }
@@ -95,6 +107,7 @@ func (e *Engine) failover(j retryJob) {
 	rec := e.path.record(b, i)
 	rec.hist.Tried |= 1 << to
 	rec.hist.Avoid = d.Avoid
+	rec.hist.FirstFailed = j.rec.hist.FirstFailed
 	e.note(b, i, observe.Retried, to, 0, why)
 	e.note(b, i, observe.Routed, to, 0, nil)
 	e.log.Warn("task failed; trying it again", "segment", rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
@@ -105,12 +118,15 @@ func (e *Engine) failover(j retryJob) {
 
 // decideFailover asks the failover decider about job j until it says
 // something other than wait, waiting between questions for a plugin to
-// go down or come back (or for the wait's end).
+// go down or come back (or for the wait's end), and then for a retry's
+// backoff. It records the task's first failure in j's history.
 func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 	r := &j.rec.req
+	budget := e.retryBudget()
 	in := failover.Input{
 		From: j.from, Rail: j.rail, PathFault: railFault(j.status), Pinned: r.Transport != "",
-		History: j.rec.hist, Deadline: r.deadline(), MaxWait: failoverWait,
+		History: j.rec.hist, Deadline: r.deadline(), MaxWait: budget,
+		Retry: j.attempt, Backoff: e.cfg.Transfer.RetryBackoff, Budget: budget, Jitter: e.jitter(),
 		Transports: make([]failover.Transport, len(e.plugins)),
 	}
 	var cands []selector.Transport
@@ -126,9 +142,29 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 	for {
 		changed := e.supervisor.Changed() // before the facts: a change after them wakes the wait
 		e.failoverFacts(&in, r, cands)
+		if in.History.FirstFailed == 0 {
+			in.History.FirstFailed = in.Now
+			j.rec.hist.FirstFailed = in.Now
+		}
 		d := failover.Decide(&in)
-		if d.Kind != failover.WaitRestart {
+		if d.Kind == failover.Fail {
 			return d
+		}
+		if d.Kind != failover.WaitRestart {
+			if d.At <= in.Now {
+				return d
+			}
+			if timer == nil {
+				timer = time.NewTimer(time.Duration(d.At - in.Now))
+			} else {
+				timer.Reset(time.Duration(d.At - in.Now))
+			}
+			select { // the backoff: the task stays PENDING; a cancel or its deadline is seen by Retry
+			case <-timer.C:
+				return d
+			case <-e.quit:
+				return failover.Decision{Kind: failover.Fail, Transport: -1, Reason: "the engine is closing"}
+			}
 		}
 		in.WaitUntil = d.Until
 		wait := time.Duration(d.Until - in.Now)
@@ -179,3 +215,7 @@ func (e *Engine) routeTo(r *Request, rem *remote, ps *pluginState) (routed, erro
 	pinned.Transport = ps.name
 	return e.route(&pinned, rem)
 }
+
+// jitter draws the failover decider's jitter, in [0, 1): tasks that
+// failed together do not retry together.
+func (e *Engine) jitter() float64 { return rand.Float64() }

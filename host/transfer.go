@@ -58,7 +58,10 @@ type Request struct {
 	Remote   uint64
 	Priority Priority
 	// Deadline, when set, ends the task TIMEOUT if it has not completed by
-	// then.
+	// then. A request that sets none gets transfer.default_deadline from
+	// its Submit (30 s unless configured; "0s" leaves it without one),
+	// except in a Transfer whose context has a deadline: that one bounds
+	// it.
 	Deadline time.Time
 	// Transport pins the transport (a plugin name) of the first attempt;
 	// "" lets the engine choose. A hint that cannot reach the segment
@@ -137,6 +140,13 @@ func (e *Engine) FreeBatch(id BatchID) error {
 // the others. Submit returns an error only when the batch cannot take the
 // requests at all.
 func (e *Engine) Submit(id BatchID, reqs ...Request) error {
+	return e.submit(id, reqs, submitCtx{})
+}
+
+// submit is Submit with sc's settings (Transfer's: a caller's context
+// with a deadline bounds the requests, and the default deadline does not
+// apply).
+func (e *Engine) submit(id BatchID, reqs []Request, sc submitCtx) error {
 	b := id.b
 	if b == nil {
 		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
@@ -147,7 +157,6 @@ func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 	if b.Len()+len(reqs) > b.Cap() {
 		return fmt.Errorf("%w: submit %d requests: batch holds %d of %d", ErrInvalid, len(reqs), b.Len(), b.Cap())
 	}
-	var sc submitCtx
 	for k := range reqs {
 		e.submitOne(b, &reqs[k], &sc)
 	}
@@ -159,6 +168,9 @@ func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 // share of a small request's cost on some machines).
 type submitCtx struct {
 	wall time.Time
+	// bounded: the caller's context has a deadline, which ends the
+	// requests without one; transfer.default_deadline is not given them.
+	bounded bool
 }
 
 // now returns the time the first request that needed it was submitted.
@@ -173,12 +185,21 @@ func (c *submitCtx) now() time.Time {
 // queued, validated, admitted, routed; then dispatch plans and submits
 // it. A request refused on the way ends INVALID.
 func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
-	i := b.Reserve(uint64(len(r.Local)), r.deadline())
+	deadline := r.deadline()
+	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded
+	if dflt {
+		deadline = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
+	}
+	i := b.Reserve(uint64(len(r.Local)), deadline)
 	if i < 0 {
 		return // checked by Submit
 	}
 	rec := e.path.record(b, i)
 	*rec = taskRecord{req: *r}
+	if dflt { // on the engine's copy, which every later stage reads, not on the caller's
+		rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
+	}
+	r = &rec.req
 	e.note(b, i, observe.Queued, -1, 0, nil)
 	rem := e.remote(r.Segment)
 	rt, err := e.validate(r, rem)
@@ -188,6 +209,9 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	if err == nil {
 		e.note(b, i, observe.Admitted, -1, 0, nil)
 		rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local)))
+		if err != nil && e.awaitPin(b, i, r, rec) {
+			return
+		}
 	}
 	if err != nil {
 		b.Cut(i)
@@ -197,6 +221,29 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	rec.hist.Tried = 1 << rt.ps.idx
 	e.note(b, i, observe.Routed, rt.ps.idx, 0, nil)
 	e.dispatch(b, i, r, rem, rt, 0, sc)
+}
+
+// awaitPin takes task i (request r, valid and admitted, which the
+// selector could not route) for failover when r pins a plugin that is
+// down and being restarted (not failed for good): not INVALID, but a
+// first attempt that failover waits out, within the deadline and the
+// retry budget, as if the plugin had died under it. It reports whether
+// it took the task.
+func (e *Engine) awaitPin(b *progress.Batch, i int, r *Request, rec *taskRecord) bool {
+	if r.Transport == "" {
+		return false
+	}
+	for _, ps := range e.plugins {
+		if ps.name == r.Transport && ps.err == nil && ps.down() {
+			rec.hist.Tried = 1 << ps.idx
+			b.Task(i).SetTransport(ps.idx)
+			e.note(b, i, observe.Routed, ps.idx, 0, nil)
+			b.Cut(i)
+			b.Fail(i, fmt.Errorf("%w: plugin %q, which the request pins, is restarting", ErrPluginFailed, ps.name))
+			return true
+		}
+	}
+	return false
 }
 
 // admit asks the admission stage about r; nil lets it go on now. Without
@@ -298,15 +345,20 @@ func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 	}
 	t := id.b.Task(i)
 	st := TaskStatus{State: id.b.State(i, progress.Now()), Bytes: t.Bytes(), Attempts: id.b.Attempt(i) + 1}
-	st.Err = e.taskErr(t, st.State)
+	st.Err = e.taskErr(id.b, i, st.State)
 	return st, nil
 }
 
-func (e *Engine) taskErr(t *progress.Task, s State) error {
+func (e *Engine) taskErr(b *progress.Batch, i int, s State) error {
+	t := b.Task(i)
 	switch s {
 	case StatePending, StateCompleted:
 		return nil
 	case StateTimeout:
+		if rec := e.path.lookup(b, i); rec != nil && rec.defaultDeadline {
+			return fmt.Errorf("%w: the default deadline (transfer.default_deadline = %s; the request set none) passed after %d of %d bytes; set Request.Deadline, or raise default_deadline (\"0s\": none)",
+				ErrDeadlineExceeded, e.cfg.Transfer.DefaultDeadline, t.Bytes(), t.Length)
+		}
 		return fmt.Errorf("%w: deadline passed after %d of %d bytes", ErrDeadlineExceeded, t.Bytes(), t.Length)
 	case StateCanceled:
 		return fmt.Errorf("%w after %d of %d bytes", ErrCanceled, t.Bytes(), t.Length)
@@ -567,7 +619,8 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 		return nil, err
 	}
 	defer e.FreeBatch(id)
-	if err := e.Submit(id, reqs...); err != nil {
+	_, bounded := ctx.Deadline()
+	if err := e.submit(id, reqs, submitCtx{bounded: bounded}); err != nil {
 		return nil, err
 	}
 	werr := e.Wait(ctx, id)
@@ -578,7 +631,7 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 		s := id.b.State(i, now)
 		out[i] = taskResult{state: s, transport: t.Transport(), attempts: id.b.Attempt(i) + 1}
 		if s != StateCompleted {
-			out[i].err = e.taskErr(t, s)
+			out[i].err = e.taskErr(id.b, i, s)
 			out[i].recheck = t.Err() == nil && s == StateFailed
 			out[i].status = t.SliceStatus()
 		}

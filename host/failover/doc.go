@@ -19,7 +19,13 @@
 //     every one has, to the plan's first once none of them is
 //     restarting;
 //   - a wait lasts until a transport changes state, bounded by MaxWait
-//     from the first wait and by the task's deadline.
+//     from the first wait, by the budget and by the task's deadline;
+//   - a retry is sent after a backoff (At): Backoff, doubled for each
+//     earlier retry, plus a jitter of up to half drawn by the caller, so
+//     that the attempts span a short blip rather than all fall inside
+//     it; a backoff that would end past the task's deadline fails it now;
+//   - the budget (from the first failure) bounds backoffs and waits
+//     together: once it is spent, the task fails with its cause.
 //
 // The package is pure: a decision is a function of plain data and the
 // time. It must not sleep, poll, start goroutines or touch plugins; the

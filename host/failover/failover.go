@@ -16,6 +16,9 @@ type History struct {
 	// Avoid has a bit for each rail of the current transport that
 	// failed an attempt.
 	Avoid uint64
+	// FirstFailed is when the task's first attempt failed (unix ns), 0
+	// before: the retry budget counts from it.
+	FirstFailed int64
 }
 
 // Transport is one transport's state as a decision needs it, by index.
@@ -58,6 +61,18 @@ type Input struct {
 	// MaxWait bounds a wait for a transport to come back, from the first
 	// wait on.
 	MaxWait time.Duration
+	// Retry counts the task's retries before this decision: the failed
+	// attempt's number, from 0.
+	Retry int
+	// Backoff is the pause before the first retry; each later one is
+	// twice the one before, plus Jitter of up to half. 0: retry at once.
+	Backoff time.Duration
+	// Jitter, in [0, 1), spreads retries of tasks that failed together;
+	// the caller draws it from its random source.
+	Jitter float64
+	// Budget bounds the whole failover from History.FirstFailed: its
+	// backoffs and its waits. 0: no bound beyond MaxWait and Deadline.
+	Budget time.Duration
 }
 
 // Kind is what a decision says to do.
@@ -93,8 +108,11 @@ type Decision struct {
 	Transport int32
 	Avoid     uint64
 	Until     int64
-	Reason    string
-	Expired   bool
+	// At is when a retry (RetryRail, NextTransport) is to be sent, unix
+	// ns: its backoff's end. 0: now.
+	At      int64
+	Reason  string
+	Expired bool
 }
 
 // Reasons a decision fails a task.
@@ -102,7 +120,13 @@ const (
 	ReasonSegmentGone = "the segment was closed or retired"
 	ReasonNoTransport = "no transport came back in time"
 	ReasonDeadline    = "the task's deadline passed while waiting for a transport"
+	ReasonBudget      = "the task's retry budget is spent"
+	ReasonNoTime      = "the task's deadline comes before its retry's backoff ends"
 )
+
+// maxDoublings caps the backoff's growth: Backoff<<maxDoublings is the
+// longest pause (the budget bounds it anyway).
+const maxDoublings = 10
 
 // Take reports whether a failed attempt is taken for failover: attempt
 // (from 0) is not the last of attempts, and the failure is one another
@@ -112,8 +136,55 @@ func Take(attempt, attempts int, died, pathFault bool) bool {
 	return attempt+1 < attempts && (died || pathFault)
 }
 
-// Decide returns what to do after an attempt failed.
+// Decide returns what to do after an attempt failed. A retry's At is
+// the end of its backoff, kept inside the budget; a retry whose backoff
+// would end past the task's deadline fails instead, and so does any
+// decision once the budget is spent.
 func Decide(in *Input) Decision {
+	if end := in.budgetEnd(); end != 0 && in.Now >= end {
+		return Decision{Kind: Fail, Transport: -1, Reason: ReasonBudget}
+	}
+	d := decide(in)
+	if d.Kind == RetryRail || d.Kind == NextTransport {
+		return in.pace(d)
+	}
+	return d
+}
+
+// budgetEnd is when the budget runs out (unix ns), 0 for no budget.
+func (in *Input) budgetEnd() int64 {
+	if in.Budget <= 0 {
+		return 0
+	}
+	first := in.History.FirstFailed
+	if first == 0 {
+		first = in.Now
+	}
+	return first + int64(in.Budget)
+}
+
+// pace puts retry d off by its backoff: Backoff doubled for each earlier
+// retry, plus up to half of that again by Jitter, and no later than the
+// budget's end.
+func (in *Input) pace(d Decision) Decision {
+	if in.Backoff <= 0 {
+		return d
+	}
+	pause := in.Backoff << min(max(in.Retry, 0), maxDoublings)
+	j := min(max(in.Jitter, 0), 1)
+	pause += time.Duration(j * float64(pause/2))
+	at := in.Now + int64(pause)
+	if end := in.budgetEnd(); end != 0 && at > end {
+		at = end
+	}
+	if in.Deadline != 0 && at >= in.Deadline {
+		return Decision{Kind: Fail, Transport: -1, Reason: ReasonNoTime}
+	}
+	d.At = at
+	return d
+}
+
+func decide(in *Input) Decision {
 	if avoid, ok := otherRail(in); ok {
 		return Decision{Kind: RetryRail, Transport: in.From, Avoid: avoid}
 	}
@@ -172,6 +243,9 @@ func (in *Input) wait(t int32) Decision {
 	until := in.WaitUntil
 	if until == 0 {
 		until = in.Now + int64(in.MaxWait)
+	}
+	if end := in.budgetEnd(); end != 0 && end < until {
+		until = end
 	}
 	expired := false
 	if in.Deadline != 0 && in.Deadline <= until {

@@ -146,3 +146,78 @@ func TestKindNames(t *testing.T) {
 		}
 	}
 }
+
+const ms = int64(time.Millisecond)
+
+// paced is base with a 50 ms backoff and a 5 s budget from a first
+// failure at 100 s.
+func paced() Input {
+	in := base()
+	in.Backoff, in.Budget = 50*time.Millisecond, 5*time.Second
+	in.History.FirstFailed = 100 * sec
+	return in
+}
+
+func TestBackoff(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		edit func(*Input)
+		want Decision
+	}{
+		{"first retry: the backoff", func(in *Input) { in.History.Tried = 0b1 },
+			Decision{Kind: NextTransport, Transport: 1, At: 100*sec + 50*ms}},
+		{"second retry: twice it", func(in *Input) { in.History.Tried, in.Retry = 0b1, 1 },
+			Decision{Kind: NextTransport, Transport: 1, At: 100*sec + 100*ms}},
+		{"jitter adds up to half", func(in *Input) { in.History.Tried, in.Retry, in.Jitter = 0b1, 1, 0.5 },
+			Decision{Kind: NextTransport, Transport: 1, At: 100*sec + 125*ms}},
+		{"jitter out of range is clamped", func(in *Input) { in.History.Tried, in.Jitter = 0b1, 7 },
+			Decision{Kind: NextTransport, Transport: 1, At: 100*sec + 75*ms}},
+		{"a rail retry backs off too", func(in *Input) { in.PathFault, in.Rail = true, 0 },
+			Decision{Kind: RetryRail, Transport: 0, Avoid: 0b01, At: 100*sec + 50*ms}},
+		{"the doubling is capped and the budget bounds it", func(in *Input) { in.History.Tried, in.Retry = 0b1, 40 },
+			Decision{Kind: NextTransport, Transport: 1, At: 105 * sec}},
+		{"a backoff past the deadline fails now", func(in *Input) { in.History.Tried, in.Deadline = 0b1, 100*sec+20*ms },
+			Decision{Kind: Fail, Transport: -1, Reason: ReasonNoTime}},
+		{"the budget spent: fail", func(in *Input) { in.History.Tried, in.Now = 0b1, 105*sec },
+			Decision{Kind: Fail, Transport: -1, Reason: ReasonBudget}},
+		{"the budget bounds a wait", func(in *Input) { in.Plan, in.Now = nil, 103*sec },
+			Decision{Kind: WaitRestart, Transport: -1, Until: 105 * sec}},
+		{"no first failure yet: the budget counts from now", func(in *Input) { in.Plan, in.History.FirstFailed, in.MaxWait = nil, 0, time.Minute },
+			Decision{Kind: WaitRestart, Transport: -1, Until: 105 * sec}},
+		{"a wait is not paced", func(in *Input) { in.Pinned, in.From = true, 2 },
+			Decision{Kind: WaitRestart, Transport: 2, Until: 105 * sec}},
+		{"no backoff: at once", func(in *Input) { in.History.Tried, in.Backoff = 0b1, 0 },
+			Decision{Kind: NextTransport, Transport: 1}},
+	} {
+		in := paced()
+		c.edit(&in)
+		if got := Decide(&in); got != c.want {
+			t.Errorf("%s: Decide = %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestBackoffSpansABlip walks a task through a 100 ms blip on a fake
+// clock: every attempt inside the blip fails, and with the default
+// 50 ms backoff the third attempt (the last of three) lands after it,
+// whatever the jitter.
+func TestBackoffSpansABlip(t *testing.T) {
+	for _, jitter := range []float64{0, 0.3, 0.999} {
+		in := paced()
+		in.Jitter = jitter
+		in.Plan, in.Transports = []int{0}, []Transport{{Usable: true}}
+		now := in.History.FirstFailed // the first attempt failed at the blip's start
+		blipEnd := now + 100*ms
+		for retry := 0; retry < 2; retry++ {
+			in.Now, in.Retry = now, retry
+			d := Decide(&in)
+			if d.Kind != NextTransport || d.At <= now {
+				t.Fatalf("jitter %v, retry %d: %+v, want a paced retry", jitter, retry, d)
+			}
+			now = d.At // the retry is sent then, and fails at once while the blip lasts
+		}
+		if now <= blipEnd {
+			t.Errorf("jitter %v: the last attempt is sent at +%v, inside the 100 ms blip", jitter, time.Duration(now-in.History.FirstFailed))
+		}
+	}
+}
