@@ -42,7 +42,7 @@ func (h *handler) delivered() []control.Notification {
 
 func start(t *testing.T, h control.Handler, opts ...grpc.DialOption) (*control.Server, *control.Client) {
 	t.Helper()
-	s, err := control.Listen("127.0.0.1:0", h)
+	s, err := control.Listen("127.0.0.1:0", h, control.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
