@@ -161,8 +161,9 @@ func TestPreKeyedNotificationsStillDelivered(t *testing.T) {
 }
 
 // TestFloodingSenderCannotStarveOthers: a peer flooding an engine whose
-// application reads slowly keeps its buffer full; a real sender's 20
-// notifications must all be taken and delivered anyway.
+// application reads slowly keeps its buffer full and takes every slot the
+// reader frees; a real sender's 20 notifications must all be taken (each
+// within control.DefaultRetry's calls) and delivered anyway.
 func TestFloodingSenderCannotStarveOthers(t *testing.T) {
 	a, b := newSecretEngine(t, "flood-a", ""), newSecretEngine(t, "flood-b", "")
 	seg := openByControl(t, a, b)
@@ -197,27 +198,33 @@ func TestFloodingSenderCannotStarveOthers(t *testing.T) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	// The application reads one notification every 2ms.
+	// The application reads slowly: one notification per 5 refused
+	// calls, so that the flood outpaces it whatever this machine's speed.
 	fromA := make(chan int, 1)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		got := 0
+		got, last := 0, b.NotificationStats().Refused
 		for got < 20 {
-			select {
-			case <-stop:
-				fromA <- got
-				return
-			case <-tick.C:
+			r := b.NotificationStats().Refused
+			if r < last+5 {
+				select {
+				case <-stop:
+					fromA <- got
+					return
+				case <-time.After(100 * time.Microsecond):
+				}
+				continue
 			}
+			last = r
 			select {
 			case n := <-b.Notifications():
 				if n.From == "flood-a" {
 					got++
 				}
-			default:
+			case <-stop:
+				fromA <- got
+				return
 			}
 		}
 		fromA <- got

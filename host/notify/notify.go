@@ -183,14 +183,16 @@ func (h *handler) Descriptor() ([]byte, error) { return h.src.Descriptor() }
 func (h *handler) Identity() (string, uint64)  { return h.name, h.incarnation }
 func (h *handler) Status() ([]byte, error)     { return h.src.Status() }
 func (h *handler) Deliver(n control.Notification) error {
-	return h.buf.put(Notification{From: n.From, Name: n.Name, Msg: n.Msg})
+	return h.buf.put(Notification{From: n.From, Name: n.Name, Msg: n.Msg}, time.Now())
 }
 
 // fairBuffer is the channel of received notifications with a fair share
-// of it for each sender: a sender may hold at most cap/k of the
-// notifications waiting in it, k being the senders holding any plus
-// itself. A flooding peer is refused once over its share, so the slots
-// the reader frees go to the others: it cannot starve them. (Senders are
+// of it for each sender. The senders that share it are those holding
+// notifications in it and those refused for want of room in the last
+// WaitMemory (they are retrying); a sender may hold at most cap/k of it,
+// k being their number counting itself. A flooding peer is refused once
+// over its share, so the slots the reader frees go to the others: it
+// cannot starve them. A sender alone may fill the buffer. (Senders are
 // told apart by name, which only a cluster secret makes trustworthy.)
 //
 // The reader takes from the channel directly; put learns how many it
@@ -199,21 +201,31 @@ func (h *handler) Deliver(n control.Notification) error {
 type fairBuffer struct {
 	ch chan Notification
 
-	mu    sync.Mutex
-	held  map[string]int // by sender, notifications in ch; no zero entries
-	ring  []string       // sender of each notification put and not yet known taken, oldest at head
-	head  int
-	count int
+	mu      sync.Mutex
+	held    map[string]int       // by sender, notifications in ch; no zero entries
+	waiting map[string]time.Time // senders refused for want of room, and when; at most MaxWaiting
+	ring    []string             // sender of each notification put and not yet known taken, oldest at head
+	head    int
+	count   int
 }
+
+// WaitMemory is how long a sender refused for want of room keeps its
+// share: longer than control.DefaultRetry's backoff between two calls.
+const WaitMemory = 2 * time.Second
+
+// MaxWaiting bounds the refused senders a buffer remembers.
+const MaxWaiting = 256
 
 func newFairBuffer(n int) fairBuffer {
 	// A reader may take one between the reconciling and the send of a
 	// put, so the ring can hold one more than the channel.
-	return fairBuffer{ch: make(chan Notification, n), held: make(map[string]int), ring: make([]string, n+1)}
+	return fairBuffer{ch: make(chan Notification, n), held: make(map[string]int),
+		waiting: make(map[string]time.Time), ring: make([]string, n+1)}
 }
 
-// put hands n to the reader or returns why not now, wrapping control.ErrFull.
-func (f *fairBuffer) put(n Notification) error {
+// put hands n to the reader or returns why not now, wrapping
+// control.ErrFull; now is the time, for WaitMemory.
+func (f *fairBuffer) put(n Notification, now time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for taken := f.count - len(f.ch); taken > 0; taken-- {
@@ -226,6 +238,14 @@ func (f *fairBuffer) put(n Notification) error {
 		}
 	}
 	senders := len(f.held)
+	for w, at := range f.waiting {
+		switch {
+		case now.Sub(at) > WaitMemory:
+			delete(f.waiting, w)
+		case f.held[w] == 0 && w != n.From:
+			senders++
+		}
+	}
 	if f.held[n.From] == 0 {
 		senders++
 	}
@@ -236,8 +256,12 @@ func (f *fairBuffer) put(n Notification) error {
 	select {
 	case f.ch <- n:
 	default:
+		if _, ok := f.waiting[n.From]; ok || len(f.waiting) < MaxWaiting {
+			f.waiting[n.From] = now
+		}
 		return control.ErrFull
 	}
+	delete(f.waiting, n.From)
 	f.ring[(f.head+f.count)%len(f.ring)] = n.From
 	f.count++
 	f.held[n.From]++
