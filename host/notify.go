@@ -207,8 +207,8 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 	if e.closed.Load() {
 		return ErrClosed
 	}
-	if name == "" || len(msg) > control.MaxMessage {
-		return fmt.Errorf("%w: notify: a name is required and the message holds at most %d bytes", ErrInvalid, control.MaxMessage)
+	if name == "" || len(name) > control.MaxName || len(msg) > control.MaxMessage {
+		return fmt.Errorf("%w: notify: a name of 1 to %d bytes is required and the message holds at most %d bytes", ErrInvalid, control.MaxName, control.MaxMessage)
 	}
 	r := e.remote(seg)
 	if r == nil {
@@ -240,8 +240,8 @@ func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) e
 	if id.b == nil {
 		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
 	}
-	if n.Name == "" || len(n.Msg) > control.MaxMessage {
-		return fmt.Errorf("%w: submit with notify: a name is required and the message holds at most %d bytes", ErrInvalid, control.MaxMessage)
+	if n.Name == "" || len(n.Name) > control.MaxName || len(n.Msg) > control.MaxMessage {
+		return fmt.Errorf("%w: submit with notify: a name of 1 to %d bytes is required and the message holds at most %d bytes", ErrInvalid, control.MaxName, control.MaxMessage)
 	}
 	var targets []notify.Target
 	for k := range reqs {

@@ -3,6 +3,7 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -276,6 +277,9 @@ func TestOversizeNotificationStringsRefused(t *testing.T) {
 		}
 	}
 	expectNone(t, b)
+	if err := b.Notify(ctx, 1, ok.Name+"n", nil); !errors.Is(err, host.ErrInvalid) {
+		t.Fatalf("sending a name over the bound: %v, want ErrInvalid", err)
+	}
 	if st := b.NotificationStats(); st.Invalid != 7 || st.Received != 1 {
 		t.Fatalf("receiver stats %+v, want 7 invalid and 1 received", st)
 	}

@@ -221,7 +221,7 @@ func (v *service) Status(_ context.Context, r *controlv1.StatusRequest) (*contro
 		if err := v.s.inWindow(sent); err != nil || !hmac.Equal(r.GetMac(), statusMAC(v.s.o.Secret, sent)) {
 			v.s.count(&v.s.stats.StatusDenied)
 			name, _ := v.s.h.Identity()
-			return nil, status.Errorf(codes.Unauthenticated, "status of %q: the request is not signed with this engine's cluster secret (or its time is more than %v off); call with the same cluster secret (ferry plugins --engine reads it from the config)", name, ReplayWindow)
+			return nil, status.Errorf(codes.Unauthenticated, "status of %q: the request is not signed with this engine's cluster secret (or its time is more than %v off); call it with the engine's cluster secret (control.DialOptions with Options.Secret)", name, ReplayWindow)
 		}
 	}
 	b, err := v.s.h.Status()
