@@ -2,8 +2,12 @@ package control
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"net"
 	"sync"
 	"time"
@@ -25,6 +29,23 @@ const MaxMessage = 64 << 10
 // delivered again; senders retry within seconds, far inside that window.
 const DedupKeys = 1 << 16
 
+// MaxName bounds a notification's sender (From) and name, and MaxKey its
+// idempotency key, in bytes: a server refuses longer ones before it
+// remembers anything of them, so the DedupKeys remembered keys hold at
+// most about DedupKeys*(MaxName+MaxKey) bytes of strings.
+const (
+	MaxName = 256
+	MaxKey  = 64
+)
+
+// ReplayWindow is how far a signed request's time may be from the
+// receiver's clock (either way). With a cluster secret a server refuses a
+// notification or status request outside it, so a recorded request cannot
+// be replayed later; inside it, the key's deduplication makes a replayed
+// notification a duplicate. It covers DefaultRetry's calls and a modest
+// clock skew between hosts.
+const ReplayWindow = 2 * time.Minute
+
 // ErrFull is what Handler.Deliver returns when it cannot take a
 // notification now. The server answers ResourceExhausted and does not
 // remember the key, so the sender's retry may deliver it later.
@@ -40,8 +61,12 @@ type Notification struct {
 	Name          string
 	Msg           []byte
 	// Key identifies the notification for deduplication: unique per
-	// sender incarnation, reused by every retry of the notification.
+	// sender incarnation (host/notify draws 128 random bits), reused by
+	// every retry of the notification.
 	Key string
+	// Sent is when the sender first sent it; every retry carries the same
+	// time. A Client sets it when it is zero.
+	Sent time.Time
 }
 
 // Handler is what a server needs from its engine.
@@ -60,14 +85,39 @@ type Handler interface {
 
 // Stats counts what a server did with notifications.
 type Stats struct {
-	Delivered  uint64 // handed to Handler.Deliver and taken
-	Duplicates uint64 // acknowledged without delivery: the key was seen
-	Refused    uint64 // refused: the handler was full, or another incarnation was addressed
+	Delivered    uint64 // handed to Handler.Deliver and taken
+	Duplicates   uint64 // acknowledged without delivery: the key was seen
+	Refused      uint64 // refused: the handler was full, or another incarnation was addressed
+	Forged       uint64 // refused: not signed with the server's secret, or outside the replay window
+	Invalid      uint64 // refused: a field missing or over its bound
+	StatusDenied uint64 // status requests refused: not signed with the server's secret
+}
+
+// Options are a server's or client's settings beyond its address.
+type Options struct {
+	// Secret is the cluster secret. With one, a server delivers only
+	// notifications MACed under it (bound to the sender's name and
+	// incarnation, the receiver's incarnation, the name, message, key
+	// and time) and answers Status only to a request MACed under it; a
+	// client signs what it sends. Without one nothing is authenticated:
+	// anyone who reaches the service can send a notification in any
+	// sender's name and read the engine's status.
+	Secret []byte
+	// Now is the clock for the replay window; nil is time.Now.
+	Now func() time.Time
+}
+
+func (o Options) now() time.Time {
+	if o.Now != nil {
+		return o.Now()
+	}
+	return time.Now()
 }
 
 // Server serves the control service on one listener.
 type Server struct {
 	h    Handler
+	o    Options
 	ln   net.Listener
 	gs   *grpc.Server
 	done chan struct{} // closed when Serve returned
@@ -79,15 +129,20 @@ type Server struct {
 	stats Stats
 }
 
-type dedupKey struct{ from, key string }
+type dedupKey struct {
+	from string
+	inc  uint64
+	key  string
+}
 
-// Listen starts a server on addr (host:port; port 0 picks one).
-func Listen(addr string, h Handler) (*Server, error) {
+// Listen starts a server on addr (host:port; port 0 picks one) with
+// options o (see Options.Secret).
+func Listen(addr string, h Handler, o Options) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("control service: listen on %q: %w", addr, err)
 	}
-	s := &Server{h: h, ln: ln, done: make(chan struct{}), seen: make(map[dedupKey]struct{})}
+	s := &Server{h: h, o: o, ln: ln, done: make(chan struct{}), seen: make(map[dedupKey]struct{})}
 	s.gs = grpc.NewServer(grpc.MaxRecvMsgSize(MaxMessage + 4<<10))
 	controlv1.RegisterControlServer(s.gs, &service{s: s})
 	go func() {
@@ -124,7 +179,7 @@ func (s *Server) Close() {
 // deliver applies one notification: dedup, delivery, record, all under
 // s.mu so that two copies of a key racing each other deliver once.
 func (s *Server) deliver(n Notification) (duplicate bool, err error) {
-	k := dedupKey{n.From, n.Key}
+	k := dedupKey{n.From, n.FromIncarnation, n.Key}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.seen[k]; ok {
@@ -160,7 +215,15 @@ func (v *service) GetDescriptor(context.Context, *controlv1.GetDescriptorRequest
 	return &controlv1.GetDescriptorResponse{Descriptor_: b}, nil
 }
 
-func (v *service) Status(context.Context, *controlv1.StatusRequest) (*controlv1.StatusResponse, error) {
+func (v *service) Status(_ context.Context, r *controlv1.StatusRequest) (*controlv1.StatusResponse, error) {
+	if v.s.o.Secret != nil {
+		sent := r.GetSentUnixNano()
+		if err := v.s.inWindow(sent); err != nil || !hmac.Equal(r.GetMac(), statusMAC(v.s.o.Secret, sent)) {
+			v.s.count(&v.s.stats.StatusDenied)
+			name, _ := v.s.h.Identity()
+			return nil, status.Errorf(codes.Unauthenticated, "status of %q: the request is not signed with this engine's cluster secret (or its time is more than %v off); call it with the engine's cluster secret (control.DialOptions with Options.Secret)", name, ReplayWindow)
+		}
+	}
 	b, err := v.s.h.Status()
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "status: %v", err)
@@ -173,24 +236,51 @@ func (v *service) Ping(context.Context, *controlv1.PingRequest) (*controlv1.Ping
 	return &controlv1.PingResponse{Name: name, Incarnation: inc}, nil
 }
 
+// count adds one to a counter of s.stats.
+func (s *Server) count(c *uint64) {
+	s.mu.Lock()
+	*c++
+	s.mu.Unlock()
+}
+
+// inWindow says why a signed request sent at sent (Unix nanoseconds) is
+// outside the replay window, or nil.
+func (s *Server) inWindow(sent int64) error {
+	d := s.o.now().Sub(time.Unix(0, sent))
+	if d > ReplayWindow || d < -ReplayWindow {
+		return fmt.Errorf("sent %v from this engine's clock, outside the %v replay window", d, ReplayWindow)
+	}
+	return nil
+}
+
 func (v *service) Notify(_ context.Context, r *controlv1.NotifyRequest) (*controlv1.NotifyResponse, error) {
-	switch {
-	case r.GetFrom() == "" || r.GetKey() == "" || r.GetName() == "":
-		return nil, status.Error(codes.InvalidArgument, "notify: from, name and key are required")
-	case len(r.GetMsg()) > MaxMessage:
-		return nil, status.Errorf(codes.InvalidArgument, "notify: message of %d bytes is over the %d-byte limit; move data through a transfer", len(r.GetMsg()), MaxMessage)
+	if err := checkBounds(r); err != nil {
+		v.s.count(&v.s.stats.Invalid)
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
 	name, inc := v.s.h.Identity()
+	n := Notification{
+		From: r.GetFrom(), FromIncarnation: r.GetFromIncarnation(), ToIncarnation: r.GetToIncarnation(),
+		Name: r.GetName(), Msg: r.GetMsg(), Key: r.GetKey(), Sent: time.Unix(0, r.GetSentUnixNano()),
+	}
+	if v.s.o.Secret != nil {
+		err := v.s.inWindow(r.GetSentUnixNano())
+		if err == nil && (len(r.GetMac()) == 0 || !hmac.Equal(r.GetMac(), notifyMAC(v.s.o.Secret, &n))) {
+			err = errors.New("its MAC does not verify with this engine's cluster secret (unsigned, another secret, or altered)")
+		}
+		if err == nil && n.ToIncarnation == 0 {
+			err = errors.New("it names no receiver incarnation")
+		}
+		if err != nil {
+			v.s.count(&v.s.stats.Forged)
+			return nil, status.Errorf(codes.Unauthenticated, "notify %q: refused a notification claiming to be from %q: %v; every engine of the cluster needs the same cluster_secret", name, n.From, err)
+		}
+	}
 	if to := r.GetToIncarnation(); to != 0 && to != inc {
-		v.s.mu.Lock()
-		v.s.stats.Refused++
-		v.s.mu.Unlock()
+		v.s.count(&v.s.stats.Refused)
 		return nil, status.Errorf(codes.FailedPrecondition, "notify: addressed to incarnation %#x of %q, this is %#x: the engine restarted", to, name, inc)
 	}
-	dup, err := v.s.deliver(Notification{
-		From: r.GetFrom(), FromIncarnation: r.GetFromIncarnation(), ToIncarnation: r.GetToIncarnation(),
-		Name: r.GetName(), Msg: r.GetMsg(), Key: r.GetKey(),
-	})
+	dup, err := v.s.deliver(n)
 	if errors.Is(err, ErrFull) {
 		return nil, status.Errorf(codes.ResourceExhausted, "notify: %q: %v; retry later", name, err)
 	}
@@ -200,22 +290,84 @@ func (v *service) Notify(_ context.Context, r *controlv1.NotifyRequest) (*contro
 	return &controlv1.NotifyResponse{Duplicate: dup}, nil
 }
 
+// checkBounds refuses a notification with a required field missing or a
+// field over its bound, before anything of it is kept.
+func checkBounds(r *controlv1.NotifyRequest) error {
+	switch {
+	case r.GetFrom() == "" || r.GetKey() == "" || r.GetName() == "":
+		return errors.New("notify: from, name and key are required")
+	case len(r.GetMsg()) > MaxMessage:
+		return fmt.Errorf("notify: message of %d bytes is over the %d-byte limit; move data through a transfer", len(r.GetMsg()), MaxMessage)
+	case len(r.GetFrom()) > MaxName:
+		return fmt.Errorf("notify: sender name of %d bytes is over the %d-byte limit", len(r.GetFrom()), MaxName)
+	case len(r.GetName()) > MaxName:
+		return fmt.Errorf("notify: notification name of %d bytes is over the %d-byte limit", len(r.GetName()), MaxName)
+	case len(r.GetKey()) > MaxKey:
+		return fmt.Errorf("notify: idempotency key of %d bytes is over the %d-byte limit", len(r.GetKey()), MaxKey)
+	}
+	return nil
+}
+
+// notifyMAC is HMAC-SHA256 under secret over a domain label and every
+// field of n, each length-prefixed (strings and bytes) or fixed-width
+// (numbers, big-endian), so that no two notifications encode alike.
+func notifyMAC(secret []byte, n *Notification) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("ferry control notify v1\x00"))
+	writeField(m, []byte(n.From))
+	writeUint(m, n.FromIncarnation)
+	writeUint(m, n.ToIncarnation)
+	writeField(m, []byte(n.Name))
+	writeField(m, n.Msg)
+	writeField(m, []byte(n.Key))
+	writeUint(m, uint64(n.Sent.UnixNano()))
+	return m.Sum(nil)
+}
+
+// statusMAC is HMAC-SHA256 under secret over a domain label and the
+// request's time.
+func statusMAC(secret []byte, sent int64) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("ferry control status v1\x00"))
+	writeUint(m, uint64(sent))
+	return m.Sum(nil)
+}
+
+func writeUint(h hash.Hash, v uint64) {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	h.Write(b[:])
+}
+
+func writeField(h hash.Hash, b []byte) {
+	writeUint(h, uint64(len(b)))
+	h.Write(b)
+}
+
 // Client calls one peer's control service.
 type Client struct {
 	addr string
+	o    Options
 	cc   *grpc.ClientConn
 	c    controlv1.ControlClient
 }
 
-// Dial returns a client for the service at addr. It does not connect until
-// the first call. opts are added to the defaults (tests use them).
+// Dial returns a client for the service at addr with no secret. It does
+// not connect until the first call. opts are added to the defaults (tests
+// use them).
 func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
+	return DialOptions(addr, Options{}, opts...)
+}
+
+// DialOptions is Dial with options: with o.Secret the client signs its
+// notifications and status requests.
+func DialOptions(addr string, o Options, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("control service %s: %w", addr, err)
 	}
-	return &Client{addr: addr, cc: cc, c: controlv1.NewControlClient(cc)}, nil
+	return &Client{addr: addr, o: o, cc: cc, c: controlv1.NewControlClient(cc)}, nil
 }
 
 // Addr returns the address the client calls.
@@ -235,7 +387,12 @@ func (c *Client) Descriptor(ctx context.Context) ([]byte, error) {
 
 // Status fetches the engine's plugin and rail status JSON.
 func (c *Client) Status(ctx context.Context) ([]byte, error) {
-	r, err := c.c.Status(ctx, &controlv1.StatusRequest{})
+	req := &controlv1.StatusRequest{}
+	if c.o.Secret != nil {
+		req.SentUnixNano = c.o.now().UnixNano()
+		req.Mac = statusMAC(c.o.Secret, req.SentUnixNano)
+	}
+	r, err := c.c.Status(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("control service %s: status: %w", c.addr, err)
 	}
@@ -251,12 +408,19 @@ func (c *Client) Ping(ctx context.Context) (name string, incarnation uint64, err
 	return r.GetName(), r.GetIncarnation(), nil
 }
 
-// NotifyOnce makes one Notify call.
+// NotifyOnce makes one Notify call. A zero n.Sent is taken as now.
 func (c *Client) NotifyOnce(ctx context.Context, n Notification) (duplicate bool, err error) {
-	r, err := c.c.Notify(ctx, &controlv1.NotifyRequest{
+	if n.Sent.IsZero() {
+		n.Sent = c.o.now()
+	}
+	req := &controlv1.NotifyRequest{
 		From: n.From, FromIncarnation: n.FromIncarnation, ToIncarnation: n.ToIncarnation,
-		Name: n.Name, Msg: n.Msg, Key: n.Key,
-	})
+		Name: n.Name, Msg: n.Msg, Key: n.Key, SentUnixNano: n.Sent.UnixNano(),
+	}
+	if c.o.Secret != nil {
+		req.Mac = notifyMAC(c.o.Secret, &n)
+	}
+	r, err := c.c.Notify(ctx, req)
 	if err != nil {
 		return false, fmt.Errorf("control service %s: notify %q: %w", c.addr, n.Name, err)
 	}
@@ -279,6 +443,9 @@ var DefaultRetry = Retry{Attempts: 4, Timeout: 5 * time.Second, Backoff: 100 * t
 // carries n.Key, so the receiver delivers it once however many calls
 // reached it. It returns how many calls it made.
 func (c *Client) Notify(ctx context.Context, n Notification, p Retry) (calls int, err error) {
+	if n.Sent.IsZero() {
+		n.Sent = c.o.now() // one time for every retry, so each carries the same MAC
+	}
 	wait := p.Backoff
 	for calls = 1; ; calls++ {
 		cctx, cancel := context.WithTimeout(ctx, p.Timeout)

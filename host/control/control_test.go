@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/ferrydev/ferry/host/control"
+	controlv1 "github.com/ferrydev/ferry/host/control/proto/control/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,7 +44,7 @@ func (h *handler) delivered() []control.Notification {
 
 func start(t *testing.T, h control.Handler, opts ...grpc.DialOption) (*control.Server, *control.Client) {
 	t.Helper()
-	s, err := control.Listen("127.0.0.1:0", h)
+	s, err := control.Listen("127.0.0.1:0", h, control.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +162,136 @@ func TestNotifyRefusals(t *testing.T) {
 		t.Fatalf("too large: %v", err)
 	}
 	if st := s.Stats(); st.Delivered != 1 || st.Refused != 4 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// startSigned starts a server with secret and clock now, and a client
+// with its own secret and clock; opts go to the client.
+func startSigned(t *testing.T, h control.Handler, server, client control.Options, opts ...grpc.DialOption) (*control.Server, *control.Client) {
+	t.Helper()
+	s, err := control.Listen("127.0.0.1:0", h, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c, err := control.DialOptions(s.Addr(), client, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return s, c
+}
+
+// TestSignedNotifications: with a secret, the server delivers what the
+// same secret signed, within the replay window, addressed to its
+// incarnation and unaltered; everything else is refused Unauthenticated
+// (not retried) and counted as forged.
+func TestSignedNotifications(t *testing.T) {
+	secret := []byte("control-test-secret-0123456789")
+	t0 := time.Unix(1_700_000_000, 0)
+	server := control.Options{Secret: secret, Now: func() time.Time { return t0 }}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := control.Notification{From: "a", FromIncarnation: 1, ToIncarnation: 7, Name: "x", Msg: []byte("m"), Key: "k"}
+
+	h := &handler{}
+	s, good := startSigned(t, h, server, control.Options{Secret: secret, Now: func() time.Time { return t0.Add(-time.Minute) }})
+	if dup, err := good.NotifyOnce(ctx, n); err != nil || dup {
+		t.Fatalf("signed: duplicate = %v, %v", dup, err)
+	}
+	if got := h.delivered(); len(got) != 1 || string(got[0].Msg) != "m" || !got[0].Sent.Equal(t0.Add(-time.Minute)) {
+		t.Fatalf("delivered %+v", got)
+	}
+	refuse := func(what string, c *control.Client, n control.Notification) {
+		t.Helper()
+		calls, err := c.Notify(ctx, n, control.DefaultRetry)
+		if status.Code(err) != codes.Unauthenticated || calls != 1 {
+			t.Fatalf("%s: %d calls, %v; want one call refused Unauthenticated", what, calls, err)
+		}
+	}
+	unsigned := n
+	unsigned.Key = "k2"
+	refuse("unsigned", dialTo(t, s, control.Options{}), unsigned)
+	refuse("other secret", dialTo(t, s, control.Options{Secret: []byte("another-secret-0123456789"), Now: server.Now}), unsigned)
+	late := dialTo(t, s, control.Options{Secret: secret, Now: func() time.Time { return t0.Add(-control.ReplayWindow - time.Second) }})
+	refuse("before the window", late, unsigned)
+	early := dialTo(t, s, control.Options{Secret: secret, Now: func() time.Time { return t0.Add(control.ReplayWindow + time.Second) }})
+	refuse("after the window", early, unsigned)
+	noTo := unsigned
+	noTo.ToIncarnation = 0
+	refuse("no receiver incarnation", good, noTo)
+	// Altered on the way: the message changes after it was signed.
+	alter := grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if r, ok := req.(*controlv1.NotifyRequest); ok {
+			r.Msg = []byte("forged")
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})
+	refuse("altered", dialTo(t, s, control.Options{Secret: secret, Now: server.Now}, alter), unsigned)
+	if st := s.Stats(); st.Delivered != 1 || st.Forged != 6 {
+		t.Fatalf("stats %+v, want 1 delivered and 6 forged", st)
+	}
+	if len(h.delivered()) != 1 {
+		t.Fatalf("delivered %+v", h.delivered())
+	}
+}
+
+func dialTo(t *testing.T, s *control.Server, o control.Options, opts ...grpc.DialOption) *control.Client {
+	t.Helper()
+	c, err := control.DialOptions(s.Addr(), o, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// TestStatusNeedsSecret: with a secret, Status answers only a request
+// signed with it inside the replay window.
+func TestStatusNeedsSecret(t *testing.T) {
+	secret := []byte("control-test-secret-0123456789")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, good := startSigned(t, &handler{}, control.Options{Secret: secret}, control.Options{Secret: secret})
+	if b, err := good.Status(ctx); err != nil || string(b) != `{"plugins":[]}` {
+		t.Fatalf("signed: %s, %v", b, err)
+	}
+	for what, o := range map[string]control.Options{
+		"unsigned":     {},
+		"other secret": {Secret: []byte("another-secret-0123456789")},
+		"stale":        {Secret: secret, Now: func() time.Time { return time.Now().Add(-control.ReplayWindow - time.Minute) }},
+	} {
+		if b, err := dialTo(t, s, o).Status(ctx); status.Code(err) != codes.Unauthenticated || b != nil {
+			t.Fatalf("%s: %q, %v; want Unauthenticated", what, b, err)
+		}
+	}
+	if st := s.Stats(); st.StatusDenied != 3 {
+		t.Fatalf("stats %+v, want 3 denied", st)
+	}
+}
+
+// TestNotifyBounds: sender, name and key over their bounds are refused
+// InvalidArgument, and at their bounds taken.
+func TestNotifyBounds(t *testing.T) {
+	h := &handler{}
+	s, c := start(t, h)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	at := control.Notification{From: strings.Repeat("f", control.MaxName), Name: strings.Repeat("n", control.MaxName), Key: strings.Repeat("k", control.MaxKey)}
+	if _, err := c.NotifyOnce(ctx, at); err != nil {
+		t.Fatalf("at the bounds: %v", err)
+	}
+	for what, n := range map[string]control.Notification{
+		"from": {From: at.From + "f", Name: "n", Key: "k"},
+		"name": {From: "f", Name: at.Name + "n", Key: "k"},
+		"key":  {From: "f", Name: "n", Key: at.Key + "k"},
+	} {
+		if _, err := c.NotifyOnce(ctx, n); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%s one over: %v; want InvalidArgument", what, err)
+		}
+	}
+	if st := s.Stats(); st.Delivered != 1 || st.Invalid != 3 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -9,5 +9,17 @@
 // acknowledged again but never delivered twice. It knows nothing of
 // plugins, batches or metastores; the engine (package host) supplies the
 // descriptor and takes delivered notifications through Handler. Bulk data
-// must never travel here: messages are bounded by MaxMessage.
+// must never travel here: messages are bounded by MaxMessage, and
+// senders, names and keys by MaxName and MaxKey, checked before anything
+// of a request is kept.
+//
+// With a cluster secret (Options.Secret) a notification is delivered only
+// if its HMAC-SHA256 under the secret verifies over the sender's name and
+// incarnation, the receiver's incarnation, its name, message, key and
+// send time, and that time is within ReplayWindow of the receiver's
+// clock; Status answers only a request signed the same way. Without a
+// secret nothing here is authenticated: anyone who reaches the listener
+// can notify in any engine's name and read plugin pids and paths, so the
+// engine warns at start. Ping and GetDescriptor stay open: they serve
+// what the metastore publishes anyway.
 package control

@@ -2,9 +2,10 @@ package notify
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,12 +38,15 @@ type Notification struct {
 
 // Stats counts notifications sent and received by an engine.
 type Stats struct {
-	Received   uint64 // delivered to Notifications()
-	Duplicates uint64 // retries of a delivered notification, acknowledged, not delivered again
-	Refused    uint64 // refused: the buffer was full, or an older incarnation was addressed
-	Sent       uint64 // notifications a peer acknowledged
-	SendFailed uint64 // notifications given up after the retries
-	NotSent    uint64 // SubmitWithNotify submissions that did not all complete
+	Received     uint64 // delivered to Notifications()
+	Duplicates   uint64 // retries of a delivered notification, acknowledged, not delivered again
+	Refused      uint64 // refused: the buffer (or the sender's fair share of it) was full, or an older incarnation was addressed
+	Forged       uint64 // refused: not signed with this engine's cluster secret, or outside the replay window
+	Invalid      uint64 // refused: a field missing or over its bound (control.MaxName, MaxKey, MaxMessage)
+	StatusDenied uint64 // control Status calls refused: not signed with the cluster secret
+	Sent         uint64 // notifications a peer acknowledged
+	SendFailed   uint64 // notifications given up after the retries
+	NotSent      uint64 // SubmitWithNotify submissions that did not all complete
 }
 
 // Target is a peer to notify: one life of an open segment.
@@ -67,8 +71,14 @@ type Config struct {
 	Name        string // the engine's segment name
 	Incarnation uint64
 	Buffer      int // received notifications held for a slow reader
-	Source      Source
-	Log         hclog.Logger
+	// Secret is the cluster secret: with one, notifications are sent
+	// MACed under it and only ones MACed under it are delivered, and the
+	// control Status call needs it (see control.Options). Without one
+	// nothing on the control service is authenticated, and Start says so
+	// in a warning.
+	Secret []byte
+	Source Source
+	Log    hclog.Logger
 }
 
 // Service is an engine's control service and its notifications.
@@ -77,10 +87,10 @@ type Service struct {
 	incarnation uint64
 	src         Source
 	log         hclog.Logger
+	secret      []byte
 	srv         *control.Server
-	ch          chan Notification
+	buf         fairBuffer
 
-	seq  atomic.Uint64 // notification keys: one per Notify and per SubmitWithNotify
 	sent atomic.Uint64
 	fail atomic.Uint64
 	skip atomic.Uint64
@@ -109,18 +119,22 @@ type pending struct {
 // Start serves the control service on c.Listen and starts the settler.
 func Start(c Config) (*Service, error) {
 	s := &Service{
-		name: c.Name, incarnation: c.Incarnation, src: c.Source, log: c.Log,
-		ch:      make(chan Notification, c.Buffer),
+		name: c.Name, incarnation: c.Incarnation, secret: c.Secret, src: c.Source, log: c.Log,
+		buf:     newFairBuffer(c.Buffer),
 		clients: make(map[string]*control.Client),
 		kick:    make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	srv, err := control.Listen(c.Listen, (*handler)(s))
+	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("engine %q: %w", c.Name, err)
 	}
 	s.srv = srv
+	if c.Secret == nil {
+		c.Log.Warn(fmt.Sprintf("the control service on %s is unauthenticated: anyone who can reach it can send this engine notifications in any peer's name and read its plugin status (pids, paths); set cluster_secret in the tcp plugin's config block of every engine", srv.Addr()),
+			"engine", c.Name)
+	}
 	s.wg.Add(1)
 	go s.settler()
 	return s, nil
@@ -136,7 +150,7 @@ func (s *Service) close() {
 	s.cancel()
 	s.wg.Wait()
 	s.srv.Close()
-	close(s.ch)
+	close(s.buf.ch)
 	s.mu.Lock()
 	for _, c := range s.clients {
 		c.Close()
@@ -150,13 +164,14 @@ func (s *Service) close() {
 func (s *Service) Addr() string { return s.srv.Addr() }
 
 // Notifications returns the channel of received notifications.
-func (s *Service) Notifications() <-chan Notification { return s.ch }
+func (s *Service) Notifications() <-chan Notification { return s.buf.ch }
 
 // Stats returns the notification counters.
 func (s *Service) Stats() Stats {
 	st := s.srv.Stats()
 	return Stats{
 		Received: st.Delivered, Duplicates: st.Duplicates, Refused: st.Refused,
+		Forged: st.Forged, Invalid: st.Invalid, StatusDenied: st.StatusDenied,
 		Sent: s.sent.Load(), SendFailed: s.fail.Load(), NotSent: s.skip.Load(),
 	}
 }
@@ -168,12 +183,89 @@ func (h *handler) Descriptor() ([]byte, error) { return h.src.Descriptor() }
 func (h *handler) Identity() (string, uint64)  { return h.name, h.incarnation }
 func (h *handler) Status() ([]byte, error)     { return h.src.Status() }
 func (h *handler) Deliver(n control.Notification) error {
+	return h.buf.put(Notification{From: n.From, Name: n.Name, Msg: n.Msg}, time.Now())
+}
+
+// fairBuffer is the channel of received notifications with a fair share
+// of it for each sender. The senders that share it are those holding
+// notifications in it and those refused for want of room in the last
+// WaitMemory (they are retrying); a sender may hold at most cap/k of it,
+// k being their number counting itself. A flooding peer is refused once
+// over its share, so the slots the reader frees go to the others: it
+// cannot starve them. A sender alone may fill the buffer. (Senders are
+// told apart by name, which only a cluster secret makes trustworthy.)
+//
+// The reader takes from the channel directly; put learns how many it
+// took from the channel's length, since only put sends and the channel
+// is FIFO: the oldest entries of the ring of senders are the ones taken.
+type fairBuffer struct {
+	ch chan Notification
+
+	mu      sync.Mutex
+	held    map[string]int       // by sender, notifications in ch; no zero entries
+	waiting map[string]time.Time // senders refused for want of room, and when; at most MaxWaiting
+	ring    []string             // sender of each notification put and not yet known taken, oldest at head
+	head    int
+	count   int
+}
+
+// WaitMemory is how long a sender refused for want of room keeps its
+// share: longer than control.DefaultRetry's backoff between two calls.
+const WaitMemory = 2 * time.Second
+
+// MaxWaiting bounds the refused senders a buffer remembers.
+const MaxWaiting = 256
+
+func newFairBuffer(n int) fairBuffer {
+	// A reader may take one between the reconciling and the send of a
+	// put, so the ring can hold one more than the channel.
+	return fairBuffer{ch: make(chan Notification, n), held: make(map[string]int),
+		waiting: make(map[string]time.Time), ring: make([]string, n+1)}
+}
+
+// put hands n to the reader or returns why not now, wrapping
+// control.ErrFull; now is the time, for WaitMemory.
+func (f *fairBuffer) put(n Notification, now time.Time) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for taken := f.count - len(f.ch); taken > 0; taken-- {
+		from := f.ring[f.head]
+		f.ring[f.head] = ""
+		f.head = (f.head + 1) % len(f.ring)
+		f.count--
+		if f.held[from]--; f.held[from] <= 0 {
+			delete(f.held, from)
+		}
+	}
+	senders := len(f.held)
+	for w, at := range f.waiting {
+		switch {
+		case now.Sub(at) > WaitMemory:
+			delete(f.waiting, w)
+		case f.held[w] == 0 && w != n.From:
+			senders++
+		}
+	}
+	if f.held[n.From] == 0 {
+		senders++
+	}
+	share := max(cap(f.ch)/senders, 1)
+	if h := f.held[n.From]; h >= share {
+		return fmt.Errorf("%w: sender %q holds %d of the notifications waiting to be read, its fair share of %d with %d senders", control.ErrFull, n.From, h, cap(f.ch), senders)
+	}
 	select {
-	case h.ch <- Notification{From: n.From, Name: n.Name, Msg: n.Msg}:
-		return nil
+	case f.ch <- n:
 	default:
+		if _, ok := f.waiting[n.From]; ok || len(f.waiting) < MaxWaiting {
+			f.waiting[n.From] = now
+		}
 		return control.ErrFull
 	}
+	delete(f.waiting, n.From)
+	f.ring[(f.head+f.count)%len(f.ring)] = n.From
+	f.count++
+	f.held[n.From]++
+	return nil
 }
 
 // Client returns the cached client for a peer's control service.
@@ -186,7 +278,7 @@ func (s *Service) Client(addr string) (*control.Client, error) {
 	if c := s.clients[addr]; c != nil {
 		return c, nil
 	}
-	c, err := control.Dial(addr)
+	c, err := control.DialOptions(addr, control.Options{Secret: s.secret})
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +286,13 @@ func (s *Service) Client(addr string) (*control.Client, error) {
 	return c, nil
 }
 
-// NextKey returns a fresh idempotency key: this incarnation and a
-// sequence number, so that keys never repeat across the engine's lives.
+// NextKey returns a fresh idempotency key: 128 random bits in hex, so
+// that nobody can predict a key and send it first (the receiver would
+// then take the real notification for a duplicate).
 func (s *Service) NextKey() string {
-	return strconv.FormatUint(s.incarnation, 16) + "-" + strconv.FormatUint(s.seq.Add(1), 10)
+	var b [16]byte
+	rand.Read(b[:]) // never fails: crypto/rand panics rather than return an error
+	return hex.EncodeToString(b[:])
 }
 
 // Send sends n to t under key and returns once the peer took it; a call

@@ -116,9 +116,15 @@ type NotifyRequest struct {
 	ToIncarnation uint64 `protobuf:"varint,3,opt,name=to_incarnation,json=toIncarnation,proto3" json:"to_incarnation,omitempty"`
 	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	Msg           []byte `protobuf:"bytes,5,opt,name=msg,proto3" json:"msg,omitempty"`
-	// key identifies the notification for deduplication, unique per sender
-	// incarnation; retries of one notification reuse it.
-	Key           string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
+	// key identifies the notification for deduplication: 128 random bits
+	// (hex) per notification; retries of one notification reuse it.
+	Key string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
+	// sent_unix_nano is when the sender first sent it; with a cluster secret
+	// a receiver refuses one outside its replay window.
+	SentUnixNano int64 `protobuf:"varint,7,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// mac is HMAC-SHA256 under the cluster secret over every field above
+	// (host/control's notifyMAC says the encoding); empty without a secret.
+	Mac           []byte `protobuf:"bytes,8,opt,name=mac,proto3" json:"mac,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +201,20 @@ func (x *NotifyRequest) GetKey() string {
 	return ""
 }
 
+func (x *NotifyRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *NotifyRequest) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
 type NotifyResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Duplicate     bool                   `protobuf:"varint,1,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // the key was delivered before; not delivered again
@@ -240,7 +260,12 @@ func (x *NotifyResponse) GetDuplicate() bool {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With a cluster secret, the receiver answers only a request whose mac,
+	// HMAC-SHA256 under the secret over sent_unix_nano, verifies and whose
+	// time is inside its replay window.
+	SentUnixNano  int64  `protobuf:"varint,1,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	Mac           []byte `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -273,6 +298,20 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_control_v1_control_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StatusRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *StatusRequest) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
 }
 
 type StatusResponse struct {
@@ -417,17 +456,21 @@ const file_control_v1_control_proto_rawDesc = "" +
 	"\x15GetDescriptorResponse\x12\x1e\n" +
 	"\n" +
 	"descriptor\x18\x01 \x01(\fR\n" +
-	"descriptor\"\xad\x01\n" +
+	"descriptor\"\xe5\x01\n" +
 	"\rNotifyRequest\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
 	"\x10from_incarnation\x18\x02 \x01(\x04R\x0ffromIncarnation\x12%\n" +
 	"\x0eto_incarnation\x18\x03 \x01(\x04R\rtoIncarnation\x12\x12\n" +
 	"\x04name\x18\x04 \x01(\tR\x04name\x12\x10\n" +
 	"\x03msg\x18\x05 \x01(\fR\x03msg\x12\x10\n" +
-	"\x03key\x18\x06 \x01(\tR\x03key\".\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key\x12$\n" +
+	"\x0esent_unix_nano\x18\a \x01(\x03R\fsentUnixNano\x12\x10\n" +
+	"\x03mac\x18\b \x01(\fR\x03mac\".\n" +
 	"\x0eNotifyResponse\x12\x1c\n" +
-	"\tduplicate\x18\x01 \x01(\bR\tduplicate\"\x0f\n" +
-	"\rStatusRequest\"(\n" +
+	"\tduplicate\x18\x01 \x01(\bR\tduplicate\"G\n" +
+	"\rStatusRequest\x12$\n" +
+	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\fR\x03mac\"(\n" +
 	"\x0eStatusResponse\x12\x16\n" +
 	"\x06status\x18\x01 \x01(\fR\x06status\"\r\n" +
 	"\vPingRequest\"D\n" +

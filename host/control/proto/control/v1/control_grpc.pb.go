@@ -46,7 +46,7 @@ type ControlClient interface {
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 	// Status reports the engine's plugins (state, process, restarts,
 	// stalls, the reason when not running) and rails, for operators
-	// (`ferry plugins --engine`).
+	// (`ferry plugins --engine`). With a cluster secret it needs the secret.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 }
 
@@ -113,7 +113,7 @@ type ControlServer interface {
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	// Status reports the engine's plugins (state, process, restarts,
 	// stalls, the reason when not running) and rails, for operators
-	// (`ferry plugins --engine`).
+	// (`ferry plugins --engine`). With a cluster secret it needs the secret.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
