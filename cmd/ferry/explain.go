@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // cmdExplain starts an engine, opens a segment and prints how a request to
@@ -34,23 +32,12 @@ func cmdExplain(args []string) error {
 		return errors.New("--segment is required")
 	}
 	req := host.Request{Transport: *hint, Intent: host.Intent(*intent), Policy: *policy, Remote: *remote}
-	switch *op {
-	case "read":
-		req.Op = host.Read
-	case "write":
-		req.Op = host.Write
-	default:
-		return fmt.Errorf("--op %q: want read or write", *op)
+	var err error
+	if req.Op, err = parseOp(*op); err != nil {
+		return err
 	}
-	switch *prio {
-	case "normal":
-		req.Priority = host.PriorityNormal
-	case "high":
-		req.Priority = host.PriorityHigh
-	case "low":
-		req.Priority = host.PriorityLow
-	default:
-		return fmt.Errorf("--priority %q: want high, normal or low", *prio)
+	if req.Priority, err = sdk.ParsePriority(*prio); err != nil {
+		return fmt.Errorf("--priority: %w", err)
 	}
 	n, err := config.ParseSize(*size)
 	if err != nil {
@@ -62,17 +49,11 @@ func cmdExplain(args []string) error {
 	if *name == "" {
 		*name = fmt.Sprintf("explain-%d", os.Getpid())
 	}
-	cfg, err := loadConfig(*cfgPath, *name, *metaURL)
+	ctx, e, closeEngine, err := signalEngine(*cfgPath, *name, *metaURL, *level)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer closeEngine()
 	s, err := e.OpenSegment(ctx, *seg)
 	if err != nil {
 		return err

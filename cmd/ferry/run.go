@@ -92,6 +92,40 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 	return cfg, nil
 }
 
+// newEngine starts an engine on the config loadConfig makes of path, name
+// and metastoreURL, logging at level.
+func newEngine(ctx context.Context, path, name, metastoreURL, level string) (*host.Engine, error) {
+	cfg, err := loadConfig(path, name, metastoreURL)
+	if err != nil {
+		return nil, err
+	}
+	return host.New(ctx, cfg, host.WithLogger(logger(level)))
+}
+
+// signalEngine is newEngine under a context that SIGINT and SIGTERM
+// cancel, for the commands that serve until stopped; done closes the
+// engine and lets the signals go.
+func signalEngine(path, name, metastoreURL, level string) (ctx context.Context, e *host.Engine, done func(), err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e, err = newEngine(ctx, path, name, metastoreURL, level)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, e, func() { e.Close(); stop() }, nil
+}
+
+// parseOp reads an --op flag.
+func parseOp(s string) (host.Op, error) {
+	switch s {
+	case "read":
+		return host.Read, nil
+	case "write":
+		return host.Write, nil
+	}
+	return 0, fmt.Errorf("--op %q: want read or write", s)
+}
+
 func logger(level string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.LevelFromString(level), Output: os.Stderr})
 }
@@ -108,17 +142,11 @@ func cmdRun(args []string) error {
 	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 
-	cfg, err := loadConfig(*cfgPath, *name, *metaURL)
+	ctx, e, closeEngine, err := signalEngine(*cfgPath, *name, *metaURL, *level)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer closeEngine()
 	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL(), Control: e.ControlAddr()}
 	ready.Plugins = pluginLines(ctx, e)
 	var rw []byte
