@@ -22,6 +22,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 // peer is an engine in a child process (`ferry run`), controlled over its
@@ -49,17 +50,7 @@ func startPeer(t *testing.T, args ...string) *peer {
 	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin"}, args...)...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := plugintest.StartPiped(t, cmd)
 	p := &peer{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	t.Cleanup(func() {
 		p.in.Close()

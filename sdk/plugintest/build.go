@@ -3,6 +3,7 @@ package plugintest
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -83,6 +84,25 @@ func BuildBinaries(pkgs map[string]string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// StartPiped starts cmd with a pipe to its stdin and one from its stdout,
+// and returns them; it fails the test if it cannot. The caller waits for
+// cmd, after closing stdin if the process reads it to the end.
+func StartPiped(t testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatalf("stdin pipe of %s: %v", cmd.Path, err)
+	}
+	stdout, err = cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("stdout pipe of %s: %v", cmd.Path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	return stdin, stdout
 }
 
 // BuildPlugin builds the plugin package pkg into the test's temporary
