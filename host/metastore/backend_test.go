@@ -70,13 +70,20 @@ func available(t *testing.T, bin, pkg string) bool {
 	return true
 }
 
+// httpDo sends one request on a connection of its own and returns the
+// answer's status and body.
 func httpDo(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	return httpDoWith(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, method, url, body)
+}
+
+// httpDoWith is httpDo through hc.
+func httpDoWith(t *testing.T, hc *http.Client, method, url, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -88,17 +88,7 @@ func TestMooncakeClientView(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	do := func(method, url, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return httpDoWith(t, hc, method, url, body)
 	}
 	steps := []struct {
 		method, url, body string
