@@ -15,9 +15,8 @@ import (
 // it would be carried, without moving a byte.
 func cmdExplain(args []string) error {
 	fs := flag.NewFlagSet("explain", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "HCL config file with the policies (default: built-in single-node config)")
-	name := fs.String("name", "", "this engine's name (default: explain-<pid>, so as not to clash with the config's engine)")
-	metaURL := fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)")
+	engine := addEngineFlags(fs, "HCL config file with the policies (default: built-in single-node config)",
+		"this engine's name (default: explain-<pid>, so as not to clash with the config's engine)")
 	seg := fs.String("segment", "", "the target segment (required)")
 	op := fs.String("op", "write", "read or write")
 	size := fs.String("size", "4KiB", "request size, like 4KiB or 64MiB")
@@ -26,7 +25,6 @@ func cmdExplain(args []string) error {
 	intent := fs.String("intent", "", "request intent: foreground_get, background_prefetch, migration, checkpoint, weight_loading")
 	policy := fs.String("policy", "", "name the policy instead of letting the policies match")
 	prio := fs.String("priority", "normal", "high, normal or low")
-	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 	if *seg == "" {
 		return errors.New("--segment is required")
@@ -46,10 +44,10 @@ func cmdExplain(args []string) error {
 	if n <= 0 {
 		return fmt.Errorf("--size %q: want a positive size", *size)
 	}
-	if *name == "" {
-		*name = fmt.Sprintf("explain-%d", os.Getpid())
+	if *engine.name == "" {
+		*engine.name = fmt.Sprintf("explain-%d", os.Getpid())
 	}
-	ctx, e, closeEngine, err := signalEngine(*cfgPath, *name, *metaURL, *level)
+	ctx, e, closeEngine, err := engine.start()
 	if err != nil {
 		return err
 	}

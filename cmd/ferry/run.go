@@ -102,12 +102,28 @@ func newEngine(ctx context.Context, path, name, metastoreURL, level string) (*ho
 	return host.New(ctx, cfg, host.WithLogger(logger(level)))
 }
 
-// signalEngine is newEngine under a context that SIGINT and SIGTERM
-// cancel, for the commands that serve until stopped; done closes the
-// engine and lets the signals go.
-func signalEngine(path, name, metastoreURL, level string) (ctx context.Context, e *host.Engine, done func(), err error) {
+// engineFlags are the flags of the commands that serve an engine until
+// stopped: its config, its name, the metastore and the log level.
+type engineFlags struct {
+	config, name, metastore, level *string
+}
+
+// addEngineFlags defines the engine flags on fs; nameHelp says what
+// --name defaults to.
+func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
+	return engineFlags{
+		config:    fs.String("config", "", configHelp),
+		name:      fs.String("name", "", nameHelp),
+		metastore: fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)"),
+		level:     fs.String("log-level", "warn", "log level"),
+	}
+}
+
+// start starts the engine the flags describe under a context that SIGINT
+// and SIGTERM cancel; done closes the engine and lets the signals go.
+func (f engineFlags) start() (ctx context.Context, e *host.Engine, done func(), err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	e, err = newEngine(ctx, path, name, metastoreURL, level)
+	e, err = newEngine(ctx, *f.config, *f.name, *f.metastore, *f.level)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -132,17 +148,14 @@ func logger(level string) hclog.Logger {
 
 func cmdRun(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "HCL config file (default: built-in single-node config)")
-	name := fs.String("name", "", "engine name (overrides the config)")
-	metaURL := fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)")
+	engine := addEngineFlags(fs, "HCL config file (default: built-in single-node config)", "engine name (overrides the config)")
 	expose := fs.String("expose", "0", "allocate and register this much memory read-write for peers (e.g. 64MiB)")
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
 	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF")
-	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 
-	ctx, e, closeEngine, err := signalEngine(*cfgPath, *name, *metaURL, *level)
+	ctx, e, closeEngine, err := engine.start()
 	if err != nil {
 		return err
 	}
