@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -156,20 +157,10 @@ type Metastore struct {
 }
 
 // LeaseTTL returns TTL, or DefaultMetastoreTTL when it is 0.
-func (m Metastore) LeaseTTL() time.Duration {
-	if m.TTL == 0 {
-		return DefaultMetastoreTTL
-	}
-	return m.TTL
-}
+func (m Metastore) LeaseTTL() time.Duration { return cmp.Or(m.TTL, DefaultMetastoreTTL) }
 
 // KeyPrefix returns Prefix, or DefaultMetastorePrefix when it is "".
-func (m Metastore) KeyPrefix() string {
-	if m.Prefix == "" {
-		return DefaultMetastorePrefix
-	}
-	return m.Prefix
-}
+func (m Metastore) KeyPrefix() string { return cmp.Or(m.Prefix, DefaultMetastorePrefix) }
 
 // Control is where the engine serves its host-to-host control service
 // (descriptor fetch, notifications, liveness) for peers.
@@ -181,12 +172,7 @@ type Control struct {
 }
 
 // ListenAddr returns Listen, or DefaultControlListen when it is "".
-func (c Control) ListenAddr() string {
-	if c.Listen == "" {
-		return DefaultControlListen
-	}
-	return c.Listen
-}
+func (c Control) ListenAddr() string { return cmp.Or(c.Listen, DefaultControlListen) }
 
 // Plugin is one plugin block.
 type Plugin struct {
@@ -268,15 +254,9 @@ type Supervise struct {
 
 // WithDefaults returns s with every zero duration replaced by its default.
 func (s Supervise) WithDefaults() Supervise {
-	if s.StallAfter == 0 {
-		s.StallAfter = DefaultStallAfter
-	}
-	if s.ProbeTimeout == 0 {
-		s.ProbeTimeout = DefaultProbeTimeout
-	}
-	if s.Interval == 0 {
-		s.Interval = DefaultSuperviseInterval
-	}
+	s.StallAfter = cmp.Or(s.StallAfter, DefaultStallAfter)
+	s.ProbeTimeout = cmp.Or(s.ProbeTimeout, DefaultProbeTimeout)
+	s.Interval = cmp.Or(s.Interval, DefaultSuperviseInterval)
 	return s
 }
 

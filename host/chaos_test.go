@@ -237,6 +237,56 @@ func chaosSeed() uint64 {
 	return uint64(time.Now().UnixNano())
 }
 
+// startChaos starts the chaos engine <name>-a (with opts, logging errors
+// only) and its peer <name>-b in another process, which exposes the read
+// pattern and then a span for each worker and the stall driver, and
+// returns the run over them, its local side registered.
+func startChaos(t *testing.T, ctx context.Context, name string, crashAfter int, opts ...host.Option) *chaosRun {
+	t.Helper()
+	opts = append(opts, host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
+	e := hclEngine(t, ctx, chaosConfig(name+"-a", true, crashAfter), name+"-a.hcl", opts...)
+	file := filepath.Join(t.TempDir(), name+"-b.hcl")
+	if err := os.WriteFile(file, []byte(chaosConfig(name+"-b", false, 0)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	spans := chaosWorkers + 1 // the last is the stall driver's
+	b := startPeer(t, "--config", file, "--name", name+"-b", "--metastore", e.MetastoreURL(),
+		"--expose", fmt.Sprint(chaosReadSpan+spans*chaosSpan), "--pattern", fmt.Sprint(chaosPatternSeed))
+	seg, err := e.OpenSegment(ctx, name+"-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &chaosRun{
+		t: t, e: e, b: b, seg: seg, remote: b.Ready.Buffers[0].Base, local: localBuffer(t, ctx, e, spans*chaosSpan),
+		pattern: pattern(chaosReadSpan, 0, chaosPatternSeed),
+		states:  map[host.State]int{}, byMode: map[string]int{},
+	}
+	r.inverse = make([]byte, len(r.pattern))
+	for i, c := range r.pattern {
+		r.inverse[i] = ^c
+	}
+	return r
+}
+
+// drive runs n transfers over chaosWorkers workers, and the stall driver
+// beside them, and returns when all of them have.
+func (r *chaosRun) drive(ctx context.Context, n int, seed uint64) {
+	var wg sync.WaitGroup
+	for w := range chaosWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.worker(ctx, w, n, seed)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.stallDriver(ctx, seed)
+	}()
+	wg.Wait()
+}
+
 // TestChaos runs many random transfers (reads and writes of 1 B to 256 KiB
 // at random offsets, through Transfer and through the batch API, some with
 // deadlines, some canceled) while the fault plugin drops, corrupts, delays
@@ -260,57 +310,17 @@ func TestChaos(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosBound)
 	defer cancel()
-	e := hclEngine(t, ctx, chaosConfig("chaos-a", true, crashAfter), "chaos-a.hcl",
-		host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
-	file := filepath.Join(t.TempDir(), "chaos-b.hcl")
-	if err := os.WriteFile(file, []byte(chaosConfig("chaos-b", false, 0)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	spans := chaosWorkers + 1 // the last is the stall driver's
-	b := startPeer(t, "--config", file, "--name", "chaos-b", "--metastore", e.MetastoreURL(),
-		"--expose", fmt.Sprint(chaosReadSpan+spans*chaosSpan), "--pattern", fmt.Sprint(chaosPatternSeed))
-	seg, err := e.OpenSegment(ctx, "chaos-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := startChaos(t, ctx, "chaos", crashAfter)
+	e := r.e
 	for _, want := range []string{"fault", "stall", "tcp"} {
-		if !slices.Contains(seg.Transports, want) {
-			t.Fatalf("segment offers %v, want fault, stall and tcp", seg.Transports)
+		if !slices.Contains(r.seg.Transports, want) {
+			t.Fatalf("segment offers %v, want fault, stall and tcp", r.seg.Transports)
 		}
-	}
-	local, err := e.Allocate(spans * chaosSpan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	r := &chaosRun{
-		t: t, e: e, b: b, seg: seg, remote: b.Ready.Buffers[0].Base, local: local,
-		pattern: pattern(chaosReadSpan, 0, chaosPatternSeed),
-		states:  map[host.State]int{}, byMode: map[string]int{},
-	}
-	r.inverse = make([]byte, len(r.pattern))
-	for i, c := range r.pattern {
-		r.inverse[i] = ^c
 	}
 
 	mon := startChaosMonitor(e)
 	start := time.Now()
-	var wg sync.WaitGroup
-	for w := range chaosWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.worker(ctx, w, n, seed)
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.stallDriver(ctx, seed)
-	}()
-	wg.Wait()
+	r.drive(ctx, n, seed)
 	elapsed := time.Since(start)
 	counters := mon.stop()
 	if ctx.Err() != nil {
@@ -383,7 +393,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	// Nothing wrote the read region.
-	if got, want := b.ask(t, "sha256 0 %d", chaosReadSpan), sum(r.pattern); got != want {
+	if got, want := r.b.ask(t, "sha256 0 %d", chaosReadSpan), sum(r.pattern); got != want {
 		t.Errorf("the peer's read region changed: sha256 %s, want %s", got, want)
 	}
 

@@ -22,6 +22,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 // peer is an engine in a child process (`ferry run`), controlled over its
@@ -49,17 +50,7 @@ func startPeer(t *testing.T, args ...string) *peer {
 	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin"}, args...)...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := plugintest.StartPiped(t, cmd)
 	p := &peer{cmd: cmd, in: in, out: bufio.NewScanner(out)}
 	t.Cleanup(func() {
 		p.in.Close()
@@ -113,6 +104,16 @@ func pattern(n int, off, seed uint64) []byte {
 	return b
 }
 
+// joinConfig is the default config of an engine named name, with the
+// test's plugins, that uses the HTTP metastore at url (another engine's)
+// instead of serving its own.
+func joinConfig(name, url string) *config.Config {
+	cfg := config.Default(name)
+	cfg.PluginDir = binDir
+	cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = config.MetastoreHTTP, url, ""
+	return cfg
+}
+
 func newEngine(t *testing.T, name string) *host.Engine {
 	t.Helper()
 	cfg := config.Default(name)
@@ -142,13 +143,7 @@ func TestTwoProcessesMoveVerifiedBytes(t *testing.T) {
 		t.Fatalf("segment %+v does not match the peer %+v", seg, b.Ready)
 	}
 	remote := b.Ready.Buffers[0].Base
-	local, err := a.Allocate(span)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
+	local := localBuffer(t, ctx, a, span)
 	if len(seg.Transports) < 2 {
 		t.Fatalf("segment offers %v, want tcp and shm", seg.Transports)
 	}
@@ -404,20 +399,14 @@ func TestPluginsDieWithTheirEngine(t *testing.T) {
 func TestNameInUse(t *testing.T) {
 	ctx := context.Background()
 	a := newEngine(t, "taken")
-	cfg := config.Default("taken")
-	cfg.PluginDir = binDir
-	cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = "http", a.MetastoreURL(), ""
-	if e, err := host.New(ctx, cfg); err == nil {
+	if e, err := host.New(ctx, joinConfig("taken", a.MetastoreURL())); err == nil {
 		e.Close()
 		t.Fatal("a second engine started under a live engine's name")
 	} else if !strings.Contains(err.Error(), "in use by a live engine") || !strings.Contains(err.Error(), "taken") {
 		t.Fatalf("second engine: %v", err)
 	}
 	// The first engine is still the one peers find.
-	cfg2 := config.Default("finder2")
-	cfg2.PluginDir = binDir
-	cfg2.Metastore.Kind, cfg2.Metastore.URL, cfg2.Metastore.Listen = "http", a.MetastoreURL(), ""
-	f, err := host.New(ctx, cfg2)
+	f, err := host.New(ctx, joinConfig("finder2", a.MetastoreURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,10 +419,7 @@ func TestNameInUse(t *testing.T) {
 	if err := putRaw(a.MetastoreURL(), "ferry/segments/squatted", "hello"); err != nil {
 		t.Fatal(err)
 	}
-	cfg3 := config.Default("squatted")
-	cfg3.PluginDir = binDir
-	cfg3.Metastore.Kind, cfg3.Metastore.URL, cfg3.Metastore.Listen = "http", a.MetastoreURL(), ""
-	if e, err := host.New(ctx, cfg3); err == nil {
+	if e, err := host.New(ctx, joinConfig("squatted", a.MetastoreURL())); err == nil {
 		e.Close()
 		t.Fatal("an engine overwrote a foreign value under its key")
 	} else if !strings.Contains(err.Error(), "not a Ferry descriptor") {

@@ -229,8 +229,6 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	t.Logf("%d of %d tasks failed over", failedOver, tasks)
 }
 
-// randomLocal allocates n bytes of a's memory, registers them local-only
-// and fills them with random bytes: the source of a verified write.
 // hclEngine starts an engine from HCL source (file names it in errors) and
 // closes it when the test ends.
 func hclEngine(t *testing.T, ctx context.Context, src, file string, opts ...host.Option) *host.Engine {
@@ -247,7 +245,18 @@ func hclEngine(t *testing.T, ctx context.Context, src, file string, opts ...host
 	return e
 }
 
+// randomLocal allocates n bytes of a's memory, registers them local-only
+// and fills them with random bytes: the source of a verified write.
 func randomLocal(t *testing.T, ctx context.Context, a *host.Engine, n int) []byte {
+	t.Helper()
+	local := localBuffer(t, ctx, a, n)
+	rand.Read(local)
+	return local
+}
+
+// localBuffer allocates n bytes of a's memory and registers them
+// local-only, for the local side of transfers.
+func localBuffer(t *testing.T, ctx context.Context, a *host.Engine, n int) []byte {
 	t.Helper()
 	local, err := a.Allocate(n)
 	if err != nil {
@@ -256,6 +265,5 @@ func randomLocal(t *testing.T, ctx context.Context, a *host.Engine, n int) []byt
 	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
 		t.Fatal(err)
 	}
-	rand.Read(local)
 	return local
 }

@@ -56,13 +56,7 @@ func killSetup(t *testing.T, ctx context.Context, name string, onlyTCP bool) (*h
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := a.Allocate(killSpan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
+	local := localBuffer(t, ctx, a, killSpan)
 	fillRandom(local)
 	return a, b, seg, b.Ready.Buffers[0].Base, local
 }
@@ -107,6 +101,22 @@ func killWhenMoving(t *testing.T, e *host.Engine, name string, done <-chan struc
 			return pid
 		}
 	}
+}
+
+// transferKillingTCP runs req on a and SIGKILLs a's tcp plugin once it
+// has sent bytes of it; it returns the killed pid, how long the transfer
+// took and its error.
+func transferKillingTCP(t *testing.T, ctx context.Context, a *host.Engine, req host.Request) (pid int, took time.Duration, err error) {
+	t.Helper()
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer close(done)
+		err = a.Transfer(ctx, req)
+	}()
+	pid = killWhenMoving(t, a, "tcp", done)
+	<-done
+	return pid, time.Since(start), err
 }
 
 // waitPlugin polls e.Plugins until the named plugin runs with more than
@@ -172,22 +182,14 @@ func TestKillTCPPluginFailsOverToSHM(t *testing.T) {
 	}
 	shmBefore := pluginStatus(a, "shm").Counters["bytes_written"]
 
-	done := make(chan struct{})
-	var err error
-	start := time.Now()
-	go func() {
-		defer close(done)
-		err = a.Transfer(ctx, req)
-	}()
-	pid := killWhenMoving(t, a, "tcp", done)
-	<-done
+	pid, took, err := transferKillingTCP(t, ctx, a, req)
 	if ctx.Err() != nil {
 		t.Fatalf("transfer ran into the test's bound: %v", err)
 	}
 	if err != nil {
 		t.Fatalf("1 GiB write with tcp killed under it: %v", err)
 	}
-	t.Logf("1 GiB write with a kill -9 and failover took %v", time.Since(start))
+	t.Logf("1 GiB write with a kill -9 and failover took %v", took)
 	if got, want := b.ask(t, "sha256 0 %d", killSpan), sum(local); got != want {
 		t.Fatalf("peer has sha256 %s, sent %s", got, want)
 	}
@@ -218,19 +220,11 @@ func TestKillOnlyTCPPlugin(t *testing.T) {
 	}
 	req := host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}
 
-	done := make(chan struct{})
-	var err error
-	start := time.Now()
-	go func() {
-		defer close(done)
-		err = a.Transfer(ctx, req)
-	}()
-	killWhenMoving(t, a, "tcp", done)
-	<-done
+	_, took, err := transferKillingTCP(t, ctx, a, req)
 	if ctx.Err() != nil {
 		t.Fatalf("transfer ran into the test's bound (it hung): %v", err)
 	}
-	t.Logf("transfer ended after %v: %v", time.Since(start), err)
+	t.Logf("transfer ended after %v: %v", took, err)
 	if err == nil {
 		if got, want := b.ask(t, "sha256 0 %d", killSpan), sum(local); got != want {
 			t.Fatalf("transfer returned nil but the peer has sha256 %s, sent %s", got, want)

@@ -30,6 +30,25 @@ func engineHCL(t *testing.T, name, metastoreBlock, listen string) string {
 	return p
 }
 
+// metastoreBackends are the shared metastores the cluster tests run
+// against: start serves a real redis-server or etcd for the test and
+// returns the HCL metastore block for it, with a lease TTL of one second.
+var metastoreBackends = []struct {
+	name  string
+	start func(t *testing.T) string
+}{
+	{"redis", func(t *testing.T) string {
+		s := metastoretest.NewRedis(t)
+		return fmt.Sprintf("kind = \"redis\"\naddress = %q\nttl = \"1s\"", s.Addr)
+	}},
+	{"etcd", func(t *testing.T) string {
+		s := metastoretest.NewEtcd(t)
+		return fmt.Sprintf("kind = \"etcd\"\nendpoints = [%q]\nttl = \"1s\"", s.EtcdEndpoint())
+	}},
+}
+
+// engineFrom starts an engine on the config at path, closed when the test
+// ends.
 func engineFrom(t *testing.T, path string) *host.Engine {
 	t.Helper()
 	cfg, err := config.Load(path)
@@ -60,20 +79,7 @@ func transferErr(t *testing.T, what string, err error, want host.State, target e
 // through the handle of its previous life, and is reached under its new
 // incarnation by opening the segment again.
 func TestClusterPeerKilledAndRestarted(t *testing.T) {
-	backends := []struct {
-		name  string
-		start func(t *testing.T) string
-	}{
-		{"redis", func(t *testing.T) string {
-			s := metastoretest.NewRedis(t)
-			return fmt.Sprintf("kind = \"redis\"\naddress = %q\nttl = \"1s\"", s.Addr)
-		}},
-		{"etcd", func(t *testing.T) string {
-			s := metastoretest.NewEtcd(t)
-			return fmt.Sprintf("kind = \"etcd\"\nendpoints = [%q]\nttl = \"1s\"", s.EtcdEndpoint())
-		}},
-	}
-	for _, be := range backends {
+	for _, be := range metastoreBackends {
 		t.Run(be.name, func(t *testing.T) {
 			ctx := context.Background()
 			block := be.start(t)

@@ -1,7 +1,6 @@
 package host_test
 
 import (
-	"fmt"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"os"
 	"testing"
@@ -13,25 +12,10 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := plugintest.BuildBinaries(map[string]string{
-		"github.com/ferrydev/ferry/cmd/ferry":                             "ferry",
-		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm":      "ferry-plugin-shm",
-		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":      "ferry-plugin-tcp",
-		"github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault":  "ferry-plugin-fault",
-		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99": "ferry-plugin-v99",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	build := plugintest.Main{
+		Binaries:    []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-fault", "ferry-plugin-v99"},
+		CheckLeaks:  true,
+		IgnoreLeaks: []goleak.Option{plugintest.IgnoreLogStderr},
 	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/hashicorp/go-plugin.(*Client).logStderr")); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }

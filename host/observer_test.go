@@ -2,15 +2,10 @@ package host_test
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
-
-	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/observe"
@@ -44,50 +39,9 @@ func TestObserverSeesEveryTransition(t *testing.T) {
 	defer cancel()
 
 	rec := observetest.New()
-	e := hclEngine(t, ctx, chaosConfig("obs-a", true, crashAfter), "obs-a.hcl",
-		host.WithObserver(rec), // the one line of wiring
-		host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
-	file := filepath.Join(t.TempDir(), "obs-b.hcl")
-	if err := os.WriteFile(file, []byte(chaosConfig("obs-b", false, 0)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	spans := chaosWorkers + 1
-	b := startPeer(t, "--config", file, "--name", "obs-b", "--metastore", e.MetastoreURL(),
-		"--expose", fmt.Sprint(chaosReadSpan+spans*chaosSpan), "--pattern", fmt.Sprint(chaosPatternSeed))
-	seg, err := e.OpenSegment(ctx, "obs-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	local, err := e.Allocate(spans * chaosSpan)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	r := &chaosRun{
-		t: t, e: e, b: b, seg: seg, remote: b.Ready.Buffers[0].Base, local: local,
-		pattern: pattern(chaosReadSpan, 0, chaosPatternSeed),
-		states:  map[host.State]int{}, byMode: map[string]int{},
-	}
-	r.inverse = make([]byte, len(r.pattern))
-	for i, c := range r.pattern {
-		r.inverse[i] = ^c
-	}
-	var wg sync.WaitGroup
-	for w := range chaosWorkers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r.worker(ctx, w, n, seed)
-		}()
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.stallDriver(ctx, seed)
-	}()
-	wg.Wait()
+	r := startChaos(t, ctx, "obs", crashAfter, host.WithObserver(rec)) // the one line of wiring
+	e := r.e
+	r.drive(ctx, n, seed)
 	if ctx.Err() != nil {
 		t.Fatalf("the run did not end within %v", chaosBound)
 	}

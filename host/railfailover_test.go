@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -37,15 +36,7 @@ policy "fault-only" {
   transports = ["fault"]
 }
 `, binDir)
-	cfg, err := config.Parse([]byte(src), "rr-a.hcl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := host.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := hclEngine(t, ctx, src, "rr-a.hcl")
 	b := failoverPeer(t, a, "rr-b", span)
 	seg, err := a.OpenSegment(ctx, "rr-b")
 	if err != nil {

@@ -161,14 +161,7 @@ func TestSlowPluginIsNotKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := a.Allocate(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	rand.Read(local)
+	local := randomLocal(t, ctx, a, 1<<20)
 	pid := pluginStatus(a, "fault").PID
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
 		t.Fatalf("write through a slow plugin: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -25,15 +26,9 @@ const (
 	Write Op = 2
 )
 
-func (o Op) String() string {
-	switch o {
-	case Read:
-		return "read"
-	case Write:
-		return "write"
-	}
-	return fmt.Sprintf("op(%d)", uint8(o))
-}
+var opNames = [...]string{Read: "read", Write: "write"}
+
+func (o Op) String() string { return enum.String(o, opNames[:], "op") }
 
 // Priority orders requests under load; the SDK's type, which the ring
 // descriptor carries.

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/segment"
 )
@@ -45,13 +44,7 @@ func waitSegment(t *testing.T, e *host.Engine, id host.SegmentID, what string, c
 func TestOpenSegmentFollowsTheMetastore(t *testing.T) {
 	ctx := context.Background()
 	a := newEngine(t, "follow-a")
-	peerCfg := func() *config.Config {
-		cfg := config.Default("follow-b")
-		cfg.PluginDir = binDir
-		cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = config.MetastoreHTTP, a.MetastoreURL(), ""
-		return cfg
-	}
-	b, err := host.New(ctx, peerCfg())
+	b, err := host.New(ctx, joinConfig("follow-b", a.MetastoreURL()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,13 +66,7 @@ func TestOpenSegmentFollowsTheMetastore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := a.Allocate(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
+	local := localBuffer(t, ctx, a, 1<<20)
 	src := local[:64<<10]
 	rand.Read(src)
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: first + 4096}); err != nil {
@@ -108,7 +95,7 @@ func TestOpenSegmentFollowsTheMetastore(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b2, err := host.New(ctx, peerCfg())
+	b2, err := host.New(ctx, joinConfig("follow-b", a.MetastoreURL()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,9 +16,25 @@ import (
 // builds a plugin from sdk/ alone, and the host's internals can change
 // without a plugin release.
 func TestLayering(t *testing.T) {
-	root := filepath.Join("..")
 	const mod = "github.com/ferrydev/ferry"
 	forbidden := []string{mod + "/host", mod + "/config", mod + "/cmd"}
+	forEachImport(t, func(string) bool { return false }, func(path, p string) {
+		for _, bad := range forbidden {
+			if p == bad || strings.HasPrefix(p, bad+"/") {
+				t.Errorf("%s imports %s: sdk/, plugins/ and devices/ must not depend on the host", path, p)
+			}
+		}
+	})
+}
+
+// forEachImport calls fn with the path and every import of every Go file
+// under sdk/, plugins/ and devices/ (a tree that does not exist is
+// skipped) but those skip says to pass over, given the file's path from
+// the repository root. It fails the test if fewer than ten files were
+// read, which means the walk is not rooted where it should be.
+func forEachImport(t *testing.T, skip func(rel string) bool, fn func(path, imp string)) {
+	t.Helper()
+	root := filepath.Join("..")
 	checked := 0
 	for _, dir := range []string{"sdk", "plugins", "devices"} {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
@@ -31,6 +47,9 @@ func TestLayering(t *testing.T) {
 			if d.IsDir() || !strings.HasSuffix(path, ".go") {
 				return nil
 			}
+			if rel, _ := filepath.Rel(root, path); skip(filepath.ToSlash(rel)) {
+				return nil
+			}
 			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
 			if err != nil {
 				return err
@@ -38,11 +57,7 @@ func TestLayering(t *testing.T) {
 			checked++
 			for _, imp := range f.Imports {
 				p, _ := strconv.Unquote(imp.Path.Value)
-				for _, bad := range forbidden {
-					if p == bad || strings.HasPrefix(p, bad+"/") {
-						t.Errorf("%s imports %s: sdk/, plugins/ and devices/ must not depend on the host", path, p)
-					}
-				}
+				fn(path, p)
 			}
 			return nil
 		})
@@ -61,43 +76,16 @@ func TestLayering(t *testing.T) {
 // from sdk/ and plugins/; and package sdk exports none of the names the
 // host-side code had before it moved.
 func TestVendorView(t *testing.T) {
-	root := filepath.Join("..")
 	const client = "github.com/ferrydev/ferry/internal/pluginclient"
-	checked := 0
-	for _, dir := range []string{"sdk", "plugins", "devices"} {
-		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				if os.IsNotExist(err) && path == filepath.Join(root, dir) {
-					return filepath.SkipDir
-				}
-				return err
-			}
-			if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-				return nil
-			}
-			rel, _ := filepath.Rel(root, path)
-			if strings.HasPrefix(filepath.ToSlash(rel), "sdk/plugintest/") {
-				return nil
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.ImportsOnly)
-			if err != nil {
-				return err
-			}
-			checked++
-			for _, imp := range f.Imports {
-				if p, _ := strconv.Unquote(imp.Path.Value); p == client {
-					t.Errorf("%s imports %s: only sdk/plugintest and tests may; a plugin carries no host code", path, p)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
+	// Tests, and sdk/plugintest, may drive a plugin as a host does.
+	skip := func(rel string) bool {
+		return strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(rel, "sdk/plugintest/")
+	}
+	forEachImport(t, skip, func(path, p string) {
+		if p == client {
+			t.Errorf("%s imports %s: only sdk/plugintest and tests may; a plugin carries no host code", path, p)
 		}
-	}
-	if checked < 10 {
-		t.Fatalf("checked only %d files: is the walk rooted right?", checked)
-	}
+	})
 
 	// The host-only names package sdk exported before they moved.
 	hostOnly := map[string]bool{"TransportClient": true, "Launch": true, "Process": true, "PluginSets": true}

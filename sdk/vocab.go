@@ -3,6 +3,8 @@ package sdk
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ferrydev/ferry/internal/enum"
 )
 
 // The words that cross the plugin boundary: what kind of memory a region
@@ -79,17 +81,9 @@ const (
 // Perms lists every permission, from the least to the most allowed.
 var Perms = []Perm{PermLocal, PermRemoteRead, PermRemoteReadWrite}
 
-func (p Perm) String() string {
-	switch p {
-	case PermLocal:
-		return "local"
-	case PermRemoteRead:
-		return "remote-read"
-	case PermRemoteReadWrite:
-		return "remote-read-write"
-	}
-	return "perm(?)"
-}
+var permNames = [...]string{PermLocal: "local", PermRemoteRead: "remote-read", PermRemoteReadWrite: "remote-read-write"}
+
+func (p Perm) String() string { return enum.String(p, permNames[:], "perm") }
 
 // ParsePerm returns the permission whose text form is s.
 func ParsePerm(s string) (Perm, error) {
@@ -143,17 +137,9 @@ const (
 // Priorities lists every priority by value: Priorities[p] is p.
 var Priorities = []Priority{PriorityNormal, PriorityHigh, PriorityLow}
 
-func (p Priority) String() string {
-	switch p {
-	case PriorityNormal:
-		return "normal"
-	case PriorityHigh:
-		return "high"
-	case PriorityLow:
-		return "low"
-	}
-	return fmt.Sprintf("priority(%d)", uint8(p))
-}
+var priorityNames = [...]string{PriorityNormal: "normal", PriorityHigh: "high", PriorityLow: "low"}
+
+func (p Priority) String() string { return enum.String(p, priorityNames[:], "priority") }
 
 // ParsePriority returns the priority written as s: "normal", "high" or
 // "low", as policies name them.

@@ -164,13 +164,8 @@ func cmdBench(args []string) error {
 	}
 	o := benchOpts{transport: *transport, size: size, batch: *batch, threads: *threads, duration: *duration,
 		nonce: uint64(time.Now().UnixNano())}
-	switch *opName {
-	case "read":
-		o.op = host.Read
-	case "write":
-		o.op = host.Write
-	default:
-		return fmt.Errorf("--op %q: want read or write", *opName)
+	if o.op, err = parseOp(*opName); err != nil {
+		return err
 	}
 	if size <= 0 || o.batch <= 0 || o.threads <= 0 {
 		return fmt.Errorf("--size, --batch and --threads must be positive")
@@ -184,11 +179,7 @@ func cmdBench(args []string) error {
 	}
 
 	ctx := context.Background()
-	cfg, err := loadConfig(*cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), *metaURL)
-	if err != nil {
-		return err
-	}
-	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
+	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), *metaURL, *level)
 	if err != nil {
 		return err
 	}

@@ -35,11 +35,7 @@ func cmdDemo(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	cfg, err := loadConfig(*cfgPath, fmt.Sprintf("demo-a-%d", os.Getpid()), "")
-	if err != nil {
-		return err
-	}
-	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
+	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("demo-a-%d", os.Getpid()), "", *level)
 	if err != nil {
 		return err
 	}

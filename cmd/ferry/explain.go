@@ -1,25 +1,22 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // cmdExplain starts an engine, opens a segment and prints how a request to
 // it would be carried, without moving a byte.
 func cmdExplain(args []string) error {
 	fs := flag.NewFlagSet("explain", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "HCL config file with the policies (default: built-in single-node config)")
-	name := fs.String("name", "", "this engine's name (default: explain-<pid>, so as not to clash with the config's engine)")
-	metaURL := fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)")
+	engine := addEngineFlags(fs, "HCL config file with the policies (default: built-in single-node config)",
+		"this engine's name (default: explain-<pid>, so as not to clash with the config's engine)")
 	seg := fs.String("segment", "", "the target segment (required)")
 	op := fs.String("op", "write", "read or write")
 	size := fs.String("size", "4KiB", "request size, like 4KiB or 64MiB")
@@ -28,29 +25,17 @@ func cmdExplain(args []string) error {
 	intent := fs.String("intent", "", "request intent: foreground_get, background_prefetch, migration, checkpoint, weight_loading")
 	policy := fs.String("policy", "", "name the policy instead of letting the policies match")
 	prio := fs.String("priority", "normal", "high, normal or low")
-	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 	if *seg == "" {
 		return errors.New("--segment is required")
 	}
 	req := host.Request{Transport: *hint, Intent: host.Intent(*intent), Policy: *policy, Remote: *remote}
-	switch *op {
-	case "read":
-		req.Op = host.Read
-	case "write":
-		req.Op = host.Write
-	default:
-		return fmt.Errorf("--op %q: want read or write", *op)
+	var err error
+	if req.Op, err = parseOp(*op); err != nil {
+		return err
 	}
-	switch *prio {
-	case "normal":
-		req.Priority = host.PriorityNormal
-	case "high":
-		req.Priority = host.PriorityHigh
-	case "low":
-		req.Priority = host.PriorityLow
-	default:
-		return fmt.Errorf("--priority %q: want high, normal or low", *prio)
+	if req.Priority, err = sdk.ParsePriority(*prio); err != nil {
+		return fmt.Errorf("--priority: %w", err)
 	}
 	n, err := config.ParseSize(*size)
 	if err != nil {
@@ -59,20 +44,14 @@ func cmdExplain(args []string) error {
 	if n <= 0 {
 		return fmt.Errorf("--size %q: want a positive size", *size)
 	}
-	if *name == "" {
-		*name = fmt.Sprintf("explain-%d", os.Getpid())
+	if *engine.name == "" {
+		*engine.name = fmt.Sprintf("explain-%d", os.Getpid())
 	}
-	cfg, err := loadConfig(*cfgPath, *name, *metaURL)
+	ctx, e, closeEngine, err := engine.start()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer closeEngine()
 	s, err := e.OpenSegment(ctx, *seg)
 	if err != nil {
 		return err

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"os"
 	"os/exec"
@@ -14,19 +13,8 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := plugintest.BuildBinaries(map[string]string{
-		"github.com/ferrydev/ferry/cmd/ferry":                        "ferry",
-		"github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm": "ferry-plugin-shm",
-		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp": "ferry-plugin-tcp",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp"}}
+	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 
 func ferry(t *testing.T, args ...string) string {

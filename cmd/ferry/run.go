@@ -92,33 +92,74 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 	return cfg, nil
 }
 
+// newEngine starts an engine on the config loadConfig makes of path, name
+// and metastoreURL, logging at level.
+func newEngine(ctx context.Context, path, name, metastoreURL, level string) (*host.Engine, error) {
+	cfg, err := loadConfig(path, name, metastoreURL)
+	if err != nil {
+		return nil, err
+	}
+	return host.New(ctx, cfg, host.WithLogger(logger(level)))
+}
+
+// engineFlags are the flags of the commands that serve an engine until
+// stopped: its config, its name, the metastore and the log level.
+type engineFlags struct {
+	config, name, metastore, level *string
+}
+
+// addEngineFlags defines the engine flags on fs; nameHelp says what
+// --name defaults to.
+func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
+	return engineFlags{
+		config:    fs.String("config", "", configHelp),
+		name:      fs.String("name", "", nameHelp),
+		metastore: fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)"),
+		level:     fs.String("log-level", "warn", "log level"),
+	}
+}
+
+// start starts the engine the flags describe under a context that SIGINT
+// and SIGTERM cancel; done closes the engine and lets the signals go.
+func (f engineFlags) start() (ctx context.Context, e *host.Engine, done func(), err error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	e, err = newEngine(ctx, *f.config, *f.name, *f.metastore, *f.level)
+	if err != nil {
+		stop()
+		return nil, nil, nil, err
+	}
+	return ctx, e, func() { e.Close(); stop() }, nil
+}
+
+// parseOp reads an --op flag.
+func parseOp(s string) (host.Op, error) {
+	switch s {
+	case "read":
+		return host.Read, nil
+	case "write":
+		return host.Write, nil
+	}
+	return 0, fmt.Errorf("--op %q: want read or write", s)
+}
+
 func logger(level string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.LevelFromString(level), Output: os.Stderr})
 }
 
 func cmdRun(args []string) error {
 	fs := flag.NewFlagSet("run", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "HCL config file (default: built-in single-node config)")
-	name := fs.String("name", "", "engine name (overrides the config)")
-	metaURL := fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)")
+	engine := addEngineFlags(fs, "HCL config file (default: built-in single-node config)", "engine name (overrides the config)")
 	expose := fs.String("expose", "0", "allocate and register this much memory read-write for peers (e.g. 64MiB)")
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
 	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF")
-	level := fs.String("log-level", "warn", "log level")
 	fs.Parse(args)
 
-	cfg, err := loadConfig(*cfgPath, *name, *metaURL)
+	ctx, e, closeEngine, err := engine.start()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	e, err := host.New(ctx, cfg, host.WithLogger(logger(*level)))
-	if err != nil {
-		return err
-	}
-	defer e.Close()
+	defer closeEngine()
 	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL(), Control: e.ControlAddr()}
 	ready.Plugins = pluginLines(ctx, e)
 	var rw []byte

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 type pluginState struct {
@@ -137,17 +139,7 @@ func startRun(t *testing.T, args ...string) (io.WriteCloser, *bufio.Scanner) {
 	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin", "--log-level", "debug"}, args...)...)
 	var logs syncBuffer
 	cmd.Stderr = &logs
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	in, out := plugintest.StartPiped(t, cmd)
 	t.Cleanup(func() {
 		in.Close()
 		cmd.Wait()

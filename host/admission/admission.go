@@ -1,9 +1,8 @@
 package admission
 
 import (
-	"fmt"
-
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -20,17 +19,9 @@ const (
 	Reject
 )
 
-func (v Verdict) String() string {
-	switch v {
-	case Now:
-		return "now"
-	case Later:
-		return "later"
-	case Reject:
-		return "reject"
-	}
-	return fmt.Sprintf("verdict(%d)", uint8(v))
-}
+var verdictNames = [...]string{Now: "now", Later: "later", Reject: "reject"}
+
+func (v Verdict) String() string { return enum.String(v, verdictNames[:], "verdict") }
 
 // Request is what an admitter knows of a request.
 type Request struct {

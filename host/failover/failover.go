@@ -1,8 +1,9 @@
 package failover
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/ferrydev/ferry/internal/enum"
 )
 
 // MaxRails is how many rails a rail mask can name.
@@ -93,14 +94,9 @@ const (
 	Fail
 )
 
-var kindNames = [...]string{"", "retry-rail", "next-transport", "wait-restart", "fail"}
+var kindNames = [...]string{RetryRail: "retry-rail", NextTransport: "next-transport", WaitRestart: "wait-restart", Fail: "fail"}
 
-func (k Kind) String() string {
-	if k > 0 && int(k) < len(kindNames) {
-		return kindNames[k]
-	}
-	return fmt.Sprintf("kind(%d)", uint8(k))
-}
+func (k Kind) String() string { return enum.String(k, kindNames[:], "kind") }
 
 // Decision is what to do with a failed attempt.
 type Decision struct {

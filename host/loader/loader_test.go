@@ -3,14 +3,11 @@ package loader
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	"go.uber.org/goleak"
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/plugintest"
@@ -20,24 +17,8 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := plugintest.BuildBinaries(map[string]string{
-		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":      "ferry-plugin-tcp",
-		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99": "ferry-plugin-v99",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-tcp", "ferry-plugin-v99"}, CheckLeaks: true}
+	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 
 func TestStartGoodPlugin(t *testing.T) {

@@ -32,11 +32,7 @@ func backends(t *testing.T) map[string]Backend {
 	})
 	// The client talks to a server of its own, so that its keys do not
 	// meet server.Store's.
-	srv2, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv2.Close() })
+	srv2 := listenLocal(t)
 	c, err := NewHTTPClient(srv2.URL())
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +70,20 @@ func available(t *testing.T, bin, pkg string) bool {
 	return true
 }
 
+// httpDo sends one request on a connection of its own and returns the
+// answer's status and body.
 func httpDo(t *testing.T, method, url, body string) (int, string) {
+	t.Helper()
+	return httpDoWith(t, &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}, method, url, body)
+}
+
+// httpDoWith is httpDo through hc.
+func httpDoWith(t *testing.T, hc *http.Client, method, url, body string) (int, string) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 	resp, err := hc.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -265,11 +268,7 @@ func TestValuesAreOpaque(t *testing.T) {
 }
 
 func TestLeaseExpiresWhenHolderIsKilled(t *testing.T) {
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listenLocal(t)
 	type tc struct {
 		opts  Options
 		store func(t *testing.T) Store
@@ -412,11 +411,7 @@ func TestHTTPLeaseNeedsFerryServer(t *testing.T) {
 }
 
 func TestServerExtensions(t *testing.T) {
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listenLocal(t)
 	for _, q := range []string{"ttl_ms=abc", "ttl_ms=0", "ttl_ms=-5", fmt.Sprintf("ttl_ms=%d", MaxLeaseTTL.Milliseconds()+1)} {
 		code, body := httpDo(t, "PUT", srv.URL()+"?key=k&"+q, "v")
 		if code != 400 || !strings.Contains(body, "bad ttl_ms") {

@@ -278,14 +278,7 @@ func (e *Etcd) Watch(ctx context.Context, prefix string) (<-chan Event, error) {
 	ch := make(chan Event, watchBuffer)
 	err = e.g.goCtx(ctx, func(ctx context.Context) {
 		defer close(ch)
-		send := func(ev Event) bool {
-			select {
-			case ch <- ev:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
+		send := func(ev Event) bool { return sendEvent(ctx, ch, ev) }
 		bo := backoff{min: 50 * time.Millisecond, max: 2 * time.Second}
 		for {
 			wctx, cancel := context.WithCancel(ctx)

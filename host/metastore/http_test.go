@@ -80,11 +80,7 @@ func (zeros) Read(p []byte) (int, error) {
 // TestMooncakeClientView drives the listener with plain HTTP, as Mooncake's
 // C++ client does, and checks the answers it relies on.
 func TestMooncakeClientView(t *testing.T) {
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listenLocal(t)
 	if !strings.HasPrefix(srv.URL(), "http://127.0.0.1:") || !strings.HasSuffix(srv.URL(), "/metadata") {
 		t.Fatalf("URL() = %q", srv.URL())
 	}
@@ -92,17 +88,7 @@ func TestMooncakeClientView(t *testing.T) {
 	defer hc.CloseIdleConnections()
 	do := func(method, url, body string) (int, string) {
 		t.Helper()
-		req, err := http.NewRequest(method, url, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp, err := hc.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return httpDoWith(t, hc, method, url, body)
 	}
 	steps := []struct {
 		method, url, body string
@@ -143,11 +129,7 @@ func TestHTTPServerCloseIsIdempotent(t *testing.T) {
 }
 
 func TestListenErrors(t *testing.T) {
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
+	srv := listenLocal(t)
 	for _, addr := range []string{srv.Addr(), "not-an-address", "127.0.0.1:99999"} {
 		s, err := Listen(context.Background(), addr)
 		if err == nil {

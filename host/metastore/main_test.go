@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 // holderEnv, when set, makes the test binary a lease holder instead: it
@@ -77,18 +79,8 @@ func startHolder(t *testing.T, h holderSpec) (kill func()) {
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), holderEnv+"="+string(spec))
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := plugintest.StartPiped(t, cmd)
 	killed := false
 	kill = func() {
 		if killed {

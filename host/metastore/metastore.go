@@ -3,8 +3,9 @@ package metastore
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
+
+	"github.com/ferrydev/ferry/internal/enum"
 )
 
 // ErrNotFound is returned, wrapped, by Store.Get when the key is absent.
@@ -89,17 +90,9 @@ const (
 	Resync
 )
 
-func (k EventKind) String() string {
-	switch k {
-	case Put:
-		return "put"
-	case Delete:
-		return "delete"
-	case Resync:
-		return "resync"
-	}
-	return "EventKind(" + strconv.Itoa(int(k)) + ")"
-}
+var eventKindNames = [...]string{Put: "put", Delete: "delete", Resync: "resync"}
+
+func (k EventKind) String() string { return enum.String(k, eventKindNames[:], "EventKind") }
 
 // Event is one change seen by a Watcher. Value is untrusted bytes, nil for
 // Delete and Resync.

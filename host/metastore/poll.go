@@ -14,6 +14,17 @@ type lister func(ctx context.Context, prefix string) (map[string][]byte, error)
 // it waits for it.
 const watchBuffer = 64
 
+// sendEvent hands e to a watch's channel; it reports false, with e
+// dropped, when ctx ends first.
+func sendEvent(ctx context.Context, ch chan<- Event, e Event) bool {
+	select {
+	case ch <- e:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
 // pollWatch implements Watch by listing prefix every interval and reporting
 // the difference. wake, when not nil, lists early (the memory store signals
 // its changes); next, when not nil, says how long until the next change
@@ -34,14 +45,7 @@ func pollWatch(ctx context.Context, g *group, prefix string, interval time.Durat
 	ch := make(chan Event, watchBuffer)
 	err = g.goCtx(ctx, func(ctx context.Context) {
 		defer close(ch)
-		send := func(e Event) bool {
-			select {
-			case ch <- e:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
+		send := func(e Event) bool { return sendEvent(ctx, ch, e) }
 		bo := backoff{min: min(100*time.Millisecond, interval), max: max(interval, 5*time.Second)}
 		broken := false
 		wait := interval

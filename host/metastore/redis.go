@@ -278,14 +278,7 @@ func (r *Redis) watchNotify(ctx context.Context, prefix string) (<-chan Event, e
 		stop := context.AfterFunc(ctx, func() { ps.Close() })
 		defer stop()
 		defer ps.Close()
-		send := func(e Event) bool {
-			select {
-			case ch <- e:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
+		send := func(e Event) bool { return sendEvent(ctx, ch, e) }
 		bo := backoff{min: 50 * time.Millisecond, max: 2 * time.Second}
 		broken := false
 		for {

@@ -49,20 +49,39 @@ func stopShared() {
 	}
 }
 
+// listenLocal serves a metastore on a free port of 127.0.0.1 until the
+// test ends.
+func listenLocal(t *testing.T) *HTTPServer {
+	t.Helper()
+	srv, err := Listen(context.Background(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return srv
+}
+
+// sharedServer returns *s, starting it with start on first use; it lives
+// until stopShared.
+func sharedServer(t *testing.T, s **metastoretest.Server, start func(testing.TB) *metastoretest.Server) *metastoretest.Server {
+	t.Helper()
+	shared.mu.Lock()
+	srv := *s
+	shared.mu.Unlock()
+	if srv == nil {
+		srv = start(sharedTB{t})
+		shared.mu.Lock()
+		*s = srv
+		shared.mu.Unlock()
+	}
+	return srv
+}
+
 // sharedRedis returns a client of the package's redis-server, emptied.
 func sharedRedis(t *testing.T, opts RedisOptions) *Redis {
 	t.Helper()
 	metastoretest.NeedBinary(t, "redis-server", "redis-server")
-	shared.mu.Lock()
-	s := shared.redis
-	shared.mu.Unlock()
-	if s == nil {
-		s = metastoretest.NewRedis(sharedTB{t})
-		shared.mu.Lock()
-		shared.redis = s
-		shared.mu.Unlock()
-	}
-	opts.Addr = s.Addr
+	opts.Addr = sharedServer(t, &shared.redis, func(t testing.TB) *metastoretest.Server { return metastoretest.NewRedis(t) }).Addr
 	r, err := NewRedis(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -78,15 +97,7 @@ func sharedRedis(t *testing.T, opts RedisOptions) *Redis {
 func sharedEtcd(t *testing.T) *Etcd {
 	t.Helper()
 	metastoretest.NeedBinary(t, "etcd", "etcd-server")
-	shared.mu.Lock()
-	s := shared.etcd
-	shared.mu.Unlock()
-	if s == nil {
-		s = metastoretest.NewEtcd(sharedTB{t})
-		shared.mu.Lock()
-		shared.etcd = s
-		shared.mu.Unlock()
-	}
+	s := sharedServer(t, &shared.etcd, metastoretest.NewEtcd)
 	e, err := NewEtcd(context.Background(), EtcdOptions{Endpoints: []string{s.EtcdEndpoint()}})
 	if err != nil {
 		t.Fatal(err)

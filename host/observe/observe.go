@@ -1,9 +1,8 @@
 package observe
 
 import (
-	"fmt"
-
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -38,14 +37,9 @@ const (
 	Ended
 )
 
-var stageNames = [...]string{"", "queued", "admitted", "routed", "sliced", "submitted", "completed", "retried", "ended"}
+var stageNames = [...]string{Queued: "queued", Admitted: "admitted", Routed: "routed", Sliced: "sliced", Submitted: "submitted", Completed: "completed", Retried: "retried", Ended: "ended"}
 
-func (s Stage) String() string {
-	if int(s) < len(stageNames) && s != 0 {
-		return stageNames[s]
-	}
-	return fmt.Sprintf("stage(%d)", uint8(s))
-}
+func (s Stage) String() string { return enum.String(s, stageNames[:], "stage") }
 
 // Event is one transition of one task.
 type Event struct {

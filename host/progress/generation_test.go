@@ -63,6 +63,16 @@ func newTestLane(tb testing.TB, gen uint32) *Lane {
 	return l
 }
 
+// oneTask is a tracker with one batch of one task of length bytes, cut
+// into one slice: b.Token(i) is the token its completion carries.
+func oneTask(length uint64) (tr *Tracker, b *Batch, i int) {
+	tr = NewTracker(4)
+	b, _ = tr.Allocate(1)
+	i = b.Reserve(length, 0)
+	b.SetSlices(i, 1)
+	return tr, b, i
+}
+
 // TestStaleGenerationDropped: a completion stamped with another run's
 // generation is dropped and counted, whether it comes before or after the
 // task's own; the task ends exactly once, with its own completion's bytes.
@@ -70,10 +80,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	const gen = 7
 	l := newTestLane(t, gen)
 	p := newPluginEnd(t, l)
-	tr := NewTracker(4)
-	b, _ := tr.Allocate(1)
-	i := b.Reserve(100, 0)
-	b.SetSlices(i, 1)
+	tr, b, i := oneTask(100)
 	l.Begin()
 	if err := l.Put(&ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 100}, nil, 0); err != nil {
 		t.Fatal(err)
@@ -107,10 +114,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 func TestGenerationZeroChecksNothing(t *testing.T) {
 	l := newTestLane(t, 0)
 	p := newPluginEnd(t, l)
-	tr := NewTracker(4)
-	b, _ := tr.Allocate(1)
-	i := b.Reserve(1, 0)
-	b.SetSlices(i, 1)
+	tr, b, i := oneTask(1)
 	p.complete(b.Token(i), 0, 1)
 	l.Poll(tr)
 	if s := b.State(i, Now()); s != Completed || l.Stale() != 0 {
@@ -125,10 +129,7 @@ func TestProbe(t *testing.T) {
 	const gen = 3
 	l := newTestLane(t, gen)
 	p := newPluginEnd(t, l)
-	tr := NewTracker(4)
-	b, _ := tr.Allocate(1)
-	i := b.Reserve(1, 0)
-	b.SetSlices(i, 1)
+	tr, b, i := oneTask(1)
 
 	if !l.Probe(1) || l.ProbeSent() != 1 {
 		t.Fatalf("probe not sent: sent %d", l.ProbeSent())

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -25,12 +26,7 @@ const (
 
 var stateNames = [...]string{"PENDING", "COMPLETED", "FAILED", "CANCELED", "TIMEOUT", "INVALID"}
 
-func (s State) String() string {
-	if int(s) < len(stateNames) {
-		return stateNames[s]
-	}
-	return fmt.Sprintf("STATE(%d)", uint32(s))
-}
+func (s State) String() string { return enum.String(s, stateNames[:], "STATE") }
 
 // Terminal reports whether s is final.
 func (s State) Terminal() bool { return s != Pending }

@@ -123,23 +123,7 @@ func (nopWatcher) Ended(*Batch, int, State)         {}
 func BenchmarkSubmitCompleteWatched(b *testing.B) {
 	r := newRig(b)
 	r.t.Watch(nopWatcher{})
-	const batch = 128
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; {
-		n := min(batch, b.N-done)
-		bt, _ := r.t.Allocate(batch)
-		for range n {
-			r.submit(bt, 4096, 1<<20, 0)
-		}
-		for !bt.Done(Now()) {
-			<-bt.Wake()
-		}
-		r.t.Free(bt)
-		done += n
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	benchSubmitComplete(b, r)
 }
 
 // BenchmarkTaskLifecycle is one task's bookkeeping without a lane or a

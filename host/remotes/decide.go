@@ -4,6 +4,7 @@ import (
 	"reflect"
 
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/internal/enum"
 )
 
 // Action is what a metastore change does to an open handle.
@@ -26,19 +27,9 @@ const (
 	Gone
 )
 
-func (a Action) String() string {
-	switch a {
-	case Keep:
-		return "keep"
-	case Refresh:
-		return "refresh"
-	case Retire:
-		return "retire"
-	case Gone:
-		return "gone"
-	}
-	return "Action(?)"
-}
+var actionNames = [...]string{Keep: "keep", Refresh: "refresh", Retire: "retire", Gone: "gone"}
+
+func (a Action) String() string { return enum.String(a, actionNames[:], "Action") }
 
 // Change is one metastore change to a handle's key, decoded: Desc is the
 // new descriptor for a put, nil for a delete.

@@ -188,14 +188,20 @@ func TestRouteAllocatesNothing(t *testing.T) {
 	}
 }
 
-func BenchmarkRoute(b *testing.B) {
+// benchInput is what the benchmarks route: a 2 MiB same-machine
+// checkpoint request over the test's transports and policies. It turns
+// on allocation reporting.
+func benchInput(b *testing.B) (*Selector, []Transport, Request) {
 	s, err := New(policies, names)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c := transports()
-	r := Request{Size: 2 << 20, SameMachine: true, Intent: IntentCheckpoint}
 	b.ReportAllocs()
+	return s, transports(), Request{Size: 2 << 20, SameMachine: true, Intent: IntentCheckpoint}
+}
+
+func BenchmarkRoute(b *testing.B) {
+	s, c, r := benchInput(b)
 	for b.Loop() {
 		if _, _, err := s.Route(&r, c); err != nil {
 			b.Fatal(err)
@@ -204,13 +210,7 @@ func BenchmarkRoute(b *testing.B) {
 }
 
 func BenchmarkSelect(b *testing.B) {
-	s, err := New(policies, names)
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := transports()
-	r := Request{Size: 2 << 20, SameMachine: true, Intent: IntentCheckpoint}
-	b.ReportAllocs()
+	s, c, r := benchInput(b)
 	for b.Loop() {
 		if _, err := s.Select(&r, c); err != nil {
 			b.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,23 +13,11 @@ import (
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
-// tcpBin is the tcp plugin, built once for the tests that need a real
-// process (the restart loop); the pure parts need none.
+// tcpBin is the tcp plugin, built once by TestMain for the tests that need
+// a real process (the restart loop); the pure parts need none.
 var tcpBin string
-
-func buildTCP() (func(), error) {
-	dir, err := plugintest.BuildBinaries(map[string]string{
-		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp": "ferry-plugin-tcp",
-	})
-	if err != nil {
-		return nil, err
-	}
-	tcpBin = filepath.Join(dir, "ferry-plugin-tcp")
-	return func() { os.RemoveAll(dir) }, nil
-}
 
 // hookLog records the hooks' calls in order.
 type hookLog struct {

@@ -1,6 +1,6 @@
 package supervisor
 
-import "fmt"
+import "github.com/ferrydev/ferry/internal/enum"
 
 // State is where a plugin is in its life.
 type State uint32
@@ -20,39 +20,17 @@ const (
 	Failed
 )
 
+var stateGoNames = [...]string{Starting: "Starting", Running: "Running", Down: "Down", Restarting: "Restarting", Failed: "Failed"}
+
 // GoString names s as in this package: Starting, Running, Down,
 // Restarting, Failed.
-func (s State) GoString() string {
-	switch s {
-	case Starting:
-		return "Starting"
-	case Running:
-		return "Running"
-	case Down:
-		return "Down"
-	case Restarting:
-		return "Restarting"
-	case Failed:
-		return "Failed"
-	}
-	return fmt.Sprintf("State(%d)", uint32(s))
-}
+func (s State) GoString() string { return enum.String(s, stateGoNames[:], "State") }
+
+var stateNames = [...]string{Starting: "starting", Running: "running", Down: "restarting", Restarting: "restarting", Failed: "failed"}
 
 // String returns the word operators see for s. Down and Restarting are
 // both "restarting": the engine is bringing the plugin back.
-func (s State) String() string {
-	switch s {
-	case Starting:
-		return "starting"
-	case Running:
-		return "running"
-	case Down, Restarting:
-		return "restarting"
-	case Failed:
-		return "failed"
-	}
-	return fmt.Sprintf("State(%d)", uint32(s))
-}
+func (s State) String() string { return enum.String(s, stateNames[:], "State") }
 
 // Event is what happens to a plugin.
 type Event uint8
@@ -71,21 +49,9 @@ const (
 	AttemptFailed
 )
 
-func (ev Event) String() string {
-	switch ev {
-	case Launched:
-		return "launched"
-	case Refused:
-		return "refused"
-	case Exited:
-		return "exited"
-	case Attempt:
-		return "attempt"
-	case AttemptFailed:
-		return "attempt failed"
-	}
-	return fmt.Sprintf("Event(%d)", uint8(ev))
-}
+var eventNames = [...]string{Launched: "launched", Refused: "refused", Exited: "exited", Attempt: "attempt", AttemptFailed: "attempt failed"}
+
+func (ev Event) String() string { return enum.String(ev, eventNames[:], "Event") }
 
 // Next returns the state a plugin in s moves to on ev, and false (with s
 // unchanged) when ev cannot happen in s: a plugin that failed at start

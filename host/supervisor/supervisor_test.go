@@ -2,7 +2,6 @@ package supervisor
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,23 +10,16 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 func TestMain(m *testing.M) {
-	cleanup, err := buildTCP()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	build := plugintest.Main{
+		Binaries:    []string{"ferry-plugin-tcp"},
+		CheckLeaks:  true,
+		IgnoreLeaks: []goleak.Option{plugintest.IgnoreLogStderr},
 	}
-	code := m.Run()
-	cleanup()
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreTopFunction("github.com/hashicorp/go-plugin.(*Client).logStderr")); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(build.Run(m, func(dir string) { tcpBin = filepath.Join(dir, "ferry-plugin-tcp") }))
 }
 
 // TestStartRefused: a plugin whose binary is missing is kept Failed with

@@ -2,9 +2,9 @@ package validate
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/internal/enum"
 )
 
 // Op is what a request does, numbered as the engine's Op.
@@ -40,12 +40,7 @@ const (
 
 var faultNames = [...]string{"ok", "unknown op", "zero length", "segment not open", "segment retired", "local range not registered", "no remote buffer", "remote range out of bounds", "permission denied"}
 
-func (f Fault) String() string {
-	if int(f) < len(faultNames) {
-		return faultNames[f]
-	}
-	return fmt.Sprintf("fault(%d)", uint8(f))
-}
+func (f Fault) String() string { return enum.String(f, faultNames[:], "fault") }
 
 // Input is what a request is checked against.
 type Input struct {

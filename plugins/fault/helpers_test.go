@@ -2,13 +2,10 @@ package fault_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
@@ -19,26 +16,8 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := plugintest.BuildBinaries(map[string]string{
-		"github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault": "ferry-plugin-fault",
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	binary = filepath.Join(dir, "ferry-plugin-fault")
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		code = m.Run()
-	}()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-fault"}, CheckLeaks: true}
+	os.Exit(build.Run(m, func(dir string) { binary = filepath.Join(dir, "ferry-plugin-fault") }))
 }
 
 // waitLimit is a safety net against a hang, never a synchronisation point.

@@ -21,12 +21,8 @@ type rawReader struct {
 }
 
 func newRawReader(nc interface{}) *rawReader {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nil
 	}
 	r := &rawReader{rc: rc}
@@ -88,12 +84,8 @@ type rawWriter struct {
 }
 
 func newRawWriter(nc interface{}) *rawWriter {
-	sc, ok := nc.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConnOf(nc)
+	if rc == nil {
 		return nil
 	}
 	w := &rawWriter{rc: rc}
@@ -139,4 +131,18 @@ func (w *rawWriter) writev(v [][]byte) (int, error) {
 		return 0, os.NewSyscallError("writev", w.errno)
 	}
 	return w.n, nil
+}
+
+// rawConnOf returns nc's raw connection, nil when it has none (a conn
+// that wraps the socket, as TLS does): raw I/O is then not available.
+func rawConnOf(nc interface{}) syscall.RawConn {
+	sc, ok := nc.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }

@@ -115,15 +115,22 @@ func newSilentPeer(t *testing.T, segment string, incarnation uint64) *silentPeer
 	return p
 }
 
-func TestSilentPeerTimesOut(t *testing.T) {
-	a := startEngine(t, "a", 1, `io_timeout = "100ms"`)
-	mem := make([]byte, 1<<16)
-	a.register(t, 1, mem, sdk.PermLocal)
+// openSilentPeer opens a silent peer (segment "mute", incarnation 5) as
+// peer 1 of a.
+func openSilentPeer(t *testing.T, a *engine) {
+	t.Helper()
 	sp := newSilentPeer(t, "mute", 5)
 	ep := sdk.Endpoint(fmt.Sprintf(`{"v":1,"addrs":[%q]}`, sp.ln.Addr().String()))
 	if err := a.tr.OpenPeer(context.Background(), sdk.Peer{ID: 1, Segment: "mute", Incarnation: 5, Endpoint: ep}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestSilentPeerTimesOut(t *testing.T) {
+	a := startEngine(t, "a", 1, `io_timeout = "100ms"`)
+	mem := make([]byte, 1<<16)
+	a.register(t, 1, mem, sdk.PermLocal)
+	openSilentPeer(t, a)
 	col := plugintest.NewCollector(t)
 	for i := range uint64(4) {
 		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, Length: 4096}
@@ -140,11 +147,7 @@ func TestUnregisterAbortsInitiatorFrames(t *testing.T) {
 	a := startEngine(t, "a", 1, "") // io_timeout 30s: only the abort ends the frames quickly
 	mem := make([]byte, 1<<20)
 	a.register(t, 1, mem, sdk.PermLocal)
-	sp := newSilentPeer(t, "mute", 5)
-	ep := sdk.Endpoint(fmt.Sprintf(`{"v":1,"addrs":[%q]}`, sp.ln.Addr().String()))
-	if err := a.tr.OpenPeer(context.Background(), sdk.Peer{ID: 1, Segment: "mute", Incarnation: 5, Endpoint: ep}); err != nil {
-		t.Fatal(err)
-	}
+	openSilentPeer(t, a)
 	col := plugintest.NewCollector(t)
 	for i := range uint64(8) {
 		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, LocalOffset: i << 16, Length: 1 << 16}

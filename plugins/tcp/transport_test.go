@@ -86,36 +86,34 @@ func TestRoundTrip(t *testing.T) {
 	w := newWorld(t, size, "")
 	sizes := []uint64{1, 7, 4095, 4096, 65537, 1<<20 + 3, 64 << 20}
 	for i, n := range sizes {
-		t.Run(fmt.Sprintf("write/%d", n), func(t *testing.T) {
-			const loff, roff = 3, 5
-			// Patterns and checks cover the transfer and 64 KiB around it
-			// (the whole region for the largest size).
-			win := min(uint64(size), roff+n+64<<10)
-			fill(w.src[:win], uint64(100+i))
-			fill(w.rw[:win], uint64(200+i))
-			before := snapshot(w.rw[:win])
-			got := w.do(t, write(aSrc, loff, bRW, roff, n))
-			if got.Status != ring.StatusOK || got.N != n {
-				t.Fatalf("write %d: %v, %d bytes", n, got.Status, got.N)
-			}
-			plugintest.MustEqual(t, "written range", w.rw[roff:roff+n], w.src[loff:loff+n])
-			plugintest.MustEqual(t, "bytes before the range", w.rw[:roff], before[:roff])
-			plugintest.MustEqual(t, "bytes after the range", w.rw[roff+n:win], before[roff+n:])
-		})
-		t.Run(fmt.Sprintf("read/%d", n), func(t *testing.T) {
-			const loff, roff = 9, 7
-			win := min(uint64(size), loff+n+64<<10)
-			fill(w.rw[:win], uint64(300+i))
-			fill(w.dst[:win], uint64(400+i))
-			before := snapshot(w.dst[:win])
-			got := w.do(t, read(aDst, loff, bRW, roff, n))
-			if got.Status != ring.StatusOK || got.N != n {
-				t.Fatalf("read %d: %v, %d bytes", n, got.Status, got.N)
-			}
-			plugintest.MustEqual(t, "read range", w.dst[loff:loff+n], w.rw[roff:roff+n])
-			plugintest.MustEqual(t, "bytes before the range", w.dst[:loff], before[:loff])
-			plugintest.MustEqual(t, "bytes after the range", w.dst[loff+n:win], before[loff+n:])
-		})
+		// A write copies a's src at 3 to b's rw at 5; a read, b's rw at 7
+		// to a's dst at 9.
+		for _, c := range []struct {
+			op, what       string
+			d              ring.Descriptor
+			src, dst       []byte
+			srcOff, dstOff uint64
+			seed           uint64 // of src's pattern; dst's is seed+100
+		}{
+			{"write", "written range", write(aSrc, 3, bRW, 5, n), w.src, w.rw, 3, 5, 100},
+			{"read", "read range", read(aDst, 9, bRW, 7, n), w.rw, w.dst, 7, 9, 300},
+		} {
+			t.Run(fmt.Sprintf("%s/%d", c.op, n), func(t *testing.T) {
+				// Patterns and checks cover the transfer and 64 KiB around
+				// it (the whole region for the largest size).
+				win := min(uint64(size), c.dstOff+n+64<<10)
+				fill(c.src[:win], c.seed+uint64(i))
+				fill(c.dst[:win], c.seed+100+uint64(i))
+				before := snapshot(c.dst[:win])
+				got := w.do(t, c.d)
+				if got.Status != ring.StatusOK || got.N != n {
+					t.Fatalf("%s %d: %v, %d bytes", c.op, n, got.Status, got.N)
+				}
+				plugintest.MustEqual(t, c.what, c.dst[c.dstOff:c.dstOff+n], c.src[c.srcOff:c.srcOff+n])
+				plugintest.MustEqual(t, "bytes before the range", c.dst[:c.dstOff], before[:c.dstOff])
+				plugintest.MustEqual(t, "bytes after the range", c.dst[c.dstOff+n:win], before[c.dstOff+n:])
+			})
+		}
 	}
 	if got := w.do(t, read(aDst, 0, bRO, 1, 100)); got.Status != ring.StatusOK {
 		t.Fatalf("read from a remote-read region: %v", got.Status)

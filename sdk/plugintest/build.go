@@ -3,11 +3,70 @@ package plugintest
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 )
+
+// Binaries maps the name of each binary this repository's tests start to
+// the Go package it is built from; Main builds the ones a test package names.
+var Binaries = map[string]string{
+	"ferry":              "github.com/ferrydev/ferry/cmd/ferry",
+	"ferry-plugin-shm":   "github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm",
+	"ferry-plugin-tcp":   "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp",
+	"ferry-plugin-fault": "github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault",
+	"ferry-plugin-v99":   "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99",
+}
+
+// IgnoreLogStderr is the goleak option for go-plugin's stderr reader, which
+// outlives a killed plugin process by a moment.
+var IgnoreLogStderr = goleak.IgnoreTopFunction("github.com/hashicorp/go-plugin.(*Client).logStderr")
+
+// Main is a TestMain for tests that start this repository's binaries.
+type Main struct {
+	// Binaries are the names (keys of Binaries) to build, once, before the
+	// tests run.
+	Binaries []string
+	// CheckLeaks fails a passing run that leaves goroutines running, except
+	// those IgnoreLeaks names.
+	CheckLeaks  bool
+	IgnoreLeaks []goleak.Option
+}
+
+// Run builds the binaries into a new temporary directory, hands it to use,
+// runs the tests, removes the directory and, when asked, checks for leaked
+// goroutines. It returns the code for os.Exit; a build that fails is
+// printed and exits 1 without running any test.
+func (c Main) Run(m *testing.M, use func(dir string)) int {
+	pkgs := make(map[string]string, len(c.Binaries))
+	for _, name := range c.Binaries {
+		pkg, ok := Binaries[name]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "plugintest.Main: no binary %q in plugintest.Binaries; add its package there\n", name)
+			return 1
+		}
+		pkgs[pkg] = name
+	}
+	dir, err := BuildBinaries(pkgs)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	use(dir)
+	code := m.Run()
+	os.RemoveAll(dir)
+	if code == 0 && c.CheckLeaks {
+		if err := goleak.Find(c.IgnoreLeaks...); err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	return code
+}
 
 // BuildBinaries builds each Go package of pkgs (package path -> binary
 // name) into a new temporary directory and returns it; the caller removes
@@ -25,6 +84,25 @@ func BuildBinaries(pkgs map[string]string) (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// StartPiped starts cmd with a pipe to its stdin and one from its stdout,
+// and returns them; it fails the test if it cannot. The caller waits for
+// cmd, after closing stdin if the process reads it to the end.
+func StartPiped(t testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.ReadCloser) {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatalf("stdin pipe of %s: %v", cmd.Path, err)
+	}
+	stdout, err = cmd.StdoutPipe()
+	if err != nil {
+		t.Fatalf("stdout pipe of %s: %v", cmd.Path, err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	return stdin, stdout
 }
 
 // BuildPlugin builds the plugin package pkg into the test's temporary

@@ -3,6 +3,8 @@ package ring
 import (
 	"encoding/binary"
 	"fmt"
+
+	"github.com/ferrydev/ferry/internal/enum"
 )
 
 // SlotSize is the size in bytes of one descriptor slot. It is part of the
@@ -23,19 +25,9 @@ const (
 	OpNop Op = 4
 )
 
-func (o Op) String() string {
-	switch o {
-	case OpWrite:
-		return "write"
-	case OpRead:
-		return "read"
-	case OpCompletion:
-		return "completion"
-	case OpNop:
-		return "nop"
-	}
-	return fmt.Sprintf("op(%d)", uint8(o))
-}
+var opNames = [...]string{OpWrite: "write", OpRead: "read", OpCompletion: "completion", OpNop: "nop"}
+
+func (o Op) String() string { return enum.String(o, opNames[:], "op") }
 
 // Status is the outcome a plugin reports for one descriptor. The numeric
 // values travel on rings and on transport wire protocols; never renumber.

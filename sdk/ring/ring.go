@@ -300,25 +300,7 @@ func (r *Ring) WaitSpace(spin, maxSleep time.Duration) bool {
 	if r.hasSpace() {
 		return true
 	}
-	if r.broken.Load() {
-		return false
-	}
-	if spin > 0 {
-		start := time.Now()
-		for i := 1; ; i++ {
-			if r.hasSpace() {
-				return true
-			}
-			if i%spinCheck == 0 {
-				spun := time.Since(start)
-				if spun >= spin {
-					break
-				}
-				Yield(spun)
-			}
-		}
-	}
-	return r.sleep(false, maxSleep, r.hasSpace)
+	return r.await(false, spin, maxSleep, r.hasSpace)
 }
 
 // WakeProducer wakes a producer sleeping in WaitSpace even if no slot was
@@ -406,13 +388,21 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 	if r.readable() {
 		return true
 	}
+	return r.await(true, spin, maxSleep, r.readable)
+}
+
+// await is the slow half of Wait (consumer) and WaitSpace: it polls ready
+// for up to spin, looking at the clock and yielding every spinCheck polls,
+// then sleeps until ready, a wake or maxSleep. Its callers have checked
+// ready once already, without the indirect call.
+func (r *Ring) await(consumer bool, spin, maxSleep time.Duration, ready func() bool) bool {
 	if r.broken.Load() {
 		return false
 	}
 	if spin > 0 {
 		start := time.Now()
 		for i := 1; ; i++ {
-			if r.readable() {
+			if ready() {
 				return true
 			}
 			if i%spinCheck == 0 {
@@ -424,7 +414,7 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 			}
 		}
 	}
-	return r.sleep(true, maxSleep, r.readable)
+	return r.sleep(consumer, maxSleep, ready)
 }
 
 // ConsumerSleeping reports whether a consumer sleeps on the ring (or is

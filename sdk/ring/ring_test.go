@@ -420,14 +420,22 @@ func TestCoverSilencesPublish(t *testing.T) {
 	}
 }
 
-func TestWaitSpaceWakesOnDequeue(t *testing.T) {
-	prod, cons, _ := newPair(t, 2)
-	d := request(0)
+// producerAsleep fills a ring of two slots and puts its producer to
+// sleep in WaitSpace, whose answer comes on res.
+func producerAsleep(t *testing.T) (prod, cons *Ring, d Descriptor, res chan bool) {
+	t.Helper()
+	prod, cons, _ = newPair(t, 2)
+	d = request(0)
 	prod.Push(&d)
 	prod.Push(&d)
-	res := make(chan bool)
+	res = make(chan bool)
 	go func() { res <- prod.WaitSpace(0, longSleep) }()
 	untilSet(prod.prodSleeping)
+	return prod, cons, d, res
+}
+
+func TestWaitSpaceWakesOnDequeue(t *testing.T) {
+	prod, cons, d, res := producerAsleep(t)
 	start := time.Now()
 	var out [1]Descriptor
 	cons.Dequeue(out[:])
@@ -443,13 +451,7 @@ func TestWaitSpaceWakesOnDequeue(t *testing.T) {
 }
 
 func TestWakeProducerEndsWaitSpace(t *testing.T) {
-	prod, _, _ := newPair(t, 2)
-	d := request(0)
-	prod.Push(&d)
-	prod.Push(&d)
-	res := make(chan bool)
-	go func() { res <- prod.WaitSpace(0, longSleep) }()
-	untilSet(prod.prodSleeping)
+	prod, _, _, res := producerAsleep(t)
 	prod.WakeProducer()
 	if <-res {
 		t.Fatal("WaitSpace reported room in a full ring")
