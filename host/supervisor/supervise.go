@@ -98,7 +98,8 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 // killFaulty kills a run that broke the completion contract n times
 // within the rule's window, as killStalled does a stalled one.
 func (s *Set) killFaulty(p *Plugin, r *Run, n uint64) {
-	reason := fmt.Sprintf("faulty: %d completion contract violations (unknown tokens, duplicates, over-long byte counts) within %s, the supervise block's contract_violations = %d and contract_window", n, s.cfg.Contract.Within, s.cfg.Contract.Violations)
+	reason := fmt.Sprintf("faulty: it broke the completion contract %d times within %s (tokens naming no slice sent, duplicates, over-long byte counts; supervise { contract_violations = %d, contract_window = %q }): fix the plugin's completions, or raise contract_violations",
+		n, s.cfg.Contract.Within, s.cfg.Contract.Violations, s.cfg.Contract.Within.String())
 	r.stalled.Store(&reason)
 	p.faulty.Add(1)
 	s.log.Error("plugin is faulty; killing it", "plugin", p.name, "pid", r.Proc.PID(), "reason", reason)
