@@ -338,7 +338,10 @@ func (l *Lane) spinPending(spin time.Duration) bool {
 }
 
 // Poll drains what the completion ring holds now into t, unless another
-// goroutine is draining it; it never blocks. A waiter calls it to see its
+// goroutine is draining it; it never blocks. What t refuses as breaking
+// the completion contract is counted (Violations); an unknown or
+// duplicate completion completes nothing the lane holds, so it does not
+// lower InFlight or raise Completed. A waiter calls it to see its
 // completions without waiting for the reaper to wake and hand them over.
 func (l *Lane) Poll(t *Tracker) int {
 	if !l.reapMu.TryLock() {
