@@ -43,11 +43,18 @@ supervise {
 // for it, within ctx: a task left waiting fails the test when ctx ends.
 func writeOnce(t *testing.T, ctx context.Context, a *host.Engine, seg host.SegmentID, remote uint64, local []byte) host.TaskStatus {
 	t.Helper()
+	b, st := writeKept(t, ctx, a, seg, remote, local)
+	a.FreeBatch(b)
+	return st
+}
+
+// writeKept is writeOnce leaving the batch to the caller to free.
+func writeKept(t *testing.T, ctx context.Context, a *host.Engine, seg host.SegmentID, remote uint64, local []byte) (host.BatchID, host.TaskStatus) {
+	t.Helper()
 	b, err := a.AllocateBatch(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.FreeBatch(b)
 	if err := a.Submit(b, host.Request{Op: host.Write, Local: local, Segment: seg, Remote: remote}); err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +63,7 @@ func writeOnce(t *testing.T, ctx context.Context, a *host.Engine, seg host.Segme
 		t.Fatalf("the task waits silently: %v (state %v, %d bytes, plugin %+v)", err, st.State, st.Bytes, pluginStatus(a, "fault"))
 	}
 	st, _ := a.TaskStatus(b, 0)
-	return st
+	return b, st
 }
 
 // TestCompletionContractTokenFlips is the vendor trial's attack: a plugin
@@ -106,7 +113,9 @@ func TestCompletionContractTokenFlips(t *testing.T) {
 // TestCompletionContractDuplicate: every completion is delivered twice.
 // The first is the descriptor's, and the write completes with its bytes
 // at the peer; each second one is dropped and counted, and with the rule
-// at 0 the plugin keeps running.
+// at 0 the plugin keeps running. The batches are kept until the count is
+// read: a duplicate that comes after its batch was freed cannot be told
+// from a late completion, and is dropped as one, uncounted.
 func TestCompletionContractDuplicate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -119,7 +128,9 @@ func TestCompletionContractDuplicate(t *testing.T) {
 	const writes = 5
 	local := randomLocal(t, ctx, a, 64<<10)
 	for range writes {
-		if st := writeOnce(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local); st.State != host.StateCompleted || st.Bytes != uint64(len(local)) {
+		bt, st := writeKept(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local)
+		defer a.FreeBatch(bt)
+		if st.State != host.StateCompleted || st.Bytes != uint64(len(local)) {
 			t.Fatalf("write completed twice: %v with %d bytes (%v), want COMPLETED with %d", st.State, st.Bytes, st.Err, len(local))
 		}
 	}
@@ -135,7 +146,7 @@ func TestCompletionContractDuplicate(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // poll interval
 	}
-	if ps.DuplicateCompletions != writes || ps.UnknownCompletions != 0 || ps.OverlongCompletions != 0 || ps.Faulty != 0 || ps.State != "running" {
+	if ps.DuplicateCompletions != writes || ps.UnknownCompletions != 0 || ps.OverlongCompletions != 0 || ps.Faulty != 0 || ps.State != "running" || ps.Outstanding != 0 {
 		t.Fatalf("plugin %+v, want %d duplicates counted and still running", ps, writes)
 	}
 }
