@@ -157,7 +157,7 @@ func (l *Lane) Stale() uint64 { return l.stale.Load() }
 // Violations counts the completions of one lane (or plugin) that broke
 // the completion contract; see Verdict.
 type Violations struct {
-	Unknown   uint64 `json:"unknown"`   // tokens naming no slice the host sent
+	Unknown   uint64 `json:"unknown"`   // tokens naming no slice the host sent (Misrouted included)
 	Duplicate uint64 `json:"duplicate"` // completions of a task with nothing outstanding
 	Overlong  uint64 `json:"overlong"`  // more bytes than the slice carried
 }
@@ -391,6 +391,8 @@ func (l *Lane) Poll(t *Tracker) int {
 			case Duplicate:
 				l.duplicate.Add(1)
 				tasks--
+			case Misrouted: // it failed the slice it mangled
+				l.unknown.Add(1)
 			case Overlong:
 				l.overlong.Add(1)
 			}

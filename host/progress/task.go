@@ -640,9 +640,8 @@ const (
 	Late
 	// Unknown: the token names no slice the host sent (a slot it does
 	// not have, a newer generation or attempt, a task never added, a rail
-	// the attempt did not use); dropped, except that a token wrong only
-	// in its rail fails one slice of the task it names (StatusProtocol).
-	// A contract violation.
+	// the attempt did not use: see Misrouted); dropped. A contract
+	// violation.
 	Unknown
 	// Duplicate: the token names a task none of whose slices is
 	// outstanding; dropped. A contract violation.
@@ -651,9 +650,15 @@ const (
 	// the task; the slice counts as failed (StatusProtocol, 0 bytes). A
 	// contract violation.
 	Overlong
+	// Misrouted: the token names a task exactly but a rail its attempt
+	// put nothing on: one of its slices, mangled. That slice fails
+	// (StatusProtocol), so that the attempt fails over rather than
+	// waiting for a completion that will not come. Lanes count it with
+	// Unknown. A contract violation.
+	Misrouted
 )
 
-var verdictNames = [...]string{"applied", "late", "unknown", "duplicate", "overlong"}
+var verdictNames = [...]string{"applied", "late", "unknown", "duplicate", "overlong", "misrouted"}
 
 func (v Verdict) String() string {
 	if int(v) < len(verdictNames) {
@@ -727,7 +732,7 @@ func (t *Tracker) Apply(token uint64, st ring.Status, bytes uint64) Verdict {
 		if b.complete(i, ring.StatusProtocol, 0, TokenRail(token)) == Duplicate {
 			return Duplicate
 		}
-		return Unknown
+		return Misrouted
 	}
 	return b.complete(i, st, bytes, TokenRail(token))
 }
