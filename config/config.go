@@ -62,6 +62,11 @@ const (
 	// DefaultSuperviseInterval is how often the engine looks at its
 	// plugins' lanes.
 	DefaultSuperviseInterval = time.Second
+	// DefaultContractViolations completion contract violations within
+	// DefaultContractWindow make a plugin faulty: it is killed and
+	// restarted. See Supervise.
+	DefaultContractViolations = 10
+	DefaultContractWindow     = 10 * time.Second
 )
 
 // Limits that Validate enforces on the transfer block.
@@ -91,12 +96,15 @@ const (
 	// Bounds of the supervise block. A stall window much shorter than
 	// the slowest transfer of one slice kills plugins that are only slow
 	// (they answer the probe, but every window costs a probe).
-	MinStallAfter        = 100 * time.Millisecond
-	MaxStallAfter        = time.Hour
-	MinProbeTimeout      = time.Millisecond
-	MaxProbeTimeout      = time.Minute
-	MinSuperviseInterval = 10 * time.Millisecond
-	MaxSuperviseInterval = time.Minute
+	MinStallAfter         = 100 * time.Millisecond
+	MaxStallAfter         = time.Hour
+	MinProbeTimeout       = time.Millisecond
+	MaxProbeTimeout       = time.Minute
+	MinSuperviseInterval  = 10 * time.Millisecond
+	MaxSuperviseInterval  = time.Minute
+	MaxContractViolations = 1 << 20
+	MinContractWindow     = 10 * time.Millisecond
+	MaxContractWindow     = time.Hour
 )
 
 // Config is one engine's configuration.
@@ -250,6 +258,13 @@ type Supervise struct {
 	// Off turns stall detection off (stall_after = "0s" in a file); exits
 	// are still seen and restarted.
 	Off bool
+	// ContractViolations completion contract violations (unknown tokens,
+	// duplicate completions, over-long byte counts) within ContractWindow
+	// make a plugin faulty: it is killed and restarted. ContractOff
+	// (contract_violations = 0 in a file) only counts and logs them.
+	ContractViolations int
+	ContractWindow     time.Duration
+	ContractOff        bool
 }
 
 // WithDefaults returns s with every zero duration replaced by its default.
@@ -257,6 +272,10 @@ func (s Supervise) WithDefaults() Supervise {
 	s.StallAfter = cmp.Or(s.StallAfter, DefaultStallAfter)
 	s.ProbeTimeout = cmp.Or(s.ProbeTimeout, DefaultProbeTimeout)
 	s.Interval = cmp.Or(s.Interval, DefaultSuperviseInterval)
+	if s.ContractViolations == 0 && !s.ContractOff {
+		s.ContractViolations = DefaultContractViolations
+	}
+	s.ContractWindow = cmp.Or(s.ContractWindow, DefaultContractWindow)
 	return s
 }
 

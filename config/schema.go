@@ -153,7 +153,7 @@ var transferTable = &table[Transfer]{
 
 var superviseTable = &table[Supervise]{
 	name: "supervise",
-	doc:  "How plugins are watched for stalls: work outstanding and no completion for stall_after, then a probe unanswered for probe_timeout, and the plugin is killed and restarted.",
+	doc:  "How plugins are watched for stalls: work outstanding and no completion for stall_after, then a probe unanswered for probe_timeout, and the plugin is killed and restarted. And for broken completions: contract_violations of them within contract_window, and the plugin is faulty, killed and restarted.",
 	fields: []field[Supervise]{
 		{name: "stall_after", typ: tDuration, def: DefaultStallAfter, lazy: true, min: MinStallAfter, max: MaxStallAfter,
 			hint: ` ("0s" turns stall detection off)`, skip: func(s *Supervise) bool { return s.Off },
@@ -165,9 +165,17 @@ var superviseTable = &table[Supervise]{
 		{name: "interval", typ: tDuration, def: DefaultSuperviseInterval, lazy: true, min: MinSuperviseInterval, max: MaxSuperviseInterval,
 			doc: "How often the lanes are looked at.",
 			at:  func(s *Supervise) any { return &s.Interval }},
+		{name: "contract_violations", typ: tInt, def: DefaultContractViolations, lazy: true, min: 0, max: MaxContractViolations,
+			hint: ` ("0" only counts and logs them)`, skip: func(s *Supervise) bool { return s.ContractOff },
+			doc: `Completions a plugin may get wrong (a token that names no slice sent, a duplicate, more bytes than the slice) within contract_window before it is faulty, killed and restarted; "0" only counts and logs them.`,
+			at:  func(s *Supervise) any { return &s.ContractViolations }},
+		{name: "contract_window", typ: tDuration, def: DefaultContractWindow, lazy: true, min: MinContractWindow, max: MaxContractWindow,
+			doc: "The window contract_violations are counted in; as fine as interval.",
+			at:  func(s *Supervise) any { return &s.ContractWindow }},
 	},
 	after: func(s *Supervise, set func(string) bool) {
 		s.Off = set("stall_after") && s.StallAfter == 0
+		s.ContractOff = set("contract_violations") && s.ContractViolations == 0
 	},
 }
 

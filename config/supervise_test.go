@@ -25,6 +25,10 @@ func TestParseSupervise(t *testing.T) {
 		{"interval too long", `interval = "2m"`, config.Supervise{}, "t.hcl:3:14: supervise.interval: 2m0s is outside 10ms..1m0s"},
 		{"not a duration", `stall_after = 5`, config.Supervise{}, "t.hcl:3:17: supervise.stall_after: want a duration string"},
 		{"unknown attribute", `stall = "5s"`, config.Supervise{}, "t.hcl:3:3: Unsupported argument"},
+		{"contract rule", "contract_violations = 3\n  contract_window = \"2s\"", config.Supervise{ContractViolations: 3, ContractWindow: 2 * time.Second}, ""},
+		{"contract only counted", `contract_violations = 0`, config.Supervise{ContractOff: true}, ""},
+		{"contract_violations negative", `contract_violations = -1`, config.Supervise{}, "t.hcl:3:25: supervise.contract_violations: -1 is outside 0..1048576"},
+		{"contract_window too short", `contract_window = "1ms"`, config.Supervise{}, "t.hcl:3:21: supervise.contract_window: 1ms is outside 10ms..1h0m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,9 +59,14 @@ func TestParseSupervise(t *testing.T) {
 
 func TestSuperviseDefaults(t *testing.T) {
 	got := config.Supervise{ProbeTimeout: 3 * time.Second}.WithDefaults()
-	want := config.Supervise{StallAfter: config.DefaultStallAfter, ProbeTimeout: 3 * time.Second, Interval: config.DefaultSuperviseInterval}
+	want := config.Supervise{StallAfter: config.DefaultStallAfter, ProbeTimeout: 3 * time.Second, Interval: config.DefaultSuperviseInterval,
+		ContractViolations: config.DefaultContractViolations, ContractWindow: config.DefaultContractWindow}
 	if got != want {
 		t.Fatalf("WithDefaults = %+v, want %+v", got, want)
+	}
+	// contract_violations = 0 only counts: WithDefaults keeps it 0.
+	if got := (config.Supervise{ContractOff: true}).WithDefaults(); got.ContractViolations != 0 {
+		t.Fatalf("contract off: WithDefaults set contract_violations %d", got.ContractViolations)
 	}
 	c := config.Default("a")
 	c.Supervise.StallAfter = time.Millisecond // in code: checked like a file's

@@ -183,6 +183,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	e.supervisor = supervisor.New(supervisor.Config{
 		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall,
 		Stall:          supervisor.Stall{Off: sv.Off, Interval: sv.Interval, After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout},
+		Contract:       supervisor.Contract{Violations: uint64(sv.ContractViolations), Within: sv.ContractWindow},
 		Backoff:        supervisor.DefaultBackoff,
 		ControlTimeout: controlTimeout,
 		Tracker:        e.tracker,
@@ -387,6 +388,16 @@ type PluginStatus struct {
 	PID int `json:"pid"`
 	// Stalls counts the runs the engine found stalled and killed.
 	Stalls uint64 `json:"stalls"`
+	// Faulty counts the runs the engine found faulty and killed: they
+	// broke the completion contract as often as the supervise block's
+	// contract_violations allow within contract_window.
+	Faulty uint64 `json:"faulty"`
+	// Completions of every run that broke the contract, dropped and
+	// counted: tokens that name no slice the engine sent, duplicates, and
+	// byte counts above what the slice carried (that slice failed).
+	UnknownCompletions   uint64 `json:"unknown_completions"`
+	DuplicateCompletions uint64 `json:"duplicate_completions"`
+	OverlongCompletions  uint64 `json:"overlong_completions"`
 	// Outstanding is how many descriptors the current run holds:
 	// submitted to its lanes and not completed.
 	Outstanding int64 `json:"outstanding"`
@@ -403,7 +414,8 @@ func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 		st := ps.sv.Status(ctx)
 		out = append(out, PluginStatus{
 			Name: ps.name, Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
-			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls,
+			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls, Faulty: st.Faulty,
+			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
 			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
 		})
 	}

@@ -127,8 +127,8 @@ func cmdPlugins(args []string) error {
 }
 
 // engineStatus prints what a running engine says of its plugins (state,
-// process, restarts, stalls, outstanding descriptors, why it is not
-// running) and its rails, asked through its control service.
+// process, restarts, stalls, faulty runs, completions that broke the
+// contract, outstanding descriptors, why it is not running) and its rails, asked through its control service.
 func engineStatus(addr string, asJSON bool) error {
 	c, err := control.Dial(addr)
 	if err != nil {
@@ -151,13 +151,14 @@ func engineStatus(addr string, asJSON bool) error {
 	}
 	fmt.Printf("engine %s (incarnation %d) at %s\n\n", st.Name, st.Incarnation, addr)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tSTALLS\tOUTSTANDING\tREASON")
+	fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tSTALLS\tFAULTY\tBAD COMPLETIONS\tOUTSTANDING\tREASON")
 	for _, p := range st.Plugins {
 		why := p.Reason
 		if why == "" && p.LastExit != "" {
 			why = "last exit: " + p.LastExit
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.State, p.PID, p.Restarts, p.Stalls, p.Outstanding, why)
+		bad := fmt.Sprintf("%d unknown, %d duplicate, %d over-long", p.UnknownCompletions, p.DuplicateCompletions, p.OverlongCompletions)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%s\t%d\t%s\n", p.Name, p.State, p.PID, p.Restarts, p.Stalls, p.Faulty, bad, p.Outstanding, why)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -119,7 +119,13 @@ func TestPluginsOfARunningEngine(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ferry plugins --engine (table): %v", err)
 	}
-	for _, want := range []string{"PLUGIN", "STATE", "running", "TRANSPORT", "EWMA Gb/s"} {
+	// Each plugin's completion contract counts, in both forms.
+	for _, want := range []string{`"faulty":0`, `"unknown_completions":0`, `"duplicate_completions":0`, `"overlong_completions":0`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("--json lacks %s:\n%s", want, b)
+		}
+	}
+	for _, want := range []string{"PLUGIN", "STATE", "running", "FAULTY", "BAD COMPLETIONS", "0 unknown, 0 duplicate, 0 over-long", "TRANSPORT", "EWMA Gb/s"} {
 		if !strings.Contains(string(table), want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}

@@ -45,8 +45,11 @@ type Lane struct {
 	// Counters the plugin's supervisor reads.
 	completed atomic.Uint64 // task completions reaped
 	stale     atomic.Uint64 // completions dropped for a wrong generation
-	probeSent atomic.Uint64 // latest probe number put on the ring
-	probeAck  atomic.Uint64 // latest probe number answered
+	// Completions the tracker refused as contract violations; see
+	// Violations.
+	unknown, duplicate, overlong atomic.Uint64
+	probeSent                    atomic.Uint64 // latest probe number put on the ring
+	probeAck                     atomic.Uint64 // latest probe number answered
 
 	// waiters counts goroutines in WaitOn: while there are any, they reap
 	// and the reaper stands by, so that a completion wakes the goroutine
@@ -108,6 +111,9 @@ func (l *Lane) Begin() { l.mu.Lock() }
 // plugin that stopped draining its ring must not hold a submitter past its
 // task's deadline.
 func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
+	if b != nil {
+		b.sent(i, TokenRail(d.Token), d.Length)
+	}
 	for !l.sq.Enqueue(d) {
 		l.sq.Publish()
 		if l.down.Load() || l.closing.Load() {
@@ -147,6 +153,27 @@ func (l *Lane) Completed() uint64 { return l.completed.Load() }
 // Stale returns how many completions Poll dropped because they carried
 // another generation than the lane's.
 func (l *Lane) Stale() uint64 { return l.stale.Load() }
+
+// Violations counts the completions of one lane (or plugin) that broke
+// the completion contract; see Verdict.
+type Violations struct {
+	Unknown   uint64 `json:"unknown"`   // tokens naming no slice the host sent (Misrouted included)
+	Duplicate uint64 `json:"duplicate"` // completions of a task with nothing outstanding
+	Overlong  uint64 `json:"overlong"`  // more bytes than the slice carried
+}
+
+// Total returns the sum of the counts.
+func (v Violations) Total() uint64 { return v.Unknown + v.Duplicate + v.Overlong }
+
+// Add returns v plus w.
+func (v Violations) Add(w Violations) Violations {
+	return Violations{v.Unknown + w.Unknown, v.Duplicate + w.Duplicate, v.Overlong + w.Overlong}
+}
+
+// Violations returns the contract violations Poll has seen on the lane.
+func (l *Lane) Violations() Violations {
+	return Violations{Unknown: l.unknown.Load(), Duplicate: l.duplicate.Load(), Overlong: l.overlong.Load()}
+}
 
 // Probe puts a NOP with probe number seq (> 0) on the submission ring, for
 // the plugin's lane to answer; ProbeAck reports the answer. It never
@@ -311,7 +338,10 @@ func (l *Lane) spinPending(spin time.Duration) bool {
 }
 
 // Poll drains what the completion ring holds now into t, unless another
-// goroutine is draining it; it never blocks. A waiter calls it to see its
+// goroutine is draining it; it never blocks. What t refuses as breaking
+// the completion contract is counted (Violations); an unknown or
+// duplicate completion completes nothing the lane holds, so it does not
+// lower InFlight or raise Completed. A waiter calls it to see its
 // completions without waiting for the reaper to wake and hand them over.
 func (l *Lane) Poll(t *Tracker) int {
 	if !l.reapMu.TryLock() {
@@ -354,7 +384,18 @@ func (l *Lane) Poll(t *Tracker) int {
 			if !st.Valid() {
 				st = ring.StatusProtocol
 			}
-			t.Complete(d.Token, st, d.Length)
+			switch t.Apply(d.Token, st, d.Length) {
+			case Unknown:
+				l.unknown.Add(1)
+				tasks-- // no slice of ours: it completes nothing in flight
+			case Duplicate:
+				l.duplicate.Add(1)
+				tasks--
+			case Misrouted: // it failed the slice it mangled
+				l.unknown.Add(1)
+			case Overlong:
+				l.overlong.Add(1)
+			}
 		}
 		l.inFlight.Add(-tasks)
 		l.completed.Add(uint64(tasks))

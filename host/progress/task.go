@@ -44,6 +44,17 @@ type Task struct {
 	// attempt numbers the task's attempts from 0; tokens carry its low
 	// bits, so that a completion of an earlier attempt is dropped.
 	attempt atomic.Uint32
+	// unclaimed counts the attempt's slices no completion has claimed
+	// yet: a completion claims one before it changes the task and
+	// decrements pending after, so that a completion beyond the slices
+	// sent is a duplicate, refused before it changes anything.
+	unclaimed atomic.Int64
+	// rails is the set of rails the attempt's slices were put on, and
+	// slice the length of its first (and largest) slice; 0: none put
+	// through a lane (see Batch.sent). A completion must name one of
+	// those rails and report at most slice bytes.
+	rails atomic.Uint64
+	slice atomic.Uint64
 	// cut is set once the submitter has published (or given up) every
 	// slice of the current attempt; failing is set by the first report
 	// of the attempt's failure, so that one failure starts one retry.
@@ -164,6 +175,16 @@ func (b *Batch) Task(i int) *Task { return &b.tasks[i] }
 // attempt (4 bits) and the task's index (20 bits). Plugins echo it unchanged, so a completion says
 // which rail carried its slice without the host keeping a record per
 // slice.
+//
+// The tracker checks every field of a completion's token (Tracker.Apply):
+// the slot must be one the tracker has, the generation the slot's (an
+// older one is Late), the index a task added, the attempt the task's (an
+// older one is Late), and the rail one the attempt's slices were put on;
+// a task must have a slice outstanding and the bytes must fit it. What
+// the layout cannot tell apart is two slices of one task and attempt on
+// one rail: they share a token, so a plugin that completes one of them
+// twice and the other never is caught only at the second (a Duplicate,
+// or Overlong once the bytes exceed the task's length).
 func (b *Batch) Token(i int) uint64 {
 	a := b.tasks[i].attempt.Load() & (1<<tokenAttemptBits - 1)
 	return uint64(b.slot)<<tokenSlotShift | uint64(b.gen&0xffff)<<24 | uint64(a)<<tokenAttemptShift | uint64(i)
@@ -233,6 +254,9 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t := &b.tasks[i]
 	t.state.Store(uint32(Pending))
 	t.pending.Store(0)
+	t.unclaimed.Store(0)
+	t.rails.Store(0)
+	t.slice.Store(0)
 	t.bytes.Store(0)
 	t.status.Store(0)
 	t.failRail.Store(0)
@@ -282,26 +306,75 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 
 // SetSlices records how many slices task i was cut into; call before any
 // slice is published.
-func (b *Batch) SetSlices(i int, n int64) { b.tasks[i].pending.Store(n) }
+func (b *Batch) SetSlices(i int, n int64) {
+	t := &b.tasks[i]
+	t.unclaimed.Store(n)
+	t.pending.Store(n)
+}
+
+// sent records that a slice of task i of length bytes goes out on rail,
+// before it is published: Lane.Put calls it.
+func (b *Batch) sent(i, rail int, length uint64) {
+	t := &b.tasks[i]
+	if bit := uint64(1) << (rail & (MaxRails - 1)); t.rails.Load()&bit == 0 {
+		t.rails.Or(bit)
+	}
+	if t.slice.Load() == 0 {
+		t.slice.Store(length) // the first slice is the largest
+	}
+}
 
 // Unsent tells task i that n of its slices will never be published (the
 // task was canceled or failed while it was being cut).
 func (b *Batch) Unsent(i int, n int64) {
 	t := &b.tasks[i]
+	t.unclaimed.Add(-n)
 	if t.pending.Add(-n) == 0 {
 		b.settle(i)
 	}
 }
 
-func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) {
+// complete folds one completion into task i, after checking it against
+// what was sent: a slice must be outstanding (else Duplicate, nothing
+// changes) and its bytes must fit the slice and what is left of the task
+// (else Overlong: the slice counts as failed with StatusProtocol and 0
+// bytes, so that its attempt fails over rather than completing on a lie).
+func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) Verdict {
 	t := &b.tasks[i]
+	for {
+		u := t.unclaimed.Load()
+		if u <= 0 {
+			return Duplicate
+		}
+		if t.unclaimed.CompareAndSwap(u, u-1) {
+			break
+		}
+	}
+	v := Applied
+	if s := t.slice.Load(); bytes > t.Length || (s != 0 && bytes > s) {
+		v = Overlong
+	} else {
+		for {
+			old := t.bytes.Load()
+			if old+bytes > t.Length {
+				v = Overlong
+				break
+			}
+			if t.bytes.CompareAndSwap(old, old+bytes) {
+				break
+			}
+		}
+	}
+	if v == Overlong {
+		st, bytes = ring.StatusProtocol, 0
+	}
 	if st != ring.StatusOK && t.status.CompareAndSwap(0, int32(st)) {
 		t.failRail.Store(int32(rail) + 1)
 	}
-	t.bytes.Add(bytes)
 	if t.pending.Add(-1) == 0 {
 		b.settle(i)
 	}
+	return v
 }
 
 // settle ends a task whose slices all came back: COMPLETED, or FAILED
@@ -388,6 +461,8 @@ func (b *Batch) Retry(i int) bool {
 		return false
 	}
 	t.attempt.Add(1)
+	t.rails.Store(0)
+	t.slice.Store(0)
 	t.cut.Store(false)
 	t.status.Store(0)
 	t.failRail.Store(0)
@@ -464,6 +539,9 @@ type Tracker struct {
 	freeHead int
 	freeN    int
 	gens     []uint32
+	// used counts the slots ever handed out: the free queue starts in
+	// slot order and is first in, first out, so they are [0, used).
+	used atomic.Uint32
 }
 
 // OnFailure sets the hook offered each task that failed (a slice
@@ -517,6 +595,9 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	t.freeN--
 	t.gens[slot]++
 	gen := t.gens[slot]
+	if slot >= t.used.Load() {
+		t.used.Store(slot + 1)
+	}
 	t.mu.Unlock()
 
 	var b *Batch
@@ -543,38 +624,113 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	return b, nil
 }
 
-// lookup returns the live batch and task index a token names.
-func (t *Tracker) lookup(token uint64) (*Batch, int) {
+// Verdict is what the tracker made of one completion.
+type Verdict uint8
+
+const (
+	// Applied: folded into its task.
+	Applied Verdict = iota
+	// Late: the completion of a freed batch, an earlier generation of its
+	// slot or an earlier attempt of its task; dropped, as the contract
+	// allows (the slice was sent, its task moved on).
+	Late
+	// Unknown: the token names no slice the host sent (a slot it does
+	// not have, a newer generation or attempt, a task never added, a rail
+	// the attempt did not use: see Misrouted); dropped. A contract
+	// violation.
+	Unknown
+	// Duplicate: the token names a task none of whose slices is
+	// outstanding; dropped. A contract violation.
+	Duplicate
+	// Overlong: more bytes than the slice carries, or than are left of
+	// the task; the slice counts as failed (StatusProtocol, 0 bytes). A
+	// contract violation.
+	Overlong
+	// Misrouted: the token names a task exactly but a rail its attempt
+	// put nothing on: one of its slices, mangled. That slice fails
+	// (StatusProtocol), so that the attempt fails over rather than
+	// waiting for a completion that will not come. Lanes count it with
+	// Unknown. A contract violation.
+	Misrouted
+)
+
+var verdictNames = [...]string{"applied", "late", "unknown", "duplicate", "overlong", "misrouted"}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("verdict(%d)", uint8(v))
+}
+
+// Violation reports whether v breaks the completion contract.
+func (v Verdict) Violation() bool { return v >= Unknown }
+
+// lookup returns the live batch and task index a token names, or nil and
+// why not (Late or Unknown). t.live is held.
+func (t *Tracker) lookup(token uint64) (*Batch, int, Verdict) {
 	slot := uint32(token >> tokenSlotShift)
 	if int(slot) >= len(t.slots) {
-		return nil, 0
+		return nil, 0, Unknown
 	}
 	b := t.slots[slot].Load()
-	if b == nil || uint64(b.gen&0xffff) != (token>>24)&0xffff {
-		return nil, 0
+	if b == nil {
+		if slot >= t.used.Load() {
+			return nil, 0, Unknown // a slot never handed out
+		}
+		return nil, 0, Late // freed: its tasks ended
+	}
+	if g, want := uint16(token>>24), uint16(b.gen); g != want {
+		// An earlier batch of the slot is one whose generation existed:
+		// fewer generations back than the slot has had.
+		if back := uint32(want - g); back < b.gen {
+			return nil, 0, Late
+		}
+		return nil, 0, Unknown
 	}
 	i := int(token & (MaxTasks - 1))
 	if i >= int(b.n.Load()) {
-		return nil, 0
+		return nil, 0, Unknown
 	}
-	if a := b.tasks[i].attempt.Load() & (1<<tokenAttemptBits - 1); uint64(a) != (token>>tokenAttemptShift)&(1<<tokenAttemptBits-1) {
-		return nil, 0 // a slice of an earlier attempt
+	tk := &b.tasks[i]
+	a, ta := tk.attempt.Load()&(1<<tokenAttemptBits-1), uint32(token>>tokenAttemptShift)&(1<<tokenAttemptBits-1)
+	if a != ta {
+		if ta < a {
+			return nil, 0, Late // a slice of an earlier attempt
+		}
+		return nil, 0, Unknown
 	}
-	return b, i
+	return b, i, Applied
 }
 
-// Complete folds one slice completion into its task. A token of a freed
-// or reused batch is dropped: that completion belongs to a task that
-// already ended.
+// Complete folds one slice completion into its task and reports whether
+// it did; see Apply.
 func (t *Tracker) Complete(token uint64, st ring.Status, bytes uint64) bool {
+	return t.Apply(token, st, bytes) == Applied
+}
+
+// Apply checks one slice completion against what the host sent and folds
+// it into its task; the Verdict says what became of it. A token of a
+// freed or reused batch, or of an earlier attempt, is Late: that
+// completion belongs to a task that already ended or moved on.
+func (t *Tracker) Apply(token uint64, st ring.Status, bytes uint64) Verdict {
 	t.live.RLock()
 	defer t.live.RUnlock()
-	b, i := t.lookup(token)
+	b, i, v := t.lookup(token)
 	if b == nil {
-		return false
+		return v
 	}
-	b.complete(i, st, bytes, TokenRail(token))
-	return true
+	if m := b.tasks[i].rails.Load(); m != 0 && m&(1<<TokenRail(token)) == 0 {
+		// A rail the attempt put nothing on, in a token that names the
+		// task exactly otherwise: the completion of one of its slices,
+		// mangled. The slice fails (its real completion will not come),
+		// so that the attempt fails over instead of waiting for it.
+		if b.complete(i, ring.StatusProtocol, 0, TokenRail(token)) == Duplicate {
+			return Duplicate
+		}
+		return Misrouted
+	}
+	return b.complete(i, st, bytes, TokenRail(token))
 }
 
 // Free releases a batch. Late completions for its tasks are dropped. It
@@ -646,7 +802,7 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 // briefly: Free waits.
 func (t *Tracker) Hold(token uint64) (b *Batch, i int, release func()) {
 	t.live.RLock()
-	if b, i = t.lookup(token); b == nil {
+	if b, i, _ = t.lookup(token); b == nil {
 		t.live.RUnlock()
 		return nil, 0, nil
 	}

@@ -2,8 +2,10 @@
 // launches a run of each plugin (loader.Start, Probe, Start, lanes
 // attached and stamped with the run's generation), watches the process
 // for exit and its lanes for a stall (deciding with host/stall, killing a
-// stalled run), restarts a plugin that went down with backoff, and keeps
-// each plugin's status (state, restarts, stalls, last exit, last error)
+// stalled run) and for completions that break the contract (Contract:
+// logging them, killing a faulty run), restarts a plugin that went down with backoff, and keeps
+// each plugin's status (state, restarts, stalls, faulty runs, contract
+// violations, last exit, last error)
 // for Engine.Plugins. Set.Changed tells a waiter that some plugin went up
 // or down without polling.
 //
@@ -11,6 +13,6 @@
 // dead run's tasks, re-register memory and re-open peers, republish its
 // descriptor) reaches it through Hooks; this package must not know about
 // tasks, rails, segments or descriptors. The decisions (Backoff, Next)
-// are pure and tested on plain data and a simulated clock; processes are
+// and the Contract's window are pure and tested on plain data and a simulated clock; processes are
 // only touched at the edges (launch, watch, supervise).
 package supervisor

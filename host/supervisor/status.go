@@ -3,6 +3,7 @@ package supervisor
 import (
 	"context"
 
+	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -19,7 +20,11 @@ type Status struct {
 	Protocol int
 	Restarts uint64 // runs started after the first
 	Stalls   uint64 // runs found stalled and killed
-	PID      int    // of the current run; 0 when none runs
+	Faulty   uint64 // runs found faulty (see Contract) and killed
+	// Violations are the completion contract violations of every run of
+	// the plugin.
+	Violations progress.Violations
+	PID        int // of the current run; 0 when none runs
 	// Outstanding is how many descriptors the current run holds:
 	// submitted to its lanes and not completed.
 	Outstanding int64
@@ -31,12 +36,16 @@ type Status struct {
 // Status reports p; for a running plugin it asks the plugin for its
 // counters, within the set's control timeout.
 func (p *Plugin) Status(ctx context.Context) Status {
-	st := Status{State: "running", Restarts: p.restarts.Load(), Stalls: p.stalls.Load()}
+	st := Status{State: "running", Restarts: p.restarts.Load(), Stalls: p.stalls.Load(), Faulty: p.faulty.Load()}
+	p.mu.Lock()
+	st.Violations = violations(p.retired)
+	p.mu.Unlock()
 	if m := p.lastExit.Load(); m != nil {
 		st.LastExit = *m
 	}
 	r := p.Run()
 	if r != nil {
+		st.Violations = st.Violations.Add(violations(r.Lanes))
 		st.Rails = r.Probe.Rails
 		st.Path, st.SHA256, st.Version, st.Protocol = r.Proc.Path, r.Proc.SHA256, r.Proc.Info.Version, r.Proc.Protocol
 	}

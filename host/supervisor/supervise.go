@@ -2,21 +2,27 @@ package supervisor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/stall"
 )
 
-// supervise watches run r of p for a stall until the run ends or the set
-// quits: it feeds the run's lane counters to a stall.Detector every
-// Stall.Interval and carries out what it decides. A stalled run is
-// killed; its watcher then has its tasks failed and restarts it as after
-// any exit.
+// supervise watches run r of p until the run ends or the set quits:
+// every Stall.Interval it feeds the run's lane counters to a
+// stall.Detector (unless stall detection is off) and its completion
+// contract violations to the Contract's window, and carries out what
+// they decide. A stalled or faulty run is killed; its watcher then has
+// its tasks failed and restarts it as after any exit. Violations are
+// logged here, at most once a look: that is their rate limit.
 func (s *Set) supervise(p *Plugin, r *Run) {
 	defer s.wg.Done()
 	sv := s.cfg.Stall
 	det := stall.New(stall.Config{After: sv.After, ProbeTimeout: sv.ProbeTimeout}, len(r.Lanes))
+	win := contractWindow{rule: s.cfg.Contract}
+	var logged progress.Violations
 	tick := time.NewTicker(sv.Interval)
 	defer tick.Stop()
 
@@ -40,6 +46,23 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 			return
 		case <-s.quit:
 			return
+		}
+		if v := violations(r.Lanes); v != logged {
+			now := time.Now()
+			in, faulty := win.observe(now, v.Total())
+			s.log.Warn("plugin broke the completion contract; its completions were dropped", "plugin", p.name,
+				"pid", r.Proc.PID(), "unknown_tokens", v.Unknown-logged.Unknown, "duplicates", v.Duplicate-logged.Duplicate,
+				"overlong", v.Overlong-logged.Overlong, "run_total", v.Total(), "within_window", in)
+			logged = v
+			if faulty {
+				s.killFaulty(p, r, in)
+				return
+			}
+		} else if logged.Total() > 0 {
+			win.observe(time.Now(), v.Total())
+		}
+		if sv.Off {
+			continue
 		}
 		for i, l := range r.Lanes {
 			obs[i] = stall.Lane{InFlight: l.InFlight(), Completed: l.Completed(), ProbeSent: l.ProbeSent(), ProbeAck: l.ProbeAck()}
@@ -69,6 +92,20 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 			s.killStalled(p, r, d.Stalled)
 			return
 		}
+	}
+}
+
+// killFaulty kills a run that broke the completion contract n times
+// within the rule's window, as killStalled does a stalled one.
+func (s *Set) killFaulty(p *Plugin, r *Run, n uint64) {
+	reason := fmt.Sprintf("faulty: it broke the completion contract %d times within %s (tokens naming no slice sent, duplicates, over-long byte counts; supervise { contract_violations = %d, contract_window = %q }): fix the plugin's completions, or raise contract_violations",
+		n, s.cfg.Contract.Within, s.cfg.Contract.Violations, s.cfg.Contract.Within.String())
+	r.stalled.Store(&reason)
+	p.faulty.Add(1)
+	s.log.Error("plugin is faulty; killing it", "plugin", p.name, "pid", r.Proc.PID(), "reason", reason)
+	if err := r.Proc.Abort(); err != nil {
+		s.log.Warn("plugin did not take SIGKILL; stopping it the slow way", "plugin", p.name, "error", err)
+		r.Proc.Kill()
 	}
 }
 

@@ -26,6 +26,9 @@ type Config struct {
 	Spin      time.Duration // how long a lane spins before it sleeps
 	SpinSmall time.Duration // see progress.Lane.SetSpinSmall
 	Stall     Stall
+	// Contract is the completion rule; its window is looked at every
+	// Stall.Interval, even with stall detection off.
+	Contract Contract
 	// Backoff is the restart schedule; zero: DefaultBackoff.
 	Backoff Backoff
 	// ControlTimeout bounds one control call to a plugin; zero: 10s. A
@@ -124,6 +127,7 @@ type Plugin struct {
 	lastExit atomic.Pointer[string] // why the latest run ended
 	restarts atomic.Uint64          // runs started after the first
 	stalls   atomic.Uint64          // runs killed because they stalled
+	faulty   atomic.Uint64          // runs killed for breaking the completion contract
 	// lives numbers the processes launched, failed launches included:
 	// each run's lanes drop completions stamped with another number.
 	lives atomic.Uint32
@@ -310,7 +314,7 @@ func (s *Set) startRun(p *Plugin, r *Run) {
 	}
 	s.wg.Add(1)
 	go s.watch(p, r)
-	if !s.cfg.Stall.Off && len(r.Lanes) > 0 {
+	if len(r.Lanes) > 0 { // stall detection, and the completion contract
 		s.wg.Add(1)
 		go s.supervise(p, r)
 	}

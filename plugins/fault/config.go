@@ -23,7 +23,15 @@ const (
 	Drop    Kind = "drop"
 	Corrupt Kind = "corrupt"
 	Delay   Kind = "delay"
+	// The completion-contract kinds: the descriptor runs normally and
+	// its completion is told wrong.
+	Flip       Kind = "flip"       // the token with bit `bit` flipped
+	Duplicate  Kind = "duplicate"  // delivered twice
+	Overreport Kind = "overreport" // `extra` bytes more than were carried
 )
+
+// maxExtra bounds an overreport fault's extra bytes.
+const maxExtra = 1 << 40
 
 // ExitCode is the status the process exits with on a crash fault.
 const ExitCode = 3
@@ -53,6 +61,8 @@ type Block struct {
 	Status *string  `hcl:"status,optional"`
 	Delay  *string  `hcl:"delay,optional"`
 	Rail   *int64   `hcl:"rail,optional"`
+	Bit    *int64   `hcl:"bit,optional"`
+	Extra  *int64   `hcl:"extra,optional"`
 
 	DefRange   hcl.Range `hcl:",def_range"`
 	AfterRange hcl.Range `hcl:"after,attr_value_range"`
@@ -61,6 +71,8 @@ type Block struct {
 	StatusRng  hcl.Range `hcl:"status,attr_value_range"`
 	DelayRange hcl.Range `hcl:"delay,attr_value_range"`
 	RailRange  hcl.Range `hcl:"rail,attr_value_range"`
+	BitRange   hcl.Range `hcl:"bit,attr_value_range"`
+	ExtraRange hcl.Range `hcl:"extra,attr_value_range"`
 }
 
 // fault is one validated fault block.
@@ -73,6 +85,8 @@ type fault struct {
 	status ring.Status   // drop
 	delay  time.Duration // delay
 	rail   int           // only descriptors on this rail; -1: any
+	bit    uint          // flip
+	extra  uint64        // overreport
 }
 
 // plan is the validated configuration.
@@ -125,9 +139,9 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 	for _, b := range c.Faults {
 		k := Kind(b.Kind)
 		switch k {
-		case Crash, Stall, Drop, Corrupt, Delay:
+		case Crash, Stall, Drop, Corrupt, Delay, Flip, Duplicate, Overreport:
 		default:
-			return plan{}, bad(b.DefRange, "unknown fault %q (want drop, delay, corrupt, stall or crash)", b.Kind)
+			return plan{}, bad(b.DefRange, "unknown fault %q (want drop, delay, corrupt, stall, crash, flip, duplicate or overreport)", b.Kind)
 		}
 		if seen[k] {
 			return plan{}, bad(b.DefRange, "fault %q is declared twice", b.Kind)
@@ -189,9 +203,32 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 			}
 			f.delay = d
 		}
+		switch {
+		case b.Bit != nil && k != Flip:
+			return plan{}, bad(b.BitRange, "fault %q: bit applies only to fault \"flip\"", k)
+		case b.Bit == nil && k == Flip:
+			return plan{}, bad(b.DefRange, "fault \"flip\": needs bit = N, the token bit to flip (0..63)")
+		case b.Bit != nil:
+			if *b.Bit < 0 || *b.Bit > 63 {
+				return plan{}, bad(b.BitRange, "fault \"flip\": bit: %d is outside 0..63", *b.Bit)
+			}
+			f.bit = uint(*b.Bit)
+		}
+		if k == Overreport {
+			f.extra = 1
+		}
+		switch {
+		case b.Extra != nil && k != Overreport:
+			return plan{}, bad(b.ExtraRange, "fault %q: extra applies only to fault \"overreport\"", k)
+		case b.Extra != nil:
+			if *b.Extra < 1 || *b.Extra > maxExtra {
+				return plan{}, bad(b.ExtraRange, "fault \"overreport\": extra: %d is outside 1..%d", *b.Extra, int64(maxExtra))
+			}
+			f.extra = uint64(*b.Extra)
+		}
 		p.faults = append(p.faults, f)
 	}
-	order := map[Kind]int{Crash: 0, Stall: 1, Drop: 2, Corrupt: 3, Delay: 4}
+	order := map[Kind]int{Crash: 0, Stall: 1, Drop: 2, Corrupt: 3, Flip: 4, Duplicate: 5, Overreport: 6, Delay: 7}
 	for i := 1; i < len(p.faults); i++ { // a handful of blocks: insertion sort
 		for j := i; j > 0 && order[p.faults[j].kind] < order[p.faults[j-1].kind]; j-- {
 			p.faults[j], p.faults[j-1] = p.faults[j-1], p.faults[j]

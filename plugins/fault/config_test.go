@@ -45,6 +45,24 @@ func TestParseConfigEmpty(t *testing.T) {
 	}
 }
 
+func TestParseContractFaults(t *testing.T) {
+	src := "fault \"overreport\" {\n  extra = 4096\n}\nfault \"duplicate\" {\n  after = 1\n}\nfault \"flip\" {\n  bit = 63\n}\nfault \"drop\" {}\n"
+	p, err := parseConfig(sdk.StartConfig{Config: []byte(src), ConfigFile: "f.hcl", ConfigLine: 1, ConfigColumn: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []Kind
+	for _, f := range p.faults {
+		kinds = append(kinds, f.kind)
+	}
+	if len(kinds) != 4 || kinds[0] != Drop || kinds[1] != Flip || kinds[2] != Duplicate || kinds[3] != Overreport {
+		t.Fatalf("faults in order %v, want drop, flip, duplicate, overreport", kinds)
+	}
+	if p.faults[1].bit != 63 || p.faults[3].extra != 4096 || p.faults[2].after != 1 || p.faults[2].extra != 0 {
+		t.Fatalf("faults %+v", p.faults)
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{`fault "x" {}`, `f.hcl:1:1: fault config: unknown fault "x"`},
@@ -57,6 +75,11 @@ func TestParseConfigErrors(t *testing.T) {
 		{"fault \"drop\" {\n  delay = \"1s\"\n}", "only to fault \"delay\""},
 		{"fault \"delay\" {\n  delay = \"soon\"\n}", "invalid duration"},
 		{"fault \"delay\" {\n  delay = \"1h\"\n}", "outside"},
+		{"fault \"flip\" {}", "needs bit = N"},
+		{"fault \"flip\" {\n  bit = 64\n}", "f.hcl:2:9: fault config: fault \"flip\": bit: 64 is outside 0..63"},
+		{"fault \"drop\" {\n  bit = 1\n}", "only to fault \"flip\""},
+		{"fault \"overreport\" {\n  extra = 0\n}", "outside 1.."},
+		{"fault \"duplicate\" {\n  extra = 2\n}", "only to fault \"overreport\""},
 		{"listen = []", "Unsupported argument"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

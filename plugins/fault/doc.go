@@ -1,7 +1,7 @@
 // Package fault is ferry-plugin-fault, a fault-injection plugin for tests;
 // never configure it in production. It runs Ferry's real TCP transport
 // in-process (package tcp: same wire protocol, same endpoint blob) and, as
-// its configuration says, lets chosen descriptors go wrong in one of five
+// its configuration says, lets chosen descriptors go wrong in one of eight
 // ways, so that the host's supervision, failover, deadlines and retries can
 // be tested against a plugin that misbehaves on purpose:
 //
@@ -21,6 +21,15 @@
 //     lack of progress, time out and kill it.
 //   - crash: at the first chosen descriptor the process exits with status
 //     3, with earlier descriptors still in flight.
+//
+// Three more break the completion contract: the descriptor runs
+// normally, and its completion is told wrong, for the host to catch.
+//
+//   - flip: the completion's token has bit `bit` (0..63, required)
+//     flipped; the real token is never completed.
+//   - duplicate: the completion is delivered twice.
+//   - overreport: the completion reports `extra` (default 1) bytes more
+//     than the descriptor carried.
 //
 // Configuration. The plugin's `config { ... }` body holds zero or more
 // `fault "KIND" { ... }` blocks and at most one `tcp { ... }` block, whose
@@ -42,6 +51,9 @@
 //	  fault "corrupt" {}
 //	  fault "stall" { after = 1000 }
 //	  fault "crash" { after = 1000 }
+//	  fault "flip" { bit = 40 }      # flip only, required: 0..63
+//	  fault "duplicate" {}
+//	  fault "overreport" { extra = 4096 }  # overreport only; default 1
 //	  tcp {
 //	    listen = ["127.0.0.1:0"]
 //	  }
@@ -53,17 +65,22 @@
 // hash of (seed, i) falls under rate: the same configuration chooses the
 // same descriptors in every run. When several blocks choose one
 // descriptor, crash wins over stall, stall over drop, drop over corrupt;
-// delay combines with any of drop and corrupt. Each kind may appear once.
+// delay combines with any of drop and corrupt. Flip, duplicate and
+// overreport alter whatever completion the descriptor gets (a drop's or a
+// corrupt's too) and combine with each other and with delay. Each kind
+// may appear once.
 // With no fault block the plugin is the TCP transport under another name,
 // and passes the SDK's conformance suite.
 //
 // Stats: the TCP transport's counters plus `descriptors` (seen by Submit),
 // `dropped`, `delayed`, `corrupted`, `stalled` (descriptors held by a
-// stall: blocked in Submit or completion withheld) and, when a crash fault
+// stall: blocked in Submit or completion withheld), `flipped`,
+// `duplicated` and `overreported` and, when a crash fault
 // is configured, `crashed_after` (its `after`: the process exits when it
 // is given descriptor number crashed_after).
 //
 // It must not be a place to hide bugs of its own: every descriptor it lets
-// through completes exactly once, as the TCP transport completed it, and
-// it never touches memory outside a registered region.
+// through completes exactly once, as the TCP transport completed it
+// (except as a flip, duplicate or overreport fault says), and it never
+// touches memory outside a registered region.
 package fault

@@ -46,6 +46,7 @@ type Transport struct {
 	delayWG  sync.WaitGroup
 
 	dropped, delayedN, corrupted, stalledN atomic.Uint64
+	flipped, duplicated, overreported      atomic.Uint64
 }
 
 var _ sdk.Transport = (*Transport)(nil)
@@ -90,7 +91,8 @@ func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	}
 	for _, f := range p.faults {
 		t.log.Warn("fault injection armed: this plugin is a test tool", "fault", f.kind, "after", f.after,
-			"every", f.every, "rate", f.rate, "seed", f.seed, "status", f.status.String(), "delay", f.delay)
+			"every", f.every, "rate", f.rate, "seed", f.seed, "status", f.status.String(), "delay", f.delay,
+			"bit", f.bit, "extra", f.extra)
 	}
 	t.plan.Store(&p)
 	return ep, nil
@@ -135,9 +137,10 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		return
 	}
 	i := t.seen.Add(1) - 1
-	var drop, corrupt bool
+	var drop, corrupt, twice bool
 	var dropStatus ring.Status
 	var delay time.Duration
+	var flip, extra uint64
 	for k := range p.faults {
 		f := &p.faults[k]
 		if !f.chooses(i, d.Rail) {
@@ -160,9 +163,15 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 			corrupt = true
 		case Delay:
 			delay = f.delay
+		case Flip:
+			flip ^= 1 << f.bit
+		case Duplicate:
+			twice = true
+		case Overreport:
+			extra = f.extra
 		}
 	}
-	w := &wrapped{t: t, c: c, delay: delay}
+	w := &wrapped{t: t, c: c, delay: delay, flip: flip, twice: twice, extra: extra}
 	switch {
 	case drop:
 		t.dropped.Add(1)
@@ -170,7 +179,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	case corrupt:
 		w.corrupt, w.op, w.region, w.offset = true, d.Op, d.LocalRegion, d.LocalOffset
 		t.tcp.Submit(d, w)
-	case delay > 0:
+	case delay > 0 || flip != 0 || twice || extra > 0:
 		t.tcp.Submit(d, w)
 	default:
 		t.tcp.Submit(d, c)
@@ -196,6 +205,11 @@ type wrapped struct {
 	op      ring.Op
 	region  uint32
 	offset  uint64
+	// The contract faults: flip is xored into the token, extra added to
+	// the bytes, and twice delivers the completion a second time.
+	flip  uint64
+	extra uint64
+	twice bool
 }
 
 func (w *wrapped) Complete(token uint64, st ring.Status, n uint64) {
@@ -215,8 +229,26 @@ func (w *wrapped) Complete(token uint64, st ring.Status, n uint64) {
 		t.corrupted.Add(1)
 		st = ring.StatusIO
 	}
+	if w.flip != 0 {
+		token ^= w.flip
+		t.flipped.Add(1)
+	}
+	if w.extra > 0 {
+		n += w.extra
+		t.overreported.Add(1)
+	}
+	if w.twice {
+		t.duplicated.Add(1)
+		w.deliver(token, st, n)
+	}
+	w.deliver(token, st, n)
+}
+
+// deliver hands one completion on, through the delay queue when a delay
+// fault chose the descriptor.
+func (w *wrapped) deliver(token uint64, st ring.Status, n uint64) {
 	if w.delay > 0 {
-		t.later(w.delay, w.c, token, st, n)
+		w.t.later(w.delay, w.c, token, st, n)
 		return
 	}
 	w.c.Complete(token, st, n)
@@ -275,6 +307,9 @@ func (t *Transport) Stats(ctx context.Context) (map[string]uint64, error) {
 	s["delayed"] = t.delayedN.Load()
 	s["corrupted"] = t.corrupted.Load()
 	s["stalled"] = t.stalledN.Load()
+	s["flipped"] = t.flipped.Load()
+	s["duplicated"] = t.duplicated.Load()
+	s["overreported"] = t.overreported.Load()
 	if p := t.plan.Load(); p != nil {
 		for _, f := range p.faults {
 			if f.kind == Crash {
