@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/ferrydev/ferry/host/notify"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/publish"
+	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
@@ -57,7 +59,7 @@ type pluginState struct {
 	next atomic.Uint32
 	// rails is the current run's rail set; a restart that probes the same
 	// rails keeps it, and what it learnt.
-	rails atomic.Pointer[railSet]
+	rails atomic.Pointer[rails.Set]
 }
 
 // pluginRun is one run of a plugin process as the request path reads it:
@@ -68,7 +70,7 @@ type pluginRun struct {
 	p        *loader.Plugin
 	lanes    []*progress.Lane
 	endpoint sdk.Endpoint
-	rails    *railSet
+	rails    *rails.Set
 }
 
 func (ps *pluginState) run() *pluginRun { return ps.cur.Load() }
@@ -297,7 +299,7 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	ps.sv = e.supervisor.Start(ctx, spec, e.pluginHooks(ps))
 	if ps.err = ps.sv.Err(); ps.err != nil {
 		if r := ps.sv.Run(); r != nil { // for Plugins and PluginPID
-			rs, _ := r.Observer.(*railSet)
+			rs, _ := r.Observer.(*rails.Set)
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		}
@@ -311,20 +313,20 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 	return supervisor.Hooks{
 		Observer: func(probe sdk.ProbeResult) progress.Observer {
-			if rs := ps.rails.Load(); rs != nil && rs.sameRails(probe.Rails) {
+			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
 				return rs
 			}
-			return newRailSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies)
+			return rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies)
 		},
 		Up: func(r *supervisor.Run) {
-			rs := r.Observer.(*railSet) // Observer built it
+			rs := r.Observer.(*rails.Set) // Observer built it
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		},
 		Down: func(r *supervisor.Run, why string) {
 			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
 			n := e.tracker.FailTransport(ps.idx, err)
-			r.Observer.(*railSet).forgetAll()
+			r.Observer.(*rails.Set).ForgetAll()
 			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
 		},
 		Replay: func(ctx context.Context, r *supervisor.Run, commit func() bool) error {
@@ -405,6 +407,64 @@ type PluginStatus struct {
 	LastExit string     `json:"last_exit,omitempty"`
 	Rails    []sdk.Rail `json:"rails,omitempty"`
 	Counters map[string]uint64
+}
+
+// RailStatus is one rail of one transport, as the engine sees it.
+type RailStatus = rails.Status
+
+// Rails reports every rail of every running transport: its statistics
+// (bytes, slices, in flight, learnt bandwidth, errors) and health.
+func (e *Engine) Rails() []RailStatus {
+	var out []RailStatus
+	now := time.Now()
+	for _, ps := range e.plugins {
+		if rs := ps.rails.Load(); rs != nil && ps.err == nil {
+			out = append(out, rs.Status(now)...)
+		}
+	}
+	return out
+}
+
+// checkPolicyRails fails when a policy names a rail that none of its
+// transports has (by rail block label or the plugin's own rail name).
+// Transports that are not running cannot say which rails they have; a
+// name is only refused when every transport of the policy could.
+func (e *Engine) checkPolicyRails() error {
+	var errs []error
+	for i := range e.cfg.Policies {
+		p := &e.cfg.Policies[i]
+		for _, name := range p.Rails {
+			found, known := false, true
+			for _, t := range p.Transports {
+				ps := e.byName[t]
+				if ps == nil || ps.rails.Load() == nil {
+					known = false
+				} else if ps.rails.Load().Has(name) {
+					found = true
+				}
+			}
+			if !found && known {
+				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, p.RailsError("%q is not a rail of %s (rails: %s); name a rail block or one of the transports' rails", name, strings.Join(p.Transports, ", "), e.railNames(p.Transports))))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// railNames lists the rails of transports, as "transport:name" and
+// "transport:label", for messages.
+func (e *Engine) railNames(transports []string) string {
+	var have []string
+	for _, t := range transports {
+		rs := e.byName[t].rails.Load()
+		for _, r := range rs.Rails() {
+			have = append(have, t+":"+r.Name)
+			if r.Label != "" {
+				have = append(have, t+":"+r.Label)
+			}
+		}
+	}
+	return strings.Join(have, ", ")
 }
 
 // Plugins reports every configured plugin, with its counters when running.

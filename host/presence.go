@@ -24,7 +24,7 @@ func (e *Engine) descriptor() *segment.Descriptor {
 		r := ps.run()
 		ep := publish.Endpoint{Transport: ps.name, Endpoint: r.endpoint}
 		if rs := r.rails; rs != nil {
-			for _, ri := range rs.info {
+			for _, ri := range rs.Rails() {
 				ep.Rails = append(ep.Rails, segment.RailInfo{Name: ri.Name, Label: ri.Label, NUMANode: ri.NUMANode, BandwidthGbps: ri.NominalGbps})
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/ferrydev/ferry/host/failover"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -58,7 +59,7 @@ type retryJob struct {
 func (e *Engine) onFailure(b *progress.Batch, i int, cause error) bool {
 	t := b.Task(i)
 	st := t.SliceStatus()
-	if !failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, railFault(st)) {
+	if !failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, rails.PathFault(st)) {
 		return false
 	}
 	e.retryMu.Lock()
@@ -124,7 +125,7 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 	r := &j.rec.req
 	budget := e.retryBudget()
 	in := failover.Input{
-		From: j.from, Rail: j.rail, PathFault: railFault(j.status), Pinned: r.Transport != "",
+		From: j.from, Rail: j.rail, PathFault: rails.PathFault(j.status), Pinned: r.Transport != "",
 		History: j.rec.hist, Deadline: r.deadline(), MaxWait: budget,
 		Retry: j.attempt, Backoff: e.cfg.Transfer.RetryBackoff, Budget: budget, Jitter: e.jitter(),
 		Transports: make([]failover.Transport, len(e.plugins)),
@@ -190,7 +191,7 @@ func (e *Engine) failoverFacts(in *failover.Input, r *Request, cands []selector.
 	for k, ps := range e.plugins {
 		t := failover.Transport{Usable: ps.usable(), Restarting: ps.err == nil && ps.down()}
 		if rs := ps.rails.Load(); rs != nil {
-			t.Rails = rs.all(0)
+			t.Rails = rs.All(0)
 		}
 		in.Transports[k] = t
 	}

@@ -273,7 +273,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	rs := run.rails
 	plan := slicer.Cut(slicer.Input{
 		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
-		Allowed: rs.allowed(rt.policy), Every: rs.all(0), Avoid: avoid,
+		Allowed: rs.Allowed(rt.policy), Every: rs.All(0), Avoid: avoid,
 	})
 	b.SetSlices(i, plan.Slices)
 	e.note(b, i, observe.Sliced, ps.idx, plan.Slices, nil)
@@ -304,10 +304,10 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
-		rail := rs.pick(d.Length, plan.Rails, sc)
+		rail := rs.Pick(d.Length, plan.Rails, sc.now)
 		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 		if err := l.Put(&d, b, i); err != nil {
-			rs.unsent(rail, d.Length)
+			rs.Unsent(rail, d.Length)
 			if !errors.Is(err, progress.ErrTaskEnded) {
 				putErr = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
 			}

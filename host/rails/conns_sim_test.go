@@ -16,7 +16,7 @@ import (
 // reaper wakes a jittered time after the first completion it has not
 // reported and reports, with one time, every completion done by then;
 // each completion ends the oldest slice sent to its rail, as the engine's
-// railSet does. Like `ferry bench --threads N`, each of threads clients
+// Set does. Like `ferry bench --threads N`, each of threads clients
 // writes one request of request bytes at a time, cut into slices, and
 // sends the next at the reap that reports the last slice of the previous
 // one, so that a request takes as long as its slowest rail. Everything runs

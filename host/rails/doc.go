@@ -15,10 +15,19 @@
 // cooldown that doubles on each new trip up to a cap, and restores it when
 // the cooldown ends or a probe succeeds.
 //
-// The package is pure: plain data in, plain data out. It must not do I/O,
-// start goroutines, read clocks or know about plugins, rings, slicing or
-// tasks; the engine passes the time of every event and says what was sent
-// and what completed. Nothing is safe for concurrent use: the owner (one
-// per transport, under the lock that already serialises its submissions
-// and completions) serialises calls. Pick, Sent and Done allocate nothing.
+// The Sprayer and Monitor are pure: plain data in, plain data out. They
+// do no I/O, read no clock and know nothing of plugins, rings, slicing or
+// tasks; the caller passes the time of every event and says what was sent
+// and what completed, and serialises calls. Pick, Sent and Done allocate
+// nothing.
+//
+// The Set is what the engine holds, one per transport: the rails built
+// from the plugin's probe, the configuration's rail blocks and the
+// policies' rail lists, with a Sprayer behind a lock, each rail's queue of
+// send times (completions carry none), a lock-free path for a transport of
+// one rail, and the progress.Observer that feeds completions back. It is
+// safe for concurrent use; its clock is the caller's on the pick path and
+// time.Now when completions are reaped. Pick and Reaped allocate nothing
+// once a rail's queue has grown. It must not start goroutines, do I/O or
+// import package host.
 package rails

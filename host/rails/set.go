@@ -1,23 +1,19 @@
-package host
+package rails
 
 import (
-	"errors"
-	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/progress"
-	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// RailStatus is one rail of one transport, as the engine sees it.
-type RailStatus struct {
+// Status is one rail of one transport, as the engine sees it.
+type Status struct {
 	Transport string `json:"transport"`
 	Index     int    `json:"index"`           // the rail's number in the transport (descriptor Rail)
 	Name      string `json:"name"`            // the plugin's name for it (tcp: the listen address)
@@ -25,23 +21,25 @@ type RailStatus struct {
 	NUMANode  int    `json:"numa_node"`       // -1 when unknown
 	// NominalGbps is what the probe or the rail block said; 0 unknown.
 	NominalGbps float64 `json:"nominal_gbps"`
-	rails.RailStats
+	RailStats
 	// PausedUntil is when a paused rail is tried again.
 	PausedUntil time.Time
 }
 
-// railSet spreads one transport's slices over its rails and keeps their
-// statistics: the rails.Sprayer, fed with every slice sent and every
-// completion reaped (a token names its rail). One per plugin; it outlives
-// the plugin's restarts so that what was learnt of the rails is kept.
+// Set spreads one transport's slices over its rails and keeps their
+// statistics: a Sprayer, fed with every slice sent and every completion
+// reaped (a token names its rail). The engine keeps one per plugin; it
+// outlives the plugin's restarts so that what was learnt of the rails is
+// kept. Unlike the Sprayer it is safe for concurrent use: submitters and
+// reapers call it from many goroutines.
 //
 // Completions carry no send time, so each rail keeps the sizes and send
 // times of its slices in order; a completion takes the oldest. Slices of
 // one rail complete about in order, and the sizes matter only in sum: in
 // flight is exact whenever the rail drains.
-type railSet struct {
+type Set struct {
 	transport string
-	info      []RailStatus // static part: Transport, Index, Name, Label, NUMANode, NominalGbps
+	info      []Status // static part: Transport, Index, Name, Label, NUMANode, NominalGbps
 	byName    map[string]int
 
 	// policyMask[i] is the rails policy i allows here (0: all).
@@ -54,7 +52,7 @@ type railSet struct {
 	one    oneRail
 
 	mu   sync.Mutex
-	sp   *rails.Sprayer
+	sp   *Sprayer
 	sent []sentFIFO
 }
 
@@ -88,20 +86,21 @@ func (f *sentFIFO) pop() (sentSlice, bool) {
 	return s, true
 }
 
-// newRailSet builds the rails of transport from its probe, with what the
-// rail blocks of the configuration say about them. A plugin that reports
-// no rail gets one named after it.
-func newRailSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, policies []config.Policy) *railSet {
+// NewSet builds the rails of transport from its probe, with what the rail
+// blocks of the configuration say about them and the rails each policy
+// allows. A plugin that reports no rail gets one named after it; rails
+// past progress.MaxRails (a token's rail field) are left out.
+func NewSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, policies []config.Policy) *Set {
 	if len(probed) == 0 {
 		probed = []sdk.Rail{{Name: transport, NUMANode: -1}}
 	}
 	if len(probed) > progress.MaxRails {
 		probed = probed[:progress.MaxRails]
 	}
-	s := &railSet{transport: transport, byName: make(map[string]int), sent: make([]sentFIFO, len(probed))}
-	spec := make([]rails.Rail, len(probed))
+	s := &Set{transport: transport, byName: make(map[string]int), sent: make([]sentFIFO, len(probed))}
+	spec := make([]Rail, len(probed))
 	for i, p := range probed {
-		st := RailStatus{Transport: transport, Index: i, Name: p.Name, NUMANode: p.NUMANode, NominalGbps: p.BandwidthGbps}
+		st := Status{Transport: transport, Index: i, Name: p.Name, NUMANode: p.NUMANode, NominalGbps: p.BandwidthGbps}
 		for _, b := range blocks {
 			if b.Transport != transport || b.Device != p.Name {
 				continue
@@ -119,44 +118,56 @@ func newRailSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, 
 		if st.Label != "" {
 			s.byName[st.Label] = i
 		}
-		spec[i] = rails.Rail{Name: p.Name, NUMANode: st.NUMANode, NominalGbps: st.NominalGbps}
+		spec[i] = Rail{Name: p.Name, NUMANode: st.NUMANode, NominalGbps: st.NominalGbps}
 	}
-	s.sp = rails.New(spec, rails.Options{})
+	s.sp = New(spec, Options{})
 	s.single = len(s.info) == 1
 	for _, p := range policies {
-		s.policyMask = append(s.policyMask, s.mask(p.Rails))
+		s.policyMask = append(s.policyMask, s.Mask(p.Rails))
 	}
 	return s
 }
 
-// all returns allowed, or every rail's bit when allowed is 0 (all).
-func (s *railSet) all(allowed uint64) uint64 {
+// Rails returns the static part of every rail (Transport, Index, Name,
+// Label, NUMANode, NominalGbps), in index order. The caller must not
+// modify it.
+func (s *Set) Rails() []Status { return s.info }
+
+// Has reports whether name is a rail here, by rail block label or by the
+// plugin's own name for it.
+func (s *Set) Has(name string) bool {
+	_, ok := s.byName[name]
+	return ok
+}
+
+// All returns allowed, or every rail's bit when allowed is 0 (all).
+func (s *Set) All(allowed uint64) uint64 {
 	if allowed != 0 {
 		return allowed
 	}
 	return 1<<len(s.info) - 1
 }
 
-// allowed returns the rails policy pol allows (0: all; pol -1: none
+// Allowed returns the rails policy pol allows (0: all; pol -1: none
 // applies).
-func (s *railSet) allowed(pol int) uint64 {
+func (s *Set) Allowed(pol int) uint64 {
 	if pol < 0 || pol >= len(s.policyMask) {
 		return 0
 	}
 	return s.policyMask[pol]
 }
 
-// sameRails reports whether probed names the rails s was built from.
-func (s *railSet) sameRails(probed []sdk.Rail) bool {
+// SameRails reports whether probed names the rails s was built from.
+func (s *Set) SameRails(probed []sdk.Rail) bool {
 	if len(probed) == 0 {
 		return len(s.info) == 1 && s.info[0].Name == s.transport
 	}
-	return slices.EqualFunc(probed[:min(len(probed), progress.MaxRails)], s.info, func(p sdk.Rail, r RailStatus) bool { return p.Name == r.Name })
+	return slices.EqualFunc(probed[:min(len(probed), progress.MaxRails)], s.info, func(p sdk.Rail, r Status) bool { return p.Name == r.Name })
 }
 
-// mask returns the bitmask of the rails named (labels or plugin names)
+// Mask returns the bitmask of the rails named (labels or plugin names)
 // that are rails here; 0, for all, when names is empty.
-func (s *railSet) mask(names []string) (m uint64) {
+func (s *Set) Mask(names []string) (m uint64) {
 	for _, n := range names {
 		if i, ok := s.byName[n]; ok {
 			m |= 1 << i
@@ -165,29 +176,31 @@ func (s *railSet) mask(names []string) (m uint64) {
 	return m
 }
 
-// pick chooses the rail for a slice of bytes among those in allowed (0:
-// all) and records it as sent. When every allowed rail is paused the
+// Pick chooses the rail for a slice of bytes among those in allowed (0:
+// all) and records it as sent. now is called only when there is a choice
+// to make (more than one rail), so that a caller can read the clock once
+// for many slices, or not at all. When every allowed rail is paused the
 // slice still goes out, on the one paused longest ago: pausing steers
 // traffic between rails, it does not stop a transport that has no other.
-func (s *railSet) pick(bytes uint64, allowed uint64, sc *submitCtx) int {
+func (s *Set) Pick(bytes uint64, allowed uint64, now func() time.Time) int {
 	if s.single {
 		s.one.sent(bytes)
 		return 0
 	}
-	now := sc.now()
+	t := now()
 	s.mu.Lock()
-	i := s.sp.PickAmong(bytes, -1, allowed, now)
+	i := s.sp.PickAmong(bytes, -1, allowed, t)
 	if i < 0 {
 		i = s.leastPaused(allowed)
 	}
-	s.sp.Sent(i, bytes, now)
-	s.sent[i].push(sentSlice{bytes, now})
+	s.sp.Sent(i, bytes, t)
+	s.sent[i].push(sentSlice{bytes, t})
 	s.mu.Unlock()
 	return i
 }
 
 // leastPaused returns the allowed rail whose pause ends first; s.mu held.
-func (s *railSet) leastPaused(allowed uint64) int {
+func (s *Set) leastPaused(allowed uint64) int {
 	best := -1
 	mon := s.sp.Monitor()
 	for i := range s.info {
@@ -201,9 +214,9 @@ func (s *railSet) leastPaused(allowed uint64) int {
 	return max(best, 0)
 }
 
-// unsent takes back the latest pick on rail i: the slice was not
+// Unsent takes back the latest pick on rail i: the slice was not
 // published.
-func (s *railSet) unsent(i int, bytes uint64) {
+func (s *Set) Unsent(i int, bytes uint64) {
 	if s.single {
 		s.one.unsent(bytes)
 		return
@@ -218,13 +231,17 @@ func (s *railSet) unsent(i int, bytes uint64) {
 }
 
 // Reaped implements progress.Observer: each completion ends the oldest
-// slice in flight on its rail.
-func (s *railSet) Reaped(ds []ring.Descriptor) {
+// slice in flight on its rail, at the time of the call.
+func (s *Set) Reaped(ds []ring.Descriptor) {
 	if s.single {
 		s.one.reaped(ds)
 		return
 	}
-	now := time.Now()
+	s.reapedAt(ds, time.Now())
+}
+
+// reapedAt is Reaped with the time given.
+func (s *Set) reapedAt(ds []ring.Descriptor, now time.Time) {
 	s.mu.Lock()
 	for k := range ds {
 		d := &ds[k]
@@ -239,7 +256,7 @@ func (s *railSet) Reaped(ds []ring.Descriptor) {
 		switch {
 		case d.Status == ring.StatusOK:
 			s.sp.Done(i, sl.bytes, sl.at, now, true)
-		case railFault(d.Status):
+		case PathFault(d.Status):
 			s.sp.Done(i, sl.bytes, sl.at, now, false)
 		default:
 			// The request was refused for what it asked, not for how it
@@ -250,8 +267,9 @@ func (s *railSet) Reaped(ds []ring.Descriptor) {
 	s.mu.Unlock()
 }
 
-// railFault reports whether a slice status blames the path it took.
-func railFault(st ring.Status) bool {
+// PathFault reports whether a slice status blames the path it took (the
+// rail, the transport), rather than what the request asked.
+func PathFault(st ring.Status) bool {
 	switch st {
 	case ring.StatusPeerUnreachable, ring.StatusIO, ring.StatusTimeout, ring.StatusProtocol:
 		return true
@@ -259,9 +277,9 @@ func railFault(st ring.Status) bool {
 	return false
 }
 
-// forgetAll drops everything in flight: the plugin that carried it died
+// ForgetAll drops everything in flight: the plugin that carried it died
 // and its tasks were failed; nothing of it will complete.
-func (s *railSet) forgetAll() {
+func (s *Set) ForgetAll() {
 	if s.single {
 		s.one.forget()
 		return
@@ -280,17 +298,17 @@ func (s *railSet) forgetAll() {
 	s.mu.Unlock()
 }
 
-// status returns every rail's state at now.
-func (s *railSet) status(now time.Time) []RailStatus {
+// Status returns every rail's state at now.
+func (s *Set) Status(now time.Time) []Status {
 	if s.single {
-		out := []RailStatus{s.info[0]}
+		out := []Status{s.info[0]}
 		out[0].RailStats = s.one.stats(s.info[0].Name, now)
 		return out
 	}
 	s.mu.Lock()
 	st := s.sp.Stats(now)
 	mon := s.sp.Monitor()
-	out := make([]RailStatus, len(s.info))
+	out := make([]Status, len(s.info))
 	for i := range s.info {
 		out[i] = s.info[i]
 		out[i].RailStats = st[i]
@@ -299,61 +317,6 @@ func (s *railSet) status(now time.Time) []RailStatus {
 		}
 	}
 	s.mu.Unlock()
-	return out
-}
-
-// checkPolicyRails fails when a policy names a rail that none of its
-// transports has (by rail block label or the plugin's own rail name).
-// Transports that are not running cannot say which rails they have; a
-// name is only refused when every transport of the policy could.
-func (e *Engine) checkPolicyRails() error {
-	var errs []error
-	for i := range e.cfg.Policies {
-		p := &e.cfg.Policies[i]
-		for _, name := range p.Rails {
-			found, known := false, true
-			for _, t := range p.Transports {
-				ps := e.byName[t]
-				if ps == nil || ps.rails.Load() == nil {
-					known = false
-				} else if _, ok := ps.rails.Load().byName[name]; ok {
-					found = true
-				}
-			}
-			if !found && known {
-				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, p.RailsError("%q is not a rail of %s (rails: %s); name a rail block or one of the transports' rails", name, strings.Join(p.Transports, ", "), e.railNames(p.Transports))))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// railNames lists the rails of transports, as "transport:name" and
-// "transport:label", for messages.
-func (e *Engine) railNames(transports []string) string {
-	var have []string
-	for _, t := range transports {
-		rs := e.byName[t].rails.Load()
-		for _, r := range rs.info {
-			have = append(have, t+":"+r.Name)
-			if r.Label != "" {
-				have = append(have, t+":"+r.Label)
-			}
-		}
-	}
-	return strings.Join(have, ", ")
-}
-
-// Rails reports every rail of every running transport: its statistics
-// (bytes, slices, in flight, learnt bandwidth, errors) and health.
-func (e *Engine) Rails() []RailStatus {
-	var out []RailStatus
-	now := time.Now()
-	for _, ps := range e.plugins {
-		if rs := ps.rails.Load(); rs != nil && ps.err == nil {
-			out = append(out, rs.status(now)...)
-		}
-	}
 	return out
 }
 
@@ -391,7 +354,7 @@ func (o *oneRail) reaped(ds []ring.Descriptor) {
 			okN++
 			continue
 		}
-		if railFault(d.Status) {
+		if PathFault(d.Status) {
 			errs++
 		}
 		if n := o.slices.Load() + okN; n > 0 {
@@ -409,8 +372,8 @@ func (o *oneRail) reaped(ds []ring.Descriptor) {
 // forget drops what is in flight: its plugin died.
 func (o *oneRail) forget() { o.doneBytes.Store(o.sentBytes.Load()) }
 
-func (o *oneRail) stats(name string, now time.Time) rails.RailStats {
-	st := rails.RailStats{Name: name, Bytes: o.bytes.Load(), Slices: o.slices.Load(), Errors: o.errors.Load()}
+func (o *oneRail) stats(name string, now time.Time) RailStats {
+	st := RailStats{Name: name, Bytes: o.bytes.Load(), Slices: o.slices.Load(), Errors: o.errors.Load()}
 	if sent, done := o.sentBytes.Load(), o.doneBytes.Load(); sent > done {
 		st.InFlight = sent - done
 	}
