@@ -3,6 +3,7 @@ package pluginclient
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -24,7 +25,9 @@ type cmdRunner struct {
 	pid    int // set by Start, before go-plugin reads the handshake
 }
 
-func newCmdRunner(cmd *exec.Cmd) (*cmdRunner, error) {
+// newCmdRunner runs cmd; path is the plugin binary it executes (cmd.Path
+// is the image's /proc/self/fd path), for go-plugin's messages.
+func newCmdRunner(cmd *exec.Cmd, path string) (*cmdRunner, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -33,12 +36,15 @@ func newCmdRunner(cmd *exec.Cmd) (*cmdRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: cmd.Path}, nil
+	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: path}, nil
 }
 
 func (c *cmdRunner) Start(context.Context) error {
+	if h := TestHookBeforeExec; h != nil {
+		h(c.path)
+	}
 	if err := c.cmd.Start(); err != nil {
-		return err
+		return fmt.Errorf("start plugin %s from its verified image (%s; is /proc mounted?): %w", c.path, c.cmd.Path, err)
 	}
 	c.pid = c.cmd.Process.Pid
 	return nil
