@@ -133,6 +133,9 @@ func (p *Plugin) Describe(ctx context.Context) error {
 	if err != nil {
 		return &Error{Name: p.Name, Path: p.Path, Reason: "describe failed", Err: err}
 	}
+	if err := checkDescription(d); err != nil {
+		return &Error{Name: p.Name, Path: p.Path, Reason: "describes itself out of bounds", Err: err}
+	}
 	p.Info, p.Interfaces = d.Info, d.Interfaces
 	return nil
 }
@@ -203,6 +206,10 @@ func Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Plugin, error)
 	if err != nil {
 		p.Kill()
 		return fail("describe failed", err)
+	}
+	if err := checkDescription(d); err != nil {
+		p.Kill()
+		return fail("describes itself out of bounds", err)
 	}
 	if int(d.Protocol) != proc.Protocol {
 		p.Kill()

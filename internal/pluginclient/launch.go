@@ -126,6 +126,10 @@ func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process
 	rpc, err := gp.Client()
 	if err != nil {
 		if run != nil {
+			if run.stdout.tooLong() {
+				return fail(fmt.Errorf("plugin %s printed a first line of over %d bytes on stdout, where go-plugin's handshake goes: "+
+					"it is not a Ferry plugin, or it prints to stdout before it serves: %w", path, maxHandshake, err))
+			}
 			if v, ok := run.handshakeVersion(); ok && !speaks(v) {
 				return fail(&VersionError{Path: path, PluginVersions: []int{v}, HostVersions: HostVersions(), Err: err})
 			}
