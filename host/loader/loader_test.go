@@ -21,8 +21,8 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	dir, err := plugintest.BuildBinaries(map[string]string{
-		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":      "ferry-plugin-tcp",
-		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99": "ferry-plugin-v99",
+		"github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp":        "ferry-plugin-tcp",
+		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99":   "ferry-plugin-v99",
 		"github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-bloat": "ferry-plugin-bloat",
 	})
 	if err != nil {
