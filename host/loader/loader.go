@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	hclog "github.com/hashicorp/go-hclog"
-	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
@@ -134,20 +133,31 @@ func (p *Plugin) Describe(ctx context.Context) error {
 	if err != nil {
 		return &Error{Name: p.Name, Path: p.Path, Reason: "describe failed", Err: err}
 	}
+	if err := checkDescription(d); err != nil {
+		return &Error{Name: p.Name, Path: p.Path, Reason: "describes itself out of bounds", Err: err}
+	}
 	p.Info, p.Interfaces = d.Info, d.Interfaces
 	return nil
 }
 
-// check verifies the binary before anything runs: present, executable,
-// matching checksum.
-func check(spec Spec) (string, error) {
-	fail := func(reason string, err error) (string, error) {
-		return "", &Error{Name: spec.Name, Path: spec.Path, Reason: reason, Err: err}
+// check reads the binary before anything runs, through one descriptor:
+// present, not a directory, executable, then its bytes into an Image
+// whose sha256 must match the pin. What Start executes is that Image, so
+// the checked bytes are the bytes that run.
+func check(spec Spec) (*pluginclient.Image, error) {
+	fail := func(reason string, err error) (*pluginclient.Image, error) {
+		return nil, &Error{Name: spec.Name, Path: spec.Path, Reason: reason, Err: err}
 	}
-	st, err := os.Stat(spec.Path)
+	f, err := os.Open(spec.Path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		return fail("binary not found; build it with `make build` or set path/plugin_dir in the config", nil)
+	case err != nil:
+		return fail("cannot open binary", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
 	case err != nil:
 		return fail("cannot stat binary", err)
 	case st.IsDir():
@@ -155,47 +165,51 @@ func check(spec Spec) (string, error) {
 	case st.Mode()&0o111 == 0:
 		return fail("binary is not executable; chmod +x it", nil)
 	}
-	sum, err := FileSHA256(spec.Path)
+	img, err := pluginclient.ReadImage(f, spec.Path)
 	if err != nil {
 		return fail("cannot read binary", err)
 	}
-	if spec.SHA256 != "" && !strings.EqualFold(sum, spec.SHA256) {
+	if sum := hex.EncodeToString(img.SHA256[:]); spec.SHA256 != "" && !strings.EqualFold(sum, spec.SHA256) {
+		img.Close()
 		return fail(fmt.Sprintf("checksum mismatch: config says sha256 %s, binary is %s; reinstall the plugin or update sha256 in the config", spec.SHA256, sum), nil)
 	}
-	return sum, nil
+	return img, nil
 }
 
 // Start verifies and starts the plugin and dispenses its transport client.
-// The plugin dies with the host (Pdeathsig) and sees EOF on its fd socket
-// when the host goes away.
+// The plugin runs the bytes check hashed, whatever happens to the file at
+// spec.Path meanwhile. It dies with the host (Pdeathsig) and sees EOF on
+// its fd socket when the host goes away.
 func Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Plugin, error) {
-	sum, err := check(spec)
+	img, err := check(spec)
 	if err != nil {
 		return nil, err
 	}
+	defer img.Close()
 	fail := func(reason string, err error) (*Plugin, error) {
 		return nil, &Error{Name: spec.Name, Path: spec.Path, Reason: reason, Err: err}
 	}
-	want, _ := hex.DecodeString(sum)
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	proc, err := pluginclient.Launch(ctx, spec.Path, want, logger.Named(spec.Name))
+	proc, err := pluginclient.LaunchImage(ctx, img, logger.Named(spec.Name))
 	if err != nil {
 		reason := "failed to start"
 		var verr *VersionError
 		if errors.As(err, &verr) {
 			reason = "speaks an unsupported protocol version"
-		} else if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
-			reason = "binary changed after it was checked (checksum mismatch)"
 		}
 		return fail(reason, err)
 	}
-	p := &Plugin{Process: proc, Name: spec.Name, Path: spec.Path, SHA256: sum}
+	p := &Plugin{Process: proc, Name: spec.Name, Path: spec.Path, SHA256: hex.EncodeToString(img.SHA256[:])}
 	d, err := proc.Client.Describe(ctx)
 	if err != nil {
 		p.Kill()
 		return fail("describe failed", err)
+	}
+	if err := checkDescription(d); err != nil {
+		p.Kill()
+		return fail("describes itself out of bounds", err)
 	}
 	if int(d.Protocol) != proc.Protocol {
 		p.Kill()

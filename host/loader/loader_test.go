@@ -17,7 +17,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry-plugin-tcp", "ferry-plugin-v99"}, CheckLeaks: true}
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-tcp", "ferry-plugin-v99", "ferry-plugin-bloat"}, CheckLeaks: true}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 

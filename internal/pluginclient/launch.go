@@ -3,9 +3,7 @@ package pluginclient
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"sync"
@@ -39,21 +37,49 @@ type Process struct {
 	pidf *os.File
 }
 
-// Launch starts the plugin binary at path the way a Ferry host does: gRPC
-// only, AutoMTLS, the checksum verified before exec when checksum is set,
-// an fd socket inherited as fd 3, and Pdeathsig so that the plugin dies
-// with its host. The host's loader and sdk/plugintest both start plugins
-// through it.
+// Launch starts the plugin binary at path the way a Ferry host does: it
+// reads the binary once into an Image, refuses it with
+// plugin.ErrChecksumsDoNotMatch when checksum is set and differs from the
+// image's sha256, and runs it with LaunchImage. sdk/plugintest starts
+// plugins through it; the host's loader reads the Image itself.
+func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logger) (*Process, error) {
+	img, err := OpenImage(path)
+	if err != nil {
+		return nil, err
+	}
+	defer img.Close()
+	if checksum != nil && !bytes.Equal(img.SHA256[:], checksum) {
+		return nil, plugin.ErrChecksumsDoNotMatch
+	}
+	return LaunchImage(ctx, img, logger)
+}
+
+// imageFD is the descriptor number the image's memfd has in the child, and
+// imageExec the path through which the child executes it: the kernel
+// resolves /proc/self/fd/4 in the child, after the fds were arranged and
+// before exec, so what runs is the memfd's bytes and never the file at
+// img.Path, whatever was put there since it was hashed. The plugin inherits
+// fd 4 (its own sealed image) and may close it.
+const (
+	imageFD   = 4
+	imageExec = "/proc/self/fd/4"
+)
+
+// TestHookBeforeExec, when set, runs just before the plugin process is
+// executed, after its binary was hashed: the window in which an attacker
+// would swap the file. For tests only; nil otherwise.
+var TestHookBeforeExec func(path string)
+
+// LaunchImage starts the plugin held by img the way a Ferry host does:
+// gRPC only, AutoMTLS, the image's bytes executed through its memfd, an
+// fd socket inherited as fd 3, and Pdeathsig so that the plugin dies with
+// its host. img may be closed once LaunchImage returns.
 //
 // The handshake offers every version in HostVersions and go-plugin picks
 // the highest the plugin serves. A plugin that serves none of them fails
 // with a *VersionError naming both sides' versions.
-func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logger) (*Process, error) {
-	if checksum != nil {
-		if err := verify(path, checksum); err != nil {
-			return nil, err
-		}
-	}
+func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process, error) {
+	path := img.Path
 	hostEnd, childEnd, err := shm.Socketpair()
 	if err != nil {
 		return nil, fmt.Errorf("create fd socket: %w", err)
@@ -71,16 +97,18 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
 		VersionedPlugins: PluginSets(),
-		// Our own runner, to see the handshake line go-plugin reads: it
-		// names the version the plugin chose, which go-plugin's error
-		// does not carry as a value.
+		// Our own runner, to execute the image rather than the path and
+		// to see the handshake line go-plugin reads: it names the version
+		// the plugin chose, which go-plugin's error does not carry as a
+		// value.
 		RunnerFunc: func(_ hclog.Logger, spec *exec.Cmd, _ string) (runner.Runner, error) {
-			cmd := exec.Command(path)
-			cmd.ExtraFiles = []*os.File{childEnd} // fd 3 in the child
+			cmd := exec.Command(imageExec)
+			cmd.Args[0] = path
+			cmd.ExtraFiles = []*os.File{childEnd, img.mem} // fds 3 and imageFD in the child
 			cmd.Env = append(spec.Env, sdk.FDSocketEnv+"=3")
 			cmd.Stdin = spec.Stdin
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-			r, err := newCmdRunner(cmd)
+			r, err := newCmdRunner(cmd, path)
 			run = r
 			return r, err
 		},
@@ -98,6 +126,10 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 	rpc, err := gp.Client()
 	if err != nil {
 		if run != nil {
+			if run.stdout.tooLong() {
+				return fail(fmt.Errorf("plugin %s printed a first line of over %d bytes on stdout, where go-plugin's handshake goes: "+
+					"it is not a Ferry plugin, or it prints to stdout before it serves: %w", path, maxHandshake, err))
+			}
 			if v, ok := run.handshakeVersion(); ok && !speaks(v) {
 				return fail(&VersionError{Path: path, PluginVersions: []int{v}, HostVersions: HostVersions(), Err: err})
 			}
@@ -121,24 +153,6 @@ func Launch(ctx context.Context, path string, checksum []byte, logger hclog.Logg
 	p.pidf = p.pidfd()
 	go p.watch()
 	return p, nil
-}
-
-// verify checks the binary's sha256 before it runs, as go-plugin's
-// SecureConfig does (which a custom runner cannot use).
-func verify(path string, want []byte) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("verify checksum: %w", err)
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return fmt.Errorf("verify checksum of %s: %w", path, err)
-	}
-	if !bytes.Equal(h.Sum(nil), want) {
-		return plugin.ErrChecksumsDoNotMatch
-	}
-	return nil
 }
 
 // watch closes exited when the process is gone or killed. It waits on a

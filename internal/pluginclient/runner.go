@@ -1,8 +1,10 @@
 package pluginclient
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -24,7 +26,9 @@ type cmdRunner struct {
 	pid    int // set by Start, before go-plugin reads the handshake
 }
 
-func newCmdRunner(cmd *exec.Cmd) (*cmdRunner, error) {
+// newCmdRunner runs cmd; path is the plugin binary it executes (cmd.Path
+// is the image's /proc/self/fd path), for go-plugin's messages.
+func newCmdRunner(cmd *exec.Cmd, path string) (*cmdRunner, error) {
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -33,12 +37,15 @@ func newCmdRunner(cmd *exec.Cmd) (*cmdRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: cmd.Path}, nil
+	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: path}, nil
 }
 
 func (c *cmdRunner) Start(context.Context) error {
+	if h := TestHookBeforeExec; h != nil {
+		h(c.path)
+	}
 	if err := c.cmd.Start(); err != nil {
-		return err
+		return fmt.Errorf("start plugin %s from its verified image (%s; is /proc mounted?): %w", c.path, c.cmd.Path, err)
 	}
 	c.pid = c.cmd.Process.Pid
 	return nil
@@ -77,33 +84,55 @@ func (c *cmdRunner) HostToPlugin(network, addr string) (string, string, error) {
 // line announced, if it printed one.
 func (c *cmdRunner) handshakeVersion() (int, bool) { return c.stdout.version() }
 
-// maxHandshake bounds the copy of the first line.
+// maxHandshake caps the plugin's first line on stdout, go-plugin's
+// handshake (about 1 KiB with AutoMTLS's certificate). A longer one fails
+// the launch: go-plugin would otherwise buffer up to 64 KiB of whatever
+// the binary prints before it gives up.
 const maxHandshake = 16 << 10
+
+// errHandshakeTooLong is what go-plugin's reader of stdout gets once the
+// first line passes maxHandshake: it stops reading and the launch fails.
+var errHandshakeTooLong = errors.New("handshake line too long")
 
 // handshakeTap passes the plugin's stdout through and keeps its first line.
 type handshakeTap struct {
 	r io.ReadCloser
 
-	mu   sync.Mutex
-	line []byte
-	done bool // the first line is complete (or too long to be one)
+	mu       sync.Mutex
+	line     []byte
+	done     bool // the first line is complete, or over maxHandshake
+	overlong bool // the first line passed maxHandshake
 }
 
 func (h *handshakeTap) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	overlong := h.overlong
+	h.mu.Unlock()
+	if overlong {
+		return 0, errHandshakeTooLong
+	}
 	n, err := h.r.Read(p)
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if !h.done && n > 0 {
 		b := p[:n]
-		if i := strings.IndexByte(string(b), '\n'); i >= 0 {
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
 			b, h.done = b[:i], true
 		}
-		h.line = append(h.line, b...)
-		if len(h.line) > maxHandshake {
-			h.done = true
+		if len(h.line)+len(b) > maxHandshake {
+			h.done, h.overlong = true, true
+			return 0, errHandshakeTooLong
 		}
+		h.line = append(h.line, b...)
 	}
-	h.mu.Unlock()
 	return n, err
+}
+
+// tooLong reports whether the plugin's first line passed maxHandshake.
+func (h *handshakeTap) tooLong() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.overlong
 }
 
 func (h *handshakeTap) Close() error { return h.r.Close() }

@@ -20,6 +20,7 @@ var Binaries = map[string]string{
 	"ferry-plugin-tcp":   "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp",
 	"ferry-plugin-fault": "github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault",
 	"ferry-plugin-v99":   "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99",
+	"ferry-plugin-bloat": "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-bloat",
 }
 
 // IgnoreLogStderr is the goleak option for go-plugin's stderr reader, which

@@ -1,0 +1,132 @@
+package loader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/pluginclient"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// A plugin that describes itself with a string or list far over the caps
+// (a 1 MiB name, 10,000 memory kinds) is refused at Start, with an error
+// that names the field and its size but does not repeat the content.
+func TestStartRefusesOversizedDescribe(t *testing.T) {
+	path := filepath.Join(binDir, "ferry-plugin-bloat")
+	cases := []struct{ bloat, want string }{
+		{"name", "its name is 1048576 bytes"},
+		{"version", "its version is 1048576 bytes"},
+		{"kinds", "it lists 10001 memory kinds"},
+		{"kind", "its memory kind 0 is 1048576 bytes"},
+		{"ops", "it lists 10001 ops"},
+	}
+	for _, c := range cases {
+		t.Run(c.bloat, func(t *testing.T) {
+			t.Setenv("FERRY_TEST_BLOAT", c.bloat)
+			p, err := Start(context.Background(), Spec{Name: "bloat", Path: path}, nil)
+			if err == nil {
+				p.Kill()
+				t.Fatalf("Start accepted a plugin whose Describe sends oversized %s", c.bloat)
+			}
+			if !errors.Is(err, ErrPlugin) {
+				t.Errorf("error %v does not wrap ErrPlugin", err)
+			}
+			msg := err.Error()
+			if len(msg) > 1024 {
+				t.Fatalf("the error is %d bytes: it repeats what the plugin sent", len(msg))
+			}
+			for _, w := range []string{`plugin "bloat"`, "describes itself out of bounds", c.want, "over the cap"} {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not mention %q", msg, w)
+				}
+			}
+		})
+	}
+	t.Run("within the caps", func(t *testing.T) {
+		t.Setenv("FERRY_TEST_BLOAT", "")
+		p, err := Start(context.Background(), Spec{Name: "bloat", Path: path}, nil)
+		if err != nil {
+			t.Fatalf("the fixture without bloat: %v", err)
+		}
+		p.Kill()
+	})
+}
+
+// The caps are inclusive: a string of exactly MaxDescribeString bytes and
+// a list of exactly MaxDescribeList entries pass, one more does not.
+func TestCheckDescriptionBounds(t *testing.T) {
+	at := strings.Repeat("n", MaxDescribeString)
+	over := at + "n"
+	n := func(k int, v string) []string {
+		s := make([]string, k)
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	kinds := func(ss []string) []sdk.MemoryKind {
+		k := make([]sdk.MemoryKind, len(ss))
+		for i, s := range ss {
+			k[i] = sdk.MemoryKind(s)
+		}
+		return k
+	}
+	ops := func(k int) []ring.Op { return make([]ring.Op, k) }
+	desc := func(name, version string, ks []sdk.MemoryKind, o []ring.Op, ifs []string) pluginclient.Description {
+		return pluginclient.Description{Info: sdk.Info{Name: name, Version: version, MemoryKinds: ks, Ops: o}, Interfaces: ifs}
+	}
+	cases := []struct {
+		name string
+		d    pluginclient.Description
+		want string // "" = accepted
+	}{
+		{"all at the caps", desc(at, at, kinds(n(MaxDescribeList, at)), ops(MaxDescribeList), n(MaxDescribeList, at)), ""},
+		{"name", desc(over, "1", nil, nil, nil), "its name is 257 bytes"},
+		{"version", desc("x", over, nil, nil, nil), "its version is 257 bytes"},
+		{"memory kinds", desc("x", "1", kinds(n(MaxDescribeList+1, "cpu")), nil, nil), "it lists 65 memory kinds"},
+		{"one memory kind", desc("x", "1", kinds([]string{"cpu", over}), nil, nil), "its memory kind 1 is 257 bytes"},
+		{"ops", desc("x", "1", nil, ops(MaxDescribeList+1), nil), "it lists 65 ops"},
+		{"interfaces", desc("x", "1", nil, nil, n(MaxDescribeList+1, "Drainer")), "it lists 65 interfaces"},
+		{"one interface", desc("x", "1", nil, nil, []string{over}), "its interface 0 is 257 bytes"},
+	}
+	for _, c := range cases {
+		err := checkDescription(c.d)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && err == nil:
+			t.Errorf("%s: accepted, want %q", c.name, c.want)
+		case c.want != "" && !strings.Contains(err.Error(), c.want):
+			t.Errorf("%s: error %q, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A binary whose first line on stdout runs past the handshake cap fails
+// to start with an error that says so, instead of go-plugin's "Unrecognized
+// remote plugin message" after buffering 64 KiB of it.
+func TestStartRefusesOverlongHandshake(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ferry-plugin-chatty")
+	// head is the process itself (exec), so that killing it leaves no
+	// child holding stdout or stderr open: it blocks once the pipe fills.
+	script := "#!/bin/sh\nexec head -c 1048576 /dev/zero\n"
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(context.Background(), Spec{Name: "chatty", Path: path}, nil)
+	if err == nil {
+		p.Kill()
+		t.Fatal("Start accepted a binary whose handshake line is 1 MiB")
+	}
+	for _, w := range []string{`plugin "chatty"`, "failed to start", fmt.Sprintf("first line of over %d bytes", 16<<10), "not a Ferry plugin"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
