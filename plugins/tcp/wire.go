@@ -35,10 +35,14 @@ package tcp
 //	                        StatusStaleIncarnation (incarnation or segment
 //	                        name differs), StatusShutdown (stopping)
 //	12 CRC          u32     over bytes [0,12) and [16,32)
-//	16 Incarnation  u64     the listener's own incarnation
-//	24 MaxFrame     u64     the largest payload the listener accepts per frame
+//	16 Incarnation  u64     the listener's own incarnation (0 in a refusal)
+//	24 MaxFrame     u64     the largest payload the listener accepts per
+//	                        frame (0 in a refusal)
 //
-// After a reject the listener closes the connection. Magic, Version and
+// After a reject the listener closes the connection. A refusal comes before
+// the dialer has authenticated, so it carries nothing of the listener's
+// state beyond its version and FlagAuth: an accepting reply only repeats
+// the incarnation the dialer already named. Magic, Version and
 // Status keep their offsets in every future version so that a listener and
 // a dialer of different versions can always tell each other why they part.
 // A listener that does not receive a well-formed hello (bad magic, oversized
