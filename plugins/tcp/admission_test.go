@@ -242,3 +242,46 @@ func TestRefusalRevealsNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestMaxConnectionsPerPeer: max_connections_per_peer counts a
+// connection against the engine its dialer names in the hello (or, when
+// it names none, its IP address), so a peer that uses up its share from
+// 127.0.0.1 keeps no other same-host peer out.
+func TestMaxConnectionsPerPeer(t *testing.T) {
+	logB := newLogSink()
+	w := newLoggedWorld(t, 1<<20, "", "max_connections_per_peer = 2\nhandshake_timeout = \"1h\"", newLogSink(), logB)
+	// conn says hello as from (nobody when empty) and sends a first
+	// request, which authenticates it without a cluster secret.
+	conn := func(from string) *net.TCPConn {
+		t.Helper()
+		c := dialRaw(t, w.b)
+		h := tcp.Hello{Version: tcp.ProtocolVersion, Incarnation: w.b.incarnation, Segment: w.b.name}
+		if from != "" {
+			h.Flags, h.From = tcp.FlagFrom, from
+		}
+		if r := hello(t, c, h); r.Status != ring.StatusOK {
+			t.Fatalf("hello from %q: %+v", from, r)
+		}
+		mustWrite(t, c, header(tcp.Header{Op: ring.OpRead, Seq: 1, Incarnation: w.b.incarnation, Region: bRW, Length: 1}))
+		return c
+	}
+	for _, from := range []string{"mallory", ""} {
+		for range 2 {
+			readResponse(t, conn(from), ring.StatusOK, 1)
+		}
+		refused := w.b.stat(t, "conns_refused_limit")
+		expectEOF(t, fmt.Sprintf("a third connection from %q", from), conn(from))
+		if got := w.b.stat(t, "conns_refused_limit"); got != refused+1 {
+			t.Errorf("conns_refused_limit went from %d to %d, want +1", refused, got)
+		}
+	}
+	if logB.count("refusing authenticated connections over max_connections", `peer="engine mallory"`, "max_connections_per_peer=2") == 0 {
+		t.Errorf("no log line naming the peer:\n%s", logB)
+	}
+	// engine-a dials from 127.0.0.1 too, and names itself: it gets in.
+	fill(w.src[:4096], 5)
+	if got := w.do(t, write(aSrc, 0, bRW, 0, 4096)); got.Status != ring.StatusOK {
+		t.Fatalf("engine-a's write: %v", got.Status)
+	}
+	plugintest.MustEqual(t, "written", w.rw[:4096], w.src[:4096])
+}

@@ -33,6 +33,7 @@ import (
 //	  max_startups             = "64:30:256"   # unauthenticated connections: start:rate:full
 //	  max_connections_per_host = 64            # unauthenticated connections per remote IP address
 //	  max_connections          = 4096          # authenticated connections in all
+//	  max_connections_per_peer = 256           # authenticated connections per peer engine
 //	  handshake_timeout        = "5s"          # hello, authentication and the first request
 //	                                           # must be done by then
 //	}
@@ -55,8 +56,11 @@ import (
 // never locks a real peer out. max_connections_per_host caps one remote
 // IP address's unauthenticated connections the same way (its own oldest is
 // shed), so that a flood from one host sheds nothing of the others'.
-// Authenticated connections count against max_connections only; one over
-// it is closed at once.
+// Authenticated connections count against max_connections, and against
+// max_connections_per_peer for the engine the dialer names in its hello
+// (with a cluster secret, a name its proof authenticates; without one, a
+// name it claims) or, for a dialer that names none, its IP address; one
+// over either is closed at once.
 //
 // Rails. Each listen address is one local rail, numbered in list order; a
 // descriptor's Rail picks one. A rail dials each peer from its listen IP
@@ -74,6 +78,7 @@ type Config struct {
 	ClusterSecretFile     *string  `hcl:"cluster_secret_file,optional"`
 	MaxConnections        *int     `hcl:"max_connections,optional"`
 	MaxConnectionsPerHost *int     `hcl:"max_connections_per_host,optional"`
+	MaxConnectionsPerPeer *int     `hcl:"max_connections_per_peer,optional"`
 	MaxStartups           *string  `hcl:"max_startups,optional"`
 	HandshakeTimeout      *string  `hcl:"handshake_timeout,optional"`
 
@@ -87,6 +92,7 @@ type Config struct {
 	ClusterSecretFileRange     hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
 	MaxConnectionsRange        hcl.Range `hcl:"max_connections,attr_value_range"`
 	MaxConnectionsPerHostRange hcl.Range `hcl:"max_connections_per_host,attr_value_range"`
+	MaxConnectionsPerPeerRange hcl.Range `hcl:"max_connections_per_peer,attr_value_range"`
 	MaxStartupsRange           hcl.Range `hcl:"max_startups,attr_value_range"`
 	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
 }
@@ -102,6 +108,7 @@ const (
 
 	DefaultMaxConnections        = 4096
 	DefaultMaxConnectionsPerHost = 64
+	DefaultMaxConnectionsPerPeer = 256
 	DefaultMaxStartups           = "64:30:256"
 	DefaultHandshakeTimeout      = 5 * time.Second
 	MinSecretLen                 = 16
@@ -120,6 +127,7 @@ type settings struct {
 	secret           []byte   // the cluster secret; nil: connections are not authenticated
 	maxConns         int      // authenticated connections in all
 	maxConnsPerHost  int      // unauthenticated connections per remote IP address
+	maxConnsPerPeer  int      // authenticated connections per peer (peerKey)
 	startups         startups // the unauthenticated connections' budget
 	handshakeTimeout time.Duration
 }
@@ -132,6 +140,7 @@ func defaultSettings() settings {
 		ioTimeout:        DefaultIOTimeout,
 		maxConns:         DefaultMaxConnections,
 		maxConnsPerHost:  DefaultMaxConnectionsPerHost,
+		maxConnsPerPeer:  DefaultMaxConnectionsPerPeer,
 		startups:         startups{start: 64, rate: 30, full: 256},
 		handshakeTimeout: DefaultHandshakeTimeout,
 	}
@@ -195,6 +204,9 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		return settings{}, err
 	}
 	if err := st.Int("max_connections_per_host", c.MaxConnectionsPerHost, c.MaxConnectionsPerHostRange, 1, maxMaxConnections, &s.maxConnsPerHost); err != nil {
+		return settings{}, err
+	}
+	if err := st.Int("max_connections_per_peer", c.MaxConnectionsPerPeer, c.MaxConnectionsPerPeerRange, 1, maxMaxConnections, &s.maxConnsPerPeer); err != nil {
 		return settings{}, err
 	}
 	if c.MaxStartups != nil {

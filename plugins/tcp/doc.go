@@ -99,7 +99,11 @@
 // peer completes its handshake within a round trip, so a flood of idle or
 // dribbling connections, from the peers' own address too, sheds only its
 // own. Authenticated connections count against max_connections (default
-// 4096); one over it is closed when it authenticates and counted in
+// 4096) and max_connections_per_peer (default 256), keyed on the engine
+// name the dialer gives in its hello (FlagFrom; with a cluster secret the
+// proofs cover it) or, for a dialer that gives none, its IP address, so
+// that same-host peers, which all come from 127.0.0.1, do not share one
+// budget; one over either is closed when it authenticates and counted in
 // conns_refused_limit. Each kind of event is logged at most once a second,
 // with the number held back, so a flood does not flood the log. The accept
 // loop never waits on a client: each handshake runs in its connection's

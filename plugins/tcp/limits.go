@@ -56,6 +56,7 @@ type guard struct {
 	pending list.List                 // pending connections, oldest first
 	perHost map[netip.Addr]*list.List // pending connections per remote IP address, oldest first
 	authed  int                       // authenticated connections
+	perPeer map[peerKey]int           // authenticated connections per peer
 
 	// At most one log line a second per kind of event, however many
 	// connections a flood brings.
@@ -65,6 +66,7 @@ type guard struct {
 func (g *guard) init() {
 	g.pending.Init()
 	g.perHost = make(map[netip.Addr]*list.List)
+	g.perPeer = make(map[peerKey]int)
 	g.refusedLog.interval = time.Second
 	g.shedLog.interval = time.Second
 	g.timeoutLog.interval = time.Second
@@ -115,6 +117,7 @@ func (t *Transport) shed(sc *serverConn, limit string) {
 	t.unpend(sc)
 	sc.state = connGone
 	_ = sc.link.nc.Close()
+	t.countOpen(sc, -1) // closed now, whenever its goroutine leaves
 	t.stats.connsShed.Add(1)
 	if ok, held := t.guard.shedLog.allow(time.Now()); ok {
 		t.log.Warn("shedding the oldest unauthenticated connection to make room: "+limit+" reached (a flood of connections that do not authenticate?)",
@@ -133,14 +136,30 @@ func (t *Transport) authenticated(sc *serverConn) bool {
 		return false
 	}
 	t.unpend(sc)
-	if t.guard.authed >= t.set.maxConns {
+	if t.guard.authed >= t.set.maxConns || t.guard.perPeer[sc.peer] >= t.set.maxConnsPerPeer {
 		sc.state = connGone
-		t.refuse(sc.link.nc)
+		t.refuse(sc)
 		return false
 	}
 	t.guard.authed++
+	t.guard.perPeer[sc.peer]++
 	sc.state = connAuthed
 	return true
+}
+
+// peerKey is whom max_connections_per_peer counts a connection against:
+// the engine name the dialer gave in its hello (bound to its proof with a
+// cluster secret) or, from a dialer that gave none, its IP address.
+type peerKey struct {
+	name string
+	addr netip.Addr
+}
+
+func (k peerKey) String() string {
+	if k.name != "" {
+		return "engine " + k.name
+	}
+	return "address " + k.addr.String()
 }
 
 // leavePending counts sc out of the pending budget as it fails its
@@ -156,6 +175,17 @@ func (t *Transport) leavePending(sc *serverConn) bool {
 	return true
 }
 
+// countOpen counts sc in (+1) or out (-1) of conns_open, once each way;
+// the caller holds t.mu.
+func (t *Transport) countOpen(sc *serverConn, d int64) {
+	if sc.open == (d > 0) {
+		return
+	}
+	sc.open = d > 0
+	t.stats.connsOpen.Add(d)
+	sc.rail.connsOpen.Add(d)
+}
+
 // release counts sc out; the caller holds t.mu.
 func (t *Transport) release(sc *serverConn) {
 	switch sc.state {
@@ -163,20 +193,27 @@ func (t *Transport) release(sc *serverConn) {
 		t.unpend(sc)
 	case connAuthed:
 		t.guard.authed--
+		if n := t.guard.perPeer[sc.peer]; n > 1 {
+			t.guard.perPeer[sc.peer] = n - 1
+		} else {
+			delete(t.guard.perPeer, sc.peer)
+		}
 	}
 	sc.state = connGone
 }
 
-// refuse closes an authenticated connection over max_connections
-// (counted first, so that the count is there when the dialer sees the
-// close).
-func (t *Transport) refuse(nc net.Conn) {
+// refuse closes an authenticated connection over max_connections or
+// max_connections_per_peer (counted first, so that the count is there
+// when the dialer sees the close); the caller holds t.mu.
+func (t *Transport) refuse(sc *serverConn) {
+	nc := sc.link.nc
 	t.stats.connsRefusedLimit.Add(1)
 	_ = nc.Close()
+	t.countOpen(sc, -1)
 	if ok, held := t.guard.refusedLog.allow(time.Now()); ok {
-		t.log.Warn("refusing authenticated connections over max_connections",
-			"remote", nc.RemoteAddr().String(), "max_connections", t.set.maxConns,
-			"also_refused_since_last_report", held)
+		t.log.Warn("refusing authenticated connections over max_connections or max_connections_per_peer",
+			"remote", nc.RemoteAddr().String(), "peer", sc.peer.String(), "max_connections", t.set.maxConns,
+			"max_connections_per_peer", t.set.maxConnsPerPeer, "also_refused_since_last_report", held)
 	}
 }
 

@@ -75,3 +75,22 @@ func TestParseStartups(t *testing.T) {
 		}
 	}
 }
+
+// TestProofBindsDialerName: the dialer's name from FlagFrom is part of
+// what both proofs cover, so a per-peer limit keys on a name the secret
+// vouches for.
+func TestProofBindsDialerName(t *testing.T) {
+	secret := []byte("0123456789abcdef")
+	tr := transcript{version: ProtocolVersion, segment: "engine-b", incarnation: 7, listenerInc: 7, maxFrame: 1 << 20}
+	none := authMAC(secret, proofByDialer, &tr)
+	tr.from = "engine-a"
+	a := authMAC(secret, proofByDialer, &tr)
+	tr.from = "engine-x"
+	x := authMAC(secret, proofByDialer, &tr)
+	if a == none || a == x || x == none {
+		t.Errorf("proofs for no name, engine-a and engine-x are not all different")
+	}
+	if !verifyMAC(secret, proofByDialer, &tr, x) || verifyMAC(secret, proofByDialer, &tr, a) {
+		t.Errorf("a proof verifies for another dialer name")
+	}
+}

@@ -52,9 +52,10 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 		t.admit(sc)
 		t.servers[sc] = struct{}{}
 		t.base.Goroutines.Add(1)
-		t.mu.Unlock()
 		t.stats.connsAccepted.Add(1)
-		t.stats.connsOpen.Add(1)
+		r.connsAccepted.Add(1)
+		t.countOpen(sc, 1)
+		t.mu.Unlock()
 		go sc.serve()
 	}
 }
@@ -71,6 +72,8 @@ type serverConn struct {
 	state             connState
 	pendingAt, hostAt *list.Element
 	first             bool // no byte of the handshake read yet
+	open              bool // counted in conns_open (until closed)
+	peer              peerKey
 
 	hdr     [RequestSize]byte
 	scratch []byte // where a rejected write's payload is discarded
@@ -95,16 +98,13 @@ var flushing = new(region)
 
 func (sc *serverConn) serve() {
 	t := sc.t
-	sc.rail.connsAccepted.Add(1)
-	sc.rail.connsOpen.Add(1)
 	defer func() {
 		// Give the connection's place back before closing it, so that a
 		// dialer that sees it closed can connect again at once.
 		t.mu.Lock()
 		delete(t.servers, sc)
 		t.release(sc)
-		t.stats.connsOpen.Add(-1)
-		sc.rail.connsOpen.Add(-1)
+		t.countOpen(sc, -1)
 		t.mu.Unlock()
 		_ = sc.link.nc.Close()
 		t.base.Goroutines.Done()
@@ -198,6 +198,10 @@ func (sc *serverConn) hello() bool {
 	}
 	secret := t.set.secret
 	theirAuth, ourAuth := h.Flags&FlagAuth != 0, secret != nil
+	sc.peer = peerKey{name: h.From}
+	if h.From == "" {
+		sc.peer.addr = sc.host
+	}
 	st := ring.StatusOK
 	switch {
 	case h.Version != ProtocolVersion:
@@ -224,7 +228,7 @@ func (sc *serverConn) hello() bool {
 	var tr transcript
 	if st == ring.StatusOK && ourAuth {
 		tr = transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: newNonce(),
-			segment: h.Segment, incarnation: h.Incarnation,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		EncodeProof(msg[HelloReplySize:], &Proof{Nonce: tr.listenNonce, MAC: authMAC(secret, proofByListener, &tr)})
 		out = msg[:]

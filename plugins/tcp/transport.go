@@ -138,7 +138,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	for i, ln := range lns {
 		t.rails[i] = newRail(i, ln)
 	}
-	ep := encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
+	ep := encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame, From: true})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i, ln := range lns {
 		t.base.Goroutines.Add(1)
@@ -146,7 +146,8 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	}
 	t.log.Info("listening", "engine", cfg.Engine, "addrs", addrs, "connections_per_peer", set.conns,
 		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout, "authenticated", set.secret != nil,
-		"max_connections", set.maxConns, "max_startups", set.startups.String(),
+		"max_connections", set.maxConns, "max_connections_per_peer", set.maxConnsPerPeer,
+		"max_startups", set.startups.String(),
 		"max_connections_per_host", set.maxConnsPerHost, "handshake_timeout", set.handshakeTimeout)
 	if set.secret == nil {
 		t.log.Warn(openAccessWarning(set.listen, lns), "engine", cfg.Engine)
@@ -255,6 +256,12 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	pr := &peer{
 		t: t, id: p.ID, segment: p.Segment, incarnation: p.Incarnation,
 		maxFrame: min(peerMax, set.maxFrame), conns: set.conns,
+	}
+	// Name this engine in the hello to a listener that reads it, where the
+	// name fits beside the target's.
+	if self := t.base.Engine(); ep.From && self != "" && !strings.ContainsRune(p.Segment, 0) &&
+		len(p.Segment)+1+len(self) <= MaxNameLen {
+		pr.from = self
 	}
 	pr.ctx, pr.cancel = context.WithCancel(parent)
 	for _, rl := range rails {
