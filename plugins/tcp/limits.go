@@ -78,23 +78,19 @@ func (g *guard) init() {
 // caller holds t.mu.
 func (t *Transport) admit(sc *serverConn) {
 	g := &t.guard
-	hl := g.perHost[sc.host]
-	if hl == nil {
-		hl = list.New()
-		g.perHost[sc.host] = hl
-	}
-	if hl.Len() >= t.set.maxConnsPerHost {
+	if hl := g.perHost[sc.host]; hl != nil && hl.Len() >= t.set.maxConnsPerHost {
 		t.shed(hl.Front().Value.(*serverConn), "max_connections_per_host")
 	}
 	if g.pending.Len() > 0 && t.set.startups.shed(g.pending.Len(), rand.IntN(100)) {
 		t.shed(g.pending.Front().Value.(*serverConn), "max_startups")
 	}
-	sc.state = connPending
-	sc.pendingAt = g.pending.PushBack(sc)
-	if hl = g.perHost[sc.host]; hl == nil { // the shed one may have been its host's last
+	hl := g.perHost[sc.host] // after the shedding, which may have emptied it
+	if hl == nil {
 		hl = list.New()
 		g.perHost[sc.host] = hl
 	}
+	sc.state = connPending
+	sc.pendingAt = g.pending.PushBack(sc)
 	sc.hostAt = hl.PushBack(sc)
 }
 

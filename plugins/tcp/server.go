@@ -116,6 +116,8 @@ func (sc *serverConn) serve() {
 	if t.set.secret == nil {
 		// Without a secret, a connection proves nothing by its hello; it
 		// stays unauthenticated until its first request header is there.
+		// A close before it is at a frame boundary: clean.
+		sc.first = true
 		if !sc.handshakeRead(sc.hdr[:]) {
 			return
 		}
@@ -284,12 +286,12 @@ func (sc *serverConn) hello() bool {
 // before a write's payload is read when they hold references or the
 // payload is large.
 //
-// have is how many bytes of the first header are already in sc.hdr.
+// have is how many bytes of the first header are already in sc.hdr; in the
+// loop, how many of the next one.
 func (sc *serverConn) serveFrames(have int) error {
 	t := sc.t
 	defer sc.releaseHeld()
 	var h Header
-	// have: bytes of the next header already read
 	drained := false // the last read emptied the socket
 	for {
 		if have < RequestSize && sc.npend > 0 {
