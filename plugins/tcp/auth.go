@@ -18,6 +18,7 @@ type transcript struct {
 	dialerNonce  [NonceSize]byte
 	listenNonce  [NonceSize]byte
 	segment      string // the target segment named in the hello
+	from         string // the dialer's engine name, with FlagFrom; "" without
 	incarnation  uint64 // the incarnation the hello asked for
 	listenerInc  uint64 // the listener's incarnation, from the reply
 	maxFrame     uint64 // from the reply
@@ -51,6 +52,11 @@ func authMAC(secret []byte, label string, tr *transcript) [MACSize]byte {
 	binary.LittleEndian.PutUint16(b[:], uint16(len(tr.segment)))
 	m.Write(b[:2])
 	m.Write([]byte(tr.segment))
+	if tr.from != "" {
+		binary.LittleEndian.PutUint16(b[:], uint16(len(tr.from)))
+		m.Write(b[:2])
+		m.Write([]byte(tr.from))
+	}
 	var out [MACSize]byte
 	m.Sum(out[:0])
 	return out

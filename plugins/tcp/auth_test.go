@@ -269,17 +269,21 @@ func TestAuthenticationProofs(t *testing.T) {
 	}
 }
 
+// TestOpenPortWarning: without a cluster secret Start warns once, for
+// every listen address: on a loopback address every local user is a peer.
 func TestOpenPortWarning(t *testing.T) {
 	const warning = "the tcp transport accepts transfers from anyone who can reach"
+	const local = "a loopback address: any user or process of this machine"
 	cases := []struct {
 		config string
-		warn   bool
+		want   []string // what the warning names; nil: no warning
 	}{
-		{`listen = ["0.0.0.0:0"]`, true},
-		{`listen = ["127.0.0.1:0", "0.0.0.0:0"]`, true},
-		{`listen = ["127.0.0.1:0"]`, false},
-		{`listen = ["localhost:0"]`, false},
-		{"listen = [\"0.0.0.0:0\"]\ncluster_secret = \"" + secretX + "\"", false},
+		{`listen = ["0.0.0.0:0"]`, []string{"0.0.0.0:"}},
+		{`listen = ["127.0.0.1:0", "0.0.0.0:0"]`, []string{"127.0.0.1:", "0.0.0.0:"}},
+		{`listen = ["127.0.0.1:0"]`, []string{"127.0.0.1:", local}},
+		{`listen = ["localhost:0"]`, []string{"localhost:", local}},
+		{"listen = [\"0.0.0.0:0\"]\ncluster_secret = \"" + secretX + "\"", nil},
+		{"listen = [\"127.0.0.1:0\"]\ncluster_secret = \"" + secretX + "\"", nil},
 	}
 	for _, tc := range cases {
 		log := newLogSink()
@@ -290,12 +294,16 @@ func TestOpenPortWarning(t *testing.T) {
 		if err := tr.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		got := log.count("[WARN]", warning, "0.0.0.0:", "set cluster_secret in the tcp plugin's config block")
-		if want := map[bool]int{true: 1, false: 0}[tc.warn]; got != want || log.count(warning) != want {
-			t.Errorf("%s: %d warnings, want %d; log:\n%s", tc.config, got, want, log)
+		parts := append([]string{"[WARN]", warning, "set cluster_secret in the tcp plugin's config block"}, tc.want...)
+		got := log.count(parts...)
+		if want := map[bool]int{true: 1, false: 0}[tc.want != nil]; got != want || log.count(warning) != want {
+			t.Errorf("%s: %d warnings naming %q, want %d; log:\n%s", tc.config, got, tc.want, want, log)
 		}
-		if !tc.warn && strings.Contains(log.String(), "[WARN]") {
+		if tc.want == nil && strings.Contains(log.String(), "[WARN]") {
 			t.Errorf("%s: unexpected warning:\n%s", tc.config, log)
+		}
+		if len(tc.want) > 1 && tc.want[1] != local && log.count(local) != 0 {
+			t.Errorf("%s: a non-loopback listener called loopback:\n%s", tc.config, log)
 		}
 	}
 }

@@ -78,6 +78,7 @@ type peer struct {
 	segment     string
 	incarnation uint64
 	maxFrame    uint64  // largest payload we send this peer in one frame
+	from        string  // this engine's name, sent in the hello (FlagFrom); "" for a listener that does not read it
 	conns       int     // slots per rail
 	slots       []*slot // rail r's are slots[r*conns : (r+1)*conns]
 	rr          atomic.Uint32
@@ -546,6 +547,9 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 	if secret != nil {
 		h.Flags, h.Nonce = FlagAuth, newNonce()
 	}
+	if p.from != "" {
+		h.Flags, h.From = h.Flags|FlagFrom, p.from
+	}
 	if _, err := nc.Write(AppendHello(nil, h)); err != nil {
 		return 0, ring.StatusPeerUnreachable, err
 	}
@@ -586,7 +590,7 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 			return 0, ring.StatusProtocol, err
 		}
 		tr := transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: theirs.Nonce,
-			segment: h.Segment, incarnation: h.Incarnation,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		ours := Proof{MAC: authMAC(secret, proofByDialer, &tr)}
 		ok := theirs.Status == ring.StatusOK && verifyMAC(secret, proofByListener, &tr, theirs.MAC)

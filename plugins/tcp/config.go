@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -29,14 +30,37 @@ import (
 //	  cluster_secret       = "..."             # at least 16 bytes; every engine of the cluster the same
 //	  cluster_secret_file  = "/etc/ferry/secret"  # or: read at Start, trailing newline trimmed;
 //	                                           # relative to the directory of the config file
-//	  max_connections          = 4096          # accepted connections in all
-//	  max_connections_per_host = 256           # accepted connections per remote IP address
-//	  handshake_timeout        = "5s"          # hello (and authentication) must be done by then
+//	  max_startups             = "64:30:256"   # unauthenticated connections: start:rate:full
+//	  max_connections_per_host = 64            # unauthenticated connections per remote IP address
+//	  max_connections          = 4096          # authenticated connections in all
+//	  max_connections_per_peer = 256           # authenticated connections per peer engine
+//	  handshake_timeout        = "5s"          # hello, authentication and the first request
+//	                                           # must be done by then
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
 // mutually exclusive; with either, every connection is mutually
 // authenticated (see the package documentation).
+//
+// Admission. A connection is unauthenticated from its accept until its
+// proof verifies (with a cluster secret) or its first request header has
+// arrived (without one), which must happen within handshake_timeout. The
+// unauthenticated ones have their own budget, max_startups, read as
+// OpenSSH reads its MaxStartups: below start nothing is shed; from start
+// on, each new connection sheds an unauthenticated one with a probability
+// that rises linearly from rate percent to 100 percent at full; at full
+// one is always shed. "N" alone is "N:100:N". Unlike OpenSSH, what is
+// shed is the oldest unauthenticated connection, not the new one: a peer
+// finishes its handshake within a round trip, so a flood that keeps the
+// budget full only ever sheds its own idle or dribbling connections and
+// never locks a real peer out. max_connections_per_host caps one remote
+// IP address's unauthenticated connections the same way (its own oldest is
+// shed), so that a flood from one host sheds nothing of the others'.
+// Authenticated connections count against max_connections, and against
+// max_connections_per_peer for the engine the dialer names in its hello
+// (with a cluster secret, a name its proof authenticates; without one, a
+// name it claims) or, for a dialer that names none, its IP address; one
+// over either is closed at once.
 //
 // Rails. Each listen address is one local rail, numbered in list order; a
 // descriptor's Rail picks one. A rail dials each peer from its listen IP
@@ -54,6 +78,8 @@ type Config struct {
 	ClusterSecretFile     *string  `hcl:"cluster_secret_file,optional"`
 	MaxConnections        *int     `hcl:"max_connections,optional"`
 	MaxConnectionsPerHost *int     `hcl:"max_connections_per_host,optional"`
+	MaxConnectionsPerPeer *int     `hcl:"max_connections_per_peer,optional"`
+	MaxStartups           *string  `hcl:"max_startups,optional"`
 	HandshakeTimeout      *string  `hcl:"handshake_timeout,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
@@ -66,6 +92,8 @@ type Config struct {
 	ClusterSecretFileRange     hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
 	MaxConnectionsRange        hcl.Range `hcl:"max_connections,attr_value_range"`
 	MaxConnectionsPerHostRange hcl.Range `hcl:"max_connections_per_host,attr_value_range"`
+	MaxConnectionsPerPeerRange hcl.Range `hcl:"max_connections_per_peer,attr_value_range"`
+	MaxStartupsRange           hcl.Range `hcl:"max_startups,attr_value_range"`
 	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
 }
 
@@ -79,7 +107,9 @@ const (
 	maxMaxFrame      = 1 << 30
 
 	DefaultMaxConnections        = 4096
-	DefaultMaxConnectionsPerHost = 256
+	DefaultMaxConnectionsPerHost = 64
+	DefaultMaxConnectionsPerPeer = 256
+	DefaultMaxStartups           = "64:30:256"
 	DefaultHandshakeTimeout      = 5 * time.Second
 	MinSecretLen                 = 16
 	maxMaxConnections            = 1 << 20
@@ -94,9 +124,11 @@ type settings struct {
 	maxFrame  uint64
 	ioTimeout time.Duration
 
-	secret           []byte // the cluster secret; nil: connections are not authenticated
-	maxConns         int    // accepted connections in all
-	maxConnsPerHost  int    // accepted connections per remote IP address
+	secret           []byte   // the cluster secret; nil: connections are not authenticated
+	maxConns         int      // authenticated connections in all
+	maxConnsPerHost  int      // unauthenticated connections per remote IP address
+	maxConnsPerPeer  int      // authenticated connections per peer (peerKey)
+	startups         startups // the unauthenticated connections' budget
 	handshakeTimeout time.Duration
 }
 
@@ -108,6 +140,8 @@ func defaultSettings() settings {
 		ioTimeout:        DefaultIOTimeout,
 		maxConns:         DefaultMaxConnections,
 		maxConnsPerHost:  DefaultMaxConnectionsPerHost,
+		maxConnsPerPeer:  DefaultMaxConnectionsPerPeer,
+		startups:         startups{start: 64, rate: 30, full: 256},
 		handshakeTimeout: DefaultHandshakeTimeout,
 	}
 }
@@ -172,6 +206,16 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	if err := st.Int("max_connections_per_host", c.MaxConnectionsPerHost, c.MaxConnectionsPerHostRange, 1, maxMaxConnections, &s.maxConnsPerHost); err != nil {
 		return settings{}, err
 	}
+	if err := st.Int("max_connections_per_peer", c.MaxConnectionsPerPeer, c.MaxConnectionsPerPeerRange, 1, maxMaxConnections, &s.maxConnsPerPeer); err != nil {
+		return settings{}, err
+	}
+	if c.MaxStartups != nil {
+		v, err := parseStartups(*c.MaxStartups)
+		if err != nil {
+			return settings{}, st.Errorf("max_startups", c.MaxStartupsRange, "%w", err)
+		}
+		s.startups = v
+	}
 	if err := st.Duration("handshake_timeout", c.HandshakeTimeout, c.HandshakeTimeoutRange, time.Millisecond, time.Hour, &s.handshakeTimeout); err != nil {
 		return settings{}, err
 	}
@@ -210,6 +254,38 @@ func readSecretFile(path, configFile string) ([]byte, error) {
 			path, len(b), MinSecretLen, path)
 	}
 	return b, nil
+}
+
+// parseStartups reads max_startups: "start:rate:full" or "full".
+func parseStartups(v string) (startups, error) {
+	bad := func(why string) (startups, error) {
+		return startups{}, fmt.Errorf("%q %s; write \"start:rate:full\" (for example %q: from 64 unauthenticated connections on, shed the oldest with a probability rising from 30%% to 100%% at 256) or one number", v, why, DefaultMaxStartups)
+	}
+	parts := strings.Split(v, ":")
+	if len(parts) != 1 && len(parts) != 3 {
+		return bad("is not start:rate:full")
+	}
+	var n [3]int
+	for i, p := range parts {
+		x, err := strconv.Atoi(p)
+		if err != nil || x < 0 {
+			return bad(fmt.Sprintf("has %q, not a number", p))
+		}
+		n[i] = x
+	}
+	if len(parts) == 1 {
+		n = [3]int{n[0], 100, n[0]}
+	}
+	s := startups{start: n[0], rate: n[1], full: n[2]}
+	switch {
+	case s.start < 1 || s.full > maxMaxConnections:
+		return bad(fmt.Sprintf("is outside 1..%d", maxMaxConnections))
+	case s.rate > 100:
+		return bad("has a rate over 100 (percent)")
+	case s.start > s.full:
+		return bad("has start over full")
+	}
+	return s, nil
 }
 
 func checkAddrs(addrs []string) error {

@@ -86,6 +86,10 @@ func TestConfigClusterSecret(t *testing.T) {
 		`cluster_secret_file = "relative"`, // next to the config file
 		"max_connections = 1\nmax_connections_per_host = 1\nhandshake_timeout = \"1ms\"",
 		"max_connections = 1048576\nmax_connections_per_host = 1048576\nhandshake_timeout = \"1h\"",
+		`max_startups = "10:30:100"`,
+		"max_connections_per_peer = 1\nmax_connections = 1",
+		`max_startups = "1"`,
+		`max_startups = "5:0:5"`,
 	} {
 		if err := start(c); err != nil {
 			t.Errorf("config %q: %v", c, err)
@@ -103,6 +107,12 @@ func TestConfigClusterSecret(t *testing.T) {
 		{`cluster_secret = 12`, hcl + ":10:20: tcp config: cluster_secret: 2 bytes is too short"},
 		{`max_connections = 0`, hcl + ":10:21: tcp config: max_connections: 0 is outside"},
 		{`max_connections_per_host = -1`, hcl + ":10:30: tcp config: max_connections_per_host: -1 is outside"},
+		{`max_connections_per_peer = 0`, hcl + ":10:30: tcp config: max_connections_per_peer: 0 is outside"},
+		{`max_startups = "10:30"`, hcl + `:10:18: tcp config: max_startups: "10:30" is not start:rate:full; write "start:rate:full"`},
+		{`max_startups = "a:30:100"`, hcl + `:10:18: tcp config: max_startups: "a:30:100" has "a", not a number`},
+		{`max_startups = "10:101:100"`, hcl + `:10:18: tcp config: max_startups: "10:101:100" has a rate over 100 (percent)`},
+		{`max_startups = "100:30:10"`, hcl + `:10:18: tcp config: max_startups: "100:30:10" has start over full`},
+		{`max_startups = "0"`, hcl + `:10:18: tcp config: max_startups: "0" is outside 1..1048576`},
 		{`handshake_timeout = "soon"`, hcl + ":10:23: tcp config: handshake_timeout"},
 		{`handshake_timeout = "2h"`, hcl + ":10:23: tcp config: handshake_timeout: 2h0m0s is outside 1ms..1h"},
 	}

@@ -59,15 +59,17 @@
 //
 // Timeouts. io_timeout bounds the time a busy connection may go without
 // moving a byte in either direction, the dial, and the dialer's wait for
-// the hello reply; an established idle connection may stay open
+// the hello reply; an authenticated idle connection may stay open
 // indefinitely. On the listener, handshake_timeout (default 5s) bounds the
-// time from accept to the end of the hello and authentication.
+// time from accept to the end of the hello and authentication (see
+// Connection limits).
 // UnregisterMemory waits up to io_timeout for frames in flight on the
 // region, then closes the connections that carry them.
 //
 // Authentication. Without a cluster secret the listener serves anyone who
-// can reach it, and Start logs a warning when it listens on an address
-// that is not loopback. With cluster_secret (or cluster_secret_file, which
+// can reach it, and Start logs a warning saying so for every listen
+// address, loopback ones included: on a shared machine any local user
+// can reach those. With cluster_secret (or cluster_secret_file, which
 // keeps it out of the config file; at least 16 bytes, the same on every
 // engine) every connection is mutually authenticated during the hello:
 // each side sends a fresh random nonce and proves it knows the secret with
@@ -82,12 +84,28 @@
 // counted. The secret authenticates connections; it does not encrypt
 // them: payload crosses the network in the clear.
 //
-// Connection limits. The listener holds at most max_connections accepted
-// connections (default 4096) and max_connections_per_host from one remote
-// IP address (default 256); a connection over a limit is closed at once
-// and counted in conns_refused_limit, one that does not finish its
-// handshake within handshake_timeout in conns_handshake_timeout. Each kind
-// of event is logged at most once a second, with the number held back, so
-// a flood does not flood the log. The accept loop never waits on a
-// client: each handshake runs in its connection's own goroutine.
+// Connection limits. A connection is unauthenticated from its accept
+// until the dialer's proof verifies or, without a cluster secret, its
+// first request header has arrived; handshake_timeout (default 5s) bounds
+// that, and a connection that has not got there in time is closed and
+// counted in conns_handshake_timeout (a dialer connects when it has a
+// frame to send, so a real one is never idle there). Unauthenticated
+// connections have their own budget: max_startups ("start:rate:full",
+// default "64:30:256", as OpenSSH's MaxStartups: from start on, each new
+// connection sheds one with a probability rising from rate percent to 100
+// percent at full) and max_connections_per_host per remote IP address
+// (default 64). What is shed is the oldest unauthenticated connection (of
+// the host, or overall), counted in conns_shed, never the new one: a real
+// peer completes its handshake within a round trip, so a flood of idle or
+// dribbling connections, from the peers' own address too, sheds only its
+// own. Authenticated connections count against max_connections (default
+// 4096) and max_connections_per_peer (default 256), keyed on the engine
+// name the dialer gives in its hello (FlagFrom; with a cluster secret the
+// proofs cover it) or, for a dialer that gives none, its IP address, so
+// that same-host peers, which all come from 127.0.0.1, do not share one
+// budget; one over either is closed when it authenticates and counted in
+// conns_refused_limit. Each kind of event is logged at most once a second,
+// with the number held back, so a flood does not flood the log. The accept
+// loop never waits on a client: each handshake runs in its connection's
+// own goroutine.
 package tcp

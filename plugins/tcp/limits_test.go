@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -108,19 +109,19 @@ func TestIdleConnectionFlood(t *testing.T) {
 	if open := w.b.stat(t, "conns_open"); open > perHost+4 {
 		t.Errorf("B holds %d connections, want at most %d", open, perHost+4)
 	}
-	// B closes every idle connection: over the limit at once, the others
-	// at handshake_timeout.
+	// B closes every idle connection: the oldest shed as new ones come
+	// over the host's limit, the others at handshake_timeout.
 	for i, c := range flood {
 		expectEOF(t, fmt.Sprintf("flood connection %d", i), c)
 	}
 	elapsed := time.Since(start)
-	refused, timedOut := w.b.stat(t, "conns_refused_limit"), w.b.stat(t, "conns_handshake_timeout")
-	if refused == 0 || timedOut < perHost || refused+timedOut != uint64(n) {
-		t.Errorf("conns_refused_limit %d + conns_handshake_timeout %d, want both counted and %d in all", refused, timedOut, n)
+	shed, timedOut := w.b.stat(t, "conns_shed"), w.b.stat(t, "conns_handshake_timeout")
+	if shed == 0 || timedOut < perHost || shed+timedOut != uint64(n) {
+		t.Errorf("conns_shed %d + conns_handshake_timeout %d, want both counted and %d in all", shed, timedOut, n)
 	}
 	// Each kind of event was logged, at most once a second.
 	most := int(elapsed/time.Second) + 1
-	for _, what := range []string{"refusing connections over max_connections", "did not finish their hello within handshake_timeout"} {
+	for _, what := range []string{"shedding the oldest unauthenticated connection", "did not finish their hello within handshake_timeout"} {
 		if lines := logB.count(what); lines == 0 || lines > most {
 			t.Errorf("%d log lines %q in %s, want 1..%d", lines, what, elapsed, most)
 		}
@@ -132,17 +133,34 @@ func TestIdleConnectionFlood(t *testing.T) {
 	}
 }
 
-// TestMaxConnections fills max_connections with idle connections: the
-// next ones, a real peer's included, are refused at once until a place is
-// free again.
+// TestMaxConnections fills max_connections with authenticated idle
+// connections: the next ones, a real peer's included, are refused at once
+// when they authenticate, until a place is free again.
 func TestMaxConnections(t *testing.T) {
 	logB := newLogSink()
 	w := newLoggedWorld(t, 1<<20, "", "max_connections = 4\nhandshake_timeout = \"1h\"", newLogSink(), logB)
+	// authed says hello and sends a first request: without a cluster
+	// secret, that is what authenticates a connection.
+	authed := func(c *net.TCPConn) {
+		t.Helper()
+		goodHello(t, c, w.b)
+		mustWrite(t, c, header(tcp.Header{Op: ring.OpRead, Seq: 1, Incarnation: w.b.incarnation, Region: bRW, Length: 1}))
+	}
 	idle := make([]*net.TCPConn, 4)
 	for i := range idle {
 		idle[i] = dialRaw(t, w.b)
+		authed(idle[i])
+		if r := response(t, idle[i]); r.Status != ring.StatusOK {
+			t.Fatalf("connection %d: %+v", i, r)
+		}
+		var b [1]byte
+		if _, err := io.ReadFull(idle[i], b[:]); err != nil {
+			t.Fatalf("connection %d: payload: %v", i, err)
+		}
 	}
-	expectEOF(t, "the fifth connection", dialRaw(t, w.b))
+	fifth := dialRaw(t, w.b)
+	authed(fifth)
+	expectEOF(t, "the fifth connection", fifth)
 	if n := w.b.stat(t, "conns_refused_limit"); n != 1 {
 		t.Errorf("conns_refused_limit = %d, want 1", n)
 	}
@@ -152,7 +170,7 @@ func TestMaxConnections(t *testing.T) {
 	if n := w.b.stat(t, "conns_refused_limit"); n < 2 {
 		t.Errorf("conns_refused_limit = %d, want A's connection counted", n)
 	}
-	if logB.count("refusing connections", "max_connections=4") == 0 {
+	if logB.count("refusing authenticated connections over max_connections", "max_connections=4") == 0 {
 		t.Errorf("no log line about the refusals:\n%s", logB)
 	}
 	// An idle connection that goes away frees its place.

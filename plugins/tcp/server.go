@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"container/list"
 	"errors"
 	"io"
 	"net"
@@ -48,16 +49,13 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 			_ = nc.Close()
 			return
 		}
-		if !t.admit(sc) {
-			t.mu.Unlock()
-			t.refuse(nc)
-			continue
-		}
+		t.admit(sc)
 		t.servers[sc] = struct{}{}
 		t.base.Goroutines.Add(1)
-		t.mu.Unlock()
 		t.stats.connsAccepted.Add(1)
-		t.stats.connsOpen.Add(1)
+		r.connsAccepted.Add(1)
+		t.countOpen(sc, 1)
+		t.mu.Unlock()
 		go sc.serve()
 	}
 }
@@ -67,8 +65,15 @@ type serverConn struct {
 	rail     *rail // whose listener accepted the connection
 	link     *link
 	host     netip.Addr             // the remote IP address, for max_connections_per_host
-	deadline time.Time              // hello and authentication must be done by then
+	deadline time.Time              // hello, authentication and the first request must be done by then
 	cur      atomic.Pointer[region] // the region whose memory the connection is using now
+
+	// The guard's books (limits.go), under Transport.mu.
+	state             connState
+	pendingAt, hostAt *list.Element
+	first             bool // no byte of the handshake read yet
+	open              bool // counted in conns_open (until closed)
+	peer              peerKey
 
 	hdr     [RequestSize]byte
 	scratch []byte // where a rejected write's payload is discarded
@@ -93,16 +98,13 @@ var flushing = new(region)
 
 func (sc *serverConn) serve() {
 	t := sc.t
-	sc.rail.connsAccepted.Add(1)
-	sc.rail.connsOpen.Add(1)
 	defer func() {
 		// Give the connection's place back before closing it, so that a
 		// dialer that sees it closed can connect again at once.
 		t.mu.Lock()
 		delete(t.servers, sc)
 		t.release(sc)
-		t.stats.connsOpen.Add(-1)
-		sc.rail.connsOpen.Add(-1)
+		t.countOpen(sc, -1)
 		t.mu.Unlock()
 		_ = sc.link.nc.Close()
 		t.base.Goroutines.Done()
@@ -110,7 +112,22 @@ func (sc *serverConn) serve() {
 	if !sc.hello() {
 		return
 	}
-	err := sc.serveFrames()
+	have := 0
+	if t.set.secret == nil {
+		// Without a secret, a connection proves nothing by its hello; it
+		// stays unauthenticated until its first request header is there.
+		// A close before it is at a frame boundary: clean.
+		sc.first = true
+		if !sc.handshakeRead(sc.hdr[:]) {
+			return
+		}
+		have = RequestSize
+	}
+	if !t.authenticated(sc) {
+		return
+	}
+	_ = sc.link.nc.SetDeadline(time.Time{})
+	err := sc.serveFrames(have)
 	switch {
 	case err == nil, t.base.Stopped():
 	case errors.Is(err, errMalformed):
@@ -126,29 +143,41 @@ func (sc *serverConn) serve() {
 
 var errMalformed = errors.New("tcp: malformed frame")
 
+// handshakeRead reads the next part of the handshake by sc.deadline,
+// counting why it failed. Only a connection closed before its first byte
+// ends cleanly; one shed meanwhile (closed under it) is counted where it
+// was shed.
+func (sc *serverConn) handshakeRead(b []byte) bool {
+	t, nc := sc.t, sc.link.nc
+	_, err := io.ReadFull(nc, b)
+	switch {
+	case err == nil:
+		sc.first = false
+		return true
+	case errors.Is(err, net.ErrClosed):
+	case isTimeout(err):
+		if t.leavePending(sc) { // else shed as its deadline passed: counted there
+			t.handshakeTimedOut(nc)
+		}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF) && !sc.first:
+		t.stats.connsDroppedTruncated.Add(1)
+	}
+	return false
+}
+
 // hello reads the dialer's hello, answers it and, with a cluster secret,
 // authenticates the dialer. It reports whether the connection goes on; it
 // returns by sc.deadline (handshake_timeout after the accept) either way.
+// Before the dialer has authenticated, the reply reveals nothing of this
+// engine but its wire version, whether it has a cluster secret and, to a
+// dialer that already named its segment and incarnation, its max_frame: a
+// refusal carries no incarnation.
 func (sc *serverConn) hello() bool {
 	t := sc.t
 	nc := sc.link.nc
 	_ = nc.SetDeadline(sc.deadline)
-	// read reads the next part of the handshake, counting why it failed.
-	// Only a connection closed before its first byte ends cleanly.
-	first := true
-	read := func(b []byte) bool {
-		_, err := io.ReadFull(nc, b)
-		switch {
-		case err == nil:
-			first = false
-			return true
-		case isTimeout(err):
-			t.handshakeTimedOut(nc)
-		case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF) && !first:
-			t.stats.connsDroppedTruncated.Add(1)
-		}
-		return false
-	}
+	sc.first = true
+	read := sc.handshakeRead
 	malformed := func(what string, err error) bool {
 		t.stats.connsDroppedMalformed.Add(1)
 		t.log.Debug("dropping connection: bad "+what, "remote", nc.RemoteAddr().String(), "error", err)
@@ -171,6 +200,10 @@ func (sc *serverConn) hello() bool {
 	}
 	secret := t.set.secret
 	theirAuth, ourAuth := h.Flags&FlagAuth != 0, secret != nil
+	sc.peer = peerKey{name: h.From}
+	if h.From == "" {
+		sc.peer.addr = sc.host
+	}
 	st := ring.StatusOK
 	switch {
 	case h.Version != ProtocolVersion:
@@ -184,7 +217,10 @@ func (sc *serverConn) hello() bool {
 	case t.base.Stopped():
 		st = ring.StatusShutdown
 	}
-	rep := HelloReply{Version: ProtocolVersion, Status: st, Incarnation: t.base.Incarnation(), MaxFrame: t.set.maxFrame}
+	rep := HelloReply{Version: ProtocolVersion, Status: st}
+	if st == ring.StatusOK {
+		rep.Incarnation, rep.MaxFrame = t.base.Incarnation(), t.set.maxFrame
+	}
 	if ourAuth {
 		rep.Flags = FlagAuth
 	}
@@ -194,7 +230,7 @@ func (sc *serverConn) hello() bool {
 	var tr transcript
 	if st == ring.StatusOK && ourAuth {
 		tr = transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: newNonce(),
-			segment: h.Segment, incarnation: h.Incarnation,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		EncodeProof(msg[HelloReplySize:], &Proof{Nonce: tr.listenNonce, MAC: authMAC(secret, proofByListener, &tr)})
 		out = msg[:]
@@ -236,7 +272,6 @@ func (sc *serverConn) hello() bool {
 			return false
 		}
 	}
-	_ = nc.SetDeadline(time.Time{})
 	return true
 }
 
@@ -250,11 +285,13 @@ func (sc *serverConn) hello() bool {
 // so that no reference waits on the dialer, held responses are also sent
 // before a write's payload is read when they hold references or the
 // payload is large.
-func (sc *serverConn) serveFrames() error {
+//
+// have is how many bytes of the first header are already in sc.hdr; in the
+// loop, how many of the next one.
+func (sc *serverConn) serveFrames(have int) error {
 	t := sc.t
 	defer sc.releaseHeld()
 	var h Header
-	have := 0        // bytes of the next header already read
 	drained := false // the last read emptied the socket
 	for {
 		if have < RequestSize && sc.npend > 0 {

@@ -33,12 +33,16 @@ type counters struct {
 	// secret on one side only, different secrets, a proof that does not
 	// verify (as listener or dialer).
 	authFailures atomic.Uint64
-	// connsRefusedLimit counts accepted connections closed at once because
-	// max_connections or max_connections_per_host was reached.
+	// connsRefusedLimit counts connections closed at once when they
+	// authenticated because max_connections was reached.
 	connsRefusedLimit atomic.Uint64
+	// connsShed counts unauthenticated connections closed to make room
+	// for a new one: max_startups or max_connections_per_host reached.
+	connsShed atomic.Uint64
 	// connsHandshakeTimeout counts accepted connections dropped because
 	// they did not finish hello and authentication within
-	// handshake_timeout.
+	// handshake_timeout (or, without a cluster secret, sent no request by
+	// then).
 	connsHandshakeTimeout atomic.Uint64
 }
 
@@ -64,6 +68,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"ops_bad_rail":            c.opsBadRail.Load(),
 		"auth_failures":           c.authFailures.Load(),
 		"conns_refused_limit":     c.connsRefusedLimit.Load(),
+		"conns_shed":              c.connsShed.Load(),
 		"conns_handshake_timeout": c.connsHandshakeTimeout.Load(),
 	}
 	return m

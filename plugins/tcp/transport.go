@@ -138,7 +138,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	for i, ln := range lns {
 		t.rails[i] = newRail(i, ln)
 	}
-	ep := encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame})
+	ep := encodeEndpoint(endpoint{Addrs: addrs, MaxFrame: set.maxFrame, From: true})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	for i, ln := range lns {
 		t.base.Goroutines.Add(1)
@@ -146,34 +146,38 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	}
 	t.log.Info("listening", "engine", cfg.Engine, "addrs", addrs, "connections_per_peer", set.conns,
 		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout, "authenticated", set.secret != nil,
-		"max_connections", set.maxConns, "max_connections_per_host", set.maxConnsPerHost,
-		"handshake_timeout", set.handshakeTimeout)
+		"max_connections", set.maxConns, "max_connections_per_peer", set.maxConnsPerPeer,
+		"max_startups", set.startups.String(),
+		"max_connections_per_host", set.maxConnsPerHost, "handshake_timeout", set.handshakeTimeout)
 	if set.secret == nil {
-		if open := exposed(set.listen, lns); len(open) > 0 {
-			t.log.Warn(fmt.Sprintf("the tcp transport accepts transfers from anyone who can reach %s; set cluster_secret in the tcp plugin's config block",
-				strings.Join(open, ", ")), "engine", cfg.Engine)
-		}
+		t.log.Warn(openAccessWarning(set.listen, lns), "engine", cfg.Engine)
 	}
 	return ep, nil
 }
 
-// exposed lists the listen addresses whose bound address is not a
-// loopback address (an unspecified address, 0.0.0.0 or ::, is reachable
-// from everywhere), as the operator wrote them with the bound port.
-func exposed(listen []string, lns []net.Listener) []string {
-	var out []string
+// openAccessWarning is what Start logs without a cluster secret: whoever
+// can reach a listen address is a peer, which on a loopback address is any
+// local user of a shared machine (an unspecified address, 0.0.0.0 or ::,
+// is reachable from everywhere). It names the listen addresses as the
+// operator wrote them, with the bound port.
+func openAccessWarning(listen []string, lns []net.Listener) string {
+	var addrs []string
+	local := true
 	for i, ln := range lns {
 		a, ok := ln.Addr().(*net.TCPAddr)
-		if ok && a.IP.IsLoopback() {
-			continue
-		}
+		local = local && ok && a.IP.IsLoopback()
 		addr := ln.Addr().String()
 		if host, _, err := net.SplitHostPort(listen[i]); err == nil && ok {
 			addr = net.JoinHostPort(host, strconv.Itoa(a.Port))
 		}
-		out = append(out, addr)
+		addrs = append(addrs, addr)
 	}
-	return out
+	who := "anyone who can reach " + strings.Join(addrs, ", ")
+	if local {
+		who += " (a loopback address: any user or process of this machine)"
+	}
+	return "the tcp transport accepts transfers from " + who +
+		", and they may read and write every buffer registered for remote access; set cluster_secret in the tcp plugin's config block"
 }
 
 // RegisterMemory makes r known. Peers reach it only as r.Perm allows.
@@ -252,6 +256,12 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	pr := &peer{
 		t: t, id: p.ID, segment: p.Segment, incarnation: p.Incarnation,
 		maxFrame: min(peerMax, set.maxFrame), conns: set.conns,
+	}
+	// Name this engine in the hello to a listener that reads it, where the
+	// name fits beside the target's.
+	if self := t.base.Engine(); ep.From && self != "" && !strings.ContainsRune(p.Segment, 0) &&
+		len(p.Segment)+1+len(self) <= MaxNameLen {
+		pr.from = self
 	}
 	pr.ctx, pr.cancel = context.WithCancel(parent)
 	for _, rl := range rails {

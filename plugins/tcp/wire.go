@@ -18,9 +18,13 @@ package tcp
 //	6  NameLen      u16     length of the target segment name, <= MaxNameLen
 //	8  Incarnation  u64     incarnation the dialer believes the target has
 //	16 Flags        u32     FlagAuth (1): the dialer has a cluster secret and
-//	                        a nonce follows the name; other bits must be 0
+//	                        a nonce follows the name; FlagFrom (2): Name
+//	                        also holds the dialer's own engine name; other
+//	                        bits must be 0
 //	20 CRC          u32     over bytes [0,20), the name and the nonce
-//	24 Name         [NameLen]byte  the target segment (engine) name
+//	24 Name         [NameLen]byte  the target segment (engine) name; with
+//	                               FlagFrom, target NUL dialer (the target
+//	                               holds no NUL, the dialer is not empty)
 //	   Nonce        [32]byte       with FlagAuth: the dialer's nonce, fresh
 //	                               from crypto/rand for every connection
 //
@@ -35,10 +39,14 @@ package tcp
 //	                        StatusStaleIncarnation (incarnation or segment
 //	                        name differs), StatusShutdown (stopping)
 //	12 CRC          u32     over bytes [0,12) and [16,32)
-//	16 Incarnation  u64     the listener's own incarnation
-//	24 MaxFrame     u64     the largest payload the listener accepts per frame
+//	16 Incarnation  u64     the listener's own incarnation (0 in a refusal)
+//	24 MaxFrame     u64     the largest payload the listener accepts per
+//	                        frame (0 in a refusal)
 //
-// After a reject the listener closes the connection. Magic, Version and
+// After a reject the listener closes the connection. A refusal comes before
+// the dialer has authenticated, so it carries nothing of the listener's
+// state beyond its version and FlagAuth: an accepting reply only repeats
+// the incarnation the dialer already named. Magic, Version and
 // Status keep their offsets in every future version so that a listener and
 // a dialer of different versions can always tell each other why they part.
 // A listener that does not receive a well-formed hello (bad magic, oversized
@@ -62,10 +70,15 @@ package tcp
 //
 // MAC = HMAC-SHA256(secret, Label || Version u16 || reply Flags u16 ||
 // dialer Nonce || listener Nonce || hello Incarnation u64 || reply
-// Incarnation u64 || reply MaxFrame u64 || NameLen u16 || Name), where
+// Incarnation u64 || reply MaxFrame u64 || len u16 || target segment name
+// [|| len u16 || dialer name, with FlagFrom]), where
 // Label is "ferry tcp auth v1: listener proof" in the listener's proof and
 // "ferry tcp auth v1: dialer proof  " (two trailing spaces, the same
-// length) in the dialer's. Both nonces are fresh per connection and the
+// length) in the dialer's. With FlagFrom the dialer's name is bound to the
+// proofs, so that the listener keys its per-peer limit on an authenticated
+// name. The dialer sends FlagFrom only to a listener whose endpoint says
+// "from": true, so that a listener that predates it is never sent a flag
+// it refuses. Both nonces are fresh per connection and the
 // direction is in the label, so a proof seen on one connection is
 // worthless on any other and a listener's proof cannot be reflected as a
 // dialer's. The dialer checks the listener's proof before it sends its own
@@ -112,6 +125,7 @@ package tcp
 // framed.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -141,6 +155,13 @@ const (
 // cluster secret.
 const FlagAuth = 1
 
+// FlagFrom, in a hello, says that its name field also holds the dialer's
+// engine name (Hello.From).
+const FlagFrom = 2
+
+// helloFlags are the flags a hello may carry.
+const helloFlags = FlagAuth | FlagFrom
+
 var (
 	magicHello      = [4]byte{'F', 'R', 'Y', 'H'}
 	magicHelloReply = [4]byte{'F', 'R', 'Y', 'A'}
@@ -162,6 +183,7 @@ var (
 	ErrShort    = errors.New("tcp wire: short buffer")
 	ErrName     = errors.New("tcp wire: segment name too long")
 	ErrStatus   = errors.New("tcp wire: unknown status")
+	ErrFrom     = errors.New("tcp wire: hello's FlagFrom without a dialer name")
 )
 
 // crcSkip computes the CRC-32C of b without the four bytes at at.
@@ -176,22 +198,28 @@ type Hello struct {
 	Flags       uint32
 	Incarnation uint64
 	Segment     string
+	From        string          // the dialer's engine name: sent with FlagFrom only, empty without it
 	Nonce       [NonceSize]byte // sent with FlagAuth only; zero without it
 }
 
 // AppendHello appends the encoded hello to b. The nonce is sent when
-// h.Flags has FlagAuth.
+// h.Flags has FlagAuth, the dialer's name when it has FlagFrom.
 func AppendHello(b []byte, h Hello) []byte {
 	n := len(b)
 	b = append(b, make([]byte, HelloSize)...)
 	b = append(b, h.Segment...)
+	if h.Flags&FlagFrom != 0 {
+		b = append(b, 0)
+		b = append(b, h.From...)
+	}
+	nameLen := len(b) - n - HelloSize
 	if h.Flags&FlagAuth != 0 {
 		b = append(b, h.Nonce[:]...)
 	}
 	m := b[n:]
 	copy(m[0:4], magicHello[:])
 	binary.LittleEndian.PutUint16(m[4:], h.Version)
-	binary.LittleEndian.PutUint16(m[6:], uint16(len(h.Segment)))
+	binary.LittleEndian.PutUint16(m[6:], uint16(nameLen))
 	binary.LittleEndian.PutUint64(m[8:], h.Incarnation)
 	binary.LittleEndian.PutUint32(m[16:], h.Flags)
 	c := crc32.Update(0, castagnoli, m[:20])
@@ -216,7 +244,7 @@ func HelloRestLen(b []byte) (int, error) {
 		return 0, ErrName
 	}
 	flags := binary.LittleEndian.Uint32(b[16:])
-	if flags&^FlagAuth != 0 {
+	if flags&^helloFlags != 0 {
 		return 0, ErrFlags
 	}
 	if flags&FlagAuth != 0 {
@@ -250,6 +278,14 @@ func DecodeHello(b []byte) (Hello, error) {
 	if h.Flags&FlagAuth != 0 {
 		name = name[:len(name)-NonceSize]
 		copy(h.Nonce[:], b[len(b)-NonceSize:])
+	}
+	if h.Flags&FlagFrom != 0 {
+		i := bytes.IndexByte(name, 0)
+		if i < 0 || i == len(name)-1 {
+			return Hello{}, ErrFrom
+		}
+		h.From = string(name[i+1:])
+		name = name[:i]
 	}
 	h.Segment = string(name)
 	return h, nil
@@ -457,13 +493,14 @@ func DecodeResponse(b []byte, r *Response) error {
 
 // endpoint is the blob Start returns and peers pass to OpenPeer:
 //
-//	{"v":1,"addrs":["127.0.0.1:41234"],"max_frame":67108864}
+//	{"v":1,"addrs":["127.0.0.1:41234"],"max_frame":67108864,"from":true}
 //
 // A reader ignores fields it does not know; a different "v" is refused.
 type endpoint struct {
 	V        int      `json:"v"`
 	Addrs    []string `json:"addrs"`
 	MaxFrame uint64   `json:"max_frame,omitempty"`
+	From     bool     `json:"from,omitempty"` // the listener reads FlagFrom
 }
 
 func encodeEndpoint(e endpoint) []byte {

@@ -2,6 +2,8 @@ package tcp_test
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ferrydev/ferry/plugins/tcp"
@@ -55,12 +57,19 @@ func FuzzDecodeHello(f *testing.F) {
 		uint16(1), uint32(tcp.FlagAuth), uint64(7), "engine-b", nonce)
 	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 9}), uint16(9), uint32(0), uint64(0), "", []byte{})
 	f.Add([]byte("FRYH\x01\x00\xff\xff"), uint16(0), uint32(2), uint64(0), "x", []byte{1})
+	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: tcp.FlagAuth | tcp.FlagFrom, Incarnation: 7, Segment: "engine-b", From: "engine-a", Nonce: [tcp.NonceSize]byte(nonce)}),
+		uint16(1), uint32(tcp.FlagAuth|tcp.FlagFrom), uint64(7), "engine-b", nonce)
+	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: tcp.FlagFrom, Incarnation: 7, Segment: "engine-b", From: "engine-a"}),
+		uint16(1), uint32(tcp.FlagFrom), uint64(7), "a\x00b", nonce)
+	const known = tcp.FlagAuth | tcp.FlagFrom
 	f.Fuzz(func(t *testing.T, b []byte, ver uint16, flags uint32, inc uint64, name string, nonce []byte) {
 		if n, err := tcp.HelloRestLen(b); err == nil && (n < 0 || n > tcp.MaxNameLen+tcp.NonceSize) {
 			t.Fatalf("rest length %d", n)
 		}
 		if h, err := tcp.DecodeHello(b); err == nil {
-			if h.Flags&^tcp.FlagAuth != 0 || h.Flags&tcp.FlagAuth == 0 && h.Nonce != [tcp.NonceSize]byte{} {
+			if h.Flags&^known != 0 || h.Flags&tcp.FlagAuth == 0 && h.Nonce != [tcp.NonceSize]byte{} ||
+				h.Flags&tcp.FlagFrom == 0 && h.From != "" ||
+				h.Flags&tcp.FlagFrom != 0 && (h.From == "" || strings.Contains(h.Segment, "\x00")) {
 				t.Fatalf("decoded %+v", h)
 			}
 			if re := tcp.AppendHello(nil, h); !bytes.Equal(re, b) {
@@ -70,9 +79,18 @@ func FuzzDecodeHello(f *testing.F) {
 		if len(name) > tcp.MaxNameLen {
 			name = name[:tcp.MaxNameLen]
 		}
-		x := tcp.Hello{Version: ver, Flags: flags & tcp.FlagAuth, Incarnation: inc, Segment: name}
-		if x.Flags != 0 {
+		x := tcp.Hello{Version: ver, Flags: flags & known, Incarnation: inc, Segment: name}
+		if x.Flags&tcp.FlagAuth != 0 {
 			copy(x.Nonce[:], nonce)
+		}
+		if x.Flags&tcp.FlagFrom != 0 {
+			// The dialer's name follows the target's after a NUL, which
+			// the target's therefore cannot hold.
+			x.From = "dialer-" + strconv.FormatUint(inc, 36)
+			x.Segment = strings.ReplaceAll(name, "\x00", ".")
+			if n := tcp.MaxNameLen - 1 - len(x.From); len(x.Segment) > n {
+				x.Segment = x.Segment[:n]
+			}
 		}
 		enc := tcp.AppendHello([]byte("prefix"), x)[len("prefix"):]
 		y, err := tcp.DecodeHello(enc)
@@ -84,7 +102,7 @@ func FuzzDecodeHello(f *testing.F) {
 			t.Fatalf("hello with a flipped bit decoded: %+v", y)
 		}
 		// Flags this version does not know are refused, not skipped.
-		if flags&^tcp.FlagAuth != 0 {
+		if flags&^known != 0 {
 			x.Flags = flags
 			if y, err := tcp.DecodeHello(tcp.AppendHello(nil, x)); err == nil {
 				t.Fatalf("hello with flags %#x decoded: %+v", flags, y)
