@@ -1,0 +1,143 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ferrydev/ferry/host/metastore"
+)
+
+// recentWrites is how many of its own latest values a Publisher
+// remembers; a watch event older than that reads as someone else's and
+// costs one needless rewrite of the newest.
+const recentWrites = 8
+
+// repairLogEvery bounds the guard's warnings to one per interval under a
+// write or delete loop; Repaired counts every repair.
+const repairLogEvery = time.Second
+
+// remember records b as written by this engine; p.mu held.
+func (p *Publisher) remember(b []byte) {
+	if len(p.recent) == recentWrites {
+		copy(p.recent, p.recent[1:])
+		p.recent = p.recent[:recentWrites-1]
+	}
+	p.recent = append(p.recent, b)
+}
+
+// ours reports whether v is a value this engine wrote; p.mu held. With a
+// secret, any validly signed descriptor of this incarnation is ours, since
+// nobody else can sign one.
+func (p *Publisher) ours(v []byte) bool {
+	for _, b := range p.recent {
+		if bytes.Equal(b, v) {
+			return true
+		}
+	}
+	if p.signer == nil {
+		return false
+	}
+	d, err := p.signer.Decode(p.key, v)
+	return err == nil && d.Incarnation == p.incarnation
+}
+
+// Repaired returns how many times the guard wrote the descriptor back
+// after someone else replaced or deleted it.
+func (p *Publisher) Repaired() uint64 { return p.repaired.Load() }
+
+// startGuard watches the engine's own key, where the store has watches,
+// so that a replacement or a deletion by someone else is logged and
+// repaired at once instead of lasting until the next lease refresh. The
+// guard ends at Close; p.mu held.
+func (p *Publisher) startGuard(l metastore.Lease) {
+	w, ok := p.store.(metastore.Watcher)
+	if !ok {
+		return
+	}
+	// The watch lives as long as ctx; a store that cannot be reached
+	// fails it at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := w.Watch(ctx, p.key)
+	if err != nil {
+		cancel()
+		p.log.Warn("not watching the engine's own descriptor; a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
+		return
+	}
+	p.unguard = cancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.guard(ctx, l, events)
+	}()
+}
+
+func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan metastore.Event) {
+	var lastLog time.Time
+	var quiet uint64 // repairs not logged since lastLog
+	for {
+		var ev metastore.Event
+		var ok bool
+		select {
+		case ev, ok = <-events:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		what := ""
+		switch {
+		case ev.Kind == metastore.Resync:
+			v, err := p.read(ctx)
+			switch {
+			case errors.Is(err, metastore.ErrNotFound):
+				what = "deleted"
+			case err != nil:
+				continue // the lease reports the outage
+			default:
+				ev.Value = v
+				what = "replaced"
+			}
+		case ev.Key != p.key:
+			continue // a longer key under the same prefix
+		case ev.Kind == metastore.Delete:
+			what = "deleted"
+		default:
+			what = "replaced"
+		}
+		if p.closing.Load() {
+			return
+		}
+		p.mu.Lock()
+		if what == "replaced" && p.ours(ev.Value) {
+			p.mu.Unlock()
+			continue
+		}
+		newest := p.recent[len(p.recent)-1]
+		cctx, cancel := context.WithTimeout(ctx, p.timeout)
+		err := l.Update(cctx, newest)
+		cancel()
+		p.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		p.repaired.Add(1)
+		quiet++
+		if now := time.Now(); now.Sub(lastLog) >= repairLogEvery {
+			if err != nil {
+				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); writing it back failed, the lease retries", "key", p.key, "repairs", quiet, "error", err)
+			} else {
+				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); wrote it back. Anyone who can write the metastore can do this: restrict it (see README, Securing the metastore)", "key", p.key, "repairs", quiet)
+			}
+			lastLog, quiet = now, 0
+		}
+	}
+}
+
+func (p *Publisher) read(ctx context.Context) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	return p.store.Get(cctx, p.key)
+}
