@@ -14,9 +14,13 @@ import (
 // costs one needless rewrite of the newest.
 const recentWrites = 8
 
-// repairLogEvery bounds the guard's warnings to one per interval under a
-// write or delete loop; Repaired counts every repair.
-const repairLogEvery = time.Second
+// repairLogBurst warnings at most per repairLogWindow: under a write or
+// delete loop the guard stays readable; Repaired counts every repair, and
+// the first warning of the next window says how many went unlogged.
+const (
+	repairLogBurst  = 5
+	repairLogWindow = 10 * time.Second
+)
 
 // remember records b as written by this engine; p.mu held.
 func (p *Publisher) remember(b []byte) {
@@ -74,8 +78,9 @@ func (p *Publisher) startGuard(l metastore.Lease) {
 }
 
 func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan metastore.Event) {
-	var lastLog time.Time
-	var quiet uint64 // repairs not logged since lastLog
+	var window time.Time // start of the current log window
+	var logged int       // warnings in it
+	var quiet uint64     // repairs not logged since the last warning
 	for {
 		var ev metastore.Event
 		var ok bool
@@ -125,13 +130,18 @@ func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan 
 		}
 		p.repaired.Add(1)
 		quiet++
-		if now := time.Now(); now.Sub(lastLog) >= repairLogEvery {
+		now := time.Now()
+		if now.Sub(window) >= repairLogWindow {
+			window, logged = now, 0
+		}
+		if logged < repairLogBurst {
+			logged++
 			if err != nil {
 				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); writing it back failed, the lease retries", "key", p.key, "repairs", quiet, "error", err)
 			} else {
 				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); wrote it back. Anyone who can write the metastore can do this: restrict it (see README, Securing the metastore)", "key", p.key, "repairs", quiet)
 			}
-			lastLog, quiet = now, 0
+			quiet = 0
 		}
 	}
 }
