@@ -196,7 +196,15 @@ func TestSignedDescriptorHijackRefused(t *testing.T) {
 		if code, body := metaDo(t, http.MethodPut, a.MetastoreURL(), key, forged); code != http.StatusOK {
 			t.Fatalf("forgery %d: PUT: %d %s", i, code, body)
 		}
-		waitFor(t, 10*time.Second, "the peer's watch to refuse the forged descriptor", func() bool { return a.DescriptorsRefused() > refused })
+		changed := func() bool {
+			retired, _, bufs, ok := host.SegmentHandle(a, seg.ID)
+			return !ok || retired != "" || len(bufs) != 1 || bufs[0].Base != base
+		}
+		waitFor(t, 10*time.Second, "the peer's watch to see the forged descriptor", func() bool { return a.DescriptorsRefused() > refused || changed() })
+		if changed() {
+			retired, _, bufs, _ := host.SegmentHandle(a, seg.ID)
+			t.Fatalf("forgery %d: the open handle took it: retired %q, buffers %+v; want the real buffer at %#x", i, retired, bufs, base)
+		}
 		waitFor(t, 10*time.Second, "the owner to repair its descriptor", func() bool { return b.PublishRepairs() > repaired })
 		retired, _, bufs, ok := host.SegmentHandle(a, seg.ID)
 		if !ok || retired != "" || len(bufs) != 1 || bufs[0].Base != base {
