@@ -10,8 +10,8 @@ import (
 )
 
 // recentWrites is how many of its own latest values a Publisher
-// remembers; a watch event older than that reads as someone else's and
-// costs one needless rewrite of the newest.
+// remembers. The guard judges what the key holds when it looks, with
+// publishing held off, so that is the newest unless someone else wrote.
 const recentWrites = 8
 
 // repairLogBurst warnings at most per repairLogWindow: under a write or
@@ -92,37 +92,30 @@ func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan 
 		case <-ctx.Done():
 			return
 		}
-		what := ""
-		switch {
-		case ev.Kind == metastore.Resync:
-			v, err := p.read(ctx)
-			switch {
-			case errors.Is(err, metastore.ErrNotFound):
-				what = "deleted"
-			case err != nil:
-				continue // the lease reports the outage
-			default:
-				ev.Value = v
-				what = "replaced"
-			}
-		case ev.Key != p.key:
+		if ev.Kind != metastore.Resync && ev.Key != p.key {
 			continue // a longer key under the same prefix
-		case ev.Kind == metastore.Delete:
-			what = "deleted"
-		default:
-			what = "replaced"
 		}
 		if p.closing.Load() {
 			return
 		}
+		// The event may be stale (the engine published again since):
+		// judge what the key holds now, with publishing held off.
 		p.mu.Lock()
-		if what == "replaced" && p.ours(ev.Value) {
+		v, err := p.read(ctx)
+		what := "replaced"
+		switch {
+		case errors.Is(err, metastore.ErrNotFound):
+			what = "deleted"
+		case err != nil:
+			p.mu.Unlock()
+			continue // the lease reports the outage
+		case p.ours(v):
 			p.mu.Unlock()
 			continue
 		}
 		newest := p.recent[len(p.recent)-1]
 		cctx, cancel := context.WithTimeout(ctx, p.timeout)
-		err := l.Update(cctx, newest)
+		err = l.Update(cctx, newest)
 		cancel()
 		p.mu.Unlock()
 		if ctx.Err() != nil {
