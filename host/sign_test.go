@@ -343,3 +343,17 @@ func TestNoSecretWarnsOnce(t *testing.T) {
 		t.Fatalf("the warning appears %d times; log:\n%s", n, logs)
 	}
 }
+
+// TestClusterSecretFileErrors: a secret file that is missing or too short
+// stops the engine at start with an error naming the setting.
+func TestClusterSecretFileErrors(t *testing.T) {
+	for _, c := range []struct{ name, path, want string }{
+		{"missing", filepath.Join(t.TempDir(), "absent"), "no such file"},
+		{"short", secretFile(t, "short"), "too short"},
+	} {
+		_, _, err := signedEngine(t, "sign-badsecret", c.path, "", 0)
+		if err == nil || !strings.Contains(err.Error(), "cluster_secret_file") || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: err = %v; want one naming cluster_secret_file and %q", c.name, err, c.want)
+		}
+	}
+}

@@ -95,3 +95,24 @@ func TestNewSignerShortSecret(t *testing.T) {
 		t.Fatalf("err = %v, want a too-short error", err)
 	}
 }
+
+func TestDecodeCaps(t *testing.T) {
+	big := append([]byte(`{"schema":1,"name":"a","incarnation":1,"machine_id":"`), bytes.Repeat([]byte{'x'}, MaxDescriptorSize)...)
+	big = append(big, `"}`...)
+	if _, err := Decode("k", big); err == nil || !strings.Contains(err.Error(), "bytes, more than") {
+		t.Fatalf("a descriptor of %d bytes: err = %v", len(big), err)
+	}
+	d := &Descriptor{Schema: SchemaVersion, Name: "a", Incarnation: 1}
+	for i := 0; i <= MaxBuffers; i++ {
+		d.Buffers = append(d.Buffers, Buffer{Region: 1, Base: uint64(i) << 12, Length: 1, Perm: PermRemoteRead})
+	}
+	b, _ := d.Encode()
+	if _, err := Decode("k", b); err == nil || !strings.Contains(err.Error(), "buffers, more than") {
+		t.Fatalf("a descriptor of %d buffers: err = %v", len(d.Buffers), err)
+	}
+	d.Buffers = d.Buffers[:MaxBuffers]
+	b, _ = d.Encode()
+	if _, err := Decode("k", b); err != nil {
+		t.Fatalf("a descriptor of %d buffers (the cap): %v", len(d.Buffers), err)
+	}
+}
