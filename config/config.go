@@ -118,6 +118,12 @@ type Config struct {
 	// PluginDir is where plugin binaries live. "" lets the loader decide
 	// (the directory of the running ferry binary).
 	PluginDir string
+	// ClusterSecretFile names the file holding the cluster secret (Parse
+	// makes it absolute); "" for none. With it the engine signs its
+	// descriptor and refuses peers' unsigned or badly signed ones. It is
+	// the same file the tcp plugin's cluster_secret_file names, which
+	// plugins keep reading from their own block.
+	ClusterSecretFile string
 
 	Metastore Metastore
 	Control   Control

@@ -24,6 +24,9 @@ var topTable = &table[Config]{
 		{name: "plugin_dir", typ: tPath, defDoc: "the directory of the ferry binary",
 			doc: "Where plugin binaries live.",
 			at:  func(c *Config) any { return &c.PluginDir }},
+		{name: "cluster_secret_file", typ: tPath, example: `"/etc/ferry/secret"`,
+			doc: "A file holding the cluster secret (at least 16 bytes, a trailing newline trimmed), the same on every engine; usually the file the tcp plugin's cluster_secret_file names. With it the engine signs its descriptor (HMAC-SHA256), refuses peers' unsigned or badly signed ones and reclaims its name from an entry that is not validly signed. Without it the metastore is trusted: anyone who can write it can redirect peers, and the engine says so at start.",
+			at:  func(c *Config) any { return &c.ClusterSecretFile }},
 	},
 	after: func(c *Config, _ func(string) bool) {
 		if c.MachineID == "" {

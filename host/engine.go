@@ -134,6 +134,9 @@ type Engine struct {
 	mem   *localmem.Table  // allocations and registered buffers; see memory.go
 	segs  *remotes.Table   // open remote segments; see segments.go
 	fetch *remotes.Fetcher // reads their descriptors
+	// signer signs the local descriptor and checks peers'; nil without
+	// a cluster secret.
+	signer *segment.Signer
 	// follow applies the metastore's watch to segs, nil without one;
 	// unwatch stops it.
 	follow    *remotes.Follower
@@ -254,6 +257,11 @@ func newIncarnation() uint64 {
 func (e *Engine) openMetastore(ctx context.Context) error {
 	m := e.cfg.Metastore
 	e.keyPrefix = m.KeyPrefix()
+	signer, err := e.openSigner()
+	if err != nil {
+		return err
+	}
+	e.signer = signer
 	b, err := metastore.Open(ctx, metastore.Options{
 		Kind: m.Kind, Listen: m.Listen, URL: m.URL,
 		Address: m.Address, Endpoints: m.Endpoints, Username: m.Username, Password: m.Password,
@@ -263,13 +271,13 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
 	}
 	e.meta = b
-	e.fetch = &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Peer: e.peerDescriptor, Log: e.log, Timeout: controlTimeout}
+	e.fetch = &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Peer: e.peerDescriptor, Log: e.log, Timeout: controlTimeout, Signer: e.signer}
 	if m.Kind == config.MetastoreNone {
 		e.fetch.Store = nil // peer-to-peer only
 	}
 	e.pub = publish.New(publish.Config{
 		Store: b, Key: segment.Key(e.keyPrefix, e.name), Name: e.name, Incarnation: e.incarnation,
-		TTL: m.LeaseTTL(), Timeout: controlTimeout, Log: e.log, Describe: e.descriptor,
+		TTL: m.LeaseTTL(), Timeout: controlTimeout, Log: e.log, Describe: e.descriptor, Signer: e.signer,
 	})
 	switch x := b.(type) {
 	case *metastore.Embedded:

@@ -172,7 +172,7 @@ func (e *Engine) NotificationStats() NotificationStats { return e.hc.Stats() }
 // controlSource is the engine as its control service serves it.
 type controlSource Engine
 
-func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).descriptor().Encode() }
+func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encodeDescriptor() }
 
 // EngineStatus is what an engine reports of itself to operators through
 // its control service (`ferry plugins --engine`).

@@ -229,7 +229,7 @@ func (e *Engine) watchSegments() {
 		return
 	}
 	e.unwatch = cancel
-	f := &remotes.Follower{Table: e.segs, Store: e.meta, Lock: &e.mu, Transports: e.peerPorts, Log: e.log, Timeout: controlTimeout}
+	f := &remotes.Follower{Table: e.segs, Store: e.meta, Lock: &e.mu, Transports: e.peerPorts, Log: e.log, Timeout: controlTimeout, Signer: e.signer}
 	e.follow = f
 	e.wg.Add(1)
 	go func() {

@@ -12,7 +12,8 @@ import (
 // for tests and for an engine that runs alone in one process; peers in
 // other processes cannot see it (use Listen or NewHTTPClient for that). It
 // enforces the same rules as the embedded server: keys must not be empty
-// and values are at most MaxValueSize bytes. Leased keys expire ttl after
+// and at most MaxKeySize bytes, values are at most MaxValueSize bytes, and
+// writes past MaxKeys keys or MaxTotalSize bytes fail with ErrQuota. Leased keys expire ttl after
 // their last refresh. Watch is told of every write at once and of expiries
 // when they fall due. Close stops the leases and watches started through
 // the store; Get, Put and Delete stay usable after it.
@@ -27,6 +28,9 @@ type memory struct {
 	m         map[string]entry
 	changed   chan struct{} // closed and replaced at every change
 	lastSweep time.Time
+	total     int // bytes of every key and value in m, expired or not
+	// maxKeys and maxTotal are the quotas; tests lower them.
+	maxKeys, maxTotal int
 }
 
 type entry struct {
@@ -35,7 +39,7 @@ type entry struct {
 }
 
 func newMemory() *memory {
-	return &memory{m: make(map[string]entry), changed: make(chan struct{})}
+	return &memory{m: make(map[string]entry), changed: make(chan struct{}), maxKeys: MaxKeys, maxTotal: MaxTotalSize}
 }
 
 // get returns a copy of the value so that callers cannot alias the map.
@@ -49,10 +53,12 @@ func (s *memory) get(key string) ([]byte, bool) {
 	return append([]byte(nil), e.value...), true
 }
 
-func (s *memory) put(key string, value []byte) { s.putTTL(key, value, 0) }
+func (s *memory) put(key string, value []byte) error { return s.putTTL(key, value, 0) }
 
-// putTTL stores value; ttl > 0 makes the key expire ttl from now.
-func (s *memory) putTTL(key string, value []byte, ttl time.Duration) {
+// putTTL stores value; ttl > 0 makes the key expire ttl from now. It
+// fails, storing nothing, with ErrQuota wrapped when the store would hold
+// more than maxKeys keys or maxTotal bytes.
+func (s *memory) putTTL(key string, value []byte, ttl time.Duration) error {
 	e := entry{value: append(make([]byte, 0, len(value)), value...)}
 	now := time.Now()
 	if ttl > 0 {
@@ -60,9 +66,40 @@ func (s *memory) putTTL(key string, value []byte, ttl time.Duration) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.m[key] = e
 	s.sweepLocked(now)
+	if err := s.fitsLocked(key, len(value), now); err != nil {
+		return err
+	}
+	if old, ok := s.m[key]; ok {
+		s.total -= len(key) + len(old.value)
+	}
+	s.m[key] = e
+	s.total += len(key) + len(value)
 	s.notifyLocked()
+	return nil
+}
+
+// fitsLocked checks the quotas for writing n bytes under key; expired
+// entries are swept first when they are in the way.
+func (s *memory) fitsLocked(key string, n int, now time.Time) error {
+	for try := 0; ; try++ {
+		keys, total := len(s.m), s.total+len(key)+n
+		if old, ok := s.m[key]; ok {
+			keys--
+			total -= len(key) + len(old.value)
+		}
+		switch {
+		case keys+1 > s.maxKeys && try == 0, total > s.maxTotal && try == 0:
+			s.lastSweep = time.Time{}
+			s.sweepLocked(now)
+			continue
+		case keys+1 > s.maxKeys:
+			return fmt.Errorf("%w: the store holds %d keys, the limit is %d; delete keys, or give each cluster its own metastore", ErrQuota, keys, s.maxKeys)
+		case total > s.maxTotal:
+			return fmt.Errorf("%w: %d bytes more would make %d bytes of keys and values, the limit is %d; delete keys, or give each cluster its own metastore", ErrQuota, len(key)+n, total, s.maxTotal)
+		}
+		return nil
+	}
 }
 
 // delete reports whether the key was present.
@@ -70,6 +107,9 @@ func (s *memory) delete(key string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.m[key]
+	if ok {
+		s.total -= len(key) + len(e.value)
+	}
 	delete(s.m, key)
 	s.notifyLocked()
 	return ok && !e.expired(time.Now())
@@ -77,13 +117,25 @@ func (s *memory) delete(key string) bool {
 
 // list returns copies of the live entries under prefix.
 func (s *memory) list(prefix string) map[string][]byte {
+	m := s.shared(prefix)
+	for k, v := range m {
+		m[k] = append([]byte(nil), v...)
+	}
+	return m
+}
+
+// shared returns the live entries under prefix with the map's own values:
+// an entry's value is never written after it is stored (a put replaces
+// it), so the caller may read them but must not change them. Sharing them
+// keeps a listing of the whole store from doubling it.
+func (s *memory) shared(prefix string) map[string][]byte {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(map[string][]byte)
 	for k, e := range s.m {
 		if strings.HasPrefix(k, prefix) && !e.expired(now) {
-			out[k] = append([]byte(nil), e.value...)
+			out[k] = e.value
 		}
 	}
 	return out
@@ -125,6 +177,7 @@ func (s *memory) sweepLocked(now time.Time) {
 	s.lastSweep = now
 	for k, e := range s.m {
 		if e.expired(now) {
+			s.total -= len(k) + len(e.value)
 			delete(s.m, k)
 		}
 	}
@@ -163,7 +216,9 @@ func (s *memStore) Put(ctx context.Context, key string, value []byte) error {
 	if err := checkSize("PUT", key, value); err != nil {
 		return err
 	}
-	s.mem.put(key, value)
+	if err := s.mem.put(key, value); err != nil {
+		return fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
+	}
 	return nil
 }
 
@@ -192,7 +247,9 @@ func (s *memStore) PutLeased(ctx context.Context, key string, value []byte, ttl 
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
 		}
-		s.mem.putTTL(key, v, ttl)
+		if err := s.mem.putTTL(key, v, ttl); err != nil {
+			return fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
+		}
 		return nil
 	}
 	return startLease(ctx, s.g, fmt.Sprintf("metastore memory: lease on key %q", key), value, ttl, keeper{
@@ -229,6 +286,9 @@ func (s *memStore) Close() error {
 func checkKey(ctx context.Context, method, key string) error {
 	if key == "" {
 		return fmt.Errorf("metastore memory: %s: %w", method, errEmptyKey)
+	}
+	if len(key) > MaxKeySize {
+		return fmt.Errorf("metastore memory: %s key %.64q...: the key is %d bytes, the limit is %d", method, key, len(key), MaxKeySize)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("metastore memory: %s key %q: %w", method, key, err)

@@ -12,10 +12,23 @@ import (
 // Test for it with errors.Is.
 var ErrNotFound = errors.New("metastore: key not found")
 
-// MaxValueSize is the largest value the embedded server and the memory store
-// accept. Descriptors are a few KiB; the limit protects the server from a
-// runaway or hostile client, not from legitimate use.
-const MaxValueSize = 16 << 20
+// Quotas of the embedded server and the memory store. Descriptors are a
+// few KiB (about 120 bytes a registered buffer); the limits protect the
+// server from a runaway or hostile client, not from legitimate use.
+const (
+	// MaxValueSize is the largest value accepted.
+	MaxValueSize = 4 << 20
+	// MaxKeySize is the longest key accepted.
+	MaxKeySize = 4 << 10
+	// MaxKeys is how many live keys the store holds at most.
+	MaxKeys = 16384
+	// MaxTotalSize bounds the bytes of every live key and value together.
+	MaxTotalSize = 64 << 20
+)
+
+// ErrQuota is returned, wrapped, by a write that would take the embedded
+// server or the memory store past MaxKeys or MaxTotalSize.
+var ErrQuota = errors.New("metastore quota exceeded")
 
 // Store is a key/value store for segment descriptors. Implementations are
 // safe for concurrent use. Keys must not be empty.

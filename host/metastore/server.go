@@ -21,7 +21,8 @@ const Path = "/metadata"
 // protocol of Mooncake's HTTP metadata server.
 //
 //	GET    <path>?key=K   200 with the value as body; 404 when absent
-//	PUT    <path>?key=K   body is the value; 200; 413 beyond MaxValueSize
+//	PUT    <path>?key=K   body is the value; 200; 413 beyond MaxValueSize;
+//	                      507 past MaxKeys keys or MaxTotalSize bytes
 //	DELETE <path>?key=K   200; 404 when absent (as Mooncake answers)
 //
 // Ferry adds two extensions that Mooncake's clients never send:
@@ -30,23 +31,30 @@ const Path = "/metadata"
 //	                            PUT again (a lease; see HTTPClient.PutLeased)
 //	GET <path>?prefix=P         200 with a JSON object {"entries": [{"key":
 //	                            K, "value": base64}, ...]} of every live key
-//	                            under P (for polling watchers)
+//	                            under P (for polling watchers); at
+//	                            most maxListings at once, 503 beyond
 //
 // Answers to the extensions carry the header X-Ferry-Metastore: 1, so a
 // client can tell a server that ignored them. An empty or missing key
-// answers 400; any other method answers 405 with an
+// answers 400, one longer than MaxKeySize 414; any other method answers 405 with an
 // Allow header. Server does not look at the request path, so it can be
 // mounted anywhere; Listen mounts it at Path. The zero value is not usable:
 // call NewServer.
 type Server struct {
-	mem   *memory
-	store *memStore
+	mem      *memory
+	store    *memStore
+	listings chan struct{} // one token per listing being answered
 }
+
+// maxListings bounds the prefix listings answered at once. A listing is
+// written entry by entry from the map's own values, so each holds at most
+// the store (MaxTotalSize) alive and one entry's encoding.
+const maxListings = 4
 
 // NewServer returns an empty Server. Its map lives as long as the Server.
 func NewServer() *Server {
 	m := newMemory()
-	return &Server{mem: m, store: newMemStore(m)}
+	return &Server{mem: m, store: newMemStore(m), listings: make(chan struct{}, maxListings)}
 }
 
 // Store returns the server's map as a Backend, so that the engine that
@@ -91,6 +99,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "missing key: use ?key=<key>", http.StatusBadRequest)
 		return
 	}
+	if len(key) > MaxKeySize {
+		http.Error(w, fmt.Sprintf("key of %d bytes is too long: the limit is %d", len(key), MaxKeySize), http.StatusRequestURITooLong)
+		return
+	}
 
 	switch r.Method {
 	case http.MethodGet:
@@ -126,10 +138,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					q.Get("ttl_ms"), MinLeaseTTL.Milliseconds(), MaxLeaseTTL.Milliseconds()), http.StatusBadRequest)
 				return
 			}
-			s.mem.putTTL(key, v, time.Duration(ms)*time.Millisecond)
+			if err := s.mem.putTTL(key, v, time.Duration(ms)*time.Millisecond); err != nil {
+				http.Error(w, err.Error(), http.StatusInsufficientStorage)
+				return
+			}
 			w.Header().Set(ExtensionHeader, "1")
-		} else {
-			s.mem.put(key, v)
+		} else if err := s.mem.put(key, v); err != nil {
+			http.Error(w, err.Error(), http.StatusInsufficientStorage)
+			return
 		}
 		writeText(w, http.StatusOK, "metadata updated")
 
@@ -142,16 +158,39 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// serveList writes the listAnswer of prefix one entry at a time, so that
+// answering it costs one entry's encoding beyond the map.
 func (s *Server) serveList(w http.ResponseWriter, prefix string) {
-	m := s.mem.list(prefix)
-	ans := listAnswer{Entries: make([]listEntry, 0, len(m))}
-	for k, v := range m {
-		ans.Entries = append(ans.Entries, listEntry{Key: k, Value: v})
+	select {
+	case s.listings <- struct{}{}:
+		defer func() { <-s.listings }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("busy: %d prefix listings are being answered, the limit; try again in a second", maxListings), http.StatusServiceUnavailable)
+		return
 	}
+	m := s.mem.shared(prefix)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(ExtensionHeader, "1")
 	w.WriteHeader(http.StatusOK)
-	_ = json.NewEncoder(w).Encode(ans)
+	if _, err := io.WriteString(w, `{"entries":[`); err != nil {
+		return
+	}
+	sep := ""
+	for k, v := range m {
+		b, err := json.Marshal(listEntry{Key: k, Value: v})
+		if err != nil {
+			return
+		}
+		if _, err := io.WriteString(w, sep); err != nil {
+			return
+		}
+		if _, err := w.Write(b); err != nil {
+			return // the client went away
+		}
+		sep = ","
+	}
+	_, _ = io.WriteString(w, "]}\n")
 }
 
 func tooLarge(w http.ResponseWriter) {
@@ -199,7 +238,9 @@ func Listen(ctx context.Context, addr string) (*HTTPServer, error) {
 			Handler:           mux,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       2 * time.Minute,
-			IdleTimeout:       2 * time.Minute,
+			// A reader that stalls a listing gives its slot back.
+			WriteTimeout: 2 * time.Minute,
+			IdleTimeout:  2 * time.Minute,
 		},
 		ln:   ln,
 		done: make(chan struct{}),

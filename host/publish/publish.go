@@ -38,14 +38,22 @@ type Publisher struct {
 	// describe returns the descriptor to publish now; called with mu
 	// held, so that the newest write carries the newest state.
 	describe func() *segment.Descriptor
+	signer   *segment.Signer // nil: no cluster secret
 
-	mu    sync.Mutex
-	lease metastore.Lease // nil until the first publish succeeds
+	mu sync.Mutex
+	// recent holds the last values this engine wrote, newest last, so
+	// that the guard tells its own writes from someone else's.
+	recent [][]byte
+	lease  metastore.Lease // nil until the first publish succeeds
 	// health is the latest metastore trouble the lease or a publish
 	// reported, nil once the descriptor is back.
 	health atomic.Pointer[error]
 	poke   chan struct{} // a publish failed: watch checks for recovery
 	wg     sync.WaitGroup
+
+	unguard  context.CancelFunc // stops the guard; nil until it runs
+	closing  atomic.Bool
+	repaired atomic.Uint64
 }
 
 // Config says what a Publisher publishes, where.
@@ -58,13 +66,16 @@ type Config struct {
 	Timeout     time.Duration // bounds one metastore call
 	Log         hclog.Logger
 	Describe    func() *segment.Descriptor
+	// Signer signs what is published and judges what squats the name;
+	// nil without a cluster secret.
+	Signer *segment.Signer
 }
 
 // New returns a Publisher that has published nothing yet.
 func New(c Config) *Publisher {
 	return &Publisher{
 		store: c.Store, key: c.Key, name: c.Name, incarnation: c.Incarnation, ttl: c.TTL, timeout: c.Timeout,
-		log: c.Log, describe: c.Describe, poke: make(chan struct{}, 1),
+		log: c.Log, describe: c.Describe, signer: c.Signer, poke: make(chan struct{}, 1),
 	}
 }
 
@@ -79,12 +90,13 @@ func (p *Publisher) Key() string { return p.key }
 func (p *Publisher) Publish(ctx context.Context) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	b, err := p.describe().Encode()
+	b, err := p.signer.Encode(p.describe())
 	if err != nil {
 		return fmt.Errorf("engine %q: encode descriptor: %w", p.name, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	p.remember(b)
 	if p.lease != nil {
 		if err := p.lease.Update(cctx, b); err != nil {
 			// An outage must not fail a Register, only delay what
@@ -109,6 +121,7 @@ func (p *Publisher) Publish(ctx context.Context) error {
 	}
 	p.wg.Add(1)
 	go p.watch(p.lease)
+	p.startGuard(p.lease)
 	return nil
 }
 
@@ -132,8 +145,12 @@ func (p *Publisher) setHealth(err error) {
 // Close stops refreshing and deletes the descriptor, then waits for the
 // lease's watcher. Publish must not be called afterwards.
 func (p *Publisher) Close(ctx context.Context) error {
+	p.closing.Store(true)
 	p.mu.Lock()
 	lease := p.lease
+	if p.unguard != nil {
+		p.unguard()
+	}
 	p.mu.Unlock()
 	var err error
 	if lease != nil {
@@ -157,10 +174,26 @@ func (p *Publisher) claim(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("engine %q: check descriptor %q: %w", p.name, p.key, err)
 	}
+	if p.signer != nil {
+		// With a secret only a validly signed descriptor is an engine's
+		// claim to the name; anything else squats it and is replaced.
+		d, err := p.signer.Decode(p.key, raw)
+		if err != nil {
+			p.log.Warn("reclaiming the engine's name: the metastore key holds an entry that is not validly signed (someone squats the name, or an engine with another cluster secret left it)", "key", p.key, "error", err)
+			return nil
+		}
+		return p.inUse(ctx, d)
+	}
 	d, err := segment.Decode(p.key, raw)
 	if err != nil {
-		return fmt.Errorf("%w: engine %q: key %q holds something that is not a Ferry descriptor (%w); refusing to overwrite it: remove the key or pick another name", ErrNameInUse, p.name, p.key, err)
+		return fmt.Errorf("%w: engine %q: key %q holds something that is not a Ferry descriptor (%w); refusing to overwrite it: remove the key or pick another name, or set cluster_secret_file so that unsigned entries are reclaimed", ErrNameInUse, p.name, p.key, err)
 	}
+	return p.inUse(ctx, d)
+}
+
+// inUse returns ErrNameInUse, wrapped, when d is a live engine's other
+// than this incarnation.
+func (p *Publisher) inUse(ctx context.Context, d *segment.Descriptor) error {
 	if d.Incarnation == p.incarnation || !answers(ctx, d) {
 		return nil
 	}
@@ -239,7 +272,7 @@ func (p *Publisher) published(timeout time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	d, err := segment.Decode(p.key, raw)
+	d, err := p.signer.Decode(p.key, raw)
 	return err == nil && d.Incarnation == p.incarnation
 }
 

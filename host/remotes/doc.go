@@ -4,7 +4,10 @@
 // peer itself in peer-to-peer mode), incarnations and retiring the handle
 // of a peer that restarted, and following the metastore's watch so that a
 // peer that re-registers, restarts or goes away changes the cached
-// descriptor when the watch fires, not when a transfer fails.
+// descriptor when the watch fires, not when a transfer fails. With a
+// cluster secret (a segment.Signer) a descriptor that is unsigned or
+// badly signed is refused, by the fetch with an error naming the segment
+// and the key and by the watch with a warning, and counted.
 //
 // What a watch event does to a handle is decided by Decide, a pure
 // function of the cached descriptor and the event. Follow is the loop

@@ -32,6 +32,9 @@ type Fetcher struct {
 	Peer    func(ctx context.Context, addr string) ([]byte, error)
 	Log     hclog.Logger
 	Timeout time.Duration // bounds one call to the metastore or a peer
+	// Signer verifies descriptors; nil without a cluster secret, when
+	// any descriptor is believed.
+	Signer *segment.Signer
 }
 
 // Fetch finds a segment's descriptor and returns it, the name to know the
@@ -47,7 +50,7 @@ func (f *Fetcher) Fetch(ctx context.Context, name string) (*segment.Descriptor, 
 		raw, err := f.lookup(ctx, key)
 		switch {
 		case err == nil:
-			d, err := segment.Decode(key, raw)
+			d, err := f.Signer.Decode(key, raw)
 			if err != nil {
 				return nil, "", "", fmt.Errorf("%w: open segment %q: %w", ErrNotFound, name, err)
 			}
@@ -67,7 +70,7 @@ func (f *Fetcher) Fetch(ctx context.Context, name string) (*segment.Descriptor, 
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%w: open segment %q (peer-to-peer): %w", ErrNotFound, name, err)
 	}
-	d, err := segment.Decode("control://"+name, raw)
+	d, err := f.Signer.Decode("control://"+name, raw)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("%w: open segment %q: %w", ErrNotFound, name, err)
 	}

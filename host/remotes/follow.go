@@ -24,6 +24,9 @@ type Follower struct {
 	Log        hclog.Logger
 	Timeout    time.Duration    // bounds one re-read
 	Now        func() time.Time // nil: time.Now
+	// Signer verifies what the watch reports; nil without a cluster
+	// secret. A refused descriptor changes no handle.
+	Signer *segment.Signer
 
 	// seen counts the changes seen per key, resyncs those that may have
 	// been missed for every key; both under Lock. See Seen.
@@ -93,9 +96,9 @@ func (f *Follower) change(ev metastore.Event) Change {
 	if ev.Kind == metastore.Delete {
 		return Change{Deleted: true}
 	}
-	d, err := segment.Decode(ev.Key, ev.Value)
+	d, err := f.Signer.Decode(ev.Key, ev.Value)
 	if err != nil {
-		f.Log.Warn("metastore watch: ignoring a value that is not a descriptor", "key", ev.Key, "error", err)
+		f.Log.Warn("metastore watch: ignoring a value that is not a descriptor, or not validly signed; open segments keep the descriptor they have", "key", ev.Key, "error", err)
 		return Change{}
 	}
 	return Change{Desc: d}

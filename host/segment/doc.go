@@ -3,7 +3,10 @@
 // per-transport endpoints, topology, rails), its JSON encoding and the
 // checks on decoding one from outside, and the translation of an address
 // range of a remote segment into a (region, offset) pair with bounds and
-// permission checks.
+// permission checks. With a cluster secret, Signer signs the descriptor
+// (HMAC-SHA256 over the JSON as written, the name and the incarnation) and
+// refuses one that is unsigned, badly signed or copied to another name.
+// A descriptor from outside is capped in size and buffer count.
 //
 // It is plain data: no I/O, no plugins, no metastore calls. Lookups on the
 // transfer path allocate nothing. The local buffers live in host/localmem,

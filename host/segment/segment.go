@@ -82,9 +82,20 @@ type RailInfo struct {
 // Encode returns the descriptor as JSON.
 func (d *Descriptor) Encode() ([]byte, error) { return json.Marshal(d) }
 
+// Caps on a descriptor read from outside: the embedded metastore's
+// largest value, and a count of buffers far above what an engine
+// registers (each costs about 120 bytes of JSON).
+const (
+	MaxDescriptorSize = 4 << 20
+	MaxBuffers        = 1 << 15
+)
+
 // Decode parses and checks a descriptor read from a metastore or a peer.
 // key names where it came from, for error messages.
 func Decode(key string, b []byte) (*Descriptor, error) {
+	if len(b) > MaxDescriptorSize {
+		return nil, fmt.Errorf("descriptor at %q is %d bytes, more than the %d a descriptor may have: it was not written by a Ferry engine", key, len(b), MaxDescriptorSize)
+	}
 	var d Descriptor
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("descriptor at %q is not a Ferry segment descriptor: %w", key, err)
@@ -94,6 +105,9 @@ func Decode(key string, b []byte) (*Descriptor, error) {
 	}
 	if d.Schema < 1 || d.Name == "" || d.Incarnation == 0 {
 		return nil, fmt.Errorf("descriptor at %q is incomplete (schema %d, name %q, incarnation %d): it was not written by a Ferry engine", key, d.Schema, d.Name, d.Incarnation)
+	}
+	if len(d.Buffers) > MaxBuffers {
+		return nil, fmt.Errorf("descriptor at %q lists %d buffers, more than the %d a descriptor may have", key, len(d.Buffers), MaxBuffers)
 	}
 	sort.Slice(d.Buffers, func(i, j int) bool { return d.Buffers[i].Base < d.Buffers[j].Base })
 	for i, b := range d.Buffers {

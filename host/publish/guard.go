@@ -1,0 +1,146 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"time"
+
+	"github.com/ferrydev/ferry/host/metastore"
+)
+
+// recentWrites is how many of its own latest values a Publisher
+// remembers. The guard judges what the key holds when it looks, with
+// publishing held off, so that is the newest unless someone else wrote.
+const recentWrites = 8
+
+// repairLogBurst warnings at most per repairLogWindow: under a write or
+// delete loop the guard stays readable; Repaired counts every repair, and
+// the first warning of the next window says how many went unlogged.
+const (
+	repairLogBurst  = 5
+	repairLogWindow = 10 * time.Second
+)
+
+// remember records b as written by this engine; p.mu held.
+func (p *Publisher) remember(b []byte) {
+	if len(p.recent) == recentWrites {
+		copy(p.recent, p.recent[1:])
+		p.recent = p.recent[:recentWrites-1]
+	}
+	p.recent = append(p.recent, b)
+}
+
+// ours reports whether v is a value this engine wrote; p.mu held. With a
+// secret, any validly signed descriptor of this incarnation is ours, since
+// nobody else can sign one.
+func (p *Publisher) ours(v []byte) bool {
+	for _, b := range p.recent {
+		if bytes.Equal(b, v) {
+			return true
+		}
+	}
+	if p.signer == nil {
+		return false
+	}
+	d, err := p.signer.Decode(p.key, v)
+	return err == nil && d.Incarnation == p.incarnation
+}
+
+// Repaired returns how many times the guard wrote the descriptor back
+// after someone else replaced or deleted it.
+func (p *Publisher) Repaired() uint64 { return p.repaired.Load() }
+
+// startGuard watches the engine's own key, where the store has watches,
+// so that a replacement or a deletion by someone else is logged and
+// repaired at once instead of lasting until the next lease refresh. The
+// guard ends at Close; p.mu held.
+func (p *Publisher) startGuard(l metastore.Lease) {
+	w, ok := p.store.(metastore.Watcher)
+	if !ok {
+		return
+	}
+	// The watch lives as long as ctx; a store that cannot be reached
+	// fails it at once.
+	ctx, cancel := context.WithCancel(context.Background())
+	events, err := w.Watch(ctx, p.key)
+	if err != nil {
+		cancel()
+		p.log.Warn("not watching the engine's own descriptor; a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
+		return
+	}
+	p.unguard = cancel
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.guard(ctx, l, events)
+	}()
+}
+
+func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan metastore.Event) {
+	var window time.Time // start of the current log window
+	var logged int       // warnings in it
+	var quiet uint64     // repairs not logged since the last warning
+	for {
+		var ev metastore.Event
+		var ok bool
+		select {
+		case ev, ok = <-events:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+		if ev.Kind != metastore.Resync && ev.Key != p.key {
+			continue // a longer key under the same prefix
+		}
+		if p.closing.Load() {
+			return
+		}
+		// The event may be stale (the engine published again since):
+		// judge what the key holds now, with publishing held off.
+		p.mu.Lock()
+		v, err := p.read(ctx)
+		what := "replaced"
+		switch {
+		case errors.Is(err, metastore.ErrNotFound):
+			what = "deleted"
+		case err != nil:
+			p.mu.Unlock()
+			continue // the lease reports the outage
+		case p.ours(v):
+			p.mu.Unlock()
+			continue
+		}
+		newest := p.recent[len(p.recent)-1]
+		cctx, cancel := context.WithTimeout(ctx, p.timeout)
+		err = l.Update(cctx, newest)
+		cancel()
+		p.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		p.repaired.Add(1)
+		quiet++
+		now := time.Now()
+		if now.Sub(window) >= repairLogWindow {
+			window, logged = now, 0
+		}
+		if logged < repairLogBurst {
+			logged++
+			if err != nil {
+				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); writing it back failed, the lease retries", "key", p.key, "repairs", quiet, "error", err)
+			} else {
+				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); wrote it back. Anyone who can write the metastore can do this: restrict it (see README, Securing the metastore)", "key", p.key, "repairs", quiet)
+			}
+			quiet = 0
+		}
+	}
+}
+
+func (p *Publisher) read(ctx context.Context) ([]byte, error) {
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	return p.store.Get(cctx, p.key)
+}
