@@ -137,6 +137,8 @@ type Engine struct {
 	// signer signs the local descriptor and checks peers'; nil without
 	// a cluster secret.
 	signer *segment.Signer
+	// secret is the cluster secret, nil without one; see secret.go.
+	secret []byte
 	// follow applies the metastore's watch to segs, nil without one;
 	// unwatch stops it.
 	follow    *remotes.Follower
@@ -257,6 +259,11 @@ func newIncarnation() uint64 {
 func (e *Engine) openMetastore(ctx context.Context) error {
 	m := e.cfg.Metastore
 	e.keyPrefix = m.KeyPrefix()
+	secret, err := clusterSecret(e.cfg)
+	if err != nil {
+		return fmt.Errorf("%w: engine %q: %w", ErrInvalid, e.name, err)
+	}
+	e.secret = secret
 	signer, err := e.openSigner()
 	if err != nil {
 		return err

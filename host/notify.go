@@ -1,19 +1,11 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-	"github.com/zclconf/go-cty/cty"
-
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/notify"
 	"github.com/ferrydev/ferry/host/progress"
@@ -49,96 +41,15 @@ func notifyErr(err error) error {
 // startControl starts the control service on the configured address; the
 // descriptor published next carries its address.
 func (e *Engine) startControl() error {
-	secret, err := controlSecret(e.cfg)
-	if err != nil {
-		return fmt.Errorf("%w: engine %q: control service: %w", ErrInvalid, e.name, err)
-	}
 	hc, err := notify.Start(notify.Config{
 		Listen: e.cfg.Control.ListenAddr(), Name: e.name, Incarnation: e.incarnation,
-		Buffer: NotificationBuffer, Secret: secret, Source: (*controlSource)(e), Log: e.log,
+		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
 	})
 	if err != nil {
 		return err
 	}
 	e.hc = hc
 	return nil
-}
-
-// controlSecret returns the cluster secret that authenticates the control
-// service (notifications and Status), or nil when there is none. Until
-// the engine has a cluster secret of its own, it is the tcp plugin's:
-// cluster_secret or cluster_secret_file in the config block of an enabled
-// plugin "tcp", read the way the plugin reads it (a relative file from
-// the config file's directory, one trailing newline trimmed, at least 16
-// bytes), so that the engines that share a data-plane secret share this
-// one.
-func controlSecret(cfg *config.Config) ([]byte, error) {
-	for _, pc := range cfg.Plugins {
-		if pc.Name != "tcp" || !pc.Enabled || len(pc.Body) == 0 {
-			continue
-		}
-		f, diags := hclsyntax.ParseConfig(pc.Body, pc.BodyFile, hcl.Pos{Line: pc.BodyLine, Column: pc.BodyColumn, Byte: pc.BodyByte})
-		if diags.HasErrors() {
-			return nil, fmt.Errorf("plugin %q config: %w", pc.Name, diags)
-		}
-		attrs := f.Body.(*hclsyntax.Body).Attributes
-		if a := attrs["cluster_secret"]; a != nil {
-			v, err := secretString(a)
-			if err != nil || len(v) < minSecret {
-				return nil, fmt.Errorf("%s: plugin %q: cluster_secret must be a string of at least %d bytes, the same on every engine", a.SrcRange, pc.Name, minSecret)
-			}
-			return []byte(v), nil
-		}
-		if a := attrs["cluster_secret_file"]; a != nil {
-			path, err := secretString(a)
-			if err != nil || path == "" {
-				return nil, fmt.Errorf("%s: plugin %q: cluster_secret_file must name the file that holds the cluster secret", a.SrcRange, pc.Name)
-			}
-			if !filepath.IsAbs(path) && pc.BodyFile != "" {
-				path = filepath.Join(filepath.Dir(pc.BodyFile), path)
-			}
-			b, err := readSecret(path)
-			if err != nil {
-				return nil, fmt.Errorf("%s: plugin %q: cluster_secret_file: %w", a.SrcRange, pc.Name, err)
-			}
-			return b, nil
-		}
-	}
-	return nil, nil
-}
-
-// minSecret is the tcp plugin's shortest cluster secret.
-const minSecret = 16
-
-func secretString(a *hclsyntax.Attribute) (string, error) {
-	v, diags := a.Expr.Value(nil)
-	if diags.HasErrors() {
-		return "", diags
-	}
-	if v.IsNull() || !v.IsKnown() || v.Type() != cty.String {
-		return "", errors.New("not a string")
-	}
-	return v.AsString(), nil
-}
-
-// readSecret reads a cluster secret file as the tcp plugin does.
-func readSecret(path string) ([]byte, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w; make the file readable by the engine, or set cluster_secret instead", err)
-	}
-	if fi.Size() > 64<<10 {
-		return nil, fmt.Errorf("%s: larger than 64 KiB; is this the secret file?", path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w; make the file readable by the engine, or set cluster_secret instead", err)
-	}
-	b = bytes.TrimSuffix(bytes.TrimSuffix(b, []byte("\n")), []byte("\r"))
-	if len(b) < minSecret {
-		return nil, fmt.Errorf("%s: the secret is %d bytes, too short; write at least %d random bytes into it, the same on every engine", path, len(b), minSecret)
-	}
-	return b, nil
 }
 
 // stopControl stops sending, then serving, then closes the channel of

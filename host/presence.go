@@ -1,12 +1,9 @@
 package host
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 
 	"github.com/ferrydev/ferry/config"
 
@@ -57,38 +54,19 @@ func (e *Engine) publish(ctx context.Context) error {
 // open go on meanwhile; the error clears once the descriptor is back.
 func (e *Engine) MetastoreHealth() error { return e.pub.Health() }
 
-// maxSecretFile bounds what is read of the cluster secret file, as the
-// tcp plugin bounds it.
-const maxSecretFile = 4096
-
-// openSigner reads the configured cluster secret file and returns the
-// signer of descriptors; nil, after one loud warning, without a file.
+// openSigner returns the signer of descriptors under the engine's
+// cluster secret; nil, after one loud warning, without one.
 func (e *Engine) openSigner() (*segment.Signer, error) {
-	path := e.cfg.ClusterSecretFile
-	if path == "" {
+	if e.secret == nil {
 		if e.cfg.Metastore.Kind != config.MetastoreNone {
-			e.log.Warn("no cluster_secret_file: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
+			e.log.Warn("no cluster secret: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
 				"engine", e.name)
 		}
 		return nil, nil
 	}
-	f, err := os.Open(path)
+	s, err := segment.NewSigner(e.secret)
 	if err != nil {
-		return nil, fmt.Errorf("engine %q: cluster_secret_file: %w; make the file readable by the engine, or remove the setting", e.name, err)
-	}
-	defer f.Close()
-	b := make([]byte, maxSecretFile+1)
-	n, err := io.ReadFull(f, b)
-	switch {
-	case err == nil:
-		return nil, fmt.Errorf("engine %q: cluster_secret_file %s: larger than %d bytes; is this the secret file?", e.name, path, maxSecretFile)
-	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("engine %q: cluster_secret_file %s: %w", e.name, path, err)
-	}
-	b = bytes.TrimSuffix(bytes.TrimSuffix(b[:n], []byte("\n")), []byte("\r"))
-	s, err := segment.NewSigner(b)
-	if err != nil {
-		return nil, fmt.Errorf("engine %q: cluster_secret_file %s: %w", e.name, path, err)
+		return nil, fmt.Errorf("engine %q: cluster secret: %w", e.name, err)
 	}
 	return s, nil
 }

@@ -63,10 +63,20 @@ func cmdPlugins(args []string) error {
 	cfgPath := fs.String("config", "", "HCL config file: list its plugins (default: every ferry-plugin-* in --dir)")
 	dir := fs.String("dir", "", "plugin directory (default: beside the ferry binary)")
 	asJSON := fs.Bool("json", false, "one JSON object per plugin")
-	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as `ferry run` prints)")
+	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as `ferry run` prints); with a cluster secret, give the engine's --config too")
 	fs.Parse(args)
 	if *engine != "" {
-		return engineStatus(*engine, *asJSON)
+		var o control.Options
+		if *cfgPath != "" {
+			cfg, err := loadConfig(*cfgPath, "", "")
+			if err != nil {
+				return err
+			}
+			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
+				return err
+			}
+		}
+		return engineStatus(*engine, o, *asJSON)
 	}
 
 	var specs []loader.Spec
@@ -129,8 +139,8 @@ func cmdPlugins(args []string) error {
 // engineStatus prints what a running engine says of its plugins (state,
 // process, restarts, stalls, faulty runs, completions that broke the
 // contract, outstanding descriptors, why it is not running) and its rails, asked through its control service.
-func engineStatus(addr string, asJSON bool) error {
-	c, err := control.Dial(addr)
+func engineStatus(addr string, o control.Options, asJSON bool) error {
+	c, err := control.DialOptions(addr, o)
 	if err != nil {
 		return err
 	}
@@ -139,7 +149,7 @@ func engineStatus(addr string, asJSON bool) error {
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("%w; is an engine serving its control service at %s?", err, addr)
+		return fmt.Errorf("%w; is an engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
 	}
 	if asJSON {
 		_, err := fmt.Println(string(b))

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -173,4 +174,46 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestPluginsOfASecretEngine: an engine with a cluster secret answers
+// `ferry plugins --engine` only when the caller gives the engine's config,
+// from which the tool takes the secret.
+func TestPluginsOfASecretEngine(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "secret")
+	if err := os.WriteFile(secret, []byte("cmd-test-cluster-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfgFile := filepath.Join(dir, "engine.hcl")
+	hcl := fmt.Sprintf("name = \"status-s\"\ncluster_secret_file = %q\nplugin_dir = %q\nplugin \"tcp\" {}\n", secret, binDir)
+	if err := os.WriteFile(cfgFile, []byte(hcl), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, sc := startRun(t, "--config", cfgFile)
+	if !sc.Scan() {
+		t.Fatal("ferry run exited before its ready line")
+	}
+	var ready struct {
+		Control string `json:"control"`
+	}
+	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || ready.Control == "" {
+		t.Fatalf("ready line %q: %v; want the control address", sc.Text(), err)
+	}
+	ferry := filepath.Join(binDir, "ferry")
+	out, err := exec.Command(ferry, "plugins", "--engine", ready.Control).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--config") {
+		t.Fatalf("ferry plugins --engine without the secret: err %v, output %q; want a refusal that says to pass --config", err, out)
+	}
+	b, err := exec.Command(ferry, "plugins", "--engine", ready.Control, "--config", cfgFile, "--json").Output()
+	if err != nil {
+		t.Fatalf("ferry plugins --engine --config: %v", err)
+	}
+	var st struct {
+		Name    string        `json:"name"`
+		Plugins []pluginState `json:"plugins"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || st.Name != "status-s" || len(st.Plugins) != 1 || st.Plugins[0].State != "running" {
+		t.Fatalf("ferry plugins --engine --config --json printed %q (%v); want status-s with tcp running", b, err)
+	}
 }
