@@ -65,7 +65,11 @@ func (f *Follower) Run(ctx context.Context, events <-chan metastore.Event) {
 			watched := f.watched(ev.Key)
 			f.Lock.Unlock()
 			if watched {
-				f.apply(ctx, ev.Key, f.change(ev))
+				// The store's value now, not the event's: events of a
+				// burst of publishes can arrive after the opener already
+				// read a newer descriptor, and applying an older one
+				// would take back the buffers registered since.
+				f.reread(ctx, ev.Key)
 			}
 		case metastore.Resync:
 			// Changes may have been missed: read again every key a

@@ -285,3 +285,33 @@ func TestIsHostPort(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerStaleEvent: an event that arrives after the handle already
+// holds a newer descriptor (a burst of publishes: the opener read the
+// second while the watch still delivers the first) does not take back the
+// buffers registered since; the follower applies what the store holds.
+func TestFollowerStaleEvent(t *testing.T) {
+	ctx := context.Background()
+	ts := []Transport{newTransport("tcp")}
+	var mu sync.Mutex
+	tb := New("here", time.Second)
+	store := metastore.NewMemory()
+	defer store.Close()
+	older, newer := desc(7, 0x1000), desc(7, 0x1000, 0x2000)
+	nb, _ := newer.Encode()
+	if err := store.Put(ctx, "segments/b", nb); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Open(ctx, "b", "segments/b", newer, ts); err != nil {
+		t.Fatal(err)
+	}
+	ob, _ := older.Encode()
+	events := make(chan metastore.Event, 1)
+	events <- metastore.Event{Kind: metastore.Put, Key: "segments/b", Value: ob}
+	close(events)
+	f := &Follower{Table: tb, Store: store, Lock: &mu, Transports: func() []Transport { return ts }, Log: hclog.NewNullLogger(), Timeout: time.Second}
+	f.Run(ctx, events)
+	if h := tb.Get(1); h.Retired != "" || len(h.Desc.Buffers) != 2 {
+		t.Fatalf("after a stale event: %+v, want the newer descriptor's 2 buffers kept", h)
+	}
+}
