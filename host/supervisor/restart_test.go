@@ -23,12 +23,42 @@ var tcpBin string
 type hookLog struct {
 	mu    sync.Mutex
 	calls []string
+	added chan struct{} // closed and replaced at every call recorded
 }
 
 func (h *hookLog) add(format string, args ...any) {
 	h.mu.Lock()
 	h.calls = append(h.calls, fmt.Sprintf(format, args...))
+	if h.added != nil {
+		close(h.added)
+		h.added = nil
+	}
 	h.mu.Unlock()
+}
+
+// waitCalls waits until n calls are recorded: a hook that runs after the
+// last state change (Restarted) changes no state to wait on.
+func (h *hookLog) waitCalls(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.NewTimer(60 * time.Second)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		if len(h.calls) >= n {
+			h.mu.Unlock()
+			return
+		}
+		if h.added == nil {
+			h.added = make(chan struct{})
+		}
+		ch := h.added
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline.C:
+			t.Fatalf("waiting for %d hook calls: have %q", n, h.get())
+		}
+	}
 }
 
 func (h *hookLog) get() []string {
@@ -131,7 +161,7 @@ func TestRestartAfterKill(t *testing.T) {
 	}
 	// Restarted runs after commit, outside the lock: it may come a
 	// moment after the plugin shows Running.
-	waitFor(t, s, "Restarted", func() bool { return len(log.get()) == len(want)+1 })
+	log.waitCalls(t, len(want)+1)
 	want = append(want, "restarted gen 3")
 	if got := log.get(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("hooks called\n%q\nwant\n%q", got, want)
