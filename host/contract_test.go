@@ -17,26 +17,14 @@ import (
 // counts) and attempts tries per task.
 func contractEngine(t *testing.T, name, fault string, violations, attempts int) *host.Engine {
 	t.Helper()
-	src := fmt.Sprintf(`name = %q
-plugin_dir = %q
-plugin "fault" {
-  config {
-    %s
-    tcp {
-      listen = ["127.0.0.1:0"]
-    }
-  }
-}
-transfer {
+	return faultEngine(t, name, fault, fmt.Sprintf(`transfer {
   attempts = %d
 }
 supervise {
   interval            = "50ms"
   contract_violations = %d
   contract_window     = "10s"
-}
-`, name, binDir, fault, attempts, violations)
-	return hclEngine(t, context.Background(), src, name+".hcl")
+}`, attempts, violations))
 }
 
 // writeOnce writes local to the peer in one batch of one task and waits

@@ -18,15 +18,10 @@ import (
 // through: with 1 MiB slices, a 128 MiB transfer crashes it mid-way.
 const crashAfter = 20
 
-// failoverConfig is an engine's HCL: the fault plugin (crashing after
-// crashAfter descriptors when crash is set) wrapping TCP, then plain TCP
-// unless onlyFault; a policy prefers fault.
-func failoverConfig(name string, crash, onlyFault bool) string {
-	faults := ""
-	if crash {
-		faults = fmt.Sprintf("fault \"crash\" {\n      after = %d\n    }\n", crashAfter)
-	}
-	s := fmt.Sprintf(`name = %q
+// faultConfig is the HCL of an engine whose first transport is the fault
+// plugin with the given fault blocks, wrapping TCP on one loopback rail.
+func faultConfig(name, faults string) string {
+	return fmt.Sprintf(`name = %q
 plugin_dir = %q
 plugin "fault" {
   config {
@@ -37,6 +32,17 @@ plugin "fault" {
   }
 }
 `, name, binDir, faults)
+}
+
+// failoverConfig is an engine's HCL: the fault plugin (crashing after
+// crashAfter descriptors when crash is set) wrapping TCP, then plain TCP
+// unless onlyFault; a policy prefers fault.
+func failoverConfig(name string, crash, onlyFault bool) string {
+	faults := ""
+	if crash {
+		faults = fmt.Sprintf("fault \"crash\" {\n      after = %d\n    }\n", crashAfter)
+	}
+	s := faultConfig(name, faults)
 	transports := `["fault"]`
 	if !onlyFault {
 		s += `plugin "tcp" {

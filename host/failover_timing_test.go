@@ -3,7 +3,6 @@ package host_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,24 +11,12 @@ import (
 	"github.com/ferrydev/ferry/host"
 )
 
-// timingEngine starts an engine whose only transport is the fault plugin
-// (wrapping tcp) with the given fault blocks, and with the given extra
-// top-level HCL (a transfer or supervise block).
-func timingEngine(t *testing.T, name, faults, extra string) *host.Engine {
+// faultEngine starts an engine whose only transport is the fault plugin
+// (wrapping tcp) with the given fault blocks (faultConfig), and with the
+// given extra top-level HCL (a transfer or supervise block).
+func faultEngine(t *testing.T, name, faults, extra string) *host.Engine {
 	t.Helper()
-	src := fmt.Sprintf(`name = %q
-plugin_dir = %q
-plugin "fault" {
-  config {
-    %s
-    tcp {
-      listen = ["127.0.0.1:0"]
-    }
-  }
-}
-%s
-`, name, binDir, faults, extra)
-	return hclEngine(t, context.Background(), src, name+".hcl")
+	return hclEngine(t, context.Background(), faultConfig(name, faults)+extra+"\n", name+".hcl")
 }
 
 // noDeadline is a context without a deadline, as `ferry bench` submits
@@ -50,7 +37,7 @@ func noDeadline(t *testing.T) context.Context {
 func TestDefaultDeadlineEndsAStalledTask(t *testing.T) {
 	const span = 4 << 20
 	ctx := noDeadline(t)
-	a := timingEngine(t, "dd-a", "fault \"stall\" {}", `transfer {
+	a := faultEngine(t, "dd-a", "fault \"stall\" {}", `transfer {
   default_deadline = "1s"
 }
 supervise {
@@ -81,7 +68,7 @@ supervise {
 func TestPinnedTransportWaitsForRestart(t *testing.T) {
 	const span = 4 << 20
 	ctx := noDeadline(t)
-	a := timingEngine(t, "pin-a", "", "")
+	a := faultEngine(t, "pin-a", "", "")
 	b := failoverPeer(t, a, "pin-b", span)
 	seg, err := a.OpenSegment(ctx, "pin-b")
 	if err != nil {
@@ -137,7 +124,7 @@ func TestPinnedTransportWaitsForRestart(t *testing.T) {
 func TestRetriesBackOff(t *testing.T) {
 	const span = 64 << 10 // one slice: one descriptor per attempt
 	ctx := noDeadline(t)
-	a := timingEngine(t, "bo-a", "fault \"drop\" {\n      status = \"peer_unreachable\"\n    }", `transfer {
+	a := faultEngine(t, "bo-a", "fault \"drop\" {\n      status = \"peer_unreachable\"\n    }", `transfer {
   retry_backoff = "200ms"
 }`)
 	b := failoverPeer(t, a, "bo-b", span)

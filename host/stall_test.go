@@ -23,23 +23,11 @@ const stallAfter = 8
 // tests do not wait for the defaults.
 func superviseEngine(t *testing.T, name, fault, stallWindow string) *host.Engine {
 	t.Helper()
-	src := fmt.Sprintf(`name = %q
-plugin_dir = %q
-plugin "fault" {
-  config {
-    %s
-    tcp {
-      listen = ["127.0.0.1:0"]
-    }
-  }
-}
-supervise {
+	return faultEngine(t, name, fault, fmt.Sprintf(`supervise {
   stall_after   = %q
   probe_timeout = "300ms"
   interval      = "50ms"
-}
-`, name, binDir, fault, stallWindow)
-	return hclEngine(t, context.Background(), src, name+".hcl")
+}`, stallWindow))
 }
 
 // TestStallDetectedKilledAndRestarted stalls the fault plugin in the
