@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ferrydev/ferry/sdk/plugintest"
@@ -131,7 +129,7 @@ func TestPluginsOfARunningEngine(t *testing.T) {
 func startRun(t *testing.T, args ...string) (io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin", "--log-level", "debug"}, args...)...)
-	var logs syncBuffer
+	var logs plugintest.LogBuffer
 	cmd.Stderr = &logs
 	in, out := plugintest.StartPiped(t, cmd)
 	t.Cleanup(func() {
@@ -168,25 +166,6 @@ func controlAddr(t *testing.T, sc *bufio.Scanner) string {
 		t.Fatalf("ready line %q: want the control address", sc.Text())
 	}
 	return ready.Control
-}
-
-// syncBuffer is a bytes.Buffer a child process's output goroutine writes
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestPluginsOfASecretEngine: an engine with a cluster secret answers
