@@ -69,11 +69,7 @@ func TestCompletionContractTokenFlips(t *testing.T) {
 			defer cancel()
 			name := fmt.Sprintf("flip%d", bit)
 			a := contractEngine(t, name+"-a", fmt.Sprintf("fault \"flip\" {\n      bit = %d\n    }", bit), 1, 2)
-			b := failoverPeer(t, a, name+"-b", 1<<20)
-			seg, err := a.OpenSegment(ctx, name+"-b")
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, seg := failoverSegment(t, ctx, a, name+"-b", 1<<20)
 			local := randomLocal(t, ctx, a, 64<<10)
 			st := writeOnce(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local)
 			if st.State != host.StateFailed || st.Err == nil {
@@ -108,11 +104,7 @@ func TestCompletionContractDuplicate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := contractEngine(t, "dup-a", "fault \"duplicate\" {}", 0, 1)
-	b := failoverPeer(t, a, "dup-b", 1<<20)
-	seg, err := a.OpenSegment(ctx, "dup-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "dup-b", 1<<20)
 	const writes = 5
 	local := randomLocal(t, ctx, a, 64<<10)
 	for range writes {
@@ -148,11 +140,7 @@ func TestCompletionContractOverreport(t *testing.T) {
 	defer cancel()
 	const attempts = 3
 	a := contractEngine(t, "over-a", "fault \"overreport\" {}", 0, attempts)
-	b := failoverPeer(t, a, "over-b", 1<<20)
-	seg, err := a.OpenSegment(ctx, "over-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "over-b", 1<<20)
 	local := randomLocal(t, ctx, a, 64<<10)
 	st := writeOnce(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local)
 	if st.State != host.StateFailed || !errors.Is(st.Err, host.ErrPluginFailed) && !strings.Contains(st.Err.Error(), "protocol") {

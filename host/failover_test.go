@@ -72,6 +72,18 @@ func failoverPeer(t *testing.T, a *host.Engine, name string, span int) *peer {
 	return startPeer(t, "--config", file, "--name", name, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span))
 }
 
+// failoverSegment starts the peer engine name (failoverPeer) and opens
+// its segment from a.
+func failoverSegment(t *testing.T, ctx context.Context, a *host.Engine, name string, span int) (*peer, host.Segment) {
+	t.Helper()
+	b := failoverPeer(t, a, name, span)
+	seg, err := a.OpenSegment(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, seg
+}
+
 func pluginStatus(e *host.Engine, name string) host.PluginStatus {
 	for _, st := range e.Plugins(context.Background()) {
 		if st.Name == name {
@@ -106,11 +118,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := failoverEngine(t, "fo-a", false)
-	b := failoverPeer(t, a, "fo-b", span)
-	seg, err := a.OpenSegment(ctx, "fo-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "fo-b", span)
 	if len(seg.Transports) != 2 {
 		t.Fatalf("segment offers %v, want fault and tcp", seg.Transports)
 	}
@@ -152,14 +160,10 @@ func TestCrashWithoutFailoverTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	a := failoverEngine(t, "fo-c", true)
-	b := failoverPeer(t, a, "fo-d", span)
-	seg, err := a.OpenSegment(ctx, "fo-d")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "fo-d", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
+	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
 	if ctx.Err() != nil {
 		t.Fatalf("transfer ran into the test's bound: %v", err)
 	}
@@ -189,11 +193,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := failoverEngine(t, "fo-e", false)
-	b := failoverPeer(t, a, "fo-f", span)
-	seg, err := a.OpenSegment(ctx, "fo-f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "fo-f", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	id, err := a.AllocateBatch(tasks)

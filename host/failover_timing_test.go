@@ -43,13 +43,9 @@ func TestDefaultDeadlineEndsAStalledTask(t *testing.T) {
 supervise {
   stall_after = "0s"
 }`)
-	b := failoverPeer(t, a, "dd-b", span)
-	seg, err := a.OpenSegment(ctx, "dd-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "dd-b", span)
 	local := randomLocal(t, ctx, a, span)
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Transport: "fault"})
+	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Transport: "fault"})
 	var te *host.TransferError
 	if !errors.Is(err, host.ErrDeadlineExceeded) || !errors.As(err, &te) || te.State != host.StateTimeout {
 		t.Fatalf("write on a stalled plugin with no deadline: %v; want TIMEOUT from the default deadline", err)
@@ -69,11 +65,7 @@ func TestPinnedTransportWaitsForRestart(t *testing.T) {
 	const span = 4 << 20
 	ctx := noDeadline(t)
 	a := faultEngine(t, "pin-a", "", "")
-	b := failoverPeer(t, a, "pin-b", span)
-	seg, err := a.OpenSegment(ctx, "pin-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "pin-b", span)
 	local := randomLocal(t, ctx, a, span)
 	id, err := a.AllocateBatch(1)
 	if err != nil {
@@ -127,14 +119,10 @@ func TestRetriesBackOff(t *testing.T) {
 	a := faultEngine(t, "bo-a", "fault \"drop\" {\n      status = \"peer_unreachable\"\n    }", `transfer {
   retry_backoff = "200ms"
 }`)
-	b := failoverPeer(t, a, "bo-b", span)
-	seg, err := a.OpenSegment(ctx, "bo-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "bo-b", span)
 	local := randomLocal(t, ctx, a, span)
 	start := time.Now()
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
+	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
 	took := time.Since(start)
 	var te *host.TransferError
 	if !errors.Is(err, host.ErrTransportUnavailable) || !errors.As(err, &te) || te.State != host.StateFailed || !strings.Contains(err.Error(), "after 3 attempts") {

@@ -37,11 +37,7 @@ policy "fault-only" {
 }
 `, binDir)
 	a := hclEngine(t, ctx, src, "rr-a.hcl")
-	b := failoverPeer(t, a, "rr-b", span)
-	seg, err := a.OpenSegment(ctx, "rr-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "rr-b", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}); err != nil {

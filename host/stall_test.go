@@ -41,11 +41,7 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := superviseEngine(t, "st-a", fmt.Sprintf("fault \"stall\" {\n      after = %d\n    }", stallAfter), "1s")
-	b := failoverPeer(t, a, "st-b", span)
-	seg, err := a.OpenSegment(ctx, "st-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "st-b", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	first := pluginStatus(a, "fault")
@@ -144,11 +140,7 @@ func TestSlowPluginIsNotKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := superviseEngine(t, "slow-a", "fault \"delay\" {\n      delay = \"2s\"\n    }", "400ms")
-	b := failoverPeer(t, a, "slow-b", 1<<20)
-	seg, err := a.OpenSegment(ctx, "slow-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "slow-b", 1<<20)
 	local := randomLocal(t, ctx, a, 1<<20)
 	pid := pluginStatus(a, "fault").PID
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
