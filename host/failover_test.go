@@ -72,6 +72,15 @@ func failoverPeer(t *testing.T, a *host.Engine, name string, span int) *peer {
 	return startPeer(t, "--config", file, "--name", name, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span))
 }
 
+// holds fails the test unless the peer's first len(sent) bytes are sent
+// (by sha256); what names the write checked.
+func (p *peer) holds(t *testing.T, what string, sent []byte) {
+	t.Helper()
+	if got, want := p.ask(t, "sha256 0 %d", len(sent)), sum(sent); got != want {
+		t.Fatalf("%s: peer has sha256 %s, sent %s", what, got, want)
+	}
+}
+
 // failoverSegment starts the peer engine name (failoverPeer) and opens
 // its segment from a.
 func failoverSegment(t *testing.T, ctx context.Context, a *host.Engine, name string, span int) (*peer, host.Segment) {
@@ -129,9 +138,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 		t.Fatalf("write through a crashing plugin: %v", err)
 	}
 	t.Logf("128 MiB write with a crash and failover took %v", time.Since(start))
-	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	st := waitRunning(t, a, "fault")
 	t.Logf("fault plugin back: %+v", st)
 	before := st.Counters["descriptors"]
@@ -143,9 +150,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: small, Segment: seg.ID, Remote: remote}); err != nil {
 		t.Fatalf("write after restart: %v", err)
 	}
-	if got, want := b.ask(t, "sha256 0 %d", len(small)), sum(small); got != want {
-		t.Fatalf("after restart: peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "after restart", small)
 	after := pluginStatus(a, "fault")
 	if after.Counters["descriptors"] <= before {
 		t.Fatalf("restarted fault plugin carried nothing: descriptors %d -> %d (%+v)", before, after.Counters["descriptors"], after)
@@ -169,9 +174,7 @@ func TestCrashWithoutFailoverTarget(t *testing.T) {
 	}
 	switch {
 	case err == nil:
-		if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-			t.Fatalf("peer has sha256 %s, sent %s", got, want)
-		}
+		b.holds(t, "the write", local)
 	case errors.Is(err, host.ErrPluginFailed):
 		var te *host.TransferError
 		if !errors.As(err, &te) || te.State != host.StateFailed {
@@ -225,9 +228,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	if failedOver == 0 {
 		t.Fatalf("no task needed a second attempt: the fault plugin did not crash under them")
 	}
-	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	bs, _ := a.BatchStatus(id)
 	if bs.Completed != tasks || bs.Pending != 0 || bs.Failed != 0 {
 		t.Fatalf("batch status %+v, want %d completed", bs, tasks)
