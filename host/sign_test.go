@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,6 +20,7 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 )
@@ -71,17 +71,8 @@ func mustSignedEngine(t *testing.T, name, secret, metaURL string, ttl time.Durat
 // who can reach it sends it.
 func metaDo(t *testing.T, method, metaURL, key string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, metaURL+"?"+url.Values{"key": {key}}.Encode(), bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	code, b, _ := metastoretest.Do(t, method, metaURL, url.Values{"key": {key}}, body)
+	return code, b
 }
 
 // fakeListener accepts and counts connections until the test ends: where
