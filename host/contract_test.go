@@ -17,26 +17,14 @@ import (
 // counts) and attempts tries per task.
 func contractEngine(t *testing.T, name, fault string, violations, attempts int) *host.Engine {
 	t.Helper()
-	src := fmt.Sprintf(`name = %q
-plugin_dir = %q
-plugin "fault" {
-  config {
-    %s
-    tcp {
-      listen = ["127.0.0.1:0"]
-    }
-  }
-}
-transfer {
+	return faultEngine(t, name, fault, fmt.Sprintf(`transfer {
   attempts = %d
 }
 supervise {
   interval            = "50ms"
   contract_violations = %d
   contract_window     = "10s"
-}
-`, name, binDir, fault, attempts, violations)
-	return hclEngine(t, context.Background(), src, name+".hcl")
+}`, attempts, violations))
 }
 
 // writeOnce writes local to the peer in one batch of one task and waits
@@ -81,11 +69,7 @@ func TestCompletionContractTokenFlips(t *testing.T) {
 			defer cancel()
 			name := fmt.Sprintf("flip%d", bit)
 			a := contractEngine(t, name+"-a", fmt.Sprintf("fault \"flip\" {\n      bit = %d\n    }", bit), 1, 2)
-			b := failoverPeer(t, a, name+"-b", 1<<20)
-			seg, err := a.OpenSegment(ctx, name+"-b")
-			if err != nil {
-				t.Fatal(err)
-			}
+			b, seg := failoverSegment(t, ctx, a, name+"-b", 1<<20)
 			local := randomLocal(t, ctx, a, 64<<10)
 			st := writeOnce(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local)
 			if st.State != host.StateFailed || st.Err == nil {
@@ -120,11 +104,7 @@ func TestCompletionContractDuplicate(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := contractEngine(t, "dup-a", "fault \"duplicate\" {}", 0, 1)
-	b := failoverPeer(t, a, "dup-b", 1<<20)
-	seg, err := a.OpenSegment(ctx, "dup-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "dup-b", 1<<20)
 	const writes = 5
 	local := randomLocal(t, ctx, a, 64<<10)
 	for range writes {
@@ -134,9 +114,7 @@ func TestCompletionContractDuplicate(t *testing.T) {
 			t.Fatalf("write completed twice: %v with %d bytes (%v), want COMPLETED with %d", st.State, st.Bytes, st.Err, len(local))
 		}
 	}
-	if got, want := b.ask(t, "sha256 0 %d", len(local)), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	// The duplicates are reaped after their originals; the count catches
 	// up within a look or two.
 	var ps host.PluginStatus
@@ -160,11 +138,7 @@ func TestCompletionContractOverreport(t *testing.T) {
 	defer cancel()
 	const attempts = 3
 	a := contractEngine(t, "over-a", "fault \"overreport\" {}", 0, attempts)
-	b := failoverPeer(t, a, "over-b", 1<<20)
-	seg, err := a.OpenSegment(ctx, "over-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "over-b", 1<<20)
 	local := randomLocal(t, ctx, a, 64<<10)
 	st := writeOnce(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local)
 	if st.State != host.StateFailed || !errors.Is(st.Err, host.ErrPluginFailed) && !strings.Contains(st.Err.Error(), "protocol") {

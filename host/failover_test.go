@@ -18,15 +18,10 @@ import (
 // through: with 1 MiB slices, a 128 MiB transfer crashes it mid-way.
 const crashAfter = 20
 
-// failoverConfig is an engine's HCL: the fault plugin (crashing after
-// crashAfter descriptors when crash is set) wrapping TCP, then plain TCP
-// unless onlyFault; a policy prefers fault.
-func failoverConfig(name string, crash, onlyFault bool) string {
-	faults := ""
-	if crash {
-		faults = fmt.Sprintf("fault \"crash\" {\n      after = %d\n    }\n", crashAfter)
-	}
-	s := fmt.Sprintf(`name = %q
+// faultConfig is the HCL of an engine whose first transport is the fault
+// plugin with the given fault blocks, wrapping TCP on one loopback rail.
+func faultConfig(name, faults string) string {
+	return fmt.Sprintf(`name = %q
 plugin_dir = %q
 plugin "fault" {
   config {
@@ -37,6 +32,17 @@ plugin "fault" {
   }
 }
 `, name, binDir, faults)
+}
+
+// failoverConfig is an engine's HCL: the fault plugin (crashing after
+// crashAfter descriptors when crash is set) wrapping TCP, then plain TCP
+// unless onlyFault; a policy prefers fault.
+func failoverConfig(name string, crash, onlyFault bool) string {
+	faults := ""
+	if crash {
+		faults = fmt.Sprintf("fault \"crash\" {\n      after = %d\n    }\n", crashAfter)
+	}
+	s := faultConfig(name, faults)
 	transports := `["fault"]`
 	if !onlyFault {
 		s += `plugin "tcp" {
@@ -64,6 +70,27 @@ func failoverPeer(t *testing.T, a *host.Engine, name string, span int) *peer {
 		t.Fatal(err)
 	}
 	return startPeer(t, "--config", file, "--name", name, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span))
+}
+
+// holds fails the test unless the peer's first len(sent) bytes are sent
+// (by sha256); what names the write checked.
+func (p *peer) holds(t *testing.T, what string, sent []byte) {
+	t.Helper()
+	if got, want := p.ask(t, "sha256 0 %d", len(sent)), sum(sent); got != want {
+		t.Fatalf("%s: peer has sha256 %s, sent %s", what, got, want)
+	}
+}
+
+// failoverSegment starts the peer engine name (failoverPeer) and opens
+// its segment from a.
+func failoverSegment(t *testing.T, ctx context.Context, a *host.Engine, name string, span int) (*peer, host.Segment) {
+	t.Helper()
+	b := failoverPeer(t, a, name, span)
+	seg, err := a.OpenSegment(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, seg
 }
 
 func pluginStatus(e *host.Engine, name string) host.PluginStatus {
@@ -100,11 +127,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := failoverEngine(t, "fo-a", false)
-	b := failoverPeer(t, a, "fo-b", span)
-	seg, err := a.OpenSegment(ctx, "fo-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "fo-b", span)
 	if len(seg.Transports) != 2 {
 		t.Fatalf("segment offers %v, want fault and tcp", seg.Transports)
 	}
@@ -115,9 +138,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 		t.Fatalf("write through a crashing plugin: %v", err)
 	}
 	t.Logf("128 MiB write with a crash and failover took %v", time.Since(start))
-	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	st := waitRunning(t, a, "fault")
 	t.Logf("fault plugin back: %+v", st)
 	before := st.Counters["descriptors"]
@@ -129,9 +150,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: small, Segment: seg.ID, Remote: remote}); err != nil {
 		t.Fatalf("write after restart: %v", err)
 	}
-	if got, want := b.ask(t, "sha256 0 %d", len(small)), sum(small); got != want {
-		t.Fatalf("after restart: peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "after restart", small)
 	after := pluginStatus(a, "fault")
 	if after.Counters["descriptors"] <= before {
 		t.Fatalf("restarted fault plugin carried nothing: descriptors %d -> %d (%+v)", before, after.Counters["descriptors"], after)
@@ -146,22 +165,16 @@ func TestCrashWithoutFailoverTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	a := failoverEngine(t, "fo-c", true)
-	b := failoverPeer(t, a, "fo-d", span)
-	seg, err := a.OpenSegment(ctx, "fo-d")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "fo-d", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
+	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
 	if ctx.Err() != nil {
 		t.Fatalf("transfer ran into the test's bound: %v", err)
 	}
 	switch {
 	case err == nil:
-		if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-			t.Fatalf("peer has sha256 %s, sent %s", got, want)
-		}
+		b.holds(t, "the write", local)
 	case errors.Is(err, host.ErrPluginFailed):
 		var te *host.TransferError
 		if !errors.As(err, &te) || te.State != host.StateFailed {
@@ -183,11 +196,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := failoverEngine(t, "fo-e", false)
-	b := failoverPeer(t, a, "fo-f", span)
-	seg, err := a.OpenSegment(ctx, "fo-f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "fo-f", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	id, err := a.AllocateBatch(tasks)
@@ -219,9 +228,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	if failedOver == 0 {
 		t.Fatalf("no task needed a second attempt: the fault plugin did not crash under them")
 	}
-	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	bs, _ := a.BatchStatus(id)
 	if bs.Completed != tasks || bs.Pending != 0 || bs.Failed != 0 {
 		t.Fatalf("batch status %+v, want %d completed", bs, tasks)

@@ -3,7 +3,6 @@ package host_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -12,24 +11,12 @@ import (
 	"github.com/ferrydev/ferry/host"
 )
 
-// timingEngine starts an engine whose only transport is the fault plugin
-// (wrapping tcp) with the given fault blocks, and with the given extra
-// top-level HCL (a transfer or supervise block).
-func timingEngine(t *testing.T, name, faults, extra string) *host.Engine {
+// faultEngine starts an engine whose only transport is the fault plugin
+// (wrapping tcp) with the given fault blocks (faultConfig), and with the
+// given extra top-level HCL (a transfer or supervise block).
+func faultEngine(t *testing.T, name, faults, extra string) *host.Engine {
 	t.Helper()
-	src := fmt.Sprintf(`name = %q
-plugin_dir = %q
-plugin "fault" {
-  config {
-    %s
-    tcp {
-      listen = ["127.0.0.1:0"]
-    }
-  }
-}
-%s
-`, name, binDir, faults, extra)
-	return hclEngine(t, context.Background(), src, name+".hcl")
+	return hclEngine(t, context.Background(), faultConfig(name, faults)+extra+"\n", name+".hcl")
 }
 
 // noDeadline is a context without a deadline, as `ferry bench` submits
@@ -50,19 +37,15 @@ func noDeadline(t *testing.T) context.Context {
 func TestDefaultDeadlineEndsAStalledTask(t *testing.T) {
 	const span = 4 << 20
 	ctx := noDeadline(t)
-	a := timingEngine(t, "dd-a", "fault \"stall\" {}", `transfer {
+	a := faultEngine(t, "dd-a", "fault \"stall\" {}", `transfer {
   default_deadline = "1s"
 }
 supervise {
   stall_after = "0s"
 }`)
-	b := failoverPeer(t, a, "dd-b", span)
-	seg, err := a.OpenSegment(ctx, "dd-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "dd-b", span)
 	local := randomLocal(t, ctx, a, span)
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Transport: "fault"})
+	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Transport: "fault"})
 	var te *host.TransferError
 	if !errors.Is(err, host.ErrDeadlineExceeded) || !errors.As(err, &te) || te.State != host.StateTimeout {
 		t.Fatalf("write on a stalled plugin with no deadline: %v; want TIMEOUT from the default deadline", err)
@@ -81,12 +64,8 @@ supervise {
 func TestPinnedTransportWaitsForRestart(t *testing.T) {
 	const span = 4 << 20
 	ctx := noDeadline(t)
-	a := timingEngine(t, "pin-a", "", "")
-	b := failoverPeer(t, a, "pin-b", span)
-	seg, err := a.OpenSegment(ctx, "pin-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a := faultEngine(t, "pin-a", "", "")
+	b, seg := failoverSegment(t, ctx, a, "pin-b", span)
 	local := randomLocal(t, ctx, a, span)
 	id, err := a.AllocateBatch(1)
 	if err != nil {
@@ -120,9 +99,7 @@ func TestPinnedTransportWaitsForRestart(t *testing.T) {
 	if st.Attempts != 2 {
 		t.Fatalf("write pinned to a restarting plugin took %d attempts, want 2 (the wait, then the new run)", st.Attempts)
 	}
-	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	if r := pluginStatus(a, "fault").Restarts; r < 1 {
 		t.Fatalf("fault plugin restarts %d, want at least 1", r)
 	}
@@ -137,17 +114,13 @@ func TestPinnedTransportWaitsForRestart(t *testing.T) {
 func TestRetriesBackOff(t *testing.T) {
 	const span = 64 << 10 // one slice: one descriptor per attempt
 	ctx := noDeadline(t)
-	a := timingEngine(t, "bo-a", "fault \"drop\" {\n      status = \"peer_unreachable\"\n    }", `transfer {
+	a := faultEngine(t, "bo-a", "fault \"drop\" {\n      status = \"peer_unreachable\"\n    }", `transfer {
   retry_backoff = "200ms"
 }`)
-	b := failoverPeer(t, a, "bo-b", span)
-	seg, err := a.OpenSegment(ctx, "bo-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "bo-b", span)
 	local := randomLocal(t, ctx, a, span)
 	start := time.Now()
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
+	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
 	took := time.Since(start)
 	var te *host.TransferError
 	if !errors.Is(err, host.ErrTransportUnavailable) || !errors.As(err, &te) || te.State != host.StateFailed || !strings.Contains(err.Error(), "after 3 attempts") {

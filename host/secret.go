@@ -1,11 +1,8 @@
 package host
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/hashicorp/hcl/v2"
@@ -13,6 +10,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // The cluster secret. One secret, shared by every engine of a cluster,
@@ -26,11 +24,8 @@ import (
 // cluster configured with a data-plane secret signs its descriptors and
 // control calls too, without saying the secret twice.
 
-// Bounds of a cluster secret, the tcp plugin's.
-const (
-	minSecret     = 16
-	maxSecretFile = 64 << 10
-)
+// The shortest cluster secret, the tcp plugin's.
+const minSecret = kit.MinSecretLen
 
 // ClusterSecret returns the cluster secret an engine started from cfg
 // uses, nil when none is configured: for a tool that talks to the
@@ -91,26 +86,7 @@ func secretString(a *hclsyntax.Attribute) (string, error) {
 	return v.AsString(), nil
 }
 
-// readSecretFile reads a cluster secret file as the tcp plugin does: at
-// most maxSecretFile bytes, one trailing newline trimmed, at least
-// minSecret bytes left.
+// readSecretFile reads a cluster secret file as the tcp plugin does.
 func readSecretFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w; make the file readable by the engine, or remove the setting", err)
-	}
-	defer f.Close()
-	b := make([]byte, maxSecretFile+1)
-	n, err := io.ReadFull(f, b)
-	switch {
-	case err == nil:
-		return nil, fmt.Errorf("%s: larger than %d bytes; is this the secret file?", path, maxSecretFile)
-	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	b = bytes.TrimSuffix(bytes.TrimSuffix(b[:n], []byte("\n")), []byte("\r"))
-	if len(b) < minSecret {
-		return nil, fmt.Errorf("%s: the secret is %d bytes, too short; write at least %d random bytes into it, the same on every engine", path, len(b), minSecret)
-	}
-	return b, nil
+	return kit.ReadSecretFile(path, "make the file readable by the engine, or remove the setting")
 }

@@ -5,14 +5,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,28 +20,12 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 const signSecret = "sign-test-cluster-secret-0123456789"
-
-// logBuf collects an engine's log lines.
-type logBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func secretFile(t *testing.T, secret string) string {
 	t.Helper()
@@ -56,8 +38,8 @@ func secretFile(t *testing.T, secret string) string {
 
 // signedEngine starts an engine named name with the cluster secret file
 // secret ("" for none), on the embedded metastore or, with metaURL, on
-// that one; its log goes to the returned logBuf.
-func signedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration) (*host.Engine, *logBuf, error) {
+// that one; its log goes to the returned LogBuffer.
+func signedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration) (*host.Engine, *plugintest.LogBuffer, error) {
 	t.Helper()
 	cfg := config.Default(name)
 	cfg.PluginDir = binDir
@@ -66,7 +48,7 @@ func signedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration)
 	if metaURL != "" {
 		cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = config.MetastoreHTTP, metaURL, ""
 	}
-	logs := &logBuf{}
+	logs := &plugintest.LogBuffer{}
 	e, err := host.New(context.Background(), cfg,
 		host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: name, Level: hclog.Info, Output: logs})))
 	if err != nil {
@@ -76,7 +58,7 @@ func signedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration)
 	return e, logs, nil
 }
 
-func mustSignedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration) (*host.Engine, *logBuf) {
+func mustSignedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration) (*host.Engine, *plugintest.LogBuffer) {
 	t.Helper()
 	e, logs, err := signedEngine(t, name, secret, metaURL, ttl)
 	if err != nil {
@@ -89,17 +71,8 @@ func mustSignedEngine(t *testing.T, name, secret, metaURL string, ttl time.Durat
 // who can reach it sends it.
 func metaDo(t *testing.T, method, metaURL, key string, body []byte) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, metaURL+"?"+url.Values{"key": {key}}.Encode(), bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	code, b, _ := metastoretest.Do(t, method, metaURL, url.Values{"key": {key}}, body)
+	return code, b
 }
 
 // fakeListener accepts and counts connections until the test ends: where

@@ -23,23 +23,11 @@ const stallAfter = 8
 // tests do not wait for the defaults.
 func superviseEngine(t *testing.T, name, fault, stallWindow string) *host.Engine {
 	t.Helper()
-	src := fmt.Sprintf(`name = %q
-plugin_dir = %q
-plugin "fault" {
-  config {
-    %s
-    tcp {
-      listen = ["127.0.0.1:0"]
-    }
-  }
-}
-supervise {
+	return faultEngine(t, name, fault, fmt.Sprintf(`supervise {
   stall_after   = %q
   probe_timeout = "300ms"
   interval      = "50ms"
-}
-`, name, binDir, fault, stallWindow)
-	return hclEngine(t, context.Background(), src, name+".hcl")
+}`, stallWindow))
 }
 
 // TestStallDetectedKilledAndRestarted stalls the fault plugin in the
@@ -53,11 +41,7 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a := superviseEngine(t, "st-a", fmt.Sprintf("fault \"stall\" {\n      after = %d\n    }", stallAfter), "1s")
-	b := failoverPeer(t, a, "st-b", span)
-	seg, err := a.OpenSegment(ctx, "st-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "st-b", span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	first := pluginStatus(a, "fault")
@@ -112,9 +96,7 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 	if st.State != host.StateCompleted || st.Attempts != 2 {
 		t.Fatalf("task on the stalled plugin: %v after %d attempts (%v), want COMPLETED on the second", st.State, st.Attempts, st.Err)
 	}
-	if got, want := b.ask(t, "sha256 0 %d", 1<<20), sum(local[:1<<20]); got != want {
-		t.Fatalf("failed-over write: peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "failed-over write", local[:1<<20])
 
 	// 3. The plugin runs again, in a new process, and says what happened.
 	var now host.PluginStatus
@@ -140,9 +122,7 @@ func TestStallDetectedKilledAndRestarted(t *testing.T) {
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: small, Segment: seg.ID, Remote: remote}); err != nil {
 		t.Fatalf("write over the restarted plugin: %v", err)
 	}
-	if got, want := b.ask(t, "sha256 0 %d", len(small)), sum(small); got != want {
-		t.Fatalf("after the restart: peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "after the restart", small)
 	after := pluginStatus(a, "fault")
 	if after.Counters["descriptors"] == 0 || after.Outstanding != 0 || after.Stalls != 1 || after.PID != now.PID {
 		t.Fatalf("after the write: %+v", after)
@@ -156,19 +136,13 @@ func TestSlowPluginIsNotKilled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := superviseEngine(t, "slow-a", "fault \"delay\" {\n      delay = \"2s\"\n    }", "400ms")
-	b := failoverPeer(t, a, "slow-b", 1<<20)
-	seg, err := a.OpenSegment(ctx, "slow-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, seg := failoverSegment(t, ctx, a, "slow-b", 1<<20)
 	local := randomLocal(t, ctx, a, 1<<20)
 	pid := pluginStatus(a, "fault").PID
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
 		t.Fatalf("write through a slow plugin: %v", err)
 	}
-	if got, want := b.ask(t, "sha256 0 %d", len(local)), sum(local); got != want {
-		t.Fatalf("peer has sha256 %s, sent %s", got, want)
-	}
+	b.holds(t, "the write", local)
 	st := pluginStatus(a, "fault")
 	if st.State != "running" || st.Stalls != 0 || st.Restarts != 0 || st.PID != pid || st.Counters["delayed"] == 0 {
 		t.Fatalf("slow plugin: %+v (pid before %d)", st, pid)

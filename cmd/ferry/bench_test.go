@@ -32,14 +32,12 @@ func TestBenchVerified(t *testing.T) {
 func TestBenchTargetVerified(t *testing.T) {
 	const n = 4 * 64 << 10
 	in, sc := startRun(t, "--name", "bench-far", "--expose", fmt.Sprint(n))
-	if !sc.Scan() {
-		t.Fatal("ferry run exited before its ready line")
-	}
 	var ready struct {
 		Metastore string `json:"metastore"`
 	}
-	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || ready.Metastore == "" {
-		t.Fatalf("ready line %q: %v; want a metastore URL", sc.Text(), err)
+	readReady(t, sc, &ready)
+	if ready.Metastore == "" {
+		t.Fatalf("ready line %q: want a metastore URL", sc.Text())
 	}
 	out := ferry(t, "bench", "--target", "bench-far", "--metastore", ready.Metastore, "--transport", "tcp", "--op", "write",
 		"--size", "64KiB", "--batch", "2", "--threads", "2", "--duration", "200ms", "--warmup", "50ms", "--json")

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/ferrydev/ferry/sdk/plugintest"
@@ -43,15 +41,10 @@ func TestRunReportsPlugins(t *testing.T) {
 			t.Errorf("%s: plugins %v, want tcp and shm", what, seen)
 		}
 	}
-	if !sc.Scan() {
-		t.Fatal("ferry run exited before its ready line")
-	}
 	var ready struct {
 		Plugins []pluginState `json:"plugins"`
 	}
-	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil {
-		t.Fatalf("ready line %q: %v", sc.Text(), err)
-	}
+	readReady(t, sc, &ready)
 	check("ready line", ready.Plugins)
 
 	fmt.Fprintln(in, "plugins")
@@ -70,19 +63,11 @@ func TestRunReportsPlugins(t *testing.T) {
 // each rail.
 func TestPluginsOfARunningEngine(t *testing.T) {
 	_, sc := startRun(t, "--name", "status-b")
-	if !sc.Scan() {
-		t.Fatal("ferry run exited before its ready line")
-	}
-	var ready struct {
-		Control string `json:"control"`
-	}
-	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || ready.Control == "" {
-		t.Fatalf("ready line %q: %v; want the control address", sc.Text(), err)
-	}
+	control := controlAddr(t, sc)
 
-	b, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", ready.Control, "--json").Output()
+	b, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", control, "--json").Output()
 	if err != nil {
-		t.Fatalf("ferry plugins --engine %s: %v", ready.Control, err)
+		t.Fatalf("ferry plugins --engine %s: %v", control, err)
 	}
 	var st struct {
 		Name    string        `json:"name"`
@@ -116,7 +101,7 @@ func TestPluginsOfARunningEngine(t *testing.T) {
 		t.Errorf("rails %+v, want tcp's and shm's", st.Rails)
 	}
 
-	table, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", ready.Control).Output()
+	table, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--engine", control).Output()
 	if err != nil {
 		t.Fatalf("ferry plugins --engine (table): %v", err)
 	}
@@ -144,7 +129,7 @@ func TestPluginsOfARunningEngine(t *testing.T) {
 func startRun(t *testing.T, args ...string) (io.WriteCloser, *bufio.Scanner) {
 	t.Helper()
 	cmd := exec.Command(filepath.Join(binDir, "ferry"), append([]string{"run", "--control-stdin", "--log-level", "debug"}, args...)...)
-	var logs syncBuffer
+	var logs plugintest.LogBuffer
 	cmd.Stderr = &logs
 	in, out := plugintest.StartPiped(t, cmd)
 	t.Cleanup(func() {
@@ -157,23 +142,30 @@ func startRun(t *testing.T, args ...string) (io.WriteCloser, *bufio.Scanner) {
 	return in, bufio.NewScanner(out)
 }
 
-// syncBuffer is a bytes.Buffer a child process's output goroutine writes
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+// readReady reads the ready line of a `ferry run` started by startRun
+// into v, the fields the test wants of it.
+func readReady(t *testing.T, sc *bufio.Scanner, v any) {
+	t.Helper()
+	if !sc.Scan() {
+		t.Fatal("ferry run exited before its ready line")
+	}
+	if err := json.Unmarshal(sc.Bytes(), v); err != nil {
+		t.Fatalf("ready line %q: %v", sc.Text(), err)
+	}
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+// controlAddr reads the ready line and returns the engine's control
+// address from it.
+func controlAddr(t *testing.T, sc *bufio.Scanner) string {
+	t.Helper()
+	var ready struct {
+		Control string `json:"control"`
+	}
+	readReady(t, sc, &ready)
+	if ready.Control == "" {
+		t.Fatalf("ready line %q: want the control address", sc.Text())
+	}
+	return ready.Control
 }
 
 // TestPluginsOfASecretEngine: an engine with a cluster secret answers
@@ -191,21 +183,13 @@ func TestPluginsOfASecretEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, sc := startRun(t, "--config", cfgFile)
-	if !sc.Scan() {
-		t.Fatal("ferry run exited before its ready line")
-	}
-	var ready struct {
-		Control string `json:"control"`
-	}
-	if err := json.Unmarshal(sc.Bytes(), &ready); err != nil || ready.Control == "" {
-		t.Fatalf("ready line %q: %v; want the control address", sc.Text(), err)
-	}
+	control := controlAddr(t, sc)
 	ferry := filepath.Join(binDir, "ferry")
-	out, err := exec.Command(ferry, "plugins", "--engine", ready.Control).CombinedOutput()
+	out, err := exec.Command(ferry, "plugins", "--engine", control).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--config") {
 		t.Fatalf("ferry plugins --engine without the secret: err %v, output %q; want a refusal that says to pass --config", err, out)
 	}
-	b, err := exec.Command(ferry, "plugins", "--engine", ready.Control, "--config", cfgFile, "--json").Output()
+	b, err := exec.Command(ferry, "plugins", "--engine", control, "--config", cfgFile, "--json").Output()
 	if err != nil {
 		t.Fatalf("ferry plugins --engine --config: %v", err)
 	}

@@ -115,6 +115,17 @@ type Event struct {
 	Value []byte
 }
 
+// Next waits for the next event of a watch: false when the watch has
+// closed or ctx has ended, which both end a watcher's loop.
+func Next(ctx context.Context, events <-chan Event) (Event, bool) {
+	select {
+	case ev, ok := <-events:
+		return ev, ok
+	case <-ctx.Done():
+		return Event{}, false
+	}
+}
+
 // Backend is a Store with leases and watches. Every store in this package
 // is one, and Open returns one.
 type Backend interface {

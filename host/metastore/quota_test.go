@@ -5,28 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 )
 
 // quotaDo sends one request to the metastore at base over loopback and
 // returns the status and body.
 func quotaDo(t *testing.T, method, base string, q url.Values, body []byte) (int, string, http.Header) {
 	t.Helper()
-	req, err := http.NewRequest(method, base+"?"+q.Encode(), bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
+	code, b, h := metastoretest.Do(t, method, base, q, body)
+	return code, string(b), h
 }
 
 // TestServerTotalQuota fills a real embedded server over HTTP with values

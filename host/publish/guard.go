@@ -82,14 +82,8 @@ func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan 
 	var logged int       // warnings in it
 	var quiet uint64     // repairs not logged since the last warning
 	for {
-		var ev metastore.Event
-		var ok bool
-		select {
-		case ev, ok = <-events:
-			if !ok {
-				return
-			}
-		case <-ctx.Done():
+		ev, ok := metastore.Next(ctx, events)
+		if !ok {
 			return
 		}
 		if ev.Kind != metastore.Resync && ev.Key != p.key {

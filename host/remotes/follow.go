@@ -45,14 +45,8 @@ func (f *Follower) Seen(key string) uint64 { return f.seen[key] + f.resyncs }
 // caller owns the goroutine that runs it and ends it through ctx.
 func (f *Follower) Run(ctx context.Context, events <-chan metastore.Event) {
 	for {
-		var ev metastore.Event
-		var ok bool
-		select {
-		case ev, ok = <-events:
-			if !ok {
-				return
-			}
-		case <-ctx.Done():
+		ev, ok := metastore.Next(ctx, events)
+		if !ok {
 			return
 		}
 		switch ev.Kind {

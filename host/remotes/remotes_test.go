@@ -222,14 +222,24 @@ func TestFollowerAppliesWatchEvents(t *testing.T) {
 	}
 }
 
+// newFollower is a Follower over transports ts, a fresh table and a
+// memory metastore (closed when the test ends), to be run on a channel of
+// events the test writes.
+func newFollower(t *testing.T, ts []Transport) *Follower {
+	t.Helper()
+	store := metastore.NewMemory()
+	t.Cleanup(func() { store.Close() })
+	return &Follower{Table: New("here", time.Second), Store: store, Lock: &sync.Mutex{}, Transports: func() []Transport { return ts },
+		Log: hclog.NewNullLogger(), Timeout: time.Second}
+}
+
 // TestFollowerResync: after a Resync every cached key is read again.
 func TestFollowerResync(t *testing.T) {
 	ctx := context.Background()
 	ts := []Transport{newTransport("tcp")}
-	var mu sync.Mutex
-	tb := New("here", time.Second)
-	store := metastore.NewMemory()
-	defer store.Close()
+	f := newFollower(t, ts)
+	f.Now = func() time.Time { return time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC) }
+	tb, store := f.Table, f.Store
 	for _, k := range []string{"b", "c"} {
 		if _, err := tb.Open(ctx, k, "segments/"+k, desc(7, 0x1000), ts); err != nil {
 			t.Fatal(err)
@@ -242,8 +252,6 @@ func TestFollowerResync(t *testing.T) {
 	events := make(chan metastore.Event, 1)
 	events <- metastore.Event{Kind: metastore.Resync}
 	close(events)
-	f := &Follower{Table: tb, Store: store, Lock: &mu, Transports: func() []Transport { return ts }, Log: hclog.NewNullLogger(), Timeout: time.Second,
-		Now: func() time.Time { return time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC) }}
 	f.Run(ctx, events) // returns when events closes
 	if h := tb.Get(1); !strings.Contains(h.Retired, "now incarnation 0x8") {
 		t.Fatalf("b after resync: %+v, want retired", h)
@@ -260,19 +268,15 @@ func TestFollowerResync(t *testing.T) {
 // counted, and a resync counts for every key, so that an OpenSegment
 // reading the key meanwhile knows to read it again.
 func TestSeenCountsUncachedKeys(t *testing.T) {
-	var mu sync.Mutex
-	store := metastore.NewMemory()
-	defer store.Close()
-	f := &Follower{Table: New("here", time.Second), Store: store, Lock: &mu, Transports: func() []Transport { return nil },
-		Log: hclog.NewNullLogger(), Timeout: time.Second}
+	f := newFollower(t, nil)
 	events := make(chan metastore.Event, 3)
 	events <- metastore.Event{Kind: metastore.Put, Key: "segments/b", Value: []byte("{}")}
 	events <- metastore.Event{Kind: metastore.Delete, Key: "segments/b"}
 	events <- metastore.Event{Kind: metastore.Resync}
 	close(events)
 	f.Run(context.Background(), events)
-	mu.Lock()
-	defer mu.Unlock()
+	f.Lock.Lock()
+	defer f.Lock.Unlock()
 	if b, c := f.Seen("segments/b"), f.Seen("segments/c"); b != 3 || c != 1 {
 		t.Fatalf("Seen(b) = %d, Seen(c) = %d; want 3 (put, delete, resync) and 1 (resync)", b, c)
 	}
@@ -293,10 +297,8 @@ func TestIsHostPort(t *testing.T) {
 func TestFollowerStaleEvent(t *testing.T) {
 	ctx := context.Background()
 	ts := []Transport{newTransport("tcp")}
-	var mu sync.Mutex
-	tb := New("here", time.Second)
-	store := metastore.NewMemory()
-	defer store.Close()
+	f := newFollower(t, ts)
+	tb, store := f.Table, f.Store
 	older, newer := desc(7, 0x1000), desc(7, 0x1000, 0x2000)
 	nb, _ := newer.Encode()
 	if err := store.Put(ctx, "segments/b", nb); err != nil {
@@ -309,7 +311,6 @@ func TestFollowerStaleEvent(t *testing.T) {
 	events := make(chan metastore.Event, 1)
 	events <- metastore.Event{Kind: metastore.Put, Key: "segments/b", Value: ob}
 	close(events)
-	f := &Follower{Table: tb, Store: store, Lock: &mu, Transports: func() []Transport { return ts }, Log: hclog.NewNullLogger(), Timeout: time.Second}
 	f.Run(ctx, events)
 	if h := tb.Get(1); h.Retired != "" || len(h.Desc.Buffers) != 2 {
 		t.Fatalf("after a stale event: %+v, want the newer descriptor's 2 buffers kept", h)

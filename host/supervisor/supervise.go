@@ -100,22 +100,22 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 func (s *Set) killFaulty(p *Plugin, r *Run, n uint64) {
 	reason := fmt.Sprintf("faulty: it broke the completion contract %d times within %s (tokens naming no slice sent, duplicates, over-long byte counts; supervise { contract_violations = %d, contract_window = %q }): fix the plugin's completions, or raise contract_violations",
 		n, s.cfg.Contract.Within, s.cfg.Contract.Violations, s.cfg.Contract.Within.String())
-	r.stalled.Store(&reason)
 	p.faulty.Add(1)
-	s.log.Error("plugin is faulty; killing it", "plugin", p.name, "pid", r.Proc.PID(), "reason", reason)
-	if err := r.Proc.Abort(); err != nil {
-		s.log.Warn("plugin did not take SIGKILL; stopping it the slow way", "plugin", p.name, "error", err)
-		r.Proc.Kill()
-	}
+	s.kill(p, r, "plugin is faulty; killing it", reason)
 }
 
 // killStalled kills a stalled run at once (SIGKILL: a stalled plugin
 // would not honour a graceful stop) and leaves the rest to its watcher.
 func (s *Set) killStalled(p *Plugin, r *Run, v *stall.Verdict) {
-	reason := v.String()
-	r.stalled.Store(&reason)
 	p.stalls.Add(1)
-	s.log.Error("plugin stalled; killing it", "plugin", p.name, "pid", r.Proc.PID(), "reason", reason)
+	s.kill(p, r, "plugin stalled; killing it", v.String())
+}
+
+// kill records reason as why run r ended (its watcher reports it) and
+// kills the run's process at once, logging msg.
+func (s *Set) kill(p *Plugin, r *Run, msg, reason string) {
+	r.stalled.Store(&reason)
+	s.log.Error(msg, "plugin", p.name, "pid", r.Proc.PID(), "reason", reason)
 	if err := r.Proc.Abort(); err != nil {
 		s.log.Warn("plugin did not take SIGKILL; stopping it the slow way", "plugin", p.name, "error", err)
 		r.Proc.Kill()

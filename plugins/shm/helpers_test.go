@@ -85,6 +85,20 @@ func (e *engine) open(t testing.TB, id uint32, target *engine) {
 	}
 }
 
+// writePair starts engine a (with config) and engine b, registers a
+// local region 1 of size bytes on a and a remote read-write region 1 of
+// size bytes on b, and opens b as a's peer 1. It returns a and both
+// regions' memory.
+func writePair(t testing.TB, config string, size int) (a *engine, local, rw []byte) {
+	t.Helper()
+	a = startEngine(t, "a", 1, config)
+	b := startEngine(t, "b", 2, "")
+	local = a.region(t, 1, size, sdk.PermLocal, "a-local")
+	rw = b.region(t, 1, size, sdk.PermRemoteReadWrite, "b-rw")
+	a.open(t, 1, b)
+	return a, local, rw
+}
+
 // do submits d and waits for its completion.
 func (e *engine) do(t testing.TB, d ring.Descriptor) plugintest.Completion {
 	t.Helper()

@@ -43,12 +43,7 @@ func TestDescribeProbe(t *testing.T) {
 }
 
 func TestRoundTrip(t *testing.T) {
-	a := startEngine(t, "a", 1, "")
-	b := startEngine(t, "b", 2, "")
-	const size = 16 << 20
-	local := a.region(t, 1, size, sdk.PermLocal, "a-local")
-	rw := b.region(t, 1, size, sdk.PermRemoteReadWrite, "b-rw")
-	a.open(t, 1, b)
+	a, local, rw := writePair(t, "", 16<<20)
 	for _, n := range []int{1, 4099, 1 << 20, 1<<20 + 1, 5<<20 + 3, 16 << 20} {
 		fill(local[:n], uint64(n))
 		c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: uint64(n)})
@@ -239,13 +234,9 @@ func TestClosePeerAndStop(t *testing.T) {
 
 // A 64 MiB copy is split over the workers: each of them runs a chunk.
 func TestLargeCopyUsesSeveralWorkers(t *testing.T) {
-	a := startEngine(t, "a", 1, "copy_workers = 2")
-	b := startEngine(t, "b", 2, "")
 	const size = 64 << 20
-	local := a.region(t, 1, size, sdk.PermLocal, "a-local")
-	rw := b.region(t, 1, size, sdk.PermRemoteReadWrite, "b-rw")
+	a, local, rw := writePair(t, "copy_workers = 2", size)
 	fill(local, 11)
-	a.open(t, 1, b)
 	if c := a.do(t, ring.Descriptor{Op: ring.OpWrite, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: size}); c.Status != ring.StatusOK || c.N != size {
 		t.Fatalf("64 MiB write: %v %d", c.Status, c.N)
 	}

@@ -1,12 +1,8 @@
 package tcp
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -111,9 +107,8 @@ const (
 	DefaultMaxConnectionsPerPeer = 256
 	DefaultMaxStartups           = "64:30:256"
 	DefaultHandshakeTimeout      = 5 * time.Second
-	MinSecretLen                 = 16
+	MinSecretLen                 = kit.MinSecretLen
 	maxMaxConnections            = 1 << 20
-	maxSecretFile                = 64 << 10
 )
 
 // settings is the validated configuration.
@@ -224,8 +219,7 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 
 // readSecretFile reads a cluster secret file. A relative path is taken
 // from the directory of the operator's config file, where the operator
-// wrote it; one trailing newline (as editors and `echo` leave) is not part
-// of the secret.
+// wrote it.
 func readSecretFile(path, configFile string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("empty path; name the file that holds the cluster secret")
@@ -233,27 +227,7 @@ func readSecretFile(path, configFile string) ([]byte, error) {
 	if !filepath.IsAbs(path) && configFile != "" {
 		path = filepath.Join(filepath.Dir(configFile), path)
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w; make the file readable by the plugin, or set cluster_secret instead", err)
-	}
-	defer f.Close()
-	b := make([]byte, maxSecretFile+1)
-	n, err := io.ReadFull(f, b)
-	switch {
-	case err == nil:
-		return nil, fmt.Errorf("%s: larger than %d bytes; is this the secret file?", path, maxSecretFile)
-	case !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF):
-		return nil, fmt.Errorf("%w; make the file readable by the plugin, or set cluster_secret instead", err)
-	}
-	b = b[:n]
-	b = bytes.TrimSuffix(b, []byte("\n"))
-	b = bytes.TrimSuffix(b, []byte("\r"))
-	if len(b) < MinSecretLen {
-		return nil, fmt.Errorf("%s: the secret is %d bytes, too short; write at least %d random bytes into it (for example `openssl rand -hex 32 > %s`), the same on every engine",
-			path, len(b), MinSecretLen, path)
-	}
-	return b, nil
+	return kit.ReadSecretFile(path, "make the file readable by the plugin, or set cluster_secret instead")
 }
 
 // parseStartups reads max_startups: "start:rate:full" or "full".
