@@ -13,7 +13,8 @@ var binDir string
 
 func TestMain(m *testing.M) {
 	build := plugintest.Main{
-		Binaries:    []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-fault", "ferry-plugin-v99"},
+		Binaries:    []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-fault"},
+		Extra:       map[string]string{"ferry-plugin-v99": "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99"},
 		CheckLeaks:  true,
 		IgnoreLeaks: []goleak.Option{plugintest.IgnoreLogStderr},
 	}

@@ -16,8 +16,14 @@ import (
 
 var binDir string
 
+// fixtures are the test plugins that live in testdata/.
+var fixtures = map[string]string{
+	"ferry-plugin-v99":   "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99",
+	"ferry-plugin-bloat": "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-bloat",
+}
+
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry-plugin-tcp", "ferry-plugin-v99", "ferry-plugin-bloat"}, CheckLeaks: true}
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-tcp"}, Extra: fixtures, CheckLeaks: true}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 

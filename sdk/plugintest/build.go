@@ -12,15 +12,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-// Binaries maps the name of each binary this repository's tests start to
-// the Go package it is built from; Main builds the ones a test package names.
+// Binaries maps the name of each binary this repository ships (the CLI and
+// its plugins) to the Go package it is built from; Main builds the ones a
+// test package names. A test's own fixtures go in Main.Extra.
 var Binaries = map[string]string{
 	"ferry":              "github.com/ferrydev/ferry/cmd/ferry",
 	"ferry-plugin-shm":   "github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm",
 	"ferry-plugin-tcp":   "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp",
 	"ferry-plugin-fault": "github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault",
-	"ferry-plugin-v99":   "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-v99",
-	"ferry-plugin-bloat": "github.com/ferrydev/ferry/host/loader/testdata/ferry-plugin-bloat",
 }
 
 // IgnoreLogStderr is the goleak option for go-plugin's stderr reader, which
@@ -32,6 +31,9 @@ type Main struct {
 	// Binaries are the names (keys of Binaries) to build, once, before the
 	// tests run.
 	Binaries []string
+	// Extra are more binaries to build beside them: name -> Go package,
+	// for fixtures that live with the tests that use them.
+	Extra map[string]string
 	// CheckLeaks fails a passing run that leaves goroutines running, except
 	// those IgnoreLeaks names.
 	CheckLeaks  bool
@@ -43,7 +45,10 @@ type Main struct {
 // goroutines. It returns the code for os.Exit; a build that fails is
 // printed and exits 1 without running any test.
 func (c Main) Run(m *testing.M, use func(dir string)) int {
-	pkgs := make(map[string]string, len(c.Binaries))
+	pkgs := make(map[string]string, len(c.Binaries)+len(c.Extra))
+	for name, pkg := range c.Extra {
+		pkgs[pkg] = name
+	}
 	for _, name := range c.Binaries {
 		pkg, ok := Binaries[name]
 		if !ok {
