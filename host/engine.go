@@ -146,7 +146,7 @@ type Engine struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
-	wg        sync.WaitGroup // the lease watcher
+	wg        sync.WaitGroup // the metastore watch that follow runs
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
