@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -127,6 +128,24 @@ func TestStartRefusesOverlongHandshake(t *testing.T) {
 	for _, w := range []string{`plugin "chatty"`, "failed to start", fmt.Sprintf("first line of over %d bytes", 16<<10), "not a Ferry plugin"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
+		}
+	}
+}
+
+// What the host takes from its own plugins it publishes, and its peers
+// read under the descriptor's caps: a plugin answer the host accepts is
+// never one its peers refuse.
+func TestPluginCapsWithinDescriptorCaps(t *testing.T) {
+	for _, c := range []struct {
+		what        string
+		plugin, seg int
+	}{
+		{"endpoint bytes", pluginclient.MaxEndpoint, segment.MaxEndpoint},
+		{"rails", pluginclient.MaxRails, segment.MaxRails},
+		{"rail name bytes", pluginclient.MaxRailName, segment.MaxString},
+	} {
+		if c.plugin > c.seg {
+			t.Errorf("%s: the host takes %d from a plugin, its peers read %d", c.what, c.plugin, c.seg)
 		}
 	}
 }
