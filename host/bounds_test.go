@@ -3,6 +3,7 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/control"
+	"github.com/ferrydev/ferry/host/segment"
 )
 
 // A plugin whose Probe answer is over the caps (a 1 MiB reason) is kept
@@ -65,5 +68,84 @@ func TestPluginOutOfBoundsLeavesEngineRunning(t *testing.T) {
 	}
 	if !bytes.Equal(lb, la) {
 		t.Fatal("the peer's bytes differ from what was written")
+	}
+}
+
+// fakePeer is a control service that serves whatever descriptor it is
+// given: a peer that chooses the size of every field.
+type fakePeer struct{ desc []byte }
+
+func (f *fakePeer) Descriptor() ([]byte, error)        { return f.desc, nil }
+func (f *fakePeer) Identity() (string, uint64)         { return "fake", 1 }
+func (f *fakePeer) Status() ([]byte, error)            { return []byte("{}"), nil }
+func (f *fakePeer) Deliver(control.Notification) error { return nil }
+
+// A descriptor with a field over its cap, from the metastore or from a
+// peer's control service, is refused by OpenSegment with an error naming
+// the field and its size (not its content); a segment already open is
+// untouched and still moves bytes.
+func TestOversizedDescriptorRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := newEngine(t, "bounds-m")
+	b := startPeer(t, "--name", "bounds-mb", "--metastore", a.MetastoreURL(), "--expose", "64KiB", "--pattern", "3")
+	seg, err := a.OpenSegment(ctx, "bounds-mb")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := localBuffer(t, ctx, a, 64<<10)
+	read := host.Request{Op: host.Read, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}
+
+	huge := strings.Repeat("x", 1<<20)
+	transports := map[string][]byte{}
+	for i := range 100 {
+		transports[fmt.Sprint("t", i)] = []byte("e")
+	}
+	evil := func(f func(d *segment.Descriptor)) string {
+		d := &segment.Descriptor{Schema: 1, Name: "evil", Incarnation: 1, MachineID: "m", Transports: map[string][]byte{"tcp": []byte("e")}}
+		f(d)
+		raw, err := d.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(raw)
+	}
+	cases := []struct{ name, desc, saying string }{
+		{"machine id", evil(func(d *segment.Descriptor) { d.MachineID = huge }), "its machine id is 1048576 bytes, over the cap"},
+		{"transports", evil(func(d *segment.Descriptor) { d.Transports = transports }), "lists 100 transports, over the cap"},
+		{"endpoint", evil(func(d *segment.Descriptor) { d.Transports["tcp"] = make([]byte, 3<<20/4) }), `transport "tcp"'s endpoint is 786432 bytes, over the cap`},
+		{"rails", evil(func(d *segment.Descriptor) {
+			d.Rails = map[string][]segment.RailInfo{"tcp": make([]segment.RailInfo, 1000)}
+		}), `lists 1000 rails of transport "tcp", over the cap`},
+	}
+	check := func(t *testing.T, err error, saying string) {
+		t.Helper()
+		if !errors.Is(err, host.ErrSegmentNotFound) || !strings.Contains(err.Error(), saying) || len(err.Error()) > 1024 {
+			t.Fatalf("OpenSegment: %.400v; want ErrSegmentNotFound saying %q, briefly", err, saying)
+		}
+	}
+	for _, c := range cases {
+		t.Run("metastore/"+c.name, func(t *testing.T) {
+			if err := putRaw(a.MetastoreURL(), "ferry/segments/evil", c.desc); err != nil {
+				t.Fatal(err)
+			}
+			_, err := a.OpenSegment(ctx, "evil")
+			check(t, err, c.saying)
+		})
+		t.Run("peer/"+c.name, func(t *testing.T) {
+			s, err := control.Listen("127.0.0.1:0", &fakePeer{desc: []byte(c.desc)}, control.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			_, err = a.OpenSegment(ctx, s.Addr())
+			check(t, err, c.saying)
+		})
+	}
+	if err := a.Transfer(ctx, read); err != nil {
+		t.Fatalf("the open segment after the refusals: %v", err)
+	}
+	if want := pattern(len(local), 0, 3); !bytes.Equal(local, want) {
+		t.Fatal("the bytes read from the open segment differ from the peer's")
 	}
 }
