@@ -51,6 +51,9 @@ var (
 // EncodeBlob frames d as a blob, its descriptor signed when s is not nil.
 // The descriptor must be one a peer reads: within the caps of Decode.
 func EncodeBlob(s *Signer, d *Descriptor) ([]byte, error) {
+	if len(d.Buffers) > MaxBuffers {
+		return nil, fmt.Errorf("export: segment %q lists %d buffers, more than the %d a peer reads", d.Name, len(d.Buffers), MaxBuffers)
+	}
 	if err := checkLimits(d.Name, d); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}

@@ -101,6 +101,11 @@ func TestBlobDescriptorCapped(t *testing.T) {
 	if _, err := EncodeBlob(nil, d); err == nil || !strings.Contains(err.Error(), "machine id is 257 bytes, over the cap of 256") {
 		t.Fatalf("EncodeBlob of an oversized machine id: %v", err)
 	}
+	many := signTestDesc()
+	many.Buffers = make([]Buffer, MaxBuffers+1)
+	if _, err := EncodeBlob(nil, many); err == nil || !strings.Contains(err.Error(), "lists 32769 buffers, more than the 32768") {
+		t.Fatalf("EncodeBlob of too many buffers: %v", err)
+	}
 	body, err := d.Encode()
 	if err != nil {
 		t.Fatal(err)
