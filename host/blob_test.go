@@ -293,3 +293,56 @@ func TestBlobOfEarlierLife(t *testing.T) {
 		t.Fatal("the new life's bytes differ from what was written")
 	}
 }
+
+// TestBlobPeerAddressTaken: when another engine answers at the control
+// address a blob names (the peer is gone and its port reused), a failed
+// transfer says so, and the handle is not retired as if the peer had
+// restarted: nothing was learnt about it.
+func TestBlobPeerAddressTaken(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	block := "kind = \"none\""
+	control := fmt.Sprintf("127.0.0.1:%d", metastoretest.FreePort(t))
+	withControl := func(path string) string {
+		f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(f, "control {\n  listen = %q\n}\n", control)
+		f.Close()
+		return path
+	}
+	a := engineFrom(t, engineHCL(t, "blobt-a", block, "127.0.0.1:0"))
+	cfg, err := config.Load(withControl(engineHCL(t, "blobt-b", block, "127.0.0.1:0")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := host.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb, _ := b.Allocate(4096)
+	if _, err := b.Register(ctx, lb, host.RemoteReadWrite); err != nil {
+		t.Fatal(err)
+	}
+	seg, _, err := exchange(t, b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	engineFrom(t, withControl(engineHCL(t, "blobt-c", block, "127.0.0.1:0")))
+
+	local, _ := a.Allocate(4096)
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	tctx, tcancel := context.WithTimeout(ctx, 10*time.Second)
+	err = a.Transfer(tctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: seg.Buffers[0].Base})
+	tcancel()
+	if err == nil || !strings.Contains(err.Error(), `now answers for engine "blobt-c"`) {
+		t.Fatalf("write to the gone peer: %v; want it to say another engine answers at its control address", err)
+	}
+	if retired, _, _, _ := host.SegmentHandle(a, seg.ID); retired != "" {
+		t.Fatalf("the handle was retired on another engine's descriptor: %s", retired)
+	}
+}
