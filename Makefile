@@ -39,6 +39,8 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeProof$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptor$$' -fuzztime $(FUZZTIME) ./sdk/ring/
 	$(GO) test -run '^$$' -fuzz '^FuzzAttach$$' -fuzztime $(FUZZTIME) ./sdk/ring/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/segment/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBlob$$' -fuzztime $(FUZZTIME) ./host/segment/
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./sdk/ring/ ./host/...

@@ -192,6 +192,11 @@ func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the peer looks down (re-reading its descriptor: %v)", err)
+	case d.Name != rem.Name:
+		// Another engine answers where this one's control service was
+		// (its port reused, or an unspecified listen address such as
+		// 0.0.0.0 published): nothing is learnt about this peer.
+		return fmt.Sprintf("the peer looks down (its control address %s now answers for engine %q)", name, d.Name)
 	case d.Incarnation != rem.Desc.Incarnation:
 		e.mu.Lock()
 		e.segs.Retire(ctx, rem.ID, d.Incarnation, e.peerPorts())

@@ -38,6 +38,12 @@ const (
 	MaxKey  = 64
 )
 
+// MaxAnswer bounds what a client reads from a peer's answer: a
+// descriptor (4 MiB at most, as its readers cap it) or a status, with
+// room for framing. A longer answer is refused by gRPC before it is kept.
+// A peer's name in Ping is bounded by MaxName.
+const MaxAnswer = 4<<20 + 64<<10
+
 // ReplayWindow is how far a signed request's time may be from the
 // receiver's clock (either way). With a cluster secret a server refuses a
 // notification or status request outside it, so a recorded request cannot
@@ -362,7 +368,8 @@ func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
 // DialOptions is Dial with options: with o.Secret the client signs its
 // notifications and status requests.
 func DialOptions(addr string, o Options, opts ...grpc.DialOption) (*Client, error) {
-	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, opts...)
+	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswer))}, opts...)
 	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("control service %s: %w", addr, err)
@@ -404,6 +411,9 @@ func (c *Client) Ping(ctx context.Context) (name string, incarnation uint64, err
 	r, err := c.c.Ping(ctx, &controlv1.PingRequest{})
 	if err != nil {
 		return "", 0, fmt.Errorf("control service %s: ping: %w", c.addr, err)
+	}
+	if len(r.GetName()) > MaxName {
+		return "", 0, fmt.Errorf("control service %s: ping: the peer's name is %d bytes, over the cap of %d: it is not a Ferry engine", c.addr, len(r.GetName()), MaxName)
 	}
 	return r.GetName(), r.GetIncarnation(), nil
 }

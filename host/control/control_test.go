@@ -295,3 +295,44 @@ func TestNotifyBounds(t *testing.T) {
 		t.Fatalf("stats %+v", st)
 	}
 }
+
+// bloated is a peer whose answers are as large as it likes.
+type bloated struct {
+	handler
+	desc, status int
+	name         string
+}
+
+func (b *bloated) Descriptor() ([]byte, error) { return make([]byte, b.desc), nil }
+func (b *bloated) Status() ([]byte, error)     { return make([]byte, b.status), nil }
+func (b *bloated) Identity() (string, uint64)  { return b.name, 7 }
+
+// A client reads no answer past its cap: a descriptor or status over
+// MaxAnswer and a name over MaxName are refused with an error that says
+// so; at the caps they are read.
+func TestClientAnswersCapped(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	at := &bloated{desc: 4 << 20, status: 4 << 20, name: strings.Repeat("n", control.MaxName)}
+	_, c := start(t, at)
+	if d, err := c.Descriptor(ctx); err != nil || len(d) != 4<<20 {
+		t.Fatalf("a 4 MiB descriptor: %d bytes, %v", len(d), err)
+	}
+	if s, err := c.Status(ctx); err != nil || len(s) != 4<<20 {
+		t.Fatalf("a 4 MiB status: %d bytes, %v", len(s), err)
+	}
+	if n, _, err := c.Ping(ctx); err != nil || len(n) != control.MaxName {
+		t.Fatalf("a name at the cap: %d bytes, %v", len(n), err)
+	}
+	over := &bloated{desc: control.MaxAnswer + 1, status: control.MaxAnswer + 1, name: strings.Repeat("n", control.MaxName+1)}
+	_, c = start(t, over)
+	if _, err := c.Descriptor(ctx); err == nil || !strings.Contains(err.Error(), "larger than max") || !strings.Contains(err.Error(), "get descriptor") {
+		t.Fatalf("a descriptor over the cap: %v", err)
+	}
+	if _, err := c.Status(ctx); err == nil || !strings.Contains(err.Error(), "larger than max") {
+		t.Fatalf("a status over the cap: %v", err)
+	}
+	if _, _, err := c.Ping(ctx); err == nil || !strings.Contains(err.Error(), "name is 257 bytes, over the cap of 256") {
+		t.Fatalf("a name over the cap: %v", err)
+	}
+}

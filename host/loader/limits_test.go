@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -128,5 +129,74 @@ func TestStartRefusesOverlongHandshake(t *testing.T) {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("error %q does not mention %q", err, w)
 		}
+	}
+}
+
+// What the host takes from its own plugins it publishes, and its peers
+// read under the descriptor's caps: a plugin answer the host accepts is
+// never one its peers refuse.
+func TestPluginCapsWithinDescriptorCaps(t *testing.T) {
+	for _, c := range []struct {
+		what        string
+		plugin, seg int
+	}{
+		{"endpoint bytes", pluginclient.MaxEndpoint, segment.MaxEndpoint},
+		{"rails", pluginclient.MaxRails, segment.MaxRails},
+		{"rail name bytes", pluginclient.MaxRailName, segment.MaxString},
+	} {
+		if c.plugin > c.seg {
+			t.Errorf("%s: the host takes %d from a plugin, its peers read %d", c.what, c.plugin, c.seg)
+		}
+	}
+}
+
+// A real plugin process whose Probe, Start, Stats or errors are over the
+// caps (internal/pluginclient's) is refused call by call, with an error
+// that names the answer and its size; the plugin's other answers are
+// still taken.
+func TestRunningPluginAnswersCapped(t *testing.T) {
+	path := filepath.Join(binDir, "ferry-plugin-bloat")
+	ctx := context.Background()
+	call := map[string]func(p *Plugin) error{
+		"probe": func(p *Plugin) error { _, err := p.Client.Probe(ctx); return err },
+		"start": func(p *Plugin) error {
+			_, err := p.Client.Start(ctx, sdk.StartConfig{Engine: "e", Incarnation: 1})
+			return err
+		},
+		"stats": func(p *Plugin) error { _, err := p.Client.Stats(ctx); return err },
+		"peer":  func(p *Plugin) error { return p.Client.OpenPeer(ctx, sdk.Peer{ID: 1, Segment: "s", Incarnation: 1}) },
+	}
+	cases := []struct{ bloat, call, want string }{
+		{"reason", "probe", "its reason is 1048576 bytes, over the cap"},
+		{"rails", "probe", "it lists 10000 rails, over the cap"},
+		{"rail", "probe", "its rail 0's name is 1048576 bytes, over the cap"},
+		{"endpoint", "start", "its endpoint is 1048576 bytes, over the cap"},
+		{"counters", "stats", "10001 counters, over the cap"},
+		{"counter", "stats", "a counter name of 1048576 bytes, over the cap"},
+		{"error", "peer", "more bytes cut"},
+	}
+	for _, c := range cases {
+		t.Run(c.bloat, func(t *testing.T) {
+			t.Setenv("FERRY_TEST_BLOAT", c.bloat)
+			p, err := Start(ctx, Spec{Name: "bloat", Path: path}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Kill()
+			err = call[c.call](p)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("%s: %v; want an error saying %q", c.call, err, c.want)
+			}
+			if len(err.Error()) > 2048 {
+				t.Fatalf("the error is %d bytes: it repeats what the plugin sent", len(err.Error()))
+			}
+			for name, f := range call {
+				if name != c.call && name != "peer" {
+					if err := f(p); err != nil {
+						t.Errorf("after the refused %s, %s: %v", c.call, name, err)
+					}
+				}
+			}
+		})
 	}
 }

@@ -149,6 +149,9 @@ func (t *Table) Register(ctx context.Context, p, n uintptr, perm sdk.Perm, plugi
 			"plugins run in their own processes and can only reach shared memory, so allocate transfer buffers with Engine.Allocate", ErrNotRegistered, n, p)
 	}
 	cur := *t.bufs.Load()
+	if err := checkCount(len(cur), 1); err != nil {
+		return fmt.Errorf("register %d bytes at %#x: %w", n, p, err)
+	}
 	for _, b := range cur {
 		if uint64(p) < b.Base+b.Length && b.Base < uint64(p+n) {
 			return fmt.Errorf("%w: register %d bytes at %#x: overlaps the buffer registered at %#x (%d bytes); unregister it first", ErrInvalid, n, p, b.Base, b.Length)

@@ -304,3 +304,37 @@ func TestHTTPClientServerErrors(t *testing.T) {
 		})
 	}
 }
+
+// An HTTP metastore that answers a GET with more than MaxValueSize bytes
+// (a hostile or broken server, streaming for ever) is refused after
+// MaxValueSize+1 bytes are read; an answer of MaxValueSize is taken.
+func TestHTTPClientAnswerCapped(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		body io.Reader
+		want string // "" for success
+	}{
+		{"at the cap", bytes.NewReader(make([]byte, MaxValueSize)), ""},
+		{"one over", bytes.NewReader(make([]byte, MaxValueSize+1)), "answer is larger than the 4194304-byte limit"},
+		{"endless", zeros{}, "answer is larger than the 4194304-byte limit"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				io.Copy(w, c.body) // an endless body ends when the client hangs up
+			}))
+			defer hs.Close()
+			cl, err := NewHTTPClient(hs.URL + "/metadata")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			v, err := cl.Get(context.Background(), "k")
+			switch {
+			case c.want == "" && (err != nil || len(v) != MaxValueSize):
+				t.Fatalf("Get = %d bytes, %v; want %d", len(v), err, MaxValueSize)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Fatalf("Get = %d bytes, %v; want an error saying %q", len(v), err, c.want)
+			}
+		})
+	}
+}

@@ -15,7 +15,7 @@ import (
 const (
 	KindEmbedded = "embedded" // serve a metastore from this process (Listen)
 	KindHTTP     = "http"     // a remote HTTP metastore (NewHTTPClient)
-	KindNone     = "none"     // a map in this process (NewMemory)
+	KindNone     = "none"     // no shared metastore: a map in this process (NewMemory); peers come from blobs or control addresses
 	KindRedis    = "redis"    // NewRedis
 	KindEtcd     = "etcd"     // NewEtcd
 )

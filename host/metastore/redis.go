@@ -54,8 +54,10 @@ const (
 // reconnects), subscribes to __keyspace@<db>__:<prefix>*, and reads the
 // value back on every write. When CONFIG is refused (an ACL without
 // +config, a managed Redis that renames the command) Watch polls instead:
-// SCAN MATCH <prefix>* and MGET every PollInterval, and reports the
-// difference.
+// SCAN MATCH <prefix>* and GETRANGE every PollInterval, and reports the
+// difference. Values are read with GETRANGE key 0 MaxValueSize, so that
+// one over MaxValueSize is refused without being read whole
+// (redisget.go).
 type Redis struct {
 	opts   RedisOptions
 	name   string // "metastore redis <addr>", for errors
@@ -135,7 +137,7 @@ func (r *Redis) Get(ctx context.Context, key string) ([]byte, error) {
 	if key == "" {
 		return nil, r.errorf("GET", "", errEmptyKey)
 	}
-	v, err := r.client.Get(ctx, key).Bytes()
+	v, err := r.getBounded(ctx, key)
 	if errors.Is(err, redis.Nil) {
 		return nil, r.errorf("GET", key, ErrNotFound)
 	}
@@ -339,12 +341,12 @@ func (r *Redis) event(ctx context.Context, key, what string) (Event, bool) {
 	}
 	gctx, cancel := context.WithTimeout(ctx, r.opts.DialTimeout)
 	defer cancel()
-	v, err := r.client.Get(gctx, key).Bytes()
+	v, err := r.getBounded(gctx, key)
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Event{Kind: Delete, Key: key}, true
-	case isRedisRefusal(err):
-		return Event{}, false // not a string: not Ferry's
+	case isRedisRefusal(err), errors.Is(err, errTooLarge):
+		return Event{}, false // not a string, or over the cap: not Ferry's
 	case err != nil:
 		// The value could not be read back: tell the receiver to re-read.
 		return Event{Kind: Resync}, true
@@ -352,7 +354,8 @@ func (r *Redis) event(ctx context.Context, key, what string) (Event, bool) {
 	return Event{Kind: Put, Key: key, Value: v}, true
 }
 
-// list is the polling Watch's view: SCAN MATCH prefix* then MGET.
+// list is the polling Watch's view: SCAN MATCH prefix* then a bounded
+// read of each key (listBounded).
 func (r *Redis) list(ctx context.Context, prefix string) (map[string][]byte, error) {
 	out := make(map[string][]byte)
 	var cursor uint64
@@ -362,14 +365,8 @@ func (r *Redis) list(ctx context.Context, prefix string) (map[string][]byte, err
 			return nil, r.errorf("SCAN", prefix, err)
 		}
 		if len(keys) > 0 {
-			vals, err := r.client.MGet(ctx, keys...).Result()
-			if err != nil {
-				return nil, r.errorf("MGET", prefix, err)
-			}
-			for i, v := range vals {
-				if s, ok := v.(string); ok { // nil: gone since the SCAN
-					out[keys[i]] = []byte(s)
-				}
+			if err := r.listBounded(ctx, keys, out); err != nil {
+				return nil, r.errorf("GETRANGE", prefix, err)
 			}
 		}
 		cursor = next

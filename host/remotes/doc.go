@@ -1,7 +1,8 @@
 // Package remotes owns this engine's view of other engines' segments: the
 // table of open handles (one per life of a peer, read lock-free on the
 // submit path), the fetch of a descriptor (from the metastore, or from the
-// peer itself in peer-to-peer mode), incarnations and retiring the handle
+// peer itself in peer-to-peer mode; or handed in by the application as a
+// blob, Table.Import, which nothing watches), incarnations and retiring the handle
 // of a peer that restarted, and following the metastore's watch so that a
 // peer that re-registers, restarts or goes away changes the cached
 // descriptor when the watch fires, not when a transfer fails. With a

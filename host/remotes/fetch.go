@@ -62,7 +62,7 @@ func (f *Fetcher) Fetch(ctx context.Context, name string) (*segment.Descriptor, 
 			return nil, "", "", fmt.Errorf("%w: open segment %q: no descriptor at %q; is the engine running and using the same metastore?", ErrNotFound, name, key)
 		}
 	} else if !IsHostPort(name) {
-		return nil, "", "", fmt.Errorf("%w: open segment %q: the metastore kind is \"none\": open a peer by its control address (host:port)", ErrNotFound, name)
+		return nil, "", "", fmt.Errorf("%w: open segment %q: no metastore (kind \"none\"): import a blob of the segment (Engine.ImportSegment, exported by its engine with Engine.ExportSegment), or open the peer by its control address (host:port)", ErrNotFound, name)
 	}
 	cctx, cancel := context.WithTimeout(ctx, f.Timeout)
 	raw, err := f.Peer(cctx, name)

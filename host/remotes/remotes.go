@@ -52,6 +52,9 @@ type Handle struct {
 	// Gone says that the descriptor left the metastore, and when; ""
 	// while it is there. Requests still go out.
 	Gone string
+	// Imported says the descriptor came from a blob (Import), which the
+	// application fetches anew when the peer restarts.
+	Imported bool
 }
 
 // Table is the set of open remote segments. Get is lock-free; the other
@@ -102,6 +105,17 @@ func (t *Table) set(id uint32, h *Handle) {
 // otherwise every usable transport that d offers opens the peer under a
 // new handle, which fails when none does.
 func (t *Table) Open(ctx context.Context, name, key string, d *segment.Descriptor, ts []Transport) (*Handle, error) {
+	return t.open(ctx, name, key, d, ts, false)
+}
+
+// Import is Open for a descriptor the application handed in as a blob:
+// the segment is known by the name d carries, nothing watches it, and a
+// handle it retires says to import a new blob.
+func (t *Table) Import(ctx context.Context, d *segment.Descriptor, ts []Transport) (*Handle, error) {
+	return t.open(ctx, d.Name, "", d, ts, true)
+}
+
+func (t *Table) open(ctx context.Context, name, key string, d *segment.Descriptor, ts []Transport, imported bool) (*Handle, error) {
 	for _, h := range t.handles.load() {
 		if h == nil || h.Name != name || h.Retired != "" {
 			continue
@@ -118,7 +132,7 @@ func (t *Table) Open(ctx context.Context, name, key string, d *segment.Descripto
 		t.Retire(ctx, h.ID, d.Incarnation, ts)
 	}
 	cur := t.handles.load()
-	h := &Handle{ID: uint32(len(cur) + 1), Name: name, Key: key, Desc: d, Opened: make([]bool, len(ts))}
+	h := &Handle{ID: uint32(len(cur) + 1), Name: name, Key: key, Desc: d, Opened: make([]bool, len(ts)), Imported: imported}
 	if i := slices.Index(cur, nil); i >= 0 {
 		h.ID = uint32(i + 1)
 	}
@@ -162,7 +176,11 @@ func (t *Table) Retire(ctx context.Context, id uint32, inc uint64, ts []Transpor
 		return
 	}
 	h2 := *h
-	h2.Retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): open it again for a new handle", h.Name, inc, h.ID, h.Desc.Incarnation)
+	again := "open it again for a new handle"
+	if h.Imported {
+		again = "import a blob of its new life (Engine.ImportSegment) or open it again for a new handle"
+	}
+	h2.Retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): %s", h.Name, inc, h.ID, h.Desc.Incarnation, again)
 	h2.Opened = make([]bool, len(h.Opened))
 	t.set(id, &h2)
 	t.closePeers(ctx, h, ts)

@@ -316,3 +316,41 @@ func TestFollowerStaleEvent(t *testing.T) {
 		t.Fatalf("after a stale event: %+v, want the newer descriptor's 2 buffers kept", h)
 	}
 }
+
+// An imported descriptor opens a handle known by the name it carries,
+// with no key (nothing watches it), and a retired imported handle says to
+// import a new blob.
+func TestImport(t *testing.T) {
+	ctx := context.Background()
+	tcp := newTransport("tcp")
+	ts := []Transport{tcp}
+	tb := New("here", time.Second)
+	d := desc(7, 0x1000)
+	d.Name = "b"
+	h, err := tb.Import(ctx, d, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Name != "b" || h.Key != "" || !h.Imported || !h.Opened[0] {
+		t.Fatalf("imported %+v; want handle b, no key, imported, open in tcp", h)
+	}
+	if p, ok := tcp.open(h.ID); !ok || p.Segment != "b" || p.Incarnation != 7 {
+		t.Fatalf("tcp has peer %+v, %v", p, ok)
+	}
+	if keys := tb.Keys(); len(keys) != 0 {
+		t.Fatalf("an imported handle is watched under %q", keys)
+	}
+	tb.Retire(ctx, h.ID, 8, ts)
+	if r := tb.Get(h.ID).Retired; !strings.Contains(r, "now incarnation 0x8") || !strings.Contains(r, "import a blob of its new life") {
+		t.Fatalf("retired as %q; want the new incarnation and to import a new blob", r)
+	}
+	// A handle opened by name says to open it again, as before.
+	h2, err := tb.Open(ctx, "c", "segments/c", desc(3, 0x1000), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb.Retire(ctx, h2.ID, 4, ts)
+	if r := tb.Get(h2.ID).Retired; strings.Contains(r, "import") || !strings.Contains(r, "open it again") {
+		t.Fatalf("an opened handle retired as %q", r)
+	}
+}

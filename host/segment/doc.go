@@ -6,7 +6,11 @@
 // permission checks. With a cluster secret, Signer signs the descriptor
 // (HMAC-SHA256 over the JSON as written, the name and the incarnation) and
 // refuses one that is unsigned, badly signed or copied to another name.
-// A descriptor from outside is capped in size and buffer count.
+// A descriptor from outside is capped in size, buffer count, and every
+// string, list and blob its writer chooses (limits.go). A blob
+// (EncodeBlob, DecodeBlob) frames a descriptor for an application's own
+// side channel: magic, version, length and a sha256 checksum around the
+// (signed) JSON.
 //
 // It is plain data: no I/O, no plugins, no metastore calls. Lookups on the
 // transfer path allocate nothing. The local buffers live in host/localmem,

@@ -109,6 +109,9 @@ func Decode(key string, b []byte) (*Descriptor, error) {
 	if len(d.Buffers) > MaxBuffers {
 		return nil, fmt.Errorf("descriptor at %q lists %d buffers, more than the %d a descriptor may have", key, len(d.Buffers), MaxBuffers)
 	}
+	if err := checkLimits(key, &d); err != nil {
+		return nil, err
+	}
 	sort.Slice(d.Buffers, func(i, j int) bool { return d.Buffers[i].Base < d.Buffers[j].Base })
 	for i, b := range d.Buffers {
 		if b.Length == 0 || b.Base+b.Length < b.Base {

@@ -44,7 +44,7 @@ func rpcErr(err error) error {
 		return nil
 	}
 	if st, ok := status.FromError(err); ok {
-		return fmt.Errorf("%s (%s)", st.Message(), st.Code())
+		return fmt.Errorf("%s (%s)", clip(st.Message()), st.Code())
 	}
 	return err
 }
@@ -95,6 +95,9 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 		d.Ops = append(d.Ops, op)
 	}
 	name := r.Name
+	if len(name) > MaxRailName { // refused by the loader; never repeated in errors
+		name = fmt.Sprintf("(a name of %d bytes)", len(name))
+	}
 	c.name.Store(&name)
 	return d, nil
 }
@@ -115,8 +118,14 @@ func (c *Client) Probe(ctx context.Context) (sdk.ProbeResult, error) {
 	if err != nil {
 		return sdk.ProbeResult{}, rpcErr(err)
 	}
+	if err := checkProbe(c.pluginName(), r.Reason, len(r.Rails)); err != nil {
+		return sdk.ProbeResult{}, err
+	}
 	pr := sdk.ProbeResult{Available: r.Available, Reason: r.Reason}
-	for _, rl := range r.Rails {
+	for i, rl := range r.Rails {
+		if len(rl.Name) > MaxRailName {
+			return sdk.ProbeResult{}, fmt.Errorf("plugin %q probes out of bounds: its rail %d's name is %d bytes, over the cap of %d; the plugin is faulty or not a Ferry plugin", c.pluginName(), i, len(rl.Name), MaxRailName)
+		}
 		pr.Rails = append(pr.Rails, sdk.Rail{Name: rl.Name, NUMANode: int(rl.NumaNode), BandwidthGbps: rl.BandwidthGbps})
 	}
 	return pr, nil
@@ -136,6 +145,9 @@ func (c *Client) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, 
 	})
 	if err != nil {
 		return nil, rpcErr(err)
+	}
+	if len(r.Endpoint) > MaxEndpoint {
+		return nil, fmt.Errorf("plugin %q starts out of bounds: its endpoint is %d bytes, over the cap of %d that peers read; the plugin is faulty or not a Ferry plugin", c.pluginName(), len(r.Endpoint), MaxEndpoint)
 	}
 	return r.Endpoint, nil
 }
@@ -223,6 +235,14 @@ func (c *Client) Stats(ctx context.Context) (map[string]uint64, error) {
 	r, err := c.rpc.Stats(ctx, &transportv1.StatsRequest{})
 	if err != nil {
 		return nil, rpcErr(err)
+	}
+	if len(r.Counters) > MaxCounters {
+		return nil, fmt.Errorf("plugin %q reports stats out of bounds: %d counters, over the cap of %d; the plugin is faulty", c.pluginName(), len(r.Counters), MaxCounters)
+	}
+	for k := range r.Counters {
+		if len(k) > MaxCounterName {
+			return nil, fmt.Errorf("plugin %q reports stats out of bounds: a counter name of %d bytes, over the cap of %d; the plugin is faulty", c.pluginName(), len(k), MaxCounterName)
+		}
 	}
 	return r.Counters, nil
 }

@@ -2,7 +2,10 @@
 // starts a plugin binary through go-plugin (Launch), negotiates the
 // protocol version, hands the plugin its fd socket, and converts the
 // control plane's gRPC messages to and from the sdk's plain Go types
-// (Client). It lives in the module's internal/ tree because two parts of
+// (Client). What a plugin chooses the size of in its answers (Probe's
+// reason and rails, Start's endpoint, Stats' counters, an error's text)
+// is capped here (limits.go), so that a faulty plugin's answer is refused
+// before the host keeps it. It lives in the module's internal/ tree because two parts of
 // Ferry need it and no plugin author does: host/loader, and sdk/plugintest,
 // which drives a plugin the way a host does and cannot import host/.
 //

@@ -1,12 +1,15 @@
-// Command ferry-plugin-bloat is a test fixture: a plugin whose Describe
-// sends a string or list far over the host's caps, chosen by the
-// environment variable FERRY_TEST_BLOAT (name, version, kinds, kind, ops),
-// so that the host's refusal can be tested.
+// Command ferry-plugin-bloat is a test fixture: a plugin whose Describe,
+// Probe, Start, Stats or errors send a string or list far over the
+// host's caps, chosen by the environment variable FERRY_TEST_BLOAT (name,
+// version, kinds, kind, ops; reason, rails, rail; endpoint; counters,
+// counter; error), so that the host's refusal can be tested.
 package main
 
 import (
 	"context"
+	"errors"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/ferrydev/ferry/sdk"
@@ -33,5 +36,33 @@ func main() {
 			info.Ops = append(info.Ops, ring.OpRead)
 		}
 	}
-	sdk.ServeTransport(&plugintest.Mock{DescribeFunc: func(context.Context) (sdk.Info, error) { return info, nil }})
+	probe := sdk.ProbeResult{Available: true, Rails: []sdk.Rail{{Name: "r0"}}}
+	endpoint := sdk.Endpoint("ep")
+	stats := map[string]uint64{"requests": 1}
+	var peerErr error
+	switch os.Getenv("FERRY_TEST_BLOAT") {
+	case "reason":
+		probe = sdk.ProbeResult{Reason: huge}
+	case "rails":
+		probe.Rails = make([]sdk.Rail, 10000)
+	case "rail":
+		probe.Rails = []sdk.Rail{{Name: huge}}
+	case "endpoint":
+		endpoint = sdk.Endpoint(huge)
+	case "counters":
+		for i := range 10000 {
+			stats["c"+strconv.Itoa(i)] = uint64(i)
+		}
+	case "counter":
+		stats[huge] = 1
+	case "error":
+		peerErr = errors.New(huge)
+	}
+	sdk.ServeTransport(&plugintest.Mock{
+		DescribeFunc: func(context.Context) (sdk.Info, error) { return info, nil },
+		ProbeFunc:    func(context.Context) (sdk.ProbeResult, error) { return probe, nil },
+		StartFunc:    func(context.Context, sdk.StartConfig) (sdk.Endpoint, error) { return endpoint, nil },
+		StatsFunc:    func(context.Context) (map[string]uint64, error) { return stats, nil },
+		OpenPeerFunc: func(context.Context, sdk.Peer) error { return peerErr },
+	})
 }
