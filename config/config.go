@@ -124,6 +124,10 @@ type Config struct {
 	// the same file the tcp plugin's cluster_secret_file names, which
 	// plugins keep reading from their own block.
 	ClusterSecretFile string
+	// Strict makes New fail when an enabled plugin cannot start or no
+	// transport is usable; false runs degraded and says so. Parse and
+	// Default set it; a Config built field by field has it false.
+	Strict bool
 
 	Metastore Metastore
 	Control   Control
@@ -295,6 +299,7 @@ func Default(name string) *Config {
 	return &Config{
 		Name:      name,
 		MachineID: DefaultMachineID(),
+		Strict:    true,
 		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
 		Control:   Control{Listen: DefaultControlListen},
 		Plugins: []Plugin{{

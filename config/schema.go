@@ -27,6 +27,9 @@ var topTable = &table[Config]{
 		{name: "cluster_secret_file", typ: tPath, example: `"/etc/ferry/secret"`,
 			doc: "A file holding the cluster secret (at least 16 bytes, a trailing newline trimmed), the same on every engine; usually the file the tcp plugin's cluster_secret_file names. With it the engine signs its descriptor (HMAC-SHA256), refuses peers' unsigned or badly signed ones and reclaims its name from an entry that is not validly signed. Without it the metastore is trusted: anyone who can write it can redirect peers, and the engine says so at start.",
 			at:  func(c *Config) any { return &c.ClusterSecretFile }},
+		{name: "strict", typ: tBool, def: true,
+			doc: "The engine refuses to start when an enabled plugin fails to start (missing binary, checksum mismatch, bad config, crash at start) or when no transport is usable. false starts it degraded, on the plugins that run, and logs what is missing. A plugin whose probe says its hardware is absent (unavailable) does not count as failed.",
+			at:  func(c *Config) any { return &c.Strict }},
 	},
 	after: func(c *Config, _ func(string) bool) {
 		if c.MachineID == "" {

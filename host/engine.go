@@ -208,6 +208,10 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.plugins = append(e.plugins, ps)
 		e.byName[ps.name] = ps
 	}
+	if err := e.checkStarted(); err != nil {
+		e.Close()
+		return nil, err
+	}
 	sel, err := newSelector(cfg, e.plugins)
 	if err == nil {
 		err = e.checkPolicyRails()

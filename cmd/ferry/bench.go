@@ -155,7 +155,7 @@ func cmdBench(args []string) error {
 	noBaseline := fs.Bool("no-baseline", false, "skip the raw baseline")
 	policy := fs.String("policy", "", "name this configured policy on every request (its rails restrict the slices)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the initiator (Ferry and baseline rounds) to this file")
-	level := fs.String("log-level", "warn", "log level")
+	lf := addLogFlags(fs)
 	fs.Parse(args)
 
 	size, err := config.ParseSize(*sizeStr)
@@ -179,7 +179,7 @@ func cmdBench(args []string) error {
 	}
 
 	ctx := context.Background()
-	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), *metaURL, *level)
+	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), *metaURL, lf)
 	if err != nil {
 		return err
 	}
@@ -188,7 +188,7 @@ func cmdBench(args []string) error {
 	var remote remoteMem
 	if name == "" {
 		name = fmt.Sprintf("bench-target-%d", os.Getpid())
-		t, err := startTarget("--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total), "--log-level", *level)
+		t, err := startTarget(append([]string{"--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total)}, lf.args()...)...)
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ var commands = []struct {
 	{"plugins", "list plugins with version, checksum, protocol and probe result", cmdPlugins},
 	{"bench", "measure a transport between two processes against a raw baseline", cmdBench},
 	{"explain", "say which transport a request to a segment would take, and why", cmdExplain},
+	{"version", "print the version and the plugin protocol versions", cmdVersion},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
 	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},
 }
@@ -33,6 +34,9 @@ func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		os.Exit(2)
+	}
+	if os.Args[1] == "--version" || os.Args[1] == "-version" {
+		os.Args[1] = "version"
 	}
 	for _, c := range commands {
 		if c.name == os.Args[1] {

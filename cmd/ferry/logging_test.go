@@ -1,0 +1,98 @@
+package main_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/ferrydev/ferry/sdk/plugintest"
+)
+
+// TestBadLogFlags: a log level or format that does not exist is an error
+// that names the flag and the choices, and nothing starts.
+func TestBadLogFlags(t *testing.T) {
+	for _, c := range []struct{ flag, value, want string }{
+		{"--log-level", "loud", `--log-level "loud": want trace, debug, info, warn, error or off`},
+		{"--log-format", "xml", `--log-format "xml": want text or json`},
+	} {
+		out, err := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "bad-log", c.flag, c.value).CombinedOutput()
+		if err == nil {
+			t.Errorf("ferry run %s %s succeeded", c.flag, c.value)
+		}
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("ferry run %s %s said %q, want %q", c.flag, c.value, out, c.want)
+		}
+	}
+}
+
+// TestVersion: --version names the plugin protocol versions of the host
+// and of the SDK.
+func TestVersion(t *testing.T) {
+	if out := ferry(t, "--version"); !strings.HasPrefix(out, "ferry ") || !strings.Contains(out, "plugin protocols: host [1 2], sdk [1 2]") {
+		t.Errorf("ferry --version said %q", out)
+	}
+	var v struct {
+		Go            string `json:"go"`
+		HostProtocols []int  `json:"host_protocols"`
+		SDKProtocols  []int  `json:"sdk_protocols"`
+	}
+	if err := json.Unmarshal([]byte(ferry(t, "version", "--json")), &v); err != nil || v.Go == "" || len(v.HostProtocols) == 0 || len(v.SDKProtocols) == 0 {
+		t.Errorf("ferry version --json: %+v, %v", v, err)
+	}
+}
+
+// TestSIGTERMShutdownIsClean: SIGTERM sent to the engine's whole process
+// group, as a terminal or a service manager sends it, stops the engine
+// with exit status 0 and no ERROR line; at --log-level debug the plugins
+// log at debug too, with durations and whole numbers written as such.
+func TestSIGTERMShutdownIsClean(t *testing.T) {
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), "run", "--name", "sigterm", "--log-level", "debug")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var logs plugintest.LogBuffer
+	cmd.Stderr = &logs
+	_, out := plugintest.StartPiped(t, cmd)
+	if !bufio.NewScanner(out).Scan() {
+		t.Fatalf("ferry run exited before its ready line:\n%s", logs.String())
+	}
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("ferry run after SIGTERM: %v", err)
+	}
+	log := logs.String()
+	if strings.Contains(log, "[ERROR]") {
+		t.Errorf("shutdown logged an ERROR line:\n%s", log)
+	}
+	for _, want := range []string{"[DEBUG] ferry.sigterm.tcp.ferry-plugin-tcp:", "handshake_timeout=5s", "max_frame=67108864"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("engine log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// TestPluginsConfigChecksumMismatch: `ferry plugins --config` with a
+// pinned sha256 that the binary does not match prints the mismatch and
+// exits non-zero; the plugin that matches is still listed.
+func TestPluginsConfigChecksumMismatch(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "engine.hcl")
+	body := "name = \"pinned\"\nplugin_dir = \"" + binDir + "\"\n" +
+		"plugin \"tcp\" {\n  sha256 = \"" + strings.Repeat("ab", 32) + "\"\n}\nplugin \"shm\" {}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--config", cfg).CombinedOutput()
+	if err == nil {
+		t.Errorf("ferry plugins --config with a wrong sha256 exited 0:\n%s", out)
+	}
+	for _, want := range []string{"FAILED: ", "checksum mismatch", "1 of 2 plugins cannot be started (tcp)", "shm"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("ferry plugins said %q, want %q in it", out, want)
+		}
+	}
+}
