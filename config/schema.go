@@ -95,8 +95,8 @@ var controlTable = &table[Control]{
 	name: "control",
 	doc:  "The host-to-host control service peers call: descriptor fetch, notifications, liveness.",
 	fields: []field[Control]{
-		{name: "listen", typ: tString, def: DefaultControlListen,
-			doc: "host:port to serve on, published in the descriptor: listen where peers can reach it; port 0 picks a free one.",
+		{name: "listen", typ: tString, defDoc: "the address of the engine's first routable rail (its tcp listen address) at port 0, else `127.0.0.1:0`",
+			doc: "host:port to serve on; port 0 picks a free one. The descriptor publishes the address the listener got, so peers on other hosts need an address they can reach; a wildcard (`0.0.0.0:7071`) binds every interface and is published as the engine's routable address. A loopback address beside routable rails is warned about at start.",
 			at:  func(c *Control) any { return &c.Listen }},
 	},
 }

@@ -127,6 +127,9 @@ type Engine struct {
 	retrying    sync.WaitGroup
 
 	hc *notify.Service // the control service for peers; see notify.go
+	// controlAddr is hc's address as peers can use it (controladdr.go),
+	// published in the descriptor; set once by startControl.
+	controlAddr string
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.

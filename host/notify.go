@@ -41,14 +41,24 @@ func notifyErr(err error) error {
 // startControl starts the control service on the configured address; the
 // descriptor published next carries its address.
 func (e *Engine) startControl() error {
+	rails := e.railAddrs()
+	listen, warn := controlListen(e.cfg.Control.Listen, rails)
+	if warn != "" {
+		e.log.Warn(warn)
+	}
 	hc, err := notify.Start(notify.Config{
-		Listen: e.cfg.Control.ListenAddr(), Name: e.name, Incarnation: e.incarnation,
+		Listen: listen, Name: e.name, Incarnation: e.incarnation,
 		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
 	})
 	if err != nil {
 		return err
 	}
 	e.hc = hc
+	addr, ok := controlPublished(hc.Addr(), rails, allInterfaceAddrs())
+	if !ok {
+		e.log.Warn("the control service listens on every interface, but this engine has no routable address to publish: peers on other hosts cannot reach it; set control { listen } to an address they can reach", "listen", hc.Addr(), "published", addr)
+	}
+	e.controlAddr = addr
 	return nil
 }
 
@@ -65,12 +75,7 @@ func (e *Engine) stopControl() {
 // ControlAddr returns the address of the engine's control service, which
 // its descriptor publishes and which peers in peer-to-peer mode open as a
 // segment name.
-func (e *Engine) ControlAddr() string {
-	if e.hc == nil {
-		return ""
-	}
-	return e.hc.Addr()
-}
+func (e *Engine) ControlAddr() string { return e.controlAddr }
 
 // Notifications returns the channel of notifications peers sent to this
 // engine, each delivered once (see NotificationBuffer for a slow reader).
