@@ -8,17 +8,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
 	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
-// netnsPair makes two network namespaces joined by a veth pair, with
-// addresses a and b, and removes them when the test ends. It skips the
-// test where namespaces cannot be made (not root, no ip), except under
-// CI, where that is a failure.
-func netnsPair(t *testing.T) (nsA, nsB, a, b string) {
+// netnsPair makes two network namespaces joined by links veth pairs,
+// the k-th with addresses as[k] and bs[k] in a subnet of its own, and
+// removes them when the test ends. It skips the test where namespaces
+// cannot be made (not root, no ip), except under CI, where that is a
+// failure.
+func netnsPair(t *testing.T, links int) *nsPair {
 	t.Helper()
 	if _, err := exec.LookPath("ip"); err != nil || os.Geteuid() != 0 {
 		if os.Getenv("CI") != "" {
@@ -26,10 +28,9 @@ func netnsPair(t *testing.T) (nsA, nsB, a, b string) {
 		}
 		t.Skipf("needs root and ip(8) to make network namespaces (euid %d, %v)", os.Geteuid(), err)
 	}
-	id := os.Getpid() % 250
-	nsA, nsB = fmt.Sprintf("ferry-th-a-%d", os.Getpid()), fmt.Sprintf("ferry-th-b-%d", os.Getpid())
-	vethA, vethB := fmt.Sprintf("fthA%d", os.Getpid()), fmt.Sprintf("fthB%d", os.Getpid())
-	a, b = fmt.Sprintf("10.250.%d.1", id), fmt.Sprintf("10.250.%d.2", id)
+	tag := fmt.Sprintf("%d-%d", os.Getpid()%100000, nsCount.Add(1))
+	nsA, nsB := "ferry-a-"+tag, "ferry-b-"+tag
+	p := &nsPair{A: nsA, B: nsB}
 	run := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
@@ -42,16 +43,34 @@ func netnsPair(t *testing.T) (nsA, nsB, a, b string) {
 	})
 	run("netns", "add", nsA)
 	run("netns", "add", nsB)
-	run("link", "add", vethA, "netns", nsA, "type", "veth", "peer", "name", vethB, "netns", nsB)
-	run("-n", nsA, "addr", "add", a+"/24", "dev", vethA)
-	run("-n", nsB, "addr", "add", b+"/24", "dev", vethB)
 	for _, ns := range []string{nsA, nsB} {
 		run("-n", ns, "link", "set", "lo", "up")
 	}
-	run("-n", nsA, "link", "set", vethA, "up")
-	run("-n", nsB, "link", "set", vethB, "up")
-	return nsA, nsB, a, b
+	for k := range links {
+		subnet := fmt.Sprintf("10.%d.%d", 200+k, (int(nsCount.Load())*7+os.Getpid())%250)
+		va, vb := fmt.Sprintf("fa%d-%s", k, tag), fmt.Sprintf("fb%d-%s", k, tag)
+		if len(va) > 15 { // IFNAMSIZ
+			va, vb = va[:15], vb[:15]
+		}
+		run("link", "add", va, "netns", nsA, "type", "veth", "peer", "name", vb, "netns", nsB)
+		run("-n", nsA, "addr", "add", subnet+".1/24", "dev", va)
+		run("-n", nsB, "addr", "add", subnet+".2/24", "dev", vb)
+		run("-n", nsA, "link", "set", va, "up")
+		run("-n", nsB, "link", "set", vb, "up")
+		p.as, p.bs, p.vethB = append(p.as, subnet+".1"), append(p.bs, subnet+".2"), append(p.vethB, vb)
+	}
+	return p
 }
+
+// nsPair is two network namespaces A and B and the links between them:
+// link k joins address as[k] in A to bs[k] on B's interface vethB[k].
+type nsPair struct {
+	A, B          string
+	as, bs, vethB []string
+}
+
+// nsCount tells the namespaces of one test process apart.
+var nsCount atomic.Int32
 
 // exampleConfig writes config/examples/<name> with the README's
 // addresses 10.0.0.1 and 10.0.0.2 replaced by a and b, and the test's
@@ -78,7 +97,8 @@ func exampleConfig(t *testing.T, name, a, b string) string {
 // can ask the engine for its plugins through the control address it
 // published.
 func TestTwoHostsOutOfTheBox(t *testing.T) {
-	nsA, nsB, a, b := netnsPair(t)
+	ns := netnsPair(t, 1)
+	nsA, nsB, a, b := ns.A, ns.B, ns.as[0], ns.bs[0]
 	cfgA, cfgB := exampleConfig(t, "two-hosts-a.hcl", a, b), exampleConfig(t, "two-hosts-b.hcl", a, b)
 	ferryBin := filepath.Join(binDir, "ferry")
 
