@@ -130,6 +130,7 @@ type Engine struct {
 	// controlAddr is hc's address as peers can use it (controladdr.go),
 	// published in the descriptor; set once by startControl.
 	controlAddr string
+	recent      recentFailures // the latest failed attempts, for status
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.

@@ -93,17 +93,53 @@ func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encod
 // EngineStatus is what an engine reports of itself to operators through
 // its control service (`ferry plugins --engine`).
 type EngineStatus struct {
+	// Format is StatusFormat of the engine that wrote it; a reader that
+	// knows another refuses it rather than misread it.
+	Format      int            `json:"format"`
 	Name        string         `json:"name"`
 	Incarnation uint64         `json:"incarnation"`
+	MachineID   string         `json:"machine_id"`
+	Control     string         `json:"control"`
+	Metastore   string         `json:"metastore"` // kind, and the URL when it has one
+	MetastoreOK string         `json:"metastore_health"`
 	Plugins     []PluginStatus `json:"plugins"`
 	Rails       []RailStatus   `json:"rails"`
+	// Segments are the open remote segments; Failures the latest failed
+	// attempts, newest first, of FailuresSeen in all.
+	Segments     []SegmentStatus `json:"segments"`
+	Failures     []Failure       `json:"failures"`
+	FailuresSeen uint64          `json:"failures_seen"`
+	// Admission says how requests are admitted: "pass-through" (every
+	// request now), or the type of the Admitter the application set.
+	Admission string `json:"admission"`
+}
+
+// StatusFormat is the version of EngineStatus's JSON form.
+const StatusFormat = 1
+
+// Status is what the engine reports of itself (EngineStatus).
+func (e *Engine) Status(ctx context.Context) EngineStatus {
+	st := EngineStatus{Format: StatusFormat, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Control: e.controlAddr,
+		Metastore: e.cfg.Metastore.Kind, MetastoreOK: "ok", Plugins: e.Plugins(ctx), Rails: e.Rails(), Segments: e.segmentStatuses(),
+		Admission: "pass-through"}
+	if e.path.admit != nil {
+		st.Admission = fmt.Sprintf("%T", e.path.admit)
+	}
+	if e.metaURL != "" {
+		st.Metastore += " " + e.metaURL
+	}
+	if err := e.MetastoreHealth(); err != nil {
+		st.MetastoreOK = err.Error()
+	}
+	st.Failures, st.FailuresSeen = e.recent.list()
+	return st
 }
 
 func (s *controlSource) Status() ([]byte, error) {
 	e := (*Engine)(s)
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
-	return json.Marshal(EngineStatus{Name: e.name, Incarnation: e.incarnation, Plugins: e.Plugins(ctx), Rails: e.Rails()})
+	return json.Marshal(e.Status(ctx))
 }
 
 // targetOf returns r as a peer to notify, or why it cannot be one.

@@ -96,3 +96,30 @@ func TestPluginsConfigChecksumMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusAndTop: `ferry status` shows a running engine's plugins and
+// segments on one screen and as JSON; `ferry top` redraws it.
+func TestStatusAndTop(t *testing.T) {
+	_, sc := startRun(t, "--name", "status-a")
+	control := controlAddr(t, sc)
+	out := ferry(t, "status", "--engine", control)
+	for _, want := range []string{"engine status-a", "control " + control, "PLUGIN", "tcp", "shm", "running", "0 open segments", "0 failed attempts since start"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("ferry status lacks %q:\n%s", want, out)
+		}
+	}
+	var st struct {
+		Format  int    `json:"format"`
+		Name    string `json:"name"`
+		Plugins []struct {
+			Name, State string
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal([]byte(ferry(t, "status", "--engine", control, "--json")), &st); err != nil || st.Format != 1 || st.Name != "status-a" || len(st.Plugins) != 2 {
+		t.Errorf("ferry status --json: %+v, %v", st, err)
+	}
+	top := ferry(t, "top", "--engine", control, "--count", "2", "--interval", "50ms")
+	if n := strings.Count(top, "engine status-a"); n != 2 {
+		t.Errorf("ferry top --count 2 drew %d screens:\n%s", n, top)
+	}
+}

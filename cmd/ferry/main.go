@@ -14,6 +14,8 @@ var commands = []struct {
 	{"plugins", "list plugins with version, checksum, protocol and probe result", cmdPlugins},
 	{"bench", "measure a transport between two processes against a raw baseline", cmdBench},
 	{"explain", "say which transport a request to a segment would take, and why", cmdExplain},
+	{"status", "one screen of a running engine: plugins, rails, open segments, recent failures", cmdStatus},
+	{"top", "ferry status, refreshed live", cmdTop},
 	{"doctor", "check plugins, metastore and machine, and with --peer every path to a peer; says what to do", cmdDoctor},
 	{"version", "print the version and the plugin protocol versions", cmdVersion},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
