@@ -3,6 +3,7 @@ package main_test
 import (
 	"bufio"
 	"encoding/json"
+	pngpkg "image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,5 +122,48 @@ func TestStatusAndTop(t *testing.T) {
 	top := ferry(t, "top", "--engine", control, "--count", "2", "--interval", "50ms")
 	if n := strings.Count(top, "engine status-a"); n != 2 {
 		t.Errorf("ferry top --count 2 drew %d screens:\n%s", n, top)
+	}
+}
+
+// TestBenchSweepPlot: a sweep measures each size, verified, writes one
+// JSON line a size, and draws a PNG of both series.
+func TestBenchSweepPlot(t *testing.T) {
+	dir := t.TempDir()
+	png, jsonl := filepath.Join(dir, "sweep.png"), filepath.Join(dir, "sweep.jsonl")
+	out := ferry(t, "bench", "--transport", "shm", "--sweep", "4KiB,64KiB", "--batch", "2", "--duration", "100ms", "--warmup", "20ms",
+		"--plot", png, "--jsonl", jsonl)
+	if strings.Count(out, "TRANSPORT") != 1 || strings.Count(out, "shm ") != 2 {
+		t.Errorf("sweep table: want one header and two rows:\n%s", out)
+	}
+	b, err := os.ReadFile(jsonl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("--jsonl has %d lines, want 2:\n%s", len(lines), b)
+	}
+	for i, want := range []int64{4096, 65536} {
+		var r struct {
+			BlockSize    int64   `json:"block_size"`
+			Verified     bool    `json:"verified"`
+			Gbps         float64 `json:"gbps"`
+			BaselineGbps float64 `json:"baseline_gbps"`
+		}
+		if err := json.Unmarshal([]byte(lines[i]), &r); err != nil || r.BlockSize != want || !r.Verified || r.Gbps <= 0 || r.BaselineGbps <= 0 {
+			t.Errorf("row %d: %+v, %v; want block %d, verified, both measured", i, r, err, want)
+		}
+	}
+	f, err := os.Open(png)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := pngpkg.Decode(f)
+	if err != nil {
+		t.Fatalf("--plot wrote no PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 400 {
+		t.Errorf("plot is %v: too small to read", b)
 	}
 }
