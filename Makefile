@@ -5,6 +5,8 @@ PROTO_DIR := internal/proto
 # Each directory is an include root; its .proto files are generated in place.
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
 PLUGINS   := tcp shm fault
+# The commit `ferry version` names; Go's own VCS stamp may be off.
+REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
 .PHONY: all build run test fuzz bench proto proto-check lint clean
 
@@ -12,7 +14,7 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ferry ./cmd/ferry
+	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/ferry ./cmd/ferry
 	@for p in $(PLUGINS); do \
 		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
 		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
@@ -30,17 +32,21 @@ test: build
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
 # Bounded fuzzing of the decoders that read bytes from other processes and
-# hosts (run by `make test`; FUZZTIME per target).
+# hosts (run by `make test`; FUZZTIME per target). Each target prints one
+# line; its full output only when it fails.
 FUZZTIME ?= 10s
+FUZZ := plugins/tcp:FuzzDecodeHeader plugins/tcp:FuzzDecodeHello plugins/tcp:FuzzDecodeHelloReply \
+	plugins/tcp:FuzzDecodeProof sdk/ring:FuzzDescriptor sdk/ring:FuzzAttach \
+	host/segment:FuzzDecode host/segment:FuzzDecodeBlob
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHeader$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHello$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeHelloReply$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeProof$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
-	$(GO) test -run '^$$' -fuzz '^FuzzDescriptor$$' -fuzztime $(FUZZTIME) ./sdk/ring/
-	$(GO) test -run '^$$' -fuzz '^FuzzAttach$$' -fuzztime $(FUZZTIME) ./sdk/ring/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/segment/
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeBlob$$' -fuzztime $(FUZZTIME) ./host/segment/
+	@for t in $(FUZZ); do \
+		pkg=./$${t%%:*}/; fn=$${t##*:}; \
+		if out=$$($(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg 2>&1); then \
+			echo "fuzz $$fn ($$pkg, $(FUZZTIME)): ok"; \
+		else \
+			echo "$$out"; echo "fuzz $$fn ($$pkg): FAILED"; exit 1; \
+		fi; \
+	done
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./sdk/ring/ ./host/...

@@ -28,7 +28,8 @@ const (
 const (
 	DefaultMetastoreListen = "127.0.0.1:0"
 	// DefaultControlListen is where an engine serves its control service
-	// for peers when the file has no control block.
+	// for peers when the file sets no control.listen and none of its rails
+	// has a routable address (a single-host engine).
 	DefaultControlListen = "127.0.0.1:0"
 	// DefaultMetastoreTTL is how long a dead engine's descriptor outlives
 	// it; see Metastore.TTL.
@@ -124,6 +125,10 @@ type Config struct {
 	// the same file the tcp plugin's cluster_secret_file names, which
 	// plugins keep reading from their own block.
 	ClusterSecretFile string
+	// Strict makes New fail when an enabled plugin cannot start or no
+	// transport is usable; false runs degraded and says so. Parse and
+	// Default set it; a Config built field by field has it false.
+	Strict bool
 
 	Metastore Metastore
 	Control   Control
@@ -179,14 +184,13 @@ func (m Metastore) KeyPrefix() string { return cmp.Or(m.Prefix, DefaultMetastore
 // Control is where the engine serves its host-to-host control service
 // (descriptor fetch, notifications, liveness) for peers.
 type Control struct {
-	// Listen is a host:port; "" means DefaultControlListen. Peers reach
-	// the engine at the address the listener got, which the descriptor
-	// publishes, so listen on an address peers can reach.
+	// Listen is a host:port, or "" for the engine to choose: the address
+	// of its first routable rail (its tcp listen address) at port 0, else
+	// DefaultControlListen. The descriptor publishes the address the
+	// listener got; a wildcard (0.0.0.0) is published as the engine's
+	// routable address.
 	Listen string
 }
-
-// ListenAddr returns Listen, or DefaultControlListen when it is "".
-func (c Control) ListenAddr() string { return cmp.Or(c.Listen, DefaultControlListen) }
 
 // Plugin is one plugin block.
 type Plugin struct {
@@ -295,8 +299,8 @@ func Default(name string) *Config {
 	return &Config{
 		Name:      name,
 		MachineID: DefaultMachineID(),
+		Strict:    true,
 		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
-		Control:   Control{Listen: DefaultControlListen},
 		Plugins: []Plugin{{
 			Name:       "tcp",
 			Enabled:    true,

@@ -11,7 +11,7 @@ func TestControlBlock(t *testing.T) {
 	for _, tc := range []struct {
 		name, src, want, err string
 	}{
-		{"default", "name = \"a\"\n", config.DefaultControlListen, ""},
+		{"default", "name = \"a\"\n", "", ""},
 		{"set", "name = \"a\"\ncontrol {\n  listen = \"127.0.0.1:7071\"\n}\n", "127.0.0.1:7071", ""},
 		{"empty", "name = \"a\"\ncontrol {\n  listen = \"\"\n}\n", "", `t.hcl:3:12: control.listen: is empty`},
 		{"not host:port", "name = \"a\"\ncontrol {\n  listen = \"localhost\"\n}\n", "", `t.hcl:3:12: control.listen: "localhost": not a host:port`},
@@ -39,15 +39,15 @@ func TestControlBlock(t *testing.T) {
 
 func TestControlInCode(t *testing.T) {
 	c := config.Default("a")
-	if c.Control.ListenAddr() != config.DefaultControlListen {
-		t.Errorf("Default: ListenAddr = %q", c.Control.ListenAddr())
+	if c.Control.Listen != "" {
+		t.Errorf("Default: Listen = %q, want \"\" (the engine chooses)", c.Control.Listen)
 	}
 	c.Control = config.Control{}
 	if err := c.Validate(); err != nil {
 		t.Errorf("zero Control: %v", err)
 	}
-	if c.Control.ListenAddr() != config.DefaultControlListen {
-		t.Errorf("zero Control: ListenAddr = %q", c.Control.ListenAddr())
+	if c.Control.Listen != "" {
+		t.Errorf("zero Control: Listen = %q", c.Control.Listen)
 	}
 	c.Control.Listen = "nope"
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "control.listen") {

@@ -53,3 +53,35 @@ func TestDeriveMachineID(t *testing.T) {
 		t.Error("two machine ids derive the same id")
 	}
 }
+
+// TestMachineIDScope: engines that share /etc/machine-id (containers from
+// one image, network namespaces of one machine) get one id only when they
+// share the boot and the network namespace too.
+func TestMachineIDScope(t *testing.T) {
+	read := func(boot string) func(string) ([]byte, error) {
+		return func(p string) ([]byte, error) {
+			if p == "/proc/sys/kernel/random/boot_id" {
+				return []byte(boot + "\n"), nil
+			}
+			return nil, os.ErrNotExist
+		}
+	}
+	ns := func(n string) func(string) (string, error) { return func(string) (string, error) { return n, nil } }
+	id := "0123456789abcdef0123456789abcdef"
+	here := scopeMachineID(id, shmScope(read("b1"), ns("net:[4026531840]")))
+	if again := scopeMachineID(id, shmScope(read("b1"), ns("net:[4026531840]"))); again != here {
+		t.Errorf("one machine, boot and namespace gave %q and %q", here, again)
+	}
+	for name, other := range map[string]string{
+		"another network namespace": scopeMachineID(id, shmScope(read("b1"), ns("net:[4026532201]"))),
+		"another boot":              scopeMachineID(id, shmScope(read("b2"), ns("net:[4026531840]"))),
+		"another machine":           scopeMachineID("fedcba9876543210fedcba9876543210", shmScope(read("b1"), ns("net:[4026531840]"))),
+	} {
+		if other == here {
+			t.Errorf("%s gives the same machine id %q", name, here)
+		}
+	}
+	if len(here) != 32 {
+		t.Errorf("scoped id %q: want 32 hex digits", here)
+	}
+}

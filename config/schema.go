@@ -27,6 +27,9 @@ var topTable = &table[Config]{
 		{name: "cluster_secret_file", typ: tPath, example: `"/etc/ferry/secret"`,
 			doc: "A file holding the cluster secret (at least 16 bytes, a trailing newline trimmed), the same on every engine; usually the file the tcp plugin's cluster_secret_file names. With it the engine signs its descriptor (HMAC-SHA256), refuses peers' unsigned or badly signed ones and reclaims its name from an entry that is not validly signed. Without it the metastore is trusted: anyone who can write it can redirect peers, and the engine says so at start.",
 			at:  func(c *Config) any { return &c.ClusterSecretFile }},
+		{name: "strict", typ: tBool, def: true,
+			doc: "The engine refuses to start when an enabled plugin fails to start (missing binary, checksum mismatch, bad config, crash at start) or when no transport is usable. false starts it degraded, on the plugins that run, and logs what is missing. A plugin whose probe says its hardware is absent (unavailable) does not count as failed.",
+			at:  func(c *Config) any { return &c.Strict }},
 	},
 	after: func(c *Config, _ func(string) bool) {
 		if c.MachineID == "" {
@@ -92,8 +95,8 @@ var controlTable = &table[Control]{
 	name: "control",
 	doc:  "The host-to-host control service peers call: descriptor fetch, notifications, liveness.",
 	fields: []field[Control]{
-		{name: "listen", typ: tString, def: DefaultControlListen,
-			doc: "host:port to serve on, published in the descriptor: listen where peers can reach it; port 0 picks a free one.",
+		{name: "listen", typ: tString, defDoc: "the address of the engine's first routable rail (its tcp listen address) at port 0, else `127.0.0.1:0`",
+			doc: "host:port to serve on; port 0 picks a free one. The descriptor publishes the address the listener got, so peers on other hosts need an address they can reach; a wildcard (`0.0.0.0:7071`) binds every interface and is published as the engine's routable address. A loopback address beside routable rails is warned about at start.",
 			at:  func(c *Control) any { return &c.Listen }},
 	},
 }

@@ -44,7 +44,7 @@ func (c *Config) Validate() error {
 	// written empty in a file is a mistake worth naming.
 	switch cl := c.Control.Listen; {
 	case cl == "" && c.has("control.listen"):
-		fail("control.listen", `is empty; set a host:port such as "127.0.0.1:7071" (port 0 picks a free one), or remove it for the default %q`, DefaultControlListen)
+		fail("control.listen", `is empty; set a host:port such as "127.0.0.1:7071" (port 0 picks a free one), or remove it to let the engine choose (its tcp listen address, else %q)`, DefaultControlListen)
 	case cl != "":
 		if err := checkHostPort(cl); err != nil {
 			fail("control.listen", "%q: %v; write it like \"127.0.0.1:7071\"", cl, err)

@@ -127,6 +127,10 @@ type Engine struct {
 	retrying    sync.WaitGroup
 
 	hc *notify.Service // the control service for peers; see notify.go
+	// controlAddr is hc's address as peers can use it (controladdr.go),
+	// published in the descriptor; set once by startControl.
+	controlAddr string
+	recent      recentFailures // the latest failed attempts, for status
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.
@@ -207,6 +211,10 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		ps := e.startPlugin(ctx, int32(len(e.plugins)), pc)
 		e.plugins = append(e.plugins, ps)
 		e.byName[ps.name] = ps
+	}
+	if err := e.checkStarted(); err != nil {
+		e.Close()
+		return nil, err
 	}
 	sel, err := newSelector(cfg, e.plugins)
 	if err == nil {

@@ -41,14 +41,24 @@ func notifyErr(err error) error {
 // startControl starts the control service on the configured address; the
 // descriptor published next carries its address.
 func (e *Engine) startControl() error {
+	rails := e.railAddrs()
+	listen, warn := controlListen(e.cfg.Control.Listen, rails)
+	if warn != "" {
+		e.log.Warn(warn)
+	}
 	hc, err := notify.Start(notify.Config{
-		Listen: e.cfg.Control.ListenAddr(), Name: e.name, Incarnation: e.incarnation,
+		Listen: listen, Name: e.name, Incarnation: e.incarnation,
 		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
 	})
 	if err != nil {
 		return err
 	}
 	e.hc = hc
+	addr, ok := controlPublished(hc.Addr(), rails, allInterfaceAddrs())
+	if !ok {
+		e.log.Warn("the control service listens on every interface, but this engine has no routable address to publish: peers on other hosts cannot reach it; set control { listen } to an address they can reach", "listen", hc.Addr(), "published", addr)
+	}
+	e.controlAddr = addr
 	return nil
 }
 
@@ -65,12 +75,7 @@ func (e *Engine) stopControl() {
 // ControlAddr returns the address of the engine's control service, which
 // its descriptor publishes and which peers in peer-to-peer mode open as a
 // segment name.
-func (e *Engine) ControlAddr() string {
-	if e.hc == nil {
-		return ""
-	}
-	return e.hc.Addr()
-}
+func (e *Engine) ControlAddr() string { return e.controlAddr }
 
 // Notifications returns the channel of notifications peers sent to this
 // engine, each delivered once (see NotificationBuffer for a slow reader).
@@ -88,17 +93,53 @@ func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encod
 // EngineStatus is what an engine reports of itself to operators through
 // its control service (`ferry plugins --engine`).
 type EngineStatus struct {
+	// Format is StatusFormat of the engine that wrote it; a reader that
+	// knows another refuses it rather than misread it.
+	Format      int            `json:"format"`
 	Name        string         `json:"name"`
 	Incarnation uint64         `json:"incarnation"`
+	MachineID   string         `json:"machine_id"`
+	Control     string         `json:"control"`
+	Metastore   string         `json:"metastore"` // kind, and the URL when it has one
+	MetastoreOK string         `json:"metastore_health"`
 	Plugins     []PluginStatus `json:"plugins"`
 	Rails       []RailStatus   `json:"rails"`
+	// Segments are the open remote segments; Failures the latest failed
+	// attempts, newest first, of FailuresSeen in all.
+	Segments     []SegmentStatus `json:"segments"`
+	Failures     []Failure       `json:"failures"`
+	FailuresSeen uint64          `json:"failures_seen"`
+	// Admission says how requests are admitted: "pass-through" (every
+	// request now), or the type of the Admitter the application set.
+	Admission string `json:"admission"`
+}
+
+// StatusFormat is the version of EngineStatus's JSON form.
+const StatusFormat = 1
+
+// Status is what the engine reports of itself (EngineStatus).
+func (e *Engine) Status(ctx context.Context) EngineStatus {
+	st := EngineStatus{Format: StatusFormat, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Control: e.controlAddr,
+		Metastore: e.cfg.Metastore.Kind, MetastoreOK: "ok", Plugins: e.Plugins(ctx), Rails: e.Rails(), Segments: e.segmentStatuses(),
+		Admission: "pass-through"}
+	if e.path.admit != nil {
+		st.Admission = fmt.Sprintf("%T", e.path.admit)
+	}
+	if e.metaURL != "" {
+		st.Metastore += " " + e.metaURL
+	}
+	if err := e.MetastoreHealth(); err != nil {
+		st.MetastoreOK = err.Error()
+	}
+	st.Failures, st.FailuresSeen = e.recent.list()
+	return st
 }
 
 func (s *controlSource) Status() ([]byte, error) {
 	e := (*Engine)(s)
 	ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 	defer cancel()
-	return json.Marshal(EngineStatus{Name: e.name, Incarnation: e.incarnation, Plugins: e.Plugins(ctx), Rails: e.Rails()})
+	return json.Marshal(e.Status(ctx))
 }
 
 // targetOf returns r as a peer to notify, or why it cannot be one.

@@ -16,9 +16,7 @@ import (
 // reads only lock-free state.
 func (e *Engine) descriptor() *segment.Descriptor {
 	self := publish.Self{Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Topology: e.topo}
-	if e.hc != nil {
-		self.Control = e.hc.Addr()
-	}
+	self.Control = e.controlAddr
 	var eps []publish.Endpoint
 	for _, ps := range e.plugins {
 		if !ps.usable() {

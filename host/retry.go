@@ -56,7 +56,8 @@ type retryJob struct {
 // onFailure is the tracker's failure hook: it takes a failed attempt for
 // failover when failover.Take says another attempt could fix it. It must
 // not block: the work is done in a goroutine.
-func (e *Engine) onFailure(b *progress.Batch, i int, cause error) bool {
+func (e *Engine) onFailure(b *progress.Batch, i int, cause error) (retried bool) {
+	defer func() { e.noteFailure(b, i, cause, retried) }()
 	t := b.Task(i)
 	st := t.SliceStatus()
 	if !failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, rails.PathFault(st)) {

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
-	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/ferrydev/ferry/sdk/shm"
@@ -33,11 +34,7 @@ const pluginSlice = 20 * time.Millisecond
 // host also speaks. It returns only after the host asked the
 // plugin to stop or went away; a plugin whose host died exits.
 func ServeTransport(impl Transport) {
-	logger := hclog.New(&hclog.LoggerOptions{
-		Level:      hclog.Info,
-		Output:     os.Stderr,
-		JSONFormat: true, // go-plugin parses JSON lines and re-logs them under the plugin's name
-	})
+	logger := NewLogger("") // go-plugin parses its JSON lines and re-logs them under the plugin's name
 	fds, err := openFDSocket()
 	if err != nil {
 		// Without the fd socket no memory can be shared: refuse to run.
@@ -74,6 +71,12 @@ func ServeTransport(impl Transport) {
 		logger.Info("host closed the fd socket; exiting")
 		os.Exit(0)
 	}()
+	// A plugin lives as long as its host says: the host stops it, or it
+	// exits when the host goes away (above, and Pdeathsig). A terminal's
+	// Ctrl-C and a service manager's SIGTERM reach the whole process group
+	// at once; the plugin leaves them to the host, which stops its plugins
+	// in order, rather than dying under work in flight.
+	signal.Ignore(os.Interrupt, syscall.SIGTERM)
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig:  Handshake,
 		VersionedPlugins: sets,

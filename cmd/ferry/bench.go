@@ -155,7 +155,10 @@ func cmdBench(args []string) error {
 	noBaseline := fs.Bool("no-baseline", false, "skip the raw baseline")
 	policy := fs.String("policy", "", "name this configured policy on every request (its rails restrict the slices)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the initiator (Ferry and baseline rounds) to this file")
-	level := fs.String("log-level", "warn", "log level")
+	sweep := fs.String("sweep", "", "measure each of these sizes in turn, like 4KiB,64KiB,1MiB,16MiB (\"all\": 4KiB to 64MiB by 4x), one row each")
+	plotPath := fs.String("plot", "", "with --sweep: draw throughput and p50 latency against size, Ferry beside its baseline, into this PNG")
+	jsonl := fs.String("jsonl", "", "append each row as one JSON line to this file")
+	lf := addLogFlags(fs)
 	fs.Parse(args)
 
 	size, err := config.ParseSize(*sizeStr)
@@ -170,77 +173,12 @@ func cmdBench(args []string) error {
 	if size <= 0 || o.batch <= 0 || o.threads <= 0 {
 		return fmt.Errorf("--size, --batch and --threads must be positive")
 	}
-	total := size * int64(o.batch) * int64(o.threads)
-	if total > 8<<30 {
-		return fmt.Errorf("size*batch*threads = %d bytes: more than 8 GiB of buffers; lower one of them", total)
-	}
-	if *targetName != "" && *metaURL == "" {
-		return fmt.Errorf("--target needs --metastore")
-	}
-
-	ctx := context.Background()
-	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), *metaURL, *level)
-	if err != nil {
-		return err
-	}
-	defer e.Close()
-	name := *targetName
-	var remote remoteMem
-	if name == "" {
-		name = fmt.Sprintf("bench-target-%d", os.Getpid())
-		t, err := startTarget("--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total), "--log-level", *level)
-		if err != nil {
-			return err
-		}
-		defer t.stop()
-		remote = targetMem{t: t, n: total}
-	}
-	seg, err := e.OpenSegment(ctx, name)
-	if err != nil {
-		return err
-	}
-	var remoteBase uint64
-	for _, b := range seg.Buffers {
-		if b.Perm == host.RemoteReadWrite && b.Length >= uint64(total) {
-			remoteBase = b.Base
-			break
-		}
-	}
-	if remoteBase == 0 {
-		return fmt.Errorf("segment %q has no read-write buffer of %d bytes", name, total)
-	}
-	local, err := e.Allocate(int(total))
-	if err != nil {
-		return err
-	}
-	if _, err := e.Register(ctx, local, host.LocalOnly); err != nil {
-		return err
-	}
-	lay := ferryLayout{e: e, seg: seg.ID, remoteBase: remoteBase, o: o, policy: *policy}
-	if remote == nil {
-		// Nobody answers for the far engine's memory: fill and read it
-		// back through Ferry itself, with a scratch buffer of our own.
-		scratch, err := e.Allocate(int(total))
-		if err != nil {
-			return err
-		}
-		if _, err := e.Register(ctx, scratch, host.LocalOnly); err != nil {
-			return err
-		}
-		remote = ferryMem{lay: lay, scratch: scratch}
-	}
-	fy, err := newFerrySide(ctx, lay, local, remote)
-	if err != nil {
-		return err
-	}
-
-	var base baseline
-	if !*noBaseline && *targetName == "" {
-		if base, err = startBaseline(o); err != nil {
-			return err
-		}
-		if base != nil {
-			defer base.close()
+	run := benchRun{o: o, opName: *opName, cfgPath: *cfgPath, target: *targetName, metaURL: *metaURL, policy: *policy,
+		noBaseline: *noBaseline, warmup: *warmup, lf: lf}
+	sizes := []int64{size}
+	if *sweep != "" {
+		if sizes, err = parseSizes(*sweep); err != nil {
+			return fmt.Errorf("--sweep: %w", err)
 		}
 	}
 	if *cpuProfile != "" {
@@ -254,6 +192,180 @@ func cmdBench(args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	var rows []benchRow
+	for i, sz := range sizes {
+		run.o.size = sz
+		row, err := run.run()
+		if row.Transport == "" { // nothing measured
+			return err
+		}
+		rows = append(rows, row)
+		if perr := emitRow(row, *asJSON, *jsonl, len(sizes) > 1, i == 0); perr != nil {
+			return perr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if *plotPath != "" {
+		if err := plotSweep(*plotPath, rows); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", *plotPath)
+	}
+	return nil
+}
+
+// emitRow prints row as JSON or as a table, and appends it to the jsonl
+// file when there is one; short prints one table line for sweeps, with
+// the header before the first.
+func emitRow(row benchRow, asJSON bool, jsonl string, short, first bool) error {
+	if jsonl != "" {
+		f, err := os.OpenFile(jsonl, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		b, _ := json.Marshal(row)
+		_, err = f.Write(append(b, '\n'))
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("--jsonl %s: %w", jsonl, err)
+		}
+	}
+	if asJSON {
+		b, _ := json.Marshal(row)
+		fmt.Println(string(b))
+		return nil
+	}
+	printRow(row, short, first)
+	return nil
+}
+
+func printRow(row benchRow, short, header bool) {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	if header || !short {
+		fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\t%v\n",
+		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
+		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio, row.Verified)
+	tw.Flush()
+	if short {
+		return
+	}
+	if len(row.Rails) > 0 {
+		fmt.Println()
+		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RAIL	NAME	LABEL	NUMA	BYTES	SHARE	SLICES	IN FLIGHT	EWMA Gb/s	ERRORS	PAUSED")
+		for _, r := range row.Rails {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%d\t%v\n",
+				r.Index, r.Name, r.Label, r.NUMANode, r.Bytes, r.Share, r.Slices, r.InFlight, r.EWMAGbps, r.Errors, r.Paused)
+		}
+		tw.Flush()
+	}
+	if len(row.PluginCounters) > 0 {
+		fmt.Printf("plugin %s counters:", row.Transport)
+		keys := make([]string, 0, len(row.PluginCounters))
+		for k := range row.PluginCounters {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fmt.Printf(" %s=%d", k, row.PluginCounters[k])
+		}
+		fmt.Println()
+	}
+}
+
+// benchRun is one bench configuration; run measures one row of it.
+type benchRun struct {
+	o                                        benchOpts
+	opName, cfgPath, target, metaURL, policy string
+	noBaseline                               bool
+	warmup                                   time.Duration
+	lf                                       logFlags
+}
+
+// run measures b.o: Ferry and the baseline in alternating rounds, then
+// verifies what arrived. A row that fails verification comes back with
+// the verification's error.
+func (b benchRun) run() (benchRow, error) {
+	o, size := b.o, b.o.size
+	total := size * int64(o.batch) * int64(o.threads)
+	if total > 8<<30 {
+		return benchRow{}, fmt.Errorf("size*batch*threads = %d bytes: more than 8 GiB of buffers; lower one of them", total)
+	}
+	if b.target != "" && b.metaURL == "" {
+		return benchRow{}, fmt.Errorf("--target needs --metastore")
+	}
+
+	ctx := context.Background()
+	e, err := newEngine(ctx, b.cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), b.metaURL, b.lf)
+	if err != nil {
+		return benchRow{}, err
+	}
+	defer e.Close()
+	name := b.target
+	var remote remoteMem
+	if name == "" {
+		name = fmt.Sprintf("bench-target-%d", os.Getpid())
+		t, err := startTarget(append([]string{"--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total)}, b.lf.args()...)...)
+		if err != nil {
+			return benchRow{}, err
+		}
+		defer t.stop()
+		remote = targetMem{t: t, n: total}
+	}
+	seg, err := e.OpenSegment(ctx, name)
+	if err != nil {
+		return benchRow{}, err
+	}
+	var remoteBase uint64
+	for _, b := range seg.Buffers {
+		if b.Perm == host.RemoteReadWrite && b.Length >= uint64(total) {
+			remoteBase = b.Base
+			break
+		}
+	}
+	if remoteBase == 0 {
+		return benchRow{}, fmt.Errorf("segment %q has no read-write buffer of %d bytes", name, total)
+	}
+	local, err := e.Allocate(int(total))
+	if err != nil {
+		return benchRow{}, err
+	}
+	if _, err := e.Register(ctx, local, host.LocalOnly); err != nil {
+		return benchRow{}, err
+	}
+	lay := ferryLayout{e: e, seg: seg.ID, remoteBase: remoteBase, o: o, policy: b.policy}
+	if remote == nil {
+		// Nobody answers for the far engine's memory: fill and read it
+		// back through Ferry itself, with a scratch buffer of our own.
+		scratch, err := e.Allocate(int(total))
+		if err != nil {
+			return benchRow{}, err
+		}
+		if _, err := e.Register(ctx, scratch, host.LocalOnly); err != nil {
+			return benchRow{}, err
+		}
+		remote = ferryMem{lay: lay, scratch: scratch}
+	}
+	fy, err := newFerrySide(ctx, lay, local, remote)
+	if err != nil {
+		return benchRow{}, err
+	}
+
+	var base baseline
+	if !b.noBaseline && b.target == "" {
+		if base, err = startBaseline(o); err != nil {
+			return benchRow{}, err
+		}
+		if base != nil {
+			defer base.close()
+		}
+	}
 	// Alternate Ferry and baseline in two rounds so that drift on a noisy
 	// machine hits both alike. Before each round, off the clock, every
 	// source holds that round's pattern and every destination another
@@ -262,26 +374,26 @@ func cmdBench(args []string) error {
 	var fr, br result
 	for round := range rounds {
 		if err := fy.fill(round); err != nil {
-			return err
+			return benchRow{}, err
 		}
-		if _, err := runLoop(o, *warmup, fy.work); err != nil {
-			return err
+		if _, err := runLoop(o, b.warmup, fy.work); err != nil {
+			return benchRow{}, err
 		}
 		r, err := runLoop(o, o.duration/2, fy.work)
 		if err != nil {
-			return err
+			return benchRow{}, err
 		}
 		fr.add(r)
 		if base != nil {
 			if err := base.fill(round); err != nil {
-				return err
+				return benchRow{}, err
 			}
-			if _, err := runLoop(o, *warmup, base.work); err != nil {
-				return err
+			if _, err := runLoop(o, b.warmup, base.work); err != nil {
+				return benchRow{}, err
 			}
 			r, err := runLoop(o, o.duration/2, base.work)
 			if err != nil {
-				return err
+				return benchRow{}, err
 			}
 			br.add(r)
 		}
@@ -313,7 +425,7 @@ func cmdBench(args []string) error {
 		verifyErr = base.verify(rounds - 1)
 	}
 	row := benchRow{
-		Transport: o.transport, Op: *opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
+		Transport: o.transport, Op: b.opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
 		Bytes: fr.bytes, Seconds: fr.seconds, Gbps: fr.gbps(),
 		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
 	}
@@ -329,38 +441,5 @@ func cmdBench(args []string) error {
 	}
 	row.Verified = verifyErr == nil
 	row.PluginCounters, row.Rails = pluginCounters, rails
-	if *asJSON {
-		b, _ := json.Marshal(row)
-		fmt.Println(string(b))
-		return verifyErr
-	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\t%v\n",
-		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
-		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio, row.Verified)
-	tw.Flush()
-	if len(row.Rails) > 0 {
-		fmt.Println()
-		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RAIL	NAME	LABEL	NUMA	BYTES	SHARE	SLICES	IN FLIGHT	EWMA Gb/s	ERRORS	PAUSED")
-		for _, r := range row.Rails {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%d\t%v\n",
-				r.Index, r.Name, r.Label, r.NUMANode, r.Bytes, r.Share, r.Slices, r.InFlight, r.EWMAGbps, r.Errors, r.Paused)
-		}
-		tw.Flush()
-	}
-	if len(row.PluginCounters) > 0 {
-		fmt.Printf("plugin %s counters:", o.transport)
-		keys := make([]string, 0, len(row.PluginCounters))
-		for k := range row.PluginCounters {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			fmt.Printf(" %s=%d", k, row.PluginCounters[k])
-		}
-		fmt.Println()
-	}
-	return verifyErr
+	return row, verifyErr
 }

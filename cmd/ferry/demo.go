@@ -28,14 +28,14 @@ func cmdDemo(args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	cfgPath := fs.String("config", "", "initiator config (default: built-in single-node config)")
 	maxStr := fs.String("max", "64MiB", "largest transfer")
-	level := fs.String("log-level", "warn", "log level")
+	lf := addLogFlags(fs)
 	fs.Parse(args)
 	maxSize, err := config.ParseSize(*maxStr)
 	if err != nil {
 		return err
 	}
 	ctx := context.Background()
-	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("demo-a-%d", os.Getpid()), "", *level)
+	e, err := newEngine(ctx, *cfgPath, fmt.Sprintf("demo-a-%d", os.Getpid()), "", lf)
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func cmdDemo(args []string) error {
 	const seed = 7
 	span := int(maxSize) + 64
 	name := fmt.Sprintf("demo-b-%d", os.Getpid())
-	t, err := startTarget("--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--log-level", *level)
+	t, err := startTarget(append([]string{"--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed)}, lf.args()...)...)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,10 @@ var commands = []struct {
 	{"plugins", "list plugins with version, checksum, protocol and probe result", cmdPlugins},
 	{"bench", "measure a transport between two processes against a raw baseline", cmdBench},
 	{"explain", "say which transport a request to a segment would take, and why", cmdExplain},
+	{"status", "one screen of a running engine: plugins, rails, open segments, recent failures", cmdStatus},
+	{"top", "ferry status, refreshed live", cmdTop},
+	{"doctor", "check plugins, metastore and machine, and with --peer every path to a peer; says what to do", cmdDoctor},
+	{"version", "print the version and the plugin protocol versions", cmdVersion},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
 	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},
 }
@@ -33,6 +37,9 @@ func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
 		usage()
 		os.Exit(2)
+	}
+	if os.Args[1] == "--version" || os.Args[1] == "-version" {
+		os.Args[1] = "version"
 	}
 	for _, c := range commands {
 		if c.name == os.Args[1] {

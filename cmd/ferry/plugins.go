@@ -31,6 +31,10 @@ type pluginReport struct {
 	Available bool     `json:"available"`
 	Reason    string   `json:"reason,omitempty"`
 	Rails     []string `json:"rails,omitempty"`
+	// Failed is set when the plugin could not be started or asked at all
+	// (missing binary, checksum mismatch, handshake): Reason says why. A
+	// plugin that runs and says its hardware is absent is not failed.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // inspect starts one plugin, asks it what it is and whether it can run
@@ -39,7 +43,7 @@ func inspect(ctx context.Context, spec loader.Spec) pluginReport {
 	r := pluginReport{Name: spec.Name, Path: spec.Path}
 	p, err := loader.Start(ctx, spec, nil)
 	if err != nil {
-		r.Reason = err.Error()
+		r.Reason, r.Failed = err.Error(), true
 		return r
 	}
 	defer p.Kill()
@@ -48,7 +52,7 @@ func inspect(ctx context.Context, spec loader.Spec) pluginReport {
 	defer cancel()
 	pr, err := p.Client.Probe(cctx)
 	if err != nil {
-		r.Reason = "probe failed: " + err.Error()
+		r.Reason, r.Failed = "probe failed: "+err.Error(), true
 		return r
 	}
 	r.Available, r.Reason = pr.Available, pr.Reason
@@ -111,10 +115,29 @@ func cmdPlugins(args []string) error {
 	for _, s := range specs {
 		reports = append(reports, inspect(ctx, s))
 	}
-	if *asJSON {
+	if err := printReports(reports, *asJSON); err != nil {
+		return err
+	}
+	var failed []string
+	for _, r := range reports {
+		if r.Failed {
+			failed = append(failed, r.Name)
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("%d of %d plugins cannot be started (%s): see their reason above", len(failed), len(reports), strings.Join(failed, ", "))
+	}
+	return nil
+}
+
+// printReports writes reports as a table, or as JSON lines.
+func printReports(reports []pluginReport, asJSON bool) error {
+	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
 		for _, r := range reports {
-			enc.Encode(r)
+			if err := enc.Encode(r); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
@@ -122,9 +145,12 @@ func cmdPlugins(args []string) error {
 	fmt.Fprintln(tw, "PLUGIN\tVERSION\tPROTOCOL\tSHA256\tPROBE\tPATH")
 	for _, r := range reports {
 		probe := "available"
-		if !r.Available {
+		switch {
+		case r.Failed:
+			probe = "FAILED: " + r.Reason
+		case !r.Available:
 			probe = "unavailable: " + r.Reason
-		} else if len(r.Rails) > 0 {
+		case len(r.Rails) > 0:
 			probe += " (" + strings.Join(r.Rails, ", ") + ")"
 		}
 		sum := r.SHA256

@@ -14,8 +14,6 @@ import (
 	"strings"
 	"syscall"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
@@ -93,19 +91,24 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 }
 
 // newEngine starts an engine on the config loadConfig makes of path, name
-// and metastoreURL, logging at level.
-func newEngine(ctx context.Context, path, name, metastoreURL, level string) (*host.Engine, error) {
+// and metastoreURL, logging as lf says.
+func newEngine(ctx context.Context, path, name, metastoreURL string, lf logFlags) (*host.Engine, error) {
+	log, err := lf.logger()
+	if err != nil {
+		return nil, err
+	}
 	cfg, err := loadConfig(path, name, metastoreURL)
 	if err != nil {
 		return nil, err
 	}
-	return host.New(ctx, cfg, host.WithLogger(logger(level)))
+	return host.New(ctx, cfg, host.WithLogger(log))
 }
 
 // engineFlags are the flags of the commands that serve an engine until
 // stopped: its config, its name, the metastore and the log level.
 type engineFlags struct {
-	config, name, metastore, level *string
+	config, name, metastore *string
+	log                     logFlags
 }
 
 // addEngineFlags defines the engine flags on fs; nameHelp says what
@@ -115,7 +118,7 @@ func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
 		config:    fs.String("config", "", configHelp),
 		name:      fs.String("name", "", nameHelp),
 		metastore: fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)"),
-		level:     fs.String("log-level", "warn", "log level"),
+		log:       addLogFlags(fs),
 	}
 }
 
@@ -123,7 +126,7 @@ func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
 // and SIGTERM cancel; done closes the engine and lets the signals go.
 func (f engineFlags) start() (ctx context.Context, e *host.Engine, done func(), err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	e, err = newEngine(ctx, *f.config, *f.name, *f.metastore, *f.level)
+	e, err = newEngine(ctx, *f.config, *f.name, *f.metastore, f.log)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -140,10 +143,6 @@ func parseOp(s string) (host.Op, error) {
 		return host.Write, nil
 	}
 	return 0, fmt.Errorf("--op %q: want read or write", s)
-}
-
-func logger(level string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.LevelFromString(level), Output: os.Stderr})
 }
 
 func cmdRun(args []string) error {

@@ -61,14 +61,23 @@ func DefaultDir() string {
 	return filepath.Dir(exe)
 }
 
+// DirEnv names the environment variable that says where plugin binaries
+// are when the config sets neither a plugin's path nor plugin_dir: an
+// application embedding the engine is rarely installed beside them.
+const DirEnv = "FERRY_PLUGIN_DIR"
+
 // Resolve returns the binary path for a plugin: path if set (relative to
-// baseDir when relative), else dir/ferry-plugin-<name>.
+// baseDir when relative), else dir/ferry-plugin-<name>, dir being, when
+// empty, $FERRY_PLUGIN_DIR or else the directory of the running binary.
 func Resolve(name, path, dir, baseDir string) string {
 	if path != "" {
 		if !filepath.IsAbs(path) && baseDir != "" {
 			return filepath.Join(baseDir, path)
 		}
 		return path
+	}
+	if dir == "" {
+		dir = os.Getenv(DirEnv)
 	}
 	if dir == "" {
 		dir = DefaultDir()
@@ -151,7 +160,7 @@ func check(spec Spec) (*pluginclient.Image, error) {
 	f, err := os.Open(spec.Path)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return fail("binary not found; build it with `make build` or set path/plugin_dir in the config", nil)
+		return fail("binary not found; build it with `make build` (or go install ./plugins/...), then set path or plugin_dir in the config, or $"+DirEnv, nil)
 	case err != nil:
 		return fail("cannot open binary", err)
 	}

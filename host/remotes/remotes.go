@@ -234,6 +234,17 @@ func (t *Table) Apply(ctx context.Context, key string, c Change, ts []Transport,
 	return done
 }
 
+// All returns the open handles (retired ones too), in id order.
+func (t *Table) All() []*Handle {
+	var out []*Handle
+	for _, h := range t.handles.load() {
+		if h != nil {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
 // Keys returns the metastore keys that live handles were read from.
 func (t *Table) Keys() []string {
 	var keys []string

@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-plugin/runner"
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/internal/logargs"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
@@ -93,6 +94,13 @@ func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	env := []string{sdk.FDSocketEnv + "=3"}
+	if lv := logger.GetLevel(); lv != hclog.NoLevel && lv != hclog.Off {
+		env = append(env, sdk.LogLevelEnv+"="+lv.String()) // the plugin logs what we would show
+	}
+	// go-plugin decodes the plugin's JSON log lines, numbers as float64:
+	// write whole ones as integers again.
+	logger = logargs.Map(logger, logargs.WholeFloats)
 	var run *cmdRunner
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
@@ -105,7 +113,7 @@ func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process
 			cmd := exec.Command(imageExec)
 			cmd.Args[0] = path
 			cmd.ExtraFiles = []*os.File{childEnd, img.mem} // fds 3 and imageFD in the child
-			cmd.Env = append(spec.Env, sdk.FDSocketEnv+"=3")
+			cmd.Env = append(spec.Env, env...)
 			cmd.Stdin = spec.Stdin
 			cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 			r, err := newCmdRunner(cmd, path)

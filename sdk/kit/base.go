@@ -3,7 +3,6 @@ package kit
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,11 +289,10 @@ func (b *Base[R, P]) Fail(d *ring.Descriptor, c sdk.Completer, st ring.Status) {
 	c.Complete(d.Token, st, 0)
 }
 
-// Logger is the logger a plugin writes to unless told otherwise: JSON on
-// stderr, which go-plugin forwards to the host under the plugin's name.
-func Logger(name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: name, Output: os.Stderr, JSONFormat: true, Level: hclog.Info})
-}
+// Logger is the logger a plugin writes to unless told otherwise:
+// sdk.NewLogger, JSON on stderr at the host's level, which go-plugin
+// forwards to the host under the plugin's name.
+func Logger(name string) hclog.Logger { return sdk.NewLogger(name) }
 
 // kindList joins kinds for an error message.
 func kindList(kinds []sdk.MemoryKind) string {

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/control"
+)
+
+// statusFlags are the flags of status and top: which engine, and the
+// config whose cluster secret the control service wants.
+type statusFlags struct {
+	engine, config *string
+	asJSON         *bool
+}
+
+func addStatusFlags(fs *flag.FlagSet) statusFlags {
+	return statusFlags{
+		engine: fs.String("engine", "", "the engine's control address, host:port (its ready line's \"control\"; required)"),
+		config: fs.String("config", "", "with a cluster secret: the engine's (or any cluster member's) config, for the secret"),
+		asJSON: fs.Bool("json", false, "print the status as JSON"),
+	}
+}
+
+// dial opens the engine's control service.
+func (f statusFlags) dial() (*control.Client, error) {
+	if *f.engine == "" {
+		return nil, fmt.Errorf("--engine is required: the engine's control address, host:port")
+	}
+	var o control.Options
+	if *f.config != "" {
+		cfg, err := loadConfig(*f.config, "", "")
+		if err != nil {
+			return nil, err
+		}
+		if o.Secret, err = host.ClusterSecret(cfg); err != nil {
+			return nil, err
+		}
+	}
+	return control.DialOptions(*f.engine, o)
+}
+
+// fetchStatus asks the engine at addr for its status and checks that it
+// is one this ferry can read.
+func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, error) {
+	var st host.EngineStatus
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	b, err := c.Status(ctx)
+	if err != nil {
+		return st, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		return st, nil, fmt.Errorf("engine at %s answered a status this ferry cannot read (%v): is it a Ferry engine?", addr, err)
+	}
+	if st.Format != host.StatusFormat {
+		return st, nil, fmt.Errorf("engine %q at %s reports status format %d; this ferry reads format %d: use the ferry binary of the engine's version (ferry version)",
+			st.Name, addr, st.Format, host.StatusFormat)
+	}
+	return st, b, nil
+}
+
+func cmdStatus(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ExitOnError)
+	f := addStatusFlags(fs)
+	fs.Parse(args)
+	c, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, raw, err := fetchStatus(c, *f.engine)
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		_, err := fmt.Println(string(raw))
+		return err
+	}
+	return printStatus(os.Stdout, st, nil, 0)
+}
+
+func cmdTop(args []string) error {
+	fs := flag.NewFlagSet("top", flag.ExitOnError)
+	f := addStatusFlags(fs)
+	every := fs.Duration("interval", time.Second, "refresh interval")
+	count := fs.Int("count", 0, "stop after this many refreshes (0: until interrupted)")
+	fs.Parse(args)
+	if *every <= 0 {
+		return fmt.Errorf("--interval %s: want a positive duration", *every)
+	}
+	c, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	tick := time.NewTicker(*every)
+	defer tick.Stop()
+	var prev *host.EngineStatus
+	var prevAt time.Time
+	for n := 0; *count == 0 || n < *count; n++ {
+		st, raw, err := fetchStatus(c, *f.engine)
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if *f.asJSON {
+			fmt.Println(string(raw))
+		} else {
+			fmt.Print("\x1b[H\x1b[2J") // home, clear: one screen, redrawn
+			fmt.Printf("ferry top %s, every %s, %s\n\n", *f.engine, *every, now.Format(time.TimeOnly))
+			if err := printStatus(os.Stdout, st, prev, now.Sub(prevAt)); err != nil {
+				return err
+			}
+		}
+		prev, prevAt = &st, now
+		if *count != 0 && n+1 == *count {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+	return nil
+}
+
+// printStatus writes one screen of st. With prev (the status dt before)
+// the rails show their throughput since then.
+func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt time.Duration) error {
+	fmt.Fprintf(w, "engine %s  incarnation %d  control %s\nmetastore %s (%s)  admission %s\n\n",
+		st.Name, st.Incarnation, st.Control, st.Metastore, st.MetastoreOK, st.Admission)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tSTALLS\tFAULTY\tOUTSTANDING\tREASON")
+	for _, p := range st.Plugins {
+		why := p.Reason
+		if why == "" && p.LastExit != "" {
+			why = "last exit: " + p.LastExit
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\n", p.Name, p.State, p.PID, p.Restarts, p.Stalls, p.Faulty, p.Outstanding, why)
+	}
+	tw.Flush()
+	if len(st.Rails) > 0 {
+		fmt.Fprintln(w)
+		old := map[string]uint64{}
+		if prev != nil {
+			for _, r := range prev.Rails {
+				old[fmt.Sprint(r.Transport, r.Index)] = r.Bytes
+			}
+		}
+		fmt.Fprintln(tw, "TRANSPORT\tRAIL\tNAME\tBYTES\tNOW Gb/s\tEWMA Gb/s\tIN FLIGHT\tERRORS\tPAUSED")
+		for _, r := range st.Rails {
+			rate := "-"
+			if b, ok := old[fmt.Sprint(r.Transport, r.Index)]; ok && dt > 0 && r.Bytes >= b {
+				rate = fmt.Sprintf("%.3f", float64(r.Bytes-b)*8/dt.Seconds()/1e9)
+			}
+			paused := "no"
+			if !r.PausedUntil.IsZero() && r.PausedUntil.After(time.Now()) {
+				paused = "until " + r.PausedUntil.Format(time.TimeOnly)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%.3f\t%d\t%d\t%s\n", r.Transport, r.Index, r.Name, r.Bytes, rate, r.EWMAGbps, r.InFlight, r.Errors, paused)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\n%d open segments\n", len(st.Segments))
+	if len(st.Segments) > 0 {
+		fmt.Fprintln(tw, "ID\tSEGMENT\tINCARNATION\tSAME MACHINE\tTRANSPORTS\tBUFFERS\tSTATE")
+		for _, s := range st.Segments {
+			state := "open"
+			switch {
+			case s.Retired != "":
+				state = "retired: " + s.Retired
+			case s.Gone != "":
+				state = "gone from the metastore: " + s.Gone
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%v\t%s\t%d\t%s\n", s.ID, s.Name, s.Incarnation, s.SameMachine, strings.Join(s.Transports, ","), s.Buffers, state)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "\n%d failed attempts since start", st.FailuresSeen)
+	if len(st.Failures) == 0 {
+		fmt.Fprintln(w)
+		return nil
+	}
+	fmt.Fprintf(w, "; the latest %d:\n", len(st.Failures))
+	fmt.Fprintln(tw, "TIME\tSEGMENT\tOP\tBYTES\tTRANSPORT\tRAIL\tSTATUS\tRETRIED\tCAUSE")
+	for _, f := range st.Failures {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%v\t%s\n", f.Time.Format(time.TimeOnly), f.Segment, f.Op, f.Length, f.Transport, f.Rail, f.Status, f.Retried, f.Cause)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"net"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/host/control"
+)
+
+// futureEngine is a control service that answers status in a format this
+// ferry does not read, as an engine of another version would.
+type futureEngine struct{}
+
+func (futureEngine) Descriptor() ([]byte, error)        { return []byte("{}"), nil }
+func (futureEngine) Identity() (string, uint64)         { return "future", 7 }
+func (futureEngine) Status() ([]byte, error)            { return []byte(`{"format":99,"name":"future"}`), nil }
+func (futureEngine) Deliver(control.Notification) error { return nil }
+
+// TestStatusRefusesWhatItCannotRead: status against an engine of another
+// status format, and against something that is not a Ferry engine, fails
+// with an error that says which and what to do.
+func TestStatusRefusesWhatItCannotRead(t *testing.T) {
+	srv, err := control.Listen("127.0.0.1:0", futureEngine{}, control.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	c, err := control.DialOptions(srv.Addr(), control.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, _, err := fetchStatus(c, srv.Addr()); err == nil || !strings.Contains(err.Error(), "status format 99; this ferry reads format 1") ||
+		!strings.Contains(err.Error(), "engine's version") {
+		t.Errorf("status of a future engine: %v", err)
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts and says nothing, then hangs up
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conn.Write([]byte("HTTP/1.1 400 Bad Request\r\n\r\n"))
+			conn.Close()
+		}
+	}()
+	c2, err := control.DialOptions(ln.Addr().String(), control.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, _, err := fetchStatus(c2, ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "is a Ferry engine serving its control service at "+ln.Addr().String()) {
+		t.Errorf("status of a non-Ferry listener: %v", err)
+	}
+}

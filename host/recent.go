@@ -1,0 +1,98 @@
+package host
+
+import (
+	"sync"
+	"time"
+
+	"github.com/ferrydev/ferry/host/progress"
+)
+
+// Failure is one failed attempt of a task, as `ferry status` lists the
+// latest: when, to which segment, over what, and why; Retried says the
+// engine took it for another attempt.
+type Failure struct {
+	Time      time.Time `json:"time"`
+	Segment   string    `json:"segment"`
+	Op        string    `json:"op"`
+	Length    uint64    `json:"length"`
+	Transport string    `json:"transport,omitempty"`
+	Rail      int       `json:"rail"` // -1 when no rail was named
+	Status    string    `json:"status"`
+	Cause     string    `json:"cause,omitempty"`
+	Retried   bool      `json:"retried"`
+}
+
+// recentFailures keeps the last len(ring) failures. It is written on the
+// failure path only, never on a successful transfer's.
+type recentFailures struct {
+	mu   sync.Mutex
+	ring [32]Failure
+	n    uint64 // failures seen
+}
+
+func (r *recentFailures) add(f Failure) {
+	r.mu.Lock()
+	r.ring[r.n%uint64(len(r.ring))] = f
+	r.n++
+	r.mu.Unlock()
+}
+
+// list returns the kept failures, newest first, and how many there were
+// in all.
+func (r *recentFailures) list() ([]Failure, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := min(r.n, uint64(len(r.ring)))
+	out := make([]Failure, 0, k)
+	for j := uint64(1); j <= k; j++ {
+		out = append(out, r.ring[(r.n-j)%uint64(len(r.ring))])
+	}
+	return out, r.n
+}
+
+// SegmentStatus is one open remote segment as `ferry status` shows it.
+type SegmentStatus struct {
+	ID          SegmentID `json:"id"`
+	Name        string    `json:"name"`
+	Incarnation uint64    `json:"incarnation"`
+	SameMachine bool      `json:"same_machine"`
+	Transports  []string  `json:"transports"` // open in this engine
+	Buffers     int       `json:"buffers"`
+	Retired     string    `json:"retired,omitempty"`
+	Gone        string    `json:"gone,omitempty"`
+}
+
+// segmentStatuses lists the open remote segments.
+func (e *Engine) segmentStatuses() []SegmentStatus {
+	var out []SegmentStatus
+	for _, h := range e.segs.All() {
+		s := SegmentStatus{ID: SegmentID(h.ID), Name: h.Name, Retired: h.Retired, Gone: h.Gone}
+		if h.Desc != nil {
+			s.Incarnation, s.SameMachine, s.Buffers = h.Desc.Incarnation, h.Desc.MachineID == e.machineID, len(h.Desc.Buffers)
+		}
+		for i, ok := range h.Opened {
+			if ok {
+				s.Transports = append(s.Transports, e.transportName(int32(i)))
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// noteFailure records attempt failure of task i of b, from the tracker's
+// failure hook; retried says whether the engine takes it for another
+// attempt.
+func (e *Engine) noteFailure(b *progress.Batch, i int, cause error, retried bool) {
+	t := b.Task(i)
+	req := &e.path.record(b, i).req
+	f := Failure{Time: time.Now(), Op: req.Op.String(), Length: t.Length, Transport: e.transportName(t.Transport()),
+		Rail: t.FailedRail(), Status: t.SliceStatus().String(), Retried: retried}
+	if cause != nil {
+		f.Cause = cause.Error()
+	}
+	if h := e.remote(req.Segment); h != nil {
+		f.Segment = h.Name
+	}
+	e.recent.add(f)
+}

@@ -1,0 +1,42 @@
+package host_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/host"
+)
+
+// TestStatusShowsSegmentsAndFailures: after a write that failed over from
+// a crashing plugin, the engine's status lists the open segment with its
+// transports and the failed attempt, retried, with its segment, op and
+// transport.
+func TestStatusShowsSegmentsAndFailures(t *testing.T) {
+	const span = 32 << 20 // 32 slices: past crashAfter
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a := failoverEngine(t, "st-a", false)
+	b, seg := failoverSegment(t, ctx, a, "st-b", span)
+	if st := a.Status(ctx); st.FailuresSeen != 0 || len(st.Failures) != 0 {
+		t.Fatalf("failures before any transfer: %+v", st.Failures)
+	}
+	local := randomLocal(t, ctx, a, span)
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
+		t.Fatalf("write through a crashing plugin: %v", err)
+	}
+	st := a.Status(ctx)
+	if st.Format != host.StatusFormat || st.Name != "st-a" || st.Control != a.ControlAddr() || st.Admission != "pass-through" {
+		t.Errorf("status header %+v", st)
+	}
+	if len(st.Segments) != 1 || st.Segments[0].Name != "st-b" || !st.Segments[0].SameMachine || len(st.Segments[0].Transports) != 2 || st.Segments[0].Buffers != 1 {
+		t.Errorf("segments %+v: want st-b, same machine, fault and tcp open, one buffer", st.Segments)
+	}
+	if st.FailuresSeen == 0 || len(st.Failures) == 0 {
+		t.Fatal("no failure recorded although the plugin crashed under the write")
+	}
+	f := st.Failures[0]
+	if f.Segment != "st-b" || f.Op != "write" || f.Transport != "fault" || !f.Retried || f.Status == "" || f.Time.IsZero() {
+		t.Errorf("latest failure %+v: want a retried write to st-b over fault", f)
+	}
+}
