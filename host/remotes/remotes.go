@@ -61,6 +61,7 @@ type Table struct {
 	timeout   time.Duration // bounds one call to one plugin
 	handles   atomicHandles
 	changed   changeSignal
+	counts    lifeCounts // see counts.go
 }
 
 // New returns an empty table for an engine on machineID; timeout bounds
@@ -150,6 +151,7 @@ func (t *Table) Open(ctx context.Context, name, key string, d *segment.Descripto
 		return nil, fmt.Errorf("%w: open segment %q: no transport reaches it (%v)", ErrUnreachable, name, reasons)
 	}
 	t.set(h.ID, h)
+	t.counts.opened.Add(1)
 	return h, nil
 }
 
@@ -165,6 +167,7 @@ func (t *Table) Retire(ctx context.Context, id uint32, inc uint64, ts []Transpor
 	h2.Retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): open it again for a new handle", h.Name, inc, h.ID, h.Desc.Incarnation)
 	h2.Opened = make([]bool, len(h.Opened))
 	t.set(id, &h2)
+	t.counts.retired.Add(1)
 	t.closePeers(ctx, h, ts)
 }
 
