@@ -26,6 +26,8 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // metricsClient keeps no idle connection, so that none outlives a test.
@@ -261,6 +263,12 @@ func TestPrometheusScrapesEngine(t *testing.T) {
 	prom.await(t, `ferry_segments{`+eng+`,state="live"}`, 1)
 	prom.await(t, `min_over_time(up{job="ferry"}[10m])`, 1) // every scrape succeeded
 
+	// Every query of the Grafana dashboard parses and runs.
+	for _, q := range dashboardQueries(t) {
+		q = strings.NewReplacer("$engine", "pm-a", "$__rate_interval", "1m").Replace(q)
+		prom.query(t, q) // fails the test on an error
+	}
+
 	body, err := httpGet("http://" + target + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -359,4 +367,109 @@ ferry_bytes_total{engine="mr-a",op="write",priority="normal",transport="shm"} %d
 	if c, err := testutil.GatherAndCount(reg); err != nil || c != 0 {
 		t.Fatalf("after Close the registry holds %d series (%v); want none", c, err)
 	}
+}
+
+// dashboardQueries returns every PromQL expression of the Grafana
+// dashboard, docs/grafana/ferry.json.
+func dashboardQueries(t *testing.T) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "docs", "grafana", "ferry.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Targets []struct{ Expr string }
+		}
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	var qs []string
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			qs = append(qs, tg.Expr)
+		}
+	}
+	if len(qs) == 0 {
+		t.Fatal("the dashboard has no queries")
+	}
+	return qs
+}
+
+// TestEventsCarryRequestAndTimes: the observer's events carry the
+// request's op and priority, and the stage times the metrics' latencies
+// come from, in order.
+func TestEventsCarryRequestAndTimes(t *testing.T) {
+	const size = 64 << 10
+	ctx := context.Background()
+	rec := &eventLog{}
+	cfg := config.Default("ev-a")
+	cfg.PluginDir = binDir
+	e, err := host.New(ctx, cfg, host.WithObserver(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	mem, err := e.Allocate(2 * size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(ctx, mem[:size], host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	base, err := e.Register(ctx, mem[size:], host.RemoteReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := e.OpenSegment(ctx, e.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Transfer(ctx, host.Request{Op: host.Read, Local: mem[:size], Segment: seg.ID, Remote: base, Transport: "shm", Priority: host.PriorityHigh}); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	at := map[observe.Stage]int64{}
+	for _, ev := range rec.evs {
+		if ev.Op != ring.OpRead || ev.Priority != sdk.PriorityHigh {
+			t.Errorf("%v event: op %v, priority %v; want read, high", ev.Stage, ev.Op, ev.Priority)
+		}
+		at[ev.Stage] = ev.At
+		var from observe.Stage
+		switch ev.Stage {
+		case observe.Admitted, observe.Ended:
+			from = observe.Queued
+		case observe.Submitted:
+			from = observe.Admitted
+		case observe.Completed:
+			from = observe.Submitted
+		case observe.Routed, observe.Sliced:
+			if ev.At != 0 || ev.Since != 0 {
+				t.Errorf("%v event timed (%d, %d): only the timed stages read the clock", ev.Stage, ev.At, ev.Since)
+			}
+			continue
+		}
+		if ev.At <= 0 {
+			t.Errorf("%v event has no time", ev.Stage)
+		}
+		if from != 0 && (ev.Since != at[from] || ev.Since > ev.At) {
+			t.Errorf("%v event: since %d, want %v's time %d, not after %d", ev.Stage, ev.Since, from, at[from], ev.At)
+		}
+	}
+	if len(at) != 7 {
+		t.Errorf("saw stages %v, want all seven of a task that completed first time", at)
+	}
+}
+
+type eventLog struct {
+	mu  sync.Mutex
+	evs []observe.Event
+}
+
+func (l *eventLog) Observe(ev observe.Event) {
+	l.mu.Lock()
+	l.evs = append(l.evs, ev)
+	l.mu.Unlock()
 }

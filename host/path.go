@@ -182,7 +182,10 @@ func (e *Engine) noteRetried(b *progress.Batch, i int, from, to int32, cause str
 // times its latencies are measured from are kept in its record. It is
 // called under b.Noting(i), with an observer attached.
 func (e *Engine) event(b *progress.Batch, i int, st observe.Stage) observe.Event {
-	ev := observe.Event{Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i), Length: b.Task(i).Length, At: observe.Clock()}
+	ev := observe.Event{Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i), Length: b.Task(i).Length}
+	if st != observe.Routed && st != observe.Sliced { // nothing is timed from or to these: a clock read saved
+		ev.At = observe.Clock()
+	}
 	r := e.path.records[b.Slot()]
 	if r == nil || i >= len(r.stamps) {
 		return ev

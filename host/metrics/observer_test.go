@@ -152,14 +152,29 @@ func TestObserveAllocatesNothing(t *testing.T) {
 	}
 }
 
+// BenchmarkObserveTask is the observer's cost per request (its seven
+// events), from one goroutine and from every core at once on the same
+// series (the worst case: one transport, one op, one priority).
 func BenchmarkObserveTask(b *testing.B) {
 	o := NewObserver([]string{"shm", "tcp"}, nil)
 	evs := task("tcp", ring.OpWrite, sdk.PriorityNormal, 4096, progress.Completed, 0, 1, 2, 3, 13, 20)
 	feed(o, evs)
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
 			feed(o, evs)
 		}
 	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				feed(o, evs)
+			}
+		})
+	})
+}
+
+func eventRetried(from, to, cause string) observe.Event {
+	return observe.Event{Stage: observe.Retried, From: from, Transport: to, Cause: cause}
 }

@@ -60,9 +60,11 @@ type Event struct {
 	// Op and Priority are the request's.
 	Op       ring.Op
 	Priority sdk.Priority
-	// At is when the transition happened, and Since when the one it is
-	// timed from did, both in nanoseconds of the engine's monotonic
-	// clock (Clock). Since is set for Admitted (from Queued), Submitted
+	// At is when the transition happened (0 for Routed and Sliced, which
+	// follow Admitted or Retried at once and are not timed), and Since
+	// when the one it is timed from did, both in nanoseconds of the
+	// engine's monotonic clock (Clock). Since is set for Admitted (from
+	// Queued), Submitted
 	// (from Admitted, or from Retried for a later attempt), Completed
 	// (from the attempt's Submitted) and Ended (from Queued: end to end);
 	// 0 otherwise.
