@@ -68,6 +68,9 @@ const (
 	// restarted. See Supervise.
 	DefaultContractViolations = 10
 	DefaultContractWindow     = 10 * time.Second
+	// DefaultMetricsPluginTimeout bounds a scrape's wait for the
+	// plugins' counters.
+	DefaultMetricsPluginTimeout = time.Second
 )
 
 // Limits that Validate enforces on the transfer block.
@@ -106,6 +109,10 @@ const (
 	MaxContractViolations = 1 << 20
 	MinContractWindow     = 10 * time.Millisecond
 	MaxContractWindow     = time.Hour
+	// Bounds of metrics.plugin_timeout: within a Prometheus scrape
+	// timeout (10s by default), and long enough for a Stats call.
+	MinMetricsPluginTimeout = 10 * time.Millisecond
+	MaxMetricsPluginTimeout = 10 * time.Second
 )
 
 // Config is one engine's configuration.
@@ -132,6 +139,8 @@ type Config struct {
 
 	Metastore Metastore
 	Control   Control
+	// Metrics is the metrics block; Listen "" when the file has none.
+	Metrics   Metrics
 	Plugins   []Plugin
 	Transfer  Transfer
 	Supervise Supervise
@@ -190,6 +199,21 @@ type Control struct {
 	// listener got; a wildcard (0.0.0.0) is published as the engine's
 	// routable address.
 	Listen string
+}
+
+// Metrics says where the engine serves its Prometheus metrics.
+type Metrics struct {
+	// Listen is the host:port of the /metrics endpoint; "" serves none.
+	Listen string
+	// PluginTimeout bounds how long a scrape waits for the plugins' own
+	// counters; 0 means DefaultMetricsPluginTimeout.
+	PluginTimeout time.Duration
+}
+
+// PluginWait returns PluginTimeout, or DefaultMetricsPluginTimeout when
+// it is 0.
+func (m Metrics) PluginWait() time.Duration {
+	return cmp.Or(m.PluginTimeout, DefaultMetricsPluginTimeout)
 }
 
 // Plugin is one plugin block.
@@ -364,6 +388,20 @@ func errorAt(r hcl.Range, field, format string, args ...any) *Error {
 		e.Line, e.Column = r.Start.Line, r.Start.Column
 	}
 	return e
+}
+
+// Where returns where field (as written in the file: "metrics.listen",
+// or a block: "metrics") was set, as "file:line:col", falling back to
+// its block and then to the file; "" for a Config built in code.
+func (c *Config) Where(field string) string {
+	r := c.where(field)
+	if r.Filename == "" {
+		return ""
+	}
+	if r.Start.Line == 0 {
+		return r.Filename
+	}
+	return posString(r)
 }
 
 // posString formats the start of r as "file:line:col".

@@ -101,6 +101,19 @@ var controlTable = &table[Control]{
 	},
 }
 
+var metricsTable = &table[Metrics]{
+	name: "metrics",
+	doc:  "Prometheus metrics of the engine: requests, bytes, stage latencies, retries, failovers, plugins, rails, segments and metastore health. Without the block no endpoint is served; an application that embeds the engine can register the same series into its own registry (host.WithMetricsRegistry).",
+	fields: []field[Metrics]{
+		{name: "listen", typ: tString, required: hclRequired, example: `"127.0.0.1:9464"`,
+			doc: "host:port to serve /metrics on (port 0 picks a free one). The engine refuses to start when the address is taken.",
+			at:  func(m *Metrics) any { return &m.Listen }},
+		{name: "plugin_timeout", typ: tDuration, def: DefaultMetricsPluginTimeout, lazy: true, min: MinMetricsPluginTimeout, max: MaxMetricsPluginTimeout,
+			doc: "How long a scrape waits for the plugins' own counters; a plugin that is restarting or stalled does not answer in time, and the scrape exports the last counters read instead of waiting or failing.",
+			at:  func(m *Metrics) any { return &m.PluginTimeout }},
+	},
+}
+
 var pluginTable = &table[Plugin]{
 	name: "plugin", label: "name", many: true,
 	doc: "A plugin the engine loads; the label is its name (the binary is `ferry-plugin-<name>`): " +
@@ -301,6 +314,7 @@ type block struct {
 var blocks = []block{
 	single(metastoreTable, func(c *Config) *Metastore { return &c.Metastore }),
 	single(controlTable, func(c *Config) *Control { return &c.Control }),
+	single(metricsTable, func(c *Config) *Metrics { return &c.Metrics }),
 	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} }, (*decoder).addPlugin),
 	single(transferTable, func(c *Config) *Transfer { return &c.Transfer }),
 	single(superviseTable, func(c *Config) *Supervise { return &c.Supervise }),

@@ -51,6 +51,13 @@ func (c *Config) Validate() error {
 		}
 	}
 
+	if ml := c.Metrics.Listen; ml != "" || c.has("metrics") {
+		if err := checkHostPort(ml); err != nil {
+			fail("metrics.listen", "%q: %v; write it like \"127.0.0.1:9464\" (port 0 picks a free one)", ml, err)
+		}
+	}
+	checkTable(metricsTable, &c.Metrics, "metrics.", c.has, fail)
+
 	first := map[string]string{}
 	for i := range c.Plugins {
 		errs = append(errs, c.validatePlugin(i, first)...)

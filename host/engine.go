@@ -15,11 +15,13 @@ import (
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/notify"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/publish"
@@ -39,8 +41,9 @@ const controlTimeout = 10 * time.Second
 type Option func(*options)
 
 type options struct {
-	logger hclog.Logger
-	path   pathOptions // see path.go
+	logger     hclog.Logger
+	path       pathOptions           // see path.go
+	metricsReg prometheus.Registerer // see metrics.go
 }
 
 // WithLogger sends the engine's and its plugins' logs to l.
@@ -151,6 +154,9 @@ type Engine struct {
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
 	wg        sync.WaitGroup // the metastore watch that follow runs
+
+	metricsObs *metrics.Observer // nil without metrics; see metrics.go
+	metricsX   *metrics.Exporter
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
@@ -200,6 +206,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Tracker:        e.tracker,
 		Log:            e.log,
 	})
+	e.attachMetrics(&o)
 	e.wirePath(o.path)
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
@@ -231,6 +238,10 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
+		e.Close()
+		return nil, err
+	}
+	if err := e.startMetrics(&o); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -510,6 +521,7 @@ func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 func (e *Engine) Close() error {
 	var errs []error
 	e.closeOnce.Do(func() {
+		e.stopMetrics()
 		e.closed.Store(true)
 		e.supervisor.Quit() // no plugin exit is acted on, no restart starts
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)

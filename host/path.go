@@ -80,7 +80,14 @@ type taskRecord struct {
 
 type batchRecords struct {
 	tasks []taskRecord
+	// stamps[i] is when task i passed the stages its latencies are timed
+	// between; kept while an observer listens, under the task's Noting.
+	stamps []taskStamps
 }
+
+// taskStamps are a task's observe.Clock times: queued, the start of its
+// current attempt (admitted, or retried), and that attempt's submission.
+type taskStamps struct{ queued, mark, submitted int64 }
 
 // recordPool keeps the records of freed batches for the next ones: a
 // batch gets a new slot each time (the oldest free one), so records kept
@@ -99,6 +106,12 @@ func (p *requestPath) attach(b *progress.Batch) {
 		r.tasks = make([]taskRecord, b.Cap())
 	}
 	r.tasks = r.tasks[:b.Cap()]
+	if p.obs != nil {
+		if cap(r.stamps) < b.Cap() {
+			r.stamps = make([]taskStamps, b.Cap())
+		}
+		r.stamps = r.stamps[:b.Cap()]
+	}
 	p.records[b.Slot()] = r
 }
 
@@ -143,12 +156,60 @@ func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slic
 
 func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
 	if b.Noting(i) {
-		e.path.obs.Observe(observe.Event{
-			Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
-			Transport: e.transportName(tr), Length: b.Task(i).Length, Slices: slices, Err: err,
-		})
+		ev := e.event(b, i, st)
+		ev.Transport, ev.Slices, ev.Err = e.transportName(tr), slices, err
+		e.path.obs.Observe(ev)
 	}
 	b.Noted(i)
+}
+
+// noteRetried is note for a Retried transition: the attempt on
+// transport from failed (cause, a word: observe.Event.Cause; why), and
+// the next one goes to transport to.
+func (e *Engine) noteRetried(b *progress.Batch, i int, from, to int32, cause string, why error) {
+	if e.path.obs == nil {
+		return
+	}
+	if b.Noting(i) {
+		ev := e.event(b, i, observe.Retried)
+		ev.Transport, ev.From, ev.Cause, ev.Err = e.transportName(to), e.transportName(from), cause, why
+		e.path.obs.Observe(ev)
+	}
+	b.Noted(i)
+}
+
+// event is what every event of task i of b carries, stamped now; the
+// times its latencies are measured from are kept in its record. It is
+// called under b.Noting(i), with an observer attached.
+func (e *Engine) event(b *progress.Batch, i int, st observe.Stage) observe.Event {
+	ev := observe.Event{Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i), Length: b.Task(i).Length}
+	if st != observe.Routed && st != observe.Sliced { // nothing is timed from or to these: a clock read saved
+		ev.At = observe.Clock()
+	}
+	r := e.path.records[b.Slot()]
+	if r == nil || i >= len(r.stamps) {
+		return ev
+	}
+	req, ts := &r.tasks[i].req, &r.stamps[i]
+	ev.Op, ev.Priority = ring.OpWrite, req.Priority
+	if req.Op == Read {
+		ev.Op = ring.OpRead
+	}
+	switch st {
+	case observe.Queued:
+		*ts = taskStamps{queued: ev.At}
+	case observe.Admitted:
+		ev.Since, ts.mark = ts.queued, ev.At
+	case observe.Retried:
+		ts.mark = ev.At
+	case observe.Submitted:
+		ev.Since, ts.submitted = ts.mark, ev.At
+	case observe.Completed:
+		ev.Since = ts.submitted
+	case observe.Ended:
+		ev.Since = ts.queued
+	}
+	return ev
 }
 
 func (e *Engine) transportName(tr int32) string {
@@ -163,17 +224,14 @@ func (e *Engine) transportName(tr int32) string {
 type pathWatcher struct{ e *Engine }
 
 func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
-	t := b.Task(i)
-	w.e.path.obs.Observe(observe.Event{
-		Stage: observe.Completed, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
-		Transport: w.e.transportName(t.Transport()), Length: t.Length, Status: st,
-	})
+	ev := w.e.event(b, i, observe.Completed)
+	ev.Transport, ev.Status = w.e.transportName(b.Task(i).Transport()), st
+	w.e.path.obs.Observe(ev)
 }
 
 func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State) {
 	t := b.Task(i)
-	w.e.path.obs.Observe(observe.Event{
-		Stage: observe.Ended, Batch: b.ID(), Task: i, Attempt: b.Attempt(i),
-		Transport: w.e.transportName(t.Transport()), Length: t.Length, State: s, Err: t.Err(),
-	})
+	ev := w.e.event(b, i, observe.Ended)
+	ev.Transport, ev.State, ev.Err = w.e.transportName(t.Transport()), s, t.Err()
+	w.e.path.obs.Observe(ev)
 }

@@ -110,7 +110,11 @@ func (e *Engine) failover(j retryJob) {
 	rec.hist.Tried |= 1 << to
 	rec.hist.Avoid = d.Avoid
 	rec.hist.FirstFailed = j.rec.hist.FirstFailed
-	e.note(b, i, observe.Retried, to, 0, why)
+	cause := observe.CausePluginFailed
+	if j.cause == nil {
+		cause = observe.StatusCause(j.status)
+	}
+	e.noteRetried(b, i, j.from, to, cause, why)
 	e.note(b, i, observe.Routed, to, 0, nil)
 	e.log.Warn("task failed; trying it again", "segment", rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
 		"to", e.plugins[to].name, "decision", d.Kind, "attempt", b.Attempt(i)+1, "of", e.cfg.Transfer.Attempts, "error", why)

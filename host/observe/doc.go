@@ -4,8 +4,9 @@
 // host.WithObserver; the engine reports every transition of every task
 // to it.
 //
-// It defines the events and the interface only. It must not import the
-// engine, keep state of its own or start goroutines; an observer that
-// needs state (a histogram, a span table) keeps it. With no observer
-// attached the engine does no work for it at all.
+// It defines the events (with their clock and their cause words) and the
+// interface only. It must not import the engine, keep state of its own
+// or start goroutines; an observer that needs state (a histogram, a span
+// table) keeps it. With no observer attached the engine does no work for
+// it at all.
 package observe

@@ -1,8 +1,11 @@
 package observe
 
 import (
+	"time"
+
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/internal/enum"
+	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -54,6 +57,23 @@ type Event struct {
 	Transport string
 	// Length is the task's length in bytes.
 	Length uint64
+	// Op and Priority are the request's.
+	Op       ring.Op
+	Priority sdk.Priority
+	// At is when the transition happened (0 for Routed and Sliced, which
+	// follow Admitted or Retried at once and are not timed), and Since
+	// when the one it is timed from did, both in nanoseconds of the
+	// engine's monotonic clock (Clock). Since is set for Admitted (from
+	// Queued), Submitted
+	// (from Admitted, or from Retried for a later attempt), Completed
+	// (from the attempt's Submitted) and Ended (from Queued: end to end);
+	// 0 otherwise.
+	At, Since int64
+	// From is the failed attempt's transport and Cause why it failed, in
+	// a word (Retried): "plugin_failed" when its plugin died or refused
+	// the slices, else the first failing slice status (StatusCause).
+	From  string
+	Cause string
 	// Slices is how many slices the attempt was cut into (Sliced,
 	// Submitted).
 	Slices int64
@@ -74,4 +94,37 @@ type Event struct {
 // concurrently. The Event is a copy: keep it if needed.
 type Observer interface {
 	Observe(Event)
+}
+
+// epoch is where Clock counts from.
+var epoch = time.Now()
+
+// Clock returns the engine's monotonic clock, in nanoseconds since the
+// process started: Event.At and Event.Since read it, and an observer
+// that needs the time now reads it too. A wall clock's steps do not move
+// it.
+func Clock() int64 { return int64(time.Since(epoch)) }
+
+// CausePluginFailed is a Retried event's Cause when the attempt's plugin
+// died under it or could not take its slices.
+const CausePluginFailed = "plugin_failed"
+
+var statusCauses = [...]string{
+	ring.StatusOK: "ok", ring.StatusInvalid: "invalid", ring.StatusNotRegistered: "not_registered",
+	ring.StatusOutOfBounds: "out_of_bounds", ring.StatusPermission: "permission",
+	ring.StatusStaleIncarnation: "stale_incarnation", ring.StatusPeerUnknown: "peer_unknown",
+	ring.StatusPeerUnreachable: "peer_unreachable", ring.StatusIO: "io", ring.StatusTimeout: "timeout",
+	ring.StatusCanceled: "canceled", ring.StatusUnsupported: "unsupported", ring.StatusProtocol: "protocol",
+	ring.StatusShutdown: "shutdown",
+}
+
+// StatusCause is a Retried event's Cause for an attempt whose first
+// failing slice came back with st: one lower-case word per status, fit
+// for a metric label, and "unknown" for a status this version does not
+// know (a plugin's), so that the words stay few.
+func StatusCause(st ring.Status) string {
+	if st >= 0 && int(st) < len(statusCauses) && statusCauses[st] != "" {
+		return statusCauses[st]
+	}
+	return "unknown"
 }

@@ -64,6 +64,7 @@ type Table struct {
 	timeout   time.Duration // bounds one call to one plugin
 	handles   atomicHandles
 	changed   changeSignal
+	counts    lifeCounts // see counts.go
 }
 
 // New returns an empty table for an engine on machineID; timeout bounds
@@ -164,6 +165,7 @@ func (t *Table) open(ctx context.Context, name, key string, d *segment.Descripto
 		return nil, fmt.Errorf("%w: open segment %q: no transport reaches it (%v)", ErrUnreachable, name, reasons)
 	}
 	t.set(h.ID, h)
+	t.counts.opened.Add(1)
 	return h, nil
 }
 
@@ -183,6 +185,7 @@ func (t *Table) Retire(ctx context.Context, id uint32, inc uint64, ts []Transpor
 	h2.Retired = fmt.Sprintf("segment %q restarted (now incarnation %#x; handle %d is bound to %#x): %s", h.Name, inc, h.ID, h.Desc.Incarnation, again)
 	h2.Opened = make([]bool, len(h.Opened))
 	t.set(id, &h2)
+	t.counts.retired.Add(1)
 	t.closePeers(ctx, h, ts)
 }
 

@@ -1,0 +1,127 @@
+package host
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ferrydev/ferry/host/metrics"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/rails"
+)
+
+// Metrics. With a metrics block (metrics { listen = "127.0.0.1:9464" })
+// or WithMetricsRegistry, the engine attaches a metrics.Observer to the
+// request path, beside the application's observer if any, and exports
+// it with a collector of its plugins, rails, segments and metastore
+// health (host/metrics). Series carry an engine label, the engine's
+// name; none carries a peer.
+
+// WithMetricsRegistry registers the engine's metrics into reg, an
+// application's own registry, when Ferry is embedded. The metrics block's
+// listen, when the configuration also has one, serves reg, which must
+// then be a prometheus.Gatherer (a *prometheus.Registry is). Close
+// unregisters them. Two engines in one registry need different names.
+func WithMetricsRegistry(reg prometheus.Registerer) Option {
+	return func(o *options) { o.metricsReg = reg }
+}
+
+// metricsOn reports whether the engine exports metrics.
+func (e *Engine) metricsOn(o *options) bool { return e.cfg.Metrics.Listen != "" || o.metricsReg != nil }
+
+// attachMetrics puts the metrics observer on the request path, beside
+// the application's; New calls it before wiring the path.
+func (e *Engine) attachMetrics(o *options) {
+	if !e.metricsOn(o) {
+		return
+	}
+	var names []string
+	for _, pc := range e.cfg.Plugins { // the order New starts them in: plugin indices
+		if pc.Enabled {
+			names = append(names, pc.Name)
+		}
+	}
+	e.metricsObs = metrics.NewObserver(names, prometheus.Labels{"engine": e.name})
+	if o.path.obs == nil {
+		o.path.obs = e.metricsObs
+	} else {
+		o.path.obs = teeObserver{o.path.obs, e.metricsObs}
+	}
+}
+
+// startMetrics registers the engine's metrics and serves them; New
+// calls it last, once the engine is whole (a scrape reads its plugins).
+func (e *Engine) startMetrics(o *options) error {
+	if e.metricsObs == nil {
+		return nil
+	}
+	listen := e.cfg.Metrics.Listen
+	x, err := metrics.Start(metrics.Config{
+		Observer: e.metricsObs, Source: metricsSource{e}, Registerer: o.metricsReg,
+		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
+	})
+	if err != nil {
+		at := "metrics.listen"
+		if w := e.cfg.Where("metrics.listen"); w != "" {
+			at = w + ": " + at
+		}
+		return fmt.Errorf("%w: engine %q: %s: %w; choose a free address, or stop what listens on %s", ErrInvalid, e.name, at, err, listen)
+	}
+	e.metricsX = x
+	if a := x.Addr(); a != "" {
+		e.log.Info("serving metrics", "address", "http://"+a+metrics.Path)
+	}
+	return nil
+}
+
+// stopMetrics stops serving and unregisters; Close calls it first, so
+// that no scrape reads a closing engine.
+func (e *Engine) stopMetrics() {
+	if e.metricsX != nil {
+		e.metricsX.Close()
+	}
+}
+
+// MetricsAddr returns the address the engine serves /metrics on, "" when
+// it serves none.
+func (e *Engine) MetricsAddr() string {
+	if e.metricsX == nil {
+		return ""
+	}
+	return e.metricsX.Addr()
+}
+
+// teeObserver passes each event to two observers: the application's and
+// the metrics'.
+type teeObserver [2]observe.Observer
+
+func (t teeObserver) Observe(ev observe.Event) {
+	t[0].Observe(ev)
+	t[1].Observe(ev)
+}
+
+// metricsSource is what a scrape reads of the engine.
+type metricsSource struct{ e *Engine }
+
+func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
+	var out []metrics.Plugin
+	for _, st := range s.e.Plugins(ctx) {
+		out = append(out, metrics.Plugin{
+			Name: st.Name, State: st.State, Restarts: st.Restarts, Stalls: st.Stalls, Faulty: st.Faulty,
+			Outstanding: st.Outstanding, Counters: st.Counters,
+		})
+	}
+	return out
+}
+
+func (s metricsSource) Rails() []rails.Status { return s.e.Rails() }
+
+func (s metricsSource) Segments() metrics.Segments {
+	c := s.e.segs.Counts()
+	return metrics.Segments{Open: c.Open, Retired: c.Retired, Gone: c.Gone, Opened: c.Opened, Retirements: c.Retirements}
+}
+
+func (s metricsSource) Metastore() metrics.Metastore {
+	return metrics.Metastore{Err: s.e.MetastoreHealth(), Refused: s.e.DescriptorsRefused(), Repairs: s.e.PublishRepairs()}
+}

@@ -1,0 +1,18 @@
+package host_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ferrydev/ferry/host"
+)
+
+// BenchmarkRequestPathMetrics is BenchmarkRequestPath (4 KiB writes in
+// batches of 128 through the shm plugin to the engine's own segment)
+// with metrics off and on, in the same run: the cost of the metrics
+// observer on the data path. -benchmem must show 0 allocs/op in both.
+func BenchmarkRequestPathMetrics(b *testing.B) {
+	b.Run("metrics=off", func(b *testing.B) { benchRequestPath(b) })
+	b.Run("metrics=on", func(b *testing.B) { benchRequestPath(b, host.WithMetricsRegistry(prometheus.NewRegistry())) })
+}
