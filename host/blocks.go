@@ -74,6 +74,10 @@ type BlockRequest struct {
 	NoMerge bool
 }
 
+// blockChunk is how many runs a block submission puts on a lane before
+// it publishes them.
+const blockChunk = 64
+
 // BlockTasks names the tasks a block submission added to its batch:
 // First up to First+Count, in the order of the pairs (when no other
 // goroutine submits to the same batch meanwhile).
@@ -263,37 +267,52 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 		req.Deadline = time.Unix(0, deadline)
 	}
 	base := uint64(addr(l.local))
+	// The runs are put on the lane blockChunk at a time and published
+	// together: a plugin is woken once per chunk, not once per run.
+	var chunk [blockChunk]putResult
 	for k := 0; k < src.Len(); {
-		run := bb.list.Next(src, k, merge)
-		k += run.N
-		i := b.Reserve(run.Length, deadline)
-		if i < 0 {
-			break // checked above, unless another submitter filled the batch meanwhile
+		pr := ps.run()
+		ln := pr.lane(ps)
+		nc := 0
+		ln.Begin()
+		for nc < len(chunk) && k < src.Len() {
+			run := bb.list.Next(src, k, merge)
+			k += run.N
+			i := b.Reserve(run.Length, deadline)
+			if i < 0 {
+				k = src.Len() // checked above, unless another submitter filled the batch meanwhile
+				break
+			}
+			rec := e.path.record(b, i)
+			*rec = taskRecord{req: req, defaultDeadline: dflt}
+			r := &rec.req
+			r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
+			r.Remote = l.remote + run.RemoteOff
+			e.note(b, i, observe.Queued, -1, 0, nil)
+			// The local memory may have been unregistered since the list
+			// was prepared: looked up again, as any request's is.
+			lreg, loff, ok := e.lookupLocal(base+run.LocalOff, run.Length)
+			if !ok {
+				err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, base+run.LocalOff, run.Length)
+			} else {
+				err = e.admit(r, rem, &sc)
+			}
+			if err != nil {
+				b.Cut(i)
+				b.Finish(i, progress.Invalid, err)
+				continue
+			}
+			e.note(b, i, observe.Admitted, -1, 0, nil)
+			rec.hist.Tried = 1 << ps.idx
+			e.note(b, i, observe.Routed, ps.idx, 0, nil)
+			rt := routed{ps: ps, policy: policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
+			chunk[nc] = e.put(b, i, r, rem, rt, 0, &sc, pr, ln)
+			nc++
 		}
-		rec := e.path.record(b, i)
-		*rec = taskRecord{req: req, defaultDeadline: dflt}
-		r := &rec.req
-		r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
-		r.Remote = l.remote + run.RemoteOff
-		e.note(b, i, observe.Queued, -1, 0, nil)
-		// The local memory may have been unregistered since the list was
-		// prepared: looked up again, as any request's is.
-		lreg, loff, ok := e.lookupLocal(base+run.LocalOff, run.Length)
-		if !ok {
-			err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, base+run.LocalOff, run.Length)
-		} else {
-			err = e.admit(r, rem, &sc)
+		ln.End()
+		for _, c := range chunk[:nc] {
+			e.cut(b, ln, ps, c)
 		}
-		if err != nil {
-			b.Cut(i)
-			b.Finish(i, progress.Invalid, err)
-			continue
-		}
-		e.note(b, i, observe.Admitted, -1, 0, nil)
-		rec.hist.Tried = 1 << ps.idx
-		e.note(b, i, observe.Routed, ps.idx, 0, nil)
-		rt := routed{ps: ps, policy: policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
-		e.dispatch(b, i, r, rem, rt, 0, &sc)
 	}
 	return out, nil
 }
