@@ -27,6 +27,12 @@ func (c *countingObserver) Observe(ev observe.Event) { c.n[ev.Stage].Add(1) }
 // cost of nobody listening, and of one listening, can be read off.
 // -benchmem must show 0 allocs/op without an observer.
 func BenchmarkRequestPath(b *testing.B) {
+	// Without transfer.default_deadline the descriptors carry no
+	// deadline: the plugins then read no clock per descriptor, which is
+	// what this variant shows the cost of.
+	b.Run("observer=none/deadline=none", func(b *testing.B) {
+		benchRequestPath(b, func(c *config.Config) { c.Transfer.DefaultDeadline = 0 })
+	})
 	for _, withObs := range []bool{false, true} {
 		name := "observer=none"
 		if withObs {
@@ -39,7 +45,7 @@ func BenchmarkRequestPath(b *testing.B) {
 				obs = &countingObserver{}
 				opts = append(opts, host.WithObserver(obs))
 			}
-			benchRequestPath(b, opts...)
+			benchRequestPath(b, nil, opts...)
 			if obs != nil && obs.n[observe.Ended].Load() < uint64(b.N) {
 				b.Fatalf("observer saw %d ends of %d requests", obs.n[observe.Ended].Load(), b.N)
 			}
@@ -47,11 +53,14 @@ func BenchmarkRequestPath(b *testing.B) {
 	}
 }
 
-func benchRequestPath(b *testing.B, opts ...host.Option) {
+func benchRequestPath(b *testing.B, tune func(*config.Config), opts ...host.Option) {
 	const size, batch = 4 << 10, 128
 	ctx := context.Background()
 	cfg := config.Default(fmt.Sprintf("bench-%d", b.N))
 	cfg.PluginDir = binDir
+	if tune != nil {
+		tune(cfg)
+	}
 	e, err := host.New(ctx, cfg, opts...)
 	if err != nil {
 		b.Fatal(err)
