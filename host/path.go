@@ -24,6 +24,11 @@ import (
 //	complete  host/progress   completions folded into task state
 //	retry     host/failover   another rail, next transport, wait, fail
 //
+// A prepared block list (host/blocks.go) enters the path after validate:
+// host/blocks checked its layouts once and cuts its pairs into runs, and
+// each run is admitted, sliced and submitted as one task; its runs go onto
+// a lane in chunks (put, cut) rather than one request at a time.
+//
 // One observe.Observer, attached with WithObserver, sees every stage
 // transition of every task.
 

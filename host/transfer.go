@@ -264,12 +264,32 @@ func (e *Engine) admit(r *Request, rem *remote, sc *submitCtx) error {
 // avoid. It ends by marking the attempt cut; if the plugin died
 // meanwhile, it fails the attempt over.
 func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
+	run := rt.ps.run()
+	// Each request's slices are published as one: a plugin works on one
+	// request while the next is cut (holding the lane over a whole batch
+	// measured slower on two cores: the plugin idled until the end).
+	l := run.lane(rt.ps)
+	l.Begin()
+	c := e.put(b, i, r, rem, rt, avoid, sc, run, l)
+	l.End()
+	e.cut(b, l, rt.ps, c)
+}
+
+// putResult is what put did with a task's slices, for cut.
+type putResult struct {
+	i            int
+	sent, slices int64
+	err          error
+}
+
+// put plans task i and enqueues its slices on l, a lane of run (held by
+// the caller, between Begin and End). The caller publishes them (End),
+// then calls cut with the result.
+func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx, run *pluginRun, l *progress.Lane) putResult {
 	deadline := r.deadline()
 	n := uint64(len(r.Local))
 	ps := rt.ps
-	t := b.Task(i)
-	t.SetTransport(ps.idx)
-	run := ps.run()
+	b.Task(i).SetTransport(ps.idx)
 	rs := run.rails
 	plan := slicer.Cut(slicer.Input{
 		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
@@ -291,14 +311,8 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	if deadline != 0 {
 		now = sc.now().UnixNano()
 	}
-	// Each request's slices are published as one: a plugin works on one
-	// request while the next is cut (holding the lane over a whole batch
-	// measured slower on two cores: the plugin idled until the end).
-	l := run.lane(ps)
 	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
-	l.Begin()
-	var sent int64
-	var putErr error
+	res := putResult{i: i, slices: plan.Slices}
 	for off := uint64(0); off < n; off += plan.Slice {
 		if b.State(i, now).Terminal() { // canceled or expired while being cut
 			break
@@ -309,27 +323,33 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 		if err := l.Put(&d, b, i); err != nil {
 			rs.Unsent(rail, d.Length)
 			if !errors.Is(err, progress.ErrTaskEnded) {
-				putErr = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
+				res.err = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
 			}
 			break
 		}
-		sent++
+		res.sent++
 	}
-	l.End()
-	// The order matters: the attempt is marked cut before the lane is
-	// looked at, and failed (or handed to failover) before its unsent
-	// slices are given up, which could otherwise settle it COMPLETED.
+	return res
+}
+
+// cut marks the attempt put enqueued on l (of plugin ps) cut, once its
+// slices are published. The order matters: the attempt is marked cut
+// before the lane is looked at, and failed (or handed to failover) before
+// its unsent slices are given up, which could otherwise settle it
+// COMPLETED.
+func (e *Engine) cut(b *progress.Batch, l *progress.Lane, ps *pluginState, c putResult) {
+	i := c.i
 	b.Cut(i)
-	if putErr == nil && l.Down() {
+	if c.err == nil && l.Down() {
 		// The plugin died while the slices were being cut: its watcher
 		// may have passed over this task, still being cut.
-		putErr = fmt.Errorf("%w: plugin %q exited", ErrPluginFailed, ps.name)
+		c.err = fmt.Errorf("%w: plugin %q exited", ErrPluginFailed, ps.name)
 	}
-	if putErr != nil {
-		b.Fail(i, putErr)
+	if c.err != nil {
+		b.Fail(i, c.err)
 	}
-	if sent < plan.Slices {
-		b.Unsent(i, plan.Slices-sent)
+	if c.sent < c.slices {
+		b.Unsent(i, c.slices-c.sent)
 	}
 }
 

@@ -297,3 +297,44 @@ func TestStopIntakeEndsAssist(t *testing.T) {
 	default:
 	}
 }
+
+// clockTransport records the run clock its Submit sees through Now.
+type clockTransport struct {
+	Transport
+	seen chan int64
+}
+
+func (c *clockTransport) Submit(d *ring.Descriptor, cm Completer) {
+	n := int64(0)
+	if rc, ok := cm.(runClock); ok {
+		n = rc.runNow()
+	}
+	c.seen <- n
+	cm.Complete(d.Token, ring.StatusOK, d.Length)
+}
+
+// TestLaneReadsTheClockOncePerRun: while a run with deadlines is handed
+// to the transport, the lane offers the time it was dequeued (Now), one
+// reading for the whole run; a run without deadlines reads no clock.
+func TestLaneReadsTheClockOncePerRun(t *testing.T) {
+	ct := &clockTransport{seen: make(chan int64, 8)}
+	r := newLaneRig(t, ct, 0)
+	before := time.Now().UnixNano()
+	r.sq.Enqueue(&ring.Descriptor{Token: 1, Op: ring.OpWrite, Length: 1, Deadline: before + int64(time.Hour)})
+	r.sq.Enqueue(&ring.Descriptor{Token: 2, Op: ring.OpWrite, Length: 1, Deadline: before + int64(time.Hour)})
+	r.sq.Publish()
+	a, b := <-ct.seen, <-ct.seen
+	if a < before || a != b {
+		t.Fatalf("the run's descriptors saw the clock at %d and %d (published at %d); want one reading, after it", a, b, before)
+	}
+	r.next(t)
+	r.next(t)
+	r.submit(t, ring.Descriptor{Token: 3, Op: ring.OpWrite, Length: 1})
+	if n := <-ct.seen; n != 0 {
+		t.Fatalf("a run without deadlines read the clock: %d", n)
+	}
+	r.next(t)
+	if n := r.l.runNow(); n != 0 {
+		t.Fatalf("between runs the lane still offers %d", n)
+	}
+}

@@ -34,7 +34,7 @@ func (o *Outcomes) Count(st ring.Status) {
 func (o *Outcomes) Admit(d *ring.Descriptor, c Completer, stopped bool) bool {
 	st, done := ring.StatusShutdown, stopped
 	if !done {
-		st, done = Precheck(d)
+		st, done = precheck(d, func() int64 { return Now(c) })
 	}
 	if done {
 		o.Count(st)

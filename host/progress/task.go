@@ -252,19 +252,11 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 		return -1
 	}
 	t := &b.tasks[i]
-	t.state.Store(uint32(Pending))
-	t.pending.Store(0)
-	t.unclaimed.Store(0)
-	t.rails.Store(0)
-	t.slice.Store(0)
-	t.bytes.Store(0)
-	t.status.Store(0)
-	t.failRail.Store(0)
-	t.attempt.Store(0)
-	t.cut.Store(false)
-	t.failing.Store(false)
-	t.Length, t.Deadline = length, deadline
-	t.err.Store(nil)
+	// Nobody reads task i before n counts it (the tracker, the status
+	// calls and the retry hook all look below n), and the store of n
+	// publishes it: plain writes reset it, a fraction of the cost of an
+	// atomic store per field on the submit path.
+	*t = Task{Length: length, Deadline: deadline}
 	t.transport.Store(-1)
 	b.n.Store(int32(i + 1))
 	b.mu.Unlock()

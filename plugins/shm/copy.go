@@ -3,7 +3,6 @@ package shm
 import (
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -42,7 +41,7 @@ func (t *Transport) run(o *op, m *mapping) {
 		t.finish(o, ring.StatusPermission)
 		return
 	}
-	if o.deadline != 0 && time.Now().UnixNano() >= o.deadline {
+	if o.deadline != 0 && sdk.Now(o.c) >= o.deadline {
 		t.finish(o, ring.StatusTimeout)
 		return
 	}

@@ -1,0 +1,318 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/ferrydev/ferry/host/blocks"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/validate"
+)
+
+// Prepared block lists: the request path for many fixed-size blocks (a
+// KV cache's), named by index. An application describes each side's
+// layout once (PrepareBlocks), where its bounds are checked, and then
+// submits (local index, remote index) pairs or ranges (SubmitBlocks,
+// SubmitBlockRange), checked per index only against the block counts.
+//
+// A task of a block submission is a run: consecutive pairs of the call
+// whose blocks follow each other on both sides (in one registered buffer
+// on each side) move as one range, one task with its own TaskStatus;
+// with BlockRequest.NoMerge every pair is its own task. The tasks of one
+// call are added to the batch in the order of its pairs, and
+// BlockList.RunStarts says which pairs each covers.
+
+// BlockLayout describes where a side's blocks lie, from the address of
+// block 0 of layer 0: BlockSize, Blocks per layer, Stride between blocks
+// (0: packed), Layers (0: one) and LayerStride (0: packed layers). Block
+// i is block i%Blocks of layer i/Blocks.
+type BlockLayout = blocks.Layout
+
+// BlockPair is one block transfer: a local block index and a remote one.
+type BlockPair = blocks.Pair
+
+// BlockList is a prepared pair of layouts: local memory and a remote
+// segment's. It is safe for concurrent submissions.
+type BlockList struct {
+	e        *Engine
+	seg      SegmentID
+	name     string // the segment's, for errors
+	inc      uint64 // the incarnation it was prepared against
+	local    []byte
+	localArg BlockLayout
+	side     blocks.Side // local, fitted once
+	remote   uint64
+	rlayout  BlockLayout
+	// bound is the list against the segment handle it was last checked
+	// against: a handle is replaced (never changed) when the segment's
+	// descriptor changes, and a replaced one is checked again.
+	bound atomic.Pointer[boundBlocks]
+}
+
+// boundBlocks is a block list fitted against one descriptor.
+type boundBlocks struct {
+	h           *remote
+	list        *blocks.List
+	read, write bool // every buffer the remote layout lies in allows it
+}
+
+// BlockRequest is what a block submission applies to each of its tasks:
+// a Request's fields but the ranges.
+type BlockRequest struct {
+	Op        Op
+	Priority  Priority
+	Deadline  time.Time // as Request.Deadline
+	Transport string    // as Request.Transport
+	Intent    Intent
+	Policy    string
+	// NoMerge makes each pair its own task, even where its blocks follow
+	// the previous pair's on both sides.
+	NoMerge bool
+}
+
+// blockChunk is how many runs a block submission puts on a lane before
+// it publishes them.
+const blockChunk = 64
+
+// BlockTasks names the tasks a block submission added to its batch:
+// First up to First+Count, in the order of the pairs (when no other
+// goroutine submits to the same batch meanwhile).
+type BlockTasks struct {
+	First, Count int
+}
+
+// PrepareBlocks describes a block list: local blocks laid out as ll from
+// local[0], remote blocks laid out as rl from address remote of segment
+// seg. Both layouts need one block size. Every layer must lie inside
+// local and inside one buffer registered with this engine, and inside
+// one buffer of the segment's descriptor; this is checked here, once.
+func (e *Engine) PrepareBlocks(seg SegmentID, local []byte, ll BlockLayout, remote uint64, rl BlockLayout) (*BlockList, error) {
+	if e.closed.Load() {
+		return nil, ErrClosed
+	}
+	rem := e.remote(seg)
+	if rem == nil {
+		return nil, fmt.Errorf("%w: prepare blocks: segment handle %d is not open", ErrSegmentNotFound, seg)
+	}
+	if rem.Retired != "" {
+		return nil, fmt.Errorf("%w: prepare blocks: %s", ErrSegmentNotFound, rem.Retired)
+	}
+	l := &BlockList{e: e, seg: seg, name: rem.Name, inc: rem.Desc.Incarnation, local: local, localArg: ll, remote: remote, rlayout: rl}
+	base := uint64(addr(local))
+	side, err := blocks.Fit(ll, base, func(p, n uint64) (blocks.Place, error) {
+		if p-base+n > uint64(len(local)) {
+			return blocks.Place{}, fmt.Errorf("%w: %#x+%d runs past the end of the %d bytes of local memory given", ErrOutOfBounds, p, n, len(local))
+		}
+		reg, off, ok := e.lookupLocal(p, n)
+		if !ok {
+			return blocks.Place{}, fmt.Errorf("%w: %#x+%d is not inside one registered buffer; register it with Engine.Register", ErrNotRegistered, p, n)
+		}
+		return blocks.Place{Region: reg, Offset: off}, nil
+	})
+	if err != nil {
+		return nil, blocksErr("local layout", err)
+	}
+	l.side = side
+	if _, err := l.bind(rem); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// bind fits l's remote layout against rem's descriptor, unless it was
+// fitted against rem already.
+func (l *BlockList) bind(rem *remote) (*boundBlocks, error) {
+	if bb := l.bound.Load(); bb != nil && bb.h == rem {
+		return bb, nil
+	}
+	if rem.Name != l.name || rem.Desc.Incarnation != l.inc {
+		return nil, fmt.Errorf("%w: block list for segment %q (incarnation %#x): handle %d is now segment %q (incarnation %#x); prepare the blocks again",
+			ErrSegmentNotFound, l.name, l.inc, l.seg, rem.Name, rem.Desc.Incarnation)
+	}
+	bb := &boundBlocks{h: rem, read: true, write: true}
+	bufs := rem.Desc.Buffers
+	side, err := blocks.Fit(l.rlayout, l.remote, func(p, n uint64) (blocks.Place, error) {
+		i := segment.Find(bufs, p)
+		if i < 0 {
+			return blocks.Place{}, fmt.Errorf("%w: segment %q has no registered buffer at %#x", ErrOutOfBounds, rem.Name, p)
+		}
+		b := &bufs[i]
+		if p+n > b.Base+b.Length {
+			return blocks.Place{}, fmt.Errorf("%w: %#x+%d runs past the end of the buffer at %#x (%d bytes) in segment %q", ErrOutOfBounds, p, n, b.Base, b.Length, rem.Name)
+		}
+		bb.read = bb.read && b.Perm != segment.PermLocal
+		bb.write = bb.write && b.Perm == segment.PermRemoteReadWrite
+		return blocks.Place{Region: b.Region, Offset: p - b.Base}, nil
+	})
+	if err != nil {
+		return nil, blocksErr("remote layout", err)
+	}
+	if bb.list, err = blocks.New(l.side, side); err != nil {
+		return nil, blocksErr("block list", err)
+	}
+	l.bound.Store(bb)
+	return bb, nil
+}
+
+// blocksErr puts an error of a block layout under the public taxonomy.
+func blocksErr(what string, err error) error {
+	switch {
+	case errors.Is(err, blocks.ErrLayout):
+		return asKind(ErrInvalid, fmt.Errorf("%s: %w", what, err))
+	case errors.Is(err, blocks.ErrIndex):
+		return asKind(ErrOutOfBounds, fmt.Errorf("%s: %w", what, err))
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// RunStarts appends to dst the index of the first pair of each task
+// SubmitBlocks(…, br, pairs) would add, as the list stands now.
+func (l *BlockList) RunStarts(br BlockRequest, pairs []BlockPair, dst []int) ([]int, error) {
+	src := blocks.Pairs(pairs)
+	bb, _, err := l.check()
+	if err != nil {
+		return dst, err
+	}
+	if _, err := bb.list.Check(&src, !br.NoMerge); err != nil {
+		return dst, blocksErr("blocks", err)
+	}
+	for k := 0; k < src.Len(); {
+		dst = append(dst, k)
+		k += bb.list.Next(&src, k, !br.NoMerge).N
+	}
+	return dst, nil
+}
+
+// check returns l bound to its segment as it is now.
+func (l *BlockList) check() (*boundBlocks, *remote, error) {
+	rem := l.e.remote(l.seg)
+	if rem == nil {
+		return nil, nil, fmt.Errorf("%w: blocks of segment %q: segment handle %d is not open (closed?); open it and prepare the blocks again", ErrSegmentNotFound, l.name, l.seg)
+	}
+	if rem.Retired != "" {
+		return nil, nil, fmt.Errorf("%w: blocks of segment %q: %s", ErrSegmentNotFound, l.name, rem.Retired)
+	}
+	bb, err := l.bind(rem)
+	return bb, rem, err
+}
+
+// SubmitBlocks submits a block transfer for each pair: task by task as
+// Submit does, but with one check of the call (op, segment, permission,
+// every index) before anything is added, and with pairs merged into runs
+// (see the package comment). An error means nothing was added.
+func (e *Engine) SubmitBlocks(id BatchID, l *BlockList, br BlockRequest, pairs []BlockPair) (BlockTasks, error) {
+	src := blocks.Pairs(pairs)
+	return e.submitBlocks(id, l, &br, &src)
+}
+
+// SubmitBlockRange submits the n pairs (local+k, remote+k), as
+// SubmitBlocks does.
+func (e *Engine) SubmitBlockRange(id BatchID, l *BlockList, br BlockRequest, local, remote uint32, n int) (BlockTasks, error) {
+	src := blocks.Range(local, remote, n)
+	return e.submitBlocks(id, l, &br, &src)
+}
+
+func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *blocks.Source) (BlockTasks, error) {
+	b := id.b
+	switch {
+	case b == nil:
+		return BlockTasks{}, fmt.Errorf("%w: submit blocks: zero BatchID", ErrInvalid)
+	case l == nil || l.e != e:
+		return BlockTasks{}, fmt.Errorf("%w: submit blocks: the BlockList is nil or another engine's", ErrInvalid)
+	case e.closed.Load():
+		return BlockTasks{}, ErrClosed
+	}
+	size := l.side.Layout.BlockSize
+	if f := validate.Basic(validate.Op(br.Op), size, true); f != validate.OK {
+		return BlockTasks{}, fmt.Errorf("%w: submit blocks: %v (op %d)", ErrInvalid, f, br.Op)
+	}
+	bb, rem, err := l.check()
+	if err != nil {
+		return BlockTasks{}, err
+	}
+	if (br.Op == Write && !bb.write) || (br.Op == Read && !bb.read) {
+		return BlockTasks{}, fmt.Errorf("%w: blocks of segment %q at %#x: a buffer they lie in does not allow a %s", ErrPermission, l.name, l.remote, br.Op)
+	}
+	merge := !br.NoMerge
+	runs, err := bb.list.Check(src, merge)
+	if err != nil {
+		return BlockTasks{}, blocksErr(fmt.Sprintf("blocks of segment %q", l.name), err)
+	}
+	if b.Len()+runs > b.Cap() {
+		return BlockTasks{}, fmt.Errorf("%w: submit blocks: %d tasks (%d pairs): batch holds %d of %d", ErrInvalid, runs, src.Len(), b.Len(), b.Cap())
+	}
+	out := BlockTasks{First: b.Len(), Count: runs}
+	if runs == 0 {
+		return out, nil
+	}
+	// One route for the call: the selector is asked about a block.
+	var sc submitCtx
+	first := bb.list.Next(src, 0, false)
+	req := Request{
+		Op: br.Op, Local: l.local[first.LocalOff : first.LocalOff+size : first.LocalOff+size], Segment: l.seg, Remote: l.remote + first.RemoteOff,
+		Priority: br.Priority, Deadline: br.Deadline, Transport: br.Transport, Intent: br.Intent, Policy: br.Policy,
+	}
+	ps, policy, err := e.choose(&req, rem, size)
+	if err != nil {
+		return BlockTasks{}, fmt.Errorf("submit blocks: %w", err)
+	}
+	deadline := req.deadline()
+	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
+	if dflt {
+		deadline = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
+		req.Deadline = time.Unix(0, deadline)
+	}
+	base := uint64(addr(l.local))
+	// The runs are put on the lane blockChunk at a time and published
+	// together: a plugin is woken once per chunk, not once per run.
+	var chunk [blockChunk]putResult
+	for k := 0; k < src.Len(); {
+		pr := ps.run()
+		ln := pr.lane(ps)
+		nc := 0
+		ln.Begin()
+		for nc < len(chunk) && k < src.Len() {
+			run := bb.list.Next(src, k, merge)
+			k += run.N
+			i := b.Reserve(run.Length, deadline)
+			if i < 0 {
+				k = src.Len() // checked above, unless another submitter filled the batch meanwhile
+				break
+			}
+			rec := e.path.record(b, i)
+			*rec = taskRecord{req: req, defaultDeadline: dflt}
+			r := &rec.req
+			r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
+			r.Remote = l.remote + run.RemoteOff
+			e.note(b, i, observe.Queued, -1, 0, nil)
+			// The local memory may have been unregistered since the list
+			// was prepared: looked up again, as any request's is.
+			lreg, loff, ok := e.lookupLocal(base+run.LocalOff, run.Length)
+			if !ok {
+				err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, base+run.LocalOff, run.Length)
+			} else {
+				err = e.admit(r, rem, &sc)
+			}
+			if err != nil {
+				b.Cut(i)
+				b.Finish(i, progress.Invalid, err)
+				continue
+			}
+			e.note(b, i, observe.Admitted, -1, 0, nil)
+			rec.hist.Tried = 1 << ps.idx
+			e.note(b, i, observe.Routed, ps.idx, 0, nil)
+			rt := routed{ps: ps, policy: policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
+			chunk[nc] = e.put(b, i, r, rem, rt, 0, &sc, pr, ln)
+			nc++
+		}
+		ln.End()
+		for _, c := range chunk[:nc] {
+			e.cut(b, ln, ps, c)
+		}
+	}
+	return out, nil
+}
