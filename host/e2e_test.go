@@ -268,7 +268,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	unregistered := local[512<<10 : 513<<10] // allocated, never registered
-	goHeap := make([]byte, 4096) // never registered
+	goHeap := make([]byte, 4096)             // never registered
 	// Go heap memory registers since issue 12 (tcp reaches it by
 	// cross-memory attach); with only a transport that maps memory it is
 	// still refused naming Engine.Allocate (TestForeignMemoryBadInput).
