@@ -142,3 +142,48 @@ func TestForeignMemoryFreed(t *testing.T) {
 		t.Errorf("unregister b's freed region: %v", err)
 	}
 }
+
+// TestUnregisterForeignWaitsForInFlight is TestUnregisterWaitsForInFlight
+// for foreign regions: the region's reference covers the copies through
+// the bounce buffer, so nothing writes the memory after UnregisterMemory
+// returned.
+func TestUnregisterForeignWaitsForInFlight(t *testing.T) {
+	const size = 64 << 20
+	t.Run("target", func(t *testing.T) {
+		w := newWorld(t, size, "")
+		bl := make([]byte, size)
+		w.b.registerForeign(t, bForeign, bl, sdk.PermRemoteReadWrite)
+		fill(w.src, 3)
+		tok := w.submit(write(aSrc, 0, bForeign, 0, size))
+		if err := w.b.tr.UnregisterMemory(context.Background(), bForeign); err != nil {
+			t.Fatal(err)
+		}
+		after := snapshot(bl)
+		got := w.col.Wait(tok)
+		if got.Status != ring.StatusOK && got.Status != ring.StatusNotRegistered {
+			t.Fatalf("write: %v", got.Status)
+		}
+		plugintest.MustEqual(t, "memory after unregister", bl, after)
+		if got := w.do(t, write(aSrc, 0, bForeign, 0, 10)); got.Status != ring.StatusNotRegistered {
+			t.Fatalf("write after unregister: %v", got.Status)
+		}
+	})
+	t.Run("initiator", func(t *testing.T) {
+		w := newWorld(t, size, "")
+		al := make([]byte, size)
+		w.a.registerForeign(t, aForeign, al, sdk.PermLocal)
+		fill(w.rw, 4)
+		tok1 := w.submit(read(aForeign, 0, bRW, 0, size/2))
+		tok2 := w.submit(read(aForeign, size/2, bRW, 0, size/2))
+		if err := w.a.tr.UnregisterMemory(context.Background(), aForeign); err != nil {
+			t.Fatal(err)
+		}
+		after := snapshot(al)
+		for _, tok := range []uint64{tok1, tok2} {
+			if got := w.col.Wait(tok); got.Status != ring.StatusOK && got.Status != ring.StatusNotRegistered {
+				t.Fatalf("read: %v", got.Status)
+			}
+		}
+		plugintest.MustEqual(t, "memory after unregister", al, after)
+	})
+}
