@@ -278,3 +278,47 @@ func TestUnregisterForeignInFlight(t *testing.T) {
 	}
 	t.Logf("%d of %d tasks completed before Unregister", completed, tasks)
 }
+
+// TestForeignMemoryAtThePeer: a peer engine in another process exposes
+// Go heap memory; its descriptor says so, this engine routes to tcp
+// (never shm, although the peer is on this machine), explain names the
+// peer's extra copy, and the bytes arrive verified both ways.
+func TestForeignMemoryAtThePeer(t *testing.T) {
+	const seed, span = 24, 4<<20 + 4096
+	ctx := context.Background()
+	a := newEngine(t, "peer-app-a")
+	b := startPeer(t, "--name", "peer-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--app-memory")
+	seg, err := a.OpenSegment(ctx, "peer-app-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := b.Ready.Buffers[0].Base
+	local := localBuffer(t, ctx, a, span)
+	why, err := a.Explain(host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tcp: taken", "shm: considered, skipped: maps memory for zero copy and cannot reach the target buffer", "one extra copy there"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("explain lacks %q:\n%s", want, why)
+		}
+	}
+	for _, n := range []int{1, 65537, 4 << 20} {
+		dst := local[7 : 7+n]
+		clear(dst)
+		if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + 3}); err != nil {
+			t.Fatalf("read %d: %v", n, err)
+		}
+		if !bytes.Equal(dst, pattern(n, 3, seed)) {
+			t.Fatalf("read %d bytes: bytes differ from the peer's pattern", n)
+		}
+		rand.Read(dst)
+		if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: dst, Segment: seg.ID, Remote: remote + 5}); err != nil {
+			t.Fatalf("write %d: %v", n, err)
+		}
+		if got, want := b.ask(t, "sha256 %d %d", 5, n), sum(dst); got != want {
+			t.Fatalf("write %d bytes: peer has sha256 %s, sent %s", n, got, want)
+		}
+		b.ask(t, "fill %d", seed)
+	}
+}
