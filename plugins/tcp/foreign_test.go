@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -155,6 +156,14 @@ func TestUnregisterForeignWaitsForInFlight(t *testing.T) {
 		w.b.registerForeign(t, bForeign, bl, sdk.PermRemoteReadWrite)
 		fill(w.src, 3)
 		tok := w.submit(write(aSrc, 0, bForeign, 0, size))
+		// Unregister once B has the frame's header (its payload, 64 MiB,
+		// is then still arriving, and its copy into bl follows): a
+		// condition waited for, bounded by waitLimit, not a pause.
+		for deadline := time.Now().Add(waitLimit); w.b.stat(t, "frames_in") == 0; time.Sleep(100 * time.Microsecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("the write never reached B")
+			}
+		}
 		if err := w.b.tr.UnregisterMemory(context.Background(), bForeign); err != nil {
 			t.Fatal(err)
 		}
