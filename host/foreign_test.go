@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unsafe"
@@ -320,5 +321,49 @@ func TestForeignMemoryAtThePeer(t *testing.T) {
 			t.Fatalf("write %d bytes: peer has sha256 %s, sent %s", n, got, want)
 		}
 		b.ask(t, "fill %d", seed)
+	}
+}
+
+// TestForeignMemoryAfterPluginRestart kills the tcp plugin while Go heap
+// memory is registered: the restarted run gets the region again (replay),
+// attaches to this process as its predecessor did (under Yama scope 1 the
+// one PR_SET_PTRACER grant covers every descendant), and moves verified
+// bytes from it.
+func TestForeignMemoryAfterPluginRestart(t *testing.T) {
+	const seed, span = 25, 1 << 20
+	ctx := context.Background()
+	a := newEngine(t, "restart-app-a")
+	b := startPeer(t, "--name", "restart-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
+	seg, err := a.OpenSegment(ctx, "restart-app-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := make([]byte, span)
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	before := pluginStatus(a, "tcp")
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the tcp plugin (pid %d): %v", before.PID, err)
+	}
+	after := waitBack(t, a, "tcp", before.Restarts)
+	if after.PID == before.PID {
+		t.Fatalf("tcp still runs as pid %d", after.PID)
+	}
+	if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(local, pattern(span, 0, seed)) {
+		t.Fatal("read after the restart: bytes differ from the peer's pattern")
+	}
+	rand.Read(local)
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Transport: "tcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
+		t.Fatalf("write after the restart: peer has sha256 %s, sent %s", got, want)
+	}
+	if foreignCopied(t, a) < 2*span {
+		t.Errorf("the restarted tcp copied %d bytes of app memory, want %d", foreignCopied(t, a), 2*span)
 	}
 }
