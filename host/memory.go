@@ -144,10 +144,17 @@ func (e *Engine) unregister(ctx context.Context, base uint64) error {
 	if err != nil {
 		return localmemErr(err)
 	}
+	failed := false
 	e.mem.Unregister(ctx, b.Region, localmem.Reaching(b, plugins), func(p localmem.Plugin, err error) {
+		failed = true
 		e.log.Warn("unregister failed", "plugin", p.Name(), "region", b.Region, "error", err)
 	})
-	e.mem.Unpin(b.Region) // the plugins let go of it
+	if !failed {
+		// Every plugin let go of it. Where one did not answer, the pin
+		// stays until Close, so that the garbage collector never reuses
+		// memory a plugin may still write.
+		e.mem.Unpin(b.Region)
+	}
 	return e.publish(ctx)
 }
 
