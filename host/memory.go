@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
@@ -78,9 +79,28 @@ func (e *Engine) Free(buf []byte) error {
 	return localmemErr(e.mem.Release(base))
 }
 
-// Register makes buf (memory from Allocate, or part of it) usable in
-// transfers and, per perm, by peers. It returns the buffer's address as
-// peers see it in this engine's descriptor.
+// Register makes buf usable in transfers and, per perm, by peers. It
+// returns the buffer's address as peers see it in this engine's
+// descriptor.
+//
+// buf is best memory from Allocate (or part of it): plugins map it and
+// move bytes in place. It may also be memory the application allocated
+// itself: a Go slice, C malloc memory, an anonymous mapping. Plugins run
+// in their own processes, so a copying transport (tcp) reaches such
+// memory by cross-memory attach (process_vm_readv/writev), at the cost of
+// one extra copy per transfer, and a transport that maps memory for zero
+// copy (shm) is never chosen for it. Register fails, before any transfer,
+// when the system forbids the attach (sysctl kernel.yama.ptrace_scope 2
+// or 3, or a process that is not dumpable) and when no running plugin
+// can take such memory.
+//
+// The contract for such memory: Register pins a Go slice (runtime.Pinner)
+// until Unregister returns, so the garbage collector keeps it; C and mmap
+// memory the application must keep allocated until Unregister returns.
+// Memory unmapped while registered makes the transfers on it fail (the
+// plugin's copy faults, and touches nothing else); memory freed but still
+// mapped (free() that keeps the page) is still this process's and is
+// read or written as registered, so Unregister before freeing.
 func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, error) {
 	if e.closed.Load() {
 		return 0, ErrClosed
@@ -95,7 +115,12 @@ func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, e
 	}
 	p, n := addr(buf), uintptr(len(buf))
 	e.mu.Lock()
-	err := e.mem.Register(ctx, p, n, perm, e.memPlugins())
+	var err error
+	if e.mem.InAllocation(p, n) {
+		err = e.mem.Register(ctx, p, n, perm, e.memPlugins())
+	} else {
+		err = e.mem.RegisterForeign(ctx, unsafe.Pointer(unsafe.SliceData(buf)), n, perm, e.memPlugins())
+	}
 	e.mu.Unlock()
 	if err != nil {
 		return 0, localmemErr(err)
@@ -119,9 +144,17 @@ func (e *Engine) unregister(ctx context.Context, base uint64) error {
 	if err != nil {
 		return localmemErr(err)
 	}
-	e.mem.Unregister(ctx, b.Region, plugins, func(p localmem.Plugin, err error) {
+	failed := false
+	e.mem.Unregister(ctx, b.Region, localmem.Reaching(b, plugins), func(p localmem.Plugin, err error) {
+		failed = true
 		e.log.Warn("unregister failed", "plugin", p.Name(), "region", b.Region, "error", err)
 	})
+	if !failed {
+		// Every plugin let go of it. Where one did not answer, the pin
+		// stays until Close, so that the garbage collector never reuses
+		// memory a plugin may still write.
+		e.mem.Unpin(b.Region)
+	}
 	return e.publish(ctx)
 }
 
@@ -144,6 +177,14 @@ func (p pluginPort) Name() string { return p.name }
 
 func (p pluginPort) RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location sdk.MemoryKind) error {
 	return p.p.Client.RegisterMemory(ctx, region, fd, off, length, perm, location)
+}
+
+// TakesForeign reports whether the plugin reaches memory the
+// application allocated itself (Describe's ForeignMemory).
+func (p pluginPort) TakesForeign() bool { return p.p.Info.ForeignMemory }
+
+func (p pluginPort) RegisterForeign(ctx context.Context, region uint32, pid int, address, length uint64, perm sdk.Perm, location sdk.MemoryKind) error {
+	return p.p.Client.RegisterForeign(ctx, region, pid, address, length, perm, location)
 }
 
 func (p pluginPort) UnregisterMemory(ctx context.Context, region uint32) error {

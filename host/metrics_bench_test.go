@@ -13,6 +13,6 @@ import (
 // with metrics off and on, in the same run: the cost of the metrics
 // observer on the data path. -benchmem must show 0 allocs/op in both.
 func BenchmarkRequestPathMetrics(b *testing.B) {
-	b.Run("metrics=off", func(b *testing.B) { benchRequestPath(b) })
-	b.Run("metrics=on", func(b *testing.B) { benchRequestPath(b, host.WithMetricsRegistry(prometheus.NewRegistry())) })
+	b.Run("metrics=off", func(b *testing.B) { benchRequestPath(b, nil) })
+	b.Run("metrics=on", func(b *testing.B) { benchRequestPath(b, nil, host.WithMetricsRegistry(prometheus.NewRegistry())) })
 }

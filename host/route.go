@@ -66,6 +66,7 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 		t := selector.Transport{Name: ps.name, Opened: rem.Opened[i], Running: ps.usable()}
 		if p := ps.proc(); p != nil {
 			t.SameMachineOnly, t.MemoryKinds = p.Info.SameMachineOnly, p.Info.MemoryKinds
+			t.ForeignMemory = p.Info.ForeignMemory
 		}
 		cands[i] = t
 	}
@@ -75,6 +76,10 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 	}
 	if i := segment.Find(rem.Desc.Buffers, r.Remote); i >= 0 {
 		sr.RemoteKind = rem.Desc.Buffers[i].Location
+		sr.RemoteForeign = rem.Desc.Buffers[i].Foreign
+	}
+	if len(r.Local) > 0 {
+		sr.LocalForeign = e.mem.Foreign(uint64(addr(r.Local)), uint64(len(r.Local)))
 	}
 	return sr
 }

@@ -5,7 +5,10 @@
 // as a plugin process. It owns the plugin side of the protocol: the
 // go-plugin handshake and version negotiation, the gRPC control plane
 // server, the plugin side of the shared-memory lanes, and the fd socket
-// through which memory arrives.
+// through which memory arrives. Memory the host's application allocated
+// itself arrives as a Region with Foreign set and nothing mapped, only to
+// a transport that declares Info.ForeignMemory, and only after the SDK
+// read the range's ends by cross-memory attach (sdk/xmem).
 //
 // A transport whose requests complete on a goroutine of its own (a socket
 // reader, say) should call Assist on the Completer (see Assister) when that

@@ -14,6 +14,7 @@ import (
 	transportv1 "github.com/ferrydev/ferry/internal/proto/transport/v1"
 	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
+	"github.com/ferrydev/ferry/sdk/xmem"
 )
 
 // fdWait bounds how long a control call waits for the fds the host said it
@@ -73,6 +74,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	}
 	resp.MaxSlice, resp.PreferredSlice = info.MaxSlice, info.PreferredSlice
 	resp.Interfaces = implemented(s.impl)
+	resp.ForeignMemory = info.ForeignMemory
 	return resp, nil
 }
 
@@ -194,11 +196,17 @@ type regionMap struct {
 }
 
 func (r *regionMap) close() {
+	if r.m == nil { // foreign memory: nothing mapped, no fd
+		return
+	}
 	r.m.Close()
 	unix.Close(r.fd)
 }
 
 func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMemoryRequest) (*transportv1.RegisterMemoryResponse, error) {
+	if req.HostPid != 0 {
+		return s.registerForeign(ctx, req)
+	}
 	fds, err := s.takeFDs(ctx, req.AttachId, 1)
 	if err != nil {
 		return nil, err
@@ -242,6 +250,52 @@ func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMe
 		delete(s.regions, req.RegionId)
 		s.mu.Unlock()
 		rm.close()
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
+	}
+	return &transportv1.RegisterMemoryResponse{}, nil
+}
+
+// registerForeign registers memory the host's application allocated
+// itself: nothing arrives on the fd socket and nothing is mapped. It is
+// refused for a transport that does not declare Info.ForeignMemory, and
+// it reads the first and the last byte of the range before the transport
+// sees it, so that a kernel that forbids the attach fails the
+// registration, never a transfer.
+func (s *server) registerForeign(ctx context.Context, req *transportv1.RegisterMemoryRequest) (*transportv1.RegisterMemoryResponse, error) {
+	perm, err := permFromProto(req.Perm)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
+	}
+	if req.Length == 0 || req.Length > 1<<46 || req.Address+req.Length < req.Address {
+		return nil, status.Errorf(codes.InvalidArgument, "register region %d: bad range address %#x length %d", req.RegionId, req.Address, req.Length)
+	}
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "register region %d: describe: %v", req.RegionId, err)
+	}
+	if !info.ForeignMemory {
+		return nil, status.Errorf(codes.FailedPrecondition, "register region %d: %s maps the memory it moves and cannot take memory the application allocated itself; allocate it through the engine", req.RegionId, info.Name)
+	}
+	var probe [1]byte
+	for _, at := range [...]uint64{req.Address, req.Address + req.Length - 1} {
+		if err := xmem.Read(int(req.HostPid), at, probe[:]); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "register region %d: %s cannot reach the memory: %v", req.RegionId, info.Name, err)
+		}
+	}
+	rm := &regionMap{fd: -1}
+	s.mu.Lock()
+	if _, ok := s.regions[req.RegionId]; ok {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
+	}
+	s.regions[req.RegionId] = rm
+	s.mu.Unlock()
+	r := Region{ID: req.RegionId, Perm: perm, Kind: MemoryKind(req.Kind), FD: -1,
+		Foreign: &Foreign{PID: int(req.HostPid), Addr: req.Address, Length: req.Length}}
+	if err := s.impl.RegisterMemory(ctx, r); err != nil {
+		s.mu.Lock()
+		delete(s.regions, req.RegionId)
+		s.mu.Unlock()
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
 	}
 	return &transportv1.RegisterMemoryResponse{}, nil

@@ -128,6 +128,13 @@ type Info struct {
 	// (shm, nvlink).
 	SameMachineOnly bool
 	MemoryKinds     []MemoryKind // empty: MemoryCPU only
+	// ForeignMemory: the plugin takes regions whose Region.Foreign is set,
+	// memory the application allocated itself, and reaches them with
+	// cross-memory attach (sdk/kit's ForeignCopy), one extra copy. A plugin
+	// that must map memory to work (zero copy, like shm) leaves it false;
+	// the host then never registers such memory with it nor routes a
+	// request on such memory to it. False for plugins of older SDKs.
+	ForeignMemory bool
 }
 
 // Carries reports whether the plugin carries op. A plugin that lists no
@@ -198,6 +205,33 @@ type Region struct {
 	// as none.
 	FD       int
 	FDOffset uint64
+
+	// Foreign, when not nil, is memory the host's application allocated
+	// itself (a Go slice, C malloc, an anonymous mapping): the SDK maps
+	// nothing (Mem is nil, FD is -1), and the plugin reaches the bytes in
+	// the host process with process_vm_readv/process_vm_writev (sdk/kit's
+	// ForeignCopy). The SDK delivers such regions only to a plugin whose
+	// Info.ForeignMemory is true, after it read one byte of the range to
+	// prove it may.
+	Foreign *Foreign
+}
+
+// Foreign is memory in another process: [Addr, Addr+Length) of process
+// PID, reached by cross-memory attach. The application promised to keep it
+// mapped while it is registered; if it breaks that promise a copy fails
+// with EFAULT and touches no one else's memory.
+type Foreign struct {
+	PID    int
+	Addr   uint64
+	Length uint64
+}
+
+// Len is the region's length, for mapped and foreign regions alike.
+func (r Region) Len() uint64 {
+	if r.Foreign != nil {
+		return r.Foreign.Length
+	}
+	return uint64(len(r.Mem))
 }
 
 // Peer is a remote segment as the plugin sees it.

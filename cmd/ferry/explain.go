@@ -25,6 +25,7 @@ func cmdExplain(args []string) error {
 	intent := fs.String("intent", "", "request intent: foreground_get, background_prefetch, migration, checkpoint, weight_loading")
 	policy := fs.String("policy", "", "name the policy instead of letting the policies match")
 	prio := fs.String("priority", "normal", "high, normal or low")
+	appMem := fs.Bool("app-memory", false, "the local buffer is memory the application allocated itself (not from Engine.Allocate)")
 	fs.Parse(args)
 	if *seg == "" {
 		return errors.New("--segment is required")
@@ -60,8 +61,15 @@ func cmdExplain(args []string) error {
 	if req.Remote == 0 && len(s.Buffers) > 0 {
 		req.Remote = s.Buffers[0].Base
 	}
-	// Only the length of Local counts; the pages are never touched.
+	// Only the length of Local counts; the pages are never touched. With
+	// --app-memory it is registered as the application's own memory, so
+	// that the explanation is the one such memory gets.
 	req.Local = make([]byte, n)
+	if *appMem {
+		if _, err := e.Register(ctx, req.Local, host.LocalOnly); err != nil {
+			return fmt.Errorf("--app-memory: %w", err)
+		}
+	}
 	text, err := e.Explain(req)
 	fmt.Print(text)
 	return err

@@ -151,6 +151,7 @@ func cmdRun(args []string) error {
 	expose := fs.String("expose", "0", "allocate and register this much memory read-write for peers (e.g. 64MiB)")
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
+	appMem := fs.Bool("app-memory", false, "expose Go heap memory (allocated by the application, not by Engine.Allocate): peers reach it through tcp, with one extra copy")
 	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF")
 	fs.Parse(args)
 
@@ -173,9 +174,11 @@ func cmdRun(args []string) error {
 		if n == 0 {
 			continue
 		}
-		buf, err := e.Allocate(int(n))
-		if err != nil {
-			return err
+		buf := make([]byte, n) // with --app-memory; Register pins it
+		if !*appMem {
+			if buf, err = e.Allocate(int(n)); err != nil {
+				return err
+			}
 		}
 		if *seed != 0 {
 			Pattern(buf, 0, *seed)

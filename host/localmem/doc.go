@@ -1,7 +1,11 @@
 // Package localmem owns this engine's local memory: the allocations
 // (sealed memfd regions every plugin can map), the table of registered
 // buffers with their region ids, and the fan-out of a registration to the
-// plugins through the small Plugin interface.
+// plugins through the small Plugin interface. Memory the application
+// allocated itself ("foreign", foreign.go) is registered without a memfd,
+// only with plugins that take it (ForeignPlugin), pinned while registered,
+// after the ptrace-scope check and grant of attach.go (AttachVerdict is
+// pure; AttachEnv is the seam to the system).
 //
 // The table is copy-on-write: Lookup, on the submit path, reads it
 // lock-free and allocates nothing. Writers (Register, Unregister, Replay)

@@ -61,12 +61,15 @@ type Table struct {
 
 	bufs    atomic.Pointer[[]Buf] // sorted by base; read lock-free
 	nextReg uint32                // the last region id given out; writers only
+
+	foreign foreignState // memory the application allocated (foreign.go)
 }
 
 // New returns an empty table for the engine named owner; timeout bounds
 // each call to a plugin.
 func New(owner string, timeout time.Duration) *Table {
 	t := &Table{owner: owner, timeout: timeout, allocs: make(map[uintptr]*allocation)}
+	t.foreign.attach = SystemAttach()
 	empty := []Buf{}
 	t.bufs.Store(&empty)
 	return t
@@ -224,6 +227,12 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 	}
 	t.amu.Unlock()
 	for _, b := range *t.bufs.Load() {
+		if b.Foreign {
+			if err := t.replayForeign(ctx, p, b); err != nil {
+				return err
+			}
+			continue
+		}
 		if !live[b.alloc] {
 			continue
 		}
@@ -269,8 +278,10 @@ func (t *Table) Lookup(p, n uint64) (region uint32, off uint64, ok bool) {
 	return bufs[lo].Region, p - bufs[lo].Base, true
 }
 
-// Close unmaps every allocation; Allocate fails afterwards.
+// Close unmaps every allocation and unpins foreign memory (the plugins
+// are gone); Allocate fails afterwards.
 func (t *Table) Close() {
+	t.unpinAll()
 	t.amu.Lock()
 	defer t.amu.Unlock()
 	for _, a := range t.allocs {

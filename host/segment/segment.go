@@ -29,6 +29,10 @@ type Buffer struct {
 	Length   uint64         `json:"length"`
 	Perm     sdk.Perm       `json:"perm"`
 	Location sdk.MemoryKind `json:"location"`
+	// Foreign: memory its application allocated itself, which only a
+	// transport that declares sdk.Info.ForeignMemory reaches (one extra
+	// copy); omitted for memory from Engine.Allocate, and by older writers.
+	Foreign bool `json:"foreign,omitempty"`
 }
 
 // Descriptor is what an engine publishes about itself.

@@ -5,8 +5,11 @@
 // the request selects that policy, else the first policy whose match
 // conditions hold wins; a per-request transport hint pins the first attempt;
 // with no policy, a same-machine transport is preferred on one machine and
-// otherwise the transports are tried in configured order. Every decision can
-// be explained step by step.
+// otherwise the transports are tried in configured order. A transport that
+// maps memory (no ForeignMemory capability) is never chosen when either
+// buffer is memory an application allocated itself, and the explanation
+// names the extra copy the chosen one makes. Every decision can be
+// explained step by step.
 //
 // The package is pure: plain data in, plain data out. It must not do I/O,
 // start goroutines, read clocks or know about plugins, rings or the

@@ -106,6 +106,10 @@ type Request struct {
 	RemoteKind  sdk.MemoryKind // the target buffer's kind; "" means sdk.MemoryCPU
 	Segment     SegmentType
 	SameMachine bool
+	// LocalForeign and RemoteForeign: the local buffer, or the target
+	// buffer, is memory its application allocated itself (not from
+	// Engine.Allocate); only a transport with ForeignMemory reaches it.
+	LocalForeign, RemoteForeign bool
 }
 
 // Transport is one candidate transport for a request, in configured order.
@@ -117,6 +121,10 @@ type Transport struct {
 	MemoryKinds     []sdk.MemoryKind // empty: any kind
 	Opened          bool             // the transport has the target open
 	Running         bool
+	// ForeignMemory: the transport reaches memory an application
+	// allocated itself, by cross-memory attach with one extra copy
+	// (sdk.Info.ForeignMemory). A transport without it maps memory.
+	ForeignMemory bool
 }
 
 // Match is a policy's conditions; the zero Match matches every request.
@@ -308,6 +316,10 @@ const (
 	reasonLocalKind    = "does not handle the local memory kind"
 	reasonRemoteKind   = "does not handle the target's memory kind"
 	reasonFileSegment  = "does not handle file segments"
+	reasonLocalForeign = "maps memory for zero copy and cannot reach the local buffer, which the application allocated itself; " +
+		"allocate it through Engine.Allocate"
+	reasonRemoteForeign = "maps memory for zero copy and cannot reach the target buffer, which the peer's application allocated itself; " +
+		"the peer should allocate it through Engine.Allocate"
 	reasonNotEnabled   = "not enabled in this engine"
 	reasonNotInPolicy  = "not in the policy"
 	reasonAfterHint    = "after the hinted transport"
@@ -332,6 +344,10 @@ func usable(r *Request, t *Transport) string {
 		return reasonRemoteKind
 	case len(t.MemoryKinds) > 0 && !slices.Contains(t.MemoryKinds, r.LocalKind.OrCPU()):
 		return reasonLocalKind
+	case r.LocalForeign && !t.ForeignMemory:
+		return reasonLocalForeign
+	case r.RemoteForeign && !t.ForeignMemory:
+		return reasonRemoteForeign
 	}
 	return ""
 }
@@ -592,6 +608,17 @@ func (p *Plan) Explain() string {
 		where = "the same machine"
 	}
 	fmt.Fprintf(&b, ", %s segment on %s, memory %s -> %s\n", r.Segment, where, r.LocalKind.OrCPU(), r.RemoteKind.OrCPU())
+	switch {
+	case r.LocalForeign && r.RemoteForeign:
+		b.WriteString("both buffers are memory their applications allocated themselves: a transport reaches them by cross-memory attach, " +
+			"one extra copy on each side (through a bounce buffer); Engine.Allocate memory avoids it\n")
+	case r.LocalForeign:
+		b.WriteString("the local buffer is memory the application allocated itself: a transport reaches it by cross-memory attach, " +
+			"one extra copy (through a bounce buffer); Engine.Allocate memory avoids it\n")
+	case r.RemoteForeign:
+		b.WriteString("the target buffer is memory the peer's application allocated itself: the peer's transport reaches it by cross-memory attach, " +
+			"one extra copy there (through a bounce buffer)\n")
+	}
 	switch {
 	case p.Policy != "" && r.Policy != "":
 		fmt.Fprintf(&b, "policy %q: named by the request\n", p.Policy)

@@ -83,6 +83,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 			Name: r.Name, Version: r.Version,
 			SameMachineOnly: r.SameMachineOnly, MemoryKinds: kindsFromWire(r.MemoryKinds),
 			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
+			ForeignMemory: r.ForeignMemory,
 		},
 		Protocol:   r.ProtocolVersion,
 		Interfaces: r.Interfaces,
@@ -206,6 +207,17 @@ func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, len
 	}
 	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
 		RegionId: id, AttachId: aid, Offset: off, Length: length, Perm: permToProto(perm), Kind: string(kind),
+	})
+	return rpcErr(err)
+}
+
+// RegisterForeign makes [addr, addr+length) of process pid, memory the
+// application allocated itself, known to the plugin as region id: no file
+// is sent, and the plugin reaches the memory by cross-memory attach. Only
+// for a plugin whose Describe says ForeignMemory.
+func (c *Client) RegisterForeign(ctx context.Context, id uint32, pid int, addr, length uint64, perm sdk.Perm, kind sdk.MemoryKind) error {
+	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
+		RegionId: id, HostPid: uint32(pid), Address: addr, Length: length, Perm: permToProto(perm), Kind: string(kind),
 	})
 	return rpcErr(err)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -62,7 +63,9 @@ type op struct {
 	token    uint64
 	kind     ring.Op
 	local    *region
-	mem      []byte // local memory: the payload of a write, the target of a read
+	mem      []byte      // local memory: the payload of a write, the target of a read
+	bounce   *kit.Bounce // foreign local memory: mem is its bytes (foreign.go)
+	lOffset  uint64      // with bounce: the local region offset to copy back to
 	rRegion  uint32
 	rOffset  uint64
 	deadline int64

@@ -8,7 +8,12 @@
 //
 // It must not copy payload through user-space buffers: a write is sent with
 // writev straight from the registered mapping and received with read(2)
-// straight into the target mapping; a read comes back the same way. It must
+// straight into the target mapping; a read comes back the same way. The
+// one exception is memory the application allocated itself (a region with
+// Foreign set, foreign.go), which is not mapped here: it is staged in a
+// bounce buffer with process_vm_readv/writev, one extra copy, under the
+// region's reference, and a copy that faults fails the descriptor with
+// StatusIO. It must
 // not trust a peer: nothing a peer sends can make it touch memory outside a
 // region the peer may access, or panic.
 //

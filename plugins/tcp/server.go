@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -81,15 +82,16 @@ type serverConn struct {
 	// Responses held back (see serveFrames): their headers, the iovecs
 	// that send them (runs of headers, each read's payload straight from
 	// its region) and the references that keep those regions.
-	pendHdr   [maxPending * ResponseSize]byte
-	npend     int
-	pendIov   [2 * maxPending][]byte
-	niov      int
-	run       int // index in pendHdr where the last iovec's run of headers starts; -1 after a payload
-	held      [maxPending]*region
-	nheld     int
-	heldBytes uint64
-	nb        net.Buffers
+	pendHdr    [maxPending * ResponseSize]byte
+	npend      int
+	pendIov    [2 * maxPending][]byte
+	niov       int
+	run        int // index in pendHdr where the last iovec's run of headers starts; -1 after a payload
+	held       [maxPending]*region
+	heldBounce [maxPending]*kit.Bounce // the staging buffers of held foreign reads
+	nheld      int
+	heldBytes  uint64
+	nb         net.Buffers
 }
 
 // flushing marks, in serverConn.cur, a connection sending held payloads
@@ -347,7 +349,13 @@ func (sc *serverConn) serveFrames(have int) error {
 			}
 			if st == ring.StatusOK {
 				sc.cur.Store(r)
-				n, err := sc.link.readFullNext(r.Mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
+				var n int
+				var err error
+				if r.Foreign != nil {
+					n, st, err = sc.serveForeignWrite(r, &h)
+				} else {
+					n, err = sc.link.readFullNext(r.Mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
+				}
 				sc.cur.Store(nil)
 				r.Release()
 				if err != nil {
@@ -367,10 +375,19 @@ func (sc *serverConn) serveFrames(have int) error {
 			}
 		case ring.OpRead:
 			var payload []byte
-			if st == ring.StatusOK {
+			var b *kit.Bounce
+			switch {
+			case st == ring.StatusOK && r.Foreign != nil:
+				if b = sc.foreignPayload(r, &h); b == nil {
+					r.Release()
+					st, r = ring.StatusIO, nil
+				} else {
+					payload = b.B
+				}
+			case st == ring.StatusOK:
 				payload = r.Mem[h.Offset : h.Offset+h.Length]
 			}
-			if err := sc.queue(h.Seq, st, payload, r); err != nil {
+			if err := sc.queueBounce(h.Seq, st, payload, r, b); err != nil {
 				return err
 			}
 		}
@@ -385,6 +402,12 @@ const (
 // queue holds a response back; for a read that passed the checks, with its
 // payload and the reference on its region r.
 func (sc *serverConn) queue(seq uint64, st ring.Status, payload []byte, r *region) error {
+	return sc.queueBounce(seq, st, payload, r, nil)
+}
+
+// queueBounce is queue for a payload staged in b (foreign memory), which
+// is given back with the reference.
+func (sc *serverConn) queueBounce(seq uint64, st ring.Status, payload []byte, r *region, b *kit.Bounce) error {
 	if st != ring.StatusOK {
 		sc.t.stats.framesRejected.Add(1)
 	}
@@ -403,6 +426,7 @@ func (sc *serverConn) queue(seq uint64, st ring.Status, payload []byte, r *regio
 		sc.niov++
 		sc.run = -1
 		sc.held[sc.nheld] = r
+		sc.heldBounce[sc.nheld] = b
 		sc.nheld++
 		sc.heldBytes += uint64(len(payload))
 	}
@@ -442,6 +466,8 @@ func (sc *serverConn) releaseHeld() {
 	for i := range sc.nheld {
 		sc.held[i].Release()
 		sc.held[i] = nil
+		sc.heldBounce[i].Put() // nil for mapped memory
+		sc.heldBounce[i] = nil
 	}
 	clear(sc.pendIov[:sc.niov])
 	sc.npend, sc.niov, sc.nheld, sc.run, sc.heldBytes = 0, 0, 0, -1, 0
@@ -469,7 +495,7 @@ func (t *Transport) check(h *Header) (ring.Status, *region) {
 		return ring.StatusPermission, nil
 	}
 	end := h.Offset + h.Length
-	if end < h.Offset || end > uint64(len(r.Mem)) {
+	if end < h.Offset || end > r.Len() {
 		r.Release()
 		return ring.StatusOutOfBounds, nil
 	}

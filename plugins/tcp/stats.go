@@ -44,6 +44,11 @@ type counters struct {
 	// handshake_timeout (or, without a cluster secret, sent no request by
 	// then).
 	connsHandshakeTimeout atomic.Uint64
+	// foreignCopied counts bytes copied between a bounce buffer and
+	// memory the application allocated itself (the one extra copy);
+	// foreignFaults the copies that failed (memory freed while registered).
+	foreignCopied atomic.Uint64
+	foreignFaults atomic.Uint64
 }
 
 func (c *counters) snapshot() map[string]uint64 {
@@ -66,6 +71,8 @@ func (c *counters) snapshot() map[string]uint64 {
 		"hello_rejected":          c.helloRejected.Load(),
 		"errors":                  c.errors.Load(),
 		"ops_bad_rail":            c.opsBadRail.Load(),
+		"foreign_bytes_copied":    c.foreignCopied.Load(),
+		"foreign_copy_faults":     c.foreignFaults.Load(),
 		"auth_failures":           c.authFailures.Load(),
 		"conns_refused_limit":     c.connsRefusedLimit.Load(),
 		"conns_shed":              c.connsShed.Load(),

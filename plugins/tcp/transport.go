@@ -52,7 +52,7 @@ func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l }
 // New returns a TCP transport ready for Start.
 func New(opts ...Option) *Transport {
 	t := &Transport{
-		base:    kit.Base[*region, *peer]{Name: "tcp", MaxNameLen: MaxNameLen},
+		base:    kit.Base[*region, *peer]{Name: "tcp", MaxNameLen: MaxNameLen, ForeignMemory: true},
 		servers: make(map[*serverConn]struct{}),
 		set:     defaultSettings(),
 	}
@@ -77,7 +77,7 @@ func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	maxFrame := t.set.maxFrame
 	t.mu.Unlock()
 	return sdk.Info{Name: "tcp", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
-		MaxSlice: maxFrame, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}}, nil
+		MaxSlice: maxFrame, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, ForeignMemory: true}, nil
 }
 
 // Probe reports TCP as available, with one rail per listen address,
@@ -317,6 +317,13 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	o.rOffset = d.RemoteOffset
 	o.deadline = d.Deadline
 	o.c = c
+	if r.Foreign != nil && !t.stage(o, r, d.LocalOffset, d.Length) {
+		*o = op{}
+		t.opPool.Put(o)
+		r.Release()
+		t.base.Fail(d, c, ring.StatusIO)
+		return
+	}
 	s := p.pick(int(d.Rail))
 	s.rail.requests.Add(1)
 	s.enqueue(o)
@@ -325,6 +332,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 // complete reports o's outcome, after giving back its region reference so
 // that an UnregisterMemory prompted by the completion does not wait on it.
 func (t *Transport) complete(o *op, st ring.Status, n uint64) {
+	st = t.unstage(o, st, n)
 	c, tok := o.c, o.token
 	o.local.Release()
 	if o.s != nil {

@@ -43,6 +43,11 @@ type Base[R Region, P Peer] struct {
 	// MemoryKinds are the region kinds RegisterMemory accepts besides ""
 	// (which means sdk.MemoryCPU); nil means just sdk.MemoryCPU.
 	MemoryKinds []sdk.MemoryKind
+	// ForeignMemory: RegisterMemory takes regions of memory the
+	// application allocated itself (sdk.Region.Foreign), which the
+	// transport stages with CopyIn and CopyOut. Declare it in
+	// Info.ForeignMemory too.
+	ForeignMemory bool
 
 	// Regions are the registered regions. The data path reads it without
 	// locks (Acquire, Lookup); RegisterMemory and UnregisterMemory write it.
@@ -143,7 +148,10 @@ func (b *Base[R, P]) RegisterMemory(r sdk.Region, build func(sdk.Region) R) erro
 	if !b.takesKind(r.Kind) {
 		return fmt.Errorf("%s: region %d: memory kind %q is not supported (%s only)", b.Name, r.ID, r.Kind, kindList(b.kinds()))
 	}
-	if len(r.Mem) == 0 {
+	if r.Foreign != nil && !b.ForeignMemory {
+		return fmt.Errorf("%s: region %d: memory the application allocated itself is not supported: this transport maps the memory it moves; allocate it through the engine", b.Name, r.ID)
+	}
+	if r.Len() == 0 {
 		return fmt.Errorf("%s: region %d: empty", b.Name, r.ID)
 	}
 	if !b.Regions.Add(r.ID, build(r)) {
@@ -250,7 +258,9 @@ func (b *Base[R, P]) Admit(d *ring.Descriptor, c sdk.Completer) (P, bool) {
 }
 
 // Local resolves d's local side: the region with a reference held (the
-// caller releases it when done with the bytes) and the bytes d names. It
+// caller releases it when done with the bytes) and the bytes d names; for
+// a foreign region (a transport with ForeignMemory) the range is checked
+// and the bytes are nil: the caller stages them (CopyIn, CopyOut). It
 // completes d, counted, with StatusNotRegistered for a region that is not
 // registered, and StatusOutOfBounds for a local range outside it or a
 // remote offset+length that overflows. It allocates nothing.
@@ -262,11 +272,19 @@ func (b *Base[R, P]) Local(d *ring.Descriptor, c sdk.Completer) (R, []byte, bool
 		return zero, nil, false
 	}
 	mem := r.Bytes()
+	size := uint64(len(mem))
+	f := foreignOf(r)
+	if f != nil {
+		size = f.Length
+	}
 	end := d.LocalOffset + d.Length
-	if end < d.LocalOffset || end > uint64(len(mem)) || d.RemoteOffset+d.Length < d.RemoteOffset {
+	if end < d.LocalOffset || end > size || d.RemoteOffset+d.Length < d.RemoteOffset {
 		r.Release()
 		b.Fail(d, c, ring.StatusOutOfBounds)
 		return zero, nil, false
+	}
+	if f != nil {
+		return r, nil, true // the caller stages it: CopyIn, CopyOut
 	}
 	return r, mem[d.LocalOffset:end:end], true
 }

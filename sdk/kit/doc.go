@@ -4,8 +4,10 @@
 // with its checks, the table of open peers, the goroutines Stop waits for,
 // the outcome counters, the checks Submit starts with (Admit, Local,
 // Accept), the decoding and range checks of a `config { ... }` block
-// (Settings), the default logger (Logger) and the machine id to publish
-// (MachineID). Base is generic over the plugin's
+// (Settings), the default logger (Logger), the machine id to publish
+// (MachineID), and for memory the application allocated itself
+// (Base.ForeignMemory) the copies in and out of the host (CopyIn,
+// CopyOut) and pooled bounce buffers (GetBounce). Base is generic over the plugin's
 // region type and per-peer state, so the data path reads them without
 // type assertions or allocations.
 //

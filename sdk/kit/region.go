@@ -23,14 +23,17 @@ type Region interface {
 type RegionBase struct {
 	regtable.Ref
 	ID   uint32
-	Mem  []byte // mapped by the SDK
+	Mem  []byte // mapped by the SDK; nil for foreign memory
 	Perm sdk.Perm
+	// Foreign is memory of the host process the plugin reaches by
+	// cross-memory attach (CopyIn, CopyOut); nil for mapped memory.
+	Foreign *sdk.Foreign
 }
 
 // Init takes r's id, memory and permission and sets the reference count
 // to one, the table's.
 func (g *RegionBase) Init(r sdk.Region) {
-	g.ID, g.Mem, g.Perm = r.ID, r.Mem, r.Perm
+	g.ID, g.Mem, g.Perm, g.Foreign = r.ID, r.Mem, r.Perm, r.Foreign
 	g.Ref.Init()
 }
 

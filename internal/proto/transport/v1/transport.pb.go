@@ -181,7 +181,12 @@ type DescribeResponse struct {
 	PreferredSlice uint64 `protobuf:"varint,8,opt,name=preferred_slice,json=preferredSlice,proto3" json:"preferred_slice,omitempty"`
 	// The optional interfaces the plugin's implementation has (e.g.
 	// "drainer"), found by the SDK by type assertion.
-	Interfaces    []string `protobuf:"bytes,9,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	Interfaces []string `protobuf:"bytes,9,rep,name=interfaces,proto3" json:"interfaces,omitempty"`
+	// The plugin reaches memory the application allocated itself (not a
+	// memfd from the host) with cross-memory attach: RegisterMemory may
+	// carry host_pid and address instead of a file. False for a plugin that
+	// must map memory (zero copy), and for every older plugin.
+	ForeignMemory bool `protobuf:"varint,16,opt,name=foreign_memory,json=foreignMemory,proto3" json:"foreign_memory,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +282,13 @@ func (x *DescribeResponse) GetInterfaces() []string {
 		return x.Interfaces
 	}
 	return nil
+}
+
+func (x *DescribeResponse) GetForeignMemory() bool {
+	if x != nil {
+		return x.ForeignMemory
+	}
+	return false
 }
 
 type ProbeRequest struct {
@@ -731,10 +743,17 @@ type RegisterMemoryRequest struct {
 	RegionId uint32                 `protobuf:"varint,1,opt,name=region_id,json=regionId,proto3" json:"region_id,omitempty"`
 	AttachId uint64                 `protobuf:"varint,2,opt,name=attach_id,json=attachId,proto3" json:"attach_id,omitempty"`
 	// The region is [offset, offset+length) of the file sent under attach_id.
-	Offset        uint64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
-	Length        uint64 `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
-	Perm          Perm   `protobuf:"varint,5,opt,name=perm,proto3,enum=ferry.transport.v1.Perm" json:"perm,omitempty"`
-	Kind          string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	Offset uint64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length uint64 `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	Perm   Perm   `protobuf:"varint,5,opt,name=perm,proto3,enum=ferry.transport.v1.Perm" json:"perm,omitempty"`
+	Kind   string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	// Set (host_pid != 0) for memory the application allocated itself: no
+	// file is sent (attach_id and offset are 0), and the plugin reaches
+	// [address, address+length) of process host_pid with
+	// process_vm_readv/process_vm_writev. Only sent to a plugin whose
+	// Describe says foreign_memory.
+	HostPid       uint32 `protobuf:"varint,16,opt,name=host_pid,json=hostPid,proto3" json:"host_pid,omitempty"`
+	Address       uint64 `protobuf:"varint,17,opt,name=address,proto3" json:"address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,6 +828,20 @@ func (x *RegisterMemoryRequest) GetKind() string {
 		return x.Kind
 	}
 	return ""
+}
+
+func (x *RegisterMemoryRequest) GetHostPid() uint32 {
+	if x != nil {
+		return x.HostPid
+	}
+	return 0
+}
+
+func (x *RegisterMemoryRequest) GetAddress() uint64 {
+	if x != nil {
+		return x.Address
+	}
+	return 0
 }
 
 type RegisterMemoryResponse struct {
@@ -1348,7 +1381,7 @@ var File_transport_v1_transport_proto protoreflect.FileDescriptor
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xca\x02\n" +
+	"\x0fDescribeRequest\"\xf1\x02\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -1360,7 +1393,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x0fpreferred_slice\x18\b \x01(\x04R\x0epreferredSlice\x12\x1e\n" +
 	"\n" +
 	"interfaces\x18\t \x03(\tR\n" +
-	"interfaces\"\x0e\n" +
+	"interfaces\x12%\n" +
+	"\x0eforeign_memory\x18\x10 \x01(\bR\rforeignMemory\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
 	"\x04Rail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
@@ -1398,14 +1432,16 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x12AttachLaneResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\rR\n" +
-	"generation\"\xc3\x01\n" +
+	"generation\"\xf8\x01\n" +
 	"\x15RegisterMemoryRequest\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12\x16\n" +
 	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x16\n" +
 	"\x06length\x18\x04 \x01(\x04R\x06length\x12,\n" +
 	"\x04perm\x18\x05 \x01(\x0e2\x18.ferry.transport.v1.PermR\x04perm\x12\x12\n" +
-	"\x04kind\x18\x06 \x01(\tR\x04kind\"\x18\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x19\n" +
+	"\bhost_pid\x18\x10 \x01(\rR\ahostPid\x12\x18\n" +
+	"\aaddress\x18\x11 \x01(\x04R\aaddress\"\x18\n" +
 	"\x16RegisterMemoryResponse\"6\n" +
 	"\x17UnregisterMemoryRequest\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\rR\bregionId\"\x1a\n" +

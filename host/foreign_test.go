@@ -1,0 +1,369 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/internal/cmem"
+)
+
+// Memory the application allocated itself (a Go slice, C malloc, an
+// anonymous mapping) is registered without a memfd: the tcp plugin
+// reaches it by cross-memory attach, one extra copy, and shm, which maps
+// memory, is never chosen for it.
+
+// foreignCopied is the tcp plugin's count of bytes it copied to or from
+// memory the application allocated itself.
+func foreignCopied(t *testing.T, e *host.Engine) uint64 {
+	t.Helper()
+	for _, p := range e.Plugins(context.Background()) {
+		if p.Name == "tcp" {
+			return p.Counters["foreign_bytes_copied"]
+		}
+	}
+	t.Fatal("no tcp plugin")
+	return 0
+}
+
+// TestForeignMemoryTwoProcesses moves verified bytes between Go heap and
+// C malloc memory in this process and an engine in a child process,
+// without a transport hint: the engine picks tcp (not shm, although the
+// peer is on this machine) and explain says why and names the extra copy.
+func TestForeignMemoryTwoProcesses(t *testing.T) {
+	const seed = 21
+	const span = 16<<20 + 8192
+	ctx := context.Background()
+	a := newEngine(t, "foreign-a")
+	b := startPeer(t, "--name", "foreign-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
+	seg, err := a.OpenSegment(ctx, "foreign-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := b.Ready.Buffers[0].Base
+
+	cbuf, err := cmem.Malloc(span)
+	if err != nil {
+		t.Skipf("no C memory: %v", err) // cgo off: the Go heap case below still runs
+	}
+	defer cmem.Free(cbuf)
+	kinds := []struct {
+		name string
+		mem  []byte
+	}{{"go-heap", make([]byte, span)}, {"c-malloc", cbuf}}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			local := k.mem
+			base, err := a.Register(ctx, local, host.LocalOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if base != uint64(uintptr(unsafe.Pointer(&local[0]))) {
+				t.Fatalf("Register returned %#x for memory at %p", base, &local[0])
+			}
+			defer func() {
+				if err := a.Unregister(ctx, local); err != nil {
+					t.Errorf("unregister: %v", err)
+				}
+			}()
+			why, err := a.Explain(host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: remote})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"tcp: taken", "shm: considered, skipped: maps memory for zero copy", "Engine.Allocate", "one extra copy"} {
+				if !strings.Contains(why, want) {
+					t.Errorf("explain lacks %q:\n%s", want, why)
+				}
+			}
+			_, err = a.Explain(host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: remote, Transport: "shm"})
+			if !errors.Is(err, host.ErrTransportUnavailable) || !strings.Contains(err.Error(), "Engine.Allocate") {
+				t.Errorf("shm hinted for app memory: %v, want ErrTransportUnavailable saying to allocate through Engine.Allocate", err)
+			}
+			copied := foreignCopied(t, a)
+			var moved uint64
+			for _, n := range []int{1, 4097, 1<<20 + 7, 16<<20 + 1} {
+				for _, off := range [][2]int{{0, 0}, {13, 4093}} {
+					loff, roff := off[0], off[1]
+					if loff+n > span || roff+n > span {
+						continue
+					}
+					dst := local[loff : loff+n]
+					clear(dst)
+					if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
+						t.Fatalf("read %d@%d: %v", n, roff, err)
+					}
+					if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
+						t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
+					}
+					src := local[loff : loff+n]
+					rand.Read(src)
+					if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
+						t.Fatalf("write %d@%d: %v", n, roff, err)
+					}
+					if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(src); got != want {
+						t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
+					}
+					b.ask(t, "fill %d", seed)
+					moved += 2 * uint64(n)
+				}
+			}
+			if got := foreignCopied(t, a) - copied; got < moved {
+				t.Errorf("tcp copied %d bytes of app memory, want at least the %d moved: shm or no copy carried them", got, moved)
+			}
+		})
+	}
+}
+
+// TestForeignMemoryBadInput: overlapping registrations (with Allocate
+// memory too) and an engine whose only plugin maps memory are refused
+// clearly, and nothing is registered.
+func TestForeignMemoryBadInput(t *testing.T) {
+	ctx := context.Background()
+	a := newEngine(t, "foreign-bad")
+	heap := make([]byte, 8192)
+	if _, err := a.Register(ctx, heap[:4096], host.RemoteRead); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, heap[4000:4200], host.LocalOnly); !errors.Is(err, host.ErrInvalid) || !strings.Contains(err.Error(), "overlaps") {
+		t.Errorf("overlapping app memory: %v, want ErrInvalid", err)
+	}
+	alloc, err := a.Allocate(1 << 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A range that starts just before the allocation and runs into it.
+	across := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&alloc[0]), -100)), 200)
+	if _, err := a.Register(ctx, across, host.LocalOnly); !errors.Is(err, host.ErrInvalid) || !strings.Contains(err.Error(), "Engine.Allocate") {
+		t.Errorf("range across an allocation's start: %v, want ErrInvalid naming Engine.Allocate", err)
+	}
+	if _, err := a.Register(ctx, alloc, host.LocalOnly); err != nil {
+		t.Fatalf("the allocation itself: %v", err)
+	}
+	if err := a.Unregister(ctx, heap[:4096]); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unregister(ctx, heap[:4096]); !errors.Is(err, host.ErrNotRegistered) {
+		t.Errorf("second unregister: %v, want ErrNotRegistered", err)
+	}
+
+	// With shm alone nothing can reach app memory: Register says so.
+	cfg := config.Default("foreign-shm-only")
+	cfg.PluginDir = binDir
+	cfg.Plugins = cfg.Plugins[1:]
+	if cfg.Plugins[0].Name != "shm" {
+		t.Fatalf("default plugins changed: %v", cfg.Plugins)
+	}
+	cfg.Metastore.Listen = "127.0.0.1:0"
+	cfg.Control.Listen = "127.0.0.1:0"
+	s, err := host.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Register(ctx, heap, host.RemoteRead); !errors.Is(err, host.ErrNotRegistered) || !strings.Contains(err.Error(), "Engine.Allocate") {
+		t.Errorf("app memory with shm alone: %v, want ErrNotRegistered saying to allocate with Engine.Allocate", err)
+	}
+}
+
+// TestForeignMemoryFreedWhileRegistered unmaps registered app memory, as
+// an application that breaks the contract would: the transfers on it
+// fail cleanly (no hang, no other memory touched: the peer's bytes are
+// unchanged), and the buffer still unregisters.
+func TestForeignMemoryFreedWhileRegistered(t *testing.T) {
+	const seed = 22
+	ctx := context.Background()
+	a := newEngine(t, "freed-a")
+	b := startPeer(t, "--name", "freed-b", "--metastore", a.MetastoreURL(), "--expose", "1MiB", "--pattern", fmt.Sprint(seed))
+	seg, err := a.OpenSegment(ctx, "freed-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := b.Ready.Buffers[0].Base
+	m, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Register(ctx, m, host.RemoteReadWrite); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	before := b.ask(t, "sha256 0 1048576")
+	tctx, cancel := context.WithTimeout(ctx, time.Minute) // a hang fails the test, never paces it
+	defer cancel()
+	for _, op := range []host.Op{host.Write, host.Read} {
+		err := a.Transfer(tctx, host.Request{Op: op, Local: m[:65536], Segment: seg.ID, Remote: remote})
+		if err == nil || errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%v on unmapped app memory: %v, want a failure", op, err)
+		}
+		t.Logf("%v on unmapped app memory: %v", op, err)
+	}
+	if got := b.ask(t, "sha256 0 1048576"); got != before {
+		t.Error("the peer's memory changed")
+	}
+	if err := a.Unregister(ctx, m); err != nil {
+		t.Fatalf("unregister unmapped memory: %v", err)
+	}
+}
+
+// TestUnregisterForeignInFlight unregisters app memory while reads into it
+// are in flight: each task ends COMPLETED or NOT_REGISTERED, and once
+// Unregister has returned no plugin writes into the memory again.
+func TestUnregisterForeignInFlight(t *testing.T) {
+	const tasks, size = 64, 256 << 10
+	ctx := context.Background()
+	a := newEngine(t, "inflight-a")
+	b := startPeer(t, "--name", "inflight-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(tasks*size), "--pattern", "23")
+	seg, err := a.OpenSegment(ctx, "inflight-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := make([]byte, tasks*size)
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.AllocateBatch(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.FreeBatch(id)
+	reqs := make([]host.Request, tasks)
+	for i := range reqs {
+		reqs[i] = host.Request{Op: host.Read, Local: local[i*size : (i+1)*size], Segment: seg.ID, Remote: b.Ready.Buffers[0].Base + uint64(i*size)}
+	}
+	if err := a.Submit(id, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Unregister(ctx, local); err != nil {
+		t.Fatal(err)
+	}
+	for i := range local {
+		local[i] = 0xee
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_ = a.Wait(wctx, id) // some tasks fail: that is the point
+	if wctx.Err() != nil {
+		t.Fatal("the batch did not end")
+	}
+	completed := 0
+	for i := range tasks {
+		ts, err := a.TaskStatus(id, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case ts.State == host.StateCompleted:
+			completed++
+		case errors.Is(ts.Err, host.ErrNotRegistered):
+		default:
+			t.Errorf("task %d: %v %v, want COMPLETED or NOT_REGISTERED", i, ts.State, ts.Err)
+		}
+	}
+	for i, c := range local {
+		if c != 0xee {
+			t.Fatalf("byte %d changed after Unregister returned (%d of %d tasks completed)", i, completed, tasks)
+		}
+	}
+	t.Logf("%d of %d tasks completed before Unregister", completed, tasks)
+}
+
+// TestForeignMemoryAtThePeer: a peer engine in another process exposes
+// Go heap memory; its descriptor says so, this engine routes to tcp
+// (never shm, although the peer is on this machine), explain names the
+// peer's extra copy, and the bytes arrive verified both ways.
+func TestForeignMemoryAtThePeer(t *testing.T) {
+	const seed, span = 24, 4<<20 + 4096
+	ctx := context.Background()
+	a := newEngine(t, "peer-app-a")
+	b := startPeer(t, "--name", "peer-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--app-memory")
+	seg, err := a.OpenSegment(ctx, "peer-app-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	remote := b.Ready.Buffers[0].Base
+	local := localBuffer(t, ctx, a, span)
+	why, err := a.Explain(host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: remote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"tcp: taken", "shm: considered, skipped: maps memory for zero copy and cannot reach the target buffer", "one extra copy there"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("explain lacks %q:\n%s", want, why)
+		}
+	}
+	for _, n := range []int{1, 65537, 4 << 20} {
+		dst := local[7 : 7+n]
+		clear(dst)
+		if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + 3}); err != nil {
+			t.Fatalf("read %d: %v", n, err)
+		}
+		if !bytes.Equal(dst, pattern(n, 3, seed)) {
+			t.Fatalf("read %d bytes: bytes differ from the peer's pattern", n)
+		}
+		rand.Read(dst)
+		if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: dst, Segment: seg.ID, Remote: remote + 5}); err != nil {
+			t.Fatalf("write %d: %v", n, err)
+		}
+		if got, want := b.ask(t, "sha256 %d %d", 5, n), sum(dst); got != want {
+			t.Fatalf("write %d bytes: peer has sha256 %s, sent %s", n, got, want)
+		}
+		b.ask(t, "fill %d", seed)
+	}
+}
+
+// TestForeignMemoryAfterPluginRestart kills the tcp plugin while Go heap
+// memory is registered: the restarted run gets the region again (replay),
+// attaches to this process as its predecessor did (under Yama scope 1 the
+// one PR_SET_PTRACER grant covers every descendant), and moves verified
+// bytes from it.
+func TestForeignMemoryAfterPluginRestart(t *testing.T) {
+	const seed, span = 25, 1 << 20
+	ctx := context.Background()
+	a := newEngine(t, "restart-app-a")
+	b := startPeer(t, "--name", "restart-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
+	seg, err := a.OpenSegment(ctx, "restart-app-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := make([]byte, span)
+	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	before := pluginStatus(a, "tcp")
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the tcp plugin (pid %d): %v", before.PID, err)
+	}
+	after := waitBack(t, a, "tcp", before.Restarts)
+	if after.PID == before.PID {
+		t.Fatalf("tcp still runs as pid %d", after.PID)
+	}
+	if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(local, pattern(span, 0, seed)) {
+		t.Fatal("read after the restart: bytes differ from the peer's pattern")
+	}
+	rand.Read(local)
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Transport: "tcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := b.ask(t, "sha256 0 %d", span), sum(local); got != want {
+		t.Fatalf("write after the restart: peer has sha256 %s, sent %s", got, want)
+	}
+	if foreignCopied(t, a) < 2*span {
+		t.Errorf("the restarted tcp copied %d bytes of app memory, want %d", foreignCopied(t, a), 2*span)
+	}
+}
