@@ -67,6 +67,9 @@ const (
 	// restarted. See Supervise.
 	DefaultContractViolations = 10
 	DefaultContractWindow     = 10 * time.Second
+	// DefaultEndGrace is how long a plugin may hold slices of a task
+	// that was canceled or timed out before it is killed; see Supervise.
+	DefaultEndGrace = 5 * time.Second
 )
 
 // Limits that Validate enforces on the transfer block.
@@ -105,6 +108,8 @@ const (
 	MaxContractViolations = 1 << 20
 	MinContractWindow     = 10 * time.Millisecond
 	MaxContractWindow     = time.Hour
+	MinEndGrace           = 10 * time.Millisecond
+	MaxEndGrace           = 10 * time.Minute
 )
 
 // Config is one engine's configuration.
@@ -271,6 +276,11 @@ type Supervise struct {
 	ContractViolations int
 	ContractWindow     time.Duration
 	ContractOff        bool
+	// EndGrace bounds "ended": a task canceled or timed out while a
+	// plugin holds slices of it is reported ended only once they are back
+	// (aborted, where the plugin can) or the plugin is gone; a plugin
+	// that holds them for EndGrace is killed and restarted.
+	EndGrace time.Duration
 }
 
 // WithDefaults returns s with every zero duration replaced by its default.
@@ -282,6 +292,7 @@ func (s Supervise) WithDefaults() Supervise {
 		s.ContractViolations = DefaultContractViolations
 	}
 	s.ContractWindow = cmp.Or(s.ContractWindow, DefaultContractWindow)
+	s.EndGrace = cmp.Or(s.EndGrace, DefaultEndGrace)
 	return s
 }
 

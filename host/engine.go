@@ -117,6 +117,7 @@ type Engine struct {
 
 	tracker *progress.Tracker
 	path    requestPath // the request path's stages; see path.go
+	aborts  aborts      // ended tasks' slices to abort; see abort.go
 
 	topo *segment.Topology // this machine, from sysfs; published
 
@@ -146,7 +147,7 @@ type Engine struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
-	wg        sync.WaitGroup // the metastore watch that follow runs
+	wg        sync.WaitGroup // the metastore watch that follow runs, and runAborts
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
@@ -184,6 +185,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
 	e.tracker.OnFailure(e.onFailure)
+	e.tracker.OnHold(e.onHold)
+	e.aborts.wake = make(chan struct{}, 1)
 	e.mem = localmem.New(cfg.Name, controlTimeout)
 	e.segs = remotes.New(e.machineID, controlTimeout)
 	sv := cfg.Supervise.WithDefaults()
@@ -191,6 +194,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall,
 		Stall:          supervisor.Stall{Off: sv.Off, Interval: sv.Interval, After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout},
 		Contract:       supervisor.Contract{Violations: uint64(sv.ContractViolations), Within: sv.ContractWindow},
+		EndGrace:       sv.EndGrace,
 		Backoff:        supervisor.DefaultBackoff,
 		ControlTimeout: controlTimeout,
 		Tracker:        e.tracker,
@@ -208,6 +212,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.plugins = append(e.plugins, ps)
 		e.byName[ps.name] = ps
 	}
+	e.wg.Add(1)
+	go e.runAborts()
 	sel, err := newSelector(cfg, e.plugins)
 	if err == nil {
 		err = e.checkPolicyRails()
