@@ -298,7 +298,7 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 	t.failing.Store(false)
 	t.ending.Store(0)
 	t.endAt.Store(0)
-	if t.held.Swap(false) && b.tracker != nil {
+	if t.held.Load() && t.held.Swap(false) && b.tracker != nil {
 		b.tracker.held.Add(-1) // a task of the batch's previous life, freed held
 	}
 	t.Length, t.Deadline = length, deadline
