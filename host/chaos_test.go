@@ -331,9 +331,14 @@ func (r *chaosRun) drive(ctx context.Context, n int, seed uint64) {
 // at random offsets, through Transfer and through the batch API, some with
 // deadlines, some canceled) while the fault plugin drops, corrupts, delays
 // and crashes under them, and a second fault plugin stalls and is killed.
-// It checks that every task ends in exactly one terminal state that its
-// op allows, that no batch task changes state once terminal, that every
-// COMPLETED task's bytes are right at their destination, that every fault
+// Some batches cancel single tasks (CancelTask) and leave the others to
+// run. It checks that every task ends in exactly one terminal state that
+// its op allows (CANCELED only for a task that was canceled), that no
+// batch task changes state once terminal, that every COMPLETED task's
+// bytes are right at their destination, that the local buffer of every
+// task that ended otherwise, which the application overwrites at once,
+// is never touched again (a plugin still writing it would show by the
+// run's end), that every fault
 // kind happened, that the run ends in bounded time, and that closing the
 // engine leaves no goroutine behind.
 //
