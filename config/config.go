@@ -71,6 +71,9 @@ const (
 	// DefaultMetricsPluginTimeout bounds a scrape's wait for the
 	// plugins' counters.
 	DefaultMetricsPluginTimeout = time.Second
+	// DefaultEndGrace is how long a plugin may hold slices of a task
+	// that was canceled or timed out before it is killed; see Supervise.
+	DefaultEndGrace = 5 * time.Second
 )
 
 // Limits that Validate enforces on the transfer block.
@@ -113,6 +116,8 @@ const (
 	// timeout (10s by default), and long enough for a Stats call.
 	MinMetricsPluginTimeout = 10 * time.Millisecond
 	MaxMetricsPluginTimeout = 10 * time.Second
+	MinEndGrace           = 10 * time.Millisecond
+	MaxEndGrace           = 10 * time.Minute
 )
 
 // Config is one engine's configuration.
@@ -299,6 +304,11 @@ type Supervise struct {
 	ContractViolations int
 	ContractWindow     time.Duration
 	ContractOff        bool
+	// EndGrace bounds "ended": a task canceled or timed out while a
+	// plugin holds slices of it is reported ended only once they are back
+	// (aborted, where the plugin can) or the plugin is gone; a plugin
+	// that holds them for EndGrace is killed and restarted.
+	EndGrace time.Duration
 }
 
 // WithDefaults returns s with every zero duration replaced by its default.
@@ -310,6 +320,7 @@ func (s Supervise) WithDefaults() Supervise {
 		s.ContractViolations = DefaultContractViolations
 	}
 	s.ContractWindow = cmp.Or(s.ContractWindow, DefaultContractWindow)
+	s.EndGrace = cmp.Or(s.EndGrace, DefaultEndGrace)
 	return s
 }
 

@@ -191,6 +191,9 @@ var superviseTable = &table[Supervise]{
 		{name: "contract_window", typ: tDuration, def: DefaultContractWindow, lazy: true, min: MinContractWindow, max: MaxContractWindow,
 			doc: "The window contract_violations are counted in; as fine as interval.",
 			at:  func(s *Supervise) any { return &s.ContractWindow }},
+		{name: "end_grace", typ: tDuration, def: DefaultEndGrace, lazy: true, min: MinEndGrace, max: MaxEndGrace,
+			doc: "How long a plugin may hold slices of a task that was canceled or timed out (they are aborted where the plugin can) before it is killed and restarted: a task is reported ended only once no plugin touches its buffer; as fine as interval.",
+			at:  func(s *Supervise) any { return &s.EndGrace }},
 	},
 	after: func(s *Supervise, set func(string) bool) {
 		s.Off = set("stall_after") && s.StallAfter == 0

@@ -50,6 +50,9 @@ const (
 	chaosStallAfter    = 20
 	chaosStallTimeouts = 3
 	chaosStallDeadline = 200 * time.Millisecond
+	// chaosEndGrace is the initiator's supervise.end_grace: how long a
+	// plugin may hold an ended task's slices before it is killed.
+	chaosEndGrace = 300 * time.Millisecond
 )
 
 // chaosConfig is the HCL of the chaos test's engines. With faults (the
@@ -83,9 +86,15 @@ func chaosConfig(name string, faults bool, crashAfter int) string {
       after = %d
     }`, chaosStallAfter)
 	}
+	supervise := ""
+	if faults {
+		// A stalled plugin holds its timed-out tasks' slices: the
+		// engine kills it after end_grace (the tasks end TIMEOUT then).
+		supervise = fmt.Sprintf("supervise {\n  end_grace = %q\n  interval = \"100ms\"\n}\n", chaosEndGrace.String())
+	}
 	return fmt.Sprintf(`name = %q
 plugin_dir = %q
-plugin "fault" {
+%splugin "fault" {
   config {%s
     tcp {
       listen = ["127.0.0.1:0"]
@@ -108,7 +117,7 @@ plugin "tcp" {
 policy "chaos" {
   transports = ["fault", "tcp"]
 }
-`, name, binDir, faultBlocks, filepath.Join(binDir, "ferry-plugin-fault"), stallBlocks)
+`, name, binDir, supervise, faultBlocks, filepath.Join(binDir, "ferry-plugin-fault"), stallBlocks)
 }
 
 // chaosTask is one request of the run and where its bytes live.
@@ -151,6 +160,7 @@ type chaosRun struct {
 	failed atomic.Bool  // stop early after a failure
 
 	mu       sync.Mutex
+	spaces   []*chaosSpace
 	batches  []chaosBatch
 	states   map[host.State]int
 	byMode   map[string]int
@@ -189,6 +199,18 @@ type chaosSpace struct {
 	// on the peer, so no later task may use them and be judged by them.
 	quarantine [][2]int
 	held       int
+	// reused holds the local ranges of tasks that ended without
+	// completing, which the application overwrote with its own bytes
+	// once the task had ended: no plugin may touch them afterwards.
+	reused []chaosReuse
+}
+
+// chaosReuse is a local range the application took back after its task
+// ended, and what it wrote there.
+type chaosReuse struct {
+	off  int
+	mark []byte
+	what string
 }
 
 // alloc returns the offset of n free bytes, or -1 when quarantined ranges
@@ -212,6 +234,16 @@ func (s *chaosSpace) alloc(n int) int {
 		s.next = blocked
 	}
 	return -1
+}
+
+// space returns the span of worker w (the stall driver's: chaosWorkers),
+// kept for the run's end.
+func (r *chaosRun) space(w int) *chaosSpace {
+	sp := &chaosSpace{idx: w, local: r.local[w*chaosSpan : (w+1)*chaosSpan]}
+	r.mu.Lock()
+	r.spaces = append(r.spaces, sp)
+	r.mu.Unlock()
+	return sp
 }
 
 func (s *chaosSpace) hold(off, n int) {
@@ -285,15 +317,28 @@ func (r *chaosRun) drive(ctx context.Context, n int, seed uint64) {
 		r.stallDriver(ctx, seed)
 	}()
 	wg.Wait()
+	// Every buffer the application took back after its task ended is
+	// as it left it, the whole run later.
+	r.mu.Lock()
+	spaces := r.spaces
+	r.mu.Unlock()
+	for _, sp := range spaces {
+		r.checkReused(sp)
+	}
 }
 
 // TestChaos runs many random transfers (reads and writes of 1 B to 256 KiB
 // at random offsets, through Transfer and through the batch API, some with
 // deadlines, some canceled) while the fault plugin drops, corrupts, delays
 // and crashes under them, and a second fault plugin stalls and is killed.
-// It checks that every task ends in exactly one terminal state that its
-// op allows, that no batch task changes state once terminal, that every
-// COMPLETED task's bytes are right at their destination, that every fault
+// Some batches cancel single tasks (CancelTask) and leave the others to
+// run. It checks that every task ends in exactly one terminal state that
+// its op allows (CANCELED only for a task that was canceled), that no
+// batch task changes state once terminal, that every COMPLETED task's
+// bytes are right at their destination, that the local buffer of every
+// task that ended otherwise, which the application overwrites at once,
+// is never touched again (a plugin still writing it would show by the
+// run's end), that every fault
 // kind happened, that the run ends in bounded time, and that closing the
 // engine leaves no goroutine behind.
 //
@@ -410,7 +455,10 @@ type chaosMode struct {
 	name     string
 	transfer bool // Transfer; else AllocateBatch, Submit, Wait
 	cancel   bool // Transfer: its ctx is canceled after a moment; batch: Cancel right after Submit
-	waitFor  time.Duration
+	// cancelTask: batch, CancelTask on some of its tasks right after
+	// Submit; the others must not notice.
+	cancelTask bool
+	waitFor    time.Duration
 }
 
 func pickMode(rng *rand.Rand) chaosMode {
@@ -419,8 +467,10 @@ func pickMode(rng *rand.Rand) chaosMode {
 		return chaosMode{name: "transfer", transfer: true}
 	case x < 0.50:
 		return chaosMode{name: "transfer+cancel", transfer: true, cancel: true}
-	case x < 0.95:
+	case x < 0.90:
 		return chaosMode{name: "batch"}
+	case x < 0.95:
+		return chaosMode{name: "batch+cancel-task", cancelTask: true}
 	case x < 0.975:
 		return chaosMode{name: "batch+cancel", cancel: true}
 	default:
@@ -439,7 +489,7 @@ func chaosSize(rng *rand.Rand) int {
 func (r *chaosRun) worker(ctx context.Context, w, n int, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, uint64(w)))
 	fill := rand.NewChaCha8([32]byte{byte(w), byte(seed), byte(seed >> 8), byte(seed >> 16)})
-	sp := &chaosSpace{idx: w, local: r.local[w*chaosSpan : (w+1)*chaosSpan]}
+	sp := r.space(w)
 	for !r.failed.Load() && ctx.Err() == nil {
 		k := 1 + rng.IntN(chaosMaxBatch)
 		end := int(r.issued.Add(int64(k)))
@@ -528,6 +578,16 @@ func (r *chaosRun) run(ctx context.Context, sp *chaosSpace, mode chaosMode, task
 		}
 		if mode.cancel {
 			r.e.Cancel(id)
+		}
+		if mode.cancelTask {
+			for i := range tasks {
+				if rng.IntN(2) == 0 {
+					tasks[i].cancelable = true
+					if err := r.e.CancelTask(id, i); err != nil {
+						r.errorf("cancel task %d of %d: %v", i, len(tasks), err)
+					}
+				}
+			}
 		}
 		wctx := ctx
 		if mode.waitFor > 0 {
@@ -648,7 +708,47 @@ func (r *chaosRun) check(sp *chaosSpace, tk *chaosTask, s host.State, err error,
 		r.errorf("%s ended %v with %v; its op does not allow that", what(), s, err)
 	}
 	if s != host.StateCompleted && s != host.StateInvalid {
+		// The remote range stays quarantined: a write that ended so may
+		// have partly landed. The local one the application reuses at
+		// once: "ended" means no plugin touches it any more.
 		sp.hold(tk.off, tk.n)
+		sp.reuse(tk.off, tk.n, fmt.Sprintf("%s, ended %v", what(), s))
+	}
+}
+
+// reuse overwrites local range [off, off+n) of sp, as an application
+// does with a buffer whose task ended, and remembers what it wrote.
+func (s *chaosSpace) reuse(off, n int, what string) {
+	mark := make([]byte, n)
+	for i := range mark {
+		mark[i] = byte(off+i)*7 + 0x5a
+	}
+	copy(s.local[off:off+n], mark)
+	s.reused = append(s.reused, chaosReuse{off: off, mark: mark, what: what})
+}
+
+// checkReused reports every reused range of sp whose bytes changed after
+// the application wrote them: a plugin touched a buffer after its task
+// was reported ended.
+func (r *chaosRun) checkReused(sp *chaosSpace) {
+	bad := 0
+	for _, u := range sp.reused {
+		got := sp.local[u.off : u.off+len(u.mark)]
+		if bytes.Equal(got, u.mark) {
+			continue
+		}
+		changed := 0
+		for i := range got {
+			if got[i] != u.mark[i] {
+				changed++
+			}
+		}
+		if bad++; bad <= 5 {
+			r.errorf("worker %d: %s: %d of its %d bytes changed after the task ended and the application reused them", sp.idx, u.what, changed, len(got))
+		}
+	}
+	if bad > 5 {
+		r.errorf("worker %d: %d reused ranges changed in all", sp.idx, bad)
 	}
 }
 
@@ -679,7 +779,7 @@ func (r *chaosRun) verify(sp *chaosSpace, tk *chaosTask, what func() string) {
 func (r *chaosRun) stallDriver(ctx context.Context, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 1<<32))
 	fill := rand.NewChaCha8([32]byte{0xff, byte(seed)})
-	sp := &chaosSpace{idx: chaosWorkers, local: r.local[chaosWorkers*chaosSpan : (chaosWorkers+1)*chaosSpan]}
+	sp := r.space(chaosWorkers)
 	redo := 0 // cycles whose timeouts all came before the stall
 	for cycle := 0; cycle < chaosStallCycles; cycle++ {
 		before := pluginStatus(r.e, "stall")
@@ -715,9 +815,10 @@ func (r *chaosRun) stallDriver(ctx context.Context, seed uint64) {
 		}
 		st := pluginStatus(r.e, "stall")
 		switch {
-		case st.Restarts > before.Restarts:
-			// Something else (the engine's own stall supervision,
-			// where it exists) restarted the plugin already.
+		case st.Restarts > before.Restarts || st.Stalls > before.Stalls:
+			// Something else restarted the plugin already, or is
+			// restarting it: the engine's own supervision, which kills
+			// a plugin that holds ended tasks' slices past end_grace.
 		case st.Counters["stalled"] == 0 && st.Counters["ops_timed_out"] >= uint64(timeouts) && redo < chaosStallCycles:
 			// On a starved machine a task's deadline can pass before
 			// the plugin even looks at it: the plugin ends it TIMEOUT

@@ -120,6 +120,7 @@ type Engine struct {
 
 	tracker *progress.Tracker
 	path    requestPath // the request path's stages; see path.go
+	aborts  aborts      // ended tasks' slices to abort; see abort.go
 
 	topo *segment.Topology // this machine, from sysfs; published
 
@@ -153,7 +154,7 @@ type Engine struct {
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
-	wg        sync.WaitGroup // the metastore watch that follow runs
+	wg        sync.WaitGroup // the metastore watch that follow runs, and runAborts
 
 	metricsObs *metrics.Observer // nil without metrics; see metrics.go
 	metricsX   *metrics.Exporter
@@ -194,6 +195,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
 	e.tracker.OnFailure(e.onFailure)
+	e.tracker.OnHold(e.onHold)
+	e.aborts.wake = make(chan struct{}, 1)
 	e.mem = localmem.New(cfg.Name, controlTimeout)
 	e.segs = remotes.New(e.machineID, controlTimeout)
 	sv := cfg.Supervise.WithDefaults()
@@ -201,6 +204,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall,
 		Stall:          supervisor.Stall{Off: sv.Off, Interval: sv.Interval, After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout},
 		Contract:       supervisor.Contract{Violations: uint64(sv.ContractViolations), Within: sv.ContractWindow},
+		EndGrace:       sv.EndGrace,
 		Backoff:        supervisor.DefaultBackoff,
 		ControlTimeout: controlTimeout,
 		Tracker:        e.tracker,
@@ -219,6 +223,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.plugins = append(e.plugins, ps)
 		e.byName[ps.name] = ps
 	}
+	e.wg.Add(1)
+	go e.runAborts()
 	if err := e.checkStarted(); err != nil {
 		e.Close()
 		return nil, err

@@ -79,7 +79,24 @@ func (r *Request) deadline() int64 {
 }
 
 // BatchID names a batch from AllocateBatch.
-type BatchID struct{ b *progress.Batch }
+type BatchID struct {
+	b *progress.Batch
+	// id is the batch's progress.Batch.ID when it was allocated: a freed
+	// batch's record is reused, and its next life has another.
+	id uint64
+}
+
+// live returns the batch id names, or an error saying why there is none
+// (a zero BatchID, or one already freed); what says which call asked.
+func (e *Engine) live(id BatchID, what string) (*progress.Batch, error) {
+	if id.b == nil {
+		return nil, fmt.Errorf("%w: %s: zero BatchID", ErrInvalid, what)
+	}
+	if id.b.ID() != id.id || !e.tracker.Live(id.b) {
+		return nil, fmt.Errorf("%w: %s: the batch was freed (FreeBatch); its tasks are gone", ErrInvalid, what)
+	}
+	return id.b, nil
+}
 
 // TaskStatus is one task's state.
 type TaskStatus struct {
@@ -113,15 +130,26 @@ func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
 		return BatchID{}, fmt.Errorf("%w: allocate batch: %w", ErrInvalid, err)
 	}
 	e.path.attach(b)
-	return BatchID{b}, nil
+	return BatchID{b: b, id: b.ID()}, nil
 }
 
-// FreeBatch releases a batch. Tasks still pending are canceled first.
+// FreeBatch releases a batch. Tasks still pending are canceled first,
+// and FreeBatch returns once they have ended (no plugin touches their
+// memory), within the bound Wait has after a cancel; freeing a batch
+// twice does nothing.
 func (e *Engine) FreeBatch(id BatchID) error {
 	if id.b == nil {
 		return fmt.Errorf("%w: free batch: zero BatchID", ErrInvalid)
 	}
-	id.b.Cancel()
+	if _, err := e.live(id, "free batch"); err != nil {
+		return nil // freed already
+	}
+	if !id.b.Done(0) {
+		id.b.Cancel()
+		if err := e.awaitEnded(id.b); err != nil {
+			e.log.Warn("batch freed while a plugin still holds slices of its tasks", "error", err)
+		}
+	}
 	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
 	slot, n := id.b.Slot(), id.b.Len()
 	if e.tracker.Free(id.b) {
@@ -314,7 +342,7 @@ func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt route
 	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	res := putResult{i: i, slices: plan.Slices}
 	for off := uint64(0); off < n; off += plan.Slice {
-		if b.State(i, now).Terminal() { // canceled or expired while being cut
+		if b.Stopping(i, now) { // canceled or expired while being cut: the rest never leaves
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
@@ -354,14 +382,67 @@ func (e *Engine) cut(b *progress.Batch, l *progress.Lane, ps *pluginState, c put
 }
 
 // TaskStatus returns task i of the batch.
+//
+// A task canceled or timed out is reported so only once no plugin can
+// touch its memory: until every slice it had out came back (aborted,
+// where the plugin can) or their plugin was killed, it reads PENDING.
+// See the package documentation, "What ended means".
 func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 	if id.b == nil || i < 0 || i >= id.b.Len() {
 		return TaskStatus{}, fmt.Errorf("%w: task %d: no such task", ErrInvalid, i)
 	}
-	t := id.b.Task(i)
-	st := TaskStatus{State: id.b.State(i, progress.Now()), Bytes: t.Bytes(), Attempts: id.b.Attempt(i) + 1}
-	st.Err = e.taskErr(id.b, i, st.State)
-	return st, nil
+	if _, err := e.live(id, "task status"); err != nil {
+		return TaskStatus{}, err
+	}
+	return e.taskStatus(id.b, i, progress.Now()), nil
+}
+
+func (e *Engine) taskStatus(b *progress.Batch, i int, now int64) TaskStatus {
+	t := b.Task(i)
+	st := TaskStatus{State: b.State(i, now), Bytes: t.Bytes(), Attempts: b.Attempt(i) + 1}
+	st.Err = e.taskErr(b, i, st.State)
+	return st
+}
+
+// TaskStatusList fills out with the statuses of tasks first,
+// first+1, ... of the batch, as many as out holds or the batch has, and
+// returns how many it filled (TENT's tent_task_status_list). It
+// allocates nothing for tasks that are pending or completed; the Err of
+// a task that ended otherwise is built as TaskStatus builds it.
+func (e *Engine) TaskStatusList(id BatchID, first int, out []TaskStatus) (int, error) {
+	b, err := e.live(id, "task status list")
+	if err != nil {
+		return 0, err
+	}
+	if first < 0 || first > b.Len() {
+		return 0, fmt.Errorf("%w: task status list: first task %d is outside the batch's %d tasks", ErrInvalid, first, b.Len())
+	}
+	n := min(len(out), b.Len()-first)
+	now := progress.Now()
+	for k := range n {
+		out[k] = e.taskStatus(b, first+k, now)
+	}
+	return n, nil
+}
+
+// CancelTask cancels task i of the batch, leaving its other tasks
+// alone. The task ends CANCELED, or as it ended if it ended first (it
+// completed, say): once, whichever comes first. Its slices not yet sent
+// never leave; the ones a plugin holds are aborted where the plugin can
+// (sdk.Aborter), and otherwise their completions are dropped. CancelTask
+// does not wait: the task reads CANCELED once no plugin touches its
+// memory (Wait and TaskStatus see it then). Canceling a task that does
+// not exist, or of a freed batch, is an error (ErrInvalid).
+func (e *Engine) CancelTask(id BatchID, i int) error {
+	b, err := e.live(id, "cancel task")
+	if err != nil {
+		return fmt.Errorf("task %d: %w", i, err)
+	}
+	if i < 0 || i >= b.Len() {
+		return fmt.Errorf("%w: cancel task %d: no such task; the batch holds %d", ErrInvalid, i, b.Len())
+	}
+	b.Finish(i, progress.Canceled, nil)
+	return nil
 }
 
 func (e *Engine) taskErr(b *progress.Batch, i int, s State) error {
@@ -407,7 +488,8 @@ func (e *Engine) BatchStatus(id BatchID) (BatchStatus, error) {
 	return s, nil
 }
 
-// Cancel ends every pending task of the batch CANCELED.
+// Cancel ends every pending task of the batch CANCELED, as CancelTask
+// does each: it does not wait for them to end.
 func (e *Engine) Cancel(id BatchID) error {
 	if id.b == nil {
 		return fmt.Errorf("%w: zero BatchID", ErrInvalid)
@@ -418,7 +500,12 @@ func (e *Engine) Cancel(id BatchID) error {
 
 // Wait blocks until every task of the batch has ended or ctx ends; when
 // ctx ends first, the pending tasks are canceled (TIMEOUT if ctx's deadline
-// passed) and ctx's error is returned.
+// passed) and ctx's error is returned once they have ended. A task ends
+// only when no plugin touches its memory any more, so after ctx ends Wait
+// still waits for the slices in flight to come back (aborted, where the
+// plugin can), for at most supervise.end_grace and the kill of a plugin
+// that holds them past it; see "What ended means" in the package
+// documentation.
 //
 // For a short while Wait drains the completion rings itself: a completion
 // that arrives within the spin budget reaches the caller without waking
@@ -439,7 +526,7 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		// One lane carries everything: wait on its completion ring
 		// directly, so the plugin's wakeup lands here.
 		done := func() bool { return b.Done(deadlineClock(b)) }
-		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline(), small) {
+		for !l.WaitOn(e.tracker, done, ctx.Done(), waitUntil(b), small) {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}
@@ -468,7 +555,7 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 			return nil
 		}
 		var tc <-chan time.Time
-		if md := b.MinDeadline(); md != 0 {
+		if md := waitUntil(b); md != 0 {
 			wait := time.Duration(md - now)
 			if timer == nil {
 				timer = time.NewTimer(wait)
@@ -497,8 +584,28 @@ func deadlineClock(b *progress.Batch) int64 {
 	return progress.Now()
 }
 
+// waitUntil is when a waiter on b next has a deadline to look at (unix
+// ns, 0 = none): the batch's earliest, or, once that has passed (its
+// task may be held: ended, its slices still out), a short while from
+// now, so that tasks with later deadlines are still expired in time.
+func waitUntil(b *progress.Batch) int64 {
+	md := b.MinDeadline()
+	if md == 0 {
+		return 0
+	}
+	if now := progress.Now(); md <= now {
+		return now + int64(heldPoll)
+	}
+	return md
+}
+
+// heldPoll is how often a waiter looks at the deadlines of a batch whose
+// earliest deadline has passed.
+const heldPoll = 10 * time.Millisecond
+
 // abandon ends the batch's pending tasks because ctx ended: TIMEOUT if
-// its deadline passed, else CANCELED.
+// its deadline passed, else CANCELED. It returns once they have ended
+// (awaitEnded), with ctx's error.
 func (e *Engine) abandon(ctx context.Context, b *progress.Batch) error {
 	s := progress.Canceled
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
@@ -507,7 +614,63 @@ func (e *Engine) abandon(ctx context.Context, b *progress.Batch) error {
 	for i := range b.Len() {
 		b.Finish(i, s, nil)
 	}
+	if err := e.awaitEnded(b); err != nil {
+		return fmt.Errorf("%w; %w", ctx.Err(), err)
+	}
 	return ctx.Err()
+}
+
+// awaitEnded waits for every task of b, whose ends were all decided, to
+// end: for the slices plugins hold to come back, or for the plugin that
+// holds them past supervise.end_grace to be killed (the supervisor does
+// that). It gives up after endBound, with an error that says how many
+// tasks a plugin still holds; they stay PENDING.
+func (e *Engine) awaitEnded(b *progress.Batch) error {
+	if b.Done(0) {
+		return nil
+	}
+	bound := e.endBound()
+	timer := time.NewTimer(bound)
+	defer timer.Stop()
+	poll := time.NewTicker(heldPoll) // the last task's end wakes b; this covers a wake taken by another waiter
+	defer poll.Stop()
+	for !b.Done(0) {
+		select {
+		case <-b.Wake():
+		case <-poll.C:
+			e.pollLanes()
+		case <-timer.C:
+			held := 0
+			for i := range b.Len() {
+				if !b.State(i, 0).Terminal() {
+					held++
+				}
+			}
+			return fmt.Errorf("%w: %d tasks did not end within %s: their plugin still holds slices of them (and was not killed in time); their buffers are not safe to reuse", ErrPluginFailed, held, bound)
+		}
+	}
+	return nil
+}
+
+// pollLanes reaps what every running plugin's completion rings hold, for
+// a waiter whose completions no reaper may be taking (the supervisor
+// starts reapers; a waiter also takes them itself).
+func (e *Engine) pollLanes() {
+	for _, ps := range e.plugins {
+		if ps.usable() {
+			for _, l := range ps.run().lanes {
+				l.Poll(e.tracker)
+			}
+		}
+	}
+}
+
+// endBound is how long awaitEnded waits: the grace a plugin has to give
+// back an ended task's slices, then the supervisor's next looks, which
+// kill a plugin that did not, and its exit.
+func (e *Engine) endBound() time.Duration {
+	sv := e.cfg.Supervise.WithDefaults()
+	return 2*sv.EndGrace + 3*sv.Interval + controlTimeout
 }
 
 // soleLane returns the only lane of the only running plugin, or nil when

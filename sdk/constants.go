@@ -45,6 +45,8 @@ var Handshake = plugin.HandshakeConfig{
 const (
 	// InterfaceDrainer: the Transport implements Drainer (protocol 2).
 	InterfaceDrainer = "drainer"
+	// InterfaceAborter: the Transport implements Aborter (protocol 2).
+	InterfaceAborter = "aborter"
 )
 
 // implemented lists the optional interfaces impl has, by type assertion.
@@ -52,6 +54,9 @@ func implemented(impl Transport) []string {
 	var names []string
 	if _, ok := impl.(Drainer); ok {
 		names = append(names, InterfaceDrainer)
+	}
+	if _, ok := impl.(Aborter); ok {
+		names = append(names, InterfaceAborter)
 	}
 	return names
 }

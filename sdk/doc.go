@@ -1,6 +1,6 @@
 // Package sdk is what a transport plugin author imports: the Transport
 // interface (transport.go) in plain Go types, the optional interfaces a
-// Transport may add (Drainer; found by type assertion and listed in
+// Transport may add (Drainer, Aborter; found by type assertion and listed in
 // Describe), the capabilities Info declares, and ServeTransport to run it
 // as a plugin process. It owns the plugin side of the protocol: the
 // go-plugin handshake and version negotiation, the gRPC control plane

@@ -375,6 +375,20 @@ func (s *server) Drain(ctx context.Context, _ *transportv1.DrainRequest) (*trans
 	return &transportv1.DrainResponse{}, nil
 }
 
+// Abort is the Aborter's RPC; a Transport without it answers
+// Unimplemented, as for Drain.
+func (s *server) Abort(ctx context.Context, req *transportv1.AbortRequest) (*transportv1.AbortResponse, error) {
+	a, ok := s.impl.(Aborter)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "abort: the plugin's Transport does not implement sdk.Aborter")
+	}
+	n, err := a.Abort(ctx, req.GetTokens())
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "abort: %v", err)
+	}
+	return &transportv1.AbortResponse{Aborted: uint64(max(n, 0))}, nil
+}
+
 func (s *server) Stop(ctx context.Context, _ *transportv1.StopRequest) (*transportv1.StopResponse, error) {
 	if err := s.stop(ctx); err != nil {
 		return nil, status.Errorf(codes.Internal, "stop: %v", err)

@@ -101,6 +101,34 @@ type Drainer interface {
 	Drain(ctx context.Context) error
 }
 
+// Aborter is an optional interface (protocol 2) a Transport implements to
+// stop descriptors early: the host calls Abort with the tokens of a task
+// it canceled or that timed out, because it reports the task ended only
+// once no plugin touches the task's memory.
+//
+// Abort gives back every descriptor the plugin holds whose token is in
+// tokens, as soon as the plugin no longer touches its local memory:
+//   - one not yet carried (queued) is never sent and completes with
+//     ring.StatusCanceled;
+//   - a read in flight stops writing local memory (what is left of its
+//     payload is read off the wire into scratch memory) and completes
+//     with ring.StatusCanceled once it no longer does;
+//   - a write already on the wire may have partly landed at the peer;
+//     it completes as the peer answers.
+//
+// Every descriptor still completes exactly once, on its lane's completion
+// ring; that completion is the promise that its memory is no longer
+// touched. Abort may return before the completions are posted, and
+// ignores tokens it does not hold. It returns how many descriptors it
+// found.
+//
+// The SDK lists Aborter in Describe (InterfaceAborter). The host calls it
+// only where listed; a plugin without it is waited for (the completion
+// of every slice it holds), within a bound after which it is killed.
+type Aborter interface {
+	Abort(ctx context.Context, tokens []uint64) (int, error)
+}
+
 // Info describes a plugin and what it can do; the host plans from it
 // (which transport, which slice size) instead of knowing plugins by name.
 // Every capability's zero value means "unknown": the host then uses its

@@ -9,6 +9,12 @@
 // what breaks the contract is dropped and counted per lane (Verdict,
 // Lane.Violations), for the supervisor to judge.
 //
+// It also keeps "ended" honest: a task canceled or timed out while slices
+// of it are out is held, not ended (Batch.Finish), until every slice is
+// back or its plugin is gone (FailTransport, Release); the tracker counts
+// held tasks (Held, HeldBy) for the supervisor's grace rule and tells the
+// engine of each (OnHold) so that the plugin is asked to abort them.
+//
 // It does not choose transports, validate addresses, size slices or
 // decide failover (host/selector, host/validate, host/slicer and
 // host/failover do), and it never touches payload bytes. Submission and

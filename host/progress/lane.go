@@ -107,7 +107,8 @@ func (l *Lane) Begin() { l.mu.Lock() }
 // room when the ring is full. Only between Begin and End.
 //
 // While the ring is full Put also gives up, with ErrTaskEnded, once task i
-// of b (when b is not nil) has ended: canceled, or its deadline passed. A
+// of b (when b is not nil) has ended or is ending: canceled, or its
+// deadline passed. A
 // plugin that stopped draining its ring must not hold a submitter past its
 // task's deadline.
 func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
@@ -119,7 +120,7 @@ func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 		if l.down.Load() || l.closing.Load() {
 			return ErrLaneDown
 		}
-		if b != nil && b.State(i, Now()).Terminal() {
+		if b != nil && b.Stopping(i, Now()) {
 			return ErrTaskEnded
 		}
 		l.sq.WaitSpace(l.spin, 10*time.Millisecond)

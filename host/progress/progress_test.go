@@ -145,17 +145,23 @@ func TestDeadlineCancelAndUnsent(t *testing.T) {
 	past := Now() - 1
 	i := b.Reserve(10, past)
 	b.SetSlices(i, 1)
-	if s := b.State(i, Now()); s != Timeout {
-		t.Fatalf("expired task is %v", s)
+	// Its slice is out: the task is decided TIMEOUT but not over until the
+	// slice comes back (a plugin could still be touching its memory).
+	if s := b.State(i, Now()); s != Pending || !b.Stopping(i, Now()) || tr.Held() != 1 {
+		t.Fatalf("expired task with a slice out is %v (stopping %v, held %d), want PENDING, stopping, held", s, b.Stopping(i, Now()), tr.Held())
 	}
 	tr.Complete(b.Token(i), ring.StatusOK, 10) // late completion
-	if s := b.State(i, Now()); s != Timeout || b.Task(i).Bytes() != 10 {
-		t.Fatalf("late completion changed the state to %v", s)
+	if s := b.State(i, Now()); s != Timeout || b.Task(i).Bytes() != 10 || tr.Held() != 0 {
+		t.Fatalf("after its late completion the task is %v (held %d), want TIMEOUT", s, tr.Held())
 	}
 	j := b.Reserve(10, 0)
 	b.SetSlices(j, 4)
-	if b.Cancel() != 1 || b.State(j, Now()) != Canceled {
-		t.Fatal("cancel did not end the pending task")
+	if b.Cancel() != 1 || b.State(j, Now()) != Pending || !b.Stopping(j, Now()) {
+		t.Fatal("cancel did not decide the end of the pending task")
+	}
+	b.Unsent(j, 4) // its submitter gives up the slices it had not sent
+	if b.State(j, Now()) != Canceled {
+		t.Fatal("cancel did not end the pending task once no slice was out")
 	}
 	k := b.Reserve(10, 0)
 	b.SetSlices(k, 2)
@@ -354,6 +360,14 @@ func TestPutGivesUpWhenTaskEnds(t *testing.T) {
 	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], ErrTaskEnded) {
 		t.Fatalf("Put on a ring of 2 that nobody drains: %v; want two nil, then ErrTaskEnded", errs)
 	}
+	// Two slices sit on the ring: the task is TIMEOUT only once they are
+	// back (here the plugin completes them without carrying them).
+	if s := b.State(i, Now()); s != Pending || !b.Stopping(i, Now()) {
+		t.Fatalf("task is %v, want PENDING and stopping while two slices are on the ring", s)
+	}
+	b.Unsent(i, 2)
+	tr.Complete(b.Token(i), ring.StatusCanceled, 0)
+	tr.Complete(b.Token(i), ring.StatusCanceled, 0)
 	if s := b.State(i, Now()); s != Timeout {
 		t.Fatalf("task is %v, want TIMEOUT", s)
 	}

@@ -60,6 +60,15 @@ type Task struct {
 	// of the attempt's failure, so that one failure starts one retry.
 	cut     atomic.Bool
 	failing atomic.Bool
+	// ending is the terminal state (Canceled or Timeout) decided for the
+	// task while a plugin still held slices of it, 0 if none: the task
+	// stays pending, and takes that state only when no plugin can touch
+	// its memory any more (every slice came back, or its plugin is gone;
+	// see Batch.Finish). endAt is when it was decided (unix ns), and held
+	// says the tracker counts the task among its held ones (Tracker.Held).
+	ending atomic.Uint32
+	endAt  atomic.Int64
+	held   atomic.Bool
 	// noting orders what a watcher is told of the task: Ended is
 	// reported under it, and so is every other event, only while the
 	// task is pending, so that nothing is reported after Ended. Taken
@@ -123,6 +132,8 @@ type Batch struct {
 	// watch, when set, is told of each task's settling and end; see
 	// Tracker.Watch.
 	watch Watcher
+	// tracker is the batch's owner: its held count and hold hook.
+	tracker *Tracker
 }
 
 // Watcher is told of the transitions the tracker makes of its tasks: an
@@ -234,13 +245,35 @@ func probeSeq(token uint64) (uint64, bool) {
 
 // State returns task i's state, first ending it TIMEOUT if its deadline
 // is at or before now.
+//
+// A task whose end was decided while a plugin still held slices of it
+// (canceled, or its deadline passed) is still Pending here: it is not
+// over until no plugin can touch its memory. Stopping tells it apart.
 func (b *Batch) State(i int, now int64) State {
 	t := &b.tasks[i]
-	if s := t.State(); s != Pending || t.Deadline == 0 || now < t.Deadline {
+	if s := t.State(); s != Pending || t.Deadline == 0 || now < t.Deadline || t.ending.Load() != 0 {
 		return s
 	}
 	b.Finish(i, Timeout, nil)
 	return t.State()
+}
+
+// Stopping reports whether task i has ended or its end was decided
+// (expiring it first, as State does): a submitter sends no more slices of
+// it.
+func (b *Batch) Stopping(i int, now int64) bool {
+	return b.State(i, now).Terminal() || b.tasks[i].ending.Load() != 0
+}
+
+// Ending returns the terminal state decided for task i while a plugin
+// holds slices of it, and since when (unix ns); Pending when there is
+// none (the task is running, or over).
+func (b *Batch) Ending(i int) (State, int64) {
+	t := &b.tasks[i]
+	if State(t.state.Load()).Terminal() {
+		return Pending, 0
+	}
+	return State(t.ending.Load()), t.endAt.Load()
 }
 
 // Reserve adds a task and returns its index, or -1 when the batch is full.
@@ -252,6 +285,9 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 		return -1
 	}
 	t := &b.tasks[i]
+	if t.held.Load() && t.held.Swap(false) && b.tracker != nil {
+		b.tracker.held.Add(-1) // a task of the batch's previous life, freed held
+	}
 	// Nobody reads task i before n counts it (the tracker, the status
 	// calls and the retry hook all look below n), and the store of n
 	// publishes it: plain writes reset it, a fraction of the cost of an
@@ -279,7 +315,16 @@ func (b *Batch) TotalBytes() uint64 { return b.total.Load() }
 func (b *Batch) MinDeadline() int64 { return b.minDeadline.Load() }
 
 // Finish ends task i in state s unless it already ended; reports whether
-// this call ended it.
+// this call ended it (or, for Canceled and Timeout, decided its end).
+//
+// "Ended" means no plugin still touches the task's memory. So a task
+// canceled or timed out while slices of it are out (published, or being
+// cut) is not ended at once: its end is decided (the first of Canceled
+// and Timeout wins), the tracker counts it held and its hold hook is told
+// (to abort the slices where the plugin can), and it takes that state
+// when its last slice comes back, or when its plugin is gone
+// (FailTransport, Release). Until then State reports it Pending, and a
+// Finish with another state changes nothing.
 func (b *Batch) Finish(i int, s State, err error) bool {
 	t := &b.tasks[i]
 	if State(t.state.Load()).Terminal() {
@@ -289,11 +334,69 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 		e := err // declared here so that only a call with an error allocates
 		t.err.CompareAndSwap(nil, &e)
 	}
-	if !t.finish(s) {
+	if (s == Canceled || s == Timeout) && t.ending.CompareAndSwap(0, uint32(s)) {
+		// Decided before pending is read: a slice completing now either
+		// is seen in pending here or sees ending in settle (and a
+		// submitter that sets pending after this sees ending before it
+		// sends anything).
+		t.endAt.Store(Now())
+		if t.pending.Load() > 0 {
+			b.hold(i)
+			return true
+		}
+	}
+	if e := State(t.ending.Load()); e != 0 {
+		if t.pending.Load() > 0 {
+			return false // its last slice, or its plugin's end, ends it
+		}
+		s = e
+	}
+	return b.end(i, s)
+}
+
+// Release ends task i in the state decided for it (see Finish) although
+// slices of it are still out: their plugin is gone (killed or exited), so
+// nothing touches the task's memory any more. It reports whether it
+// ended the task; false when no end was decided.
+func (b *Batch) Release(i int) bool {
+	e := State(b.tasks[i].ending.Load())
+	if e == 0 {
+		return false
+	}
+	return b.end(i, e)
+}
+
+// end moves task i to s unless it ended already, and reports whether this
+// call did it.
+func (b *Batch) end(i int, s State) bool {
+	if !b.tasks[i].finish(s) {
 		return false
 	}
 	b.ended(i, s)
 	return true
+}
+
+// hold counts task i among the tracker's held tasks (its end decided, a
+// plugin still holding slices) and tells the hold hook. The count is
+// raised before the task's state is looked at again, so that an end that
+// raced with it (ended, which lowers it) is never missed.
+func (b *Batch) hold(i int) {
+	tr := b.tracker
+	if tr == nil {
+		return
+	}
+	t := &b.tasks[i]
+	t.held.Store(true)
+	tr.held.Add(1)
+	if State(t.state.Load()).Terminal() {
+		if t.held.CompareAndSwap(true, false) {
+			tr.held.Add(-1)
+		}
+		return
+	}
+	if tr.onHold != nil {
+		tr.onHold(b, i)
+	}
 }
 
 // SetSlices records how many slices task i was cut into; call before any
@@ -379,6 +482,10 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) Verdict 
 // end it COMPLETED with the bytes of the slices that were sent.
 func (b *Batch) settle(i int) {
 	t := &b.tasks[i]
+	if e := State(t.ending.Load()); e != 0 {
+		b.end(i, e) // its end was decided while the slices were out
+		return
+	}
 	if t.failing.Load() {
 		return
 	}
@@ -407,8 +514,11 @@ func (b *Batch) settle(i int) {
 // ended counts task i, which this caller moved to s, as done and tells
 // the watcher.
 func (b *Batch) ended(i int, s State) {
+	t := &b.tasks[i]
+	if t.held.Load() && t.held.CompareAndSwap(true, false) {
+		b.tracker.held.Add(-1)
+	}
 	if b.watch != nil {
-		t := &b.tasks[i]
 		t.noting.Lock()
 		b.watch.Ended(b, i, s)
 		t.noting.Unlock()
@@ -421,7 +531,7 @@ func (b *Batch) ended(i int, s State) {
 // the hook resubmits or ends it).
 func (b *Batch) offer(i int, err error) bool {
 	t := &b.tasks[i]
-	if b.retry == nil || State(t.state.Load()).Terminal() || !t.failing.CompareAndSwap(false, true) {
+	if b.retry == nil || State(t.state.Load()).Terminal() || t.ending.Load() != 0 || !t.failing.CompareAndSwap(false, true) {
 		return false
 	}
 	if b.retry(b, i, err) {
@@ -449,7 +559,7 @@ func (b *Batch) Cut(i int) { b.tasks[i].cut.Store(true) }
 // used every attempt the token can tell apart.
 func (b *Batch) Retry(i int) bool {
 	t := &b.tasks[i]
-	if State(t.state.Load()).Terminal() || t.attempt.Load() >= 1<<tokenAttemptBits-1 {
+	if State(t.state.Load()).Terminal() || t.ending.Load() != 0 || t.attempt.Load() >= 1<<tokenAttemptBits-1 {
 		return false
 	}
 	t.attempt.Add(1)
@@ -460,7 +570,7 @@ func (b *Batch) Retry(i int) bool {
 	t.failRail.Store(0)
 	t.bytes.Store(0)
 	t.failing.Store(false)
-	return !State(t.state.Load()).Terminal()
+	return !State(t.state.Load()).Terminal() && t.ending.Load() == 0
 }
 
 // Attempt returns which attempt of task i runs, 0 for the first.
@@ -494,8 +604,9 @@ func (b *Batch) Done(now int64) bool {
 // must re-check Done after a receive or a timeout.
 func (b *Batch) Wake() <-chan struct{} { return b.notify }
 
-// Cancel ends every pending task CANCELED. Slices already sent still run;
-// their results no longer change the task's state.
+// Cancel ends every pending task CANCELED, each as Finish does: a task
+// whose slices are still out is ended when they come back (or their
+// plugin is gone); their results no longer change its state.
 func (b *Batch) Cancel() int {
 	n, c := int(b.n.Load()), 0
 	for i := range n {
@@ -523,6 +634,10 @@ type Tracker struct {
 	retry func(b *Batch, i int, err error) bool
 	// watch is copied into every batch; see Watch.
 	watch Watcher
+	// held counts the tasks whose end was decided while a plugin still
+	// held slices of them (see Batch.Finish); onHold is told of each.
+	held   atomic.Int64
+	onHold func(b *Batch, i int)
 
 	mu sync.Mutex
 	// free is a queue of free slots: a ring of len(slots) entries, the
@@ -548,6 +663,45 @@ func (t *Tracker) OnFailure(f func(b *Batch, i int, err error) bool) { t.retry =
 // before the first Allocate. Without one (the default), the tracker
 // takes no lock and makes no call for it.
 func (t *Tracker) Watch(w Watcher) { t.watch = w }
+
+// OnHold sets the hook told of each task whose end (canceled, timed
+// out) was decided while a plugin still holds slices of it: the engine
+// asks the plugin to abort them. It is called from whoever ended the
+// task (a Cancel, a State that expired it) and must not block. Set it
+// before the first Allocate.
+func (t *Tracker) OnHold(f func(b *Batch, i int)) { t.onHold = f }
+
+// Held returns how many tasks are held: their end decided, a plugin still
+// holding slices of them.
+func (t *Tracker) Held() int64 { return t.held.Load() }
+
+// HeldBy returns how many held tasks transport idx carries, and the
+// earliest time (unix ns) one of their ends was decided. It costs one
+// load when no task is held, and a walk of the live batches otherwise.
+func (t *Tracker) HeldBy(idx int32) (n int, since int64) {
+	if t.held.Load() == 0 {
+		return 0, 0
+	}
+	t.Each(func(b *Batch) {
+		for i := range int(b.n.Load()) {
+			tk := &b.tasks[i]
+			if !tk.held.Load() || tk.transport.Load() != idx || State(tk.state.Load()).Terminal() {
+				continue
+			}
+			n++
+			if at := tk.endAt.Load(); since == 0 || at < since {
+				since = at
+			}
+		}
+	})
+	return n, since
+}
+
+// Live reports whether b is a batch the tracker holds now (allocated and
+// not freed).
+func (t *Tracker) Live(b *Batch) bool {
+	return b != nil && int(b.slot) < len(t.slots) && t.slots[b.slot].Load() == b
+}
 
 // Slots returns how many batches the tracker can hold at once: every
 // Batch.Slot is below it.
@@ -608,6 +762,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	b.slot, b.gen = slot, gen
 	b.retry = t.retry
 	b.watch = t.watch
+	b.tracker = t
 	b.n.Store(0)
 	b.done.Store(0)
 	b.total.Store(0)
@@ -734,6 +889,15 @@ func (t *Tracker) Free(b *Batch) bool {
 	if !ok {
 		return false
 	}
+	if t.held.Load() > 0 {
+		// Held tasks of a batch freed anyway (its owner gave up waiting)
+		// are no longer the tracker's to count.
+		for i := range int(b.n.Load()) {
+			if tk := &b.tasks[i]; tk.held.Load() && tk.held.CompareAndSwap(true, false) {
+				t.held.Add(-1)
+			}
+		}
+	}
 	t.mu.Lock()
 	t.free[(t.freeHead+t.freeN)%len(t.free)] = b.slot
 	t.freeN++
@@ -770,8 +934,14 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 			}
 			ended := false
 			switch {
+			case tk.ending.Load() != 0:
+				// Its end was decided while the plugin held slices of
+				// it: the plugin is gone, so nothing touches them now.
+				ended = b.Release(i)
 			case tk.Deadline != 0 && now >= tk.Deadline:
-				ended = b.Finish(i, Timeout, nil)
+				// Decided TIMEOUT, and released at once if slices were
+				// out: the plugin that held them is gone.
+				ended = b.Finish(i, Timeout, nil) && (State(tk.state.Load()).Terminal() || b.Release(i))
 			case !tk.cut.Load():
 				// Its submitter is still cutting it: it sees the lane
 				// down and fails it over itself.
@@ -800,6 +970,11 @@ func (t *Tracker) Hold(token uint64) (b *Batch, i int, release func()) {
 	}
 	return b, i, t.live.RUnlock
 }
+
+// Rails returns the set of rails (bit r for rail r) the current attempt
+// put slices on: with Batch.Token and WithRail, the tokens its slices
+// carry.
+func (t *Task) Rails() uint64 { return t.rails.Load() }
 
 // FailedRail returns the rail of the task's first failing slice, -1 if
 // none failed.

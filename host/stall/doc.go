@@ -15,4 +15,9 @@
 // either probe is not answered within Config.ProbeTimeout. A slow plugin
 // that answers both is left alone, and suspected again only after another
 // Config.After without a completion.
+//
+// Overdue is the bound on "ended": a task canceled or timed out while a
+// plugin held slices of it is reported ended only once the slices are
+// back or the plugin is gone, and a run that holds such slices for the
+// grace period (supervise.end_grace) is killed like a stalled one.
 package stall

@@ -2,8 +2,9 @@
 // launches a run of each plugin (loader.Start, Probe, Start, lanes
 // attached and stamped with the run's generation), watches the process
 // for exit and its lanes for a stall (deciding with host/stall, killing a
-// stalled run) and for completions that break the contract (Contract:
-// logging them, killing a faulty run), restarts a plugin that went down with backoff, and keeps
+// stalled run, and one that holds slices of ended tasks past EndGrace,
+// as host/stall's Overdue says) and for completions that break the
+// contract (Contract: logging them, killing a faulty run), restarts a plugin that went down with backoff, and keeps
 // each plugin's status (state, restarts, stalls, faulty runs, contract
 // violations, last exit, last error)
 // for Engine.Plugins. Set.Changed tells a waiter that some plugin went up

@@ -61,6 +61,11 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 		} else if logged.Total() > 0 {
 			win.observe(time.Now(), v.Total())
 		}
+		if v := s.overdue(p); v != nil {
+			p.stalls.Add(1)
+			s.kill(p, r, "plugin holds slices of ended tasks past the grace period; killing it", v.String())
+			return
+		}
 		if sv.Off {
 			continue
 		}
@@ -93,6 +98,16 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 			return
 		}
 	}
+}
+
+// overdue asks host/stall whether p's run has held slices of ended tasks
+// for the grace period; nil when not (or when no grace is set).
+func (s *Set) overdue(p *Plugin) *stall.HeldVerdict {
+	if s.cfg.EndGrace <= 0 || s.cfg.Tracker == nil || s.cfg.Tracker.Held() == 0 {
+		return nil
+	}
+	n, since := s.cfg.Tracker.HeldBy(int32(p.index))
+	return stall.Overdue(time.Now(), stall.Held{Tasks: n, Since: time.Unix(0, since)}, s.cfg.EndGrace)
 }
 
 // killFaulty kills a run that broke the completion contract n times

@@ -29,6 +29,11 @@ type Config struct {
 	// Contract is the completion rule; its window is looked at every
 	// Stall.Interval, even with stall detection off.
 	Contract Contract
+	// EndGrace is how long a run may hold slices of tasks whose end was
+	// decided (canceled, timed out; see progress.Batch.Finish) before it
+	// is killed, looked at every Stall.Interval even with stall detection
+	// off; zero: never (a Set without a Tracker).
+	EndGrace time.Duration
 	// Backoff is the restart schedule; zero: DefaultBackoff.
 	Backoff Backoff
 	// ControlTimeout bounds one control call to a plugin; zero: 10s. A

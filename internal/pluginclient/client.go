@@ -277,6 +277,22 @@ func (c *Client) Drain(ctx context.Context) error {
 	return rpcErr(err)
 }
 
+// Abort asks the plugin to give back early the descriptors it holds whose
+// tokens are listed (sdk.Aborter) and returns how many it found; their
+// completions still arrive on the lanes. A plugin without it answers with
+// an *UnimplementedError (errors.Is ErrUnimplemented): the caller then
+// waits for the completions.
+func (c *Client) Abort(ctx context.Context, tokens []uint64) (int, error) {
+	r, err := c.rpc.Abort(ctx, &transportv1.AbortRequest{Tokens: tokens})
+	if status.Code(err) == codes.Unimplemented {
+		return 0, &UnimplementedError{Plugin: c.pluginName(), Method: "Abort", Interface: "sdk.Aborter", Protocol: 2, Err: rpcErr(err)}
+	}
+	if err != nil {
+		return 0, rpcErr(err)
+	}
+	return int(r.GetAborted()), nil
+}
+
 func (c *Client) pluginName() string {
 	if n := c.name.Load(); n != nil {
 		return *n

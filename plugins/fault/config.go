@@ -23,6 +23,9 @@ const (
 	Drop    Kind = "drop"
 	Corrupt Kind = "corrupt"
 	Delay   Kind = "delay"
+	// Hold keeps the descriptor `delay` before TCP carries it: a slow
+	// path, whose memory is touched late.
+	Hold Kind = "hold"
 	// The completion-contract kinds: the descriptor runs normally and
 	// its completion is told wrong.
 	Flip       Kind = "flip"       // the token with bit `bit` flipped
@@ -63,6 +66,7 @@ type Block struct {
 	Rail   *int64   `hcl:"rail,optional"`
 	Bit    *int64   `hcl:"bit,optional"`
 	Extra  *int64   `hcl:"extra,optional"`
+	Abort  *bool    `hcl:"abort,optional"`
 
 	DefRange   hcl.Range `hcl:",def_range"`
 	AfterRange hcl.Range `hcl:"after,attr_value_range"`
@@ -73,6 +77,7 @@ type Block struct {
 	RailRange  hcl.Range `hcl:"rail,attr_value_range"`
 	BitRange   hcl.Range `hcl:"bit,attr_value_range"`
 	ExtraRange hcl.Range `hcl:"extra,attr_value_range"`
+	AbortRange hcl.Range `hcl:"abort,attr_value_range"`
 }
 
 // fault is one validated fault block.
@@ -83,10 +88,13 @@ type fault struct {
 	rate   float64 // in (0, 1]
 	seed   uint64
 	status ring.Status   // drop
-	delay  time.Duration // delay
-	rail   int           // only descriptors on this rail; -1: any
-	bit    uint          // flip
-	extra  uint64        // overreport
+	delay  time.Duration // delay, hold
+	// noAbort: hold only, `abort = false`: Abort leaves held descriptors
+	// alone (a transport that cannot call them back).
+	noAbort bool
+	rail    int    // only descriptors on this rail; -1: any
+	bit     uint   // flip
+	extra   uint64 // overreport
 }
 
 // plan is the validated configuration.
@@ -139,9 +147,9 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 	for _, b := range c.Faults {
 		k := Kind(b.Kind)
 		switch k {
-		case Crash, Stall, Drop, Corrupt, Delay, Flip, Duplicate, Overreport:
+		case Crash, Stall, Drop, Corrupt, Delay, Hold, Flip, Duplicate, Overreport:
 		default:
-			return plan{}, bad(b.DefRange, "unknown fault %q (want drop, delay, corrupt, stall, crash, flip, duplicate or overreport)", b.Kind)
+			return plan{}, bad(b.DefRange, "unknown fault %q (want drop, delay, hold, corrupt, stall, crash, flip, duplicate or overreport)", b.Kind)
 		}
 		if seen[k] {
 			return plan{}, bad(b.DefRange, "fault %q is declared twice", b.Kind)
@@ -188,20 +196,27 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 				return plan{}, bad(b.StatusRng, "fault %q: status: %q is not \"io\" or \"peer_unreachable\"", k, *b.Status)
 			}
 		}
+		timed := k == Delay || k == Hold
 		switch {
-		case b.Delay != nil && k != Delay:
-			return plan{}, bad(b.DelayRange, "fault %q: delay applies only to fault \"delay\"", k)
-		case b.Delay == nil && k == Delay:
-			return plan{}, bad(b.DefRange, "fault \"delay\": needs delay = \"DURATION\"")
+		case b.Delay != nil && !timed:
+			return plan{}, bad(b.DelayRange, "fault %q: delay applies only to fault \"delay\" (and \"hold\")", k)
+		case b.Delay == nil && timed:
+			return plan{}, bad(b.DefRange, "fault %q: needs delay = \"DURATION\"", k)
 		case b.Delay != nil:
 			d, err := time.ParseDuration(*b.Delay)
 			if err != nil {
-				return plan{}, bad(b.DelayRange, "fault \"delay\": delay: %w", err)
+				return plan{}, bad(b.DelayRange, "fault %q: delay: %w", k, err)
 			}
 			if d <= 0 || d > maxDelay {
-				return plan{}, bad(b.DelayRange, "fault \"delay\": delay: %s is outside (0, %s]", d, maxDelay)
+				return plan{}, bad(b.DelayRange, "fault %q: delay: %s is outside (0, %s]", k, d, maxDelay)
 			}
 			f.delay = d
+		}
+		if b.Abort != nil {
+			if k != Hold {
+				return plan{}, bad(b.AbortRange, "fault %q: abort applies only to fault \"hold\"", k)
+			}
+			f.noAbort = !*b.Abort
 		}
 		switch {
 		case b.Bit != nil && k != Flip:
@@ -228,7 +243,7 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 		}
 		p.faults = append(p.faults, f)
 	}
-	order := map[Kind]int{Crash: 0, Stall: 1, Drop: 2, Corrupt: 3, Flip: 4, Duplicate: 5, Overreport: 6, Delay: 7}
+	order := map[Kind]int{Crash: 0, Stall: 1, Drop: 2, Corrupt: 3, Flip: 4, Duplicate: 5, Overreport: 6, Delay: 7, Hold: 8}
 	for i := 1; i < len(p.faults); i++ { // a handful of blocks: insertion sort
 		for j := i; j > 0 && order[p.faults[j].kind] < order[p.faults[j-1].kind]; j-- {
 			p.faults[j], p.faults[j-1] = p.faults[j-1], p.faults[j]

@@ -63,6 +63,26 @@ func TestParseContractFaults(t *testing.T) {
 	}
 }
 
+// A hold fault takes a delay, and abort = false makes Abort leave its
+// descriptors alone.
+func TestParseHold(t *testing.T) {
+	for _, tc := range []struct {
+		src     string
+		noAbort bool
+	}{
+		{"fault \"hold\" {\n  delay = \"300ms\"\n}", false},
+		{"fault \"hold\" {\n  delay = \"300ms\"\n  abort = false\n}", true},
+	} {
+		p, err := parseConfig(sdk.StartConfig{Config: []byte(tc.src), ConfigFile: "f.hcl", ConfigLine: 1, ConfigColumn: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.faults) != 1 || p.faults[0].kind != Hold || p.faults[0].delay.String() != "300ms" || p.faults[0].noAbort != tc.noAbort {
+			t.Fatalf("%q: faults %+v", tc.src, p.faults)
+		}
+	}
+}
+
 func TestParseConfigErrors(t *testing.T) {
 	for _, tc := range []struct{ src, want string }{
 		{`fault "x" {}`, `f.hcl:1:1: fault config: unknown fault "x"`},
@@ -80,6 +100,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"fault \"drop\" {\n  bit = 1\n}", "only to fault \"flip\""},
 		{"fault \"overreport\" {\n  extra = 0\n}", "outside 1.."},
 		{"fault \"duplicate\" {\n  extra = 2\n}", "only to fault \"overreport\""},
+		{"fault \"hold\" {}", "fault \"hold\": needs delay"},
+		{"fault \"delay\" {\n  delay = \"1s\"\n  abort = false\n}", "only to fault \"hold\""},
 		{"listen = []", "Unsupported argument"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {

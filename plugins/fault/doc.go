@@ -1,7 +1,7 @@
 // Package fault is ferry-plugin-fault, a fault-injection plugin for tests;
 // never configure it in production. It runs Ferry's real TCP transport
 // in-process (package tcp: same wire protocol, same endpoint blob) and, as
-// its configuration says, lets chosen descriptors go wrong in one of eight
+// its configuration says, lets chosen descriptors go wrong in one of nine
 // ways, so that the host's supervision, failover, deadlines and retries can
 // be tested against a plugin that misbehaves on purpose:
 //
@@ -21,6 +21,12 @@
 //     lack of progress, time out and kill it.
 //   - crash: at the first chosen descriptor the process exits with status
 //     3, with earlier descriptors still in flight.
+//   - hold: the descriptor waits `delay` before TCP carries it: a slow
+//     path, whose memory is touched late. The plugin implements
+//     sdk.Aborter: Abort takes a held descriptor back (it completes
+//     StatusCanceled, never carried), unless the block says
+//     `abort = false` (a transport that cannot), and passes the tokens on
+//     to TCP.
 //
 // Three more break the completion contract: the descriptor runs
 // normally, and its completion is told wrong, for the host to catch.
@@ -48,6 +54,10 @@
 //	  fault "delay" {
 //	    delay = "200ms"              # delay only, required: how long each chosen completion is held
 //	  }
+//	  fault "hold" {
+//	    delay = "300ms"              # hold only, required: how long each chosen descriptor waits
+//	    abort = false                # hold only: Abort leaves held descriptors alone; default true
+//	  }
 //	  fault "corrupt" {}
 //	  fault "stall" { after = 1000 }
 //	  fault "crash" { after = 1000 }
@@ -65,7 +75,8 @@
 // hash of (seed, i) falls under rate: the same configuration chooses the
 // same descriptors in every run. When several blocks choose one
 // descriptor, crash wins over stall, stall over drop, drop over corrupt;
-// delay combines with any of drop and corrupt. Flip, duplicate and
+// delay combines with any of drop and corrupt; hold delays whatever else
+// chose the descriptor. Flip, duplicate and
 // overreport alter whatever completion the descriptor gets (a drop's or a
 // corrupt's too) and combine with each other and with delay. Each kind
 // may appear once.
@@ -75,7 +86,9 @@
 // Stats: the TCP transport's counters plus `descriptors` (seen by Submit),
 // `dropped`, `delayed`, `corrupted`, `stalled` (descriptors held by a
 // stall: blocked in Submit or completion withheld), `flipped`,
-// `duplicated` and `overreported` and, when a crash fault
+// `duplicated`, `overreported`, `held`, `held_done` (held descriptors
+// whose completion was delivered, carried or aborted) and `held_aborted`
+// and, when a crash fault
 // is configured, `crashed_after` (its `after`: the process exits when it
 // is given descriptor number crashed_after).
 //

@@ -45,11 +45,24 @@ type Transport struct {
 	pending  map[*delayed]struct{}
 	delayWG  sync.WaitGroup
 
+	// Descriptors a hold fault keeps before TCP carries them; Abort
+	// takes them back, Stop completes them.
+	holdMu  sync.Mutex
+	holding map[*held]struct{}
+
 	dropped, delayedN, corrupted, stalledN atomic.Uint64
 	flipped, duplicated, overreported      atomic.Uint64
+	// heldN counts descriptors a hold fault kept, heldDone those of them
+	// whose completion was delivered (carried late, or aborted: see
+	// heldAborted): a test waits for heldDone to reach heldN to know that
+	// nothing of them will touch memory any more.
+	heldN, heldDone, heldAborted atomic.Uint64
 }
 
-var _ sdk.Transport = (*Transport)(nil)
+var (
+	_ sdk.Transport = (*Transport)(nil)
+	_ sdk.Aborter   = (*Transport)(nil)
+)
 
 // New returns a fault transport wrapping a new TCP transport.
 func New() *Transport {
@@ -61,6 +74,7 @@ func New() *Transport {
 		unstall: make(chan struct{}),
 		regions: make(map[uint32][]byte),
 		pending: make(map[*delayed]struct{}),
+		holding: make(map[*held]struct{}),
 	}
 }
 
@@ -137,9 +151,9 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		return
 	}
 	i := t.seen.Add(1) - 1
-	var drop, corrupt, twice bool
+	var drop, corrupt, twice, noAbort bool
 	var dropStatus ring.Status
-	var delay time.Duration
+	var delay, hold time.Duration
 	var flip, extra uint64
 	for k := range p.faults {
 		f := &p.faults[k]
@@ -163,6 +177,8 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 			corrupt = true
 		case Delay:
 			delay = f.delay
+		case Hold:
+			hold, noAbort = f.delay, f.noAbort
 		case Flip:
 			flip ^= 1 << f.bit
 		case Duplicate:
@@ -171,6 +187,19 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 			extra = f.extra
 		}
 	}
+	if hold > 0 {
+		t.hold(*d, c, hold, noAbort, func(d *ring.Descriptor, c sdk.Completer) {
+			t.carry(d, c, drop, dropStatus, corrupt, delay, flip, twice, extra)
+		})
+		return
+	}
+	t.carry(d, c, drop, dropStatus, corrupt, delay, flip, twice, extra)
+}
+
+// carry applies the faults that chose d (as Submit found them) and hands
+// it to TCP.
+func (t *Transport) carry(d *ring.Descriptor, c sdk.Completer, drop bool, dropStatus ring.Status, corrupt bool,
+	delay time.Duration, flip uint64, twice bool, extra uint64) {
 	w := &wrapped{t: t, c: c, delay: delay, flip: flip, twice: twice, extra: extra}
 	switch {
 	case drop:
@@ -293,6 +322,82 @@ func (t *Transport) take(p *delayed) bool {
 	return ok
 }
 
+// held is one descriptor a hold fault keeps.
+type held struct {
+	d       ring.Descriptor
+	c       sdk.Completer // counts heldDone, then the real one
+	noAbort bool
+	timer   *time.Timer
+}
+
+// heldCompleter counts the completion of a held descriptor, then passes
+// it on.
+type heldCompleter struct {
+	t *Transport
+	c sdk.Completer
+}
+
+func (h heldCompleter) Complete(token uint64, st ring.Status, n uint64) {
+	h.t.heldDone.Add(1)
+	h.c.Complete(token, st, n)
+}
+
+// hold keeps d for wait, then carries it with carry, unless Abort or Stop
+// takes it first.
+func (t *Transport) hold(d ring.Descriptor, c sdk.Completer, wait time.Duration, noAbort bool, carry func(*ring.Descriptor, sdk.Completer)) {
+	t.heldN.Add(1)
+	h := &held{d: d, c: heldCompleter{t: t, c: c}, noAbort: noAbort}
+	t.holdMu.Lock()
+	t.holding[h] = struct{}{}
+	t.delayWG.Add(1)
+	h.timer = time.AfterFunc(wait, func() {
+		defer t.delayWG.Done()
+		if t.takeHeld(h) {
+			carry(&h.d, h.c)
+		}
+	})
+	t.holdMu.Unlock()
+}
+
+// takeHeld removes h from the held set and reports whether it was there:
+// whoever takes it completes it.
+func (t *Transport) takeHeld(h *held) bool {
+	t.holdMu.Lock()
+	defer t.holdMu.Unlock()
+	_, ok := t.holding[h]
+	delete(t.holding, h)
+	return ok
+}
+
+// Abort (sdk.Aborter) takes back the held descriptors with those tokens,
+// which complete StatusCanceled without being carried (unless their
+// hold fault says abort = false), and passes the tokens on to TCP for
+// the descriptors it carries.
+func (t *Transport) Abort(ctx context.Context, tokens []uint64) (int, error) {
+	set := make(map[uint64]struct{}, len(tokens))
+	for _, tok := range tokens {
+		set[tok] = struct{}{}
+	}
+	var back []*held
+	t.holdMu.Lock()
+	for h := range t.holding {
+		if _, ok := set[h.d.Token]; ok && !h.noAbort {
+			delete(t.holding, h)
+			back = append(back, h)
+		}
+	}
+	t.holdMu.Unlock()
+	for _, h := range back {
+		if h.timer.Stop() {
+			t.delayWG.Done()
+		}
+		t.heldAborted.Add(1)
+		h.c.Complete(h.d.Token, ring.StatusCanceled, 0)
+	}
+	n, err := t.tcp.Abort(ctx, tokens)
+	return len(back) + n, err
+}
+
 // Stats returns TCP's counters and the fault counters.
 func (t *Transport) Stats(ctx context.Context) (map[string]uint64, error) {
 	s, err := t.tcp.Stats(ctx)
@@ -310,6 +415,9 @@ func (t *Transport) Stats(ctx context.Context) (map[string]uint64, error) {
 	s["flipped"] = t.flipped.Load()
 	s["duplicated"] = t.duplicated.Load()
 	s["overreported"] = t.overreported.Load()
+	s["held"] = t.heldN.Load()
+	s["held_done"] = t.heldDone.Load()
+	s["held_aborted"] = t.heldAborted.Load()
 	if p := t.plan.Load(); p != nil {
 		for _, f := range p.faults {
 			if f.kind == Crash {
@@ -324,6 +432,19 @@ func (t *Transport) Stats(ctx context.Context) (map[string]uint64, error) {
 // delay queue), then delivers every delayed completion at once.
 func (t *Transport) Stop(ctx context.Context) error {
 	t.stopOne.Do(func() { close(t.unstall) })
+	t.holdMu.Lock()
+	var kept []*held
+	for h := range t.holding {
+		kept = append(kept, h)
+		delete(t.holding, h)
+	}
+	t.holdMu.Unlock()
+	for _, h := range kept {
+		if h.timer.Stop() {
+			t.delayWG.Done()
+		}
+		h.c.Complete(h.d.Token, ring.StatusShutdown, 0)
+	}
 	err := t.tcp.Stop(ctx)
 	t.delayMu.Lock()
 	t.stopping = true

@@ -69,10 +69,13 @@ type op struct {
 	rRegion  uint32
 	rOffset  uint64
 	deadline int64
-	c        sdk.Completer
-	s        *slot
-	seq      uint64
-	hdr      [RequestSize]byte
+	// aborted is set by Abort on a read in flight: what is left of its
+	// payload goes to scratch memory, and it completes StatusCanceled.
+	aborted atomic.Bool
+	c       sdk.Completer
+	s       *slot
+	seq     uint64
+	hdr     [RequestSize]byte
 }
 
 type peer struct {
@@ -641,6 +644,7 @@ type clientConn struct {
 	// reader-owned: response headers read ahead, rbuf[rpos:rend] not yet used
 	rbuf       [maxBatch * ResponseSize]byte
 	rpos, rend int
+	scratch    []byte // where an aborted read's payload goes; see Abort
 }
 
 func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientConn {
@@ -741,10 +745,14 @@ func (cc *clientConn) readResponses() error {
 				t.stats.connsDroppedMalformed.Add(1)
 				return fmt.Errorf("%w: read answered with %d bytes, asked %d", errMalformedResponse, r.Length, len(o.mem))
 			}
-			if err := cc.readPayload(o); err != nil {
+			aborted, err := cc.readPayload(o)
+			if err != nil {
 				return err
 			}
 			done = r.Length
+			if aborted {
+				r.Status, done = ring.StatusCanceled, 0
+			}
 			t.stats.bytesReceived.Add(done)
 			cc.s.rail.bytesReceived.Add(done)
 		case r.Length != 0:
@@ -792,16 +800,26 @@ func (cc *clientConn) fillHeaders() error {
 
 // readPayload receives the payload of read o (whose header was the last in
 // rbuf) into its memory and, in the same system calls, the headers that
-// follow it, as far as fillHeaders would.
-func (cc *clientConn) readPayload(o *op) error {
+// follow it, as far as fillHeaders would. Once o is aborted (Abort) it
+// writes no more of o's memory: the rest of the payload is read into
+// scratch memory, and it reports aborted.
+func (cc *clientConn) readPayload(o *op) (aborted bool, err error) {
 	cc.mu.Lock()
 	k := headerBudget(o.next)
 	cc.mu.Unlock()
-	n, err := cc.link.readFullNext(o.mem, cc.rbuf[:k*ResponseSize])
+	next := cc.rbuf[:k*ResponseSize]
+	got, n, err := cc.link.readFullNextUnless(o.mem, next, &o.aborted)
 	if err != nil {
-		return err
+		return false, err
 	}
-	return cc.completeHeaders(n)
+	if got < len(o.mem) {
+		if n, err = cc.discard(len(o.mem)-got, next); err != nil {
+			return true, err
+		}
+		cc.s.t.stats.opsAborted.Add(1)
+		aborted = true
+	}
+	return aborted, cc.completeHeaders(n)
 }
 
 // headerBudget counts the responses, from o on, whose headers may be read

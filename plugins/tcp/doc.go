@@ -17,6 +17,12 @@
 // not trust a peer: nothing a peer sends can make it touch memory outside a
 // region the peer may access, or panic.
 //
+// Abort (abort.go, sdk.Aborter) takes queued descriptors back unsent and
+// makes a read in flight stop writing its local memory: the rest of its
+// payload is read into the connection's scratch memory, so the stream
+// stays in step, and it completes StatusCanceled. A write in flight is
+// not called back.
+//
 // Rails. Local rail i is listen address i (rails.go). The descriptor's Rail
 // field names the local rail; Rail 0, what a host that knows nothing of
 // rails sends, is the first listen address. Rail i pairs with the peer

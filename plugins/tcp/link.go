@@ -128,6 +128,47 @@ func (l *link) readFullNext(b, next []byte) (int, error) {
 	return 0, nil
 }
 
+// readFullNextUnless is readFullNext that stops reading into b once stop
+// is set (it looks before each system call): it returns how many bytes
+// of b it read (len(b) unless it stopped) and of next. Without the raw
+// reader it reads b whole, as readFullNext does.
+func (l *link) readFullNextUnless(b, next []byte, stop *atomic.Bool) (int, int, error) {
+	if l.raw == nil {
+		if stop.Load() {
+			return 0, 0, nil
+		}
+		n, err := l.readFullNext(b, next)
+		return len(b), n, err
+	}
+	l.raw.setStop(stop)
+	defer l.raw.setStop(nil)
+	now := time.Now()
+	l.progress.Store(mono(now))
+	l.armRead(now)
+	got := 0
+	for got < len(b) {
+		if stop.Load() {
+			raceAcquireWire()
+			return got, 0, nil
+		}
+		n, err := l.raw.readv(b[got:], next, true)
+		if err != nil {
+			if err = l.stalled(err, true); err != nil {
+				return got, 0, err
+			}
+			continue
+		}
+		if got+n >= len(b) {
+			raceAcquireWire()
+			return len(b), got + n - len(b), nil
+		}
+		got += n
+		l.progress.Store(mono(time.Now()))
+	}
+	raceAcquireWire()
+	return got, 0, nil
+}
+
 // tryRead reads what is already there of len(b) bytes, without waiting.
 func (l *link) tryRead(b []byte) (int, error) {
 	if l.raw == nil {

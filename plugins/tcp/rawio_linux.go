@@ -3,6 +3,8 @@ package tcp
 import (
 	"io"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"syscall"
 	"unsafe"
 )
@@ -18,6 +20,12 @@ type rawReader struct {
 	wait  bool // on EAGAIN, wait for readiness (false: return at once)
 	n     int
 	errno syscall.Errno
+	// stop, while set (setStop), is looked at before each system call:
+	// once it is true, readv reads nothing (and reports nothing there).
+	// busy is true from just before that look until the call returns, so
+	// that quiesce can wait out a call that looked before stop was set.
+	stop *atomic.Bool
+	busy atomic.Bool
 }
 
 func newRawReader(nc interface{}) *rawReader {
@@ -27,7 +35,18 @@ func newRawReader(nc interface{}) *rawReader {
 	}
 	r := &rawReader{rc: rc}
 	r.fn = func(fd uintptr) bool {
+		if r.stop != nil {
+			r.busy.Store(true) // before the look: see quiesce
+			if r.stop.Load() {
+				r.busy.Store(false)
+				r.n, r.errno = 0, syscall.EAGAIN
+				return true
+			}
+		}
 		n, _, e := syscall.Syscall(syscall.SYS_READV, fd, uintptr(unsafe.Pointer(&r.iov[0])), r.cnt)
+		if r.stop != nil {
+			r.busy.Store(false)
+		}
 		if e == syscall.EAGAIN && r.wait {
 			return false
 		}
@@ -35,6 +54,20 @@ func newRawReader(nc interface{}) *rawReader {
 		return true
 	}
 	return r
+}
+
+// setStop makes readv look at s before each system call, until
+// setStop(nil). Only the reading goroutine calls it.
+func (r *rawReader) setStop(s *atomic.Bool) { r.stop = s }
+
+// quiesce returns once no system call that looked at stop before it was
+// set is still running: the caller set stop, and from now on nothing is
+// read into the memory readv was given. The calls do not block (the
+// socket is non-blocking), so the wait is short.
+func (r *rawReader) quiesce() {
+	for r.busy.Load() {
+		runtime.Gosched()
+	}
 }
 
 // readv reads into a, then b, in one system call. It returns 0, nil when

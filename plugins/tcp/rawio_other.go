@@ -2,12 +2,18 @@
 
 package tcp
 
+import "sync/atomic"
+
 // rawReader is Linux only; elsewhere link falls back to net.Conn.Read.
 type rawReader struct{}
 
 func newRawReader(nc interface{}) *rawReader { return nil }
 
 func (r *rawReader) readv(a, b []byte, wait bool) (int, error) { panic("unreachable") }
+
+func (r *rawReader) setStop(*atomic.Bool) {}
+
+func (r *rawReader) quiesce() {}
 
 // rawWriter is Linux only; elsewhere every frame goes through the slot's
 // writer goroutine.

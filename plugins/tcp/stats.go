@@ -25,10 +25,13 @@ type counters struct {
 	connsOpen             atomic.Int64
 	connsAccepted         atomic.Uint64
 	connsDialed           atomic.Uint64
-	dialFailures          atomic.Uint64
-	helloRejected         atomic.Uint64 // hellos we refused (as listener) or that were refused (as dialer)
-	errors                atomic.Uint64 // socket errors and stalls on established connections
-	opsBadRail            atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
+	// opsAborted counts descriptors given back early by Abort: queued
+	// ones never sent, and reads in flight whose payload went to scratch.
+	opsAborted    atomic.Uint64
+	dialFailures  atomic.Uint64
+	helloRejected atomic.Uint64 // hellos we refused (as listener) or that were refused (as dialer)
+	errors        atomic.Uint64 // socket errors and stalls on established connections
+	opsBadRail    atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
 	// authFailures counts handshakes that failed authentication: a cluster
 	// secret on one side only, different secrets, a proof that does not
 	// verify (as listener or dialer).
@@ -67,6 +70,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"conns_open":              uint64(open),
 		"conns_accepted":          c.connsAccepted.Load(),
 		"conns_dialed":            c.connsDialed.Load(),
+		"ops_aborted":             c.opsAborted.Load(),
 		"dial_failures":           c.dialFailures.Load(),
 		"hello_rejected":          c.helloRejected.Load(),
 		"errors":                  c.errors.Load(),

@@ -118,6 +118,22 @@ type MockDrainer struct {
 
 var _ sdk.Drainer = (*MockDrainer)(nil)
 
+// MockAborter is a Mock that also implements sdk.Aborter.
+type MockAborter struct {
+	Mock
+	AbortFunc func(ctx context.Context, tokens []uint64) (int, error) // nil: finds none
+}
+
+var _ sdk.Aborter = (*MockAborter)(nil)
+
+// Abort calls AbortFunc, or finds nothing.
+func (m *MockAborter) Abort(ctx context.Context, tokens []uint64) (int, error) {
+	if m.AbortFunc != nil {
+		return m.AbortFunc(ctx, tokens)
+	}
+	return 0, nil
+}
+
 // Drain calls DrainFunc, or succeeds.
 func (m *MockDrainer) Drain(ctx context.Context) error {
 	if m.DrainFunc != nil {

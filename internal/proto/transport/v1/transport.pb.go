@@ -1376,6 +1376,96 @@ func (*DrainResponse) Descriptor() ([]byte, []int) {
 	return file_transport_v1_transport_proto_rawDescGZIP(), []int{22}
 }
 
+type AbortRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tokens        []uint64               `protobuf:"varint,1,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortRequest) Reset() {
+	*x = AbortRequest{}
+	mi := &file_transport_v1_transport_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRequest) ProtoMessage() {}
+
+func (x *AbortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
+func (*AbortRequest) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *AbortRequest) GetTokens() []uint64 {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+type AbortResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many descriptors with those tokens the plugin found and is
+	// giving back early.
+	Aborted       uint64 `protobuf:"varint,1,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortResponse) Reset() {
+	*x = AbortResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortResponse) ProtoMessage() {}
+
+func (x *AbortResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
+func (*AbortResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *AbortResponse) GetAborted() uint64 {
+	if x != nil {
+		return x.Aborted
+	}
+	return 0
+}
+
 var File_transport_v1_transport_proto protoreflect.FileDescriptor
 
 const file_transport_v1_transport_proto_rawDesc = "" +
@@ -1466,7 +1556,11 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\vStopRequest\"\x0e\n" +
 	"\fStopResponse\"\x0e\n" +
 	"\fDrainRequest\"\x0f\n" +
-	"\rDrainResponse*3\n" +
+	"\rDrainResponse\"&\n" +
+	"\fAbortRequest\x12\x16\n" +
+	"\x06tokens\x18\x01 \x03(\x04R\x06tokens\")\n" +
+	"\rAbortResponse\x12\x18\n" +
+	"\aaborted\x18\x01 \x01(\x04R\aaborted*3\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bOP_WRITE\x10\x01\x12\v\n" +
@@ -1476,7 +1570,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"PERM_LOCAL\x10\x01\x12\x14\n" +
 	"\x10PERM_REMOTE_READ\x10\x02\x12\x1a\n" +
-	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xcb\a\n" +
+	"\x16PERM_REMOTE_READ_WRITE\x10\x032\x99\b\n" +
 	"\tTransport\x12U\n" +
 	"\bDescribe\x12#.ferry.transport.v1.DescribeRequest\x1a$.ferry.transport.v1.DescribeResponse\x12L\n" +
 	"\x05Probe\x12 .ferry.transport.v1.ProbeRequest\x1a!.ferry.transport.v1.ProbeResponse\x12L\n" +
@@ -1489,7 +1583,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\tClosePeer\x12$.ferry.transport.v1.ClosePeerRequest\x1a%.ferry.transport.v1.ClosePeerResponse\x12L\n" +
 	"\x05Stats\x12 .ferry.transport.v1.StatsRequest\x1a!.ferry.transport.v1.StatsResponse\x12I\n" +
 	"\x04Stop\x12\x1f.ferry.transport.v1.StopRequest\x1a .ferry.transport.v1.StopResponse\x12L\n" +
-	"\x05Drain\x12 .ferry.transport.v1.DrainRequest\x1a!.ferry.transport.v1.DrainResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
+	"\x05Drain\x12 .ferry.transport.v1.DrainRequest\x1a!.ferry.transport.v1.DrainResponse\x12L\n" +
+	"\x05Abort\x12 .ferry.transport.v1.AbortRequest\x1a!.ferry.transport.v1.AbortResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
 
 var (
 	file_transport_v1_transport_proto_rawDescOnce sync.Once
@@ -1504,7 +1599,7 @@ func file_transport_v1_transport_proto_rawDescGZIP() []byte {
 }
 
 var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_transport_v1_transport_proto_goTypes = []any{
 	(Op)(0),                          // 0: ferry.transport.v1.Op
 	(Perm)(0),                        // 1: ferry.transport.v1.Perm
@@ -1531,13 +1626,15 @@ var file_transport_v1_transport_proto_goTypes = []any{
 	(*StopResponse)(nil),             // 22: ferry.transport.v1.StopResponse
 	(*DrainRequest)(nil),             // 23: ferry.transport.v1.DrainRequest
 	(*DrainResponse)(nil),            // 24: ferry.transport.v1.DrainResponse
-	nil,                              // 25: ferry.transport.v1.StatsResponse.CountersEntry
+	(*AbortRequest)(nil),             // 25: ferry.transport.v1.AbortRequest
+	(*AbortResponse)(nil),            // 26: ferry.transport.v1.AbortResponse
+	nil,                              // 27: ferry.transport.v1.StatsResponse.CountersEntry
 }
 var file_transport_v1_transport_proto_depIdxs = []int32{
 	0,  // 0: ferry.transport.v1.DescribeResponse.ops:type_name -> ferry.transport.v1.Op
 	5,  // 1: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
 	1,  // 2: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
-	25, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
+	27, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
 	2,  // 4: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
 	4,  // 5: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
 	7,  // 6: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
@@ -1549,19 +1646,21 @@ var file_transport_v1_transport_proto_depIdxs = []int32{
 	19, // 12: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
 	21, // 13: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
 	23, // 14: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
-	3,  // 15: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
-	6,  // 16: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
-	8,  // 17: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
-	10, // 18: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
-	12, // 19: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
-	14, // 20: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
-	16, // 21: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
-	18, // 22: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
-	20, // 23: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
-	22, // 24: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
-	24, // 25: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
-	15, // [15:26] is the sub-list for method output_type
-	4,  // [4:15] is the sub-list for method input_type
+	25, // 15: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
+	3,  // 16: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
+	6,  // 17: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
+	8,  // 18: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
+	10, // 19: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
+	12, // 20: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
+	14, // 21: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
+	16, // 22: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
+	18, // 23: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
+	20, // 24: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
+	22, // 25: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
+	24, // 26: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
+	26, // 27: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
+	16, // [16:28] is the sub-list for method output_type
+	4,  // [4:16] is the sub-list for method input_type
 	4,  // [4:4] is the sub-list for extension type_name
 	4,  // [4:4] is the sub-list for extension extendee
 	0,  // [0:4] is the sub-list for field type_name
@@ -1578,7 +1677,7 @@ func file_transport_v1_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_v1_transport_proto_rawDesc), len(file_transport_v1_transport_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

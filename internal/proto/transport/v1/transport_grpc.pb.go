@@ -37,6 +37,7 @@ const (
 	Transport_Stats_FullMethodName            = "/ferry.transport.v1.Transport/Stats"
 	Transport_Stop_FullMethodName             = "/ferry.transport.v1.Transport/Stop"
 	Transport_Drain_FullMethodName            = "/ferry.transport.v1.Transport/Drain"
+	Transport_Abort_FullMethodName            = "/ferry.transport.v1.Transport/Abort"
 )
 
 // TransportClient is the client API for Transport service.
@@ -59,6 +60,11 @@ type TransportClient interface {
 	// Optional: a plugin whose implementation lacks it answers
 	// UNIMPLEMENTED, and so does every plugin built for protocol 1.
 	Drain(ctx context.Context, in *DrainRequest, opts ...grpc.CallOption) (*DrainResponse, error)
+	// Abort (protocol 2, optional: listed as "aborter" in Describe's
+	// interfaces) asks the plugin to give back, as soon as it no longer
+	// touches their memory, the descriptors it holds whose tokens are
+	// listed; each still completes on its lane's completion ring.
+	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
 }
 
 type transportClient struct {
@@ -179,6 +185,16 @@ func (c *transportClient) Drain(ctx context.Context, in *DrainRequest, opts ...g
 	return out, nil
 }
 
+func (c *transportClient) Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AbortResponse)
+	err := c.cc.Invoke(ctx, Transport_Abort_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransportServer is the server API for Transport service.
 // All implementations must embed UnimplementedTransportServer
 // for forward compatibility.
@@ -199,6 +215,11 @@ type TransportServer interface {
 	// Optional: a plugin whose implementation lacks it answers
 	// UNIMPLEMENTED, and so does every plugin built for protocol 1.
 	Drain(context.Context, *DrainRequest) (*DrainResponse, error)
+	// Abort (protocol 2, optional: listed as "aborter" in Describe's
+	// interfaces) asks the plugin to give back, as soon as it no longer
+	// touches their memory, the descriptors it holds whose tokens are
+	// listed; each still completes on its lane's completion ring.
+	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
 	mustEmbedUnimplementedTransportServer()
 }
 
@@ -241,6 +262,9 @@ func (UnimplementedTransportServer) Stop(context.Context, *StopRequest) (*StopRe
 }
 func (UnimplementedTransportServer) Drain(context.Context, *DrainRequest) (*DrainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedTransportServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
 }
 func (UnimplementedTransportServer) mustEmbedUnimplementedTransportServer() {}
 func (UnimplementedTransportServer) testEmbeddedByValue()                   {}
@@ -461,6 +485,24 @@ func _Transport_Drain_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transport_Abort_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AbortRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).Abort(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_Abort_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).Abort(ctx, req.(*AbortRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transport_ServiceDesc is the grpc.ServiceDesc for Transport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -511,6 +553,10 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Drain",
 			Handler:    _Transport_Drain_Handler,
+		},
+		{
+			MethodName: "Abort",
+			Handler:    _Transport_Abort_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,104 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"math/bits"
+	"sync"
+
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/internal/pluginclient"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// Aborting the slices of ended tasks. A task canceled or timed out while
+// its plugin holds slices of it is reported ended only once they are back
+// (host/progress, Batch.Finish). A plugin that implements sdk.Aborter is
+// asked to give them back early: the tracker's hold hook queues the
+// task's tokens here, and one goroutine sends them, a call per plugin,
+// off the caller's path. A plugin without it is waited for, and killed if
+// it holds them past supervise.end_grace (host/supervisor).
+
+// aborts is the queue of tokens to abort, per plugin index.
+type aborts struct {
+	mu      sync.Mutex
+	pending map[int32][]uint64
+	wake    chan struct{}
+}
+
+// onHold is the tracker's hold hook: it queues the tokens of task i's
+// slices for an abort by its plugin, when that plugin can abort. It must
+// not block.
+func (e *Engine) onHold(b *progress.Batch, i int) {
+	t := b.Task(i)
+	idx := t.Transport()
+	if idx < 0 || int(idx) >= len(e.plugins) {
+		return
+	}
+	run := e.plugins[idx].run()
+	if run == nil || run.p == nil || !run.p.Implements(sdk.InterfaceAborter) {
+		return
+	}
+	token := b.Token(i)
+	a := &e.aborts
+	a.mu.Lock()
+	if a.pending == nil {
+		a.pending = make(map[int32][]uint64)
+	}
+	q := a.pending[idx]
+	for m := t.Rails(); m != 0; m &= m - 1 {
+		q = append(q, progress.WithRail(token, bits.TrailingZeros64(m)))
+	}
+	a.pending[idx] = q
+	a.mu.Unlock()
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+// runAborts sends the queued aborts until the engine closes. Owned by the
+// engine (e.wg).
+func (e *Engine) runAborts() {
+	defer e.wg.Done()
+	a := &e.aborts
+	// Calls in flight end when the engine closes, not at their timeout.
+	base, stop := context.WithCancel(context.Background())
+	defer stop()
+	go func() {
+		select {
+		case <-e.quit:
+			stop()
+		case <-base.Done():
+		}
+	}()
+	for {
+		select {
+		case <-a.wake:
+		case <-e.quit:
+			return
+		}
+		a.mu.Lock()
+		batch := a.pending
+		a.pending = nil
+		a.mu.Unlock()
+		for idx, tokens := range batch {
+			ps := e.plugins[idx]
+			run := ps.run()
+			if run == nil || run.p == nil || !ps.usable() {
+				continue // gone: the supervisor's Down hook ends its held tasks
+			}
+			ctx, cancel := context.WithTimeout(base, controlTimeout)
+			n, err := run.p.Client.Abort(ctx, tokens)
+			cancel()
+			switch {
+			case errors.Is(err, pluginclient.ErrUnimplemented):
+			case err != nil:
+				e.log.Warn("abort of ended tasks' slices failed; waiting for their completions (the plugin is killed if it holds them past supervise.end_grace)",
+					"plugin", ps.name, "tokens", len(tokens), "error", err)
+			default:
+				e.log.Debug("aborted ended tasks' slices", "plugin", ps.name, "tokens", len(tokens), "found", n)
+			}
+		}
+	}
+}
