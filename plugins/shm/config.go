@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
@@ -17,6 +18,8 @@ import (
 //	  inline_max     = "1MiB"   # copies up to this size run in Submit itself
 //	  split_min      = "4MiB"   # copies from this size are split over the workers
 //	  revoke_timeout = "5s"     # how long UnregisterMemory waits for peers to unmap
+//	  max_mapped_bytes = "64GiB" # peers' memory this plugin maps at most; default: this machine's RAM
+//	  max_conns      = 1024     # connections from peer plugins served at once
 //	}
 //
 // Every attribute is optional.
@@ -25,11 +28,15 @@ type Config struct {
 	InlineMax     *string `hcl:"inline_max,optional"`
 	SplitMin      *string `hcl:"split_min,optional"`
 	RevokeTimeout *string `hcl:"revoke_timeout,optional"`
+	MaxMapped     *string `hcl:"max_mapped_bytes,optional"`
+	MaxConns      *int    `hcl:"max_conns,optional"`
 
 	CopyWorkersRange   hcl.Range `hcl:"copy_workers,attr_value_range"`
 	InlineMaxRange     hcl.Range `hcl:"inline_max,attr_value_range"`
 	SplitMinRange      hcl.Range `hcl:"split_min,attr_value_range"`
 	RevokeTimeoutRange hcl.Range `hcl:"revoke_timeout,attr_value_range"`
+	MaxMappedRange     hcl.Range `hcl:"max_mapped_bytes,attr_value_range"`
+	MaxConnsRange      hcl.Range `hcl:"max_conns,attr_value_range"`
 }
 
 // Defaults and limits.
@@ -38,6 +45,10 @@ const (
 	DefaultSplitMin      = 4 << 20
 	DefaultRevokeTimeout = 5 * time.Second
 	MaxCopyWorkers       = 256
+	DefaultMaxConns      = 1024
+	// fallbackMaxMapped is max_mapped_bytes's default where the
+	// machine's RAM cannot be read.
+	fallbackMaxMapped = 64 << 30
 	// minChunk is the smallest piece a split copy is cut into.
 	minChunk = 1 << 20
 	// maxSize bounds inline_max and split_min.
@@ -49,6 +60,8 @@ type settings struct {
 	inlineMax     uint64
 	splitMin      uint64
 	revokeTimeout time.Duration
+	maxMapped     uint64 // bytes of peers' regions mapped at once, at most
+	maxConns      int    // served connections at once, at most
 }
 
 func defaultSettings() settings {
@@ -57,7 +70,20 @@ func defaultSettings() settings {
 		inlineMax:     DefaultInlineMax,
 		splitMin:      DefaultSplitMin,
 		revokeTimeout: DefaultRevokeTimeout,
+		maxMapped:     machineRAM(),
+		maxConns:      DefaultMaxConns,
 	}
+}
+
+// machineRAM is the default bound on mapped peer memory: this machine's
+// RAM, since every mapped page is populated (MAP_POPULATE) and so
+// allocated. A peer that offers more than that cannot be served anyway.
+func machineRAM() uint64 {
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) != nil || si.Totalram == 0 {
+		return fallbackMaxMapped
+	}
+	return uint64(si.Totalram) * uint64(max(si.Unit, 1))
 }
 
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
@@ -80,6 +106,15 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		return settings{}, st.Errorf("split_min", c.SplitMinRange, "%q is below 2MiB", *c.SplitMin)
 	}
 	if err := st.Duration("revoke_timeout", c.RevokeTimeout, c.RevokeTimeoutRange, time.Millisecond, time.Hour, &s.revokeTimeout); err != nil {
+		return settings{}, err
+	}
+	if err := st.Size("max_mapped_bytes", c.MaxMapped, c.MaxMappedRange, maxSize, &s.maxMapped); err != nil {
+		return settings{}, err
+	}
+	if c.MaxMapped != nil && s.maxMapped == 0 {
+		return settings{}, st.Errorf("max_mapped_bytes", c.MaxMappedRange, "must be positive")
+	}
+	if err := st.Int("max_conns", c.MaxConns, c.MaxConnsRange, 1, 1<<20, &s.maxConns); err != nil {
 		return settings{}, err
 	}
 	return s, nil
