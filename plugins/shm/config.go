@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"path/filepath"
 	"runtime"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 //	  revoke_timeout = "5s"     # how long UnregisterMemory waits for peers to unmap
 //	  max_mapped_bytes = "64GiB" # peers' memory this plugin maps at most; default: this machine's RAM
 //	  max_conns      = 1024     # connections from peer plugins served at once
+//	  cluster_secret_file = "/etc/ferry/secret"  # or cluster_secret: peers prove they know it
 //	}
 //
 // Every attribute is optional.
@@ -30,6 +32,8 @@ type Config struct {
 	RevokeTimeout *string `hcl:"revoke_timeout,optional"`
 	MaxMapped     *string `hcl:"max_mapped_bytes,optional"`
 	MaxConns      *int    `hcl:"max_conns,optional"`
+	Secret        *string `hcl:"cluster_secret,optional"`
+	SecretFile    *string `hcl:"cluster_secret_file,optional"`
 
 	CopyWorkersRange   hcl.Range `hcl:"copy_workers,attr_value_range"`
 	InlineMaxRange     hcl.Range `hcl:"inline_max,attr_value_range"`
@@ -37,6 +41,8 @@ type Config struct {
 	RevokeTimeoutRange hcl.Range `hcl:"revoke_timeout,attr_value_range"`
 	MaxMappedRange     hcl.Range `hcl:"max_mapped_bytes,attr_value_range"`
 	MaxConnsRange      hcl.Range `hcl:"max_conns,attr_value_range"`
+	SecretRange        hcl.Range `hcl:"cluster_secret,attr_value_range"`
+	SecretFileRange    hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
 }
 
 // Defaults and limits.
@@ -62,6 +68,7 @@ type settings struct {
 	revokeTimeout time.Duration
 	maxMapped     uint64 // bytes of peers' regions mapped at once, at most
 	maxConns      int    // served connections at once, at most
+	secret        []byte // the cluster secret; nil: none (same-user peers are trusted)
 }
 
 func defaultSettings() settings {
@@ -116,6 +123,30 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	}
 	if err := st.Int("max_conns", c.MaxConns, c.MaxConnsRange, 1, 1<<20, &s.maxConns); err != nil {
 		return settings{}, err
+	}
+	switch {
+	case c.Secret != nil && c.SecretFile != nil:
+		return settings{}, st.Errorf("cluster_secret", c.SecretRange,
+			"cluster_secret and cluster_secret_file are both set; keep one (cluster_secret_file keeps the secret out of this file)")
+	case c.Secret != nil:
+		if n := len(*c.Secret); n < kit.MinSecretLen {
+			return settings{}, st.Errorf("cluster_secret", c.SecretRange,
+				"%d bytes is too short; use at least %d random bytes (for example the output of `openssl rand -hex 32`), the same on every engine", n, kit.MinSecretLen)
+		}
+		s.secret = []byte(*c.Secret)
+	case c.SecretFile != nil:
+		path := *c.SecretFile
+		if path == "" {
+			return settings{}, st.Errorf("cluster_secret_file", c.SecretFileRange, "empty path; name the file that holds the cluster secret")
+		}
+		if !filepath.IsAbs(path) && cfg.ConfigFile != "" {
+			path = filepath.Join(filepath.Dir(cfg.ConfigFile), path)
+		}
+		secret, err := kit.ReadSecretFile(path, "make the file readable by the plugin, or set cluster_secret instead")
+		if err != nil {
+			return settings{}, st.Errorf("cluster_secret_file", c.SecretFileRange, "%w", err)
+		}
+		s.secret = secret
 	}
 	return s, nil
 }

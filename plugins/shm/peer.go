@@ -222,7 +222,12 @@ func (p *peer) dial() (*dialConn, ring.Status) {
 	// A server that refuses us (another user) answers before our hello
 	// and closes: the write may fail, but its answer is still there to
 	// read, and says why.
-	sendErr := dc.send(msg{typ: msgHello, name: p.segment, inc: p.inc}, -1)
+	secret := t.set.secret
+	hello := msg{typ: msgHello, name: p.segment, inc: p.inc}
+	if secret != nil {
+		hello.auth, hello.nonce = true, newNonce()
+	}
+	sendErr := dc.send(hello, -1)
 	ack, fds, err := newReader().read(c)
 	if err != nil && sendErr != nil {
 		err = sendErr
@@ -242,11 +247,32 @@ func (p *peer) dial() (*dialConn, ring.Status) {
 		t.stats.helloRejected.Add(1)
 		if ack.status == ring.StatusPermission {
 			t.stats.credRejected.Add(1)
+			if secret == nil {
+				t.log.Warn("refused by a peer plugin: another user, or it requires a cluster secret and this engine has none; set the same cluster_secret in the shm plugin's config block of both engines", "peer", p.segment)
+			}
 		}
 		return fail(ack.status)
 	case ack.inc != p.inc:
 		t.stats.helloRejected.Add(1)
 		return fail(ring.StatusStaleIncarnation)
+	case secret == nil && ack.auth:
+		t.stats.malformed.Add(1)
+		return fail(ring.StatusProtocol) // a proof for a hello that asked for none
+	case secret != nil && !ack.auth:
+		t.stats.authFailed.Add(1)
+		t.log.Warn("refused a peer plugin: it has no cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines, or remove it from this one", "peer", p.segment)
+		return fail(ring.StatusPermission)
+	case secret != nil && !verify(ack.mac, secret, "server", p.segment, p.inc, &hello.nonce, &ack.nonce):
+		t.stats.authFailed.Add(1)
+		t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify (another secret, or not a plugin of this cluster); give both engines the same cluster_secret", "peer", p.segment)
+		return fail(ring.StatusPermission)
+	}
+	if secret != nil {
+		a := msg{typ: msgAuth, auth: true, mac: proof(secret, "dialer", p.segment, p.inc, &ack.nonce, &hello.nonce)}
+		if err := dc.send(a, -1); err != nil {
+			t.stats.dialFailures.Add(1)
+			return fail(ring.StatusPeerUnreachable)
+		}
 	}
 	if !stop() {
 		return fail(ring.StatusShutdown) // closed while we said hello

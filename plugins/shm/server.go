@@ -166,11 +166,36 @@ func (t *Transport) serve(sc *srvConn) {
 		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.base.Incarnation()}, -1)
 		return
 	}
-	sc.c.SetReadDeadline(time.Time{})
-	sc.c.SetWriteDeadline(time.Time{})
-	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.base.Incarnation()}, -1); err != nil {
+	secret := t.set.secret
+	if secret != nil && !h.auth {
+		t.stats.helloRejected.Add(1)
+		t.stats.authFailed.Add(1)
+		t.log.Warn("refused a peer plugin: it sent no proof of the cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines")
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusPermission}, -1)
 		return
 	}
+	ack := msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.base.Incarnation()}
+	if secret != nil {
+		ack.auth, ack.nonce = true, newNonce()
+		ack.mac = proof(secret, "server", h.name, h.inc, &h.nonce, &ack.nonce)
+	}
+	// A dialer with a secret, when this engine has none, gets an answer
+	// without a proof and hangs up.
+	if err := sc.send(ack, -1); err != nil {
+		return
+	}
+	if secret != nil {
+		a, fds, err := rd.read(sc.c)
+		closeFDs(fds)
+		if err != nil || a.typ != msgAuth || len(fds) != 0 || !verify(a.mac, secret, "dialer", h.name, h.inc, &ack.nonce, &h.nonce) {
+			t.stats.helloRejected.Add(1)
+			t.stats.authFailed.Add(1)
+			t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify; give both engines the same cluster_secret in the shm plugin's config block", "error", err)
+			return
+		}
+	}
+	sc.c.SetReadDeadline(time.Time{})
+	sc.c.SetWriteDeadline(time.Time{})
 	for {
 		m, fds, err := rd.read(sc.c)
 		if len(fds) > 0 {

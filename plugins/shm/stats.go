@@ -33,6 +33,7 @@ type counters struct {
 	offersRefused  atomic.Uint64 // regions a peer offered that were not mapped (wrong size, max_mapped_bytes)
 	acceptErrors   atomic.Uint64 // accept failures (EMFILE...), retried after a pause
 	connsRefused   atomic.Uint64 // connections closed at once: max_conns reached
+	authFailed     atomic.Uint64 // peers refused for the cluster secret (none, or a proof that does not verify), either side
 }
 
 func (c *counters) snapshot(workers []*worker) map[string]uint64 {
@@ -63,6 +64,7 @@ func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 		"offers_refused":  c.offersRefused.Load(),
 		"accept_errors":   c.acceptErrors.Load(),
 		"conns_refused":   c.connsRefused.Load(),
+		"auth_failed":     c.authFailed.Load(),
 		"copy_workers":    uint64(len(workers)),
 	}
 	for i, w := range workers {

@@ -150,7 +150,11 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.pool.start(t, set.workers, set.splitMin)
 	t.base.Goroutines.Add(1)
 	go t.acceptLoop(ln)
-	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers)
+	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "cluster_secret", set.secret != nil)
+	if set.secret == nil {
+		t.log.Warn("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
+			" (abstract socket names are listed in /proc/net/unix); set cluster_secret in the shm plugin's config block of every engine so that only plugins that know it get one")
+	}
 	return ep, nil
 }
 
