@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"syscall"
 	"testing"
@@ -112,14 +113,19 @@ func dialSHM(t *testing.T, e *host.Engine) *shmClient {
 }
 
 func (sc *shmClient) send(typ uint8, region uint32, inc uint64, name string) {
+	if err := sc.trySend(typ, region, inc, name); err != nil {
+		sc.t.Fatal(err)
+	}
+}
+
+func (sc *shmClient) trySend(typ uint8, region uint32, inc uint64, name string) error {
 	b := make([]byte, 48, 48+len(name))
 	binary.LittleEndian.PutUint32(b[0:], 0x4d485346)
 	b[4], b[5], b[7] = 1, typ, uint8(len(name))
 	binary.LittleEndian.PutUint32(b[12:], region)
 	binary.LittleEndian.PutUint64(b[24:], inc)
-	if _, err := sc.c.Write(append(b, name...)); err != nil {
-		sc.t.Fatal(err)
-	}
+	_, err := sc.c.Write(append(b, name...))
+	return err
 }
 
 // recv reads one message: its type, status, offset and length, and the fd
@@ -258,3 +264,46 @@ func exactly(t *testing.T, what string, fd int, want []byte) {
 }
 
 func localAddr(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// TestSHMNonEngineClientWithoutTheSecretGetsNothing: with a cluster
+// secret in the shm plugin's config, a process of the same user that does
+// not know it is refused at its hello and gets no descriptor at all.
+func TestSHMNonEngineClientWithoutTheSecretGetsNothing(t *testing.T) {
+	ctx := context.Background()
+	e := hclEngine(t, ctx, fmt.Sprintf(`name = "shm-secret"
+plugin_dir = %q
+plugin "shm" {
+  config {
+    cluster_secret = "0123456789abcdef0123"
+  }
+}
+`, binDir), "shm-secret.hcl")
+	mem, err := e.Allocate(64 << 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Register(ctx, mem, host.RemoteReadWrite); err != nil {
+		t.Fatal(err)
+	}
+	var ep struct{ Socket string }
+	if err := json.Unmarshal(host.PluginEndpoint(e, "shm"), &ep); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := net.Dial("unixpacket", ep.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sc := &shmClient{t: t, c: nc.(*net.UnixConn)}
+	sc.send(1, 0, e.Incarnation(), e.Name())
+	typ, st, _, _, fd := sc.recv()
+	if typ != 2 || st != 4 || fd >= 0 { // hello ack, ring.StatusPermission
+		t.Fatalf("hello without the secret: type %d status %d fd %d; want a refusal (status 4) and no fd", typ, st, fd)
+	}
+	// The plugin hung up: a query after the refusal gets nothing either.
+	_ = sc.trySend(3, host.LocalBuffers(e)[0].Region, 0, "") // may fail: the plugin hung up
+	b, oob := make([]byte, 512), make([]byte, unix.CmsgSpace(16))
+	if n, oobn, _, _, err := sc.c.ReadMsgUnix(b, oob); err == nil && (n > 0 || oobn > 0) {
+		t.Fatalf("after the refusal the plugin sent %d bytes and %d of control data", n, oobn)
+	}
+}
