@@ -1,7 +1,11 @@
 // Package localmem owns this engine's local memory: the allocations
 // (sealed memfd regions every plugin can map), the table of registered
 // buffers with their region ids, and the fan-out of a registration to the
-// plugins through the small Plugin interface.
+// plugins through the small Plugin interface. A region that peers may
+// use reaches the plugins as a memfd of exactly its bytes: a page-aligned
+// part of an allocation is carved into its own memfd at Register and put
+// back at Unregister (carve.go), so that a plugin that passes fds to other
+// processes (shm) never passes local-only or unregistered memory.
 //
 // The table is copy-on-write: Lookup, on the submit path, reads it
 // lock-free and allocates nothing. Writers (Register, Unregister, Replay)
