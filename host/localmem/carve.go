@@ -168,12 +168,19 @@ func (t *Table) carving(p, n uintptr) bool {
 func (t *Table) uncarve(id uint32) error {
 	t.amu.Lock()
 	c := t.carves[id]
-	delete(t.carves, id)
 	t.amu.Unlock()
 	if c == nil {
 		return nil
 	}
-	return c.undo()
+	// Still listed while it is put back, so that a Register of the same
+	// memory meanwhile is refused (carving) instead of racing the copy.
+	err := c.undo()
+	t.amu.Lock()
+	if t.carves[id] == c {
+		delete(t.carves, id)
+	}
+	t.amu.Unlock()
+	return err
 }
 
 // dropCarves closes the memfds of a's carves (every carve when a is nil):

@@ -294,18 +294,13 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 // outstanding descriptor (StatusShutdown for what has not started),
 // unmaps every peer region and waits for every goroutine it started.
 func (t *Transport) Stop(ctx context.Context) error {
-	return t.base.Stop(ctx, func() {
+	err := t.base.Stop(ctx, func() {
 		close(t.stopping)
 		t.mu.Lock()
 		ln := t.ln
 		for sc := range t.servers {
 			sc.c.Close()
 		}
-		for r := range t.readOnly {
-			unix.Close(r.ro)
-			r.ro = -1
-		}
-		clear(t.readOnly)
 		t.mu.Unlock()
 		if ln != nil {
 			ln.Close()
@@ -317,4 +312,18 @@ func (t *Transport) Stop(ctx context.Context) error {
 			t.pool.close()
 		}
 	})
+	if err != nil {
+		return err
+	}
+	// Every connection's goroutine has ended: no answer is sending a
+	// read-only fd any more, so they can be closed without one being
+	// reused under a send.
+	t.mu.Lock()
+	for r := range t.readOnly {
+		unix.Close(r.ro)
+		r.ro = -1
+	}
+	clear(t.readOnly)
+	t.mu.Unlock()
+	return nil
 }
