@@ -77,7 +77,21 @@ func TestAcceptSurvivesFDExhaustion(t *testing.T) {
 		c.Close()
 	}
 	held = nil
-	// The pressure is over: a real peer connects and reads.
+	// The pressure is over once the plugin has seen them end.
+	for deadline := time.Now().Add(time.Minute); ; {
+		st, err := p.Client.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st["conns_open"] == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the plugin still holds %d connections a minute after they closed", st["conns_open"])
+		}
+		time.Sleep(time.Millisecond)
+	}
+	// A real peer connects and reads.
 	a := startEngine(t, "a", 1, "")
 	local := a.region(t, 1, 1<<20, sdk.PermLocal, "a-local")
 	a.open(t, 1, &engine{name: "victim", incarnation: 3, ep: epb})
@@ -124,6 +138,13 @@ func TestMaxConns(t *testing.T) {
 	}
 	for _, c := range held {
 		c.Close()
+	}
+	// Wait until the server has seen them end (its slots are free).
+	for deadline := time.Now().Add(time.Minute); b.stats(t)["conns_open"] != 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server still holds %d connections a minute after they closed", b.stats(t)["conns_open"])
+		}
+		time.Sleep(time.Millisecond)
 	}
 	a := startEngine(t, "a", 1, "")
 	a.region(t, 1, 1<<20, sdk.PermLocal, "a-local")

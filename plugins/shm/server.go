@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -102,6 +103,18 @@ type rateLog struct {
 	held uint64
 }
 
+// lockedRateLog is a rateLog that goroutines share.
+type lockedRateLog struct {
+	mu sync.Mutex
+	r  rateLog
+}
+
+func (l *lockedRateLog) allow(now time.Time) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.allow(now)
+}
+
 // logEvery is how often a repeated warning is logged at most.
 const logEvery = 10 * time.Second
 
@@ -170,7 +183,9 @@ func (t *Transport) serve(sc *srvConn) {
 	if secret != nil && !h.auth {
 		t.stats.helloRejected.Add(1)
 		t.stats.authFailed.Add(1)
-		t.log.Warn("refused a peer plugin: it sent no proof of the cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines")
+		if n, ok := t.authLog.allow(time.Now()); ok {
+			t.log.Warn("refused a peer plugin: it sent no proof of the cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines", "refused_since_last_log", n)
+		}
 		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusPermission}, -1)
 		return
 	}
@@ -190,7 +205,9 @@ func (t *Transport) serve(sc *srvConn) {
 		if err != nil || a.typ != msgAuth || len(fds) != 0 || !verify(a.mac, secret, "dialer", h.name, h.inc, &ack.nonce, &h.nonce) {
 			t.stats.helloRejected.Add(1)
 			t.stats.authFailed.Add(1)
-			t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify; give both engines the same cluster_secret in the shm plugin's config block", "error", err)
+			if n, ok := t.authLog.allow(time.Now()); ok {
+				t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify; give both engines the same cluster_secret in the shm plugin's config block", "error", err, "refused_since_last_log", n)
+			}
 			return
 		}
 	}

@@ -51,6 +51,8 @@ type Transport struct {
 	acceptErr atomic.Pointer[error]
 	// fatal, when set, is called once the plugin can serve no new peer.
 	fatal func(error)
+	// authLog rate-limits the warnings about peers refused for the secret.
+	authLog lockedRateLog
 
 	pool   pool
 	stats  counters
