@@ -5,7 +5,11 @@
 // allocated itself ("foreign", foreign.go) is registered without a memfd,
 // only with plugins that take it (ForeignPlugin), pinned while registered,
 // after the ptrace-scope check and grant of attach.go (AttachVerdict is
-// pure; AttachEnv is the seam to the system).
+// pure; AttachEnv is the seam to the system). A region that peers may
+// use reaches the plugins as a memfd of exactly its bytes: a page-aligned
+// part of an allocation is carved into its own memfd at Register and put
+// back at Unregister (carve.go), so that a plugin that passes fds to other
+// processes (shm) never passes local-only or unregistered memory.
 //
 // The table is copy-on-write: Lookup, on the submit path, reads it
 // lock-free and allocates nothing. Writers (Register, Unregister, Replay)

@@ -56,8 +56,9 @@ type Table struct {
 	owner   string        // the engine's name, for errors and memfd names
 	timeout time.Duration // bounds one call to one plugin
 
-	amu    sync.Mutex // guards allocs
+	amu    sync.Mutex // guards allocs and carves
 	allocs map[uintptr]*allocation
+	carves map[uint32]*carve // region id -> its own memfd (carve.go)
 
 	bufs    atomic.Pointer[[]Buf] // sorted by base; read lock-free
 	nextReg uint32                // the last region id given out; writers only
@@ -127,7 +128,9 @@ func (t *Table) Release(base uintptr) error {
 	if !ok {
 		return fmt.Errorf("%w: free %#x: not the start of memory from Engine.Allocate", ErrInvalid, base)
 	}
-	return a.region.Close()
+	err := a.region.Close()
+	t.dropCarves(a)
+	return err
 }
 
 // findAlloc returns the allocation holding [p, p+n).
@@ -160,19 +163,31 @@ func (t *Table) Register(ctx context.Context, p, n uintptr, perm sdk.Perm, plugi
 			return fmt.Errorf("%w: register %d bytes at %#x: overlaps the buffer registered at %#x (%d bytes); unregister it first", ErrInvalid, n, p, b.Base, b.Length)
 		}
 	}
+	if t.carving(p, n) {
+		return fmt.Errorf("%w: register %d bytes at %#x: an Unregister of this memory is still running; wait for it to return", ErrInvalid, n, p)
+	}
+	c, err := t.carveFor(a, p, n, perm)
+	if err != nil {
+		return fmt.Errorf("engine %q: register %d bytes at %#x: %w", t.owner, n, p, err)
+	}
+	fd, off := regionFile(a, c, p)
 	t.nextReg++
 	id := t.nextReg
 	for k, pl := range plugins {
 		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := pl.RegisterMemory(cctx, id, a.region.FD(), uint64(p-a.base), uint64(n), perm, Location)
+		err := pl.RegisterMemory(cctx, id, fd, off, uint64(n), perm, Location)
 		cancel()
 		if err != nil {
 			for _, d := range plugins[:k] {
 				d.UnregisterMemory(context.Background(), id)
 			}
+			if c != nil {
+				c.undo()
+			}
 			return fmt.Errorf("%w: register %d bytes at %#x with plugin %q: %w", ErrPluginFailed, n, p, pl.Name(), err)
 		}
 	}
+	t.keepCarve(id, c)
 	b := Buf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: perm, Location: Location}, alloc: a}
 	next := append(slices.Clone(cur), b)
 	slices.SortFunc(next, func(x, y Buf) int {
@@ -215,6 +230,9 @@ func (t *Table) Unregister(ctx context.Context, region uint32, plugins []Plugin,
 			failed(pl, err)
 		}
 	}
+	if err := t.uncarve(region); err != nil && failed != nil {
+		failed(memorySelf{}, fmt.Errorf("engine %q: region %d: %w", t.owner, region, err))
+	}
 }
 
 // Replay registers every buffer again, with its region id, with p: a
@@ -236,8 +254,9 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 		if !live[b.alloc] {
 			continue
 		}
+		fd, off := regionFile(b.alloc, t.carveOf(b.Region), uintptr(b.Base))
 		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := p.RegisterMemory(cctx, b.Region, b.alloc.region.FD(), b.Base-uint64(b.alloc.base), b.Length, b.Perm, b.Location)
+		err := p.RegisterMemory(cctx, b.Region, fd, off, b.Length, b.Perm, b.Location)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("re-register region %d: %w", b.Region, err)
@@ -288,4 +307,5 @@ func (t *Table) Close() {
 		a.region.Close()
 	}
 	t.allocs = nil
+	t.dropCarvesLocked(nil)
 }

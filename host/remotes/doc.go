@@ -5,7 +5,9 @@
 // blob, Table.Import, which nothing watches), incarnations and retiring the handle
 // of a peer that restarted, and following the metastore's watch so that a
 // peer that re-registers, restarts or goes away changes the cached
-// descriptor when the watch fires, not when a transfer fails. With a
+// descriptor when the watch fires, not when a transfer fails (a
+// transport whose endpoint moved, a restarted plugin of the peer, has its
+// peer re-opened at the new one). With a
 // cluster secret (a segment.Signer) a descriptor that is unsigned or
 // badly signed is refused, by the fetch with an error naming the segment
 // and the key and by the watch with a warning, and counted.

@@ -223,6 +223,7 @@ func (t *Table) Apply(ctx context.Context, key string, c Change, ts []Transport,
 		switch a {
 		case Refresh:
 			h2 := *h
+			h2.Opened = t.reopenMoved(ctx, h, c.Desc.Transports, ts)
 			h2.Desc, h2.Gone = c.Desc, ""
 			t.set(h.ID, &h2)
 		case Retire:

@@ -23,14 +23,55 @@
 // sides check SO_PEERCRED (same uid, or root) and the server checks that
 // the hello names its segment and current incarnation
 // (StatusStaleIncarnation otherwise, StatusPermission for another user).
-// The dialer then asks for each region it needs once; the server answers
-// with length, offset, permission and a registration generation, and the
-// memfd as SCM_RIGHTS - only for remote-read and remote-read-write regions;
-// a local-only region's fd never leaves the process (StatusPermission). The
-// dialer maps it read-write for remote-read-write, read-only for
+// With cluster_secret (or cluster_secret_file) set, both sides also prove
+// they know the secret, HMACs over fresh nonces (auth.go), before the
+// server answers any query: a process without it gets StatusPermission and
+// no fd at all. The dialer then asks for each region it needs once; the
+// server answers with length, permission and a registration generation,
+// and an fd as SCM_RIGHTS - only for remote-read and remote-read-write
+// regions; a local-only region's fd never leaves the process
+// (StatusPermission).
+//
+// What leaves the process is exactly the region. The host passes each
+// region peers may use as a memfd of exactly its bytes: the allocation's
+// own when the region is the whole allocation, else one carved out of it
+// at Register (the host's local-memory table). This plugin hands a memfd
+// to a peer only when it is exactly the region (offset 0, file size =
+// length), so a region that is not page-aligned in its allocation, which
+// cannot be carved, is refused with StatusUnsupported: its memfd would
+// carry local-only or unregistered bytes with it. Register such buffers
+// local-only, align them, or reach them over tcp. A remote-read region
+// goes as the memfd reopened O_RDONLY through /proc/self/fd, which
+// cannot be mapped writable and shared. The residual, honestly: a
+// process of the same user that receives that fd can open its own
+// /proc/self/fd/N read-write again (the kernel checks the memfd inode's
+// mode, 0777, which its owner may chmod anyway), so read-only holds
+// against a cooperating or buggy peer, not a hostile process of the same
+// user; F_SEAL_FUTURE_WRITE would close it, but it also forbids the
+// writable shared mappings the owner's own plugins make when they
+// restart. The cluster secret is what keeps such a process from getting
+// the fd in the first place.
+//
+// The dialer never trusts an offer: a file that is not exactly the region
+// the answer describes (offset 0, fstat size = length), or that is sparse
+// (an engine's registered memory is allocated; mapping holes with
+// MAP_POPULATE would allocate them here), is refused with StatusProtocol
+// before anything is mapped, and a region that would take this plugin's
+// mapped peer memory over max_mapped_bytes (default: the machine's RAM) is
+// refused with StatusUnsupported and a warning that names the setting.
+// It maps the region read-write for remote-read-write, read-only for
 // remote-read (a write would fault: the kernel enforces the permission,
 // and the plugin refuses such a write with StatusPermission before it
 // tries), and caches the mapping per (peer, region).
+//
+// The accept loop survives errors: an accept that fails (EMFILE under a
+// low open-files limit, ENFILE, ENOMEM) is retried after a pause that
+// doubles up to 1s, with a warning at most every 10s. At most max_conns
+// (default 1024) peer connections are served at once; one more is closed
+// at once, with a rate-limited warning. If the listener itself is gone
+// (closed under the plugin), Stats reports accepting=0 and the plugin
+// binary exits, so that the host reports it restarting and starts a
+// fresh one rather than an engine that says shm runs and serves nobody.
 //
 // Revocation. When the owner unregisters a region, its plugin pushes
 // "revoke R, generation G" on every connection whose peer was sent R's fd,
@@ -45,9 +86,9 @@
 // does not acknowledge in time (hung, or malicious) loses its connection
 // and UnregisterMemory returns anyway: the kernel cannot take a mapping
 // away from another process, so such a peer keeps the pages (not the
-// registration) until it exits. The same-user check is the security
-// boundary: a process of the same user could read our memory through
-// /proc anyway. When a connection ends, the dialer drops every mapping it
+// registration) until it exits: for a carved region a copy the host took
+// at Unregister, no longer the application's memory; for a whole
+// allocation, its memory until the application frees it. When a connection ends, the dialer drops every mapping it
 // received on it after its copies in flight finish.
 //
 // Copies. A copy up to inline_max (1 MiB) runs in Submit itself (on the
@@ -67,6 +108,11 @@
 // lost -> StatusPeerUnreachable; an fd that cannot be mapped ->
 // StatusProtocol. ClosePeer and Stop -> StatusShutdown. Every descriptor
 // completes exactly once.
+//
+// Restarts. A restarted plugin listens on a new socket; its engine
+// publishes the new endpoint once the plugin has every registration back,
+// and a peer engine re-opens the peer there, so transfers resume without
+// ever reaching a plugin that does not know the regions yet.
 //
 // Limits. Both engines must share a network namespace (abstract sockets
 // live there) and the machine id; engines in different namespaces fail

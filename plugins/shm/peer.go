@@ -222,7 +222,12 @@ func (p *peer) dial() (*dialConn, ring.Status) {
 	// A server that refuses us (another user) answers before our hello
 	// and closes: the write may fail, but its answer is still there to
 	// read, and says why.
-	sendErr := dc.send(msg{typ: msgHello, name: p.segment, inc: p.inc}, -1)
+	secret := t.set.secret
+	hello := msg{typ: msgHello, name: p.segment, inc: p.inc}
+	if secret != nil {
+		hello.auth, hello.nonce = true, newNonce()
+	}
+	sendErr := dc.send(hello, -1)
 	ack, fds, err := newReader().read(c)
 	if err != nil && sendErr != nil {
 		err = sendErr
@@ -242,11 +247,32 @@ func (p *peer) dial() (*dialConn, ring.Status) {
 		t.stats.helloRejected.Add(1)
 		if ack.status == ring.StatusPermission {
 			t.stats.credRejected.Add(1)
+			if secret == nil {
+				t.log.Warn("refused by a peer plugin: another user, or it requires a cluster secret and this engine has none; set the same cluster_secret in the shm plugin's config block of both engines", "peer", p.segment)
+			}
 		}
 		return fail(ack.status)
 	case ack.inc != p.inc:
 		t.stats.helloRejected.Add(1)
 		return fail(ring.StatusStaleIncarnation)
+	case secret == nil && ack.auth:
+		t.stats.malformed.Add(1)
+		return fail(ring.StatusProtocol) // a proof for a hello that asked for none
+	case secret != nil && !ack.auth:
+		t.stats.authFailed.Add(1)
+		t.log.Warn("refused a peer plugin: it has no cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines, or remove it from this one", "peer", p.segment)
+		return fail(ring.StatusPermission)
+	case secret != nil && !verify(ack.mac, secret, "server", p.segment, p.inc, &hello.nonce, &ack.nonce):
+		t.stats.authFailed.Add(1)
+		t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify (another secret, or not a plugin of this cluster); give both engines the same cluster_secret", "peer", p.segment)
+		return fail(ring.StatusPermission)
+	}
+	if secret != nil {
+		a := msg{typ: msgAuth, auth: true, mac: proof(secret, "dialer", p.segment, p.inc, &ack.nonce, &hello.nonce)}
+		if err := dc.send(a, -1); err != nil {
+			t.stats.dialFailures.Add(1)
+			return fail(ring.StatusPeerUnreachable)
+		}
 	}
 	if !stop() {
 		return fail(ring.StatusShutdown) // closed while we said hello
@@ -294,13 +320,10 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 	st := m.status
 	var mp *mapping
 	if fd >= 0 {
-		// Writable only when peers may write: for a remote-read region
-		// the kernel itself refuses a write.
-		sm, err := sdkshm.Map(fd, int64(m.off), int(m.length), m.perm.AllowsRemoteWrite())
+		sm, mst := p.mapOffer(m, fd)
 		unix.Close(fd)
-		if err != nil {
-			t.log.Warn("cannot map a peer's region", "peer", p.segment, "region", m.region, "error", err)
-			st = ring.StatusProtocol
+		if sm == nil {
+			st = mst
 		} else {
 			mp = &mapping{region: m.region, gen: m.gen, m: sm, mem: sm.Mem(), perm: m.perm, dc: dc}
 			mp.Init()
@@ -336,6 +359,52 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 	}
 }
 
+// mapOffer maps the file a peer offered for region m.region, after
+// checking it: the file must be exactly the region (offset 0, its size the
+// answer's length), and mapping it must keep this plugin's mapped peer
+// memory within max_mapped_bytes. Nothing is mapped otherwise; it returns
+// nil and the status for the ops waiting.
+func (p *peer) mapOffer(m msg, fd int) (*sdkshm.Mapping, ring.Status) {
+	t := p.t
+	size, allocated := fileStat(fd)
+	if m.off != 0 || size != int64(m.length) {
+		t.stats.offersRefused.Add(1)
+		t.log.Warn("refused a peer's region: its file is not exactly the region (a peer of this version sends a file of the region alone, at offset 0)",
+			"peer", p.segment, "region", m.region, "length", m.length, "offset", m.off, "file_size", size)
+		return nil, ring.StatusProtocol
+	}
+	if allocated < size {
+		// A peer's registered memory is allocated (the host populates
+		// it); a sparse file would make our MAP_POPULATE allocate its
+		// holes here, on our account.
+		t.stats.offersRefused.Add(1)
+		t.log.Warn("refused a peer's region: its file is sparse (registered memory of an engine is allocated); mapping it would allocate its holes in this process",
+			"peer", p.segment, "region", m.region, "length", m.length, "allocated", allocated)
+		return nil, ring.StatusProtocol
+	}
+	for {
+		cur := t.mapped.Load()
+		if cur+m.length > t.set.maxMapped || cur+m.length < cur {
+			t.stats.offersRefused.Add(1)
+			t.log.Warn("refused a peer's region: mapping it would exceed max_mapped_bytes; raise max_mapped_bytes in the shm plugin's config block, or let another transport reach it",
+				"peer", p.segment, "region", m.region, "length", m.length, "mapped", cur, "max_mapped_bytes", t.set.maxMapped)
+			return nil, ring.StatusUnsupported
+		}
+		if t.mapped.CompareAndSwap(cur, cur+m.length) {
+			break
+		}
+	}
+	// Writable only when peers may write: for a remote-read region the
+	// kernel itself refuses a write.
+	sm, err := sdkshm.Map(fd, 0, int(m.length), m.perm.AllowsRemoteWrite())
+	if err != nil {
+		t.mapped.Add(-m.length)
+		t.log.Warn("cannot map a peer's region", "peer", p.segment, "region", m.region, "error", err)
+		return nil, ring.StatusProtocol
+	}
+	return sm, ring.StatusOK
+}
+
 // onRevoke drops the mapping of a region its owner unregistered and
 // acknowledges once no copy uses it any more. Until then, copies already
 // started on it run to their end; chunks not started yet are skipped.
@@ -369,6 +438,7 @@ func (p *peer) retire(mp *mapping) {
 	mp.Release()
 	<-mp.Drained()
 	mp.m.Close()
+	p.t.mapped.Add(-uint64(len(mp.mem)))
 	p.t.stats.mapsDropped.Add(1)
 	p.t.stats.mapsOpen.Add(-1)
 }

@@ -2,10 +2,13 @@ package shm
 
 import (
 	"errors"
+	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/ferrydev/ferry/sdk/ring"
+	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 // helloTimeout bounds the connection setup on either side: connect,
@@ -25,21 +28,56 @@ type srvConn struct {
 
 func (t *Transport) acceptLoop(ln *net.UnixListener) {
 	defer t.base.Goroutines.Done()
+	var backoff time.Duration
+	var errLog, fullLog rateLog
 	for {
 		c, err := ln.AcceptUnix()
 		if err != nil {
-			if !t.base.Stopped() && !errors.Is(err, net.ErrClosed) {
-				t.log.Error("accept failed; no new peers can connect", "error", err)
+			if t.base.Stopped() {
+				return
 			}
-			return
+			if errors.Is(err, net.ErrClosed) {
+				// Closed under us, not by Stop: no peer can connect any
+				// more. Say so (Stats, and the fatal hook ends the
+				// process so that the host restarts the plugin).
+				t.acceptDead(err)
+				return
+			}
+			// Out of descriptors (EMFILE, ENFILE) or memory: a passing
+			// condition. Wait a little, more each time, instead of
+			// spinning on Accept or giving up on every future peer.
+			t.stats.acceptErrors.Add(1)
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			if n, ok := errLog.allow(time.Now()); ok {
+				t.log.Warn("accept failed; retrying", "socket", ln.Addr().String(), "error", err, "retry_in", backoff, "failures_since_last_log", n)
+			}
+			tm := time.NewTimer(backoff)
+			select {
+			case <-tm.C:
+			case <-t.stopping:
+				tm.Stop()
+				return
+			}
+			continue
 		}
-		sc := &srvConn{conn: conn{c: c}, held: map[uint32]uint64{}, acks: map[uint64]chan struct{}{}, gone: make(chan struct{})}
+		backoff = 0
 		t.mu.Lock()
 		if t.base.Stopped() {
 			t.mu.Unlock()
 			c.Close()
 			return
 		}
+		if len(t.servers) >= t.set.maxConns {
+			t.mu.Unlock()
+			c.Close()
+			t.stats.connsRefused.Add(1)
+			if n, ok := fullLog.allow(time.Now()); ok {
+				t.log.Warn("refused a peer plugin's connection: max_conns connections are open; raise max_conns in the shm plugin's config block",
+					"max_conns", t.set.maxConns, "refused_since_last_log", n)
+			}
+			continue
+		}
+		sc := &srvConn{conn: conn{c: c}, held: map[uint32]uint64{}, acks: map[uint64]chan struct{}{}, gone: make(chan struct{})}
 		t.servers[sc] = struct{}{}
 		t.base.Goroutines.Add(1)
 		t.mu.Unlock()
@@ -47,6 +85,49 @@ func (t *Transport) acceptLoop(ln *net.UnixListener) {
 		t.stats.connsOpen.Add(1)
 		go t.serve(sc)
 	}
+}
+
+// acceptDead records that the accept loop ended for good with err.
+func (t *Transport) acceptDead(err error) {
+	t.acceptErr.Store(&err)
+	t.log.Error("the accept loop ended: no new peer can connect to this plugin", "error", err)
+	if t.fatal != nil {
+		t.fatal(fmt.Errorf("shm: accept loop ended: %w", err))
+	}
+}
+
+// rateLog lets a repeated warning through at most once per
+// logEvery, counting the ones it held back.
+type rateLog struct {
+	last time.Time
+	held uint64
+}
+
+// lockedRateLog is a rateLog that goroutines share.
+type lockedRateLog struct {
+	mu sync.Mutex
+	r  rateLog
+}
+
+func (l *lockedRateLog) allow(now time.Time) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.allow(now)
+}
+
+// logEvery is how often a repeated warning is logged at most.
+const logEvery = 10 * time.Second
+
+// allow reports whether to log now, and how many were held back since the
+// last one logged.
+func (r *rateLog) allow(now time.Time) (uint64, bool) {
+	if !r.last.IsZero() && now.Sub(r.last) < logEvery {
+		r.held++
+		return 0, false
+	}
+	n := r.held
+	r.last, r.held = now, 0
+	return n, true
 }
 
 // serve checks who dialed and what they want, then answers region queries
@@ -98,11 +179,40 @@ func (t *Transport) serve(sc *srvConn) {
 		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusStaleIncarnation, inc: t.base.Incarnation()}, -1)
 		return
 	}
-	sc.c.SetReadDeadline(time.Time{})
-	sc.c.SetWriteDeadline(time.Time{})
-	if err := sc.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.base.Incarnation()}, -1); err != nil {
+	secret := t.set.secret
+	if secret != nil && !h.auth {
+		t.stats.helloRejected.Add(1)
+		t.stats.authFailed.Add(1)
+		if n, ok := t.authLog.allow(time.Now()); ok {
+			t.log.Warn("refused a peer plugin: it sent no proof of the cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines", "refused_since_last_log", n)
+		}
+		_ = sc.send(msg{typ: msgHelloAck, status: ring.StatusPermission}, -1)
 		return
 	}
+	ack := msg{typ: msgHelloAck, status: ring.StatusOK, inc: t.base.Incarnation()}
+	if secret != nil {
+		ack.auth, ack.nonce = true, newNonce()
+		ack.mac = proof(secret, "server", h.name, h.inc, &h.nonce, &ack.nonce)
+	}
+	// A dialer with a secret, when this engine has none, gets an answer
+	// without a proof and hangs up.
+	if err := sc.send(ack, -1); err != nil {
+		return
+	}
+	if secret != nil {
+		a, fds, err := rd.read(sc.c)
+		closeFDs(fds)
+		if err != nil || a.typ != msgAuth || len(fds) != 0 || !verify(a.mac, secret, "dialer", h.name, h.inc, &ack.nonce, &h.nonce) {
+			t.stats.helloRejected.Add(1)
+			t.stats.authFailed.Add(1)
+			if n, ok := t.authLog.allow(time.Now()); ok {
+				t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify; give both engines the same cluster_secret in the shm plugin's config block", "error", err, "refused_since_last_log", n)
+			}
+			return
+		}
+	}
+	sc.c.SetReadDeadline(time.Time{})
+	sc.c.SetWriteDeadline(time.Time{})
 	for {
 		m, fds, err := rd.read(sc.c)
 		if len(fds) > 0 {
@@ -147,6 +257,8 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 	defer sc.wmu.Unlock()
 	reply := msg{typ: msgRegion, region: id}
 	fd := -1
+	var err error
+	unshareable := false
 	t.mu.Lock()
 	r := t.base.Regions.Lookup(id)
 	switch {
@@ -156,19 +268,54 @@ func (t *Transport) answer(sc *srvConn, id uint32) error {
 		reply.status = ring.StatusPermission // local-only: its fd never leaves
 	case r.fd < 0:
 		reply.status = ring.StatusUnsupported // the host sent no memfd to share
+	case !r.exact:
+		// Its memfd holds more than the region (a range that does not
+		// start and end on page boundaries of its allocation): handing
+		// it over would hand over memory that was not registered.
+		reply.status = ring.StatusUnsupported
+		unshareable = true
 	default:
-		reply.status, reply.perm, reply.gen = ring.StatusOK, r.Perm, r.gen
-		reply.off, reply.length = r.off, uint64(len(r.Mem))
 		fd = r.fd
+		if !r.Perm.AllowsRemoteWrite() {
+			// A remote-read region goes as a read-only descriptor: the
+			// peer cannot map it writable.
+			if fd, err = t.readOnlyFD(r); err != nil {
+				reply.status = ring.StatusIO
+				break
+			}
+		}
+		reply.status, reply.perm, reply.gen = ring.StatusOK, r.Perm, r.gen
+		reply.off, reply.length = 0, uint64(len(r.Mem))
 		sc.held[id] = r.gen
 	}
 	t.mu.Unlock()
+	if unshareable {
+		t.log.Info("a peer asked for a region whose memory is not page-aligned in its allocation: it cannot be shared alone, so it is not shared; "+
+			"register buffers that start and end on page boundaries of their allocation (or whole allocations) for shm, or let another transport reach it",
+			"region", id)
+	} else if err != nil {
+		t.log.Warn("cannot open a read-only descriptor of a region for a peer", "region", id, "error", err)
+	}
 	if reply.status == ring.StatusOK {
 		t.stats.queriesServed.Add(1)
 	} else {
 		t.stats.queriesRefused.Add(1)
 	}
 	return sc.sendLocked(reply, fd)
+}
+
+// readOnlyFD returns r's fd reopened O_RDONLY, opening it on first use;
+// t.mu held.
+func (t *Transport) readOnlyFD(r *region) (int, error) {
+	if r.ro < 0 {
+		fd, err := sdkshm.ReadOnly(r.fd)
+		if err != nil {
+			return -1, err
+		}
+		r.ro = fd
+		t.readOnly[r] = struct{}{}
+	}
+	return r.ro, nil
 }
 
 // revoke tells every peer that may have mapped r that it is gone and waits

@@ -30,6 +30,10 @@ type counters struct {
 	helloRejected  atomic.Uint64 // hellos refused (as server) or refused to us (as dialer)
 	credRejected   atomic.Uint64 // connections refused by the SO_PEERCRED check, either side
 	malformed      atomic.Uint64 // messages that could not be decoded; the connection is dropped
+	offersRefused  atomic.Uint64 // regions a peer offered that were not mapped (wrong size, max_mapped_bytes)
+	acceptErrors   atomic.Uint64 // accept failures (EMFILE...), retried after a pause
+	connsRefused   atomic.Uint64 // connections closed at once: max_conns reached
+	authFailed     atomic.Uint64 // peers refused for the cluster secret (none, or a proof that does not verify), either side
 }
 
 func (c *counters) snapshot(workers []*worker) map[string]uint64 {
@@ -57,6 +61,10 @@ func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 		"hello_rejected":  c.helloRejected.Load(),
 		"cred_rejected":   c.credRejected.Load(),
 		"malformed":       c.malformed.Load(),
+		"offers_refused":  c.offersRefused.Load(),
+		"accept_errors":   c.acceptErrors.Load(),
+		"conns_refused":   c.connsRefused.Load(),
+		"auth_failed":     c.authFailed.Load(),
 		"copy_workers":    uint64(len(workers)),
 	}
 	for i, w := range workers {

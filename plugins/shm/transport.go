@@ -37,9 +37,22 @@ type Transport struct {
 	set     settings
 	ln      *net.UnixListener
 	servers map[*srvConn]struct{}
+	// readOnly are the regions whose read-only fd is open (region.ro),
+	// closed at UnregisterMemory or Stop.
+	readOnly map[*region]struct{}
 
 	machine string // set once at Start, before any goroutine reads it
 	nextGen atomic.Uint64
+	mapped  atomic.Uint64 // bytes of peers' regions mapped now (max_mapped_bytes)
+
+	// stopping is closed by Stop: it ends the accept loop's pauses.
+	stopping chan struct{}
+	// acceptErr is why the accept loop ended for good, nil while it runs.
+	acceptErr atomic.Pointer[error]
+	// fatal, when set, is called once the plugin can serve no new peer.
+	fatal func(error)
+	// authLog rate-limits the warnings about peers refused for the secret.
+	authLog lockedRateLog
 
 	pool   pool
 	stats  counters
@@ -51,6 +64,12 @@ var _ sdk.Transport = (*Transport)(nil)
 // Option configures New.
 type Option func(*Transport)
 
+// WithFatal sets what happens when the plugin can no longer serve new
+// peers (its accept loop ended for good). The plugin binary ends its
+// process (the host sees the exit and restarts it, fresh); by default the
+// plugin only logs and reports accepting=0 in Stats.
+func WithFatal(f func(error)) Option { return func(t *Transport) { t.fatal = f } }
+
 // WithLogger sets the logger (default: JSON to stderr, which go-plugin
 // forwards to the host with the plugin's name).
 func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l } }
@@ -58,9 +77,11 @@ func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l }
 // New returns a shared-memory transport ready for Start.
 func New(opts ...Option) *Transport {
 	t := &Transport{
-		base:    kit.Base[*region, *peer]{Name: "shm", MaxNameLen: MaxNameLen},
-		servers: make(map[*srvConn]struct{}),
-		set:     defaultSettings(),
+		base:     kit.Base[*region, *peer]{Name: "shm", MaxNameLen: MaxNameLen},
+		servers:  make(map[*srvConn]struct{}),
+		readOnly: make(map[*region]struct{}),
+		stopping: make(chan struct{}),
+		set:      defaultSettings(),
 	}
 	t.opPool.New = func() any { return new(op) }
 	for _, o := range opts {
@@ -131,7 +152,11 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.pool.start(t, set.workers, set.splitMin)
 	t.base.Goroutines.Add(1)
 	go t.acceptLoop(ln)
-	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers)
+	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "cluster_secret", set.secret != nil)
+	if set.secret == nil {
+		t.log.Warn("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
+			" (abstract socket names are listed in /proc/net/unix); set cluster_secret in the shm plugin's config block of every engine so that only plugins that know it get one")
+	}
 	return ep, nil
 }
 
@@ -145,10 +170,22 @@ func (t *Transport) RegisterMemory(_ context.Context, r sdk.Region) error {
 			// never a memfd the SDK received.
 			fd = -1
 		}
-		g := &region{fd: fd, off: r.FDOffset, gen: t.nextGen.Add(1)}
+		g := &region{fd: fd, off: r.FDOffset, gen: t.nextGen.Add(1), ro: -1}
+		size, _ := fileStat(fd)
+		g.exact = fd >= 0 && r.FDOffset == 0 && size == int64(len(r.Mem))
 		g.Init(r)
 		return g
 	})
+}
+
+// fileStat returns fd's size and the bytes allocated to it; -1 when fstat
+// fails.
+func fileStat(fd int) (size, allocated int64) {
+	var st unix.Stat_t
+	if fd < 0 || unix.Fstat(fd, &st) != nil {
+		return -1, -1
+	}
+	return st.Size, st.Blocks * 512
 }
 
 // UnregisterMemory forgets a region: no peer gets it any more, every peer
@@ -175,6 +212,13 @@ func (t *Transport) UnregisterMemory(_ context.Context, id uint32) error {
 	}
 	t.mu.Unlock()
 	t.revoke(r, holders, acks)
+	t.mu.Lock()
+	if r.ro >= 0 {
+		unix.Close(r.ro)
+		r.ro = -1
+		delete(t.readOnly, r)
+	}
+	t.mu.Unlock()
 	// Our own copies on it are memcpys already under way: they end.
 	r.Release()
 	<-r.Drained()
@@ -234,10 +278,17 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	p.submit(o)
 }
 
-// Stats returns the counters, with one chunk counter per copy worker.
+// Stats returns the counters, with one chunk counter per copy worker,
+// mapped_bytes (peers' memory mapped now) and accepting (1 while new
+// peers can connect).
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	m := t.stats.snapshot(t.pool.workers)
 	t.base.Outcomes.Export(m)
+	m["mapped_bytes"] = t.mapped.Load()
+	m["accepting"] = 0
+	if t.base.Started() && !t.base.Stopped() && t.acceptErr.Load() == nil {
+		m["accepting"] = 1
+	}
 	return m, nil
 }
 
@@ -245,7 +296,8 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 // outstanding descriptor (StatusShutdown for what has not started),
 // unmaps every peer region and waits for every goroutine it started.
 func (t *Transport) Stop(ctx context.Context) error {
-	return t.base.Stop(ctx, func() {
+	err := t.base.Stop(ctx, func() {
+		close(t.stopping)
 		t.mu.Lock()
 		ln := t.ln
 		for sc := range t.servers {
@@ -262,4 +314,18 @@ func (t *Transport) Stop(ctx context.Context) error {
 			t.pool.close()
 		}
 	})
+	if err != nil {
+		return err
+	}
+	// Every connection's goroutine has ended: no answer is sending a
+	// read-only fd any more, so they can be closed without one being
+	// reused under a send.
+	t.mu.Lock()
+	for r := range t.readOnly {
+		unix.Close(r.ro)
+		r.ro = -1
+	}
+	clear(t.readOnly)
+	t.mu.Unlock()
+	return nil
 }

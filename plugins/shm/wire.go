@@ -13,27 +13,31 @@ import (
 
 // The region-exchange protocol runs on a SOCK_SEQPACKET unix socket, so
 // every message arrives whole or not at all. A message is a fixed 48-byte
-// header, little-endian, followed (hello only) by a name:
+// header, little-endian, followed (hello only) by a name and (with the
+// auth flag) the proof of a cluster secret:
 //
 //	0  magic   u32  "FSHM"
 //	4  version u8
-//	5  type    u8   msgHello .. msgRevokeAck
-//	6  perm    u8   msgRegion: the region's sdk.Perm
+//	5  type    u8   msgHello .. msgAuth
+//	6  perm    u8   msgRegion: the region's sdk.Perm; msgHello, msgHelloAck, msgAuth: flags (flagAuth)
 //	7  nameLen u8   msgHello: length of the segment name after the header
 //	8  status  i32  msgHelloAck, msgRegion: a ring.Status
 //	12 region  u32
 //	16 gen     u64  msgRegion, msgRevoke, msgRevokeAck: registration generation
 //	24 inc     u64  msgHello: the incarnation the dialer addresses; msgHelloAck: the server's
-//	32 off     u64  msgRegion: offset of the region in the memfd
-//	40 length  u64  msgRegion: the region's length
+//	32 off     u64  msgRegion: offset of the region in the memfd (always 0)
+//	40 length  u64  msgRegion: the region's length, the memfd's size
 //
-// A msgRegion with StatusOK carries the memfd as SCM_RIGHTS; nothing else
-// carries fds.
+// With flagAuth, a msgHello carries the dialer's 16-byte nonce after the
+// name, a msgHelloAck the server's nonce and its 32-byte proof, and a
+// msgAuth (sent by the dialer right after the ack) the dialer's proof
+// (auth.go). A msgRegion with StatusOK carries the memfd as SCM_RIGHTS;
+// nothing else carries fds.
 const (
 	wireMagic   = 0x4d485346 // "FSHM"
 	wireVersion = 1
 	headerLen   = 48
-	maxMsgLen   = headerLen + MaxNameLen
+	maxMsgLen   = headerLen + MaxNameLen + nonceLen + macLen
 	// MaxNameLen is the longest segment name the protocol carries.
 	MaxNameLen = 255
 )
@@ -46,8 +50,33 @@ const (
 	msgRegion    = 4 // server -> dialer: R's length, perm, generation (+ memfd)
 	msgRevoke    = 5 // server -> dialer: R (generation G) was unregistered
 	msgRevokeAck = 6 // dialer -> server: R (G) is unmapped here
-	msgTypeLimit = 7
+	msgAuth      = 7 // dialer -> server: the dialer's proof of the cluster secret
+	msgTypeLimit = 8
 )
+
+// flagAuth marks a hello, hello ack or auth message that carries a proof
+// of the cluster secret.
+const flagAuth = 1
+
+// Sizes of the proof's parts.
+const (
+	nonceLen = 16
+	macLen   = 32
+)
+
+// authLen is how many bytes of proof follow the name in a message of
+// type typ with the auth flag.
+func authLen(typ uint8) int {
+	switch typ {
+	case msgHello:
+		return nonceLen
+	case msgHelloAck:
+		return nonceLen + macLen
+	case msgAuth:
+		return macLen
+	}
+	return 0
+}
 
 var errMalformed = errors.New("shm: malformed message")
 
@@ -62,6 +91,11 @@ type msg struct {
 	off    uint64
 	length uint64
 	name   string
+	// auth: the message carries a proof (flagAuth): nonce (hello, hello
+	// ack) and mac (hello ack, auth).
+	auth  bool
+	nonce [nonceLen]byte
+	mac   [macLen]byte
 }
 
 // encode appends m's wire form to b.
@@ -71,6 +105,12 @@ func (m *msg) encode(b []byte) []byte {
 	h[4] = wireVersion
 	h[5] = m.typ
 	h[6] = uint8(m.perm)
+	if authLen(m.typ) > 0 {
+		h[6] = 0
+		if m.auth {
+			h[6] = flagAuth
+		}
+	}
 	h[7] = uint8(len(m.name))
 	binary.LittleEndian.PutUint32(h[8:], uint32(m.status))
 	binary.LittleEndian.PutUint32(h[12:], m.region)
@@ -79,7 +119,18 @@ func (m *msg) encode(b []byte) []byte {
 	binary.LittleEndian.PutUint64(h[32:], m.off)
 	binary.LittleEndian.PutUint64(h[40:], m.length)
 	b = append(b, h[:]...)
-	return append(b, m.name...)
+	b = append(b, m.name...)
+	if m.auth {
+		switch m.typ {
+		case msgHello:
+			b = append(b, m.nonce[:]...)
+		case msgHelloAck:
+			b = append(append(b, m.nonce[:]...), m.mac[:]...)
+		case msgAuth:
+			b = append(b, m.mac[:]...)
+		}
+	}
+	return b
 }
 
 // decode parses one whole message. It never trusts the sender: every field
@@ -99,10 +150,22 @@ func decode(b []byte) (msg, error) {
 	if m.typ == 0 || m.typ >= msgTypeLimit {
 		return m, fmt.Errorf("%w: unknown type %d", errMalformed, m.typ)
 	}
-	m.perm = sdk.Perm(b[6])
-	nameLen := int(b[7])
-	if len(b) != headerLen+nameLen {
-		return m, fmt.Errorf("%w: %d bytes, header announces %d", errMalformed, len(b), headerLen+nameLen)
+	nameLen, proof := int(b[7]), 0
+	if authLen(m.typ) > 0 {
+		if b[6]&^flagAuth != 0 {
+			return m, fmt.Errorf("%w: type %d with flags %#x", errMalformed, m.typ, b[6])
+		}
+		m.auth = b[6] == flagAuth
+		if m.auth {
+			proof = authLen(m.typ)
+		} else if m.typ == msgAuth {
+			return m, fmt.Errorf("%w: an auth message without its proof", errMalformed)
+		}
+	} else {
+		m.perm = sdk.Perm(b[6])
+	}
+	if len(b) != headerLen+nameLen+proof {
+		return m, fmt.Errorf("%w: %d bytes, header announces %d", errMalformed, len(b), headerLen+nameLen+proof)
 	}
 	if nameLen > 0 && m.typ != msgHello {
 		return m, fmt.Errorf("%w: type %d carries a name", errMalformed, m.typ)
@@ -116,7 +179,15 @@ func decode(b []byte) (msg, error) {
 	m.inc = binary.LittleEndian.Uint64(b[24:])
 	m.off = binary.LittleEndian.Uint64(b[32:])
 	m.length = binary.LittleEndian.Uint64(b[40:])
-	m.name = string(b[headerLen:])
+	m.name = string(b[headerLen : headerLen+nameLen])
+	rest := b[headerLen+nameLen:]
+	if m.auth && m.typ != msgAuth {
+		copy(m.nonce[:], rest)
+		rest = rest[nonceLen:]
+	}
+	if m.auth && m.typ != msgHello {
+		copy(m.mac[:], rest)
+	}
 	if m.typ == msgRegion && m.status == ring.StatusOK {
 		switch m.perm {
 		case sdk.PermRemoteRead, sdk.PermRemoteReadWrite:

@@ -9,7 +9,9 @@
 // under the id the host chose so that a control-plane RPC can [FDReceiver.Take]
 // the fds that belong to it. [Map] maps a received fd after checking its
 // seals and size, because a file that could shrink under a mapping would
-// kill the process with SIGBUS.
+// kill the process with SIGBUS. [ReadOnly] reopens an fd read-only, for
+// a process that may only read the memory (not a boundary against a
+// process of the same user: see its documentation).
 //
 // The package must not interpret what is stored in the memory (rings and
 // descriptors are package ring's), must not create named files (no

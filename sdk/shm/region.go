@@ -208,3 +208,21 @@ func roundUp(n, unit int) (int, bool) {
 	r := (n + unit - 1) &^ (unit - 1)
 	return r, r >= n
 }
+
+// ReadOnly reopens fd read-only through /proc/self/fd: a descriptor that
+// cannot be mapped writable and shared (mmap answers EACCES), for a
+// process that may only read the memory. The caller owns the new fd.
+//
+// It is not a security boundary against a process of the same user: the
+// receiver can open its own /proc/self/fd/N read-write again, because the
+// kernel checks a memfd's inode mode (0777, and its owner may chmod it),
+// not how the descriptor was opened. F_SEAL_FUTURE_WRITE would close that,
+// but it also forbids every later writable mapping, which the owner's
+// plugins need when they restart.
+func ReadOnly(fd int) (int, error) {
+	ro, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, fmt.Errorf("shm: reopen fd %d read-only: %w", fd, err)
+	}
+	return ro, nil
+}

@@ -1,0 +1,60 @@
+package remotes
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// countingTransport counts OpenPeer calls.
+type countingTransport struct {
+	*fakeTransport
+	opens int
+}
+
+func (c *countingTransport) OpenPeer(ctx context.Context, p sdk.Peer) error {
+	c.opens++
+	return c.fakeTransport.OpenPeer(ctx, p)
+}
+
+// TestRefreshReopensMovedEndpoint: a refreshed descriptor of the same life
+// whose shm endpoint moved (the peer's shm plugin restarted on a new
+// socket) re-opens the peer in shm at the new endpoint, leaves tcp (whose
+// endpoint did not move) alone, and a transport that refuses the new
+// endpoint no longer counts as open.
+func TestRefreshReopensMovedEndpoint(t *testing.T) {
+	ctx := context.Background()
+	tcp, shm := &countingTransport{fakeTransport: newTransport("tcp")}, &countingTransport{fakeTransport: newTransport("shm")}
+	ts := []Transport{tcp, shm}
+	tb := New("m", time.Second)
+	d := desc(7, 0x1000)
+	d.Transports["shm"] = []byte("shm-ep1")
+	if _, err := tb.Open(ctx, "b", "segments/b", d, ts); err != nil {
+		t.Fatal(err)
+	}
+	next := desc(7, 0x1000)
+	next.Transports["shm"] = []byte("shm-ep2")
+	if got := tb.Apply(ctx, "segments/b", Change{Desc: next}, ts, time.Now()); !slices.Equal(got, []Action{Refresh}) {
+		t.Fatalf("Apply = %v, want [refresh]", got)
+	}
+	if p, ok := shm.open(1); !ok || string(p.Endpoint) != "shm-ep2" || p.Incarnation != 7 || shm.opens != 2 {
+		t.Fatalf("shm holds peer %+v (%v) after %d opens; want it re-opened at shm-ep2", p, ok, shm.opens)
+	}
+	if tcp.opens != 1 {
+		t.Fatalf("tcp opened the peer %d times; its endpoint did not move, want 1", tcp.opens)
+	}
+	if h := tb.Get(1); !h.Opened[0] || !h.Opened[1] {
+		t.Fatalf("opened %v, want both", h.Opened)
+	}
+
+	shm.refuse = true
+	moved := desc(7, 0x1000)
+	moved.Transports["shm"] = []byte("shm-ep3")
+	tb.Apply(ctx, "segments/b", Change{Desc: moved}, ts, time.Now())
+	if h := tb.Get(1); !h.Opened[0] || h.Opened[1] {
+		t.Fatalf("opened %v after shm refused the new endpoint, want tcp only", h.Opened)
+	}
+}
