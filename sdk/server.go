@@ -73,6 +73,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	}
 	resp.MaxSlice, resp.PreferredSlice = info.MaxSlice, info.PreferredSlice
 	resp.Interfaces = implemented(s.impl)
+	resp.RegisterBatch = true
 	return resp, nil
 }
 
@@ -191,10 +192,17 @@ func permFromProto(p transportv1.Perm) (Perm, error) {
 type regionMap struct {
 	m  *shm.Mapping
 	fd int
+	// shared, when set, owns fd instead: regions of one batch that share
+	// a memfd share one fd, closed with the last of them (batch.go).
+	shared *sharedFD
 }
 
 func (r *regionMap) close() {
 	r.m.Close()
+	if r.shared != nil {
+		r.shared.release()
+		return
+	}
 	unix.Close(r.fd)
 }
 

@@ -25,6 +25,7 @@ type Client struct {
 	fds        *shm.FDSender
 	nextAttach atomic.Uint64
 	name       atomic.Pointer[string] // the plugin's name, once Describe said it
+	batch      atomic.Bool            // Describe said it takes RegisterMemoryBatch
 }
 
 // New returns a client over conn. fds is the host end of the plugin's fd
@@ -59,6 +60,9 @@ type Description struct {
 	// implements (sdk.InterfaceDrainer, ...), as the SDK found them.
 	// Empty from a protocol-1 plugin, which has none.
 	Interfaces []string
+	// RegisterBatch: the plugin's SDK takes RegisterMemoryBatch; without
+	// it RegisterMemoryBatch registers region by region.
+	RegisterBatch bool
 }
 
 // Implements reports whether the plugin listed the optional interface
@@ -84,8 +88,9 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 			SameMachineOnly: r.SameMachineOnly, MemoryKinds: kindsFromWire(r.MemoryKinds),
 			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
 		},
-		Protocol:   r.ProtocolVersion,
-		Interfaces: r.Interfaces,
+		Protocol:      r.ProtocolVersion,
+		Interfaces:    r.Interfaces,
+		RegisterBatch: r.RegisterBatch,
 	}
 	for _, o := range r.Ops {
 		op, err := opFromProto(o)
@@ -96,6 +101,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 	}
 	name := r.Name
 	c.name.Store(&name)
+	c.batch.Store(r.RegisterBatch)
 	return d, nil
 }
 
