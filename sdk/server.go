@@ -300,7 +300,13 @@ func (s *server) Stats(ctx context.Context, _ *transportv1.StatsRequest) (*trans
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "stats: %v", err)
 	}
+	if c == nil {
+		c = make(map[string]uint64)
+	}
 	s.mu.Lock()
+	if n := len(s.regions); n > 0 {
+		c["regions_registered"] = uint64(n) // by the host, as the SDK maps them
+	}
 	for id, l := range s.lanes {
 		c[fmt.Sprintf("lane%d_descriptors", id)] = l.submitted.Load()
 		c[fmt.Sprintf("lane%d_sleeps", id)] = l.sleeps.Load()

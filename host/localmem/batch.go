@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
@@ -89,13 +90,19 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 		regs[k] = Registration{Region: b.Region, FD: b.alloc.region.FD(), Off: b.Base - uint64(b.alloc.base), Length: b.Length, Perm: b.Perm, Location: b.Location}
 		ids[k] = b.Region
 	}
-	for k, pl := range plugins {
-		if err := t.registerAll(ctx, pl, regs); err != nil {
-			for _, d := range plugins[:k] {
-				t.unregisterAll(context.Background(), d, ids)
-			}
-			return fmt.Errorf("%w: register %d buffers with plugin %q: %w; nothing of the batch was registered", ErrPluginFailed, len(rs), pl.Name(), err)
+	// The plugins map the regions at once, each in its own process.
+	errs := eachPlugin(plugins, func(_ int, pl Plugin) error { return t.registerAll(ctx, pl, regs) })
+	for k, err := range errs {
+		if err == nil {
+			continue
 		}
+		eachPlugin(plugins, func(j int, pl Plugin) error {
+			if errs[j] == nil { // it took the batch: forget it again
+				t.unregisterAll(context.Background(), pl, ids)
+			}
+			return nil
+		})
+		return fmt.Errorf("%w: register %d buffers with plugin %q: %w; nothing of the batch was registered", ErrPluginFailed, len(rs), plugins[k].Name(), err)
 	}
 	next := make([]Buf, 0, len(cur)+len(added))
 	i, j := 0, 0
@@ -149,11 +156,28 @@ func (t *Table) UnregisterBatch(ctx context.Context, regions []uint32, plugins [
 	if len(regions) == 0 {
 		return
 	}
-	for _, pl := range plugins {
-		if err := t.unregisterAll(ctx, pl, regions); err != nil && failed != nil {
-			failed(pl, err)
+	errs := eachPlugin(plugins, func(_ int, pl Plugin) error { return t.unregisterAll(ctx, pl, regions) })
+	for k, err := range errs {
+		if err != nil && failed != nil {
+			failed(plugins[k], err)
 		}
 	}
+}
+
+// eachPlugin calls f for each of plugins at once and returns their
+// errors, in order, once every call has returned.
+func eachPlugin(plugins []Plugin, f func(k int, pl Plugin) error) []error {
+	errs := make([]error, len(plugins))
+	var wg sync.WaitGroup
+	for k, pl := range plugins {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = f(k, pl)
+		}()
+	}
+	wg.Wait()
+	return errs
 }
 
 // registerAll registers regs with pl: in one call, or region by region,
