@@ -1,7 +1,10 @@
 // Package localmem owns this engine's local memory: the allocations
 // (sealed memfd regions every plugin can map), the table of registered
 // buffers with their region ids, and the fan-out of a registration to the
-// plugins through the small Plugin interface.
+// plugins through the small Plugin interface. RegisterBatch registers
+// many buffers at once, all or nothing, sorting the table once and making
+// one call to each plugin that takes batches (BatchPlugin), to all of
+// them at once.
 //
 // The table is copy-on-write: Lookup, on the submit path, reads it
 // lock-free and allocates nothing. Writers (Register, Unregister, Replay)

@@ -2,7 +2,8 @@
 // starts a plugin binary through go-plugin (Launch), negotiates the
 // protocol version, hands the plugin its fd socket, and converts the
 // control plane's gRPC messages to and from the sdk's plain Go types
-// (Client). It lives in the module's internal/ tree because two parts of
+// (Client). RegisterMemoryBatch sends many regions in one call to a
+// plugin whose SDK takes batches, and one by one to any other. It lives in the module's internal/ tree because two parts of
 // Ferry need it and no plugin author does: host/loader, and sdk/plugintest,
 // which drives a plugin the way a host does and cannot import host/.
 //
