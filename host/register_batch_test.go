@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -87,6 +89,9 @@ func TestRegisterTenThousandBuffers(t *testing.T) {
 	}
 	if len(seg.Buffers) != n {
 		t.Fatalf("the peer sees %d buffers, want %d", len(seg.Buffers), n)
+	}
+	if len(seg.Transports) < 2 {
+		t.Fatalf("segment offers %v, want tcp and shm", seg.Transports)
 	}
 	src, err := b.Allocate(batchBlock)
 	if err != nil {
@@ -175,6 +180,58 @@ func TestRegisterBatchRollsBack(t *testing.T) {
 	if err := a.UnregisterBatch(ctx, [][]byte{bufs[500], bufs[501]}); !errors.Is(err, host.ErrNotRegistered) || host.RegisteredBuffers(a) != 1 {
 		t.Fatalf("UnregisterBatch with an unregistered buffer: %v, %d left; want ErrNotRegistered and nothing removed", err, host.RegisteredBuffers(a))
 	}
+}
+
+// Concurrent Registers share descriptor writes, and each returns only
+// once the descriptor in the metastore lists its buffer.
+func TestConcurrentRegisterIsVisibleOnReturn(t *testing.T) {
+	const n = 64
+	ctx := context.Background()
+	a := newEngine(t, "burst-a")
+	bufs := kvBlocks(t, a, n)
+	key := segment.Key(config.DefaultMetastorePrefix, "burst-a")
+	writes := host.PublishWrites(a)
+	errs := make(chan error, n)
+	for _, buf := range bufs {
+		go func() {
+			p, err := a.Register(ctx, buf, host.RemoteRead)
+			if err != nil {
+				errs <- err
+				return
+			}
+			d, err := getDescriptor(a.MetastoreURL(), key)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if segment.Find(d.Buffers, p) < 0 {
+				errs <- fmt.Errorf("Register of %#x returned before the metastore's descriptor listed it", p)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("%d concurrent Registers wrote the descriptor %d times", n, host.PublishWrites(a)-writes)
+}
+
+// getDescriptor reads and decodes the descriptor at key of the HTTP
+// metastore at base; safe off the test's goroutine.
+func getDescriptor(base, key string) (*segment.Descriptor, error) {
+	resp, err := http.Get(base + "?" + url.Values{"key": {key}}.Encode())
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s, %v", key, resp.Status, err)
+	}
+	return segment.Decode(key, raw)
 }
 
 func newJoinedEngine(t testing.TB, name, url string) *host.Engine {
