@@ -39,6 +39,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeProof$$' -fuzztime $(FUZZTIME) ./plugins/tcp/
 	$(GO) test -run '^$$' -fuzz '^FuzzDescriptor$$' -fuzztime $(FUZZTIME) ./sdk/ring/
 	$(GO) test -run '^$$' -fuzz '^FuzzAttach$$' -fuzztime $(FUZZTIME) ./sdk/ring/
+	$(GO) test -run '^$$' -fuzz '^FuzzUnpackBuffers$$' -fuzztime $(FUZZTIME) ./host/segment/
 
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./sdk/ring/ ./host/...
