@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,7 +98,8 @@ func TestRegisterTenThousandBuffers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.Register(ctx, src, host.LocalOnly); err != nil {
+	srcAddr, err := b.Register(ctx, src, host.RemoteReadWrite)
+	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tr := range seg.Transports {
@@ -117,6 +119,29 @@ func TestRegisterTenThousandBuffers(t *testing.T) {
 		if !errors.Is(err, host.ErrOutOfBounds) {
 			t.Fatalf("%s: a write across two buffers: %v, want ErrOutOfBounds", tr, err)
 		}
+	}
+
+	// A restarted plugin gets all 10,000 again (in one call) and moves
+	// bytes out of them: a writes from its last buffer into b's, over the
+	// new tcp process.
+	pid := host.PluginPID(a, "tcp")
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitBack(t, a, "tcp", 0)
+	if got := pluginStatus(a, "tcp").Counters["regions_registered"]; got != n {
+		t.Fatalf("the restarted tcp plugin holds %d regions, want %d", got, n)
+	}
+	segB, err := a.OpenSegment(ctx, "batch10k-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rand.Read(bufs[n-1])
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: bufs[n-1], Segment: segB.ID, Remote: srcAddr, Transport: "tcp"}); err != nil {
+		t.Fatalf("write from a replayed buffer over the restarted tcp plugin: %v", err)
+	}
+	if !bytes.Equal(src, bufs[n-1]) {
+		t.Fatal("the peer does not hold the bytes written from a replayed buffer")
 	}
 
 	writes = host.PublishWrites(a)

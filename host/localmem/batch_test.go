@@ -76,6 +76,15 @@ func TestRegisterBatch(t *testing.T) {
 		t.Fatalf("plugin got region 2 at offset %d, want %d", single.regions[2], 199*4096)
 	}
 
+	// A restarted plugin that takes batches gets every region in one call.
+	fresh := &batchFake{fakePlugin: newFake("fresh")}
+	if err := tb.Replay(ctx, fresh); err != nil {
+		t.Fatal(err)
+	}
+	if fresh.calls != 1 || len(fresh.regions) != 200 || fresh.regions[2] != 199*4096 || fresh.regions[1] != 100*4096 {
+		t.Fatalf("replay: %d calls, %d regions (region 2 at %d); want 1 call, 200 regions, region 2 at %d", fresh.calls, len(fresh.regions), fresh.regions[2], 199*4096)
+	}
+
 	bases := make([]uint64, 0, len(rs))
 	for _, r := range rs {
 		bases = append(bases, uint64(r.P))

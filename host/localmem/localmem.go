@@ -220,16 +220,17 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 		live[a] = true
 	}
 	t.amu.Unlock()
+	// One batch (batch.go): a plugin restarted under 10,000 buffers
+	// gets one call, not 10,000.
+	var regs []Registration
 	for _, b := range *t.bufs.Load() {
 		if !live[b.alloc] {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := p.RegisterMemory(cctx, b.Region, b.alloc.region.FD(), b.Base-uint64(b.alloc.base), b.Length, b.Perm, b.Location)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("re-register region %d: %w", b.Region, err)
-		}
+		regs = append(regs, Registration{Region: b.Region, FD: b.alloc.region.FD(), Off: b.Base - uint64(b.alloc.base), Length: b.Length, Perm: b.Perm, Location: b.Location})
+	}
+	if err := t.registerAll(ctx, p, regs); err != nil {
+		return fmt.Errorf("re-register %d regions: %w", len(regs), err)
 	}
 	return nil
 }
