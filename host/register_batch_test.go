@@ -125,10 +125,16 @@ func TestRegisterTenThousandBuffers(t *testing.T) {
 	// bytes out of them: a writes from its last buffer into b's, over the
 	// new tcp process.
 	pid := host.PluginPID(a, "tcp")
+	restartWrite := host.PublishWrites(a) + 1 // the restart republishes once
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	waitBack(t, a, "tcp", 0)
+	for deadline := time.Now().Add(30 * time.Second); host.PublishWrites(a) < restartWrite; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the engine did not republish its descriptor after the tcp restart")
+		}
+	}
 	if got := pluginStatus(a, "tcp").Counters["regions_registered"]; got != n {
 		t.Fatalf("the restarted tcp plugin holds %d regions, want %d", got, n)
 	}
