@@ -37,7 +37,7 @@ test: build
 FUZZTIME ?= 10s
 FUZZ := plugins/tcp:FuzzDecodeHeader plugins/tcp:FuzzDecodeHello plugins/tcp:FuzzDecodeHelloReply \
 	plugins/tcp:FuzzDecodeProof sdk/ring:FuzzDescriptor sdk/ring:FuzzAttach \
-	host/segment:FuzzDecode host/segment:FuzzDecodeBlob
+	host/segment:FuzzDecode host/segment:FuzzDecodeBlob host/segment:FuzzUnpackBuffers
 fuzz:
 	@for t in $(FUZZ); do \
 		pkg=./$${t%%:*}/; fn=$${t##*:}; \

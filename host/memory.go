@@ -71,10 +71,8 @@ func (e *Engine) Free(buf []byte) error {
 	if !ok {
 		return localmemErr(e.mem.Release(base)) // says it is not from Allocate
 	}
-	for _, b := range regs {
-		if err := e.unregister(context.Background(), b); err != nil {
-			return err
-		}
+	if err := e.unregisterBatch(context.Background(), regs); err != nil {
+		return err
 	}
 	return localmemErr(e.mem.Release(base))
 }

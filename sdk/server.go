@@ -75,6 +75,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	resp.MaxSlice, resp.PreferredSlice = info.MaxSlice, info.PreferredSlice
 	resp.Interfaces = implemented(s.impl)
 	resp.ForeignMemory = info.ForeignMemory
+	resp.RegisterBatch = true
 	return resp, nil
 }
 
@@ -193,6 +194,9 @@ func permFromProto(p transportv1.Perm) (Perm, error) {
 type regionMap struct {
 	m  *shm.Mapping
 	fd int
+	// shared, when set, owns fd instead: regions of one batch that share
+	// a memfd share one fd, closed with the last of them (batch.go).
+	shared *sharedFD
 }
 
 func (r *regionMap) close() {
@@ -200,6 +204,10 @@ func (r *regionMap) close() {
 		return
 	}
 	r.m.Close()
+	if r.shared != nil {
+		r.shared.release()
+		return
+	}
 	unix.Close(r.fd)
 }
 
@@ -346,7 +354,13 @@ func (s *server) Stats(ctx context.Context, _ *transportv1.StatsRequest) (*trans
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "stats: %v", err)
 	}
+	if c == nil {
+		c = make(map[string]uint64)
+	}
 	s.mu.Lock()
+	if n := len(s.regions); n > 0 {
+		c["regions_registered"] = uint64(n) // by the host, as the SDK maps them
+	}
 	for id, l := range s.lanes {
 		c[fmt.Sprintf("lane%d_descriptors", id)] = l.submitted.Load()
 		c[fmt.Sprintf("lane%d_sleeps", id)] = l.sleeps.Load()

@@ -230,7 +230,8 @@ type Region struct {
 	// (or Stop). It is -1 when the host sent none; a Region literal that
 	// omits FD (tests that build one from plain memory) carries 0, which
 	// the SDK never delivers (fd 0 is the plugin's stdin): treat FD <= 0
-	// as none.
+	// as none. Regions the host registered in one batch from one memfd
+	// carry the same FD.
 	FD       int
 	FDOffset uint64
 

@@ -10,6 +10,9 @@
 // part of an allocation is carved into its own memfd at Register and put
 // back at Unregister (carve.go), so that a plugin that passes fds to other
 // processes (shm) never passes local-only or unregistered memory.
+// RegisterBatch registers many buffers at once, all or nothing, carving
+// as Register does, sorting the table once and making one call to each
+// plugin that takes batches (BatchPlugin), to all of them at once.
 //
 // The table is copy-on-write: Lookup, on the submit path, reads it
 // lock-free and allocates nothing. Writers (Register, Unregister, Replay)

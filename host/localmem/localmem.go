@@ -244,6 +244,9 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 		live[a] = true
 	}
 	t.amu.Unlock()
+	// One batch (batch.go): a plugin restarted under 10,000 buffers
+	// gets one call, not 10,000.
+	var regs []Registration
 	for _, b := range *t.bufs.Load() {
 		if b.Foreign {
 			if err := t.replayForeign(ctx, p, b); err != nil {
@@ -255,12 +258,10 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 			continue
 		}
 		fd, off := regionFile(b.alloc, t.carveOf(b.Region), uintptr(b.Base))
-		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := p.RegisterMemory(cctx, b.Region, fd, off, b.Length, b.Perm, b.Location)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("re-register region %d: %w", b.Region, err)
-		}
+		regs = append(regs, Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location})
+	}
+	if err := t.registerAll(ctx, p, regs); err != nil {
+		return fmt.Errorf("re-register %d regions: %w", len(regs), err)
 	}
 	return nil
 }

@@ -9,6 +9,10 @@
 // reclaimed. Its guard watches the engine's own key and logs, then
 // repairs, a replacement or deletion by someone else.
 //
+// Publish returns once a write that carries the caller's change is made,
+// and calls that arrive during a write share the next one (group commit):
+// a burst of registrations writes a few times, not once each.
+//
 // An outage must never fail a Register: the lease keeps the newest value
 // and writes it when the metastore answers again, and the health says so
 // meanwhile. The Publisher owns the goroutines that watch its lease and

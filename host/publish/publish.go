@@ -40,7 +40,15 @@ type Publisher struct {
 	describe func() *segment.Descriptor
 	signer   *segment.Signer // nil: no cluster secret
 
-	mu sync.Mutex
+	// mu is held across each write, so that callers queue behind the
+	// write in flight. asked numbers the Publish calls; covered is the
+	// highest number whose state a successful write carried (mu held).
+	// A caller whose number is covered when it gets mu returns at once:
+	// a burst of calls shares one write (group commit).
+	mu      sync.Mutex
+	asked   atomic.Uint64
+	covered uint64
+	writes  atomic.Uint64 // descriptor writes to the metastore
 	// recent holds the last values this engine wrote, newest last, so
 	// that the guard tells its own writes from someone else's.
 	recent [][]byte
@@ -82,14 +90,24 @@ func New(c Config) *Publisher {
 // Key returns the metastore key the descriptor is published under.
 func (p *Publisher) Key() string { return p.key }
 
-// Publish writes the current descriptor. The first call claims the name
+// Publish writes the current descriptor, and returns once a write that
+// carries every change made before the call has been made: the caller's
+// change is then visible to peers that read the metastore. Calls that
+// arrive while a write is in flight share the next one (group commit), so
+// a burst of N calls writes a few times, not N, and none waits longer
+// than the write in flight and its own. The first call claims the name
 // and creates the lease, and fails when either fails; later calls update
 // the lease and do not fail on a metastore outage: the lease writes the
 // newest value when the metastore answers again, and Health reports the
 // outage meanwhile.
 func (p *Publisher) Publish(ctx context.Context) error {
+	me := p.asked.Add(1)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.covered >= me {
+		return nil // a write that started after this call carried its change
+	}
+	upto := p.asked.Load() // every call so far changed the state before it asked
 	b, err := p.signer.Encode(p.describe())
 	if err != nil {
 		return fmt.Errorf("engine %q: encode descriptor: %w", p.name, err)
@@ -97,7 +115,9 @@ func (p *Publisher) Publish(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	p.remember(b)
+	p.writes.Add(1)
 	if p.lease != nil {
+		p.covered = upto // on an outage too: the lease writes b when the metastore returns
 		if err := p.lease.Update(cctx, b); err != nil {
 			// An outage must not fail a Register, only delay what
 			// peers learn of it.
@@ -119,11 +139,16 @@ func (p *Publisher) Publish(ctx context.Context) error {
 		p.lease = nil
 		return fmt.Errorf("engine %q: publish descriptor %q: %w", p.name, p.key, err)
 	}
+	p.covered = upto
 	p.wg.Add(1)
 	go p.watch(p.lease)
 	p.startGuard(p.lease)
 	return nil
 }
+
+// Writes returns how many times Publish has written the descriptor (or
+// handed it to the lease to write).
+func (p *Publisher) Writes() uint64 { return p.writes.Load() }
 
 // Health returns nil while the descriptor is kept alive in the metastore,
 // and the latest error while it cannot be.

@@ -3,7 +3,10 @@ package publish
 import (
 	"context"
 	"errors"
+	"runtime"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -147,5 +150,92 @@ func TestClaimName(t *testing.T) {
 				t.Fatal("the claim succeeded but the key does not hold our descriptor")
 			}
 		})
+	}
+}
+
+// gateStore's leases block an Update while gate is set, until it is
+// closed: a metastore write in flight.
+type gateStore struct {
+	metastore.Backend
+	gate    atomic.Pointer[chan struct{}]
+	blocked chan struct{} // an Update is held at the gate
+}
+
+type gateLease struct {
+	metastore.Lease
+	s *gateStore
+}
+
+func (s *gateStore) PutLeased(ctx context.Context, key string, value []byte, ttl time.Duration) (metastore.Lease, error) {
+	l, err := s.Backend.PutLeased(ctx, key, value, ttl)
+	if err != nil {
+		return nil, err
+	}
+	return &gateLease{Lease: l, s: s}, nil
+}
+
+func (l *gateLease) Update(ctx context.Context, value []byte) error {
+	if g := l.s.gate.Swap(nil); g != nil {
+		l.s.blocked <- struct{}{}
+		<-*g
+	}
+	return l.Lease.Update(ctx, value)
+}
+
+// Calls that arrive while a write is in flight share one write, and each
+// returns only once a write that carries its change is made.
+func TestPublishCoalescesABurst(t *testing.T) {
+	ctx := context.Background()
+	store := &gateStore{Backend: metastore.NewMemory(), blocked: make(chan struct{}, 1)}
+	defer store.Close()
+	var mu sync.Mutex
+	var bufs []segment.Buffer
+	add := func(i int) {
+		mu.Lock()
+		bufs = append(bufs, segment.Buffer{Region: uint32(i + 1), Base: uint64(i+1) << 12, Length: 1, Perm: segment.PermRemoteRead})
+		mu.Unlock()
+	}
+	p := New(Config{
+		Store: store, Key: segment.Key("ferry", "a"), Name: "a", Incarnation: 7, TTL: time.Minute, Timeout: 10 * time.Second,
+		Log: hclog.NewNullLogger(),
+		Describe: func() *segment.Descriptor {
+			mu.Lock()
+			defer mu.Unlock()
+			return Descriptor(Self{Name: "a", Incarnation: 7, MachineID: "m"}, slices.Clone(bufs), nil)
+		},
+	})
+	defer p.Close(ctx)
+	if err := p.Publish(ctx); err != nil { // the claim and the lease
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	store.gate.Store(&gate)
+	first := make(chan error, 1)
+	add(0)
+	go func() { first <- p.Publish(ctx) }()
+	<-store.blocked // the first write is in flight
+	const n = 50
+	errs := make(chan error, n)
+	for i := 1; i <= n; i++ {
+		add(i)
+		go func() { errs <- p.Publish(ctx) }()
+	}
+	for p.asked.Load() != n+2 { // every call has asked: the next write covers them all
+		runtime.Gosched()
+	}
+	close(gate)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if w := p.Writes(); w != 3 {
+		t.Fatalf("%d writes for the claim, one write in flight and a burst of %d calls; want 3 (the burst shares one)", w, n)
+	}
+	if d := stored(t, store); len(d.Buffers) != n+1 {
+		t.Fatalf("the metastore holds %d buffers, want all %d", len(d.Buffers), n+1)
 	}
 }

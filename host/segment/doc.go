@@ -1,6 +1,8 @@
 // Package segment owns the segment descriptor: what an engine publishes
 // about itself (name, incarnation, machine id, registered buffers,
-// per-transport endpoints, topology, rails), its JSON encoding and the
+// per-transport endpoints, topology, rails), its JSON encoding (a buffer
+// list of more than PackAbove buffers is packed into a string, under
+// schema 2: about 7 bytes a buffer instead of 100; see BufferList) and the
 // checks on decoding one from outside, and the translation of an address
 // range of a remote segment into a (region, offset) pair with bounds and
 // permission checks. With a cluster secret, Signer signs the descriptor

@@ -10,9 +10,12 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 )
 
-// SchemaVersion is the version of the descriptor JSON this code writes and
-// reads. A descriptor of a newer schema is refused with a clear error.
-const SchemaVersion = 1
+// SchemaVersion is the newest version of the descriptor JSON this code
+// reads. It writes the oldest that carries the descriptor: 1, or 2 for a
+// buffer list packed past PackAbove buffers (see BufferList), so that
+// engines that read only 1 still read descriptors of the sizes they knew.
+// A descriptor of a newer schema is refused with a clear error.
+const SchemaVersion = SchemaPacked
 
 // Permissions of a buffer: the SDK's Perm, which a descriptor's JSON
 // carries as its text form ("local", "remote-read", "remote-read-write").
@@ -41,7 +44,7 @@ type Descriptor struct {
 	Name        string            `json:"name"`
 	Incarnation uint64            `json:"incarnation"`
 	MachineID   string            `json:"machine_id"`
-	Buffers     []Buffer          `json:"buffers"`
+	Buffers     BufferList        `json:"buffers"`
 	Transports  map[string][]byte `json:"transports"` // plugin name -> endpoint blob
 	// Control is the host:port of the engine's control service
 	// (host/control). Added within schema 1: it is optional, readers that
@@ -83,8 +86,13 @@ type RailInfo struct {
 	BandwidthGbps float64 `json:"bandwidth_gbps,omitempty"`
 }
 
-// Encode returns the descriptor as JSON.
-func (d *Descriptor) Encode() ([]byte, error) { return json.Marshal(d) }
+// Encode returns the descriptor as JSON, under the oldest schema that
+// carries its buffer list (whatever d.Schema says).
+func (d *Descriptor) Encode() ([]byte, error) {
+	c := *d
+	c.Schema = schemaFor(len(d.Buffers))
+	return json.Marshal(&c)
+}
 
 // Caps on a descriptor read from outside: the embedded metastore's
 // largest value, and a count of buffers far above what an engine

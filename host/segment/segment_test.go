@@ -63,7 +63,7 @@ func TestDecode(t *testing.T) {
 	}
 	bad := []struct{ name, in, want string }{
 		{"not json", `xx`, "not a Ferry segment descriptor"},
-		{"newer schema", `{"schema":2,"name":"a","incarnation":1}`, "schema version 2"},
+		{"newer schema", `{"schema":3,"name":"a","incarnation":1}`, "schema version 3"},
 		{"foreign", `{"hello":"world"}`, "incomplete"},
 		{"overlap", `{"schema":1,"name":"a","incarnation":1,"buffers":[{"region":1,"base":0,"length":10,"perm":"local"},{"region":2,"base":5,"length":10,"perm":"local"}]}`, "overlap"},
 		{"perm", `{"schema":1,"name":"a","incarnation":1,"buffers":[{"region":1,"base":0,"length":10,"perm":"rw"}]}`, "unknown permission"},

@@ -25,6 +25,7 @@ type Client struct {
 	fds        *shm.FDSender
 	nextAttach atomic.Uint64
 	name       atomic.Pointer[string] // the plugin's name, once Describe said it
+	batch      atomic.Bool            // Describe said it takes RegisterMemoryBatch
 }
 
 // New returns a client over conn. fds is the host end of the plugin's fd
@@ -59,6 +60,9 @@ type Description struct {
 	// implements (sdk.InterfaceDrainer, ...), as the SDK found them.
 	// Empty from a protocol-1 plugin, which has none.
 	Interfaces []string
+	// RegisterBatch: the plugin's SDK takes RegisterMemoryBatch; without
+	// it RegisterMemoryBatch registers region by region.
+	RegisterBatch bool
 }
 
 // Implements reports whether the plugin listed the optional interface
@@ -85,8 +89,9 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
 			ForeignMemory: r.ForeignMemory,
 		},
-		Protocol:   r.ProtocolVersion,
-		Interfaces: r.Interfaces,
+		Protocol:      r.ProtocolVersion,
+		Interfaces:    r.Interfaces,
+		RegisterBatch: r.RegisterBatch,
 	}
 	for _, o := range r.Ops {
 		op, err := opFromProto(o)
@@ -100,6 +105,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 		name = fmt.Sprintf("(a name of %d bytes)", len(name))
 	}
 	c.name.Store(&name)
+	c.batch.Store(r.RegisterBatch)
 	return d, nil
 }
 

@@ -5,7 +5,9 @@
 // (Client). What a plugin chooses the size of in its answers (Probe's
 // reason and rails, Start's endpoint, Stats' counters, an error's text)
 // is capped here (limits.go), so that a faulty plugin's answer is refused
-// before the host keeps it. It lives in the module's internal/ tree because two parts of
+// before the host keeps it. RegisterMemoryBatch sends many regions in one
+// call to a plugin whose SDK takes batches, and one by one to any other.
+// It lives in the module's internal/ tree because two parts of
 // Ferry need it and no plugin author does: host/loader, and sdk/plugintest,
 // which drives a plugin the way a host does and cannot import host/.
 //

@@ -69,6 +69,7 @@ func Run(t *testing.T, c Config) {
 			t.Fatalf("nop completed %v", c.Status)
 		}
 	})
+	t.Run("BatchRegistration", func(t *testing.T) { batchRegistration(t, a, b, local) })
 	t.Run("Unregister", func(t *testing.T) {
 		if err := b.proc.Client.UnregisterMemory(t.Context(), regPriv); err != nil {
 			t.Fatal(err)

@@ -81,3 +81,44 @@ func TestDrainWaitsForEveryHolder(t *testing.T) {
 	mu.Unlock()
 	wg.Wait()
 }
+
+// Ids that share a shard, ids of every shard and the edges of the id
+// space are kept apart; Lookup allocates nothing.
+func TestTableManyIDs(t *testing.T) {
+	var tab Table[*reg]
+	ids := []uint32{0, 1, shards, shards + 1, 2 * shards, ^uint32(0), ^uint32(0) - shards}
+	for i := uint32(2); i < 3000; i += 7 {
+		ids = append(ids, i)
+	}
+	regs := map[uint32]*reg{}
+	for _, id := range ids {
+		if _, dup := regs[id]; dup {
+			continue
+		}
+		regs[id] = newReg()
+		if !tab.Add(id, regs[id]) {
+			t.Fatalf("Add(%d) refused", id)
+		}
+	}
+	if tab.Len() != len(regs) {
+		t.Fatalf("Len = %d, want %d", tab.Len(), len(regs))
+	}
+	for id, r := range regs {
+		if tab.Lookup(id) != r {
+			t.Fatalf("Lookup(%d) is another region", id)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { tab.Lookup(shards + 1) }); n != 0 {
+		t.Fatalf("Lookup allocates %v times", n)
+	}
+	for id := range regs {
+		if id%2 == 0 && tab.Remove(id) != regs[id] {
+			t.Fatalf("Remove(%d)", id)
+		}
+	}
+	for id, r := range regs {
+		if want := map[bool]*reg{true: nil, false: r}[id%2 == 0]; tab.Lookup(id) != want {
+			t.Fatalf("after removing the even ids, Lookup(%d) = %v", id, tab.Lookup(id))
+		}
+	}
+}

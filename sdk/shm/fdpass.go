@@ -15,9 +15,11 @@ import (
 
 // Limits of the fd channel.
 const (
-	// MaxFDs is the most fds one message may carry. A message with more is
-	// cut by the kernel (MSG_CTRUNC) and rejected.
-	MaxFDs = 16
+	// MaxFDs is the most fds one message may carry: one below the
+	// kernel's own cap of 253 (SCM_MAX_FD), so that a message with more is
+	// still sent, cut by the kernel (MSG_CTRUNC) and rejected. A batch
+	// registration sends its memfds in messages of up to MaxFDs.
+	MaxFDs = 252
 	// MaxPending is how many messages an FDReceiver keeps that nobody has
 	// taken yet; further messages are rejected and their fds closed.
 	MaxPending = 1024

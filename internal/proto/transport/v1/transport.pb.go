@@ -187,6 +187,10 @@ type DescribeResponse struct {
 	// carry host_pid and address instead of a file. False for a plugin that
 	// must map memory (zero copy), and for every older plugin.
 	ForeignMemory bool `protobuf:"varint,16,opt,name=foreign_memory,json=foreignMemory,proto3" json:"foreign_memory,omitempty"`
+	// The SDK serving the plugin takes RegisterMemoryBatch (protocol 2).
+	// Not an interface of the implementation: the SDK registers the
+	// batch's regions with it one by one, in process.
+	RegisterBatch bool `protobuf:"varint,10,opt,name=register_batch,json=registerBatch,proto3" json:"register_batch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +291,13 @@ func (x *DescribeResponse) GetInterfaces() []string {
 func (x *DescribeResponse) GetForeignMemory() bool {
 	if x != nil {
 		return x.ForeignMemory
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetRegisterBatch() bool {
+	if x != nil {
+		return x.RegisterBatch
 	}
 	return false
 }
@@ -1466,12 +1477,333 @@ func (x *AbortResponse) GetAborted() uint64 {
 	return 0
 }
 
+// BatchRegion is one region of a RegisterMemoryBatchRequest: [offset,
+// offset+length) of the file at fd_index in the batch's fds.
+type BatchRegion struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RegionId uint32                 `protobuf:"varint,1,opt,name=region_id,json=regionId,proto3" json:"region_id,omitempty"`
+	// Index into the fds of the attach ids, in order: the fds of
+	// attach_ids[0], then those of attach_ids[1], ... Regions of one memfd
+	// share its index, so the file is sent once.
+	FdIndex       uint32 `protobuf:"varint,2,opt,name=fd_index,json=fdIndex,proto3" json:"fd_index,omitempty"`
+	Offset        uint64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64 `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	Perm          Perm   `protobuf:"varint,5,opt,name=perm,proto3,enum=ferry.transport.v1.Perm" json:"perm,omitempty"`
+	Kind          string `protobuf:"bytes,6,opt,name=kind,proto3" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchRegion) Reset() {
+	*x = BatchRegion{}
+	mi := &file_transport_v1_transport_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchRegion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchRegion) ProtoMessage() {}
+
+func (x *BatchRegion) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchRegion.ProtoReflect.Descriptor instead.
+func (*BatchRegion) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *BatchRegion) GetRegionId() uint32 {
+	if x != nil {
+		return x.RegionId
+	}
+	return 0
+}
+
+func (x *BatchRegion) GetFdIndex() uint32 {
+	if x != nil {
+		return x.FdIndex
+	}
+	return 0
+}
+
+func (x *BatchRegion) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BatchRegion) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *BatchRegion) GetPerm() Perm {
+	if x != nil {
+		return x.Perm
+	}
+	return Perm_PERM_UNSPECIFIED
+}
+
+func (x *BatchRegion) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+type RegisterMemoryBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The fd messages the host sent for this batch, each of at most 252 fds
+	// (one SCM_RIGHTS message each; the kernel's cap is 253).
+	AttachIds     []uint64       `protobuf:"varint,1,rep,packed,name=attach_ids,json=attachIds,proto3" json:"attach_ids,omitempty"`
+	Regions       []*BatchRegion `protobuf:"bytes,2,rep,name=regions,proto3" json:"regions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterMemoryBatchRequest) Reset() {
+	*x = RegisterMemoryBatchRequest{}
+	mi := &file_transport_v1_transport_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterMemoryBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterMemoryBatchRequest) ProtoMessage() {}
+
+func (x *RegisterMemoryBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterMemoryBatchRequest.ProtoReflect.Descriptor instead.
+func (*RegisterMemoryBatchRequest) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RegisterMemoryBatchRequest) GetAttachIds() []uint64 {
+	if x != nil {
+		return x.AttachIds
+	}
+	return nil
+}
+
+func (x *RegisterMemoryBatchRequest) GetRegions() []*BatchRegion {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+type RegisterMemoryBatchResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterMemoryBatchResponse) Reset() {
+	*x = RegisterMemoryBatchResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterMemoryBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterMemoryBatchResponse) ProtoMessage() {}
+
+func (x *RegisterMemoryBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterMemoryBatchResponse.ProtoReflect.Descriptor instead.
+func (*RegisterMemoryBatchResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{27}
+}
+
+type UnregisterMemoryBatchRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RegionIds     []uint32               `protobuf:"varint,1,rep,packed,name=region_ids,json=regionIds,proto3" json:"region_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterMemoryBatchRequest) Reset() {
+	*x = UnregisterMemoryBatchRequest{}
+	mi := &file_transport_v1_transport_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterMemoryBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterMemoryBatchRequest) ProtoMessage() {}
+
+func (x *UnregisterMemoryBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterMemoryBatchRequest.ProtoReflect.Descriptor instead.
+func (*UnregisterMemoryBatchRequest) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *UnregisterMemoryBatchRequest) GetRegionIds() []uint32 {
+	if x != nil {
+		return x.RegionIds
+	}
+	return nil
+}
+
+type UnregisterMemoryBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The regions that could not be forgotten (not registered, or the
+	// transport failed), with why, in the order asked; empty: all gone.
+	Failed        []*BatchFailure `protobuf:"bytes,1,rep,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnregisterMemoryBatchResponse) Reset() {
+	*x = UnregisterMemoryBatchResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnregisterMemoryBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnregisterMemoryBatchResponse) ProtoMessage() {}
+
+func (x *UnregisterMemoryBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnregisterMemoryBatchResponse.ProtoReflect.Descriptor instead.
+func (*UnregisterMemoryBatchResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *UnregisterMemoryBatchResponse) GetFailed() []*BatchFailure {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+type BatchFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RegionId      uint32                 `protobuf:"varint,1,opt,name=region_id,json=regionId,proto3" json:"region_id,omitempty"`
+	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BatchFailure) Reset() {
+	*x = BatchFailure{}
+	mi := &file_transport_v1_transport_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BatchFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BatchFailure) ProtoMessage() {}
+
+func (x *BatchFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BatchFailure.ProtoReflect.Descriptor instead.
+func (*BatchFailure) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *BatchFailure) GetRegionId() uint32 {
+	if x != nil {
+		return x.RegionId
+	}
+	return 0
+}
+
+func (x *BatchFailure) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_transport_v1_transport_proto protoreflect.FileDescriptor
 
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xf1\x02\n" +
+	"\x0fDescribeRequest\"\x98\x03\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -1484,7 +1816,9 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"interfaces\x18\t \x03(\tR\n" +
 	"interfaces\x12%\n" +
-	"\x0eforeign_memory\x18\x10 \x01(\bR\rforeignMemory\"\x0e\n" +
+	"\x0eforeign_memory\x18\x10 \x01(\bR\rforeignMemory\x12%\n" +
+	"\x0eregister_batch\x18\n" +
+	" \x01(\bR\rregisterBatch\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
 	"\x04Rail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
@@ -1560,7 +1894,27 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\fAbortRequest\x12\x16\n" +
 	"\x06tokens\x18\x01 \x03(\x04R\x06tokens\")\n" +
 	"\rAbortResponse\x12\x18\n" +
-	"\aaborted\x18\x01 \x01(\x04R\aaborted*3\n" +
+	"\aaborted\x18\x01 \x01(\x04R\aaborted\"\xb7\x01\n" +
+	"\vBatchRegion\x12\x1b\n" +
+	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12\x19\n" +
+	"\bfd_index\x18\x02 \x01(\rR\afdIndex\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x04R\x06length\x12,\n" +
+	"\x04perm\x18\x05 \x01(\x0e2\x18.ferry.transport.v1.PermR\x04perm\x12\x12\n" +
+	"\x04kind\x18\x06 \x01(\tR\x04kind\"v\n" +
+	"\x1aRegisterMemoryBatchRequest\x12\x1d\n" +
+	"\n" +
+	"attach_ids\x18\x01 \x03(\x04R\tattachIds\x129\n" +
+	"\aregions\x18\x02 \x03(\v2\x1f.ferry.transport.v1.BatchRegionR\aregions\"\x1d\n" +
+	"\x1bRegisterMemoryBatchResponse\"=\n" +
+	"\x1cUnregisterMemoryBatchRequest\x12\x1d\n" +
+	"\n" +
+	"region_ids\x18\x01 \x03(\rR\tregionIds\"Y\n" +
+	"\x1dUnregisterMemoryBatchResponse\x128\n" +
+	"\x06failed\x18\x01 \x03(\v2 .ferry.transport.v1.BatchFailureR\x06failed\"A\n" +
+	"\fBatchFailure\x12\x1b\n" +
+	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error*3\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bOP_WRITE\x10\x01\x12\v\n" +
@@ -1570,7 +1924,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"PERM_LOCAL\x10\x01\x12\x14\n" +
 	"\x10PERM_REMOTE_READ\x10\x02\x12\x1a\n" +
-	"\x16PERM_REMOTE_READ_WRITE\x10\x032\x99\b\n" +
+	"\x16PERM_REMOTE_READ_WRITE\x10\x032\x8f\n" +
+	"\n" +
 	"\tTransport\x12U\n" +
 	"\bDescribe\x12#.ferry.transport.v1.DescribeRequest\x1a$.ferry.transport.v1.DescribeResponse\x12L\n" +
 	"\x05Probe\x12 .ferry.transport.v1.ProbeRequest\x1a!.ferry.transport.v1.ProbeResponse\x12L\n" +
@@ -1584,7 +1939,9 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x05Stats\x12 .ferry.transport.v1.StatsRequest\x1a!.ferry.transport.v1.StatsResponse\x12I\n" +
 	"\x04Stop\x12\x1f.ferry.transport.v1.StopRequest\x1a .ferry.transport.v1.StopResponse\x12L\n" +
 	"\x05Drain\x12 .ferry.transport.v1.DrainRequest\x1a!.ferry.transport.v1.DrainResponse\x12L\n" +
-	"\x05Abort\x12 .ferry.transport.v1.AbortRequest\x1a!.ferry.transport.v1.AbortResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
+	"\x05Abort\x12 .ferry.transport.v1.AbortRequest\x1a!.ferry.transport.v1.AbortResponse\x12v\n" +
+	"\x13RegisterMemoryBatch\x12..ferry.transport.v1.RegisterMemoryBatchRequest\x1a/.ferry.transport.v1.RegisterMemoryBatchResponse\x12|\n" +
+	"\x15UnregisterMemoryBatch\x120.ferry.transport.v1.UnregisterMemoryBatchRequest\x1a1.ferry.transport.v1.UnregisterMemoryBatchResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
 
 var (
 	file_transport_v1_transport_proto_rawDescOnce sync.Once
@@ -1599,71 +1956,84 @@ func file_transport_v1_transport_proto_rawDescGZIP() []byte {
 }
 
 var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_transport_v1_transport_proto_goTypes = []any{
-	(Op)(0),                          // 0: ferry.transport.v1.Op
-	(Perm)(0),                        // 1: ferry.transport.v1.Perm
-	(*DescribeRequest)(nil),          // 2: ferry.transport.v1.DescribeRequest
-	(*DescribeResponse)(nil),         // 3: ferry.transport.v1.DescribeResponse
-	(*ProbeRequest)(nil),             // 4: ferry.transport.v1.ProbeRequest
-	(*Rail)(nil),                     // 5: ferry.transport.v1.Rail
-	(*ProbeResponse)(nil),            // 6: ferry.transport.v1.ProbeResponse
-	(*StartRequest)(nil),             // 7: ferry.transport.v1.StartRequest
-	(*StartResponse)(nil),            // 8: ferry.transport.v1.StartResponse
-	(*AttachLaneRequest)(nil),        // 9: ferry.transport.v1.AttachLaneRequest
-	(*AttachLaneResponse)(nil),       // 10: ferry.transport.v1.AttachLaneResponse
-	(*RegisterMemoryRequest)(nil),    // 11: ferry.transport.v1.RegisterMemoryRequest
-	(*RegisterMemoryResponse)(nil),   // 12: ferry.transport.v1.RegisterMemoryResponse
-	(*UnregisterMemoryRequest)(nil),  // 13: ferry.transport.v1.UnregisterMemoryRequest
-	(*UnregisterMemoryResponse)(nil), // 14: ferry.transport.v1.UnregisterMemoryResponse
-	(*OpenPeerRequest)(nil),          // 15: ferry.transport.v1.OpenPeerRequest
-	(*OpenPeerResponse)(nil),         // 16: ferry.transport.v1.OpenPeerResponse
-	(*ClosePeerRequest)(nil),         // 17: ferry.transport.v1.ClosePeerRequest
-	(*ClosePeerResponse)(nil),        // 18: ferry.transport.v1.ClosePeerResponse
-	(*StatsRequest)(nil),             // 19: ferry.transport.v1.StatsRequest
-	(*StatsResponse)(nil),            // 20: ferry.transport.v1.StatsResponse
-	(*StopRequest)(nil),              // 21: ferry.transport.v1.StopRequest
-	(*StopResponse)(nil),             // 22: ferry.transport.v1.StopResponse
-	(*DrainRequest)(nil),             // 23: ferry.transport.v1.DrainRequest
-	(*DrainResponse)(nil),            // 24: ferry.transport.v1.DrainResponse
-	(*AbortRequest)(nil),             // 25: ferry.transport.v1.AbortRequest
-	(*AbortResponse)(nil),            // 26: ferry.transport.v1.AbortResponse
-	nil,                              // 27: ferry.transport.v1.StatsResponse.CountersEntry
+	(Op)(0),                               // 0: ferry.transport.v1.Op
+	(Perm)(0),                             // 1: ferry.transport.v1.Perm
+	(*DescribeRequest)(nil),               // 2: ferry.transport.v1.DescribeRequest
+	(*DescribeResponse)(nil),              // 3: ferry.transport.v1.DescribeResponse
+	(*ProbeRequest)(nil),                  // 4: ferry.transport.v1.ProbeRequest
+	(*Rail)(nil),                          // 5: ferry.transport.v1.Rail
+	(*ProbeResponse)(nil),                 // 6: ferry.transport.v1.ProbeResponse
+	(*StartRequest)(nil),                  // 7: ferry.transport.v1.StartRequest
+	(*StartResponse)(nil),                 // 8: ferry.transport.v1.StartResponse
+	(*AttachLaneRequest)(nil),             // 9: ferry.transport.v1.AttachLaneRequest
+	(*AttachLaneResponse)(nil),            // 10: ferry.transport.v1.AttachLaneResponse
+	(*RegisterMemoryRequest)(nil),         // 11: ferry.transport.v1.RegisterMemoryRequest
+	(*RegisterMemoryResponse)(nil),        // 12: ferry.transport.v1.RegisterMemoryResponse
+	(*UnregisterMemoryRequest)(nil),       // 13: ferry.transport.v1.UnregisterMemoryRequest
+	(*UnregisterMemoryResponse)(nil),      // 14: ferry.transport.v1.UnregisterMemoryResponse
+	(*OpenPeerRequest)(nil),               // 15: ferry.transport.v1.OpenPeerRequest
+	(*OpenPeerResponse)(nil),              // 16: ferry.transport.v1.OpenPeerResponse
+	(*ClosePeerRequest)(nil),              // 17: ferry.transport.v1.ClosePeerRequest
+	(*ClosePeerResponse)(nil),             // 18: ferry.transport.v1.ClosePeerResponse
+	(*StatsRequest)(nil),                  // 19: ferry.transport.v1.StatsRequest
+	(*StatsResponse)(nil),                 // 20: ferry.transport.v1.StatsResponse
+	(*StopRequest)(nil),                   // 21: ferry.transport.v1.StopRequest
+	(*StopResponse)(nil),                  // 22: ferry.transport.v1.StopResponse
+	(*DrainRequest)(nil),                  // 23: ferry.transport.v1.DrainRequest
+	(*DrainResponse)(nil),                 // 24: ferry.transport.v1.DrainResponse
+	(*AbortRequest)(nil),                  // 25: ferry.transport.v1.AbortRequest
+	(*AbortResponse)(nil),                 // 26: ferry.transport.v1.AbortResponse
+	(*BatchRegion)(nil),                   // 27: ferry.transport.v1.BatchRegion
+	(*RegisterMemoryBatchRequest)(nil),    // 28: ferry.transport.v1.RegisterMemoryBatchRequest
+	(*RegisterMemoryBatchResponse)(nil),   // 29: ferry.transport.v1.RegisterMemoryBatchResponse
+	(*UnregisterMemoryBatchRequest)(nil),  // 30: ferry.transport.v1.UnregisterMemoryBatchRequest
+	(*UnregisterMemoryBatchResponse)(nil), // 31: ferry.transport.v1.UnregisterMemoryBatchResponse
+	(*BatchFailure)(nil),                  // 32: ferry.transport.v1.BatchFailure
+	nil,                                   // 33: ferry.transport.v1.StatsResponse.CountersEntry
 }
 var file_transport_v1_transport_proto_depIdxs = []int32{
 	0,  // 0: ferry.transport.v1.DescribeResponse.ops:type_name -> ferry.transport.v1.Op
 	5,  // 1: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
 	1,  // 2: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
-	27, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
-	2,  // 4: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
-	4,  // 5: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
-	7,  // 6: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
-	9,  // 7: ferry.transport.v1.Transport.AttachLane:input_type -> ferry.transport.v1.AttachLaneRequest
-	11, // 8: ferry.transport.v1.Transport.RegisterMemory:input_type -> ferry.transport.v1.RegisterMemoryRequest
-	13, // 9: ferry.transport.v1.Transport.UnregisterMemory:input_type -> ferry.transport.v1.UnregisterMemoryRequest
-	15, // 10: ferry.transport.v1.Transport.OpenPeer:input_type -> ferry.transport.v1.OpenPeerRequest
-	17, // 11: ferry.transport.v1.Transport.ClosePeer:input_type -> ferry.transport.v1.ClosePeerRequest
-	19, // 12: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
-	21, // 13: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
-	23, // 14: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
-	25, // 15: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
-	3,  // 16: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
-	6,  // 17: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
-	8,  // 18: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
-	10, // 19: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
-	12, // 20: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
-	14, // 21: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
-	16, // 22: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
-	18, // 23: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
-	20, // 24: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
-	22, // 25: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
-	24, // 26: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
-	26, // 27: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
-	16, // [16:28] is the sub-list for method output_type
-	4,  // [4:16] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	33, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
+	1,  // 4: ferry.transport.v1.BatchRegion.perm:type_name -> ferry.transport.v1.Perm
+	27, // 5: ferry.transport.v1.RegisterMemoryBatchRequest.regions:type_name -> ferry.transport.v1.BatchRegion
+	32, // 6: ferry.transport.v1.UnregisterMemoryBatchResponse.failed:type_name -> ferry.transport.v1.BatchFailure
+	2,  // 7: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
+	4,  // 8: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
+	7,  // 9: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
+	9,  // 10: ferry.transport.v1.Transport.AttachLane:input_type -> ferry.transport.v1.AttachLaneRequest
+	11, // 11: ferry.transport.v1.Transport.RegisterMemory:input_type -> ferry.transport.v1.RegisterMemoryRequest
+	13, // 12: ferry.transport.v1.Transport.UnregisterMemory:input_type -> ferry.transport.v1.UnregisterMemoryRequest
+	15, // 13: ferry.transport.v1.Transport.OpenPeer:input_type -> ferry.transport.v1.OpenPeerRequest
+	17, // 14: ferry.transport.v1.Transport.ClosePeer:input_type -> ferry.transport.v1.ClosePeerRequest
+	19, // 15: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
+	21, // 16: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
+	23, // 17: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
+	25, // 18: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
+	28, // 19: ferry.transport.v1.Transport.RegisterMemoryBatch:input_type -> ferry.transport.v1.RegisterMemoryBatchRequest
+	30, // 20: ferry.transport.v1.Transport.UnregisterMemoryBatch:input_type -> ferry.transport.v1.UnregisterMemoryBatchRequest
+	3,  // 21: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
+	6,  // 22: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
+	8,  // 23: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
+	10, // 24: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
+	12, // 25: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
+	14, // 26: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
+	16, // 27: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
+	18, // 28: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
+	20, // 29: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
+	22, // 30: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
+	24, // 31: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
+	26, // 32: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
+	29, // 33: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
+	31, // 34: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
+	21, // [21:35] is the sub-list for method output_type
+	7,  // [7:21] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_transport_v1_transport_proto_init() }
@@ -1677,7 +2047,7 @@ func file_transport_v1_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_v1_transport_proto_rawDesc), len(file_transport_v1_transport_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,18 +26,20 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Transport_Describe_FullMethodName         = "/ferry.transport.v1.Transport/Describe"
-	Transport_Probe_FullMethodName            = "/ferry.transport.v1.Transport/Probe"
-	Transport_Start_FullMethodName            = "/ferry.transport.v1.Transport/Start"
-	Transport_AttachLane_FullMethodName       = "/ferry.transport.v1.Transport/AttachLane"
-	Transport_RegisterMemory_FullMethodName   = "/ferry.transport.v1.Transport/RegisterMemory"
-	Transport_UnregisterMemory_FullMethodName = "/ferry.transport.v1.Transport/UnregisterMemory"
-	Transport_OpenPeer_FullMethodName         = "/ferry.transport.v1.Transport/OpenPeer"
-	Transport_ClosePeer_FullMethodName        = "/ferry.transport.v1.Transport/ClosePeer"
-	Transport_Stats_FullMethodName            = "/ferry.transport.v1.Transport/Stats"
-	Transport_Stop_FullMethodName             = "/ferry.transport.v1.Transport/Stop"
-	Transport_Drain_FullMethodName            = "/ferry.transport.v1.Transport/Drain"
-	Transport_Abort_FullMethodName            = "/ferry.transport.v1.Transport/Abort"
+	Transport_Describe_FullMethodName              = "/ferry.transport.v1.Transport/Describe"
+	Transport_Probe_FullMethodName                 = "/ferry.transport.v1.Transport/Probe"
+	Transport_Start_FullMethodName                 = "/ferry.transport.v1.Transport/Start"
+	Transport_AttachLane_FullMethodName            = "/ferry.transport.v1.Transport/AttachLane"
+	Transport_RegisterMemory_FullMethodName        = "/ferry.transport.v1.Transport/RegisterMemory"
+	Transport_UnregisterMemory_FullMethodName      = "/ferry.transport.v1.Transport/UnregisterMemory"
+	Transport_OpenPeer_FullMethodName              = "/ferry.transport.v1.Transport/OpenPeer"
+	Transport_ClosePeer_FullMethodName             = "/ferry.transport.v1.Transport/ClosePeer"
+	Transport_Stats_FullMethodName                 = "/ferry.transport.v1.Transport/Stats"
+	Transport_Stop_FullMethodName                  = "/ferry.transport.v1.Transport/Stop"
+	Transport_Drain_FullMethodName                 = "/ferry.transport.v1.Transport/Drain"
+	Transport_Abort_FullMethodName                 = "/ferry.transport.v1.Transport/Abort"
+	Transport_RegisterMemoryBatch_FullMethodName   = "/ferry.transport.v1.Transport/RegisterMemoryBatch"
+	Transport_UnregisterMemoryBatch_FullMethodName = "/ferry.transport.v1.Transport/UnregisterMemoryBatch"
 )
 
 // TransportClient is the client API for Transport service.
@@ -65,6 +67,12 @@ type TransportClient interface {
 	// touches their memory, the descriptors it holds whose tokens are
 	// listed; each still completes on its lane's completion ring.
 	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
+	// RegisterMemoryBatch registers many regions in one call, all or none
+	// (protocol 2, SDKs that set Describe's register_batch; the host
+	// registers region by region with any other plugin).
+	// UnregisterMemoryBatch forgets many.
+	RegisterMemoryBatch(ctx context.Context, in *RegisterMemoryBatchRequest, opts ...grpc.CallOption) (*RegisterMemoryBatchResponse, error)
+	UnregisterMemoryBatch(ctx context.Context, in *UnregisterMemoryBatchRequest, opts ...grpc.CallOption) (*UnregisterMemoryBatchResponse, error)
 }
 
 type transportClient struct {
@@ -195,6 +203,26 @@ func (c *transportClient) Abort(ctx context.Context, in *AbortRequest, opts ...g
 	return out, nil
 }
 
+func (c *transportClient) RegisterMemoryBatch(ctx context.Context, in *RegisterMemoryBatchRequest, opts ...grpc.CallOption) (*RegisterMemoryBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterMemoryBatchResponse)
+	err := c.cc.Invoke(ctx, Transport_RegisterMemoryBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *transportClient) UnregisterMemoryBatch(ctx context.Context, in *UnregisterMemoryBatchRequest, opts ...grpc.CallOption) (*UnregisterMemoryBatchResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UnregisterMemoryBatchResponse)
+	err := c.cc.Invoke(ctx, Transport_UnregisterMemoryBatch_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransportServer is the server API for Transport service.
 // All implementations must embed UnimplementedTransportServer
 // for forward compatibility.
@@ -220,6 +248,12 @@ type TransportServer interface {
 	// touches their memory, the descriptors it holds whose tokens are
 	// listed; each still completes on its lane's completion ring.
 	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
+	// RegisterMemoryBatch registers many regions in one call, all or none
+	// (protocol 2, SDKs that set Describe's register_batch; the host
+	// registers region by region with any other plugin).
+	// UnregisterMemoryBatch forgets many.
+	RegisterMemoryBatch(context.Context, *RegisterMemoryBatchRequest) (*RegisterMemoryBatchResponse, error)
+	UnregisterMemoryBatch(context.Context, *UnregisterMemoryBatchRequest) (*UnregisterMemoryBatchResponse, error)
 	mustEmbedUnimplementedTransportServer()
 }
 
@@ -265,6 +299,12 @@ func (UnimplementedTransportServer) Drain(context.Context, *DrainRequest) (*Drai
 }
 func (UnimplementedTransportServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
+}
+func (UnimplementedTransportServer) RegisterMemoryBatch(context.Context, *RegisterMemoryBatchRequest) (*RegisterMemoryBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterMemoryBatch not implemented")
+}
+func (UnimplementedTransportServer) UnregisterMemoryBatch(context.Context, *UnregisterMemoryBatchRequest) (*UnregisterMemoryBatchResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UnregisterMemoryBatch not implemented")
 }
 func (UnimplementedTransportServer) mustEmbedUnimplementedTransportServer() {}
 func (UnimplementedTransportServer) testEmbeddedByValue()                   {}
@@ -503,6 +543,42 @@ func _Transport_Abort_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transport_RegisterMemoryBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterMemoryBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).RegisterMemoryBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_RegisterMemoryBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).RegisterMemoryBatch(ctx, req.(*RegisterMemoryBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Transport_UnregisterMemoryBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UnregisterMemoryBatchRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).UnregisterMemoryBatch(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_UnregisterMemoryBatch_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).UnregisterMemoryBatch(ctx, req.(*UnregisterMemoryBatchRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transport_ServiceDesc is the grpc.ServiceDesc for Transport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -557,6 +633,14 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Abort",
 			Handler:    _Transport_Abort_Handler,
+		},
+		{
+			MethodName: "RegisterMemoryBatch",
+			Handler:    _Transport_RegisterMemoryBatch_Handler,
+		},
+		{
+			MethodName: "UnregisterMemoryBatch",
+			Handler:    _Transport_UnregisterMemoryBatch_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

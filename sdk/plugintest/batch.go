@@ -1,0 +1,68 @@
+package plugintest
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+
+	"github.com/ferrydev/ferry/internal/pluginclient"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/shm"
+)
+
+// batchRegistration registers 260 regions on b in one batch, two pages
+// of each of 130 memfds, as a host registers a KV cache's blocks: a plugin
+// whose SDK takes batches gets one call, any other one call per region.
+// a then writes into some of them and reads them back, and once the
+// batch is unregistered a write to one of them finds no region.
+func batchRegistration(t *testing.T, a, b *Instance, local []byte) {
+	const memfds, first = 130, 1000
+	// Describe tells the client whether the plugin takes batches.
+	d, err := b.proc.Client.Describe(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the plugin takes batches: %v", d.RegisterBatch)
+	var regs []pluginclient.Region
+	mems := make([][]byte, 0, 2*memfds)
+	for i := range memfds {
+		r, err := shm.Create(fmt.Sprintf("%s-batch%d", b.name, i), 8192)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		for page := range 2 {
+			regs = append(regs, pluginclient.Region{ID: first + uint32(len(regs)), FD: r.FD(), Offset: uint64(page) * 4096, Length: 4096, Perm: sdk.PermRemoteReadWrite, Kind: sdk.MemoryCPU})
+			mems = append(mems, r.Mem()[page*4096:(page+1)*4096])
+		}
+	}
+	if err := b.proc.Client.RegisterMemoryBatch(t.Context(), regs); err != nil {
+		t.Fatalf("register a batch of %d regions: %v", len(regs), err)
+	}
+	for _, i := range []int{0, 1, 2, len(regs) - 1} {
+		fill(local[:4096], uint64(i))
+		off := uint64(i % 7)
+		c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regs[i].ID, RemoteOffset: off, Length: 4096 - off})
+		if c.Status != ring.StatusOK || !bytes.Equal(mems[i][off:], local[:4096-off]) {
+			t.Fatalf("write into region %d of the batch: %v; bytes equal %v", regs[i].ID, c.Status, bytes.Equal(mems[i][off:], local[:4096-off]))
+		}
+		if i%2 == 0 && !bytes.Equal(mems[i+1][:8], make([]byte, 8)) {
+			t.Fatalf("a write into region %d reached the next page, region %d", regs[i].ID, regs[i+1].ID)
+		}
+	}
+	// A region of the batch is 4 KiB: a write past it is refused.
+	if c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regs[0].ID, RemoteOffset: 1, Length: 4096}); c.Status == ring.StatusOK {
+		t.Fatalf("a write past the end of a batch region succeeded")
+	}
+	ids := make([]uint32, len(regs))
+	for i, r := range regs {
+		ids[i] = r.ID
+	}
+	if err := b.proc.Client.UnregisterMemoryBatch(t.Context(), ids); err != nil {
+		t.Fatalf("unregister the batch: %v", err)
+	}
+	if c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regs[1].ID, Length: 10}); c.Status != ring.StatusNotRegistered {
+		t.Fatalf("write into an unregistered region of the batch: %v, want %v", c.Status, ring.StatusNotRegistered)
+	}
+}
