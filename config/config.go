@@ -116,8 +116,8 @@ const (
 	// timeout (10s by default), and long enough for a Stats call.
 	MinMetricsPluginTimeout = 10 * time.Millisecond
 	MaxMetricsPluginTimeout = 10 * time.Second
-	MinEndGrace           = 10 * time.Millisecond
-	MaxEndGrace           = 10 * time.Minute
+	MinEndGrace             = 10 * time.Millisecond
+	MaxEndGrace             = 10 * time.Minute
 )
 
 // Config is one engine's configuration.
