@@ -60,7 +60,11 @@ func (e *Engine) onFailure(b *progress.Batch, i int, cause error) (retried bool)
 	defer func() { e.noteFailure(b, i, cause, retried) }()
 	t := b.Task(i)
 	st := t.SliceStatus()
-	if !failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, rails.PathFault(st)) {
+	taken := failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, rails.PathFault(st))
+	if st == ring.StatusUnsupported && cause == nil {
+		taken = failover.TakeUnsupported(b.Attempt(i), e.cfg.Transfer.Attempts)
+	}
+	if !taken {
 		return false
 	}
 	e.retryMu.Lock()
@@ -131,7 +135,8 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 	budget := e.retryBudget()
 	in := failover.Input{
 		From: j.from, Rail: j.rail, PathFault: rails.PathFault(j.status), Pinned: r.Transport != "",
-		History: j.rec.hist, Deadline: r.deadline(), MaxWait: budget,
+		Unsupported: j.status == ring.StatusUnsupported && j.cause == nil,
+		History:     j.rec.hist, Deadline: r.deadline(), MaxWait: budget,
 		Retry: j.attempt, Backoff: e.cfg.Transfer.RetryBackoff, Budget: budget, Jitter: e.jitter(),
 		Transports: make([]failover.Transport, len(e.plugins)),
 	}

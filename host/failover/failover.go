@@ -41,6 +41,10 @@ type Input struct {
 	Rail int
 	// PathFault says the failure blames the path the slice took.
 	PathFault bool
+	// Unsupported says the failed transport cannot carry this request at
+	// all (StatusUnsupported: shm and a region it cannot share alone):
+	// only another transport can, and the failed one is not tried again.
+	Unsupported bool
 	// Pinned says the request named its transport.
 	Pinned bool
 	// SegmentGone says the remote segment was closed or retired.
@@ -118,6 +122,7 @@ const (
 	ReasonDeadline    = "the task's deadline passed while waiting for a transport"
 	ReasonBudget      = "the task's retry budget is spent"
 	ReasonNoTime      = "the task's deadline comes before its retry's backoff ends"
+	ReasonUnsupported = "its transport cannot carry it and no other transport is left to try"
 )
 
 // maxDoublings caps the backoff's growth: Backoff<<maxDoublings is the
@@ -131,6 +136,10 @@ const maxDoublings = 10
 func Take(attempt, attempts int, died, pathFault bool) bool {
 	return attempt+1 < attempts && (died || pathFault)
 }
+
+// TakeUnsupported is Take for an attempt its transport refused as
+// unsupported (StatusUnsupported): another transport might carry it.
+func TakeUnsupported(attempt, attempts int) bool { return attempt+1 < attempts }
 
 // Decide returns what to do after an attempt failed. A retry's At is
 // the end of its backoff, kept inside the budget; a retry whose backoff
@@ -186,6 +195,16 @@ func decide(in *Input) Decision {
 	}
 	if in.SegmentGone {
 		return Decision{Kind: Fail, Transport: -1, Reason: ReasonSegmentGone}
+	}
+	if in.Unsupported {
+		if !in.Pinned {
+			for _, i := range in.Plan {
+				if i < 64 && in.History.Tried&(1<<i) == 0 && in.usable(int32(i)) {
+					return Decision{Kind: NextTransport, Transport: int32(i)}
+				}
+			}
+		}
+		return Decision{Kind: Fail, Transport: -1, Reason: ReasonUnsupported}
 	}
 	if in.Pinned {
 		if in.From >= 0 && in.usable(in.From) {

@@ -89,6 +89,16 @@ func TestDecide(t *testing.T) {
 			Decision{Kind: RetryRail, Transport: 0, Avoid: 0b01}},
 		{"the task's deadline bounds the wait", func(in *Input) { in.Plan, in.Deadline = nil, 101*sec },
 			Decision{Kind: WaitRestart, Transport: -1, Until: 101 * sec}},
+		{"unsupported: the next transport not tried", func(in *Input) { in.Unsupported, in.History.Tried = true, 0b1 },
+			Decision{Kind: NextTransport, Transport: 1}},
+		{"unsupported: never the same transport again", func(in *Input) { in.Unsupported, in.History.Tried = true, 0b11 },
+			Decision{Kind: Fail, Transport: -1, Reason: ReasonUnsupported}},
+		{"unsupported: an unusable transport is skipped", func(in *Input) {
+			in.Unsupported, in.History.Tried, in.Plan = true, 0b1, []int{0, 1, 2}
+			in.Transports[1].Usable, in.Transports[2] = false, Transport{Usable: true}
+		}, Decision{Kind: NextTransport, Transport: 2}},
+		{"unsupported and pinned: fail", func(in *Input) { in.Unsupported, in.Pinned, in.History.Tried = true, true, 0b1 },
+			Decision{Kind: Fail, Transport: -1, Reason: ReasonUnsupported}},
 	} {
 		in := base()
 		c.edit(&in)
