@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/bits"
 	"sync"
+	"time"
 
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/internal/pluginclient"
@@ -57,6 +58,19 @@ func (e *Engine) onHold(b *progress.Batch, i int) {
 	}
 }
 
+// abortRetry is a call whose plugin found fewer descriptors than it was
+// asked for: a slice may still have been on its way into the plugin (in
+// the ring, not yet submitted) when the abort came. It is sent again,
+// backing off, until end_grace has passed, when the supervisor kills a
+// plugin that still holds an ended task's slices.
+type abortRetry struct {
+	idx    int32
+	tokens []uint64
+	at     time.Time     // when to send it again
+	delay  time.Duration // the pause before the next one
+	until  time.Time     // the last time it is sent
+}
+
 // runAborts sends the queued aborts until the engine closes. Owned by the
 // engine (e.wg).
 func (e *Engine) runAborts() {
@@ -72,9 +86,24 @@ func (e *Engine) runAborts() {
 		case <-base.Done():
 		}
 	}()
+	grace := e.cfg.Supervise.WithDefaults().EndGrace
+	var retries []abortRetry
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for {
+		timer.Reset(time.Hour)
+		if len(retries) > 0 {
+			next := retries[0].at
+			for _, r := range retries[1:] {
+				if r.at.Before(next) {
+					next = r.at
+				}
+			}
+			timer.Reset(max(time.Until(next), 0))
+		}
 		select {
 		case <-a.wake:
+		case <-timer.C:
 		case <-e.quit:
 			return
 		}
@@ -82,23 +111,47 @@ func (e *Engine) runAborts() {
 		batch := a.pending
 		a.pending = nil
 		a.mu.Unlock()
+		now := time.Now()
+		var calls []abortRetry
 		for idx, tokens := range batch {
-			ps := e.plugins[idx]
+			calls = append(calls, abortRetry{idx: idx, tokens: tokens, delay: abortFirstRetry, until: now.Add(grace)})
+		}
+		keep := retries[:0]
+		for _, r := range retries {
+			if now.Before(r.at) {
+				keep = append(keep, r)
+			} else {
+				calls = append(calls, r)
+			}
+		}
+		retries = keep
+		for _, c := range calls {
+			ps := e.plugins[c.idx]
 			run := ps.run()
 			if run == nil || run.p == nil || !ps.usable() {
 				continue // gone: the supervisor's Down hook ends its held tasks
 			}
 			ctx, cancel := context.WithTimeout(base, controlTimeout)
-			n, err := run.p.Client.Abort(ctx, tokens)
+			n, err := run.p.Client.Abort(ctx, c.tokens)
 			cancel()
 			switch {
 			case errors.Is(err, pluginclient.ErrUnimplemented):
 			case err != nil:
 				e.log.Warn("abort of ended tasks' slices failed; waiting for their completions (the plugin is killed if it holds them past supervise.end_grace)",
-					"plugin", ps.name, "tokens", len(tokens), "error", err)
+					"plugin", ps.name, "tokens", len(c.tokens), "error", err)
 			default:
-				e.log.Debug("aborted ended tasks' slices", "plugin", ps.name, "tokens", len(tokens), "found", n)
+				e.log.Debug("aborted ended tasks' slices", "plugin", ps.name, "tokens", len(c.tokens), "found", n)
+				if n < len(c.tokens) && time.Now().Before(c.until) {
+					c.at, c.delay = time.Now().Add(c.delay), min(2*c.delay, abortMaxRetry)
+					retries = append(retries, c)
+				}
 			}
 		}
 	}
 }
+
+// The pauses between abort calls for slices a plugin did not find yet.
+const (
+	abortFirstRetry = 5 * time.Millisecond
+	abortMaxRetry   = time.Second
+)
