@@ -11,13 +11,17 @@ import (
 	"github.com/ferrydev/ferry/sdk/shm"
 )
 
-// batchRegistration registers 260 regions on b in one batch, two pages
-// of each of 130 memfds, as a host registers a KV cache's blocks: a plugin
-// whose SDK takes batches gets one call, any other one call per region.
-// a then writes into some of them and reads them back, and once the
-// batch is unregistered a write to one of them finds no region.
+// batchRegistration registers 260 regions on b in one batch, as a host
+// registers a KV cache's blocks: 130 remotely writable regions, each a
+// memfd of exactly its bytes (a host gives a region peers may use a file
+// of its own), and 130 local-only ones, two pages of each of 65 memfds
+// (regions of one file share its fd in the batch). A plugin whose SDK
+// takes batches gets one call, any other one call per region. a then
+// writes into some of the remote ones and reads them back, is refused a
+// write into a local-only one, and once the batch is unregistered a write
+// to one of them finds no region.
 func batchRegistration(t *testing.T, a, b *Instance, local []byte) {
-	const memfds, first = 130, 1000
+	const remote, first = 130, 1000
 	// Describe tells the client whether the plugin takes batches.
 	d, err := b.proc.Client.Describe(t.Context())
 	if err != nil {
@@ -25,31 +29,41 @@ func batchRegistration(t *testing.T, a, b *Instance, local []byte) {
 	}
 	t.Logf("the plugin takes batches: %v", d.RegisterBatch)
 	var regs []pluginclient.Region
-	mems := make([][]byte, 0, 2*memfds)
-	for i := range memfds {
-		r, err := shm.Create(fmt.Sprintf("%s-batch%d", b.name, i), 8192)
+	mems := make([][]byte, 0, remote)
+	for i := range remote {
+		r, err := shm.Create(fmt.Sprintf("%s-batch%d", b.name, i), 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { r.Close() })
+		regs = append(regs, pluginclient.Region{ID: first + uint32(len(regs)), FD: r.FD(), Length: 4096, Perm: sdk.PermRemoteReadWrite, Kind: sdk.MemoryCPU})
+		mems = append(mems, r.Mem())
+	}
+	for i := range remote / 2 {
+		r, err := shm.Create(fmt.Sprintf("%s-batchlocal%d", b.name, i), 8192)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { r.Close() })
 		for page := range 2 {
-			regs = append(regs, pluginclient.Region{ID: first + uint32(len(regs)), FD: r.FD(), Offset: uint64(page) * 4096, Length: 4096, Perm: sdk.PermRemoteReadWrite, Kind: sdk.MemoryCPU})
-			mems = append(mems, r.Mem()[page*4096:(page+1)*4096])
+			regs = append(regs, pluginclient.Region{ID: first + uint32(len(regs)), FD: r.FD(), Offset: uint64(page) * 4096, Length: 4096, Perm: sdk.PermLocal, Kind: sdk.MemoryCPU})
 		}
 	}
 	if err := b.proc.Client.RegisterMemoryBatch(t.Context(), regs); err != nil {
 		t.Fatalf("register a batch of %d regions: %v", len(regs), err)
 	}
-	for _, i := range []int{0, 1, 2, len(regs) - 1} {
+	for _, i := range []int{0, 1, 2, remote - 1} {
 		fill(local[:4096], uint64(i))
 		off := uint64(i % 7)
 		c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regs[i].ID, RemoteOffset: off, Length: 4096 - off})
 		if c.Status != ring.StatusOK || !bytes.Equal(mems[i][off:], local[:4096-off]) {
 			t.Fatalf("write into region %d of the batch: %v; bytes equal %v", regs[i].ID, c.Status, bytes.Equal(mems[i][off:], local[:4096-off]))
 		}
-		if i%2 == 0 && !bytes.Equal(mems[i+1][:8], make([]byte, 8)) {
-			t.Fatalf("a write into region %d reached the next page, region %d", regs[i].ID, regs[i+1].ID)
-		}
+	}
+	// A local-only region of the batch is registered, and no peer may
+	// write it.
+	if c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regs[remote+1].ID, Length: 10}); c.Status != ring.StatusPermission {
+		t.Fatalf("write into local-only region %d of the batch: %v, want %v", regs[remote+1].ID, c.Status, ring.StatusPermission)
 	}
 	// A region of the batch is 4 KiB: a write past it is refused.
 	if c := a.Do(ring.Descriptor{Token: token(), Op: ring.OpWrite, LocalRegion: regLocal, Peer: peerB, RemoteRegion: regs[0].ID, RemoteOffset: 1, Length: 4096}); c.Status == ring.StatusOK {
