@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	pngpkg "image/png"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,5 +167,32 @@ func TestBenchSweepPlot(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 400 || b.Dy() < 400 {
 		t.Errorf("plot is %v: too small to read", b)
+	}
+}
+
+// TestRunPrintsMetricsAddress: with a metrics block, the ready line names
+// the address /metrics is served on, and it serves Ferry's series.
+func TestRunPrintsMetricsAddress(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "engine.hcl")
+	body := "name = \"metrics-run\"\nplugin_dir = \"" + binDir + "\"\nplugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\nmetrics {\n  listen = \"127.0.0.1:0\"\n}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, sc := startRun(t, "--config", cfg)
+	var ready struct {
+		Metrics string `json:"metrics"`
+	}
+	readReady(t, sc, &ready)
+	if ready.Metrics == "" {
+		t.Fatalf("ready line %q names no metrics address", sc.Text())
+	}
+	resp, err := http.Get("http://" + ready.Metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(b), `ferry_plugin_up{engine="metrics-run",plugin="tcp"} 1`) {
+		t.Errorf("/metrics at %s lacks the tcp plugin's up series:\n%.2000s", ready.Metrics, b)
 	}
 }

@@ -24,7 +24,8 @@ type readyLine struct {
 	Name        string       `json:"name"`
 	Incarnation uint64       `json:"incarnation"`
 	Metastore   string       `json:"metastore"`
-	Control     string       `json:"control"` // host:port of the control service; peers open it in peer-to-peer mode
+	Control     string       `json:"control"`           // host:port of the control service; peers open it in peer-to-peer mode
+	Metrics     string       `json:"metrics,omitempty"` // host:port of /metrics, when a metrics block serves one
 	Buffers     []readyBuf   `json:"buffers"`
 	Plugins     []pluginLine `json:"plugins"`
 }
@@ -160,7 +161,7 @@ func cmdRun(args []string) error {
 		return err
 	}
 	defer closeEngine()
-	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL(), Control: e.ControlAddr()}
+	ready := readyLine{Name: e.Name(), Incarnation: e.Incarnation(), Metastore: e.MetastoreURL(), Control: e.ControlAddr(), Metrics: e.MetricsAddr()}
 	ready.Plugins = pluginLines(ctx, e)
 	var rw []byte
 	for _, x := range []struct {
