@@ -106,14 +106,4 @@ func (e *Engine) railAddrs() []string {
 }
 
 // allInterfaceAddrs lists this host's interface addresses as prefixes.
-func allInterfaceAddrs() []string {
-	as, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil
-	}
-	out := make([]string, len(as))
-	for i, a := range as {
-		out[i] = a.String()
-	}
-	return out
-}
+func allInterfaceAddrs() []string { return addrStrings(net.InterfaceAddrs()) }

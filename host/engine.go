@@ -260,7 +260,11 @@ func interfaceAddrs(name string) []string {
 	if err != nil {
 		return nil
 	}
-	as, err := ifc.Addrs()
+	return addrStrings(ifc.Addrs())
+}
+
+// addrStrings is as as text ("10.0.0.1/24"), nil on err.
+func addrStrings(as []net.Addr, err error) []string {
 	if err != nil {
 		return nil
 	}

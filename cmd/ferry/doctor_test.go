@@ -7,10 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
-
-	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 type doctorLine struct {
@@ -102,20 +99,7 @@ plugin "tcp" {
 }
 `)
 	ferryBin := filepath.Join(binDir, "ferry")
-	cmd := exec.Command("ip", "netns", "exec", ns.A, ferryBin, "run", "--config", cfgA, "--expose", "1MiB")
-	var logs plugintest.LogBuffer
-	cmd.Stderr = &logs
-	_, stdout := plugintest.StartPiped(t, cmd)
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("engine A log:\n%s", logs.String())
-		}
-	})
-	if !bufio.NewScanner(stdout).Scan() {
-		t.Fatalf("engine A exited before its ready line:\n%s", logs.String())
-	}
+	runInNetns(t, ns.A, "--config", cfgA, "--expose", "1MiB")
 	if out, err := exec.Command("ip", "-n", ns.B, "link", "set", ns.vethB[1], "down").CombinedOutput(); err != nil {
 		t.Fatalf("cut the second link: %v\n%s", err, out)
 	}

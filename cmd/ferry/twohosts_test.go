@@ -69,6 +69,29 @@ type nsPair struct {
 	as, bs, vethB []string
 }
 
+// runInNetns starts `ferry run args...` in network namespace ns, stops it
+// with SIGTERM when the test ends (printing its log if the test failed),
+// and returns its stdout with the ready line read.
+func runInNetns(t *testing.T, ns string, args ...string) *bufio.Scanner {
+	t.Helper()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", ns, filepath.Join(binDir, "ferry"), "run"}, args...)...)
+	var logs plugintest.LogBuffer
+	cmd.Stderr = &logs
+	_, out := plugintest.StartPiped(t, cmd)
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("the engine in %s logged:\n%s", ns, logs.String())
+		}
+	})
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() {
+		t.Fatalf("the engine in %s exited before its ready line:\n%s", ns, logs.String())
+	}
+	return sc
+}
+
 // nsCount tells the namespaces of one test process apart.
 var nsCount atomic.Int32
 
@@ -101,22 +124,7 @@ func TestTwoHostsOutOfTheBox(t *testing.T) {
 	nsA, nsB, a, b := ns.A, ns.B, ns.as[0], ns.bs[0]
 	cfgA, cfgB := exampleConfig(t, "two-hosts-a.hcl", a, b), exampleConfig(t, "two-hosts-b.hcl", a, b)
 	ferryBin := filepath.Join(binDir, "ferry")
-
-	cmd := exec.Command("ip", "netns", "exec", nsA, ferryBin, "run", "--config", cfgA, "--expose", "4MiB", "--log-level", "info")
-	var logs plugintest.LogBuffer
-	cmd.Stderr = &logs
-	_, out := plugintest.StartPiped(t, cmd)
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("engine A log:\n%s", logs.String())
-		}
-	})
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() {
-		t.Fatalf("engine A exited before its ready line:\n%s", logs.String())
-	}
+	sc := runInNetns(t, nsA, "--config", cfgA, "--expose", "4MiB", "--log-level", "info")
 	var ready struct {
 		Control string `json:"control"`
 		Buffers []struct {
