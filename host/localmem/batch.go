@@ -305,6 +305,16 @@ func overlapping(bufs []Buf, p, n uint64) int {
 	return -1
 }
 
+// insert publishes cur, the table as it is, with b added in address
+// order: one copy, no sort. The caller serialises writers and has
+// checked that b overlaps nothing.
+func (t *Table) insert(cur []Buf, b Buf) {
+	i, _ := slices.BinarySearchFunc(cur, b.Base, func(x Buf, base uint64) int { return cmpAddr(x.Base, base) })
+	next := make([]Buf, 0, len(cur)+1)
+	next = append(append(append(next, cur[:i]...), b), cur[i:]...)
+	t.bufs.Store(&next)
+}
+
 func cmpAddr[T ~uint64 | ~uintptr](x, y T) int {
 	switch {
 	case x < y:

@@ -120,17 +120,7 @@ func (t *Table) RegisterForeign(ctx context.Context, ptr unsafe.Pointer, n uintp
 	t.foreign.pins[id] = pin
 	t.foreign.pmu.Unlock()
 	b := Buf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: perm, Location: Location, Foreign: true}}
-	next := append(slices.Clone(cur), b)
-	slices.SortFunc(next, func(x, y Buf) int {
-		switch {
-		case x.Base < y.Base:
-			return -1
-		case x.Base > y.Base:
-			return 1
-		}
-		return 0
-	})
-	t.bufs.Store(&next)
+	t.insert(cur, b)
 	return nil
 }
 

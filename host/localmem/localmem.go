@@ -189,17 +189,7 @@ func (t *Table) Register(ctx context.Context, p, n uintptr, perm sdk.Perm, plugi
 	}
 	t.keepCarve(id, c)
 	b := Buf{Buffer: segment.Buffer{Region: id, Base: uint64(p), Length: uint64(n), Perm: perm, Location: Location}, alloc: a}
-	next := append(slices.Clone(cur), b)
-	slices.SortFunc(next, func(x, y Buf) int {
-		switch {
-		case x.Base < y.Base:
-			return -1
-		case x.Base > y.Base:
-			return 1
-		}
-		return 0
-	})
-	t.bufs.Store(&next)
+	t.insert(cur, b)
 	return nil
 }
 
