@@ -146,6 +146,7 @@ type Config struct {
 	Control   Control
 	// Metrics is the metrics block; Listen "" when the file has none.
 	Metrics   Metrics
+	Trace     Trace
 	Plugins   []Plugin
 	Transfer  Transfer
 	Supervise Supervise
@@ -253,6 +254,17 @@ type Plugin struct {
 	DeclRange string
 
 	loc map[string]hcl.Range // keyed by attribute name
+}
+
+// Trace says which transfers' stories the engine keeps (host/trace).
+type Trace struct {
+	// Keep is how many finished stories are kept (and at most how many
+	// tasks are traced at once); 0: no tracing, and Request.Trace does
+	// nothing.
+	Keep int
+	// SampleEvery traces one task in SampleEvery besides those whose
+	// request asks; 0: only those.
+	SampleEvery int
 }
 
 // Transfer holds the data-path knobs.

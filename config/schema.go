@@ -114,6 +114,19 @@ var metricsTable = &table[Metrics]{
 	},
 }
 
+var traceTable = &table[Trace]{
+	name: "trace",
+	doc:  "The story of chosen transfers: each stage with its time, transport, attempt, slices, the selector's reasons and the cause of each failed attempt, for Engine.Traces and `ferry status --traces`. Without the block nothing is traced and the request path pays nothing for it.",
+	fields: []field[Trace]{
+		{name: "keep", typ: tInt, def: 64, min: 1, max: 4096,
+			doc: "How many finished stories are kept (the oldest goes first), and at most how many tasks are traced at once.",
+			at:  func(c *Trace) any { return &c.Keep }},
+		{name: "sample_every", typ: tInt, def: 0, min: 0, max: 1 << 30,
+			doc: "Also trace one task in this many; 0 traces only the requests that ask (Request.Trace).",
+			at:  func(c *Trace) any { return &c.SampleEvery }},
+	},
+}
+
 var pluginTable = &table[Plugin]{
 	name: "plugin", label: "name", many: true,
 	doc: "A plugin the engine loads; the label is its name (the binary is `ferry-plugin-<name>`): " +
@@ -318,6 +331,7 @@ var blocks = []block{
 	single(metastoreTable, func(c *Config) *Metastore { return &c.Metastore }),
 	single(controlTable, func(c *Config) *Control { return &c.Control }),
 	single(metricsTable, func(c *Config) *Metrics { return &c.Metrics }),
+	single(traceTable, func(c *Config) *Trace { return &c.Trace }),
 	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} }, (*decoder).addPlugin),
 	single(transferTable, func(c *Config) *Transfer { return &c.Transfer }),
 	single(superviseTable, func(c *Config) *Supervise { return &c.Supervise }),

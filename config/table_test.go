@@ -14,13 +14,14 @@ func TestTables(t *testing.T) {
 	checkFields(t, "metastore", metastoreTable, &Metastore{})
 	checkFields(t, "control", controlTable, &Control{})
 	checkFields(t, "metrics", metricsTable, &Metrics{})
+	checkFields(t, "trace", traceTable, &Trace{})
 	checkFields(t, "plugin", pluginTable, &Plugin{})
 	checkFields(t, "transfer", transferTable, &Transfer{})
 	checkFields(t, "supervise", superviseTable, &Supervise{})
 	checkFields(t, "policy", policyTable, &Policy{})
 	checkFields(t, "rail", railTable, &RailBlock{})
-	if len(blocks) != 8 {
-		t.Errorf("%d blocks; this test checks 8: add the new block's table above", len(blocks))
+	if len(blocks) != 9 {
+		t.Errorf("%d blocks; this test checks 9: add the new block's table above", len(blocks))
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/topology"
+	"github.com/ferrydev/ferry/host/trace"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -134,7 +135,8 @@ type Engine struct {
 	// controlAddr is hc's address as peers can use it (controladdr.go),
 	// published in the descriptor; set once by startControl.
 	controlAddr string
-	recent      recentFailures // the latest failed attempts, for status
+	recent      recentFailures  // the latest failed attempts, for status
+	trace       *trace.Recorder // nil without a trace block; see traces.go
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.
@@ -211,6 +213,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Log:            e.log,
 	})
 	e.attachMetrics(&o)
+	e.attachTrace(&o)
 	e.wirePath(o.path)
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err

@@ -109,6 +109,9 @@ type EngineStatus struct {
 	Segments     []SegmentStatus `json:"segments"`
 	Failures     []Failure       `json:"failures"`
 	FailuresSeen uint64          `json:"failures_seen"`
+	// Traces are the stories of traced tasks (a trace block), newest
+	// first.
+	Traces []TaskTrace `json:"traces,omitempty"`
 	// Admission says how requests are admitted: "pass-through" (every
 	// request now), or the type of the Admitter the application set.
 	Admission string `json:"admission"`
@@ -132,6 +135,7 @@ func (e *Engine) Status(ctx context.Context) EngineStatus {
 		st.MetastoreOK = err.Error()
 	}
 	st.Failures, st.FailuresSeen = e.recent.list()
+	st.Traces = e.Traces()
 	return st
 }
 

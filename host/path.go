@@ -200,6 +200,15 @@ func (e *Engine) event(b *progress.Batch, i int, st observe.Stage) observe.Event
 	if req.Op == Read {
 		ev.Op = ring.OpRead
 	}
+	if e.trace != nil { // only with a trace block: the story wants every stage's time and the route's reasons
+		ev.Trace = req.Trace
+		if ev.At == 0 {
+			ev.At = observe.Clock()
+		}
+		if st == observe.Routed && e.trace.Tracing(ev.Batch, i) {
+			ev.Reasons, _ = e.Explain(*req)
+		}
+	}
 	switch st {
 	case observe.Queued:
 		*ts = taskStamps{queued: ev.At}

@@ -68,6 +68,11 @@ type Request struct {
 	// Policy, when set, names the configured policy that chooses the
 	// transports, whatever its match conditions say.
 	Policy string
+	// Trace asks the engine to keep this task's story (every stage, its
+	// times, transports, retries and the selector's reasons) for
+	// Engine.Traces and `ferry status --traces`, when the configuration
+	// has a trace block; without one it does nothing.
+	Trace bool
 }
 
 // deadline returns Deadline in unix nanoseconds, 0 for none.

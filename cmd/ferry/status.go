@@ -73,6 +73,7 @@ func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, err
 func cmdStatus(args []string) error {
 	fs := flag.NewFlagSet("status", flag.ExitOnError)
 	f := addStatusFlags(fs)
+	traces := fs.Bool("traces", false, "also print the story of each traced task (the engine needs a trace block; requests ask with Request.Trace)")
 	fs.Parse(args)
 	c, err := f.dial()
 	if err != nil {
@@ -87,7 +88,51 @@ func cmdStatus(args []string) error {
 		_, err := fmt.Println(string(raw))
 		return err
 	}
-	return printStatus(os.Stdout, st, nil, 0)
+	if err := printStatus(os.Stdout, st, nil, 0); err != nil {
+		return err
+	}
+	if *traces {
+		printTraces(os.Stdout, st.Traces)
+	}
+	return nil
+}
+
+// printTraces writes each traced task's story: its stages with their
+// times, transports and attempts, the selector's reasons under each
+// route, and each failed attempt's cause.
+func printTraces(w io.Writer, traces []host.TaskTrace) {
+	if len(traces) == 0 {
+		fmt.Fprintln(w, "\nno traced tasks (add a trace block to the engine's config; requests ask with Request.Trace, or set sample_every)")
+		return
+	}
+	for _, tr := range traces {
+		end := "in progress"
+		if tr.Done {
+			end = fmt.Sprintf("ended in %.1f µs", tr.Took)
+		}
+		fmt.Fprintf(w, "\ntask %d of batch %d: %s %d bytes, priority %s, started %s, %s\n",
+			tr.Task, tr.Batch, tr.Op, tr.Length, tr.Priority, tr.Started.Format(time.TimeOnly), end)
+		for _, s := range tr.Steps {
+			line := fmt.Sprintf("  %+10.1f µs  %-9s attempt %d", s.At, s.Stage, s.Attempt)
+			if s.Transport != "" {
+				line += "  " + s.Transport
+			}
+			if s.Slices != 0 {
+				line += fmt.Sprintf("  %d slices", s.Slices)
+			}
+			for _, kv := range [][2]string{{"status", s.Status}, {"state", s.State}, {"from", s.From}, {"cause", s.Cause}, {"error", s.Err}} {
+				if kv[1] != "" {
+					line += "  " + kv[0] + " " + kv[1]
+				}
+			}
+			fmt.Fprintln(w, line)
+			for _, r := range strings.Split(strings.TrimSpace(s.Reasons), "\n") {
+				if r != "" {
+					fmt.Fprintln(w, "                 | "+r)
+				}
+			}
+		}
+	}
 }
 
 func cmdTop(args []string) error {

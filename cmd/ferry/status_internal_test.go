@@ -5,7 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
+	"github.com/ferrydev/ferry/host/trace"
 )
 
 // futureEngine is a control service that answers status in a format this
@@ -58,5 +60,29 @@ func TestStatusRefusesWhatItCannotRead(t *testing.T) {
 	defer c2.Close()
 	if _, _, err := fetchStatus(c2, ln.Addr().String()); err == nil || !strings.Contains(err.Error(), "is a Ferry engine serving its control service at "+ln.Addr().String()) {
 		t.Errorf("status of a non-Ferry listener: %v", err)
+	}
+}
+
+// TestPrintTraces: a story prints as one line a stage, with the
+// selector's reasons under the route and the cause of a failed attempt.
+func TestPrintTraces(t *testing.T) {
+	var b strings.Builder
+	printTraces(&b, []host.TaskTrace{{Batch: 3, Task: 1, Op: "write", Length: 4096, Priority: "normal", Done: true, Took: 42,
+		Steps: []trace.Step{
+			{Stage: "queued"},
+			{Stage: "routed", At: 1.5, Transport: "shm", Reasons: "shm: taken (same machine)\ntcp: usable, a later attempt"},
+			{Stage: "retried", At: 9, Attempt: 1, Transport: "tcp", From: "shm", Cause: "io"},
+			{Stage: "ended", At: 42, Attempt: 1, State: "COMPLETED"},
+		}}})
+	out := b.String()
+	for _, want := range []string{"task 1 of batch 3: write 4096 bytes", "ended in 42.0 µs", "routed    attempt 0  shm", "| shm: taken (same machine)", "| tcp: usable", "from shm  cause io", "state COMPLETED"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("traces output lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	printTraces(&b, nil)
+	if !strings.Contains(b.String(), "add a trace block") {
+		t.Errorf("no traces: %q", b.String())
 	}
 }

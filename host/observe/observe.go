@@ -74,6 +74,11 @@ type Event struct {
 	// the slices, else the first failing slice status (StatusCause).
 	From  string
 	Cause string
+	// Trace says the request asked for its story to be kept
+	// (Request.Trace); Reasons, on a Routed event of a traced task, is the
+	// selector's explanation of the route (host/trace).
+	Trace   bool
+	Reasons string
 	// Slices is how many slices the attempt was cut into (Sliced,
 	// Submitted).
 	Slices int64
