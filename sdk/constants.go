@@ -47,6 +47,9 @@ const (
 	InterfaceDrainer = "drainer"
 	// InterfaceAborter: the Transport implements Aborter (protocol 2).
 	InterfaceAborter = "aborter"
+	// InterfaceConfigChecker: the Transport implements ConfigChecker
+	// (protocol 2).
+	InterfaceConfigChecker = "config_checker"
 )
 
 // implemented lists the optional interfaces impl has, by type assertion.
@@ -57,6 +60,9 @@ func implemented(impl Transport) []string {
 	}
 	if _, ok := impl.(Aborter); ok {
 		names = append(names, InterfaceAborter)
+	}
+	if _, ok := impl.(ConfigChecker); ok {
+		names = append(names, InterfaceConfigChecker)
 	}
 	return names
 }

@@ -110,16 +110,7 @@ func (s *server) Start(ctx context.Context, req *transportv1.StartRequest) (*tra
 	}
 	s.started = true
 	s.mu.Unlock()
-	ep, err := s.impl.Start(ctx, StartConfig{
-		Engine:       req.Engine,
-		Incarnation:  req.Incarnation,
-		MachineID:    req.MachineId,
-		Config:       req.Config,
-		ConfigFile:   req.ConfigFile,
-		ConfigLine:   int(req.ConfigLine),
-		ConfigColumn: int(req.ConfigColumn),
-		ConfigByte:   int(req.ConfigByte),
-	})
+	ep, err := s.impl.Start(ctx, startConfig(req))
 	if err != nil {
 		s.mu.Lock()
 		s.started = false
@@ -401,6 +392,31 @@ func (s *server) Abort(ctx context.Context, req *transportv1.AbortRequest) (*tra
 		return nil, status.Errorf(codes.Internal, "abort: %v", err)
 	}
 	return &transportv1.AbortResponse{Aborted: uint64(max(n, 0))}, nil
+}
+
+func (s *server) CheckConfig(ctx context.Context, req *transportv1.StartRequest) (*transportv1.CheckConfigResponse, error) {
+	c, ok := s.impl.(ConfigChecker)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "check config: the plugin's Transport does not implement sdk.ConfigChecker")
+	}
+	if err := c.CheckConfig(ctx, startConfig(req)); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	return &transportv1.CheckConfigResponse{}, nil
+}
+
+// startConfig is req as the Transport sees it.
+func startConfig(req *transportv1.StartRequest) StartConfig {
+	return StartConfig{
+		Engine:       req.Engine,
+		Incarnation:  req.Incarnation,
+		MachineID:    req.MachineId,
+		Config:       req.Config,
+		ConfigFile:   req.ConfigFile,
+		ConfigLine:   int(req.ConfigLine),
+		ConfigColumn: int(req.ConfigColumn),
+		ConfigByte:   int(req.ConfigByte),
+	}
 }
 
 func (s *server) Stop(ctx context.Context, _ *transportv1.StopRequest) (*transportv1.StopResponse, error) {

@@ -129,6 +129,17 @@ type Aborter interface {
 	Abort(ctx context.Context, tokens []uint64) (int, error)
 }
 
+// ConfigChecker is an optional interface of a Transport: CheckConfig
+// decodes and checks cfg.Config as Start would, with the same errors
+// (file:line:col into the operator's file), and starts nothing: no
+// listener, no goroutine, no file opened for good. `ferry plugins
+// --config` and `ferry doctor` call it. The SDK lists it in Describe
+// (InterfaceConfigChecker); a plugin without it is checked only when an
+// engine starts it.
+type ConfigChecker interface {
+	CheckConfig(ctx context.Context, cfg StartConfig) error
+}
+
 // Info describes a plugin and what it can do; the host plans from it
 // (which transport, which slice size) instead of knowing plugins by name.
 // Every capability's zero value means "unknown": the host then uses its

@@ -113,12 +113,12 @@ func pluginFindings(ctx context.Context, cfg *config.Config) []finding {
 		if !p.Enabled {
 			continue
 		}
-		r := inspect(ctx, loader.Spec{Name: p.Name, Path: loader.Resolve(p.Name, p.Path, cfg.PluginDir, dir), SHA256: p.SHA256})
+		r := inspect(ctx, loader.Spec{Name: p.Name, Path: loader.Resolve(p.Name, p.Path, cfg.PluginDir, dir), SHA256: p.SHA256}, startConfig(cfg, p))
 		f := finding{Area: "plugin", Item: p.Name}
 		switch {
 		case r.Failed:
 			f.Status, f.Detail = statusFail, r.Reason
-			f.Fix = "build the plugins (make build), point plugin_dir or the block's path at them, or correct sha256; or disable the block (enabled = false)"
+			f.Fix = "build the plugins (make build), point plugin_dir or the block's path at them, correct sha256 or the block's settings; or disable the block (enabled = false)"
 		case !r.Available:
 			f.Status, f.Detail = statusWarn, "unavailable: "+r.Reason
 			f.Fix = "this machine lacks what the plugin drives; the engine runs without it"

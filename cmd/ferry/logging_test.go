@@ -196,3 +196,23 @@ func TestRunPrintsMetricsAddress(t *testing.T) {
 		t.Errorf("/metrics at %s lacks the tcp plugin's up series:\n%.2000s", ready.Metrics, b)
 	}
 }
+
+// TestPluginsConfigChecksSettings: `ferry plugins --config` has each
+// plugin decode its block's settings, starting nothing: a bad one fails
+// with the plugin's own error at its file:line, and exits 1.
+func TestPluginsConfigChecksSettings(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "engine.hcl")
+	body := "name = \"settings\"\nplugin_dir = \"" + binDir + "\"\nplugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n    max_frame = \"lots\"\n  }\n}\nplugin \"shm\" {}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--config", cfg).CombinedOutput()
+	if err == nil {
+		t.Errorf("ferry plugins --config with a bad tcp setting exited 0:\n%s", out)
+	}
+	for _, want := range []string{"FAILED: its settings are refused", "engine.hcl:6:", "max_frame", "1 of 2 plugins cannot be started (tcp)", "settings ok"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("ferry plugins said %q, want %q in it", out, want)
+		}
+	}
+}

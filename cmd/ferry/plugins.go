@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -12,10 +13,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/internal/pluginclient"
+	"github.com/ferrydev/ferry/sdk"
 )
 
 func metastoreListen(ctx context.Context, addr string) (*metastore.HTTPServer, error) {
@@ -35,11 +39,16 @@ type pluginReport struct {
 	// (missing binary, checksum mismatch, handshake): Reason says why. A
 	// plugin that runs and says its hardware is absent is not failed.
 	Failed bool `json:"failed,omitempty"`
+	// Config says whether the plugin takes its block's settings, with
+	// --config: "ok", the plugin's error (file:line:col), or why it was
+	// not checked.
+	Config string `json:"config,omitempty"`
 }
 
 // inspect starts one plugin, asks it what it is and whether it can run
-// here, and stops it.
-func inspect(ctx context.Context, spec loader.Spec) pluginReport {
+// here and, with start (a config's plugin block), whether it takes its
+// settings, and stops it.
+func inspect(ctx context.Context, spec loader.Spec, start *sdk.StartConfig) pluginReport {
 	r := pluginReport{Name: spec.Name, Path: spec.Path}
 	p, err := loader.Start(ctx, spec, nil)
 	if err != nil {
@@ -59,7 +68,24 @@ func inspect(ctx context.Context, spec loader.Spec) pluginReport {
 	for _, rl := range pr.Rails {
 		r.Rails = append(r.Rails, rl.Name)
 	}
+	if start != nil {
+		switch err := p.Client.CheckConfig(cctx, *start); {
+		case errors.Is(err, pluginclient.ErrUnimplemented):
+			r.Config = "not checked: the plugin cannot check its settings without starting (no sdk.ConfigChecker)"
+		case err != nil:
+			r.Config, r.Failed = err.Error(), true
+			r.Reason = "its settings are refused: " + err.Error()
+		default:
+			r.Config = "ok"
+		}
+	}
 	return r
+}
+
+// startConfig is the StartConfig an engine of cfg gives plugin block pc.
+func startConfig(cfg *config.Config, pc config.Plugin) *sdk.StartConfig {
+	return &sdk.StartConfig{Engine: cfg.Name, MachineID: cfg.MachineID, Config: pc.Body, ConfigFile: pc.BodyFile,
+		ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte}
 }
 
 func cmdPlugins(args []string) error {
@@ -84,6 +110,7 @@ func cmdPlugins(args []string) error {
 	}
 
 	var specs []loader.Spec
+	var starts []*sdk.StartConfig
 	if *cfgPath != "" {
 		cfg, err := loadConfig(*cfgPath, "", "")
 		if err != nil {
@@ -95,6 +122,7 @@ func cmdPlugins(args []string) error {
 		}
 		for _, p := range cfg.Plugins {
 			specs = append(specs, loader.Spec{Name: p.Name, Path: loader.Resolve(p.Name, p.Path, d, filepath.Dir(cfg.File)), SHA256: p.SHA256})
+			starts = append(starts, startConfig(cfg, p))
 		}
 	} else {
 		d := *dir
@@ -112,8 +140,12 @@ func cmdPlugins(args []string) error {
 	}
 	ctx := context.Background()
 	var reports []pluginReport
-	for _, s := range specs {
-		reports = append(reports, inspect(ctx, s))
+	for i, s := range specs {
+		var start *sdk.StartConfig
+		if i < len(starts) {
+			start = starts[i]
+		}
+		reports = append(reports, inspect(ctx, s, start))
 	}
 	if err := printReports(reports, *asJSON); err != nil {
 		return err
@@ -152,6 +184,9 @@ func printReports(reports []pluginReport, asJSON bool) error {
 			probe = "unavailable: " + r.Reason
 		case len(r.Rails) > 0:
 			probe += " (" + strings.Join(r.Rails, ", ") + ")"
+		}
+		if r.Config == "ok" {
+			probe += ", settings ok"
 		}
 		sum := r.SHA256
 		if len(sum) > 16 {

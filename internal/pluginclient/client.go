@@ -140,16 +140,7 @@ func (c *Client) Probe(ctx context.Context) (sdk.ProbeResult, error) {
 
 // Start configures the plugin and returns its endpoint blob.
 func (c *Client) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
-	r, err := c.rpc.Start(ctx, &transportv1.StartRequest{
-		Engine:       cfg.Engine,
-		Incarnation:  cfg.Incarnation,
-		MachineId:    cfg.MachineID,
-		Config:       cfg.Config,
-		ConfigFile:   cfg.ConfigFile,
-		ConfigLine:   int32(cfg.ConfigLine),
-		ConfigColumn: int32(cfg.ConfigColumn),
-		ConfigByte:   int32(cfg.ConfigByte),
-	})
+	r, err := c.rpc.Start(ctx, startRequest(cfg))
 	if err != nil {
 		return nil, rpcErr(err)
 	}
@@ -297,6 +288,30 @@ func (c *Client) Abort(ctx context.Context, tokens []uint64) (int, error) {
 		return 0, rpcErr(err)
 	}
 	return int(r.GetAborted()), nil
+}
+
+// CheckConfig asks the plugin to decode and check cfg as Start would,
+// starting nothing. A plugin without sdk.ConfigChecker gives
+// ErrUnimplemented.
+func (c *Client) CheckConfig(ctx context.Context, cfg sdk.StartConfig) error {
+	_, err := c.rpc.CheckConfig(ctx, startRequest(cfg))
+	if status.Code(err) == codes.Unimplemented {
+		return &UnimplementedError{Plugin: c.pluginName(), Method: "CheckConfig", Interface: "sdk.ConfigChecker", Protocol: 2, Err: rpcErr(err)}
+	}
+	return rpcErr(err)
+}
+
+func startRequest(cfg sdk.StartConfig) *transportv1.StartRequest {
+	return &transportv1.StartRequest{
+		Engine:       cfg.Engine,
+		Incarnation:  cfg.Incarnation,
+		MachineId:    cfg.MachineID,
+		Config:       cfg.Config,
+		ConfigFile:   cfg.ConfigFile,
+		ConfigLine:   int32(cfg.ConfigLine),
+		ConfigColumn: int32(cfg.ConfigColumn),
+		ConfigByte:   int32(cfg.ConfigByte),
+	}
 }
 
 func (c *Client) pluginName() string {

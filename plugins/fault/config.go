@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"time"
@@ -290,4 +291,11 @@ func cutTCPBody(cfg sdk.StartConfig, out *sdk.StartConfig) error {
 		return nil
 	}
 	return nil
+}
+
+// CheckConfig decodes and checks cfg as Start does, starting nothing
+// (sdk.ConfigChecker: `ferry plugins --config`).
+func (t *Transport) CheckConfig(_ context.Context, cfg sdk.StartConfig) error {
+	_, err := parseConfig(cfg)
+	return err
 }

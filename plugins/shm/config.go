@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"context"
 	"path/filepath"
 	"runtime"
 	"time"
@@ -149,4 +150,11 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		s.secret = secret
 	}
 	return s, nil
+}
+
+// CheckConfig decodes and checks cfg as Start does, starting nothing
+// (sdk.ConfigChecker: `ferry plugins --config`).
+func (t *Transport) CheckConfig(_ context.Context, cfg sdk.StartConfig) error {
+	_, err := parseConfig(cfg)
+	return err
 }

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -278,4 +279,11 @@ func checkAddrs(addrs []string) error {
 		seen[a] = true
 	}
 	return nil
+}
+
+// CheckConfig decodes and checks cfg as Start does, starting nothing
+// (sdk.ConfigChecker: `ferry plugins --config`).
+func (t *Transport) CheckConfig(_ context.Context, cfg sdk.StartConfig) error {
+	_, err := parseConfig(cfg)
+	return err
 }

@@ -1387,6 +1387,42 @@ func (*DrainResponse) Descriptor() ([]byte, []int) {
 	return file_transport_v1_transport_proto_rawDescGZIP(), []int{22}
 }
 
+type CheckConfigResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckConfigResponse) Reset() {
+	*x = CheckConfigResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckConfigResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckConfigResponse) ProtoMessage() {}
+
+func (x *CheckConfigResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckConfigResponse.ProtoReflect.Descriptor instead.
+func (*CheckConfigResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{23}
+}
+
 type AbortRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tokens        []uint64               `protobuf:"varint,1,rep,packed,name=tokens,proto3" json:"tokens,omitempty"`
@@ -1396,7 +1432,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_transport_v1_transport_proto_msgTypes[23]
+	mi := &file_transport_v1_transport_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1444,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[23]
+	mi := &file_transport_v1_transport_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1457,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{23}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AbortRequest) GetTokens() []uint64 {
@@ -1442,7 +1478,7 @@ type AbortResponse struct {
 
 func (x *AbortResponse) Reset() {
 	*x = AbortResponse{}
-	mi := &file_transport_v1_transport_proto_msgTypes[24]
+	mi := &file_transport_v1_transport_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1490,7 @@ func (x *AbortResponse) String() string {
 func (*AbortResponse) ProtoMessage() {}
 
 func (x *AbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[24]
+	mi := &file_transport_v1_transport_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1503,7 @@ func (x *AbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortResponse.ProtoReflect.Descriptor instead.
 func (*AbortResponse) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{24}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AbortResponse) GetAborted() uint64 {
@@ -1496,7 +1532,7 @@ type BatchRegion struct {
 
 func (x *BatchRegion) Reset() {
 	*x = BatchRegion{}
-	mi := &file_transport_v1_transport_proto_msgTypes[25]
+	mi := &file_transport_v1_transport_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1544,7 @@ func (x *BatchRegion) String() string {
 func (*BatchRegion) ProtoMessage() {}
 
 func (x *BatchRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[25]
+	mi := &file_transport_v1_transport_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1557,7 @@ func (x *BatchRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchRegion.ProtoReflect.Descriptor instead.
 func (*BatchRegion) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{25}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BatchRegion) GetRegionId() uint32 {
@@ -1578,7 +1614,7 @@ type RegisterMemoryBatchRequest struct {
 
 func (x *RegisterMemoryBatchRequest) Reset() {
 	*x = RegisterMemoryBatchRequest{}
-	mi := &file_transport_v1_transport_proto_msgTypes[26]
+	mi := &file_transport_v1_transport_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1590,7 +1626,7 @@ func (x *RegisterMemoryBatchRequest) String() string {
 func (*RegisterMemoryBatchRequest) ProtoMessage() {}
 
 func (x *RegisterMemoryBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[26]
+	mi := &file_transport_v1_transport_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1603,7 +1639,7 @@ func (x *RegisterMemoryBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemoryBatchRequest.ProtoReflect.Descriptor instead.
 func (*RegisterMemoryBatchRequest) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{26}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RegisterMemoryBatchRequest) GetAttachIds() []uint64 {
@@ -1628,7 +1664,7 @@ type RegisterMemoryBatchResponse struct {
 
 func (x *RegisterMemoryBatchResponse) Reset() {
 	*x = RegisterMemoryBatchResponse{}
-	mi := &file_transport_v1_transport_proto_msgTypes[27]
+	mi := &file_transport_v1_transport_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1676,7 @@ func (x *RegisterMemoryBatchResponse) String() string {
 func (*RegisterMemoryBatchResponse) ProtoMessage() {}
 
 func (x *RegisterMemoryBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[27]
+	mi := &file_transport_v1_transport_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1689,7 @@ func (x *RegisterMemoryBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterMemoryBatchResponse.ProtoReflect.Descriptor instead.
 func (*RegisterMemoryBatchResponse) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{27}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{28}
 }
 
 type UnregisterMemoryBatchRequest struct {
@@ -1665,7 +1701,7 @@ type UnregisterMemoryBatchRequest struct {
 
 func (x *UnregisterMemoryBatchRequest) Reset() {
 	*x = UnregisterMemoryBatchRequest{}
-	mi := &file_transport_v1_transport_proto_msgTypes[28]
+	mi := &file_transport_v1_transport_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1713,7 @@ func (x *UnregisterMemoryBatchRequest) String() string {
 func (*UnregisterMemoryBatchRequest) ProtoMessage() {}
 
 func (x *UnregisterMemoryBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[28]
+	mi := &file_transport_v1_transport_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1726,7 @@ func (x *UnregisterMemoryBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterMemoryBatchRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterMemoryBatchRequest) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{28}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UnregisterMemoryBatchRequest) GetRegionIds() []uint32 {
@@ -1711,7 +1747,7 @@ type UnregisterMemoryBatchResponse struct {
 
 func (x *UnregisterMemoryBatchResponse) Reset() {
 	*x = UnregisterMemoryBatchResponse{}
-	mi := &file_transport_v1_transport_proto_msgTypes[29]
+	mi := &file_transport_v1_transport_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1723,7 +1759,7 @@ func (x *UnregisterMemoryBatchResponse) String() string {
 func (*UnregisterMemoryBatchResponse) ProtoMessage() {}
 
 func (x *UnregisterMemoryBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[29]
+	mi := &file_transport_v1_transport_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1736,7 +1772,7 @@ func (x *UnregisterMemoryBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterMemoryBatchResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterMemoryBatchResponse) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{29}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *UnregisterMemoryBatchResponse) GetFailed() []*BatchFailure {
@@ -1756,7 +1792,7 @@ type BatchFailure struct {
 
 func (x *BatchFailure) Reset() {
 	*x = BatchFailure{}
-	mi := &file_transport_v1_transport_proto_msgTypes[30]
+	mi := &file_transport_v1_transport_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1768,7 +1804,7 @@ func (x *BatchFailure) String() string {
 func (*BatchFailure) ProtoMessage() {}
 
 func (x *BatchFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_transport_v1_transport_proto_msgTypes[30]
+	mi := &file_transport_v1_transport_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1781,7 +1817,7 @@ func (x *BatchFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BatchFailure.ProtoReflect.Descriptor instead.
 func (*BatchFailure) Descriptor() ([]byte, []int) {
-	return file_transport_v1_transport_proto_rawDescGZIP(), []int{30}
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BatchFailure) GetRegionId() uint32 {
@@ -1890,7 +1926,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\vStopRequest\"\x0e\n" +
 	"\fStopResponse\"\x0e\n" +
 	"\fDrainRequest\"\x0f\n" +
-	"\rDrainResponse\"&\n" +
+	"\rDrainResponse\"\x15\n" +
+	"\x13CheckConfigResponse\"&\n" +
 	"\fAbortRequest\x12\x16\n" +
 	"\x06tokens\x18\x01 \x03(\x04R\x06tokens\")\n" +
 	"\rAbortResponse\x12\x18\n" +
@@ -1924,7 +1961,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"PERM_LOCAL\x10\x01\x12\x14\n" +
 	"\x10PERM_REMOTE_READ\x10\x02\x12\x1a\n" +
-	"\x16PERM_REMOTE_READ_WRITE\x10\x032\x8f\n" +
+	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xe9\n" +
 	"\n" +
 	"\tTransport\x12U\n" +
 	"\bDescribe\x12#.ferry.transport.v1.DescribeRequest\x1a$.ferry.transport.v1.DescribeResponse\x12L\n" +
@@ -1939,7 +1976,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x05Stats\x12 .ferry.transport.v1.StatsRequest\x1a!.ferry.transport.v1.StatsResponse\x12I\n" +
 	"\x04Stop\x12\x1f.ferry.transport.v1.StopRequest\x1a .ferry.transport.v1.StopResponse\x12L\n" +
 	"\x05Drain\x12 .ferry.transport.v1.DrainRequest\x1a!.ferry.transport.v1.DrainResponse\x12L\n" +
-	"\x05Abort\x12 .ferry.transport.v1.AbortRequest\x1a!.ferry.transport.v1.AbortResponse\x12v\n" +
+	"\x05Abort\x12 .ferry.transport.v1.AbortRequest\x1a!.ferry.transport.v1.AbortResponse\x12X\n" +
+	"\vCheckConfig\x12 .ferry.transport.v1.StartRequest\x1a'.ferry.transport.v1.CheckConfigResponse\x12v\n" +
 	"\x13RegisterMemoryBatch\x12..ferry.transport.v1.RegisterMemoryBatchRequest\x1a/.ferry.transport.v1.RegisterMemoryBatchResponse\x12|\n" +
 	"\x15UnregisterMemoryBatch\x120.ferry.transport.v1.UnregisterMemoryBatchRequest\x1a1.ferry.transport.v1.UnregisterMemoryBatchResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
 
@@ -1956,7 +1994,7 @@ func file_transport_v1_transport_proto_rawDescGZIP() []byte {
 }
 
 var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_transport_v1_transport_proto_goTypes = []any{
 	(Op)(0),                               // 0: ferry.transport.v1.Op
 	(Perm)(0),                             // 1: ferry.transport.v1.Perm
@@ -1983,24 +2021,25 @@ var file_transport_v1_transport_proto_goTypes = []any{
 	(*StopResponse)(nil),                  // 22: ferry.transport.v1.StopResponse
 	(*DrainRequest)(nil),                  // 23: ferry.transport.v1.DrainRequest
 	(*DrainResponse)(nil),                 // 24: ferry.transport.v1.DrainResponse
-	(*AbortRequest)(nil),                  // 25: ferry.transport.v1.AbortRequest
-	(*AbortResponse)(nil),                 // 26: ferry.transport.v1.AbortResponse
-	(*BatchRegion)(nil),                   // 27: ferry.transport.v1.BatchRegion
-	(*RegisterMemoryBatchRequest)(nil),    // 28: ferry.transport.v1.RegisterMemoryBatchRequest
-	(*RegisterMemoryBatchResponse)(nil),   // 29: ferry.transport.v1.RegisterMemoryBatchResponse
-	(*UnregisterMemoryBatchRequest)(nil),  // 30: ferry.transport.v1.UnregisterMemoryBatchRequest
-	(*UnregisterMemoryBatchResponse)(nil), // 31: ferry.transport.v1.UnregisterMemoryBatchResponse
-	(*BatchFailure)(nil),                  // 32: ferry.transport.v1.BatchFailure
-	nil,                                   // 33: ferry.transport.v1.StatsResponse.CountersEntry
+	(*CheckConfigResponse)(nil),           // 25: ferry.transport.v1.CheckConfigResponse
+	(*AbortRequest)(nil),                  // 26: ferry.transport.v1.AbortRequest
+	(*AbortResponse)(nil),                 // 27: ferry.transport.v1.AbortResponse
+	(*BatchRegion)(nil),                   // 28: ferry.transport.v1.BatchRegion
+	(*RegisterMemoryBatchRequest)(nil),    // 29: ferry.transport.v1.RegisterMemoryBatchRequest
+	(*RegisterMemoryBatchResponse)(nil),   // 30: ferry.transport.v1.RegisterMemoryBatchResponse
+	(*UnregisterMemoryBatchRequest)(nil),  // 31: ferry.transport.v1.UnregisterMemoryBatchRequest
+	(*UnregisterMemoryBatchResponse)(nil), // 32: ferry.transport.v1.UnregisterMemoryBatchResponse
+	(*BatchFailure)(nil),                  // 33: ferry.transport.v1.BatchFailure
+	nil,                                   // 34: ferry.transport.v1.StatsResponse.CountersEntry
 }
 var file_transport_v1_transport_proto_depIdxs = []int32{
 	0,  // 0: ferry.transport.v1.DescribeResponse.ops:type_name -> ferry.transport.v1.Op
 	5,  // 1: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
 	1,  // 2: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
-	33, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
+	34, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
 	1,  // 4: ferry.transport.v1.BatchRegion.perm:type_name -> ferry.transport.v1.Perm
-	27, // 5: ferry.transport.v1.RegisterMemoryBatchRequest.regions:type_name -> ferry.transport.v1.BatchRegion
-	32, // 6: ferry.transport.v1.UnregisterMemoryBatchResponse.failed:type_name -> ferry.transport.v1.BatchFailure
+	28, // 5: ferry.transport.v1.RegisterMemoryBatchRequest.regions:type_name -> ferry.transport.v1.BatchRegion
+	33, // 6: ferry.transport.v1.UnregisterMemoryBatchResponse.failed:type_name -> ferry.transport.v1.BatchFailure
 	2,  // 7: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
 	4,  // 8: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
 	7,  // 9: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
@@ -2012,25 +2051,27 @@ var file_transport_v1_transport_proto_depIdxs = []int32{
 	19, // 15: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
 	21, // 16: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
 	23, // 17: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
-	25, // 18: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
-	28, // 19: ferry.transport.v1.Transport.RegisterMemoryBatch:input_type -> ferry.transport.v1.RegisterMemoryBatchRequest
-	30, // 20: ferry.transport.v1.Transport.UnregisterMemoryBatch:input_type -> ferry.transport.v1.UnregisterMemoryBatchRequest
-	3,  // 21: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
-	6,  // 22: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
-	8,  // 23: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
-	10, // 24: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
-	12, // 25: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
-	14, // 26: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
-	16, // 27: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
-	18, // 28: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
-	20, // 29: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
-	22, // 30: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
-	24, // 31: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
-	26, // 32: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
-	29, // 33: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
-	31, // 34: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
-	21, // [21:35] is the sub-list for method output_type
-	7,  // [7:21] is the sub-list for method input_type
+	26, // 18: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
+	7,  // 19: ferry.transport.v1.Transport.CheckConfig:input_type -> ferry.transport.v1.StartRequest
+	29, // 20: ferry.transport.v1.Transport.RegisterMemoryBatch:input_type -> ferry.transport.v1.RegisterMemoryBatchRequest
+	31, // 21: ferry.transport.v1.Transport.UnregisterMemoryBatch:input_type -> ferry.transport.v1.UnregisterMemoryBatchRequest
+	3,  // 22: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
+	6,  // 23: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
+	8,  // 24: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
+	10, // 25: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
+	12, // 26: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
+	14, // 27: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
+	16, // 28: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
+	18, // 29: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
+	20, // 30: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
+	22, // 31: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
+	24, // 32: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
+	27, // 33: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
+	25, // 34: ferry.transport.v1.Transport.CheckConfig:output_type -> ferry.transport.v1.CheckConfigResponse
+	30, // 35: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
+	32, // 36: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
+	22, // [22:37] is the sub-list for method output_type
+	7,  // [7:22] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -2047,7 +2088,7 @@ func file_transport_v1_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_v1_transport_proto_rawDesc), len(file_transport_v1_transport_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

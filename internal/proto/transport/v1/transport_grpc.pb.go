@@ -38,6 +38,7 @@ const (
 	Transport_Stop_FullMethodName                  = "/ferry.transport.v1.Transport/Stop"
 	Transport_Drain_FullMethodName                 = "/ferry.transport.v1.Transport/Drain"
 	Transport_Abort_FullMethodName                 = "/ferry.transport.v1.Transport/Abort"
+	Transport_CheckConfig_FullMethodName           = "/ferry.transport.v1.Transport/CheckConfig"
 	Transport_RegisterMemoryBatch_FullMethodName   = "/ferry.transport.v1.Transport/RegisterMemoryBatch"
 	Transport_UnregisterMemoryBatch_FullMethodName = "/ferry.transport.v1.Transport/UnregisterMemoryBatch"
 )
@@ -67,6 +68,10 @@ type TransportClient interface {
 	// touches their memory, the descriptors it holds whose tokens are
 	// listed; each still completes on its lane's completion ring.
 	Abort(ctx context.Context, in *AbortRequest, opts ...grpc.CallOption) (*AbortResponse, error)
+	// CheckConfig (protocol 2, optional: listed as "config_checker" in
+	// Describe's interfaces) decodes and checks the plugin's configuration
+	// as Start would, without starting anything: `ferry plugins --config`.
+	CheckConfig(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*CheckConfigResponse, error)
 	// RegisterMemoryBatch registers many regions in one call, all or none
 	// (protocol 2, SDKs that set Describe's register_batch; the host
 	// registers region by region with any other plugin).
@@ -203,6 +208,16 @@ func (c *transportClient) Abort(ctx context.Context, in *AbortRequest, opts ...g
 	return out, nil
 }
 
+func (c *transportClient) CheckConfig(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*CheckConfigResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckConfigResponse)
+	err := c.cc.Invoke(ctx, Transport_CheckConfig_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *transportClient) RegisterMemoryBatch(ctx context.Context, in *RegisterMemoryBatchRequest, opts ...grpc.CallOption) (*RegisterMemoryBatchResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RegisterMemoryBatchResponse)
@@ -248,6 +263,10 @@ type TransportServer interface {
 	// touches their memory, the descriptors it holds whose tokens are
 	// listed; each still completes on its lane's completion ring.
 	Abort(context.Context, *AbortRequest) (*AbortResponse, error)
+	// CheckConfig (protocol 2, optional: listed as "config_checker" in
+	// Describe's interfaces) decodes and checks the plugin's configuration
+	// as Start would, without starting anything: `ferry plugins --config`.
+	CheckConfig(context.Context, *StartRequest) (*CheckConfigResponse, error)
 	// RegisterMemoryBatch registers many regions in one call, all or none
 	// (protocol 2, SDKs that set Describe's register_batch; the host
 	// registers region by region with any other plugin).
@@ -299,6 +318,9 @@ func (UnimplementedTransportServer) Drain(context.Context, *DrainRequest) (*Drai
 }
 func (UnimplementedTransportServer) Abort(context.Context, *AbortRequest) (*AbortResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Abort not implemented")
+}
+func (UnimplementedTransportServer) CheckConfig(context.Context, *StartRequest) (*CheckConfigResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckConfig not implemented")
 }
 func (UnimplementedTransportServer) RegisterMemoryBatch(context.Context, *RegisterMemoryBatchRequest) (*RegisterMemoryBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RegisterMemoryBatch not implemented")
@@ -543,6 +565,24 @@ func _Transport_Abort_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transport_CheckConfig_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).CheckConfig(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_CheckConfig_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).CheckConfig(ctx, req.(*StartRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Transport_RegisterMemoryBatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RegisterMemoryBatchRequest)
 	if err := dec(in); err != nil {
@@ -633,6 +673,10 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Abort",
 			Handler:    _Transport_Abort_Handler,
+		},
+		{
+			MethodName: "CheckConfig",
+			Handler:    _Transport_CheckConfig_Handler,
 		},
 		{
 			MethodName: "RegisterMemoryBatch",
