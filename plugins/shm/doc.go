@@ -39,8 +39,9 @@
 // to a peer only when it is exactly the region (offset 0, file size =
 // length), so a region that is not page-aligned in its allocation, which
 // cannot be carved, is refused with StatusUnsupported: its memfd would
-// carry local-only or unregistered bytes with it. Register such buffers
-// local-only, align them, or reach them over tcp. A remote-read region
+// carry local-only or unregistered bytes with it; the engine then moves
+// the task to its next transport (tcp). Align such buffers to keep them
+// on shm. A remote-read region
 // goes as the memfd reopened O_RDONLY through /proc/self/fd, which
 // cannot be mapped writable and shared. The residual, honestly: a
 // process of the same user that receives that fd can open its own
