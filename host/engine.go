@@ -341,6 +341,7 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 		Start: sdk.StartConfig{
 			Engine: e.name, Incarnation: e.incarnation, MachineID: e.machineID,
 			Config: pc.Body, ConfigFile: pc.BodyFile, ConfigLine: pc.BodyLine, ConfigColumn: pc.BodyColumn, ConfigByte: pc.BodyByte,
+			ClusterSecret: e.secret,
 		},
 	}
 	ps.sv = e.supervisor.Start(ctx, spec, e.pluginHooks(ps))

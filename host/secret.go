@@ -16,8 +16,9 @@ import (
 // The cluster secret. One secret, shared by every engine of a cluster,
 // authenticates what engines tell each other outside the data plane: it
 // signs descriptors (presence.go) and MACs control calls and
-// notifications (notify.go). The tcp plugin authenticates its connections
-// with the same secret, read from its own config block.
+// notifications (notify.go). The engine hands it to its plugins at start
+// (sdk.StartConfig.ClusterSecret): the tcp and shm plugins authenticate
+// their connections with it unless their own block names a secret.
 //
 // The engine's secret is the top-level cluster_secret_file when set;
 // else the tcp plugin's cluster_secret or cluster_secret_file, so that a

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -328,6 +330,31 @@ plugin "shm" {
   }
 }
 `, binDir), "shm-secret.hcl")
+	refusesWithoutSecret(t, ctx, e)
+}
+
+// TestSHMTakesTheEngineSecret: an engine whose only secret is its
+// top-level cluster_secret_file hands it to the shm plugin (StartConfig),
+// whose block names none: a client without the secret gets nothing.
+func TestSHMTakesTheEngineSecret(t *testing.T) {
+	ctx := context.Background()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("engine-wide-secret-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := hclEngine(t, ctx, fmt.Sprintf(`name = "shm-engine-secret"
+plugin_dir = %q
+cluster_secret_file = %q
+plugin "shm" {}
+`, binDir, secret), "shm-engine-secret.hcl")
+	refusesWithoutSecret(t, ctx, e)
+}
+
+// refusesWithoutSecret registers a remotely writable buffer on e and
+// checks that a client that cannot prove the secret is refused at its
+// hello, with no fd, and gets nothing after.
+func refusesWithoutSecret(t *testing.T, ctx context.Context, e *host.Engine) {
+	t.Helper()
 	mem, err := e.Allocate(64 << 10)
 	if err != nil {
 		t.Fatal(err)

@@ -416,6 +416,8 @@ func startConfig(req *transportv1.StartRequest) StartConfig {
 		ConfigLine:   int(req.ConfigLine),
 		ConfigColumn: int(req.ConfigColumn),
 		ConfigByte:   int(req.ConfigByte),
+
+		ClusterSecret: req.ClusterSecret,
 	}
 }
 

@@ -220,6 +220,11 @@ type StartConfig struct {
 	ConfigLine   int
 	ConfigColumn int
 	ConfigByte   int
+	// ClusterSecret is the engine's cluster secret, when it has one
+	// (its top-level cluster_secret_file, or the tcp block's): a plugin
+	// whose own block names no secret authenticates its peers with it.
+	// Nil without one, and from hosts older than this field.
+	ClusterSecret []byte
 }
 
 // Endpoint is the opaque blob a plugin publishes for its peers (for TCP:

@@ -311,6 +311,8 @@ func startRequest(cfg sdk.StartConfig) *transportv1.StartRequest {
 		ConfigLine:   int32(cfg.ConfigLine),
 		ConfigColumn: int32(cfg.ConfigColumn),
 		ConfigByte:   int32(cfg.ConfigByte),
+
+		ClusterSecret: cfg.ClusterSecret,
 	}
 }
 

@@ -96,6 +96,7 @@ func machineRAM() uint64 {
 
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
+	s.secret = kit.EngineSecret(cfg) // unless the block names its own, below
 	var c Config
 	st := kit.Settings{Cfg: cfg, Prefix: "shm config"}
 	if ok, err := st.Decode(&c); !ok {

@@ -147,6 +147,7 @@ func defaultSettings() settings {
 // failing that, where the block starts).
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
+	s.secret = kit.EngineSecret(cfg) // unless the block names its own, below
 	var c Config
 	st := kit.Settings{Cfg: cfg, Prefix: "tcp config"}
 	if ok, err := st.Decode(&c); !ok {

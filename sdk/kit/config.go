@@ -142,3 +142,14 @@ func ParseSize(s string, limit uint64) (uint64, error) {
 	}
 	return n * mult, nil
 }
+
+// EngineSecret is the engine's cluster secret from cfg (StartConfig's
+// ClusterSecret), copied, or nil when it has none (or one shorter than
+// MinSecretLen): the secret a plugin uses when its own block names none,
+// so that a cluster sets its secret once.
+func EngineSecret(cfg sdk.StartConfig) []byte {
+	if len(cfg.ClusterSecret) < MinSecretLen {
+		return nil
+	}
+	return append([]byte(nil), cfg.ClusterSecret...)
+}

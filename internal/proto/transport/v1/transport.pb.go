@@ -459,15 +459,18 @@ func (x *ProbeResponse) GetRails() []*Rail {
 }
 
 type StartRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Engine        string                 `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
-	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	MachineId     string                 `protobuf:"bytes,3,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
-	Config        []byte                 `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
-	ConfigFile    string                 `protobuf:"bytes,5,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
-	ConfigLine    int32                  `protobuf:"varint,6,opt,name=config_line,json=configLine,proto3" json:"config_line,omitempty"`
-	ConfigColumn  int32                  `protobuf:"varint,7,opt,name=config_column,json=configColumn,proto3" json:"config_column,omitempty"`
-	ConfigByte    int32                  `protobuf:"varint,8,opt,name=config_byte,json=configByte,proto3" json:"config_byte,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Engine       string                 `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
+	Incarnation  uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
+	MachineId    string                 `protobuf:"bytes,3,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
+	Config       []byte                 `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
+	ConfigFile   string                 `protobuf:"bytes,5,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
+	ConfigLine   int32                  `protobuf:"varint,6,opt,name=config_line,json=configLine,proto3" json:"config_line,omitempty"`
+	ConfigColumn int32                  `protobuf:"varint,7,opt,name=config_column,json=configColumn,proto3" json:"config_column,omitempty"`
+	ConfigByte   int32                  `protobuf:"varint,8,opt,name=config_byte,json=configByte,proto3" json:"config_byte,omitempty"`
+	// The engine's cluster secret, when it has one (protocol 2; empty
+	// otherwise): a plugin whose own block names none may use it.
+	ClusterSecret []byte `protobuf:"bytes,9,opt,name=cluster_secret,json=clusterSecret,proto3" json:"cluster_secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -556,6 +559,13 @@ func (x *StartRequest) GetConfigByte() int32 {
 		return x.ConfigByte
 	}
 	return 0
+}
+
+func (x *StartRequest) GetClusterSecret() []byte {
+	if x != nil {
+		return x.ClusterSecret
+	}
+	return nil
 }
 
 type StartResponse struct {
@@ -1863,7 +1873,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\rProbeResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
-	"\x05rails\x18\x03 \x03(\v2\x18.ferry.transport.v1.RailR\x05rails\"\x87\x02\n" +
+	"\x05rails\x18\x03 \x03(\v2\x18.ferry.transport.v1.RailR\x05rails\"\xae\x02\n" +
 	"\fStartRequest\x12\x16\n" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x1d\n" +
@@ -1876,7 +1886,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"configLine\x12#\n" +
 	"\rconfig_column\x18\a \x01(\x05R\fconfigColumn\x12\x1f\n" +
 	"\vconfig_byte\x18\b \x01(\x05R\n" +
-	"configByte\"+\n" +
+	"configByte\x12%\n" +
+	"\x0ecluster_secret\x18\t \x01(\fR\rclusterSecret\"+\n" +
 	"\rStartResponse\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xeb\x01\n" +
 	"\x11AttachLaneRequest\x12\x12\n" +
