@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -82,13 +81,7 @@ func cmdDoctor(args []string) error {
 
 func printFindings(out []finding, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, f := range out {
-			if err := enc.Encode(f); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(out)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "AREA\tITEM\tSTATUS\tDETAIL")

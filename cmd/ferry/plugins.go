@@ -162,16 +162,21 @@ func cmdPlugins(args []string) error {
 	return nil
 }
 
+// jsonLines writes rows to stdout, one JSON object a line.
+func jsonLines[T any](rows []T) error {
+	enc := json.NewEncoder(os.Stdout)
+	for _, r := range rows {
+		if err := enc.Encode(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // printReports writes reports as a table, or as JSON lines.
 func printReports(reports []pluginReport, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		for _, r := range reports {
-			if err := enc.Encode(r); err != nil {
-				return err
-			}
-		}
-		return nil
+		return jsonLines(reports)
 	}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLUGIN\tVERSION\tPROTOCOL\tSHA256\tPROBE\tPATH")
