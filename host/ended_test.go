@@ -51,6 +51,19 @@ func waitHeldDone(t *testing.T, a *host.Engine) host.PluginStatus {
 	}
 }
 
+// submitOne submits r alone in a batch of one and returns the batch.
+func submitOne(t *testing.T, a *host.Engine, r host.Request) host.BatchID {
+	t.Helper()
+	id, err := a.AllocateBatch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Submit(id, r); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // reuse overwrites buf with the application's own bytes and returns a
 // copy of them.
 func reuse(buf []byte) []byte {
@@ -74,13 +87,7 @@ func TestBufferReuseAfterEndWithAbort(t *testing.T) {
 	local := localBuffer(t, ctx, a, 4*n)
 
 	// A read canceled through the batch API.
-	id, err := a.AllocateBatch(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Submit(id, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote}); err != nil {
-		t.Fatal(err)
-	}
+	id := submitOne(t, a, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote})
 	if err := a.Cancel(id); err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +101,7 @@ func TestBufferReuseAfterEndWithAbort(t *testing.T) {
 
 	// A read whose Transfer's context times out.
 	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err = a.Transfer(tctx, host.Request{Op: host.Read, Local: local[n : 2*n], Segment: seg.ID, Remote: remote + n})
+	err := a.Transfer(tctx, host.Request{Op: host.Read, Local: local[n : 2*n], Segment: seg.ID, Remote: remote + n})
 	tcancel()
 	var te *host.TransferError
 	if !errors.As(err, &te) || te.State != host.StateTimeout {
@@ -140,13 +147,7 @@ func TestBufferReuseAfterEndWithoutAbort(t *testing.T) {
 	remote := b.Ready.Buffers[0].Base
 	local := localBuffer(t, ctx, a, 2*n)
 
-	id, err := a.AllocateBatch(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Submit(id, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote}); err != nil {
-		t.Fatal(err)
-	}
+	id := submitOne(t, a, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote})
 	if err := a.Cancel(id); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ func TestBufferReuseAfterEndWithoutAbort(t *testing.T) {
 	rand.Read(local[n:])
 	sent := bytes.Clone(local[n:])
 	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err = a.Transfer(tctx, host.Request{Op: host.Write, Local: local[n:], Segment: seg.ID, Remote: remote + n})
+	err := a.Transfer(tctx, host.Request{Op: host.Write, Local: local[n:], Segment: seg.ID, Remote: remote + n})
 	tcancel()
 	var te *host.TransferError
 	if !errors.As(err, &te) || te.State != host.StateTimeout {
@@ -198,13 +199,7 @@ func TestHeldPastGraceKillsPlugin(t *testing.T) {
 	a, b, seg := endedEngine(t, ctx, "end-kill", "10m", false, "300ms", n)
 	local := localBuffer(t, ctx, a, n)
 	before := pluginStatus(a, "fault")
-	id, err := a.AllocateBatch(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Submit(id, host.Request{Op: host.Read, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
-		t.Fatal(err)
-	}
+	id := submitOne(t, a, host.Request{Op: host.Read, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
 	st, _ := a.TaskStatus(id, 0)
 	if st.State != host.StatePending {
 		t.Fatalf("read: %+v before it was canceled", st)
