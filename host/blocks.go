@@ -68,6 +68,7 @@ type BlockRequest struct {
 	Deadline  time.Time // as Request.Deadline
 	Transport string    // as Request.Transport
 	Intent    Intent
+	Tenant    string // as Request.Tenant
 	Policy    string
 	// NoMerge makes each pair its own task, even where its blocks follow
 	// the previous pair's on both sides.
@@ -254,7 +255,7 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	first := bb.list.Next(src, 0, false)
 	req := Request{
 		Op: br.Op, Local: l.local[first.LocalOff : first.LocalOff+size : first.LocalOff+size], Segment: l.seg, Remote: l.remote + first.RemoteOff,
-		Priority: br.Priority, Deadline: br.Deadline, Transport: br.Transport, Intent: br.Intent, Policy: br.Policy,
+		Priority: br.Priority, Deadline: br.Deadline, Transport: br.Transport, Intent: br.Intent, Tenant: br.Tenant, Policy: br.Policy,
 	}
 	ps, policy, err := e.choose(&req, rem, size)
 	if err != nil {

@@ -65,6 +65,10 @@ type Request struct {
 	// Intent says what the request is for, one of the Intent constants or
 	// ""; policies match on it.
 	Intent Intent
+	// Tenant names who the request is for, for the qos block's fair
+	// shares and budgets; "" is the default tenant. Without a qos block
+	// it is not read.
+	Tenant string
 	// Policy, when set, names the configured policy that chooses the
 	// transports, whatever its match conditions say.
 	Policy string
@@ -281,7 +285,7 @@ func (e *Engine) admit(r *Request, rem *remote, sc *submitCtx) error {
 		return nil
 	}
 	d := e.path.admit.Admit(admission.Request{
-		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name,
+		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name, Tenant: r.Tenant,
 	}, sc.now().UnixNano())
 	switch d.Verdict {
 	case admission.Now:

@@ -35,6 +35,8 @@ type Request struct {
 	Intent config.Intent
 	// Segment is the remote segment's name.
 	Segment string
+	// Tenant names who the request is for; "" is the default tenant.
+	Tenant string
 }
 
 // Decision is an admitter's answer.

@@ -1,11 +1,19 @@
 // Package admission decides when a validated request may go on: now,
-// later, or never. It is the seam that quality of service (priorities,
-// deadline promotion, per-tenant budgets, receiver credit) fills; today
-// only the pass-through Now is built, and the engine asks it for every
-// request.
+// later, or never. It owns quality of service: priority classes, fair
+// shares between tenants, budgets, deadline promotion and early
+// rejection.
+//
+// Classes have TENT's meaning and numbering: ClassHigh (0), ClassMedium
+// (1), ClassLow (2), a lower number more urgent, as the C ABI passes
+// them. Ferry's sdk.Priority numbers differ (PriorityNormal is the zero
+// value): PriorityHigh (1) is ClassHigh, PriorityNormal (0) is
+// ClassMedium, PriorityLow (2) is ClassLow; ClassOf and Class.Priority
+// convert.
 //
 // An Admitter is a pure decider: plain facts of the request and the time
-// in, a verdict out. It must not block, start goroutines, do I/O or
-// allocate per request; queuing a deferred request is the engine's work
-// once Later is acted on.
+// in, a verdict out. The Queue holds requests held back, in classes and
+// tenants, and says which goes next given the time; the engine owns the
+// goroutine that asks it and dispatches. Neither blocks, starts
+// goroutines, does I/O, reads the clock or allocates per request: the
+// time is always passed in, so tests drive it by hand.
 package admission
