@@ -1,0 +1,198 @@
+package main
+
+import (
+	"flag"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// TestQoSDefaultScenarioIsTheExample: the built-in scenario of --qos
+// default and bench/scenarios/mixed.hcl say the same thing.
+func TestQoSDefaultScenarioIsTheExample(t *testing.T) {
+	def, err := loadQoSScenario("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := loadQoSScenario("../../bench/scenarios/mixed.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def.Name, file.Name = "", ""
+	if !reflect.DeepEqual(def, file) {
+		t.Fatalf("the built-in scenario and bench/scenarios/mixed.hcl differ:\n%+v\n%+v", def, file)
+	}
+	if len(def.Transports) != 2 || def.Rounds < 3 || len(def.highStreams()) != 1 || len(def.Tenants) != 2 {
+		t.Fatalf("default scenario: want tcp and shm, >= 3 rounds, one HIGH stream and two tenants: %+v", def)
+	}
+}
+
+// TestQoSScenarioParse: every setting reaches the scenario, and what is
+// left out takes its default.
+func TestQoSScenarioParse(t *testing.T) {
+	sc, err := parseQoSScenario([]byte(`
+duration = "2s"
+warmup = "0s"
+rounds = 5
+transports = ["shm"]
+tenant "a" { weight = 2.5 }
+stream "s" {
+  op = "write"
+  size = "1MiB"
+  batch = 4
+  threads = 3
+  priority = "medium"
+  tenant = "a"
+  intent = "migration"
+  deadline = "40ms"
+  rate = "100MB"
+}
+stream "t" {
+  op = "read"
+  size = 4096
+}
+`), "x.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &qosScenario{Name: "x.hcl", Duration: 2 * time.Second, Warmup: 0, Rounds: 5, Transports: []string{"shm"},
+		Tenants: []qosTenant{{"a", 2.5}},
+		Streams: []qosStream{
+			{Name: "s", Op: host.Write, Size: 1 << 20, Batch: 4, Threads: 3, Priority: sdk.PriorityNormal, Tenant: "a", Intent: "migration", Deadline: 40 * time.Millisecond, Rate: 100e6},
+			{Name: "t", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityNormal, Tenant: qosDefaultTenant},
+		}}
+	if !reflect.DeepEqual(sc, want) {
+		t.Fatalf("parsed\n%+v\nwant\n%+v", sc, want)
+	}
+	if requestTenant(sc.Streams[0]) != "a" || requestTenant(sc.Streams[1]) != "" {
+		t.Fatal("the default tenant must reach requests as \"\", a declared one by its name")
+	}
+}
+
+// TestQoSScenarioBadInput: each mistake is refused with the file, line
+// and column of the setting and what to write instead.
+func TestQoSScenarioBadInput(t *testing.T) {
+	const ok = `stream "s" {
+  op = "read"
+  size = "4KiB"
+`
+	for _, tc := range []struct{ src, want string }{
+		{ok + `  priority = "urgent"` + "\n}\n", `x.hcl:4:3: stream "s": priority "urgent": want high, medium`},
+		{ok + `  tenant = "nobody"` + "\n}\n", `x.hcl:4:3: stream "s": tenant "nobody" is not declared`},
+		{ok + `  deadline = "soon"` + "\n}\n", `x.hcl:4:3: stream "s": deadline "soon": want a duration`},
+		{ok + `  deadline = "0s"` + "\n}\n", `x.hcl:4:3: stream "s": deadline "0s": want a duration above 0`},
+		{ok + `  rate = "0"` + "\n}\n", `x.hcl:4:3: stream "s": rate "0": want more than 0 bytes per second`},
+		{ok + `  intent = "fun"` + "\n}\n", `x.hcl:4:3: stream "s": intent: unknown intent "fun"`},
+		{ok + `  batch = 0` + "\n}\n", `x.hcl:4:3: stream "s": batch 0: want 1 to 1024`},
+		{ok + `  threads = -1` + "\n}\n", `x.hcl:4:3: stream "s": threads -1: want 1 to 1024`},
+		{ok + `  colour = "red"` + "\n}\n", `x.hcl:4:3: Unsupported argument`},
+		{"stream \"s\" {\n  op = \"copy\"\n  size = \"4KiB\"\n}\n", `x.hcl:2:3: stream "s": op "copy": want read or write`},
+		{"stream \"s\" {\n  op = \"read\"\n  size = \"0\"\n}\n", `x.hcl:3:3: stream "s": size "0": want more than 0 bytes`},
+		{"stream \"s\" {\n  op = \"read\"\n  size = \"4K\"\n}\n", `x.hcl:3:3: stream "s": size:`},
+		{"stream \"s\" {\n  op = \"read\"\n  size = \"5GiB\"\n  threads = 2\n}\n", `x.hcl:1:1: the streams need 10737418240 bytes`},
+		{ok + "}\n" + ok + "}\n", `x.hcl:5:1: stream "s": each stream needs a name of its own`},
+		{"tenant \"a\" {\n  weight = 0\n}\n" + ok + "}\n", `x.hcl:2:3: tenant "a": weight 0: want a number above 0`},
+		{"tenant \"a\" {\n  weight = -3\n}\n" + ok + "}\n", `x.hcl:2:3: tenant "a": weight -3: want a number above 0`},
+		{"tenant \"a\" { weight = 1 }\ntenant \"a\" { weight = 1 }\n" + ok + "}\n", `x.hcl:2:1: tenant "a" is declared twice`},
+		{"tenant \"default\" { weight = 1 }\n" + ok + "}\n", `x.hcl:1:1: tenant "default": name it something other than`},
+		{"rounds = 0\n" + ok + "}\n", `x.hcl:1:1: rounds 0: want 1 to 100`},
+		{"duration = \"0s\"\n" + ok + "}\n", `x.hcl:1:1: duration "0s": want a duration above 0`},
+		{"transports = []\n" + ok + "}\n", `x.hcl:1:1: transports is empty`},
+		{"transports = [\"tcp\", \"tcp\"]\n" + ok + "}\n", `x.hcl:1:1: transports ["tcp" "tcp"]: each transport once`},
+		{"duration = \"1s\"\n", `x.hcl:1:1: no stream block`},
+		{"stream \"s\" {\n", `x.hcl:1:`},
+	} {
+		_, err := parseQoSScenario([]byte(tc.src), "x.hcl")
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("scenario\n%s\ngave %v\nwant an error containing %q", tc.src, err, tc.want)
+		}
+	}
+	if _, err := loadQoSScenario("/nonexistent/qos.hcl"); err == nil || !strings.Contains(err.Error(), "--qos") {
+		t.Errorf("a missing scenario file gave %v, want an error naming --qos", err)
+	}
+}
+
+// TestQoSReport: the report's figures from plain samples: classes group
+// their streams, tenants get their shares and weighted Jain's index, and
+// SLO attainment counts only the requests that had deadlines.
+func TestQoSReport(t *testing.T) {
+	sc := &qosScenario{Name: "s", Rounds: 3, Duration: time.Second, Transports: []string{"tcp"},
+		Tenants: []qosTenant{{"a", 3}, {"b", 1}},
+		Streams: []qosStream{
+			{Name: "hi", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityHigh, Tenant: qosDefaultTenant, Deadline: time.Millisecond},
+			{Name: "ba", Op: host.Write, Size: 1 << 20, Batch: 1, Threads: 1, Priority: sdk.PriorityLow, Tenant: "a"},
+			{Name: "bb", Op: host.Write, Size: 1 << 20, Batch: 1, Threads: 1, Priority: sdk.PriorityLow, Tenant: "b"},
+		}}
+	lat := func(n ...int) []time.Duration {
+		out := make([]time.Duration, len(n))
+		for i, x := range n {
+			out[i] = time.Duration(x) * time.Microsecond
+		}
+		return out
+	}
+	mixed := []qosSample{
+		{lat: lat(1, 2, 3, 4), bytes: 3 * 4096, goodBytes: 2 * 4096, tasks: 4, deadlines: 4, met: 2, seconds: 2},
+		{lat: lat(100, 300), bytes: 3e9, goodBytes: 3e9, tasks: 2, seconds: 2},
+		{lat: lat(200), bytes: 1e9, goodBytes: 1e9, tasks: 1, seconds: 2},
+	}
+	q := &qosBench{o: qosOpts{sc: sc}}
+	rep := q.report("tcp", mixed)
+	if len(rep.Classes) != 2 || rep.Classes[0].Class != "high" || rep.Classes[1].Class != "low" ||
+		!reflect.DeepEqual(rep.Classes[1].Streams, []string{"ba", "bb"}) {
+		t.Fatalf("classes = %+v, want high (hi) then low (ba, bb)", rep.Classes)
+	}
+	hi, lo := rep.Classes[0], rep.Classes[1]
+	if hi.P50us != 2 || hi.P99us != 4 || hi.P999us != 4 || hi.SLOAttainment == nil || *hi.SLOAttainment != 0.5 {
+		t.Errorf("high class = %+v, want p50 2us, p99 4us, SLO 0.5", hi.qosFigures)
+	}
+	if lo.Tasks != 3 || lo.P50us != 200 || lo.P99us != 300 || lo.Gbps != 2 || lo.SLOAttainment != nil {
+		t.Errorf("low class = %+v, want 3 tasks, p50 200us, p99 300us, 2 GB/s, no SLO", lo.qosFigures)
+	}
+	if rep.SLOAttainment == nil || *rep.SLOAttainment != 0.5 {
+		t.Errorf("SLO attainment %v, want 0.5 (2 of the 4 requests with a deadline)", rep.SLOAttainment)
+	}
+	if rep.GoodputGbps != (2*4096+4e9)/2/1e9 {
+		t.Errorf("goodput %v GB/s", rep.GoodputGbps)
+	}
+	if len(rep.Tenants) != 3 || rep.Tenants[0].Share != 0.75 || rep.Tenants[0].WeightShare != 0.75 || rep.Tenants[2].Tenant != qosDefaultTenant {
+		t.Errorf("tenants = %+v, want a at 0.75 of 0.75, b, then the default tenant", rep.Tenants)
+	}
+	if rep.Jain == nil || *rep.Jain != 1 {
+		t.Errorf("Jain %v, want 1: the tenants got 3:1 under weights 3:1", rep.Jain)
+	}
+	mixed[1].bytes = 1e9
+	if rep = q.report("tcp", mixed); rep.Jain == nil || math.Abs(*rep.Jain-0.8) > 1e-12 {
+		t.Errorf("Jain %s, want 0.8: 1:1 under weights 3:1", opt(rep.Jain))
+	}
+}
+
+// TestQoSBenchRefusesStreamFlags: the flags that shape one stream do not
+// mix with a scenario; the refusal names them, before any engine starts.
+func TestQoSBenchRefusesStreamFlags(t *testing.T) {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.String("qos", "", "")
+	fs.String("size", "64MiB", "")
+	fs.Bool("no-baseline", false, "")
+	fs.Duration("duration", time.Second, "")
+	if err := fs.Parse([]string{"--qos", "default", "--size", "4KiB", "--no-baseline"}); err != nil {
+		t.Fatal(err)
+	}
+	err := cmdBenchQoS(fs, "default", "", false, "", logFlags{})
+	if err == nil || !strings.Contains(err.Error(), "--no-baseline, --size") {
+		t.Fatalf("--qos with --size and --no-baseline: %v, want a refusal naming both", err)
+	}
+	fs = flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.String("qos", "", "")
+	fs.Duration("duration", time.Second, "")
+	if err := fs.Parse([]string{"--qos", "default", "--duration", "0s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmdBenchQoS(fs, "default", "", false, "", logFlags{}); err == nil || !strings.Contains(err.Error(), "--duration 0s: want more than 0") {
+		t.Fatalf("--qos --duration 0s: %v, want a refusal", err)
+	}
+}
