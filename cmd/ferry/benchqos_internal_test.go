@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"math"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -32,6 +33,19 @@ func TestQoSDefaultScenarioIsTheExample(t *testing.T) {
 	}
 }
 
+// TestQoSScenarioExamples: every scenario in bench/scenarios parses.
+func TestQoSScenarioExamples(t *testing.T) {
+	files, err := filepath.Glob("../../bench/scenarios/*.hcl")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("found %v (%v), want at least 3 scenarios", files, err)
+	}
+	for _, f := range files {
+		if _, err := loadQoSScenario(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
 // TestQoSScenarioParse: every setting reaches the scenario, and what is
 // left out takes its default.
 func TestQoSScenarioParse(t *testing.T) {
@@ -40,7 +54,10 @@ duration = "2s"
 warmup = "0s"
 rounds = 5
 transports = ["shm"]
-tenant "a" { weight = 2.5 }
+tenant "a" {
+  weight = 2.5
+  cap = "1GB"
+}
 stream "s" {
   op = "write"
   size = "1MiB"
@@ -61,7 +78,7 @@ stream "t" {
 		t.Fatal(err)
 	}
 	want := &qosScenario{Name: "x.hcl", Duration: 2 * time.Second, Warmup: 0, Rounds: 5, Transports: []string{"shm"},
-		Tenants: []qosTenant{{"a", 2.5}},
+		Tenants: []qosTenant{{Name: "a", Weight: 2.5, Cap: 1e9}},
 		Streams: []qosStream{
 			{Name: "s", Op: host.Write, Size: 1 << 20, Batch: 4, Threads: 3, Priority: sdk.PriorityNormal, Tenant: "a", Intent: "migration", Deadline: 40 * time.Millisecond, Rate: 100e6},
 			{Name: "t", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityNormal, Tenant: qosDefaultTenant},
@@ -99,6 +116,8 @@ func TestQoSScenarioBadInput(t *testing.T) {
 		{"tenant \"a\" {\n  weight = 0\n}\n" + ok + "}\n", `x.hcl:2:3: tenant "a": weight 0: want a number above 0`},
 		{"tenant \"a\" {\n  weight = -3\n}\n" + ok + "}\n", `x.hcl:2:3: tenant "a": weight -3: want a number above 0`},
 		{"tenant \"a\" { weight = 1 }\ntenant \"a\" { weight = 1 }\n" + ok + "}\n", `x.hcl:2:1: tenant "a" is declared twice`},
+		{"tenant \"a\" {\n  weight = 1\n  cap = \"0\"\n}\n" + ok + "}\n", `x.hcl:3:3: tenant "a": cap "0": want more than 0 bytes per second`},
+		{"tenant \"a\" {\n  weight = 1\n  cap = \"-1GB\"\n}\n" + ok + "}\n", `x.hcl:3:3: tenant "a": cap (bytes per second):`},
 		{"tenant \"default\" { weight = 1 }\n" + ok + "}\n", `x.hcl:1:1: tenant "default": name it something other than`},
 		{"rounds = 0\n" + ok + "}\n", `x.hcl:1:1: rounds 0: want 1 to 100`},
 		{"duration = \"0s\"\n" + ok + "}\n", `x.hcl:1:1: duration "0s": want a duration above 0`},
@@ -122,7 +141,7 @@ func TestQoSScenarioBadInput(t *testing.T) {
 // SLO attainment counts only the requests that had deadlines.
 func TestQoSReport(t *testing.T) {
 	sc := &qosScenario{Name: "s", Rounds: 3, Duration: time.Second, Transports: []string{"tcp"},
-		Tenants: []qosTenant{{"a", 3}, {"b", 1}},
+		Tenants: []qosTenant{{Name: "a", Weight: 3, Cap: 4e9}, {Name: "b", Weight: 1}},
 		Streams: []qosStream{
 			{Name: "hi", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityHigh, Tenant: qosDefaultTenant, Deadline: time.Millisecond},
 			{Name: "ba", Op: host.Write, Size: 1 << 20, Batch: 1, Threads: 1, Priority: sdk.PriorityLow, Tenant: "a"},
@@ -161,6 +180,9 @@ func TestQoSReport(t *testing.T) {
 	}
 	if len(rep.Tenants) != 3 || rep.Tenants[0].Share != 0.75 || rep.Tenants[0].WeightShare != 0.75 || rep.Tenants[2].Tenant != qosDefaultTenant {
 		t.Errorf("tenants = %+v, want a at 0.75 of 0.75, b, then the default tenant", rep.Tenants)
+	}
+	if a := rep.Tenants[0]; a.FairRatio != 1 || a.CapGbps != 4 || a.CapRatio != 0.375 || rep.Tenants[1].CapGbps != 0 {
+		t.Errorf("tenant a = %+v, want fair ratio 1, cap 4 GB/s, at 0.375 of it (1.5 GB/s); b without a cap", a)
 	}
 	if rep.Jain == nil || *rep.Jain != 1 {
 		t.Errorf("Jain %v, want 1: the tenants got 3:1 under weights 3:1", rep.Jain)

@@ -31,10 +31,14 @@ type qosScenario struct {
 	Streams    []qosStream
 }
 
-// qosTenant is a declared tenant and its weight.
+// qosTenant is a declared tenant and its weight. Cap, when set, is the
+// bandwidth cap (bytes per second) the engine's qos configuration gives
+// the tenant: the bench does not enforce it, it reports the tenant's
+// throughput against it.
 type qosTenant struct {
 	Name   string
 	Weight float64
+	Cap    int64
 }
 
 // qosDefaultTenant names the tenant of streams that name none. It is not
@@ -133,6 +137,7 @@ type qosFile struct {
 type qosTenantFile struct {
 	Name   string  `hcl:"name,label"`
 	Weight float64 `hcl:"weight"`
+	Cap    *string `hcl:"cap,optional"`
 }
 
 type qosStreamFile struct {
@@ -237,7 +242,18 @@ func parseQoSScenario(src []byte, filename string) (*qosScenario, error) {
 			bad(at(blk.Body, "weight", blk.DefRange()), "tenant %q: weight %v: want a number above 0", t.Name, t.Weight)
 		}
 		weights[t.Name] = true
-		sc.Tenants = append(sc.Tenants, qosTenant{Name: t.Name, Weight: t.Weight})
+		tn := qosTenant{Name: t.Name, Weight: t.Weight}
+		if t.Cap != nil {
+			c, err := config.ParseSize(*t.Cap)
+			switch {
+			case err != nil:
+				bad(at(blk.Body, "cap", blk.DefRange()), "tenant %q: cap (bytes per second): %v", t.Name, err)
+			case c <= 0:
+				bad(at(blk.Body, "cap", blk.DefRange()), "tenant %q: cap %q: want more than 0 bytes per second, or leave cap out", t.Name, *t.Cap)
+			}
+			tn.Cap = c
+		}
+		sc.Tenants = append(sc.Tenants, tn)
 	}
 
 	if len(raw.Streams) == 0 {
