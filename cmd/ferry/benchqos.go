@@ -366,9 +366,10 @@ type qosTenantRow struct {
 	Weight float64 `json:"weight,omitempty"` // 0 for the undeclared default tenant
 	Bytes  uint64  `json:"bytes"`
 	Gbps   float64 `json:"gbps"`
-	// Share is the tenant's part of the declared tenants' bytes, and
-	// WeightShare its weight's part of their weights: what a fair share
-	// gives it. Both are 0 for the default tenant.
+	// Share is the tenant's part of the bytes of the declared tenants
+	// without a cap, and WeightShare its weight's part of their weights:
+	// what a fair share gives it. Both are 0 for the default tenant and
+	// for a capped one (judged by CapRatio instead).
 	Share       float64 `json:"share"`
 	WeightShare float64 `json:"weight_share"`
 	// FairRatio is Share / WeightShare: 1 when the tenant got exactly its
@@ -552,7 +553,6 @@ func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
 			DeadlineUs: us(s.Deadline), RateGbps: float64(s.Rate) / 1e9, qosFigures: figures(secs, mixed[i])}
 		rep.Streams = append(rep.Streams, row)
 	}
-	var got, weight []float64
 	tenantBytes := func(name string) uint64 {
 		var n uint64
 		for i, s := range sc.Streams {
@@ -562,21 +562,28 @@ func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
 		}
 		return n
 	}
+	// The shares and Jain's index are over the declared tenants without
+	// a cap: a capped tenant is judged by its cap, and the others share
+	// what it leaves by their weights.
+	var got, weight []float64
+	var fair []int // indices into rep.Tenants
 	for _, t := range sc.Tenants {
 		b := tenantBytes(t.Name)
-		got, weight = append(got, float64(b)), append(weight, t.Weight)
 		row := qosTenantRow{Tenant: t.Name, Weight: t.Weight, Bytes: b, Gbps: gbps(b, secs)}
 		if t.Cap > 0 {
 			row.CapGbps = float64(t.Cap) / 1e9
 			row.CapRatio = row.Gbps / row.CapGbps
+		} else {
+			got, weight = append(got, float64(b)), append(weight, t.Weight)
+			fair = append(fair, len(rep.Tenants))
 		}
 		rep.Tenants = append(rep.Tenants, row)
 	}
 	shares, wshares := qosstat.Share(got), qosstat.Share(weight)
-	for i := range shares {
-		rep.Tenants[i].Share, rep.Tenants[i].WeightShare = shares[i], wshares[i]
-		if wshares[i] > 0 {
-			rep.Tenants[i].FairRatio = shares[i] / wshares[i]
+	for k, i := range fair {
+		rep.Tenants[i].Share, rep.Tenants[i].WeightShare = shares[k], wshares[k]
+		if wshares[k] > 0 {
+			rep.Tenants[i].FairRatio = shares[k] / wshares[k]
 		}
 	}
 	if b := tenantBytes(qosDefaultTenant); b > 0 || len(sc.Tenants) == 0 {
@@ -696,15 +703,14 @@ func printQoS(rep qosReport) {
 	tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TENANT\tWEIGHT\tBYTES\tGB/s\tSHARE\tFAIR SHARE\tSHARE/FAIR\tCAP GB/s\tGB/s / CAP")
 	for _, t := range rep.Tenants {
-		if t.Weight == 0 {
+		switch {
+		case t.Weight == 0:
 			fmt.Fprintf(tw, "%s\t-\t%d\t%.3f\t-\t-\t-\t-\t-\n", t.Tenant, t.Bytes, t.Gbps)
-			continue
+		case t.CapGbps > 0:
+			fmt.Fprintf(tw, "%s\t%g\t%d\t%.3f\t-\t-\t-\t%.3f\t%.3f\n", t.Tenant, t.Weight, t.Bytes, t.Gbps, t.CapGbps, t.CapRatio)
+		default:
+			fmt.Fprintf(tw, "%s\t%g\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t-\t-\n", t.Tenant, t.Weight, t.Bytes, t.Gbps, t.Share, t.WeightShare, t.FairRatio)
 		}
-		capGbps, capRatio := "-", "-"
-		if t.CapGbps > 0 {
-			capGbps, capRatio = fmt.Sprintf("%.3f", t.CapGbps), fmt.Sprintf("%.3f", t.CapRatio)
-		}
-		fmt.Fprintf(tw, "%s\t%g\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%s\n", t.Tenant, t.Weight, t.Bytes, t.Gbps, t.Share, t.WeightShare, t.FairRatio, capGbps, capRatio)
 	}
 	tw.Flush()
 	fmt.Printf("\nthroughput %.3f GB/s, goodput %.3f GB/s, SLO attainment %s, Jain's fairness (weighted, declared tenants) %s\n",

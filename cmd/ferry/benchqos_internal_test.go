@@ -141,11 +141,12 @@ func TestQoSScenarioBadInput(t *testing.T) {
 // SLO attainment counts only the requests that had deadlines.
 func TestQoSReport(t *testing.T) {
 	sc := &qosScenario{Name: "s", Rounds: 3, Duration: time.Second, Transports: []string{"tcp"},
-		Tenants: []qosTenant{{Name: "a", Weight: 3, Cap: 4e9}, {Name: "b", Weight: 1}},
+		Tenants: []qosTenant{{Name: "a", Weight: 3}, {Name: "b", Weight: 1}, {Name: "c", Weight: 1, Cap: 4e9}},
 		Streams: []qosStream{
 			{Name: "hi", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityHigh, Tenant: qosDefaultTenant, Deadline: time.Millisecond},
 			{Name: "ba", Op: host.Write, Size: 1 << 20, Batch: 1, Threads: 1, Priority: sdk.PriorityLow, Tenant: "a"},
 			{Name: "bb", Op: host.Write, Size: 1 << 20, Batch: 1, Threads: 1, Priority: sdk.PriorityLow, Tenant: "b"},
+			{Name: "bc", Op: host.Write, Size: 1 << 20, Batch: 1, Threads: 1, Priority: sdk.PriorityLow, Tenant: "c"},
 		}}
 	lat := func(n ...int) []time.Duration {
 		out := make([]time.Duration, len(n))
@@ -158,34 +159,35 @@ func TestQoSReport(t *testing.T) {
 		{lat: lat(1, 2, 3, 4), bytes: 3 * 4096, goodBytes: 2 * 4096, tasks: 4, deadlines: 4, met: 2, seconds: 2},
 		{lat: lat(100, 300), bytes: 3e9, goodBytes: 3e9, tasks: 2, seconds: 2},
 		{lat: lat(200), bytes: 1e9, goodBytes: 1e9, tasks: 1, seconds: 2},
+		{lat: lat(250), bytes: 3e9, goodBytes: 3e9, tasks: 1, seconds: 2},
 	}
 	q := &qosBench{o: qosOpts{sc: sc}}
 	rep := q.report("tcp", mixed)
 	if len(rep.Classes) != 2 || rep.Classes[0].Class != "high" || rep.Classes[1].Class != "low" ||
-		!reflect.DeepEqual(rep.Classes[1].Streams, []string{"ba", "bb"}) {
-		t.Fatalf("classes = %+v, want high (hi) then low (ba, bb)", rep.Classes)
+		!reflect.DeepEqual(rep.Classes[1].Streams, []string{"ba", "bb", "bc"}) {
+		t.Fatalf("classes = %+v, want high (hi) then low (ba, bb, bc)", rep.Classes)
 	}
 	hi, lo := rep.Classes[0], rep.Classes[1]
 	if hi.P50us != 2 || hi.P99us != 4 || hi.P999us != 4 || hi.SLOAttainment == nil || *hi.SLOAttainment != 0.5 {
 		t.Errorf("high class = %+v, want p50 2us, p99 4us, SLO 0.5", hi.qosFigures)
 	}
-	if lo.Tasks != 3 || lo.P50us != 200 || lo.P99us != 300 || lo.Gbps != 2 || lo.SLOAttainment != nil {
-		t.Errorf("low class = %+v, want 3 tasks, p50 200us, p99 300us, 2 GB/s, no SLO", lo.qosFigures)
+	if lo.Tasks != 4 || lo.P50us != 200 || lo.P99us != 300 || lo.Gbps != 3.5 || lo.SLOAttainment != nil {
+		t.Errorf("low class = %+v, want 4 tasks, p50 200us, p99 300us, 3.5 GB/s, no SLO", lo.qosFigures)
 	}
 	if rep.SLOAttainment == nil || *rep.SLOAttainment != 0.5 {
 		t.Errorf("SLO attainment %v, want 0.5 (2 of the 4 requests with a deadline)", rep.SLOAttainment)
 	}
-	if rep.GoodputGbps != (2*4096+4e9)/2/1e9 {
+	if rep.GoodputGbps != (2*4096+7e9)/2/1e9 {
 		t.Errorf("goodput %v GB/s", rep.GoodputGbps)
 	}
-	if len(rep.Tenants) != 3 || rep.Tenants[0].Share != 0.75 || rep.Tenants[0].WeightShare != 0.75 || rep.Tenants[2].Tenant != qosDefaultTenant {
-		t.Errorf("tenants = %+v, want a at 0.75 of 0.75, b, then the default tenant", rep.Tenants)
+	if len(rep.Tenants) != 4 || rep.Tenants[0].Share != 0.75 || rep.Tenants[0].WeightShare != 0.75 || rep.Tenants[0].FairRatio != 1 || rep.Tenants[3].Tenant != qosDefaultTenant {
+		t.Errorf("tenants = %+v, want a at 0.75 of 0.75 (fair ratio 1), b, c, then the default tenant", rep.Tenants)
 	}
-	if a := rep.Tenants[0]; a.FairRatio != 1 || a.CapGbps != 4 || a.CapRatio != 0.375 || rep.Tenants[1].CapGbps != 0 {
-		t.Errorf("tenant a = %+v, want fair ratio 1, cap 4 GB/s, at 0.375 of it (1.5 GB/s); b without a cap", a)
+	if c := rep.Tenants[2]; c.CapGbps != 4 || c.CapRatio != 0.375 || c.Share != 0 || c.FairRatio != 0 || rep.Tenants[1].CapGbps != 0 {
+		t.Errorf("tenant c = %+v, want cap 4 GB/s, at 0.375 of it (1.5 GB/s), outside the shares; b without a cap", c)
 	}
 	if rep.Jain == nil || *rep.Jain != 1 {
-		t.Errorf("Jain %v, want 1: the tenants got 3:1 under weights 3:1", rep.Jain)
+		t.Errorf("Jain %s, want 1: the uncapped tenants got 3:1 under weights 3:1", opt(rep.Jain))
 	}
 	mixed[1].bytes = 1e9
 	if rep = q.report("tcp", mixed); rep.Jain == nil || math.Abs(*rep.Jain-0.8) > 1e-12 {
