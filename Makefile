@@ -36,10 +36,10 @@ test: build
 # The C ABI's test and example, compiled with the system cc against
 # bin/libferry.so and include/ferry.h; the plugins come from bin/.
 CC ?= cc
-CTESTS := ferry_test
+CTESTS := ferry_test move_block
 ctest: build
 	@for t in $(CTESTS); do \
-		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -Wl,-rpath,'$$ORIGIN' || exit 1; \
+		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -lpthread -Wl,-rpath,'$$ORIGIN' || exit 1; \
 		FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
 	done
 

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,49 @@ static ferry_engine_t engine(const char *name, const char *metastore) {
 }
 
 /* ---- bad input ------------------------------------------------------- */
+
+/* b_live returns a new batch of e (for the checks that need one). */
+static ferry_batch_t b_live(ferry_engine_t e) {
+    ferry_batch_t b = 0;
+    MUST(ferry_allocate_batch(e, 1, &b));
+    return b;
+}
+
+/* Each thread's message is its own: two threads fail differently at
+ * once and each reads back its own failure. */
+struct thread_arg {
+    ferry_engine_t e;
+    int which, bad;
+};
+
+static void *fail_in_thread(void *p) {
+    struct thread_arg *a = p;
+    for (int i = 0; i < 200; i++) {
+        void *out = NULL;
+        const char *want;
+        if (a->which == 0) {
+            ferry_allocate(a->e, 0, &out);
+            want = "size 0";
+        } else {
+            ferry_open_segment(a->e, "", (ferry_segment_t *)&out);
+            want = "name is NULL or empty";
+        }
+        a->bad += strstr(ferry_last_error(), want) == NULL;
+    }
+    return NULL;
+}
+
+static void thread_messages(ferry_engine_t e) {
+    pthread_t t[2];
+    struct thread_arg a[2] = {{e, 0, 0}, {e, 1, 0}};
+    for (int i = 0; i < 2; i++) {
+        pthread_create(&t[i], NULL, fail_in_thread, &a[i]);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+    }
+    CHECK(a[0].bad == 0 && a[1].bad == 0, "threads read another thread's message: %d, %d", a[0].bad, a[1].bad);
+}
 
 static void bad_input(void) {
     ferry_engine_t e = 0, none = 0;
@@ -185,6 +229,16 @@ static void bad_input(void) {
     CHECK(n == strlen("c-bad-input"), "segment name length %zu", n);
     EXPECT(FERRY_ERR_INVALID, ferry_prepare_blocks(e, 999, NULL, 0, NULL, 0, NULL, NULL));
     EXPECT(FERRY_ERR_INVALID, ferry_free_blocks(e, 77));
+    EXPECT(FERRY_ERR_INVALID, ferry_cancel_task(e, 0, 0));
+    EXPECT(FERRY_ERR_SEGMENT_NOT_FOUND, ferry_close_segment(e, 999));
+    EXPECT(FERRY_ERR_INVALID, ferry_export_segment(e, NULL, &n));
+    thread_messages(e);
+
+    /* A bad pointer the library reads faults in Go: recovered, never a
+     * crash, never a panic across the boundary. */
+    ferry_batch_t pb = b_live(e);
+    EXPECT(FERRY_ERR_INTERNAL, ferry_submit(e, pb, (const ferry_request_t *)16, 1));
+    CHECK(strstr(ferry_last_error(), "internal error") != NULL, "message: %s", ferry_last_error());
 
     /* Calls after destroy. */
     MUST(ferry_destroy_engine(e));
@@ -372,6 +426,59 @@ static int peer_side(const char *url, const char *decode, const char *blobfile) 
     r.transport_hint = "tcp";
     MUST(ferry_transfer(e, &r, 1));
     CHECK(memcmp(fm, am, HALF) == 0, "read back other bytes than written");
+
+    /* Prepared block lists: the remote buffer as 16 blocks, fm as 8. */
+    enum { BLOCK = 4096 };
+    ferry_block_layout_t ll = {BLOCK, HALF / BLOCK, 0, 0, 0}, rl = {BLOCK, SIZE / BLOCK, 0, 0, 0};
+    ferry_blocks_t bl = 0;
+    MUST(ferry_prepare_blocks(e, seg, fm, HALF, &ll, dst, &rl, &bl));
+    ferry_block_request_t br = {0};
+    br.opcode = FERRY_READ;
+    br.priority = FERRY_PRIORITY_LOW;
+    br.no_merge = 1;
+    uint32_t li[HALF / BLOCK], ri[HALF / BLOCK];
+    for (uint32_t k = 0; k < HALF / BLOCK; k++) {
+        li[k] = k;
+        ri[k] = SIZE / BLOCK - 1 - k; /* reversed: block k <- block 15-k */
+    }
+    ferry_batch_t b = 0;
+    size_t first = 99, count = 0;
+    MUST(ferry_allocate_batch(e, 16, &b));
+    memset(fm, 0, HALF);
+    MUST(ferry_submit_blocks(e, b, bl, &br, li, ri, HALF / BLOCK, &first, &count));
+    CHECK(first == 0 && count == HALF / BLOCK, "block tasks %zu+%zu", first, count);
+    MUST(ferry_wait(e, b, 60LL * 1000000000));
+    size_t bad = 0;
+    for (size_t i = 0; i < HALF; i++) {
+        size_t roff = (size_t)ri[i / BLOCK] * BLOCK + i % BLOCK;
+        bad += ((uint8_t *)fm)[i] != pattern(roff, roff < HALF ? 1 : 2);
+    }
+    CHECK(bad == 0, "%zu bytes of the block list read differ", bad);
+    /* A range of adjacent blocks merges into one task. */
+    br.no_merge = 0;
+    memset(fm, 0, HALF);
+    MUST(ferry_submit_block_range(e, b, bl, &br, 0, 0, HALF / BLOCK, &first, &count));
+    CHECK(first == HALF / BLOCK && count == 1, "block range tasks %zu+%zu", first, count);
+    MUST(ferry_wait(e, b, 60LL * 1000000000));
+    bad = 0;
+    for (size_t i = 0; i < HALF; i++) {
+        bad += ((uint8_t *)fm)[i] != pattern(i, 1);
+    }
+    CHECK(bad == 0, "%zu bytes of the block range read differ", bad);
+    EXPECT(FERRY_ERR_INVALID, ferry_submit_blocks(e, b, bl, &br, NULL, ri, 1, NULL, NULL));
+    EXPECT(FERRY_ERR_INVALID, ferry_submit_block_range(e, b, bl, &br, 0, 0, 0, NULL, NULL));
+    /* Past the end of a layout: refused, nothing submitted. */
+    EXPECT(FERRY_ERR_OUT_OF_BOUNDS, ferry_submit_block_range(e, b, bl, &br, 4, 0, HALF / BLOCK, NULL, NULL));
+    /* Canceling a completed task leaves it completed. */
+    MUST(ferry_cancel_task(e, b, 0));
+    ferry_task_status_t st;
+    MUST(ferry_task_status(e, b, 0, &st));
+    CHECK(st.state == FERRY_TASK_COMPLETED, "a canceled completed task reads %d", st.state);
+    EXPECT(FERRY_ERR_INVALID, ferry_cancel_task(e, b, 1000));
+    MUST(ferry_cancel_batch(e, b));
+    MUST(ferry_free_batch(e, b));
+    MUST(ferry_free_blocks(e, bl));
+    EXPECT(FERRY_ERR_INVALID, ferry_free_blocks(e, bl));
 
     /* Wait for the decode side's verdict before going. */
     const char *names[1] = {"verified"};
