@@ -231,6 +231,15 @@ static void bad_input(void) {
     EXPECT(FERRY_ERR_INVALID, ferry_free_blocks(e, 77));
     EXPECT(FERRY_ERR_INVALID, ferry_cancel_task(e, 0, 0));
     EXPECT(FERRY_ERR_SEGMENT_NOT_FOUND, ferry_close_segment(e, 999));
+    {
+        ferry_segment_info_t *info = NULL;
+        EXPECT(FERRY_ERR_SEGMENT_NOT_FOUND, ferry_segment_info(e, 999, &info));
+        CHECK(info == NULL, "a failed segment info set the pointer");
+        EXPECT(FERRY_ERR_INVALID, ferry_segment_info(e, 999, NULL));
+        ferry_free_segment_info(NULL);
+        ferry_free_notifs(NULL);
+        ferry_free_buffer(NULL);
+    }
     EXPECT(FERRY_ERR_INVALID, ferry_export_segment(e, NULL, &n));
     thread_messages(e);
 
