@@ -51,13 +51,21 @@ func compile(t *testing.T, name string) string {
 // test when the program fails.
 func run(t *testing.T, prog string, args ...string) string {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(prog, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", prog, err, stdout.String(), stderr.String())
+	stdout, stderr, err := runEnv(prog, nil, args...)
+	if err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", prog, err, stdout, stderr)
 	}
-	return stdout.String()
+	return stdout
+}
+
+// runEnv runs prog with env added to the test's environment.
+func runEnv(prog string, env []string, args ...string) (stdout, stderr string, err error) {
+	var o, e bytes.Buffer
+	cmd := exec.Command(prog, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
 }
 
 // TestCABI runs the C test: bad input at the boundary, then two
@@ -83,5 +91,25 @@ func TestCExample(t *testing.T) {
 	const want = "wrote 4096 bytes from prefill-0 to decode-0, verified on notification block-0 (layer 0) from prefill-0\n"
 	if out != want {
 		t.Errorf("move_block printed %q, want %q", out, want)
+	}
+}
+
+// TestCLogLevel: $FERRY_LOG_LEVEL sets the engines' log level ("off":
+// nothing on stderr, where the default warns about the missing cluster
+// secret), and a level that is none fails the create with a message
+// naming the variable.
+func TestCLogLevel(t *testing.T) {
+	prog := compile(t, "move_block")
+	_, stderr, err := runEnv(prog, []string{"FERRY_LOG_LEVEL=off"})
+	if err != nil || stderr != "" {
+		t.Errorf("FERRY_LOG_LEVEL=off: %v, stderr %q", err, stderr)
+	}
+	_, stderr, err = runEnv(prog, nil)
+	if err != nil || !strings.Contains(stderr, "[WARN]") {
+		t.Errorf("default level: %v, want warnings on stderr: %q", err, stderr)
+	}
+	_, stderr, err = runEnv(prog, []string{"FERRY_LOG_LEVEL=loud"})
+	if err == nil || !strings.Contains(stderr, "create decode: FERRY_ERR_INVALID: ferry_create_engine_from_text: invalid request: $FERRY_LOG_LEVEL is \"loud\"") {
+		t.Errorf("FERRY_LOG_LEVEL=loud: %v, stderr %q", err, stderr)
 	}
 }

@@ -9,7 +9,10 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"os"
 	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
@@ -19,8 +22,27 @@ import (
 // in it are taken from the current directory.
 const textConfigName = "ferry_create_engine_from_text"
 
+// logEnv names the environment variable that sets the engine's log
+// level: trace, debug, info, warn (the default), error or off.
+const logEnv = "FERRY_LOG_LEVEL"
+
+// logger returns the engine's logger: to stderr at $FERRY_LOG_LEVEL.
+func logger() (hclog.Logger, error) {
+	level := hclog.Warn
+	if v := os.Getenv(logEnv); v != "" {
+		if level = hclog.LevelFromString(v); level == hclog.NoLevel {
+			return nil, fmt.Errorf("%w: $%s is %q; use trace, debug, info, warn, error or off", host.ErrInvalid, logEnv, v)
+		}
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: level, Output: os.Stderr}), nil
+}
+
 func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
-	e, err := host.New(context.Background(), cfg)
+	log, err := logger()
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_INVALID)
+	}
+	e, err := host.New(context.Background(), cfg, host.WithLogger(log))
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_UNAVAILABLE)
 	}

@@ -57,6 +57,11 @@
  * pointer the caller passed in beyond the call, but for registered
  * memory and the local memory of a prepared block list.
  *
+ * LOGS. Engines log to stderr at $FERRY_LOG_LEVEL (trace, debug, info,
+ * warn: the default, error, off). The library reads the environment as
+ * it was when it loaded (setenv later is not seen). Another value makes
+ * ferry_create_engine_* fail with FERRY_ERR_INVALID.
+ *
  * SYMBOLS. The library also exports ferry_go_* symbols: its internals,
  * behind the functions declared here. Do not call them; they change
  * without notice.
