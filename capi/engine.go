@@ -20,7 +20,7 @@ import (
 
 // textConfigName names configuration text in its errors; relative paths
 // in it are taken from the current directory.
-const textConfigName = "ferry_create_engine_from_text"
+const textConfigName = "<config text>"
 
 // logEnv names the environment variable that sets the engine's log
 // level: trace, debug, info, warn (the default), error or off.

@@ -139,7 +139,7 @@ static void bad_input(void) {
     EXPECT(FERRY_ERR_INVALID, ferry_create_engine_from_file(NULL, &e));
     EXPECT(FERRY_ERR_CONFIG, ferry_create_engine_from_file("/nonexistent/ferry.hcl", &e));
     EXPECT(FERRY_ERR_CONFIG, ferry_create_engine_from_text("name = ", &e));
-    CHECK(strstr(ferry_last_error(), "ferry_create_engine_from_text:1") != NULL,
+    CHECK(strstr(ferry_last_error(), "ferry_create_engine_from_text: <config text>:1:") != NULL,
           "a config error names where: %s", ferry_last_error());
     CHECK(e == 0, "a failed create set the handle");
 
