@@ -40,7 +40,7 @@ CTESTS := ferry_test move_block
 ctest: build
 	@for t in $(CTESTS); do \
 		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -lpthread -Wl,-rpath,'$$ORIGIN' || exit 1; \
-		FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
+		FERRY_LOG_LEVEL=$${FERRY_LOG_LEVEL:-error} FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
 	done
 
 # Bounded fuzzing of the decoders that read bytes from other processes and
