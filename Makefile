@@ -8,13 +8,14 @@ PLUGINS   := tcp shm fault
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-.PHONY: all build run test fuzz bench proto proto-check lint clean
+.PHONY: all build run test ctest fuzz bench proto proto-check lint clean
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/ferry ./cmd/ferry
+	$(GO) build -buildmode=c-shared -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/libferry.so ./capi && rm -f $(BIN)/libferry.h
 	@for p in $(PLUGINS); do \
 		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
 		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
@@ -29,7 +30,18 @@ test: build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) ctest
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# The C ABI's test and example, compiled with the system cc against
+# bin/libferry.so and include/ferry.h; the plugins come from bin/.
+CC ?= cc
+CTESTS := ferry_test move_block
+ctest: build
+	@for t in $(CTESTS); do \
+		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -lpthread -Wl,-rpath,'$$ORIGIN' || exit 1; \
+		FERRY_LOG_LEVEL=$${FERRY_LOG_LEVEL:-error} FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
+	done
 
 # Bounded fuzzing of the decoders that read bytes from other processes and
 # hosts (run by `make test`; FUZZTIME per target). Each target prints one
