@@ -10,10 +10,10 @@ from the first of:
 2. ``libferry.so`` beside this package (an installed copy);
 3. ``bin/libferry.so`` of the repository this package sits in.
 
-When ``$FERRY_PLUGIN_DIR`` is not set and the library's directory holds
-the plugin executables (ferry-plugin-*), it is set to that directory
-before the library starts: an engine in a Python process would otherwise
-look for them beside the Python interpreter.
+The library's Go runtime reads the environment once, as the process
+started: ``os.environ`` changes made later (FERRY_PLUGIN_DIR among them)
+do not reach it. :class:`ferry.Engine` therefore names the plugin
+directory in the configuration text itself (see :func:`plugin_dir`).
 """
 
 from __future__ import annotations
@@ -215,8 +215,28 @@ int ferry_submit_block_range(ferry_engine_t e, ferry_batch_t b,
                              size_t *task_count);
 """
 
+# ferry_request_t with its addresses as integers, the same layout (checked
+# in test_abi.py): the package fills requests in this form, then passes a
+# cast pointer, so that no field needs a cast per call.
+CDEF_PY = """
+typedef struct ferry_request_py {
+    int32_t opcode;
+    int32_t priority;
+    uintptr_t source;
+    ferry_segment_t target_id;
+    uint32_t reserved;
+    uint64_t target_offset;
+    uint64_t length;
+    int64_t deadline_ns;
+    const char *transport_hint;
+    const char *policy_name;
+    const char *intent;
+} ferry_request_py_t;
+"""
+
 ffi = cffi.FFI()
 ffi.cdef(CDEF)
+ffi.cdef(CDEF_PY)
 
 _lock = threading.Lock()
 _lib: Any = None
@@ -242,12 +262,6 @@ def _open() -> Tuple[Any, str]:
         if not os.path.exists(p):
             tried.append(f"{p} (absent)")
             continue
-        if "FERRY_PLUGIN_DIR" not in os.environ:
-            d = os.path.dirname(os.path.abspath(p))
-            if any(n.startswith("ferry-plugin-") for n in os.listdir(d)):
-                # Before the library starts: the Go runtime reads the
-                # environment once, when it is loaded.
-                os.environ["FERRY_PLUGIN_DIR"] = d
         try:
             return ffi.dlopen(p), p
         except OSError as e:
@@ -279,6 +293,26 @@ def lib() -> Any:
             _path = p
             _lib = l
     return _lib
+
+
+def plugin_dir() -> str:
+    """Where an engine of this process finds the plugin executables when
+    its configuration does not say: ``$FERRY_PLUGIN_DIR`` as os.environ has
+    it now, else the library's directory when it holds ferry-plugin-*
+    (bin/ of a built repository), else "" (the library's own rule: the
+    running executable's directory, which for Python is the
+    interpreter's)."""
+    d = os.environ.get("FERRY_PLUGIN_DIR", "")
+    if d:
+        return d
+    lib()
+    here = os.path.dirname(os.path.abspath(_path))
+    try:
+        if any(n.startswith("ferry-plugin-") for n in os.listdir(here)):
+            return here
+    except OSError:
+        pass
+    return ""
 
 
 def path() -> str:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import threading
 import time
 import warnings
@@ -20,6 +22,21 @@ _MAX_NAME = 4096  # a first guess at a name's size; the call says if it needs mo
 
 def _cstr(s: Optional[str]) -> Any:
     return ffi.NULL if not s else ffi.new("char[]", s.encode())
+
+
+_PLUGIN_DIR_SET = re.compile(r"(?m)^\s*plugin_dir\s*=")
+
+
+def _with_plugin_dir(text: str, plugin_dir: Optional[str]) -> str:
+    """text with a plugin_dir line first, unless it has one."""
+    if _PLUGIN_DIR_SET.search(text):
+        if plugin_dir is not None:
+            raise errors.InvalidRequest("Engine: plugin_dir is given twice, as an argument and in config_text")
+        return text
+    d = plugin_dir if plugin_dir is not None else _ffi.plugin_dir()
+    if not d:
+        return text
+    return f"plugin_dir = {json.dumps(os.path.abspath(d))}\n" + text
 
 
 def _deadline(timeout: Optional[float]) -> int:
@@ -99,12 +116,18 @@ class Engine:
     call. Every failure raises a :class:`ferry.FerryError` subclass with
     the library's message.
 
-    The plugin executables are found through ``$FERRY_PLUGIN_DIR`` (set to
-    the library's directory when it holds them and the variable is unset),
-    or each plugin block's ``path``.
+    The plugin executables are found where the configuration says
+    (``plugin_dir``, a plugin block's ``path``). Configuration text that
+    names no ``plugin_dir`` gets ``plugin_dir`` (the argument), else
+    ``$FERRY_PLUGIN_DIR`` as ``os.environ`` has it now, else the library's
+    directory when it holds the plugins (``bin/`` after ``make build``):
+    the library itself sees only the environment the process started with,
+    and looks beside the running executable, the Python interpreter. A
+    configuration file is taken as it is.
     """
 
-    def __init__(self, config: Union[str, "os.PathLike[str]", None] = None, *, config_text: Optional[str] = None) -> None:
+    def __init__(self, config: Union[str, "os.PathLike[str]", None] = None, *, config_text: Optional[str] = None,
+                 plugin_dir: Optional[str] = None) -> None:
         self._lib = _ffi.lib()
         self._h = 0
         if (config is None) == (config_text is None):
@@ -114,8 +137,12 @@ class Engine:
         self._regs: Dict[int, Registration] = {}
         self._readonly: List[Registration] = []  # registered read-only objects: never read into
         self._segs: Dict[int, Segment] = {}
+        self._cstrs: Dict[str, Any] = {}  # transport/policy/intent names as C strings
+        self._tls = threading.local()  # each thread's request struct for write/read
         out = ffi.new("ferry_engine_t *")
         if config is not None:
+            if plugin_dir is not None:
+                raise errors.InvalidRequest("Engine: plugin_dir goes with config_text; a configuration file names its own plugin_dir")
             path = os.fsencode(config)
             if not path:
                 raise errors.InvalidRequest("Engine: config is an empty path")
@@ -123,7 +150,7 @@ class Engine:
         else:
             if not config_text:
                 raise errors.InvalidRequest("Engine: config_text is empty")
-            rc = self._lib.ferry_create_engine_from_text(config_text.encode(), out)
+            rc = self._lib.ferry_create_engine_from_text(_with_plugin_dir(config_text, plugin_dir).encode(), out)
         _ffi.check(rc, "start engine")
         self._h = int(out[0])
         self.name = self._string(self._lib.ferry_segment_name)
@@ -493,51 +520,76 @@ class Engine:
             n = length
         return address, n, c
 
+    def _hint(self, s: Optional[str]) -> Any:
+        """A C string of a transport, policy or intent name, made once per
+        name: requests borrow it only for the call, so a cached one is
+        always alive."""
+        if not s:
+            return ffi.NULL
+        c = self._cstrs.get(s)
+        if c is None:
+            c = self._cstrs.setdefault(s, ffi.new("char[]", s.encode()))
+        return c
+
     def _fill(self, r: Any, op: int, local: Any, seg: Any, remote: int, length: Optional[int], priority: int,
               timeout: Optional[float], transport: Optional[str], policy: Optional[str], intent: Optional[str],
-              keep: List[Any], what: str) -> None:
-        address, n, k = self._local(local, length, op, what)
-        if k is not None:
-            keep.append(k)
-        if not isinstance(remote, int) or remote < 0:
+              keep: Optional[List[Any]], what: str) -> None:
+        """Fill r, a ferry_request_py_t (ferry_request_t with integer
+        addresses: no cast per field). A kept object goes in keep."""
+        if type(local) is int and type(length) is int and length > 0 and local and not (op == 0 and self._readonly):
+            address, n = local, length  # the fast path: an address in registered memory
+        else:
+            address, n, k = self._local(local, length, op, what)
+            if k is not None and keep is not None:
+                keep.append(k)
+        if type(remote) is not int or remote < 0:
             raise errors.InvalidRequest(f"{what}: remote {remote!r} must be an address in the segment")
         r.opcode = op
         r.priority = priority
-        r.source = ffi.cast("void *", address)
-        r.target_id = seg if isinstance(seg, int) else seg.id
+        r.source = address
+        r.target_id = seg if type(seg) is int else seg.id
         r.target_offset = remote
         r.length = n
-        r.deadline_ns = _deadline(timeout)
-        for field, s in (("transport_hint", transport), ("policy_name", policy), ("intent", intent)):
-            if s:
-                c = ffi.new("char[]", s.encode())
-                keep.append(c)
-                setattr(r, field, c)
+        r.deadline_ns = 0 if timeout is None else _deadline(timeout)
+        r.transport_hint = self._hint(transport)
+        r.policy_name = self._hint(policy) if policy else ffi.NULL
+        r.intent = self._hint(intent) if intent else ffi.NULL
 
     def _requests(self, reqs: Sequence[Request], what: str) -> Tuple[Any, List[Any]]:
+        """A ferry_request_t array of reqs and what must stay alive while
+        their tasks run (the local buffers' exports)."""
         if not reqs:
             raise errors.InvalidRequest(f"{what}: no requests")
-        arr = ffi.new("ferry_request_t[]", len(reqs))
+        arr = ffi.new("ferry_request_py_t[]", len(reqs))
         keep: List[Any] = []
         for i, q in enumerate(reqs):
             self._fill(arr[i], int(q.op), q.local, q.segment, q.remote, q.length, int(q.priority), q.timeout,
                        q.transport, q.policy, q.intent, keep, f"{what}: request {i}")
-        return arr, keep
+        return ffi.cast("ferry_request_t *", arr), [arr, keep]
 
     def transfer(self, requests: Sequence[Request]) -> None:
         """Run the requests to the end (one batch of their own); raise the
         first failure's exception unless all completed."""
+        h = self._handle()
         arr, keep = self._requests(requests, "transfer")
-        self._call("transfer", self._lib.ferry_transfer, self._handle(), arr, len(requests))
+        self._call("transfer", self._lib.ferry_transfer, h, arr, len(requests))
         del keep
 
     def _sync(self, op: int, local: Any, segment: Any, remote: int, length: Optional[int], timeout: Optional[float],
               transport: Optional[str], priority: int, what: str) -> None:
-        h = self._handle()
-        r = ffi.new("ferry_request_t *")
+        h = self._h
+        if h == 0:
+            raise errors.Closed("ferry engine: it was closed; start a new Engine")
+        tl = self._tls
+        try:
+            r, rp = tl.req
+        except AttributeError:
+            r = ffi.new("ferry_request_py_t *")
+            tl.req = (r, ffi.cast("ferry_request_t *", r))
+            r, rp = tl.req
         keep: List[Any] = []
         self._fill(r, op, local, segment, remote, length, priority, timeout, transport, None, None, keep, what)
-        rc = self._lib.ferry_transfer(h, r, 1)
+        rc = self._lib.ferry_transfer(h, rp, 1)
         if rc != 0:
             raise _ffi.error(rc, what)
 

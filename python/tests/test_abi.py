@@ -40,3 +40,14 @@ def test_cdef_matches_header(library):
         assert hdr.sizeof(t) == mine.sizeof(t), t
         for f, _ in hdr.typeof(t).fields:
             assert hdr.offsetof(t, f) == mine.offsetof(t, f), f"{t}.{f}"
+
+
+def test_request_alias_has_the_header_layout():
+    """ferry_request_py_t (integer addresses) is ferry_request_t's layout."""
+    hdr = header_ffi()
+    mine = _ffi.ffi
+    assert mine.sizeof("ferry_request_py_t") == hdr.sizeof("ferry_request_t")
+    fields = [f for f, _ in hdr.typeof("ferry_request_t").fields]
+    assert fields == [f for f, _ in mine.typeof("ferry_request_py_t").fields]
+    for f in fields:
+        assert mine.offsetof("ferry_request_py_t", f) == hdr.offsetof("ferry_request_t", f), f

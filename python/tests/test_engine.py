@@ -8,7 +8,7 @@ import numpy
 import pytest
 
 import ferry
-from conftest import config
+from conftest import BIN, config
 
 
 def own(e):
@@ -251,3 +251,22 @@ def test_export_import_blob():
         assert bytes(mem.view) == b"z" * 4096
         seg.close()
         assert seg.closed
+
+
+def test_plugins_found_without_plugin_dir(monkeypatch):
+    """Configuration text without plugin_dir: the package names the
+    directory ($FERRY_PLUGIN_DIR as os.environ has it, which the library's
+    Go runtime would not see), and both transports run."""
+    text = config("py-no-plugin-dir").replace(f'plugin_dir = "{BIN}"\n', "")
+    assert "plugin_dir" not in text
+    monkeypatch.setenv("FERRY_PLUGIN_DIR", BIN)
+    with ferry.Engine(config_text=text) as e:
+        mem = e.allocate(8192)
+        e.register(mem.view[:4096])
+        d = e.register(mem.view[4096:], ferry.Perm.REMOTE_READ_WRITE)
+        seg = own(e)
+        assert set(seg.transports) >= {"shm", "tcp"}
+        for t in ("shm", "tcp"):
+            e.write(mem.view[:4096], seg, d.address, transport=t)
+    with pytest.raises(ferry.InvalidRequest, match="twice"):
+        ferry.Engine(config_text=config("py-twice"), plugin_dir=BIN)
