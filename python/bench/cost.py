@@ -71,10 +71,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--calls", type=int, default=20000)
-    ap.add_argument("--mode", choices=["transfer", "batch"], default="transfer")
+    ap.add_argument("--mode", choices=["transfer", "batch", "parts"], default="transfer")
     ap.add_argument("--gocost", help="a built gocost binary (default: go build it)")
     args = ap.parse_args()
 
+    if args.mode == "parts":
+        parts(args)
+        return
     gobin = args.gocost
     tmp = None
     if not gobin:
@@ -115,14 +118,36 @@ def main() -> None:
         b.free()
         return dt
 
+    # raw: the same call through the C ABI with a request built once, no
+    # package code per call: python - raw is the package's own cost, raw -
+    # go that of cffi, cgo and the C ABI.
+    from ferry._ffi import ffi
+
+    raw_req = ffi.new("ferry_request_t *")
+    raw_req.opcode, raw_req.priority, raw_req.target_id = 1, 1, sid
+    raw_req.source = ffi.cast("void *", addr)
+    raw_req.target_offset, raw_req.length = base, SIZE
+    hint = ffi.new("char[]", b"shm")
+    raw_req.transport_hint = hint
+    lib, h = e._lib, e._h
+
+    def raw_transfer(n: int) -> float:
+        f = lib.ferry_transfer
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            if f(h, raw_req, 1) != 0:
+                raise SystemExit(f"raw ferry_transfer failed: {ferry._ffi.last_error()}")
+        return (time.perf_counter_ns() - t0) / n
+
     py_round = py_transfer if args.mode == "transfer" else py_batch
     # Warm both: lanes, rails, pools, the interpreter's caches.
     go_round(gop, args.mode, 2000)
     py_round(2000)
 
-    gos, pys = [], []
+    raw = args.mode == "transfer"
+    gos, pys, raws = [], [], []
     print(f"4 KiB write over shm, mode {args.mode}, {args.calls} calls a round, ns per call")
-    print("round        go    python   python-go")
+    print("round        go    python" + ("       raw" if raw else "") + "   python-go" + ("  python-raw" if raw else ""))
     for r in range(args.rounds):
         a[SIZE:] = 0
         g = go_round(gop, args.mode, args.calls)
@@ -131,16 +156,26 @@ def main() -> None:
             raise SystemExit("the Python half's bytes did not land")
         gos.append(g)
         pys.append(p)
-        print(f"{r + 1:5d} {g:9.0f} {p:9.0f} {p - g:11.0f}")
-    diffs = [p - g for p, g in zip(pys, gos)]
+        if raw:
+            w = raw_transfer(args.calls)
+            raws.append(w)
+            print(f"{r + 1:5d} {g:9.0f} {p:9.0f} {w:9.0f} {p - g:11.0f} {p - w:11.0f}")
+        else:
+            print(f"{r + 1:5d} {g:9.0f} {p:9.0f} {p - g:11.0f}")
 
     def line(name, xs):
-        return f"{name:10s} median {statistics.median(xs):7.0f}  min {min(xs):7.0f}  max {max(xs):7.0f}"
+        return f"{name:11s} median {statistics.median(xs):8.0f}  min {min(xs):8.0f}  max {max(xs):8.0f}  ({len(xs)} rounds)"
 
+    diffs = [p - g for p, g in zip(pys, gos)]
     print(line("go", gos))
     print(line("python", pys))
     print(line("python-go", diffs))
-    print(f"python layer adds {statistics.median(diffs) / 1000:.2f} us per call (median of {args.rounds} paired rounds)")
+    if raw:
+        print(line("raw", raws))
+        print(line("python-raw", [p - w for p, w in zip(pys, raws)]))
+        print(line("raw-go", [w - g for w, g in zip(raws, gos)]))
+    print(f"python layer adds {statistics.median(diffs) / 1000:.2f} us per call over Go "
+          f"(median of {args.rounds} paired rounds; min of python - min of go: {(min(pys) - min(gos)) / 1000:.2f} us)")
 
     del a
     e.close()
@@ -149,6 +184,80 @@ def main() -> None:
     if tmp:
         os.unlink(gobin)
         os.rmdir(tmp)
+
+
+def parts(args: argparse.Namespace) -> None:
+    """The Python layer's parts, each timed with nothing else behind it, so
+    that the machine's load (which swamps a 4 KiB transfer's time) barely
+    shows: the package's code of Engine.write (against a do-nothing C
+    ferry_transfer, stub.c), a bare cffi call (the stub itself), and the
+    entry from C into the library's Go (ferry_abi_version, a trivial Go
+    export, against the stub's C one). Rounds interleave the four; the
+    figures are each round's mean, and the minimum is the cost without
+    preemption."""
+    from ferry._ffi import ffi
+
+    tmp = tempfile.mkdtemp(prefix="ferry-cost-")
+    so = os.path.join(tmp, "stub.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, os.path.join(HERE, "stub.c")], check=True)
+    stub = ffi.dlopen(so)
+    e = ferry.Engine(config_text=CONFIG.format(pid=os.getpid()))
+    mem = e.allocate(2 * SIZE)
+    src = e.register(mem.view[:SIZE])
+    dst = e.register(mem.view[SIZE:], ferry.Perm.REMOTE_READ_WRITE)
+    seg = e.open_segment(e.rpc_address)
+    addr, base, sid, h = src.address, dst.address, seg.id, e._h
+    real = e._lib
+    req = ffi.new("ferry_request_t *")
+    n = args.calls
+
+    def timed(f) -> float:
+        t0 = time.perf_counter_ns()
+        f()
+        return (time.perf_counter_ns() - t0) / n
+
+    def package() -> None:
+        w = e.write
+        for _ in range(n):
+            w(addr, sid, base, SIZE, transport="shm")
+
+    def cffi_call() -> None:
+        f = stub.ferry_transfer
+        for _ in range(n):
+            f(h, req, 1)
+
+    def go_entry() -> None:
+        f = real.ferry_abi_version
+        for _ in range(n):
+            f()
+
+    def c_entry() -> None:
+        f = stub.ferry_abi_version
+        for _ in range(n):
+            f()
+
+    res = {"write (package + cffi)": [], "cffi call": [], "C->Go call": [], "C call": []}
+    for _ in range(args.rounds):
+        e._lib = stub
+        res["write (package + cffi)"].append(timed(package))
+        e._lib = real
+        res["cffi call"].append(timed(cffi_call))
+        res["C->Go call"].append(timed(go_entry))
+        res["C call"].append(timed(c_entry))
+    e._lib = real
+    print(f"the Python layer's parts, {n} calls a round, {args.rounds} rounds, ns per call")
+    for k, xs in res.items():
+        print(f"{k:24s} median {statistics.median(xs):7.0f}  min {min(xs):7.0f}  max {max(xs):7.0f}")
+    pkg = [a - b for a, b in zip(res["write (package + cffi)"], res["cffi call"])]
+    cgo = [a - b for a, b in zip(res["C->Go call"], res["C call"])]
+    print(f"{'package code (write-cffi)':24s} median {statistics.median(pkg):7.0f}  min {min(pkg):7.0f}  max {max(pkg):7.0f}")
+    print(f"{'cgo entry (Go-C)':24s} median {statistics.median(cgo):7.0f}  min {min(cgo):7.0f}  max {max(cgo):7.0f}")
+    total = [w + c for w, c in zip(res["write (package + cffi)"], cgo)]
+    print(f"Python layer per call (package + cffi + cgo entry): median {statistics.median(total) / 1000:.2f} us, "
+          f"min {min(total) / 1000:.2f} us, max {max(total) / 1000:.2f} us")
+    e.close()
+    os.unlink(so)
+    os.rmdir(tmp)
 
 
 if __name__ == "__main__":

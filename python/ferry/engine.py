@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import threading
 import time
 import warnings
@@ -17,7 +18,10 @@ from .values import BlockLayout, BufferInfo, Notification, Op, Perm, Priority, R
 
 __all__ = ["Engine", "Segment"]
 
-_MAX_NAME = 4096  # a first guess at a name's size; the call says if it needs more
+# ferry_request_t up to its transport_hint: opcode, priority, source,
+# target_id, reserved, target_offset, length, deadline_ns, transport_hint.
+_REQ_HEAD = struct.Struct("=iiQIIQQqQ")
+_MEDIUM = int(Priority.MEDIUM)  # an int default: cffi converts it faster than the enum
 
 
 def _cstr(s: Optional[str]) -> Any:
@@ -138,6 +142,7 @@ class Engine:
         self._readonly: List[Registration] = []  # registered read-only objects: never read into
         self._segs: Dict[int, Segment] = {}
         self._cstrs: Dict[str, Any] = {}  # transport/policy/intent names as C strings
+        self._hints: Dict[str, int] = {}  # and their addresses
         self._tls = threading.local()  # each thread's request struct for write/read
         out = ffi.new("ferry_engine_t *")
         if config is not None:
@@ -577,25 +582,42 @@ class Engine:
 
     def _sync(self, op: int, local: Any, segment: Any, remote: int, length: Optional[int], timeout: Optional[float],
               transport: Optional[str], priority: int, what: str) -> None:
+        # The hot path of write and read: one function, a request struct
+        # per thread written by one pack_into (the header's layout, checked
+        # in test_abi.py), integers all the way; cost.py measures it.
         h = self._h
         if h == 0:
             raise errors.Closed("ferry engine: it was closed; start a new Engine")
-        tl = self._tls
         try:
-            r, rp = tl.req
+            buf, rp = self._tls.req
         except AttributeError:
-            r = ffi.new("ferry_request_py_t *")
-            tl.req = (r, ffi.cast("ferry_request_t *", r))
-            r, rp = tl.req
-        keep: List[Any] = []
-        self._fill(r, op, local, segment, remote, length, priority, timeout, transport, None, None, keep, what)
+            r = ffi.new("ferry_request_t *")  # policy_name and intent stay NULL
+            buf, rp = self._tls.req = (ffi.buffer(r), r)
+        keep = None
+        if type(local) is int and type(length) is int and length > 0 and local and not (op == 0 and self._readonly):
+            address, n = local, length
+        else:
+            address, n, keep = self._local(local, length, op, what)
+        if type(remote) is not int or remote < 0:
+            raise errors.InvalidRequest(f"{what}: remote {remote!r} must be an address in the segment")
+        hint = 0
+        if transport:
+            hint = self._hints.get(transport) or self._hint_addr(transport)
+        _REQ_HEAD.pack_into(buf, 0, op, priority, address, segment if type(segment) is int else segment.id, 0,
+                            remote, n, 0 if timeout is None else _deadline(timeout), hint)
         rc = self._lib.ferry_transfer(h, rp, 1)
+        del keep  # the local buffer's export, held through the call
         if rc != 0:
             raise _ffi.error(rc, what)
 
+    def _hint_addr(self, s: str) -> int:
+        a = int(ffi.cast("uintptr_t", self._hint(s)))
+        self._hints[s] = a
+        return a
+
     def write(self, local: Local, segment: Union[Segment, int], remote: int, length: Optional[int] = None, *,
               timeout: Optional[float] = None, transport: Optional[str] = None,
-              priority: Priority = Priority.MEDIUM) -> None:
+              priority: int = _MEDIUM) -> None:
         """Copy local registered memory to ``remote`` of the segment and
         return once it landed. ``local`` is a buffer inside registered
         memory, a :class:`Memory`, or an address with ``length``."""
@@ -603,7 +625,7 @@ class Engine:
 
     def read(self, local: Local, segment: Union[Segment, int], remote: int, length: Optional[int] = None, *,
              timeout: Optional[float] = None, transport: Optional[str] = None,
-             priority: Priority = Priority.MEDIUM) -> None:
+             priority: int = _MEDIUM) -> None:
         """Copy ``remote`` of the segment into local registered memory
         (which must be writable) and return once it is there."""
         self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")

@@ -51,3 +51,19 @@ def test_request_alias_has_the_header_layout():
     assert fields == [f for f, _ in mine.typeof("ferry_request_py_t").fields]
     for f in fields:
         assert mine.offsetof("ferry_request_py_t", f) == hdr.offsetof("ferry_request_t", f), f
+
+
+def test_packed_request_head_has_the_header_layout():
+    """engine._REQ_HEAD writes ferry_request_t's fields up to
+    transport_hint at their offsets."""
+    from ferry import engine
+
+    hdr = header_ffi()
+    names = ["opcode", "priority", "source", "target_id", "reserved", "target_offset", "length", "deadline_ns", "transport_hint"]
+    assert engine._REQ_HEAD.size == hdr.offsetof("ferry_request_t", "policy_name")
+    r = hdr.new("ferry_request_t *")
+    vals = [1, 2, 0x1234, 7, 0, 0x5678, 4096, 99, 0]
+    engine._REQ_HEAD.pack_into(hdr.buffer(r), 0, *vals)
+    got = [r.opcode, r.priority, int(hdr.cast("uintptr_t", r.source)), r.target_id, r.reserved, r.target_offset,
+           r.length, r.deadline_ns, int(hdr.cast("uintptr_t", r.transport_hint))]
+    assert got == vals, dict(zip(names, got))
