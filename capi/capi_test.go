@@ -1,0 +1,87 @@
+package main_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/sdk/plugintest"
+)
+
+// bin holds the plugins, libferry.so and the compiled C programs.
+var bin string
+
+func TestMain(m *testing.M) {
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-shm", "ferry-plugin-tcp"}}
+	os.Exit(build.Run(m, func(dir string) {
+		bin = dir
+		// The C programs find the plugins as an embedding application
+		// does: through $FERRY_PLUGIN_DIR.
+		os.Setenv("FERRY_PLUGIN_DIR", dir)
+		cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", filepath.Join(dir, "libferry.so"), ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			os.Stderr.Write(out)
+			os.Stderr.WriteString("building libferry.so: " + err.Error() + "\n")
+			os.Exit(1)
+		}
+	}))
+}
+
+// compile builds examples/c/name.c with the system cc against
+// include/ferry.h and the library.
+func compile(t *testing.T, name string) string {
+	t.Helper()
+	cc := os.Getenv("CC")
+	if cc == "" {
+		cc = "cc"
+	}
+	out := filepath.Join(bin, name)
+	cmd := exec.Command(cc, "-std=c11", "-Wall", "-Wextra", "-Werror", "-I../include", "-o", out,
+		filepath.Join("..", "examples", "c", name+".c"), "-L"+bin, "-lferry", "-lpthread", "-Wl,-rpath,"+bin)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, b)
+	}
+	return out
+}
+
+// run runs a compiled C program and returns its stdout; it fails the
+// test when the program fails.
+func run(t *testing.T, prog string) string {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	cmd := exec.Command(prog)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", prog, err, stdout.String(), stderr.String())
+	}
+	return stdout.String()
+}
+
+// TestCABI runs the C test: bad input at the boundary, then two
+// processes with two engines moving verified bytes over shm and tcp with
+// notifications, blobs and block lists (see examples/c/ferry_test.c).
+func TestCABI(t *testing.T) {
+	out := run(t, compile(t, "ferry_test"))
+	for _, want := range []string{
+		"ok: bad input at the boundary returns clear errors",
+		"ok: two processes moved 65536 verified bytes over shm and tcp, notified on landing",
+		"PASS",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the C test did not print %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestCExample runs examples/c/move_block.c, the C version of the
+// README's embedding example.
+func TestCExample(t *testing.T) {
+	out := run(t, compile(t, "move_block"))
+	const want = "wrote 4096 bytes from prefill-0 to decode-0, verified on notification block-0 (layer 0) from prefill-0\n"
+	if out != want {
+		t.Errorf("move_block printed %q, want %q", out, want)
+	}
+}
