@@ -67,6 +67,13 @@ class BlockList:
             self._engine._call("free block list", self._engine._lib.ferry_free_blocks, self._engine._handle(), h)
         self._keep = None
 
+    def __del__(self) -> None:
+        if getattr(self, "_h", 0):
+            try:
+                self.free()
+            except Exception:
+                pass
+
     def __enter__(self) -> "BlockList":
         return self
 
@@ -95,8 +102,8 @@ class Batch:
         self._h = int(out[0])
         self.capacity = capacity
         self._keep: List[Any] = []
+        self._n = 0  # tasks submitted: a call adds all its tasks or none
         self._lock = threading.Lock()
-        self._st = ffi.new("ferry_task_status_t *")
 
     def __repr__(self) -> str:
         return f"<ferry.Batch capacity={self.capacity}{' freed' if self._h == 0 else ''}>"
@@ -120,7 +127,7 @@ class Batch:
         h, b = self._handle()
         n = len(requests)
         with self._lock:
-            first = self.summary().tasks
+            first = self._n
             if notify is None:
                 e._call(f"submit {n} requests", self._lib.ferry_submit, h, b, arr, n)
             else:
@@ -131,6 +138,7 @@ class Batch:
                 e._call(f"submit {n} requests with notification {name!r}", self._lib.ferry_submit_notif,
                         h, b, arr, n, name.encode(), m or ffi.NULL, len(m))
             self._keep.append(keep)
+            self._n += n
         return range(first, first + n)
 
     def _block_request(self, op: Op, priority: Priority, timeout: Optional[float], transport: Optional[str],
@@ -165,7 +173,10 @@ class Batch:
             raise errors.InvalidRequest(f"submit_blocks: {n} local and {m} remote indices; give as many of each, at least one")
         first, count = ffi.new("size_t *"), ffi.new("size_t *")
         h, b = self._handle()
-        self._engine._call(f"submit {n} block pairs", self._lib.ferry_submit_blocks, h, b, blocks._handle(), r, li, ri, n, first, count)
+        with self._lock:
+            self._engine._call(f"submit {n} block pairs", self._lib.ferry_submit_blocks, h, b, blocks._handle(), r, li, ri, n,
+                               first, count)
+            self._n = first[0] + count[0]
         return range(first[0], first[0] + count[0])
 
     def submit_block_range(self, blocks: BlockList, local_first: int, remote_first: int, n: int, op: Op = Op.WRITE, *,
@@ -180,8 +191,10 @@ class Batch:
         r = self._block_request(op, priority, timeout, transport, policy, intent, no_merge, keep)
         first, count = ffi.new("size_t *"), ffi.new("size_t *")
         h, b = self._handle()
-        self._engine._call(f"submit block range of {n}", self._lib.ferry_submit_block_range, h, b, blocks._handle(), r,
-                           local_first, remote_first, n, first, count)
+        with self._lock:
+            self._engine._call(f"submit block range of {n}", self._lib.ferry_submit_block_range, h, b, blocks._handle(), r,
+                               local_first, remote_first, n, first, count)
+            self._n = first[0] + count[0]
         return range(first[0], first[0] + count[0])
 
     def _status(self, st: Any) -> TaskStatus:
@@ -203,7 +216,7 @@ class Batch:
         :meth:`status` for its message."""
         h, b = self._handle()
         if count is None:
-            count = max(self.summary().tasks - first, 0)
+            count = max(self._n - first, 0)
         if count == 0:
             return []
         out = ffi.new("ferry_task_status_t[]", count)
@@ -264,7 +277,17 @@ class Batch:
         self._keep = []
 
     def __len__(self) -> int:
-        return self.summary().tasks
+        """How many tasks were submitted to the batch."""
+        return self._n
+
+    def __del__(self) -> None:
+        # A batch dropped unfreed would hold its engine-side record (and
+        # its buffers' references) until the engine closes.
+        if getattr(self, "_h", 0):
+            try:
+                self.free()
+            except Exception:
+                pass
 
     def __enter__(self) -> "Batch":
         return self

@@ -9,12 +9,15 @@ import struct
 import threading
 import time
 import warnings
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from . import _ffi, errors
 from ._ffi import ffi
 from .memory import Memory, Registration, contiguous
-from .values import BlockLayout, BufferInfo, Notification, Op, Perm, Priority, Request
+from .values import BlockLayout, BufferInfo, Notification, Perm, Priority, Request
+
+if TYPE_CHECKING:
+    from .batch import Batch, BlockList
 
 __all__ = ["Engine", "Segment"]
 

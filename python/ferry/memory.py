@@ -23,7 +23,7 @@ The contract for memory registered while Python owns it:
 from __future__ import annotations
 
 import sys
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 from . import errors
 from ._ffi import ffi
