@@ -269,3 +269,49 @@ def test_plugins_found_without_plugin_dir(monkeypatch):
             e.write(mem.view[:4096], seg, d.address, transport=t)
     with pytest.raises(ferry.InvalidRequest, match="twice"):
         ferry.Engine(config_text=config("py-twice"), plugin_dir=BIN)
+
+
+def test_mmap_cannot_be_closed_while_registered(engine):
+    """The registration holds the mmap's buffer: closing it (which would
+    unmap memory the engine may write) is refused until unregister."""
+    import mmap
+
+    m = mmap.mmap(-1, 8192)
+    reg = engine.register(m, ferry.Perm.REMOTE_READ_WRITE)
+    with pytest.raises(BufferError):
+        m.close()
+    reg.unregister()
+    m.close()
+
+
+def test_threads_write_at_once(engine):
+    """write releases the GIL and keeps one request per thread: threads
+    moving different blocks at once each land their own bytes."""
+    import threading
+
+    n, size, rounds = 4, 4096, 50
+    mem = engine.allocate(2 * n * size)
+    a = mem.numpy()
+    for k in range(n):
+        a[k * size:(k + 1) * size] = k + 1
+    engine.register(mem.view[: n * size])
+    dst = engine.register(mem.view[n * size:], ferry.Perm.REMOTE_READ_WRITE)
+    seg = own(engine)
+    errs = []
+
+    def worker(k):
+        try:
+            for _ in range(rounds):
+                engine.write(mem.address + k * size, seg, dst.address + k * size, size)
+        except Exception as e:  # reported below, with the thread's block
+            errs.append((k, e))
+
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(n)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert errs == []
+    for k in range(n):
+        assert bytes(a[(n + k) * size:(n + k + 1) * size]) == bytes([k + 1]) * size, f"thread {k}'s block"
+    del a
