@@ -10,6 +10,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -49,18 +51,61 @@ func deadline(ns C.int64_t) time.Time {
 	return time.Unix(0, int64(ns))
 }
 
+// interned holds the strings requests name (transport hints, policies,
+// intents): a handful, the same on every request, so that converting one
+// allocates nothing after its first time.
+var interned struct {
+	sync.RWMutex
+	m map[string]string
+}
+
+// maxInterned bounds interned; past it strings are converted each time.
+const maxInterned = 1024
+
+// goString returns the NUL-terminated s, "" for NULL.
 func goString(s *C.char) string {
-	if s == nil {
+	if s == nil || *s == 0 {
 		return ""
 	}
-	return C.GoString(s)
+	n := 0
+	for *(*byte)(unsafe.Add(unsafe.Pointer(s), n)) != 0 {
+		n++
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(s)), n)
+	interned.RLock()
+	v, ok := interned.m[string(b)] // no allocation: the compiler looks up without converting
+	interned.RUnlock()
+	if ok {
+		return v
+	}
+	v = string(b)
+	interned.Lock()
+	if interned.m == nil {
+		interned.m = make(map[string]string)
+	}
+	if len(interned.m) < maxInterned {
+		interned.m[v] = v
+	}
+	interned.Unlock()
+	return v
 }
 
 func intent(s *C.char) (host.Intent, error) {
 	if s == nil || *s == 0 {
 		return "", nil
 	}
-	return config.ParseIntent(C.GoString(s))
+	return config.ParseIntent(goString(s))
+}
+
+// reqPool recycles the request slices a submission converts into: host
+// copies each request, so the slice is free once Submit returns.
+var reqPool = sync.Pool{New: func() any { return new([]host.Request) }}
+
+// putRequests returns a slice from requests to the pool.
+func putRequests(p *[]host.Request) {
+	clear(*p)
+	*p = (*p)[:0]
+	reqPool.Put(p)
 }
 
 // request converts one C request.
@@ -89,8 +134,9 @@ func request(r *C.ferry_request_t, out *host.Request) error {
 	return nil
 }
 
-// requests converts n C requests; code is FERRY_OK or the failure's.
-func requests(what string, reqs *C.ferry_request_t, n C.size_t) ([]host.Request, C.int) {
+// requests converts n C requests into a pooled slice, for putRequests;
+// code is FERRY_OK or the failure's.
+func requests(what string, reqs *C.ferry_request_t, n C.size_t) (*[]host.Request, C.int) {
 	switch {
 	case reqs == nil:
 		return nil, fail(C.FERRY_ERR_INVALID, "%s: reqs is NULL", what)
@@ -98,13 +144,16 @@ func requests(what string, reqs *C.ferry_request_t, n C.size_t) ([]host.Request,
 		return nil, fail(C.FERRY_ERR_INVALID, "%s: n is 0; submit at least one request", what)
 	}
 	cs := unsafe.Slice(reqs, int(n))
-	out := make([]host.Request, n)
+	p := reqPool.Get().(*[]host.Request)
+	*p = slices.Grow((*p)[:0], int(n))[:n]
+	out := *p
 	for i := range cs {
 		if err := request(&cs[i], &out[i]); err != nil {
+			putRequests(p)
 			return nil, fail(C.FERRY_ERR_INVALID, "%s: request %d: %v; nothing was submitted", what, i, err)
 		}
 	}
-	return out, C.FERRY_OK
+	return p, C.FERRY_OK
 }
 
 //export ferry_go_allocate_batch
@@ -168,22 +217,25 @@ func ferry_go_submit(h C.ferry_engine_t, b C.ferry_batch_t, reqs *C.ferry_reques
 	if rc != C.FERRY_OK {
 		return rc
 	}
-	rs, rc := requests(what, reqs, n)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	var err error
-	if name == nil {
-		err = en.e.Submit(id, rs...)
-	} else {
+	var m []byte
+	if name != nil {
 		if msg == nil && msgLen > 0 {
 			return fail(C.FERRY_ERR_INVALID, "%s: msg is NULL with msg_len %d", what, uint64(msgLen))
 		}
-		var m []byte
 		if msgLen > 0 {
 			m = C.GoBytes(msg, C.int(msgLen))
 		}
-		err = en.e.SubmitWithNotify(id, host.Notification{Name: C.GoString(name), Msg: m}, rs...)
+	}
+	p, rc := requests(what, reqs, n)
+	if rc != C.FERRY_OK {
+		return rc
+	}
+	defer putRequests(p)
+	var err error
+	if name == nil {
+		err = en.e.Submit(id, *p...)
+	} else {
+		err = en.e.SubmitWithNotify(id, host.Notification{Name: C.GoString(name), Msg: m}, *p...)
 	}
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_INVALID)
@@ -343,11 +395,12 @@ func ferry_go_transfer(h C.ferry_engine_t, reqs *C.ferry_request_t, n C.size_t) 
 	if en == nil {
 		return rc
 	}
-	rs, rc := requests(what, reqs, n)
+	p, rc := requests(what, reqs, n)
 	if rc != C.FERRY_OK {
 		return rc
 	}
-	if err := en.e.Transfer(context.Background(), rs...); err != nil {
+	defer putRequests(p)
+	if err := en.e.Transfer(context.Background(), *p...); err != nil {
 		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
 	}
 	return C.FERRY_OK

@@ -41,8 +41,9 @@
  * it installs no signal handlers beyond the Go runtime's and does not
  * fork. Blocking calls are ferry_create_*, ferry_destroy_engine,
  * ferry_open_segment, ferry_import_segment, ferry_register*,
- * ferry_unregister*, ferry_send_notif, ferry_wait, ferry_transfer and
- * ferry_recv_notifs with a timeout; the others return at once.
+ * ferry_unregister*, ferry_send_notif, ferry_wait, ferry_transfer,
+ * ferry_free_batch of a batch with pending tasks and ferry_recv_notifs
+ * with a timeout; the others return at once.
  *
  * OWNERSHIP. Pointers passed in are borrowed for the call only, except
  * memory registered with ferry_register*, which the caller keeps
@@ -293,8 +294,11 @@ int ferry_unregister_batch(ferry_engine_t e, void *const *ptrs, size_t n);
 /* ---- segments --------------------------------------------------------- */
 
 /* ferry_open_segment opens the segment of the engine called name, found
- * through the metastore, and opens it in every shared transport. Opening
- * an open segment returns the same id. */
+ * through the metastore, and prepares every transport both engines have
+ * to reach it. Without a metastore (kind "none", or one that does not
+ * know name), name may be the host:port of the peer's control address
+ * (its ferry_rpc_addr). With a metastore the open segment follows its
+ * peer: buffers it registers later are seen without opening it again. */
 int ferry_open_segment(ferry_engine_t e, const char *name,
                        ferry_segment_t *out);
 
@@ -358,9 +362,10 @@ void ferry_free_buffer(void *p);
 int ferry_allocate_batch(ferry_engine_t e, size_t capacity,
                          ferry_batch_t *out);
 
-/* ferry_free_batch frees a batch: its pending tasks are canceled and the
- * handle is dead afterwards. The local memory of its tasks may be reused
- * once it returns. */
+/* ferry_free_batch frees a batch: its pending tasks are canceled, and it
+ * returns once they have ended (no plugin touches their memory), so the
+ * local memory of its tasks may be reused once it returns. The handle is
+ * dead afterwards. */
 int ferry_free_batch(ferry_engine_t e, ferry_batch_t b);
 
 /* ferry_submit adds n (> 0) requests to the batch as tasks, numbered on
