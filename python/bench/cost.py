@@ -49,6 +49,21 @@ plugin "shm" {{}}
 """
 
 
+def switches(pid: int) -> int:
+    """Context switches (voluntary and not) of every thread of pid so far:
+    a call that wakes other threads shows here, whatever the load."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                for line in f:
+                    if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                        n += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return n
+
+
 def go_half(gobin: str) -> subprocess.Popen:
     p = subprocess.Popen([gobin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = p.stdout.readline().strip()
@@ -146,12 +161,17 @@ def main() -> None:
 
     raw = args.mode == "transfer"
     gos, pys, raws = [], [], []
+    gsw, psw = [], []  # context switches per call of each process
     print(f"4 KiB write over shm, mode {args.mode}, {args.calls} calls a round, ns per call")
     print("round        go    python" + ("       raw" if raw else "") + "   python-go" + ("  python-raw" if raw else ""))
     for r in range(args.rounds):
         a[SIZE:] = 0
+        s0 = switches(gop.pid)
         g = go_round(gop, args.mode, args.calls)
+        gsw.append((switches(gop.pid) - s0) / args.calls)
+        s0 = switches(os.getpid())
         p = py_round(args.calls)
+        psw.append((switches(os.getpid()) - s0) / args.calls)
         if bytes(a[SIZE:]) != bytes(a[:SIZE]):
             raise SystemExit("the Python half's bytes did not land")
         gos.append(g)
@@ -170,6 +190,8 @@ def main() -> None:
     print(line("go", gos))
     print(line("python", pys))
     print(line("python-go", diffs))
+    print(f"context switches per call (all threads): go median {statistics.median(gsw):.2f}, "
+          f"python median {statistics.median(psw):.2f}")
     if raw:
         print(line("raw", raws))
         print(line("python-raw", [p - w for p, w in zip(pys, raws)]))
