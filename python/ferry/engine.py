@@ -137,6 +137,7 @@ class Engine:
                  plugin_dir: Optional[str] = None) -> None:
         self._lib = _ffi.lib()
         self._h = 0
+        self.name = ""
         if (config is None) == (config_text is None):
             raise errors.InvalidRequest("Engine: give exactly one of config (a file path) or config_text (HCL text)")
         self._lock = threading.Lock()
