@@ -49,10 +49,10 @@ func compile(t *testing.T, name string) string {
 
 // run runs a compiled C program and returns its stdout; it fails the
 // test when the program fails.
-func run(t *testing.T, prog string) string {
+func run(t *testing.T, prog string, args ...string) string {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(prog)
+	cmd := exec.Command(prog, args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("%s: %v\nstdout:\n%s\nstderr:\n%s", prog, err, stdout.String(), stderr.String())

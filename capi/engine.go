@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"unsafe"
 
 	"github.com/ferrydev/ferry/config"
@@ -301,7 +302,7 @@ func ferry_go_register_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, lens *C.s
 			if i > 0 {
 				_ = en.e.UnregisterBatch(ctx, bufs[:i])
 			}
-			return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+			return failErr(fmt.Sprintf("%s: buffer %d (nothing of the batch was registered)", what, i), err, C.FERRY_ERR_PLUGIN_FAILED)
 		}
 	}
 	return C.FERRY_OK

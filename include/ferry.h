@@ -57,6 +57,10 @@
  * pointer the caller passed in beyond the call, but for registered
  * memory and the local memory of a prepared block list.
  *
+ * SYMBOLS. The library also exports ferry_go_* symbols: its internals,
+ * behind the functions declared here. Do not call them; they change
+ * without notice.
+ *
  * PLUGINS. Transports are plugin executables (ferry-plugin-tcp,
  * ferry-plugin-shm, ...). The engine looks for them in the plugin
  * configuration's path, then in $FERRY_PLUGIN_DIR, then next to the

@@ -169,6 +169,31 @@ static void bad_input(void) {
         /* nothing of the refused batch was registered */
         EXPECT(FERRY_ERR_NOT_REGISTERED, ferry_unregister(e, p));
     }
+    {
+        /* Application memory in a batch: registered one by one, all or
+         * nothing. */
+        char *am = malloc(8192);
+        void *ptrs[2] = {am, am + 4096};
+        size_t lens[2] = {4096, 4096};
+        int perms[2] = {FERRY_PERM_LOCAL, FERRY_PERM_REMOTE_READ};
+        MUST(ferry_register_batch(e, ptrs, lens, 2, perms, 2));
+        MUST(ferry_unregister_batch(e, ptrs, 2));
+        EXPECT(FERRY_ERR_NOT_REGISTERED, ferry_unregister(e, am));
+        /* The second overlaps the first: refused, and the first undone. */
+        void *overlap[2] = {am, am + 2048};
+        EXPECT(FERRY_ERR_INVALID, ferry_register_batch(e, overlap, lens, 2, perms, 1));
+        CHECK(strstr(ferry_last_error(), "buffer 1") != NULL, "message: %s", ferry_last_error());
+        EXPECT(FERRY_ERR_NOT_REGISTERED, ferry_unregister(e, am));
+        EXPECT(FERRY_ERR_INVALID, ferry_unregister_batch(e, NULL, 1));
+        free(am);
+        /* Ferry memory in a batch: one host batch. */
+        void *halves[2] = {p, (char *)p + 2048};
+        size_t hl[2] = {2048, 2048};
+        MUST(ferry_register_batch(e, halves, hl, 2, perms, 1));
+        EXPECT(FERRY_ERR_INVALID, ferry_register_batch(e, halves, hl, 2, perms, 1)); /* registered already */
+        MUST(ferry_unregister_batch(e, halves, 2));
+        EXPECT(FERRY_ERR_NOT_REGISTERED, ferry_unregister(e, p));
+    }
     EXPECT(FERRY_ERR_INVALID, ferry_free(e, (char *)p + 1));
     EXPECT(FERRY_ERR_INVALID, ferry_open_segment(e, NULL, &seg));
     EXPECT(FERRY_ERR_INVALID, ferry_open_segment(e, "", &seg));
@@ -231,6 +256,15 @@ static void bad_input(void) {
     EXPECT(FERRY_ERR_INVALID, ferry_free_blocks(e, 77));
     EXPECT(FERRY_ERR_INVALID, ferry_cancel_task(e, 0, 0));
     EXPECT(FERRY_ERR_SEGMENT_NOT_FOUND, ferry_close_segment(e, 999));
+    {
+        ferry_segment_info_t *info = NULL;
+        EXPECT(FERRY_ERR_SEGMENT_NOT_FOUND, ferry_segment_info(e, 999, &info));
+        CHECK(info == NULL, "a failed segment info set the pointer");
+        EXPECT(FERRY_ERR_INVALID, ferry_segment_info(e, 999, NULL));
+        ferry_free_segment_info(NULL);
+        ferry_free_notifs(NULL);
+        ferry_free_buffer(NULL);
+    }
     EXPECT(FERRY_ERR_INVALID, ferry_export_segment(e, NULL, &n));
     thread_messages(e);
 
