@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""The cost of the Python layer: a 4 KiB write over shm to the engine's
+own segment, called from Python (ferry.Engine.write, over cffi and the C
+ABI) and from Go (host.Engine.Transfer, gocost/), in the same run,
+interleaved: Go, Python, Go, Python, ...; each round runs N calls and
+reports the mean per call. It prints each round, then the median and the
+min-max of each side and of the per-round difference (Python - Go).
+
+    /usr/bin/python3 python/bench/cost.py [--rounds 7] [--calls 20000] [--mode transfer|batch]
+
+Run it from the repository after `make build` (bin/libferry.so and the
+plugins). "transfer" is the synchronous call (Engine.write against
+host.Engine.Transfer); "batch" keeps a batch across calls as an
+asynchronous caller does (Batch.submit, wait, status, free, allocate
+again; in Go the same calls). The figures are wall-clock means on a shared
+machine: compare only the two sides of one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))
+os.environ.setdefault("FERRY_PLUGIN_DIR", os.path.join(REPO, "bin"))
+
+import ferry  # noqa: E402
+
+SIZE = 4 << 10
+
+CONFIG = """
+name = "pycost-{pid}"
+metastore {{
+  kind = "none"
+}}
+plugin "tcp" {{
+  config {{
+    listen = ["127.0.0.1:0"]
+  }}
+}}
+plugin "shm" {{}}
+"""
+
+
+def switches(pid: int) -> int:
+    """Context switches (voluntary and not) of every thread of pid so far:
+    a call that wakes other threads shows here, whatever the load."""
+    n = 0
+    for t in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{t}/status") as f:
+                for line in f:
+                    if "ctxt_switches:" in line:  # voluntary_ and nonvoluntary_
+                        n += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return n
+
+
+def go_half(gobin: str) -> subprocess.Popen:
+    p = subprocess.Popen([gobin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline().strip()
+    if line != "ready":
+        raise SystemExit(f"gocost did not start (said {line!r}, exit {p.poll()})")
+    return p
+
+
+def go_round(p: subprocess.Popen, mode: str, n: int) -> float:
+    p.stdin.write(f"{mode} {n}\n")
+    p.stdin.flush()
+    line = p.stdout.readline().strip()
+    try:
+        return float(line)
+    except ValueError:
+        raise SystemExit(f"gocost failed: {line!r} (exit {p.poll()})") from None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--mode", choices=["transfer", "batch", "parts"], default="transfer")
+    ap.add_argument("--gocost", help="a built gocost binary (default: go build it)")
+    args = ap.parse_args()
+
+    if args.mode == "parts":
+        parts(args)
+        return
+    gobin = args.gocost
+    tmp = None
+    if not gobin:
+        tmp = tempfile.mkdtemp(prefix="ferry-cost-")
+        gobin = os.path.join(tmp, "gocost")
+        subprocess.run(["go", "build", "-o", gobin, "./python/bench/gocost"], cwd=REPO, check=True)
+
+    gop = go_half(gobin)
+    e = ferry.Engine(config_text=CONFIG.format(pid=os.getpid()))
+    mem = e.allocate(2 * SIZE)
+    a = mem.numpy()
+    a[:SIZE] = (bytearray(range(256)) * (SIZE // 256))
+    src = e.register(mem.view[:SIZE])
+    dst = e.register(mem.view[SIZE:], ferry.Perm.REMOTE_READ_WRITE)
+    seg = e.open_segment(e.rpc_address)
+    addr, base, sid = src.address, dst.address, seg.id
+
+    def py_transfer(n: int) -> float:
+        w = e.write
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            w(addr, sid, base, SIZE, transport="shm")
+        return (time.perf_counter_ns() - t0) / n
+
+    req = ferry.Request(ferry.Op.WRITE, addr, sid, base, length=SIZE, transport="shm")
+
+    def py_batch(n: int) -> float:
+        b = e.batch(1)
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            b.submit(req)
+            b.wait(check=False)
+            if b.status(0).state != ferry.State.COMPLETED:
+                raise SystemExit(f"task ended {b.status(0)}")
+            b.free()
+            b = e.batch(1)
+        dt = (time.perf_counter_ns() - t0) / n
+        b.free()
+        return dt
+
+    # raw: the same call through the C ABI with a request built once, no
+    # package code per call: python - raw is the package's own cost, raw -
+    # go that of cffi, cgo and the C ABI.
+    from ferry._ffi import ffi
+
+    raw_req = ffi.new("ferry_request_t *")
+    raw_req.opcode, raw_req.priority, raw_req.target_id = 1, 1, sid
+    raw_req.source = ffi.cast("void *", addr)
+    raw_req.target_offset, raw_req.length = base, SIZE
+    hint = ffi.new("char[]", b"shm")
+    raw_req.transport_hint = hint
+    lib, h = e._lib, e._h
+
+    def raw_transfer(n: int) -> float:
+        f = lib.ferry_transfer
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            if f(h, raw_req, 1) != 0:
+                raise SystemExit(f"raw ferry_transfer failed: {ferry._ffi.last_error()}")
+        return (time.perf_counter_ns() - t0) / n
+
+    py_round = py_transfer if args.mode == "transfer" else py_batch
+    # Warm both: lanes, rails, pools, the interpreter's caches.
+    go_round(gop, args.mode, 2000)
+    py_round(2000)
+
+    raw = args.mode == "transfer"
+    gos, pys, raws = [], [], []
+    gsw, psw = [], []  # context switches per call of each process
+    print(f"4 KiB write over shm, mode {args.mode}, {args.calls} calls a round, ns per call")
+    print("round        go    python" + ("       raw" if raw else "") + "   python-go" + ("  python-raw" if raw else ""))
+    for r in range(args.rounds):
+        a[SIZE:] = 0
+        s0 = switches(gop.pid)
+        g = go_round(gop, args.mode, args.calls)
+        gsw.append((switches(gop.pid) - s0) / args.calls)
+        s0 = switches(os.getpid())
+        p = py_round(args.calls)
+        psw.append((switches(os.getpid()) - s0) / args.calls)
+        if bytes(a[SIZE:]) != bytes(a[:SIZE]):
+            raise SystemExit("the Python half's bytes did not land")
+        gos.append(g)
+        pys.append(p)
+        if raw:
+            w = raw_transfer(args.calls)
+            raws.append(w)
+            print(f"{r + 1:5d} {g:9.0f} {p:9.0f} {w:9.0f} {p - g:11.0f} {p - w:11.0f}")
+        else:
+            print(f"{r + 1:5d} {g:9.0f} {p:9.0f} {p - g:11.0f}")
+
+    def line(name, xs):
+        return f"{name:11s} median {statistics.median(xs):8.0f}  min {min(xs):8.0f}  max {max(xs):8.0f}  ({len(xs)} rounds)"
+
+    diffs = [p - g for p, g in zip(pys, gos)]
+    print(line("go", gos))
+    print(line("python", pys))
+    print(line("python-go", diffs))
+    print(f"context switches per call (all threads): go median {statistics.median(gsw):.2f}, "
+          f"python median {statistics.median(psw):.2f}")
+    if raw:
+        print(line("raw", raws))
+        print(line("python-raw", [p - w for p, w in zip(pys, raws)]))
+        print(line("raw-go", [w - g for w, g in zip(raws, gos)]))
+    print(f"python layer adds {statistics.median(diffs) / 1000:.2f} us per call over Go "
+          f"(median of {args.rounds} paired rounds; min of python - min of go: {(min(pys) - min(gos)) / 1000:.2f} us)")
+
+    del a
+    e.close()
+    gop.stdin.close()
+    gop.wait(timeout=60)
+    if tmp:
+        os.unlink(gobin)
+        os.rmdir(tmp)
+
+
+def parts(args: argparse.Namespace) -> None:
+    """The Python layer's parts, each timed with nothing else behind it, so
+    that the machine's load (which swamps a 4 KiB transfer's time) barely
+    shows: the package's code of Engine.write (against a do-nothing C
+    ferry_transfer, stub.c), a bare cffi call (the stub itself), and the
+    entry from C into the library's Go (ferry_version: C calling a Go
+    export that returns a string made once, against the stub's C one). Rounds interleave the four; the
+    figures are each round's mean CPU time of the calling thread per call
+    (none of these calls blocks), which a busy machine inflates less than
+    wall-clock time."""
+    from ferry._ffi import ffi
+
+    tmp = tempfile.mkdtemp(prefix="ferry-cost-")
+    so = os.path.join(tmp, "stub.so")
+    subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, os.path.join(HERE, "stub.c")], check=True)
+    stub = ffi.dlopen(so)
+    e = ferry.Engine(config_text=CONFIG.format(pid=os.getpid()))
+    mem = e.allocate(2 * SIZE)
+    src = e.register(mem.view[:SIZE])
+    dst = e.register(mem.view[SIZE:], ferry.Perm.REMOTE_READ_WRITE)
+    seg = e.open_segment(e.rpc_address)
+    addr, base, sid, h = src.address, dst.address, seg.id, e._h
+    real = e._lib
+    req = ffi.new("ferry_request_t *")
+    n = args.calls
+
+    # None of these calls blocks, so the calling thread's CPU time is
+    # their cost, without the time the loaded machine ran others instead.
+    def timed(f) -> float:
+        t0 = time.thread_time_ns()
+        f()
+        return (time.thread_time_ns() - t0) / n
+
+    def package() -> None:
+        w = e.write
+        for _ in range(n):
+            w(addr, sid, base, SIZE, transport="shm")
+
+    def cffi_call() -> None:
+        f = stub.ferry_transfer
+        for _ in range(n):
+            f(h, req, 1)
+
+    def go_entry() -> None:
+        f = real.ferry_version
+        for _ in range(n):
+            f()
+
+    def c_entry() -> None:
+        f = stub.ferry_version
+        for _ in range(n):
+            f()
+
+    res = {"write (package + cffi)": [], "cffi call": [], "C->Go call": [], "C call": []}
+    for _ in range(args.rounds):
+        e._lib = stub
+        res["write (package + cffi)"].append(timed(package))
+        e._lib = real
+        res["cffi call"].append(timed(cffi_call))
+        res["C->Go call"].append(timed(go_entry))
+        res["C call"].append(timed(c_entry))
+    e._lib = real
+    print(f"the Python layer's parts, {n} calls a round, {args.rounds} rounds, thread CPU ns per call")
+    for k, xs in res.items():
+        print(f"{k:24s} median {statistics.median(xs):7.0f}  min {min(xs):7.0f}  max {max(xs):7.0f}")
+    pkg = [a - b for a, b in zip(res["write (package + cffi)"], res["cffi call"])]
+    cgo = [a - b for a, b in zip(res["C->Go call"], res["C call"])]
+    print(f"{'package code (write-cffi)':24s} median {statistics.median(pkg):7.0f}  min {min(pkg):7.0f}  max {max(pkg):7.0f}")
+    print(f"{'cgo entry (Go-C)':24s} median {statistics.median(cgo):7.0f}  min {min(cgo):7.0f}  max {max(cgo):7.0f}")
+    total = [w + c for w, c in zip(res["write (package + cffi)"], cgo)]
+    print(f"Python layer per call (package + cffi + cgo entry): median {statistics.median(total) / 1000:.2f} us, "
+          f"min {min(total) / 1000:.2f} us, max {max(total) / 1000:.2f} us")
+    e.close()
+    os.unlink(so)
+    os.rmdir(tmp)
+
+
+if __name__ == "__main__":
+    main()
