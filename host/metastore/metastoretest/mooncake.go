@@ -136,12 +136,14 @@ func (m *Mooncake) serve(w http.ResponseWriter, r *http.Request) {
 // notFoundPage is the router's answer to a path (or, in gin, a method) it
 // has no route for.
 func (m *Mooncake) notFoundPage(w http.ResponseWriter) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusNotFound)
 	if m.flavor == MooncakePython {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, "404: Not Found")
 		return
 	}
+	w.Header().Set("Content-Type", "text/plain") // gin's, without a charset
+	w.WriteHeader(http.StatusNotFound)
 	_, _ = io.WriteString(w, "404 page not found")
 }
 
