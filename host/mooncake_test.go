@@ -3,6 +3,7 @@ package host_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -44,8 +45,10 @@ func incarnationAt(t *testing.T, m *metastoretest.Mooncake, key string) uint64 {
 // Mooncake HTTP metadata server (the stand-in, both flavours) start,
 // publish, find each other by name and move verified bytes; each keeps
 // its key by PUTting it again on a heartbeat and deletes it on Close.
-// A key that a crashed engine left behind is taken over at once by the
-// next engine of that name, and its peers open the new incarnation.
+// A key that a crashed engine left behind stays: readers open the dead
+// incarnation and their transfers fail with ErrTransportUnavailable, until
+// the next engine of that name takes the key over at start, and its peers
+// open the new incarnation.
 // (Such an engine used to fail at start: its lease needed Ferry's ttl_ms.)
 func TestEnginesOnMooncakeMetadataServer(t *testing.T) {
 	for _, f := range []metastoretest.MooncakeFlavor{metastoretest.MooncakeGo, metastoretest.MooncakePython} {
@@ -100,6 +103,7 @@ func TestEnginesOnMooncakeMetadataServer(t *testing.T) {
 
 			// moon-b crashes: its key stays, as nothing expires it.
 			stale, _ := moon.Value(keyB)
+			dead := b.Incarnation()
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -107,6 +111,16 @@ func TestEnginesOnMooncakeMetadataServer(t *testing.T) {
 				t.Fatal("Close did not delete moon-b's key")
 			}
 			moon.Set(keyB, stale)
+			// Until an engine of its name starts again, readers get the dead
+			// incarnation's descriptor, and transfers to it fail fast.
+			seg, err := a.OpenSegment(ctx, "moon-b")
+			if err != nil || seg.Incarnation != dead {
+				t.Fatalf("opening the crashed moon-b: %+v, %v; want its last descriptor (incarnation %#x)", seg, err, dead)
+			}
+			err = a.Transfer(ctx, host.Request{Op: host.Write, Local: la, Segment: seg.ID, Remote: seg.Buffers[0].Base})
+			if !errors.Is(err, host.ErrTransportUnavailable) {
+				t.Fatalf("a write to the crashed moon-b: %v, want ErrTransportUnavailable", err)
+			}
 			b2 := mooncakeEngine(t, "moon-b", moon.URL)
 			if got := incarnationAt(t, moon, keyB); got != b2.Incarnation() {
 				t.Fatalf("after the restart %s holds incarnation %#x, the new engine is %#x", keyB, got, b2.Incarnation())
