@@ -8,13 +8,14 @@ PLUGINS   := tcp shm fault
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-.PHONY: all build run test fuzz bench proto proto-check lint clean
+.PHONY: all build run test pytest fuzz bench proto proto-check lint clean
 
 all: build
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/ferry ./cmd/ferry
+	$(GO) build -buildmode=c-shared -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/libferry.so ./capi && rm -f $(BIN)/libferry.h
 	@for p in $(PLUGINS); do \
 		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
 		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
@@ -29,7 +30,16 @@ test: build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) pytest
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# The Python package's tests (python/tests) against bin/libferry.so and
+# the plugins in bin/, with Debian's python3-pytest, python3-cffi and
+# python3-numpy (.ci/run installs them); /usr/bin/python3 is the one that
+# has them.
+PYTHON ?= /usr/bin/python3
+pytest: build
+	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # Bounded fuzzing of the decoders that read bytes from other processes and
 # hosts (run by `make test`; FUZZTIME per target). Each target prints one

@@ -1,0 +1,335 @@
+package main
+
+/*
+#include <stdlib.h>
+#include "ferry.h"
+*/
+import "C"
+
+import (
+	"context"
+	"unsafe"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// textConfigName names configuration text in its errors; relative paths
+// in it are taken from the current directory.
+const textConfigName = "ferry_create_engine_from_text"
+
+func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
+	e, err := host.New(context.Background(), cfg)
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_UNAVAILABLE)
+	}
+	engines.Lock()
+	if engines.m == nil {
+		engines.m = make(map[uint64]*engine)
+	}
+	engines.next++
+	en := &engine{h: engines.next, e: e, allocs: make(map[uintptr][]byte), batches: make(map[uint64]host.BatchID), blocks: make(map[uint64]*host.BlockList)}
+	engines.m[en.h] = en
+	engines.Unlock()
+	*out = C.ferry_engine_t(en.h)
+	return C.FERRY_OK
+}
+
+//export ferry_go_create_engine_from_file
+func ferry_go_create_engine_from_file(path *C.char, out *C.ferry_engine_t) (rc C.int) {
+	const what = "ferry_create_engine_from_file"
+	defer guard(&rc, what)
+	switch {
+	case path == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: path is NULL; give the configuration file's path", what)
+	case out == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the engine handle", what)
+	case *path == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: path is empty; give the configuration file's path", what)
+	}
+	cfg, err := config.Load(C.GoString(path))
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_CONFIG)
+	}
+	return create(what, cfg, out)
+}
+
+//export ferry_go_create_engine_from_text
+func ferry_go_create_engine_from_text(text *C.char, out *C.ferry_engine_t) (rc C.int) {
+	const what = "ferry_create_engine_from_text"
+	defer guard(&rc, what)
+	switch {
+	case text == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: text is NULL; give the configuration's HCL text", what)
+	case out == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the engine handle", what)
+	case *text == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: the configuration text is empty; it needs at least name = \"...\"", what)
+	}
+	cfg, err := config.Parse([]byte(C.GoString(text)), textConfigName)
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_CONFIG)
+	}
+	return create(what, cfg, out)
+}
+
+//export ferry_go_destroy_engine
+func ferry_go_destroy_engine(h C.ferry_engine_t) (rc C.int) {
+	const what = "ferry_destroy_engine"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	if en == nil {
+		return rc
+	}
+	engines.Lock()
+	_, live := engines.m[en.h]
+	delete(engines.m, en.h)
+	engines.Unlock()
+	if !live {
+		return fail(C.FERRY_ERR_CLOSED, "%s: engine %d was destroyed already", what, en.h)
+	}
+	if err := en.e.Close(); err != nil {
+		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+	}
+	return C.FERRY_OK
+}
+
+//export ferry_go_engine_string
+func ferry_go_engine_string(h C.ferry_engine_t, which C.int, buf *C.char, capacity C.size_t, n *C.size_t) (rc C.int) {
+	what := "ferry_segment_name"
+	switch which {
+	case 1:
+		what = "ferry_rpc_addr"
+	case 2:
+		what = "ferry_metastore_url"
+	}
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	if en == nil {
+		return rc
+	}
+	var s string
+	switch which {
+	case 0:
+		s = en.e.Name()
+	case 1:
+		s = en.e.ControlAddr()
+	default:
+		s = en.e.MetastoreURL()
+	}
+	return putString(what, s, buf, capacity, n)
+}
+
+// perm maps ferry_perm.
+func perm(p C.int) (host.Perm, bool) {
+	switch p {
+	case C.FERRY_PERM_LOCAL:
+		return host.LocalOnly, true
+	case C.FERRY_PERM_REMOTE_READ:
+		return host.RemoteRead, true
+	case C.FERRY_PERM_REMOTE_READ_WRITE:
+		return host.RemoteReadWrite, true
+	}
+	return 0, false
+}
+
+func cPerm(p host.Perm) C.int32_t {
+	switch p {
+	case host.RemoteRead:
+		return C.FERRY_PERM_REMOTE_READ
+	case host.RemoteReadWrite:
+		return C.FERRY_PERM_REMOTE_READ_WRITE
+	}
+	return C.FERRY_PERM_LOCAL
+}
+
+// bytesAt is the n bytes at p: C memory, or Ferry's mapped memory; never
+// Go memory, so that no Go pointer crosses the boundary.
+func bytesAt(p unsafe.Pointer, n uint64) []byte { return unsafe.Slice((*byte)(p), int(n)) }
+
+//export ferry_go_allocate
+func ferry_go_allocate(h C.ferry_engine_t, size C.size_t, out *unsafe.Pointer) (rc C.int) {
+	const what = "ferry_allocate"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	switch {
+	case en == nil:
+		return rc
+	case out == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the pointer", what)
+	case size == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: size 0; allocate at least one byte", what)
+	}
+	b, err := en.e.Allocate(int(size))
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_INVALID)
+	}
+	p := unsafe.Pointer(unsafe.SliceData(b))
+	en.mu.Lock()
+	en.allocs[uintptr(p)] = b
+	en.mu.Unlock()
+	*out = p
+	return C.FERRY_OK
+}
+
+//export ferry_go_free
+func ferry_go_free(h C.ferry_engine_t, p unsafe.Pointer) (rc C.int) {
+	const what = "ferry_free"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	switch {
+	case en == nil:
+		return rc
+	case p == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass a pointer ferry_allocate returned", what)
+	}
+	en.mu.Lock()
+	b, ok := en.allocs[uintptr(p)]
+	delete(en.allocs, uintptr(p))
+	en.mu.Unlock()
+	if !ok {
+		return fail(C.FERRY_ERR_INVALID, "%s: %p is not a pointer ferry_allocate returned on engine %d (or it was freed); free other memory as you allocated it", what, p, en.h)
+	}
+	if err := en.e.Free(b); err != nil {
+		return failErr(what, err, C.FERRY_ERR_INVALID)
+	}
+	return C.FERRY_OK
+}
+
+// ferryMemory reports whether [p, p+n) lies in memory from ferry_allocate.
+func (en *engine) ferryMemory(p unsafe.Pointer, n uint64) bool {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	for base, b := range en.allocs {
+		if uintptr(p) >= base && uint64(uintptr(p)-base)+n <= uint64(len(b)) {
+			return true
+		}
+	}
+	return false
+}
+
+//export ferry_go_register
+func ferry_go_register(h C.ferry_engine_t, p unsafe.Pointer, n C.size_t, pm C.int, remote *C.uint64_t) (rc C.int) {
+	const what = "ferry_register"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	if en == nil {
+		return rc
+	}
+	hp, ok := perm(pm)
+	switch {
+	case p == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the memory to register", what)
+	case n == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: length 0 at %p; register at least one byte", what, p)
+	case !ok:
+		return fail(C.FERRY_ERR_INVALID, "%s: unknown permission %d; use FERRY_PERM_LOCAL, _REMOTE_READ or _REMOTE_READ_WRITE", what, int(pm))
+	}
+	a, err := en.e.Register(context.Background(), bytesAt(p, uint64(n)), hp)
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+	}
+	if remote != nil {
+		*remote = C.uint64_t(a)
+	}
+	return C.FERRY_OK
+}
+
+//export ferry_go_unregister
+func ferry_go_unregister(h C.ferry_engine_t, p unsafe.Pointer) (rc C.int) {
+	const what = "ferry_unregister"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	switch {
+	case en == nil:
+		return rc
+	case p == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the start of a registered buffer", what)
+	}
+	if err := en.e.Unregister(context.Background(), bytesAt(p, 1)); err != nil {
+		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+	}
+	return C.FERRY_OK
+}
+
+//export ferry_go_register_batch
+func ferry_go_register_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, lens *C.size_t, n C.size_t, perms *C.int, nperms C.size_t) (rc C.int) {
+	const what = "ferry_register_batch"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	switch {
+	case en == nil:
+		return rc
+	case ptrs == nil || lens == nil || perms == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: ptrs, lens and perms must not be NULL", what)
+	case n == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: n is 0; register at least one buffer", what)
+	case nperms != 1 && nperms != n:
+		return fail(C.FERRY_ERR_INVALID, "%s: %d permissions for %d buffers; give one per buffer, or one for all", what, uint64(nperms), uint64(n))
+	}
+	ps := unsafe.Slice(ptrs, int(n))
+	ls := unsafe.Slice(lens, int(n))
+	cp := unsafe.Slice(perms, int(nperms))
+	bufs := make([][]byte, n)
+	hps := make([]host.Perm, nperms)
+	foreign := false
+	for i := range bufs {
+		if ps[i] == nil || ls[i] == 0 {
+			return fail(C.FERRY_ERR_INVALID, "%s: buffer %d is NULL or of length 0; nothing of the batch was registered", what, i)
+		}
+		bufs[i] = bytesAt(ps[i], uint64(ls[i]))
+		foreign = foreign || !en.ferryMemory(ps[i], uint64(ls[i]))
+	}
+	for i := range hps {
+		p, ok := perm(cp[i])
+		if !ok {
+			return fail(C.FERRY_ERR_INVALID, "%s: permission %d is unknown (%d); nothing of the batch was registered", what, i, int(cp[i]))
+		}
+		hps[i] = p
+	}
+	if !foreign {
+		if _, err := en.e.RegisterBatch(context.Background(), bufs, hps); err != nil {
+			return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+		}
+		return C.FERRY_OK
+	}
+	// The host's batch takes Ferry memory only: register application
+	// memory one by one, undoing the done ones on a refusal.
+	ctx := context.Background()
+	for i, b := range bufs {
+		if _, err := en.e.Register(ctx, b, hps[min(i, len(hps)-1)]); err != nil {
+			if i > 0 {
+				_ = en.e.UnregisterBatch(ctx, bufs[:i])
+			}
+			return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+		}
+	}
+	return C.FERRY_OK
+}
+
+//export ferry_go_unregister_batch
+func ferry_go_unregister_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, n C.size_t) (rc C.int) {
+	const what = "ferry_unregister_batch"
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	switch {
+	case en == nil:
+		return rc
+	case ptrs == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: ptrs is NULL", what)
+	case n == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: n is 0; unregister at least one buffer", what)
+	}
+	ps := unsafe.Slice(ptrs, int(n))
+	bufs := make([][]byte, n)
+	for i, p := range ps {
+		if p == nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: pointer %d is NULL; nothing was unregistered", what, i)
+		}
+		bufs[i] = bytesAt(p, 1)
+	}
+	if err := en.e.UnregisterBatch(context.Background(), bufs); err != nil {
+		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+	}
+	return C.FERRY_OK
+}

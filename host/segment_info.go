@@ -1,0 +1,17 @@
+package host
+
+import "fmt"
+
+// SegmentInfo returns what the engine knows of an open segment, as
+// OpenSegment and ImportSegment returned it, from the descriptor it last
+// read (TENT's getSegmentInfo). A segment not open is ErrSegmentNotFound.
+func (e *Engine) SegmentInfo(id SegmentID) (Segment, error) {
+	if e.closed.Load() {
+		return Segment{}, ErrClosed
+	}
+	rem := e.remote(id)
+	if rem == nil {
+		return Segment{}, fmt.Errorf("%w: segment info: segment handle %d is not open", ErrSegmentNotFound, id)
+	}
+	return e.segmentInfo(rem), nil
+}

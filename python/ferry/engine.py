@@ -1,0 +1,608 @@
+"""The engine: :class:`Engine` and the remote :class:`Segment` it opens."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+from . import _ffi, errors
+from ._ffi import ffi
+from .memory import Memory, Registration, contiguous
+from .values import BlockLayout, BufferInfo, Notification, Op, Perm, Priority, Request
+
+__all__ = ["Engine", "Segment"]
+
+_MAX_NAME = 4096  # a first guess at a name's size; the call says if it needs more
+
+
+def _cstr(s: Optional[str]) -> Any:
+    return ffi.NULL if not s else ffi.new("char[]", s.encode())
+
+
+def _deadline(timeout: Optional[float]) -> int:
+    if timeout is None:
+        return 0
+    if timeout <= 0:
+        raise errors.InvalidRequest(f"timeout {timeout}: must be a positive number of seconds (None: the engine's default)")
+    return time.time_ns() + int(timeout * 1e9)
+
+
+class Segment:
+    """An open remote segment (another engine's registered memory, or this
+    engine's own). ``buffers`` lists what it exposes as it was last read;
+    :meth:`refresh` reads it again. Close it with :meth:`close` or
+    ``with``."""
+
+    def __init__(self, engine: "Engine", sid: int) -> None:
+        self._engine = engine
+        self.id = sid
+        self.name = ""
+        self.machine_id = ""
+        self.incarnation = 0
+        self.buffers: List[BufferInfo] = []
+        self.transports: List[str] = []
+        self.closed = False
+        self.refresh()
+
+    def __repr__(self) -> str:
+        return f"<ferry.Segment {self.name!r} id={self.id} buffers={len(self.buffers)}>"
+
+    def __int__(self) -> int:
+        return self.id
+
+    def refresh(self) -> "Segment":
+        """Read the segment's description again (its buffers, transports)."""
+        e = self._engine
+        out = ffi.new("ferry_segment_info_t **")
+        e._call("segment info", e._lib.ferry_segment_info, e._handle(), self.id, out)
+        info = out[0]
+        try:
+            self.name = ffi.string(info.name).decode()
+            self.machine_id = ffi.string(info.machine_id).decode()
+            self.incarnation = int(info.incarnation)
+            self.buffers = [
+                BufferInfo(int(b.base), int(b.length), Perm(b.perm), bool(b.foreign))
+                for b in (info.buffers[i] for i in range(info.num_buffers))
+            ]
+            self.transports = [ffi.string(info.transports[i]).decode() for i in range(info.num_transports)]
+        finally:
+            e._lib.ferry_free_segment_info(info)
+        return self
+
+    def close(self) -> None:
+        """Forget the segment; its transports close their peers."""
+        if self.closed:
+            return
+        self._engine._close_segment(self)
+
+    def __enter__(self) -> "Segment":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if not self.closed and not self._engine.closed:
+            self.close()
+
+
+Local = Union[Any, int]  # a buffer-protocol object, a Memory, or an address
+
+
+class Engine:
+    """One Ferry endpoint: its segment, its transport plugins, its memory.
+
+    Start it from a configuration file (``config``) or text
+    (``config_text``), HCL as docs/config.md describes; use it as a context
+    manager or call :meth:`close`. Methods are safe to call from several
+    threads; :meth:`close` must not run while another thread is inside a
+    call. Every failure raises a :class:`ferry.FerryError` subclass with
+    the library's message.
+
+    The plugin executables are found through ``$FERRY_PLUGIN_DIR`` (set to
+    the library's directory when it holds them and the variable is unset),
+    or each plugin block's ``path``.
+    """
+
+    def __init__(self, config: Union[str, "os.PathLike[str]", None] = None, *, config_text: Optional[str] = None) -> None:
+        self._lib = _ffi.lib()
+        self._h = 0
+        if (config is None) == (config_text is None):
+            raise errors.InvalidRequest("Engine: give exactly one of config (a file path) or config_text (HCL text)")
+        self._lock = threading.Lock()
+        self._mem: Dict[int, Memory] = {}
+        self._regs: Dict[int, Registration] = {}
+        self._readonly: List[Registration] = []  # registered read-only objects: never read into
+        self._segs: Dict[int, Segment] = {}
+        out = ffi.new("ferry_engine_t *")
+        if config is not None:
+            path = os.fsencode(config)
+            if not path:
+                raise errors.InvalidRequest("Engine: config is an empty path")
+            rc = self._lib.ferry_create_engine_from_file(path, out)
+        else:
+            if not config_text:
+                raise errors.InvalidRequest("Engine: config_text is empty")
+            rc = self._lib.ferry_create_engine_from_text(config_text.encode(), out)
+        _ffi.check(rc, "start engine")
+        self._h = int(out[0])
+        self.name = self._string(self._lib.ferry_segment_name)
+        #: host:port of the control service: peers open this engine by it
+        #: when there is no metastore.
+        self.rpc_address = self._string(self._lib.ferry_rpc_addr)
+        #: the metastore's URL ("" for none): a second engine joins an
+        #: embedded one with metastore { kind = "http" url = "<this>" }.
+        self.metastore_url = self._string(self._lib.ferry_metastore_url)
+
+    # ---- plumbing ---------------------------------------------------------
+
+    def _handle(self) -> int:
+        h = self._h
+        if h == 0:
+            raise errors.Closed("ferry engine: it was closed; start a new Engine")
+        return h
+
+    def _call(self, what: str, fn: Any, *args: Any) -> None:
+        rc = fn(*args)
+        if rc != 0:
+            raise _ffi.error(rc, what)
+
+    def _string(self, fn: Any) -> str:
+        cap = 256
+        n = ffi.new("size_t *")
+        while True:
+            buf = ffi.new("char[]", cap)
+            rc = fn(self._handle(), buf, cap, n)
+            if rc == self._lib.FERRY_ERR_TOO_SMALL and n[0] + 1 > cap:
+                cap = n[0] + 1
+                continue
+            _ffi.check(rc)
+            return ffi.string(buf, n[0]).decode()
+
+    def __repr__(self) -> str:
+        return f"<ferry.Engine {self.name!r}{' closed' if self.closed else ''}>"
+
+    @property
+    def closed(self) -> bool:
+        return self._h == 0
+
+    def close(self) -> None:
+        """Stop the engine: tasks in flight end, plugins stop, the segment
+        is unpublished, and every :class:`Memory` it allocated is unmapped
+        (views of it must not be used after). Closing twice is a no-op."""
+        with self._lock:
+            h, self._h = self._h, 0
+            mem = list(self._mem.values())
+            regs = list(self._regs.values())
+            segs = list(self._segs.values())
+            self._mem.clear()
+            self._regs.clear()
+            self._readonly.clear()
+            self._segs.clear()
+        if h == 0:
+            return
+        alive = sum(m.views() for m in mem)
+        if alive:
+            warnings.warn(
+                f"ferry engine {self.name!r} closed with {alive} view(s) of its memory alive: they now point "
+                "at unmapped memory; drop them before close",
+                ResourceWarning,
+                stacklevel=2,
+            )
+        rc = self._lib.ferry_destroy_engine(h)
+        for m in mem:
+            m._drop()
+        for r in regs:
+            r._drop()
+        for s in segs:
+            s.closed = True
+        _ffi.check(rc, "close engine")
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_h", 0):
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    # ---- memory -----------------------------------------------------------
+
+    def allocate(self, size: int) -> Memory:
+        """``size`` bytes the transport plugins map (zero copy on every
+        transport), not yet registered."""
+        self._handle()
+        if not isinstance(size, int) or size <= 0:
+            raise errors.InvalidRequest(f"allocate: size {size!r} must be a positive number of bytes")
+        out = ffi.new("void **")
+        self._call(f"allocate {size} bytes", self._lib.ferry_allocate, self._handle(), size, out)
+        m = Memory(self, out[0], size)
+        with self._lock:
+            self._mem[m.address] = m
+        return m
+
+    def _free_memory(self, m: Memory) -> None:
+        self._call(f"free memory at {m.address:#x}", self._lib.ferry_free, self._handle(), m._ptr)
+        with self._lock:
+            self._mem.pop(m.address, None)
+            gone = [r for r in self._regs.values() if m.address <= r.address < m.address + m.size]
+            for r in gone:
+                self._forget(r)
+        m._drop()
+
+    def _owner(self, address: int, length: int) -> Optional[Memory]:
+        for m in self._mem.values():
+            if m.address <= address and address + length <= m.address + m.size:
+                return m
+        return None
+
+    def _resolve(self, buf: Any, ptr: Optional[int], length: Optional[int], writable: bool, what: str) -> Tuple[int, int, Any, Any]:
+        """(address, length, object to keep, exported buffer to hold)."""
+        if buf is None:
+            if ptr is None:
+                raise errors.InvalidRequest(f"{what}: give a buffer, or ptr and length")
+            if not isinstance(ptr, int) or ptr == 0:
+                raise errors.InvalidRequest(f"{what}: ptr {ptr!r} is NULL or not an integer address")
+            if not isinstance(length, int) or length <= 0:
+                raise errors.InvalidRequest(f"{what}: length {length!r} must be a positive number of bytes")
+            return ptr, length, None, None
+        if ptr is not None:
+            raise errors.InvalidRequest(f"{what}: give a buffer or ptr, not both")
+        if isinstance(buf, Memory):
+            buf._live()
+            n = buf.size if length is None else length
+            if n <= 0 or n > buf.size:
+                raise errors.InvalidRequest(f"{what}: length {n} must be in 1..{buf.size} (the memory's size)")
+            return buf.address, n, None, None
+        c, address, n = contiguous(buf, writable, what)
+        if length is not None:
+            if length <= 0 or length > n:
+                raise errors.InvalidRequest(f"{what}: length {length} must be in 1..{n} (the buffer's size)")
+            n = length
+        if self._owner(address, n) is not None:
+            # A view of this engine's own memory: the engine keeps it;
+            # holding the view would keep Memory.free refusing.
+            ffi.release(c)
+            return address, n, None, None
+        return address, n, buf, c
+
+    def register(
+        self,
+        buf: Any = None,
+        perm: Perm = Perm.LOCAL,
+        *,
+        ptr: Optional[int] = None,
+        length: Optional[int] = None,
+    ) -> Registration:
+        """Make memory usable in transfers and, per ``perm``, by peers.
+
+        ``buf`` is a :class:`Memory` (or a view of part of it: zero copy
+        on every transport) or any C-contiguous object with the buffer
+        protocol (bytearray, memoryview, numpy array): the application's
+        memory, which tcp reaches with one extra copy and shm cannot reach.
+        Or give a raw ``ptr`` and ``length``. A read-only buffer cannot be
+        registered for remote writes (REMOTE_READ_WRITE). See
+        :mod:`ferry.memory` for who keeps what alive."""
+        self._handle()
+        perm = Perm(perm)
+        writable = perm == Perm.REMOTE_READ_WRITE
+        address, n, keep, hold = self._resolve(buf, ptr, length, writable, "register")
+        if keep is not None and not writable:
+            writable = not memoryview(keep).readonly
+        elif keep is None:
+            writable = True
+        out = ffi.new("uint64_t *")
+        try:
+            self._call(
+                f"register {n} bytes at {address:#x}",
+                self._lib.ferry_register, self._handle(), ffi.cast("void *", address), n, int(perm), out,
+            )
+        except BaseException:
+            if hold is not None:
+                ffi.release(hold)
+            raise
+        r = Registration(self, address, n, perm, keep, hold, writable)
+        with self._lock:
+            self._regs[address] = r
+            if not writable:
+                self._readonly.append(r)
+        return r
+
+    def register_batch(self, bufs: Sequence[Any], perms: Union[Perm, Sequence[Perm]] = Perm.LOCAL) -> List[Registration]:
+        """Register many buffers in one call, all or nothing. ``bufs`` are
+        what :meth:`register` takes as ``buf``, or ``(ptr, length)``
+        tuples; ``perms`` is one permission for all or one for each."""
+        self._handle()
+        if not bufs:
+            raise errors.InvalidRequest("register_batch: no buffers")
+        if isinstance(perms, (int, Perm)):
+            plist = [Perm(perms)]
+        else:
+            plist = [Perm(p) for p in perms]
+            if len(plist) != len(bufs):
+                raise errors.InvalidRequest(f"register_batch: {len(plist)} perms for {len(bufs)} buffers; give one, or one each")
+        resolved = []
+        try:
+            for i, b in enumerate(bufs):
+                p = plist[0] if len(plist) == 1 else plist[i]
+                w = p == Perm.REMOTE_READ_WRITE
+                if isinstance(b, tuple):
+                    resolved.append(self._resolve(None, b[0], b[1], w, f"register_batch: buffer {i}"))
+                else:
+                    resolved.append(self._resolve(b, None, None, w, f"register_batch: buffer {i}"))
+            n = len(resolved)
+            ptrs = ffi.new("void *[]", [ffi.cast("void *", r[0]) for r in resolved])
+            lens = ffi.new("size_t[]", [r[1] for r in resolved])
+            cperms = ffi.new("int[]", [int(p) for p in plist])
+            self._call(f"register_batch of {n} buffers", self._lib.ferry_register_batch, self._handle(), ptrs, lens, n, cperms, len(plist))
+        except BaseException:
+            for r in resolved:
+                if r[3] is not None:
+                    ffi.release(r[3])
+            raise
+        out = []
+        with self._lock:
+            for i, (address, n, keep, hold) in enumerate(resolved):
+                p = plist[0] if len(plist) == 1 else plist[i]
+                writable = keep is None or not memoryview(keep).readonly
+                r = Registration(self, address, n, p, keep, hold, writable)
+                self._regs[address] = r
+                if not writable:
+                    self._readonly.append(r)
+                out.append(r)
+        return out
+
+    def _start(self, x: Any, what: str) -> int:
+        if isinstance(x, Registration):
+            if not x.registered:
+                raise errors.NotRegistered(f"{what}: {x!r} is no longer registered")
+            return x.address
+        if isinstance(x, Memory):
+            return x.address
+        if isinstance(x, int):
+            if x == 0:
+                raise errors.InvalidRequest(f"{what}: NULL address")
+            return x
+        c, address, _ = contiguous(x, False, what)
+        ffi.release(c)
+        return address
+
+    def _forget(self, r: Registration) -> None:
+        self._regs.pop(r.address, None)
+        if r in self._readonly:
+            self._readonly.remove(r)
+        r._drop()
+
+    def unregister(self, x: Any) -> None:
+        """Remove the registration that starts at ``x``: a
+        :class:`Registration`, the object registered, a Memory or an
+        address."""
+        self._handle()
+        address = self._start(x, "unregister")
+        self._call(f"unregister {address:#x}", self._lib.ferry_unregister, self._handle(), ffi.cast("void *", address))
+        with self._lock:
+            r = self._regs.get(address)
+            if r is not None:
+                self._forget(r)
+
+    def unregister_batch(self, xs: Sequence[Any]) -> None:
+        """Unregister many, all or nothing: when one is not the start of a
+        registration, none is removed."""
+        self._handle()
+        if not xs:
+            raise errors.InvalidRequest("unregister_batch: nothing to unregister")
+        starts = [self._start(x, f"unregister_batch: item {i}") for i, x in enumerate(xs)]
+        ptrs = ffi.new("void *[]", [ffi.cast("void *", a) for a in starts])
+        self._call(f"unregister_batch of {len(starts)}", self._lib.ferry_unregister_batch, self._handle(), ptrs, len(starts))
+        with self._lock:
+            for a in starts:
+                r = self._regs.get(a)
+                if r is not None:
+                    self._forget(r)
+
+    def registrations(self) -> List[Registration]:
+        """What this engine registered through this package."""
+        with self._lock:
+            return list(self._regs.values())
+
+    # ---- segments ---------------------------------------------------------
+
+    def _segment(self, sid: int) -> Segment:
+        with self._lock:
+            s = self._segs.get(sid)
+        if s is not None:
+            s.refresh()
+            return s
+        s = Segment(self, sid)
+        with self._lock:
+            s = self._segs.setdefault(sid, s)
+        return s
+
+    def open_segment(self, name: str) -> Segment:
+        """Open another engine's segment by its name (found through the
+        metastore) or, without a metastore, by its ``rpc_address``.
+        Opening an open segment returns the same one."""
+        self._handle()
+        if not name:
+            raise errors.InvalidRequest("open_segment: empty segment name")
+        out = ffi.new("ferry_segment_t *")
+        self._call(f"open segment {name!r}", self._lib.ferry_open_segment, self._handle(), name.encode(), out)
+        return self._segment(int(out[0]))
+
+    def _close_segment(self, s: Segment) -> None:
+        self._call(f"close segment {s.name!r}", self._lib.ferry_close_segment, self._handle(), s.id)
+        s.closed = True
+        with self._lock:
+            self._segs.pop(s.id, None)
+
+    def export_segment(self) -> bytes:
+        """This engine's segment as a blob (checksummed; signed with a
+        cluster secret) for the application's own side channel. Export
+        after registering: later registrations are not in it."""
+        blob = ffi.new("void **")
+        n = ffi.new("size_t *")
+        self._call("export segment", self._lib.ferry_export_segment, self._handle(), blob, n)
+        try:
+            return bytes(ffi.buffer(blob[0], n[0]))
+        finally:
+            self._lib.ferry_free_buffer(blob[0])
+
+    def import_segment(self, blob: bytes, expect_name: Optional[str] = None) -> Segment:
+        """Open the segment a peer's :meth:`export_segment` blob describes,
+        without a metastore. ``expect_name`` refuses any other engine's."""
+        self._handle()
+        if not isinstance(blob, (bytes, bytearray, memoryview)) or len(blob) == 0:
+            raise errors.InvalidRequest("import_segment: the blob is empty or not bytes")
+        out = ffi.new("ferry_segment_t *")
+        b = bytes(blob)
+        self._call("import segment", self._lib.ferry_import_segment, self._handle(), b, len(b), _cstr(expect_name), out)
+        return self._segment(int(out[0]))
+
+    # ---- transfers --------------------------------------------------------
+
+    def _local(self, local: Any, length: Optional[int], op: int, what: str) -> Tuple[int, int, Any]:
+        """(address, length, keep-alive) of a request's local side."""
+        if isinstance(local, int):
+            if local == 0:
+                raise errors.InvalidRequest(f"{what}: NULL local address")
+            if not isinstance(length, int) or length <= 0:
+                raise errors.InvalidRequest(f"{what}: length {length!r}: an address needs a positive length")
+            if op == 0 and self._readonly:
+                for r in self._readonly:
+                    if r.contains(local, length):
+                        raise errors.InvalidRequest(
+                            f"{what}: local {local:#x} lies in a read-only {type(r.obj).__name__} "
+                            "registered here; a read writes into it: register a writable buffer"
+                        )
+            return local, length, None
+        if isinstance(local, Memory):
+            local._live()
+            n = local.size if length is None else length
+            if n <= 0 or n > local.size:
+                raise errors.InvalidRequest(f"{what}: length {n} must be in 1..{local.size} (the memory's size)")
+            return local.address, n, local
+        c, address, n = contiguous(local, op == 0, what)
+        if length is not None:
+            if length <= 0 or length > n:
+                raise errors.InvalidRequest(f"{what}: length {length} must be in 1..{n} (the buffer's size)")
+            n = length
+        return address, n, c
+
+    def _fill(self, r: Any, op: int, local: Any, seg: Any, remote: int, length: Optional[int], priority: int,
+              timeout: Optional[float], transport: Optional[str], policy: Optional[str], intent: Optional[str],
+              keep: List[Any], what: str) -> None:
+        address, n, k = self._local(local, length, op, what)
+        if k is not None:
+            keep.append(k)
+        if not isinstance(remote, int) or remote < 0:
+            raise errors.InvalidRequest(f"{what}: remote {remote!r} must be an address in the segment")
+        r.opcode = op
+        r.priority = priority
+        r.source = ffi.cast("void *", address)
+        r.target_id = seg if isinstance(seg, int) else seg.id
+        r.target_offset = remote
+        r.length = n
+        r.deadline_ns = _deadline(timeout)
+        for field, s in (("transport_hint", transport), ("policy_name", policy), ("intent", intent)):
+            if s:
+                c = ffi.new("char[]", s.encode())
+                keep.append(c)
+                setattr(r, field, c)
+
+    def _requests(self, reqs: Sequence[Request], what: str) -> Tuple[Any, List[Any]]:
+        if not reqs:
+            raise errors.InvalidRequest(f"{what}: no requests")
+        arr = ffi.new("ferry_request_t[]", len(reqs))
+        keep: List[Any] = []
+        for i, q in enumerate(reqs):
+            self._fill(arr[i], int(q.op), q.local, q.segment, q.remote, q.length, int(q.priority), q.timeout,
+                       q.transport, q.policy, q.intent, keep, f"{what}: request {i}")
+        return arr, keep
+
+    def transfer(self, requests: Sequence[Request]) -> None:
+        """Run the requests to the end (one batch of their own); raise the
+        first failure's exception unless all completed."""
+        arr, keep = self._requests(requests, "transfer")
+        self._call("transfer", self._lib.ferry_transfer, self._handle(), arr, len(requests))
+        del keep
+
+    def _sync(self, op: int, local: Any, segment: Any, remote: int, length: Optional[int], timeout: Optional[float],
+              transport: Optional[str], priority: int, what: str) -> None:
+        h = self._handle()
+        r = ffi.new("ferry_request_t *")
+        keep: List[Any] = []
+        self._fill(r, op, local, segment, remote, length, priority, timeout, transport, None, None, keep, what)
+        rc = self._lib.ferry_transfer(h, r, 1)
+        if rc != 0:
+            raise _ffi.error(rc, what)
+
+    def write(self, local: Local, segment: Union[Segment, int], remote: int, length: Optional[int] = None, *,
+              timeout: Optional[float] = None, transport: Optional[str] = None,
+              priority: Priority = Priority.MEDIUM) -> None:
+        """Copy local registered memory to ``remote`` of the segment and
+        return once it landed. ``local`` is a buffer inside registered
+        memory, a :class:`Memory`, or an address with ``length``."""
+        self._sync(1, local, segment, remote, length, timeout, transport, priority, "write")
+
+    def read(self, local: Local, segment: Union[Segment, int], remote: int, length: Optional[int] = None, *,
+             timeout: Optional[float] = None, transport: Optional[str] = None,
+             priority: Priority = Priority.MEDIUM) -> None:
+        """Copy ``remote`` of the segment into local registered memory
+        (which must be writable) and return once it is there."""
+        self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")
+
+    def batch(self, capacity: int) -> "Batch":
+        """A batch for up to ``capacity`` asynchronous tasks."""
+        from .batch import Batch
+
+        return Batch(self, capacity)
+
+    # ---- notifications ----------------------------------------------------
+
+    def notify(self, segment: Union[Segment, int], name: str, msg: bytes = b"") -> None:
+        """Send a notification to the segment's engine and return once it
+        is delivered (exactly once). ``name``: 1 to 255 bytes; ``msg``: at
+        most 64 KiB."""
+        self._handle()
+        if not name:
+            raise errors.InvalidRequest("notify: empty notification name")
+        m = bytes(msg)
+        sid = segment if isinstance(segment, int) else segment.id
+        self._call(f"notify {name!r}", self._lib.ferry_send_notif, self._handle(), sid, name.encode(), m or ffi.NULL, len(m))
+
+    def notifications(self, max: int = 64, timeout: float = 0.0) -> List[Notification]:
+        """Take up to ``max`` received notifications, oldest first, waiting
+        up to ``timeout`` seconds for the first; [] when none came."""
+        if max <= 0:
+            raise errors.InvalidRequest(f"notifications: max {max} must be positive")
+        out = ffi.new("ferry_notif_list_t **")
+        rc = self._lib.ferry_recv_notifs(self._handle(), max, int(timeout * 1e9), out)
+        if rc == self._lib.FERRY_ERR_AGAIN:
+            return []
+        _ffi.check(rc, "receive notifications")
+        lst = out[0]
+        try:
+            return [
+                Notification(ffi.string(getattr(n, "from")).decode(),  # "from" is a Python keyword
+                             ffi.string(n.name).decode(), bytes(ffi.buffer(n.msg, n.msg_len)))
+                for n in (lst.notifs[i] for i in range(lst.count))
+            ]
+        finally:
+            self._lib.ferry_free_notifs(lst)
+
+    # ---- prepared block lists ----------------------------------------------
+
+    def prepare_blocks(self, segment: Union[Segment, int], local: Local, local_layout: BlockLayout,
+                       remote: int, remote_layout: BlockLayout) -> "BlockList":
+        """Check once that local blocks laid out as ``local_layout`` from
+        ``local`` and remote blocks laid out as ``remote_layout`` from
+        address ``remote`` of the segment lie in registered buffers on both
+        sides; submit index pairs with :meth:`Batch.submit_blocks`."""
+        from .batch import BlockList
+
+        return BlockList(self, segment, local, local_layout, remote, remote_layout)
