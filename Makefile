@@ -8,7 +8,7 @@ PLUGINS   := tcp shm fault
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-.PHONY: all build run test pytest fuzz bench proto proto-check lint clean
+.PHONY: all build run test ctest pytest fuzz bench proto proto-check lint clean
 
 all: build
 
@@ -30,8 +30,19 @@ test: build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) ctest
 	$(MAKE) pytest
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# The C ABI's test and example, compiled with the system cc against
+# bin/libferry.so and include/ferry.h; the plugins come from bin/.
+CC ?= cc
+CTESTS := ferry_test
+ctest: build
+	@for t in $(CTESTS); do \
+		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -Wl,-rpath,'$$ORIGIN' || exit 1; \
+		FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
+	done
 
 # The Python package's tests (python/tests) against bin/libferry.so and
 # the plugins in bin/, with Debian's python3-pytest, python3-cffi and
