@@ -187,15 +187,12 @@ class TransferEngine:
         return s
 
     def _forget_segment(self, target: str) -> None:
-        """After a failed transfer the next call opens the segment again
-        (its engine may have restarted), as Mooncake drops its handle."""
+        """After a transfer failed because the peer is gone or restarted,
+        the next call opens the segment again, as Mooncake drops its
+        handle. The handle is not closed: other threads may be using it,
+        and opening the name again replaces a retired one."""
         with self._lock:
-            s = self._segments.pop(target, None)
-        if s is not None and not s.closed:
-            try:
-                s.close()
-            except errors.FerryError:
-                pass
+            self._segments.pop(target, None)
 
     def close(self) -> None:
         """Stop the engine (Mooncake's does when it is destroyed): its
@@ -397,8 +394,8 @@ class TransferEngine:
             return 0
 
     def send_probe(self, peer_server_name: str) -> int:
-        """0 when the peer's segment can be opened (its descriptor read),
-        -1-like codes when not."""
+        """0 when the peer's segment can be opened afresh (its descriptor
+        read), negative when not."""
         try:
             self._forget_segment(peer_server_name)
             self._segment(peer_server_name)
@@ -436,7 +433,7 @@ class TransferEngine:
                     b.wait()
             return 0
         except errors.FerryError as e:
-            if not isinstance(e, errors.InvalidRequest):
+            if isinstance(e, (errors.SegmentNotFound, errors.Unavailable)):
                 self._forget_segment(target)
             return self._fail(f"{what} to {target!r}", e)
 

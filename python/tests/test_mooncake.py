@@ -249,6 +249,8 @@ def _serve(handler) -> Tuple[socketserver.TCPServer, str]:
 
 
 def test_engines_on_a_mooncake_metadata_server():
+    """Two engines find each other by name through Mooncake's metadata
+    server protocol, survive a peer's restart, and delete their keys."""
     class Handler(_Mooncake):
         store: Dict[str, bytes] = {}
 
@@ -264,6 +266,14 @@ def test_engines_on_a_mooncake_metadata_server():
         assert a.transfer_sync_write(nb, la, rb, 4096) == 0
         assert b.read_bytes_from_buffer(rb, 4096) == data
         assert a.get_first_buffer_address(nb) == rb
+        # The peer goes away and comes back under its name: a transfer to
+        # it fails meanwhile, and the next one reaches the new engine.
+        b.close()
+        assert a.transfer_sync_write(nb, la, rb, 4096) < 0 and nb in a.last_error
+        b = engine(nb, url)
+        rb = b.allocate_managed_buffer(1 << 20)
+        assert a.transfer_sync_write(nb, la, rb + 4096, 4096) == 0, a.last_error
+        assert b.read_bytes_from_buffer(rb + 4096, 4096) == data
         a.close()
         b.close()
         assert Handler.store == {}, "closed engines left their keys on a server that never expires them"
