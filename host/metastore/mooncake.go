@@ -4,8 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
+		"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -46,7 +45,7 @@ func (d Dialect) String() string {
 // server does. Test for it with errors.Is.
 var ErrNotMetastore = errors.New("not a Mooncake or Ferry metadata server")
 
-// probePrefix is where Probe writes its test key (and what it lists).
+// probePrefix is where Probe writes its test key.
 const probePrefix = "ferry-probe/"
 
 // expected is what Probe's errors say a metadata server does.
@@ -58,40 +57,32 @@ const expected = "a metadata server stores the body of PUT <url>?key=K, returns 
 func (c *HTTPClient) Dialect() Dialect { return Dialect(c.dialect.Load()) }
 
 // Probe finds out what the server at the client's URL is, and remembers
-// it. A server that answers a prefix listing with Ferry's extension header
-// is Ferry's (read only). Any other must store a test key under
-// "ferry-probe/", give it back, delete it and then answer 404 for it: it
-// is then taken for Mooncake's, and the client keeps its leases by
-// re-putting keys and watches by polling the keys it knows. A server that
-// fails any step gets an error wrapping ErrNotMetastore that names the URL,
-// the step, what the server answered and what was expected. An
-// unreachable server gets the request's error. Open with KindHTTP probes;
-// PutLeased and Watch probe a client that has not been probed.
+// it. It PUTs a test key under "ferry-probe/" (with Ferry's ttl_ms, which
+// Mooncake's servers ignore), GETs it back, DELETEs it and GETs it again.
+// A server that does all four and marks the PUT's answer with Ferry's
+// extension header is Ferry's; one that does all four without it is taken
+// for Mooncake's, and the client then keeps its leases by re-putting keys
+// and its watches by polling the keys it knows. A server that fails a step
+// gets an error wrapping ErrNotMetastore that names the URL, the step,
+// what the server answered and what was expected; an unreachable one
+// gets the request's error. Open with KindHTTP probes; PutLeased and
+// Watch probe a client that has not been probed.
 func (c *HTTPClient) Probe(ctx context.Context) (Dialect, error) {
-	code, body, hdr, err := c.doQuery(ctx, http.MethodGet, probePrefix, url.Values{"prefix": {probePrefix}}, nil, maxListSize)
-	if err != nil {
-		return DialectUnknown, err
-	}
-	if code == http.StatusOK && hdr.Get(ExtensionHeader) != "" {
-		var ans listAnswer
-		if err := json.Unmarshal(body, &ans); err != nil {
-			return DialectUnknown, c.notMetastore("GET ?prefix="+probePrefix, code, hdr, body,
-				fmt.Sprintf("a JSON listing (it sent the %s header but %v)", ExtensionHeader, err))
-		}
-		c.dialect.Store(int32(DialectFerry))
-		return DialectFerry, nil
-	}
 	var nonce [8]byte
 	_, _ = rand.Read(nonce[:])
 	key := probePrefix + hex.EncodeToString(nonce[:])
 	value := []byte("ferry metastore probe " + key)
 	step := func(method string) string { return method + " ?key=" + key }
-	code, body, hdr, err = c.doQuery(ctx, http.MethodPut, key, url.Values{"key": {key}}, value, MaxValueSize)
+	code, body, hdr, err := c.doQuery(ctx, http.MethodPut, key, url.Values{"key": {key}, "ttl_ms": {probeTTL}}, value, MaxValueSize)
 	if err != nil {
 		return DialectUnknown, err
 	}
 	if code/100 != 2 {
 		return DialectUnknown, c.notMetastore(step("PUT"), code, hdr, body, "200")
+	}
+	d := DialectMooncake
+	if hdr.Get(ExtensionHeader) != "" {
+		d = DialectFerry
 	}
 	code, body, hdr, err = c.doQuery(ctx, http.MethodGet, key, url.Values{"key": {key}}, nil, MaxValueSize)
 	if err == nil && (code != http.StatusOK || string(body) != string(value)) {
@@ -115,9 +106,13 @@ func (c *HTTPClient) Probe(ctx context.Context) (Dialect, error) {
 	if code != http.StatusNotFound {
 		return DialectUnknown, c.notMetastore(step("GET")+" after its DELETE", code, hdr, body, "404")
 	}
-	c.dialect.Store(int32(DialectMooncake))
-	return DialectMooncake, nil
+	c.dialect.Store(int32(d))
+	return d, nil
 }
+
+// probeTTL is the lease of Probe's key on Ferry's server, should the probe
+// stop before its DELETE.
+const probeTTL = "60000"
 
 // forget deletes a probe key, best effort, when the server has shown that
 // it is no metadata server.

@@ -33,8 +33,22 @@ func TestProbeTellsTheServers(t *testing.T) {
 	if c := openHTTP(t, srv.URL()); c.Dialect() != DialectFerry {
 		t.Errorf("Ferry's server probed as %v", c.Dialect())
 	}
-	if _, err := srv.Store().Get(context.Background(), "k"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("the store is not empty after the probe: %v", err)
+	if code, body := httpDo(t, "GET", srv.URL()+"?prefix="+probePrefix, ""); code != 200 || body != `{"entries":[]}`+"\n" {
+		t.Errorf("after the probe the server lists %d %q under %s", code, body, probePrefix)
+	}
+	// A Ferry server too busy to list (503) is still Ferry's: the probe
+	// does not take it for Mooncake's, whose keys never expire.
+	busy := NewServer()
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Has("prefix") {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		busy.ServeHTTP(w, r)
+	}))
+	defer hs.Close()
+	if c := openHTTP(t, hs.URL+"/metadata"); c.Dialect() != DialectFerry {
+		t.Errorf("a busy Ferry server probed as %v", c.Dialect())
 	}
 	for _, f := range flavors {
 		t.Run(f.String(), func(t *testing.T) {
