@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-		"errors"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
