@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
@@ -34,6 +35,8 @@ type HTTPClient struct {
 	base      url.URL
 	client    *http.Client
 	transport *http.Transport
+	dialect   atomic.Int32 // a Dialect, set by Probe
+	known     known        // what watches poll on a Mooncake server
 }
 
 var _ Backend = (*HTTPClient)(nil)
@@ -80,6 +83,7 @@ func (c *HTTPClient) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	switch code {
 	case http.StatusOK:
+		c.note(key)
 		return body, nil
 	case http.StatusNotFound:
 		return nil, c.errorf(http.MethodGet, key, ErrNotFound)
@@ -94,6 +98,7 @@ func (c *HTTPClient) Put(ctx context.Context, key string, value []byte) error {
 		return err
 	}
 	if code/100 == 2 {
+		c.note(key)
 		return nil
 	}
 	return c.statusError(http.MethodPut, key, code, body)
@@ -107,18 +112,31 @@ func (c *HTTPClient) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if code/100 == 2 || code == http.StatusNotFound {
+		c.known.remove(key)
 		return nil
 	}
 	return c.statusError(http.MethodDelete, key, code, body)
 }
 
-// PutLeased implements Leaser with Ferry's ttl_ms extension: the server
-// drops the key ttl after the last PUT, and a goroutine of this client PUTs
-// it again every ttl/3. A server without the extension (Mooncake's) would
-// keep the key forever, so PutLeased then deletes the key and fails.
+// PutLeased implements Leaser. On Ferry's server it uses the ttl_ms
+// extension: the server drops the key ttl after the last PUT, and a
+// goroutine of this client PUTs it again every ttl/3. On Mooncake's, which
+// keeps keys until they are deleted, the goroutine PUTs the key again
+// every ttl/3 and Close deletes it; a process that dies leaves it there
+// (see Probe, and docs/mooncake.md).
 func (c *HTTPClient) PutLeased(ctx context.Context, key string, value []byte, ttl time.Duration) (Lease, error) {
 	if err := checkTTL(ttl); err != nil {
 		return nil, c.errorf(http.MethodPut, key, err)
+	}
+	if key == "" {
+		return nil, fmt.Errorf("metastore %s: %s: %w", c.url, http.MethodPut, errEmptyKey)
+	}
+	d, err := c.ensureDialect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if d == DialectMooncake {
+		return c.putLeasedPlain(ctx, key, value, ttl)
 	}
 	ttlMS := strconv.FormatInt(ttl.Milliseconds(), 10)
 	write := func(ctx context.Context, v []byte) error {
@@ -141,16 +159,27 @@ func (c *HTTPClient) PutLeased(ctx context.Context, key string, value []byte, tt
 	})
 }
 
-var errNoExtension = errors.New("the server does not support Ferry's extensions (ttl_ms, prefix listing); is it Mooncake's metadata server? Use Ferry's embedded metastore or ferry metad")
+var errNoExtension = errors.New("the server no longer answers Ferry's extensions (ttl_ms, prefix listing), as it did when probed; has another server taken its address? Restart the engine to probe it again")
 
 // maxListSize bounds the answer to a prefix listing.
 const maxListSize = 256 << 20
 
 // Watch implements Watcher by listing prefix every PollInterval with
 // Ferry's ?prefix= extension. After a failed listing it sends Resync once
-// the server answers again.
+// the server answers again. A Mooncake server cannot list: there the watch
+// GETs, every PollInterval, each key under prefix that this client has
+// read, written or leased (at most maxKnownKeys), so it follows the
+// segments the engine opened and its own key, not keys it never named.
 func (c *HTTPClient) Watch(ctx context.Context, prefix string) (<-chan Event, error) {
-	return pollWatch(ctx, c.g, prefix, c.PollInterval, c.list, nil, nil)
+	d, err := c.ensureDialect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	list := c.list
+	if d == DialectMooncake {
+		list = c.listKnown
+	}
+	return pollWatch(ctx, c.g, prefix, c.PollInterval, list, nil, nil)
 }
 
 func (c *HTTPClient) list(ctx context.Context, prefix string) (map[string][]byte, error) {
@@ -179,11 +208,15 @@ func (c *HTTPClient) list(ctx context.Context, prefix string) (map[string][]byte
 	return m, nil
 }
 
-// Close stops the client's leases (their keys expire on the server within
-// their ttl) and watches, and closes idle connections. The client must not
-// be used afterwards.
+// Close stops the client's leases (their keys expire on Ferry's server
+// within their ttl; on Mooncake's, which never expires them, Close deletes
+// them) and watches, and closes idle connections. The client must not be
+// used afterwards.
 func (c *HTTPClient) Close() error {
 	c.g.close()
+	if c.Dialect() == DialectMooncake {
+		c.dropLeased()
+	}
 	c.transport.CloseIdleConnections()
 	return nil
 }

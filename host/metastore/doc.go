@@ -19,7 +19,13 @@
 //     metadata server (GET, PUT, DELETE on /metadata?key=<key>), so a
 //     Mooncake client can use it and NewHTTPClient can use Mooncake's, plus
 //     two extensions for leases (ttl_ms) and polling watches (prefix).
-//   - NewHTTPClient: a Store that talks to such a server.
+//   - NewHTTPClient: a Store that talks to such a server. Open probes it
+//     (HTTPClient.Probe): Ferry's server has the extensions; on
+//     Mooncake's, which has neither, leases PUT their key again every
+//     ttl/3 and DELETE it on close (a crashed writer's key stays), and
+//     watches poll the keys the client has read or written; anything
+//     else fails Open with ErrNotMetastore. metastoretest.StartMooncake is
+//     the stand-in for Mooncake's server that the tests run against.
 //   - NewRedis: a Redis server; leases are keys with an expiry refreshed by
 //     a heartbeat, watches use keyspace notifications or polling.
 //   - NewEtcd: an etcd cluster; leases are etcd leases, watches are etcd

@@ -49,7 +49,7 @@ type Options struct {
 }
 
 // Open returns the Backend that opts describes, connected and checked
-// (see NewRedis and NewEtcd). For KindEmbedded it starts the server; the
+// (see NewRedis and NewEtcd; for KindHTTP, HTTPClient.Probe). For KindEmbedded it starts the server; the
 // result then also has URL() and Addr(), and its Close stops the server.
 // ctx bounds only the opening.
 func Open(ctx context.Context, opts Options) (Backend, error) {
@@ -70,6 +70,10 @@ func Open(ctx context.Context, opts Options) (Backend, error) {
 			return nil, err
 		}
 		c.PollInterval = opts.PollInterval
+		if _, err := c.Probe(ctx); err != nil {
+			c.Close()
+			return nil, err
+		}
 		return c, nil
 	case KindNone:
 		return NewMemory(), nil

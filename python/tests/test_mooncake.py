@@ -1,0 +1,308 @@
+"""ferry.mooncake.TransferEngine: Mooncake's classic Python API on Ferry.
+Two engines in this process, peer-to-peer ("P2PHANDSHAKE") unless a test
+runs a metadata server; every call is checked for Mooncake's return codes,
+on success and on each bad input."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import socketserver
+import threading
+import time
+from typing import Dict, Iterator, Tuple
+
+import numpy as np
+import pytest
+
+from conftest import SECRET
+
+from ferry.mooncake import TransferEngine, TransferNotify, TransferOpcode
+
+HOST = "127.0.0.1"
+
+
+def engine(name: str = HOST, meta: str = "P2PHANDSHAKE") -> TransferEngine:
+    te = TransferEngine(cluster_secret_file=SECRET)
+    assert te.initialize(name, meta, "tcp", "") == 0, te.last_error
+    return te
+
+
+@pytest.fixture
+def pair() -> Iterator[Tuple[TransferEngine, TransferEngine, str]]:
+    a, b = engine(), engine()
+    yield a, b, f"{HOST}:{b.get_rpc_port()}"
+    a.close()
+    b.close()
+
+
+def fill(te: TransferEngine, addr: int, n: int, seed: int) -> bytes:
+    data = bytes((i * 31 + seed) & 0xFF for i in range(n))
+    assert te.write_bytes_to_buffer(addr, data, n) == 0
+    return data
+
+
+def until(what: str, cond, limit: float = 30.0):
+    """Poll cond (a status call) until it returns something true."""
+    end = time.monotonic() + limit
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > end:
+            pytest.fail(f"{what}: not within {limit} s")
+        time.sleep(0.002)
+
+
+def test_sync_write_and_read(pair):
+    a, b, session = pair
+    n = 64 << 10
+    la, rb = a.allocate_managed_buffer(2 * n), b.allocate_managed_buffer(n)
+    assert la and rb
+    data = fill(a, la, n, 3)
+    assert a.transfer_sync_write(session, la, rb, n) == 0
+    assert b.read_bytes_from_buffer(rb, n) == data
+    assert a.transfer_sync_read(session, la + n, rb + 7, n - 7) == 0
+    assert a.read_bytes_from_buffer(la + n, n - 7) == data[7:]
+    assert a.transfer_sync(session, la + 1, rb, 100, TransferOpcode.Write) == 0
+    assert b.read_bytes_from_buffer(rb, 100) == data[1:101]
+    assert a.get_first_buffer_address(session) == rb
+    assert a.free_managed_buffer(la, 2 * n) == 0
+    assert b.free_managed_buffer(rb, n) == 0
+
+
+def test_batch_sync_and_async(pair):
+    a, b, session = pair
+    blk, k = 4096, 8
+    la, rb = a.allocate_managed_buffer(k * blk), b.allocate_managed_buffer(k * blk)
+    data = fill(a, la, k * blk, 5)
+    order = [3, 0, 7, 1]
+    srcs = [la + i * blk for i in order]
+    dsts = [rb + j * blk for j in range(len(order))]
+    assert a.batch_transfer_sync_write(session, srcs, dsts, [blk] * len(order)) == 0
+    for j, i in enumerate(order):
+        assert b.read_bytes_from_buffer(rb + j * blk, blk) == data[i * blk:(i + 1) * blk]
+    assert a.batch_transfer_sync_read(session, [la], [rb + blk], [blk]) == 0
+    assert a.read_bytes_from_buffer(la, blk) == data[0:blk]
+
+    data = fill(a, la, k * blk, 9)
+    ids = [a.batch_transfer_async_write(session, [la + i * blk], [rb + i * blk], [blk]) for i in range(k)]
+    assert all(ids) and len(set(ids)) == k
+    assert a.get_batch_transfer_status(ids) == 0
+    assert b.read_bytes_from_buffer(rb, k * blk) == data
+    assert a.get_batch_transfer_status(ids[:1]) < 0, "a finished batch id is no longer valid"
+
+    rid = a.batch_transfer_async_read(session, [la], [rb + 2 * blk], [blk])
+    assert rid and a.get_batch_transfer_status([rid]) == 0
+    assert a.read_bytes_from_buffer(la, blk) == data[2 * blk:3 * blk]
+    oid = a.batch_transfer_async(session, [la], [rb], [blk], TransferOpcode.Write)
+    assert oid and a.get_batch_transfer_status([oid]) == 0
+
+    fill(a, la, blk, 11)
+    wid = a.transfer_submit_write(session, la, rb + 5 * blk, blk)
+    assert wid
+    assert until("transfer_check_status", lambda: a.transfer_check_status(wid)) == 1
+    assert b.read_bytes_from_buffer(rb + 5 * blk, blk) == a.read_bytes_from_buffer(la, blk)
+
+
+def test_register_application_memory(pair):
+    a, b, session = pair
+    src = np.arange(8192, dtype=np.uint8)
+    dst = np.zeros(8192, dtype=np.uint8)
+    extra = [np.zeros(4096, dtype=np.uint8) for _ in range(3)]
+    assert a.register_memory(src.ctypes.data, src.nbytes) == 0
+    assert b.register_memory(dst.ctypes.data, dst.nbytes, "cpu:0") == 0
+    assert b.batch_register_memory([x.ctypes.data for x in extra], [x.nbytes for x in extra]) == 0
+    assert a.transfer_sync_write(session, src.ctypes.data + 1, dst.ctypes.data, 8000) == 0
+    assert np.array_equal(dst[:8000], src[1:8001]) and not dst[8000:].any()
+    assert a.batch_transfer_sync_write(session, [src.ctypes.data] * 3, [x.ctypes.data for x in extra], [4096] * 3) == 0
+    assert all(np.array_equal(x, src[:4096]) for x in extra)
+    assert b.batch_unregister_memory([x.ctypes.data for x in extra]) == 0
+    assert b.unregister_memory(dst.ctypes.data) == 0
+    assert b.unregister_memory(dst.ctypes.data) < 0, "unregistering twice"
+    assert a.unregister_memory(src.ctypes.data) == 0
+
+
+def test_notify_on_landing(pair):
+    a, b, session = pair
+    la, rb = a.allocate_managed_buffer(4096), b.allocate_managed_buffer(8192)
+    fill(a, la, 4096, 1)
+    assert a.transfer_sync(session, la, rb, 4096, TransferOpcode.Write, TransferNotify("layer-0", "ready")) == 0
+    assert a.batch_transfer_sync(session, [la, la], [rb, rb + 4096], [4096, 4096], TransferOpcode.Write,
+                                 notify=TransferNotify("kv", "done")) == 0
+    got = []
+    until("both notifications", lambda: (got.extend(b.get_notifies()) or len(got) >= 2))
+    assert got == [TransferNotify("layer-0", "ready"), TransferNotify("kv", "done")]
+    assert b.get_notifies() == []
+
+
+def test_return_codes_on_bad_input(pair):
+    a, b, session = pair
+    la, rb = a.allocate_managed_buffer(4096), b.allocate_managed_buffer(4096)
+    stray = np.zeros(4096, dtype=np.uint8)
+
+    cases = {
+        "mismatched lists": lambda: a.batch_transfer_sync_write(session, [la, la], [rb], [16, 16]),
+        "unregistered local buffer": lambda: a.transfer_sync_write(session, stray.ctypes.data, rb, 16),
+        "remote past its buffer": lambda: a.transfer_sync_write(session, la, rb + 4090, 16),
+        "zero length": lambda: a.transfer_sync_write(session, la, rb, 0),
+        "unknown segment": lambda: a.transfer_sync_write("no-such-engine", la, rb, 16),
+        "nobody at the address": lambda: a.transfer_sync_write(f"{HOST}:1", la, rb, 16),
+        "unknown batch id": lambda: a.get_batch_transfer_status([12345]),
+        "not a managed buffer": lambda: a.free_managed_buffer(la + 64, 4096),
+        "managed buffer of another length": lambda: a.free_managed_buffer(la, 100),
+        "register NULL": lambda: a.register_memory(0, 4096),
+        "initialize again": lambda: a.initialize(HOST, "P2PHANDSHAKE", "tcp", ""),
+    }
+    for what, call in cases.items():
+        rc = call()
+        assert rc < 0, f"{what}: returned {rc}"
+        assert a.last_error, f"{what}: no message"
+    assert a.batch_transfer_async_write(session, [la], [rb + 4090], [16]) == 0, "an async write past the remote buffer"
+    assert a.batch_transfer_async_write(session, [la, la], [rb], [16]) == 0, "mismatched async lists"
+    assert a.get_first_buffer_address("no-such-engine") == 0
+    # The engine still works after every refusal, and the peer's bytes are untouched.
+    assert b.read_bytes_from_buffer(rb, 4096) == bytes(4096)
+    fill(a, la, 16, 2)
+    assert a.transfer_sync_write(session, la, rb, 16) == 0
+
+
+def test_calls_before_initialize_and_after_close():
+    te = TransferEngine()
+    assert te.get_rpc_port() < 0 and "initialize" in te.last_error
+    assert te.register_memory(0x1000, 4096) < 0
+    assert te.transfer_sync_write(f"{HOST}:1", 0x1000, 0, 16) < 0
+    assert te.allocate_managed_buffer(4096) == 0
+    assert te.batch_transfer_async_write(f"{HOST}:1", [0x1000], [0], [16]) == 0
+    assert te.get_notifies() == []
+    up = engine()
+    up.close()
+    assert up.get_rpc_port() < 0 and up.allocate_managed_buffer(4096) == 0
+    up.close()
+
+
+def test_unsupported_calls_say_so(pair):
+    a, _, _ = pair
+    for call in (a.get_engine, a.get_engine_ptr, a.transfer_write_on_cuda, a.batch_transfer_read_on_cuda):
+        with pytest.raises(NotImplementedError, match="not supported"):
+            call()
+    assert a.get_local_topology() == "{}"
+    assert a.warmup_efa_segment("x") == 0
+    assert TransferEngine.TransferOpcode.READ == TransferOpcode.Read == 0
+
+
+class _Mooncake(http.server.BaseHTTPRequestHandler):
+    """A stand-in for Mooncake's Python HTTP metadata server
+    (mooncake_http_metadata_server): GET/PUT/DELETE /metadata?key=K, 404
+    "metadata not found", 400 for an empty key, keys that never expire."""
+
+    store: Dict[str, bytes] = {}
+
+    def _key(self) -> str:
+        from urllib.parse import parse_qs, urlparse
+
+        u = urlparse(self.path)
+        if u.path != "/metadata":
+            self._reply(404, b"404: Not Found", "text/plain")
+            return ""
+        key = parse_qs(u.query).get("key", [""])[0].strip()
+        if not key:
+            self._reply(400, b"metadata key is required")
+        return key
+
+    def _reply(self, code: int, body: bytes, ctype: str = "application/json") -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        k = self._key()
+        if k:
+            v = self.store.get(k)
+            self._reply(200, v) if v is not None else self._reply(404, b"metadata not found")
+
+    def do_PUT(self) -> None:  # noqa: N802
+        k = self._key()
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if k:
+            self.store[k] = body
+            self._reply(200, b"metadata updated")
+
+    def do_DELETE(self) -> None:  # noqa: N802
+        k = self._key()
+        if k:
+            if self.store.pop(k, None) is None:
+                self._reply(404, b"metadata not found")
+            else:
+                self._reply(200, b"metadata deleted")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def _serve(handler) -> Tuple[socketserver.TCPServer, str]:
+    srv = http.server.ThreadingHTTPServer((HOST, 0), handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://{HOST}:{srv.server_address[1]}/metadata"
+
+
+def test_engines_on_a_mooncake_metadata_server():
+    """Two engines find each other by name through Mooncake's metadata
+    server protocol, survive a peer's restart, and delete their keys."""
+    class Handler(_Mooncake):
+        store: Dict[str, bytes] = {}
+
+    srv, url = _serve(Handler)
+    try:
+        # Mooncake's segment names are "host[:port]" (the port is not bound).
+        na, nb = f"{HOST}:16001", f"{HOST}:16002"
+        a, b = engine(na, url), engine(nb, url)
+        assert set(Handler.store) == {f"ferry/segments/{na}", f"ferry/segments/{nb}"}
+        rb = b.allocate_managed_buffer(4096)
+        la = a.allocate_managed_buffer(4096)
+        data = fill(a, la, 4096, 4)
+        assert a.transfer_sync_write(nb, la, rb, 4096) == 0
+        assert b.read_bytes_from_buffer(rb, 4096) == data
+        assert a.get_first_buffer_address(nb) == rb
+        # The peer goes away and comes back under its name: a transfer to
+        # it fails meanwhile, and the next one reaches the new engine.
+        b.close()
+        assert a.transfer_sync_write(nb, la, rb, 4096) < 0 and nb in a.last_error
+        b = engine(nb, url)
+        rb = b.allocate_managed_buffer(1 << 20)
+        assert a.transfer_sync_write(nb, la, rb + 4096, 4096) == 0, a.last_error
+        assert b.read_bytes_from_buffer(rb + 4096, 4096) == data
+        a.close()
+        b.close()
+        assert Handler.store == {}, "closed engines left their keys on a server that never expires them"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_initialize_refuses_a_server_that_is_not_a_metadata_server():
+    class Page(http.server.BaseHTTPRequestHandler):
+        def _page(self) -> None:
+            body = b"<html><body>It works!</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_PUT = do_DELETE = _page
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv, url = _serve(Page)
+    try:
+        te = TransferEngine(cluster_secret_file=SECRET)
+        assert te.initialize(f"{HOST}:16003", url, "tcp", "") < 0
+        assert url in te.last_error and "not a Mooncake or Ferry metadata server" in te.last_error, te.last_error
+        assert te.engine is None
+    finally:
+        srv.shutdown()
+        srv.server_close()
