@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/loader"
 )
 
 // textConfigName names configuration text in its errors; relative paths
@@ -26,10 +27,23 @@ const textConfigName = "<config text>"
 // level: trace, debug, info, warn (the default), error or off.
 const logEnv = "FERRY_LOG_LEVEL"
 
+// getenv reads the process environment as it is now, through C: Go's
+// os.Getenv in a shared library sees only the environment the process
+// started with, so a variable an embedder set later (Python's os.environ,
+// C's setenv) would be missed.
+func getenv(name string) string {
+	cs := C.CString(name)
+	defer C.free(unsafe.Pointer(cs))
+	if v := C.getenv(cs); v != nil {
+		return C.GoString(v)
+	}
+	return ""
+}
+
 // logger returns the engine's logger: to stderr at $FERRY_LOG_LEVEL.
 func logger() (hclog.Logger, error) {
 	level := hclog.Warn
-	if v := os.Getenv(logEnv); v != "" {
+	if v := getenv(logEnv); v != "" {
 		if level = hclog.LevelFromString(v); level == hclog.NoLevel {
 			return nil, fmt.Errorf("%w: $%s is %q; use trace, debug, info, warn, error or off", host.ErrInvalid, logEnv, v)
 		}
@@ -38,6 +52,10 @@ func logger() (hclog.Logger, error) {
 }
 
 func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
+	if cfg.PluginDir == "" {
+		// As the loader would read $FERRY_PLUGIN_DIR, but as it is now.
+		cfg.PluginDir = getenv(loader.DirEnv)
+	}
 	log, err := logger()
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_INVALID)

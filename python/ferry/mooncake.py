@@ -251,11 +251,8 @@ class TransferEngine:
                 body = f'config {{\n    listen = ["{host}:0"]\n  }}' if p == "tcp" else ""
                 blocks.append(f'plugin "{p}" {{\n  {body}\n}}')
             lines = [f'name = "{local_hostname}"']
-            _ffi.lib()  # sets $FERRY_PLUGIN_DIR from the library's directory when unset
-            plugin_dir = os.environ.get("FERRY_PLUGIN_DIR")
+            plugin_dir = _ffi.plugin_dir()  # $FERRY_PLUGIN_DIR, else the library's bin/
             if plugin_dir:
-                # A configuration's plugin_dir defaults to the running
-                # binary's directory (Python's), not to the variable.
                 lines.append(f'plugin_dir = "{plugin_dir}"')
             if self._secret:
                 lines.append(f'cluster_secret_file = "{self._secret}"')

@@ -3,12 +3,13 @@ registration, transfers to its own segment over shm and tcp, batches,
 block lists, blobs and notifications."""
 
 import os
+import sys
 
 import numpy
 import pytest
 
 import ferry
-from conftest import BIN, config
+from conftest import BIN, PYTHON, config
 
 
 def own(e):
@@ -31,6 +32,27 @@ def test_engine_from_file(tmp_path):
     with ferry.Engine(p) as e:
         assert e.name == "py-from-file"
     assert e.closed
+
+
+def test_plugin_dir_set_after_start_reaches_a_config_file(tmp_path):
+    """A configuration file that names no plugin_dir finds the plugins
+    through $FERRY_PLUGIN_DIR even when the process set it after it
+    started (Go's own os.Getenv in the library would not see it)."""
+    import subprocess
+    p = tmp_path / "engine.hcl"
+    p.write_text("\n".join(l for l in config("py-env-dir").splitlines() if not l.startswith("plugin_dir")))
+    script = (
+        "import os, sys; sys.path.insert(0, %r)\n"
+        "import ferry\n"
+        "os.environ['FERRY_PLUGIN_DIR'] = %r\n"
+        "with ferry.Engine(%r) as e:\n"
+        "    print(sorted(e.open_segment(e.rpc_address).transports))\n"
+    ) % (PYTHON, BIN, str(p))
+    env = {k: v for k, v in os.environ.items() if k != "FERRY_PLUGIN_DIR"}
+    env["FERRY_LIB"] = ferry.library_path()
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "shm" in out.stdout and "tcp" in out.stdout, out.stdout
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
