@@ -34,38 +34,42 @@ type counters struct {
 	acceptErrors   atomic.Uint64 // accept failures (EMFILE...), retried after a pause
 	connsRefused   atomic.Uint64 // connections closed at once: max_conns reached
 	authFailed     atomic.Uint64 // peers refused for the cluster secret (none, or a proof that does not verify), either side
+	foreignCopied  atomic.Uint64 // bytes copied between memory the application allocated itself and peers' mappings
+	foreignFaults  atomic.Uint64 // such copies that failed (the application freed the memory, or attach was denied)
 }
 
 func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 	pos := func(v int64) uint64 { return uint64(max(v, 0)) }
 	m := map[string]uint64{
-		"bytes_written":   c.bytesWritten.Load(),
-		"bytes_read":      c.bytesRead.Load(),
-		"copies_inline":   c.copiesInline.Load(),
-		"copies_pooled":   c.copiesPooled.Load(),
-		"copies_split":    c.copiesSplit.Load(),
-		"chunks":          c.chunks.Load(),
-		"maps_created":    c.mapsCreated.Load(),
-		"maps_dropped":    c.mapsDropped.Load(),
-		"maps_open":       pos(c.mapsOpen.Load()),
-		"queries":         c.queries.Load(),
-		"queries_served":  c.queriesServed.Load(),
-		"queries_refused": c.queriesRefused.Load(),
-		"revokes_sent":    c.revokesSent.Load(),
-		"revokes_recv":    c.revokesRecv.Load(),
-		"revoke_timeouts": c.revokeTimeouts.Load(),
-		"conns_accepted":  c.connsAccepted.Load(),
-		"conns_dialed":    c.connsDialed.Load(),
-		"conns_open":      pos(c.connsOpen.Load()),
-		"dial_failures":   c.dialFailures.Load(),
-		"hello_rejected":  c.helloRejected.Load(),
-		"cred_rejected":   c.credRejected.Load(),
-		"malformed":       c.malformed.Load(),
-		"offers_refused":  c.offersRefused.Load(),
-		"accept_errors":   c.acceptErrors.Load(),
-		"conns_refused":   c.connsRefused.Load(),
-		"auth_failed":     c.authFailed.Load(),
-		"copy_workers":    uint64(len(workers)),
+		"bytes_written":        c.bytesWritten.Load(),
+		"bytes_read":           c.bytesRead.Load(),
+		"copies_inline":        c.copiesInline.Load(),
+		"copies_pooled":        c.copiesPooled.Load(),
+		"copies_split":         c.copiesSplit.Load(),
+		"chunks":               c.chunks.Load(),
+		"maps_created":         c.mapsCreated.Load(),
+		"maps_dropped":         c.mapsDropped.Load(),
+		"maps_open":            pos(c.mapsOpen.Load()),
+		"queries":              c.queries.Load(),
+		"queries_served":       c.queriesServed.Load(),
+		"queries_refused":      c.queriesRefused.Load(),
+		"revokes_sent":         c.revokesSent.Load(),
+		"revokes_recv":         c.revokesRecv.Load(),
+		"revoke_timeouts":      c.revokeTimeouts.Load(),
+		"conns_accepted":       c.connsAccepted.Load(),
+		"conns_dialed":         c.connsDialed.Load(),
+		"conns_open":           pos(c.connsOpen.Load()),
+		"dial_failures":        c.dialFailures.Load(),
+		"hello_rejected":       c.helloRejected.Load(),
+		"cred_rejected":        c.credRejected.Load(),
+		"malformed":            c.malformed.Load(),
+		"offers_refused":       c.offersRefused.Load(),
+		"accept_errors":        c.acceptErrors.Load(),
+		"conns_refused":        c.connsRefused.Load(),
+		"auth_failed":          c.authFailed.Load(),
+		"foreign_bytes_copied": c.foreignCopied.Load(),
+		"foreign_copy_faults":  c.foreignFaults.Load(),
+		"copy_workers":         uint64(len(workers)),
 	}
 	for i, w := range workers {
 		m[fmt.Sprintf("worker%d_chunks", i)] = w.chunks.Load()
