@@ -181,6 +181,10 @@ func (p pluginPort) RegisterMemory(ctx context.Context, region uint32, fd int, o
 // application allocated itself (Describe's ForeignMemory).
 func (p pluginPort) TakesForeign() bool { return p.p.Info.ForeignMemory }
 
+// ForeignLocalOnly reports whether the plugin reaches such memory only
+// for this engine's own descriptors (Describe's ForeignLocalOnly: shm).
+func (p pluginPort) ForeignLocalOnly() bool { return p.p.Info.ForeignLocalOnly }
+
 func (p pluginPort) RegisterForeign(ctx context.Context, region uint32, pid int, address, length uint64, perm sdk.Perm, location sdk.MemoryKind) error {
 	return p.p.Client.RegisterForeign(ctx, region, pid, address, length, perm, location)
 }

@@ -3,23 +3,30 @@ package host
 import (
 	"context"
 	"fmt"
+	"unsafe"
 
 	"github.com/ferrydev/ferry/host/localmem"
+	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/internal/pluginclient"
 )
 
-// RegisterBatch registers many buffers (memory from Allocate, or parts of
-// it) in one call, and returns their addresses as peers see them, in the
-// order of bufs. perms holds one permission per buffer, or one for all.
+// RegisterBatch registers many buffers in one call, and returns their
+// addresses as peers see them, in the order of bufs. perms holds one
+// permission per buffer, or one for all. A buffer is memory from Allocate
+// (or part of it) or, as with Register, memory the application allocated
+// itself (a Go slice, pinned until it is unregistered; C malloc; mmap),
+// which only the plugins that reach such memory get; a batch may mix both.
 //
-// It is all or nothing: when one buffer is refused (empty, not from
-// Allocate, overlapping a registered buffer or another of the batch, past
-// the most buffers a segment holds) or a plugin refuses the batch, none
-// is registered, in the engine or in any plugin, and the error names the
-// buffer. Each plugin gets one call for the whole batch (plugins built
-// before batches get one per buffer), and the descriptor is published
-// once. Like Register, it returns once the buffers are in the descriptor
-// written to the metastore.
+// It is all or nothing: when one buffer is refused (empty, across the
+// edge of an allocation, app memory no running plugin can reach,
+// overlapping a registered buffer or another of the batch, past the most
+// buffers a segment holds) or a plugin refuses the batch, none is
+// registered, in the engine or in any plugin, and the error names the
+// buffer. Each plugin gets one call for the batch's Allocate memory
+// (plugins built before batches get one per buffer) and one per buffer
+// of app memory; the descriptor is published once. Like Register, it
+// returns once the buffers are in the descriptor written to the
+// metastore.
 func (e *Engine) RegisterBatch(ctx context.Context, bufs [][]byte, perms []Perm) ([]uint64, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
@@ -40,7 +47,7 @@ func (e *Engine) RegisterBatch(ctx context.Context, bufs [][]byte, perms []Perm)
 		case perm != LocalOnly && perm != RemoteRead && perm != RemoteReadWrite:
 			return nil, fmt.Errorf("%w: register batch: buffer %d: unknown permission %d; nothing of the batch was registered", ErrInvalid, i, perm)
 		}
-		rs[i] = localmem.Range{P: addr(b), N: uintptr(len(b)), Perm: perm}
+		rs[i] = localmem.Range{P: addr(b), N: uintptr(len(b)), Perm: perm, Ptr: unsafe.Pointer(unsafe.SliceData(b))}
 		addrs[i] = uint64(rs[i].P)
 	}
 	if len(bufs) == 0 {
@@ -80,13 +87,35 @@ func (e *Engine) unregisterBatch(ctx context.Context, bases []uint64) error {
 	if err != nil {
 		return localmemErr(err)
 	}
-	ids := make([]uint32, len(gone))
-	for i, b := range gone {
-		ids[i] = b.Region
+	// App memory went only to the plugins that reach it (localmem.Reaching).
+	var ids, foreign []uint32
+	for _, b := range gone {
+		if b.Foreign {
+			foreign = append(foreign, b.Region)
+		} else {
+			ids = append(ids, b.Region)
+		}
 	}
-	e.mem.UnregisterBatch(ctx, ids, plugins, func(p localmem.Plugin, err error) {
-		e.log.Warn("unregister failed", "plugin", p.Name(), "regions", len(ids), "error", err)
-	})
+	failed := func(p localmem.Plugin, err error) {
+		e.log.Warn("unregister failed", "plugin", p.Name(), "regions", len(gone), "error", err)
+	}
+	e.mem.UnregisterBatch(ctx, ids, plugins, failed)
+	if len(foreign) > 0 {
+		held := false
+		e.mem.UnregisterBatch(ctx, foreign, localmem.Reaching(segment.Buffer{Foreign: true}, plugins), func(p localmem.Plugin, err error) {
+			held = true
+			failed(p, err)
+		})
+		if !held {
+			// Every plugin let go of them. Where one did not answer, the
+			// pins stay until Close (as with Unregister), so that the
+			// garbage collector never reuses memory a plugin may still
+			// write.
+			for _, id := range foreign {
+				e.mem.Unpin(id)
+			}
+		}
+	}
 	return e.publish(ctx)
 }
 

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
@@ -173,7 +174,8 @@ func TestRegisterBatchRollsBack(t *testing.T) {
 	if _, err := a.Register(ctx, bufs[500], host.RemoteRead); err != nil {
 		t.Fatal(err)
 	}
-	heap := make([]byte, batchBlock)
+	// Starts 100 bytes before the allocation and runs into it.
+	across := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(&bufs[0][0]), -100)), 200)
 	cases := []struct {
 		name  string
 		batch [][]byte
@@ -183,7 +185,7 @@ func TestRegisterBatchRollsBack(t *testing.T) {
 	}{
 		{"overlaps a registered buffer", bufs, []host.Perm{host.RemoteRead}, host.ErrInvalid, "buffer 500"},
 		{"overlaps another of the batch", [][]byte{bufs[1], bufs[2], bufs[2][10:20]}, []host.Perm{host.RemoteRead}, host.ErrInvalid, "overlap"},
-		{"not from Allocate", [][]byte{bufs[1], heap}, []host.Perm{host.RemoteRead}, host.ErrNotRegistered, "buffer 1"},
+		{"across an allocation's edge", [][]byte{bufs[1], across}, []host.Perm{host.RemoteRead}, host.ErrInvalid, "buffer 1"},
 		{"empty", [][]byte{bufs[1], {}}, []host.Perm{host.RemoteRead}, host.ErrInvalid, "buffer 1 is empty"},
 		{"bad permission", [][]byte{bufs[1], bufs[2]}, []host.Perm{host.RemoteRead, 99}, host.ErrInvalid, "buffer 1: unknown permission"},
 		{"permissions miscounted", [][]byte{bufs[1], bufs[2], bufs[3]}, []host.Perm{host.RemoteRead, host.RemoteRead}, host.ErrInvalid, "2 permissions for 3 buffers"},

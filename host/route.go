@@ -66,7 +66,7 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 		t := selector.Transport{Name: ps.name, Opened: rem.Opened[i], Running: ps.usable()}
 		if p := ps.proc(); p != nil {
 			t.SameMachineOnly, t.MemoryKinds = p.Info.SameMachineOnly, p.Info.MemoryKinds
-			t.ForeignMemory = p.Info.ForeignMemory
+			t.ForeignMemory, t.ForeignLocalOnly = p.Info.ForeignMemory, p.Info.ForeignLocalOnly
 		}
 		cands[i] = t
 	}

@@ -174,6 +174,13 @@ type Info struct {
 	// the host then never registers such memory with it nor routes a
 	// request on such memory to it. False for plugins of older SDKs.
 	ForeignMemory bool
+	// ForeignLocalOnly, with ForeignMemory: the plugin reaches such memory
+	// only as the local side of its own descriptors, copying it straight
+	// between the host process and the peer's memory it mapped (shm: no
+	// extra copy); it cannot serve such memory to peers, so the host routes
+	// a request whose target is such memory elsewhere. False for plugins of
+	// older SDKs, whose ForeignMemory meant both sides.
+	ForeignLocalOnly bool
 }
 
 // Carries reports whether the plugin carries op. A plugin that lists no

@@ -5,25 +5,32 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
 )
 
-// Range is one buffer of a batch registration: [P, P+N) with Perm.
+// Range is one buffer of a batch registration: [P, P+N) with Perm. Ptr
+// is P as a pointer, for pinning memory the application allocated itself
+// (foreign_batch.go); it may be nil for memory from Allocate.
 type Range struct {
 	P, N uintptr
 	Perm sdk.Perm
+	Ptr  unsafe.Pointer
 }
 
 // Registration is one region as a plugin receives it: [Off, Off+Length)
-// of the memfd FD, under the id Region.
+// of the memfd FD, under the id Region; for memory the application
+// allocated itself, FD is -1 and the region is [Addr, Addr+Length) of
+// this process.
 type Registration struct {
 	Region      uint32
 	FD          int
 	Off, Length uint64
 	Perm        sdk.Perm
 	Location    sdk.MemoryKind
+	Addr        uint64
 }
 
 // BatchPlugin is a Plugin that takes many regions in one call. A Plugin
@@ -39,9 +46,11 @@ type BatchPlugin interface {
 
 // RegisterBatch records every range of rs under a new region id each and
 // registers them with each of plugins, in one call per plugin where the
-// plugin takes batches. It is all or nothing: when a range is refused (not
-// in memory from Allocate, overlapping a registered buffer or another
-// range of the batch, past segment.MaxBuffers) nothing is sent, and when a
+// plugin takes batches. A range outside every allocation is memory the
+// application allocated itself (foreign_batch.go). It is all or nothing:
+// when a range is refused (across an allocation's edge, foreign with no
+// plugin to take it, overlapping a registered buffer or another range of
+// the batch, past segment.MaxBuffers) nothing is sent, and when a
 // plugin refuses, the plugins that took the batch forget it again and
 // nothing is recorded. The table is sorted once for the whole batch. The
 // caller serialises writers.
@@ -60,12 +69,28 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 	}
 	slices.SortFunc(order, func(x, y int) int { return cmpAddr(rs[x].P, rs[y].P) })
 	added := make([]Buf, len(rs)) // in address order
+	var foreign []int             // of rs, in address order
+	for _, i := range order {
+		if findIn(allocs, rs[i].P, rs[i].N) == nil {
+			foreign = append(foreign, i)
+		}
+	}
+	if len(foreign) > 0 {
+		if err := t.checkForeign(rs, foreign, plugins); err != nil {
+			return err
+		}
+	}
 	for k, i := range order {
 		r := rs[i]
 		a := findIn(allocs, r.P, r.N)
 		if a == nil {
-			return fmt.Errorf("%w: register batch: buffer %d (%d bytes at %#x): the memory was not allocated by Engine.Allocate; "+
-				"a batch takes Allocate memory only: register memory the application allocated itself with Register, one buffer at a time; nothing of the batch was registered", ErrNotRegistered, i, r.N, r.P)
+			if s := straddlingAlloc(allocs, r.P, r.N); s != nil {
+				return fmt.Errorf("%w: register batch: buffer %d (%d bytes at %#x): overlaps memory from Engine.Allocate at %#x (%d bytes) without lying inside it; "+
+					"register a range inside the allocation, or memory that is not Ferry's; nothing of the batch was registered", ErrInvalid, i, r.N, r.P, s.base, s.size)
+			}
+			if r.P+r.N < r.P {
+				return fmt.Errorf("%w: register batch: buffer %d (%d bytes at %#x): the range wraps the address space; nothing of the batch was registered", ErrInvalid, i, r.N, r.P)
+			}
 		}
 		if k > 0 {
 			if prev := rs[order[k-1]]; prev.P+prev.N > r.P {
@@ -75,7 +100,7 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 		if j := overlapping(cur, uint64(r.P), uint64(r.N)); j >= 0 {
 			return fmt.Errorf("%w: register batch: buffer %d (%d bytes at %#x) overlaps the buffer registered at %#x (%d bytes); unregister it first; nothing of the batch was registered", ErrInvalid, i, r.N, r.P, cur[j].Base, cur[j].Length)
 		}
-		added[k] = Buf{Buffer: segment.Buffer{Base: uint64(r.P), Length: uint64(r.N), Perm: r.Perm, Location: Location}, alloc: a}
+		added[k] = Buf{Buffer: segment.Buffer{Base: uint64(r.P), Length: uint64(r.N), Perm: r.Perm, Location: Location, Foreign: a == nil}, alloc: a}
 	}
 	// Region ids in the caller's order, so that a batch reads back as it
 	// was given.
@@ -95,6 +120,9 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 	}
 	for k, b := range added {
 		p, n := uintptr(b.Base), uintptr(b.Length)
+		if b.Foreign {
+			continue // nothing to carve: it has no memfd
+		}
 		if t.carving(p, n) {
 			undoCarves()
 			return fmt.Errorf("%w: register batch: %d bytes at %#x: an Unregister of this memory is still running; wait for it to return; nothing of the batch was registered", ErrInvalid, n, p)
@@ -107,22 +135,25 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 		carves[k] = c
 	}
 	t.nextReg += uint32(len(rs))
-	regs := make([]Registration, len(rs))
-	ids := make([]uint32, len(rs))
+	regs := make([]Registration, 0, len(rs)-len(foreign))
+	fregs := make([]Registration, 0, len(foreign))
 	for k, b := range added {
+		if b.Foreign {
+			fregs = append(fregs, Registration{Region: b.Region, FD: -1, Length: b.Length, Perm: b.Perm, Location: b.Location, Addr: b.Base})
+			continue
+		}
 		fd, off := regionFile(b.alloc, carves[k], uintptr(b.Base))
-		regs[k] = Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location}
-		ids[k] = b.Region
+		regs = append(regs, Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location})
 	}
 	// The plugins map the regions at once, each in its own process.
-	errs := eachPlugin(plugins, func(_ int, pl Plugin) error { return t.registerAll(ctx, pl, regs) })
+	errs := eachPlugin(plugins, func(_ int, pl Plugin) error { return t.registerMixed(ctx, pl, regs, fregs) })
 	for k, err := range errs {
 		if err == nil {
 			continue
 		}
 		eachPlugin(plugins, func(j int, pl Plugin) error {
 			if errs[j] == nil { // it took the batch: forget it again
-				t.unregisterAll(context.Background(), pl, ids)
+				t.unregisterMixed(context.Background(), pl, regs, fregs)
 			}
 			return nil
 		})
@@ -131,6 +162,13 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 	}
 	for k, b := range added {
 		t.keepCarve(b.Region, carves[k])
+	}
+	if len(foreign) > 0 {
+		fids := make([]uint32, len(foreign))
+		for k, i := range foreign {
+			fids[k] = first + uint32(i)
+		}
+		t.pinBatch(rs, foreign, fids)
 	}
 	next := make([]Buf, 0, len(cur)+len(added))
 	i, j := 0, 0

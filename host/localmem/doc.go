@@ -3,7 +3,8 @@
 // buffers with their region ids, and the fan-out of a registration to the
 // plugins through the small Plugin interface. Memory the application
 // allocated itself ("foreign", foreign.go) is registered without a memfd,
-// only with plugins that take it (ForeignPlugin), pinned while registered,
+// only with plugins that take it (ForeignPlugin; for peers' use, one of
+// them must serve it to peers, not LocalOnlyPlugin alone), pinned while registered,
 // after the ptrace-scope check and grant of attach.go (AttachVerdict is
 // pure; AttachEnv is the seam to the system). A region that peers may
 // use reaches the plugins as a memfd of exactly its bytes: a page-aligned
@@ -12,7 +13,8 @@
 // processes (shm) never passes local-only or unregistered memory.
 // RegisterBatch registers many buffers at once, all or nothing, carving
 // as Register does, sorting the table once and making one call to each
-// plugin that takes batches (BatchPlugin), to all of them at once.
+// plugin that takes batches (BatchPlugin), to all of them at once; its
+// ranges may be foreign too (foreign_batch.go).
 //
 // The table is copy-on-write: Lookup, on the submit path, reads it
 // lock-free and allocates nothing. Writers (Register, Unregister, Replay)

@@ -33,6 +33,20 @@ type ForeignPlugin interface {
 	RegisterForeign(ctx context.Context, region uint32, pid int, addr, length uint64, perm sdk.Perm, location sdk.MemoryKind) error
 }
 
+// LocalOnlyPlugin is a ForeignPlugin that may say it reaches foreign
+// memory only for this engine's own descriptors (shm: it copies straight
+// between the application and the peer's mapping), never for peers.
+type LocalOnlyPlugin interface {
+	// ForeignLocalOnly reports sdk.Info.ForeignLocalOnly.
+	ForeignLocalOnly() bool
+}
+
+// servesPeers reports whether p reaches foreign memory for peers too.
+func servesPeers(p ForeignPlugin) bool {
+	lo, ok := p.(LocalOnlyPlugin)
+	return !ok || !lo.ForeignLocalOnly()
+}
+
 // foreignState is the table's part for foreign memory: the attach seam
 // and the pins.
 type foreignState struct {
@@ -64,7 +78,8 @@ func Reaching(b segment.Buffer, plugins []Plugin) []Plugin {
 // that takes foreign memory; when one refuses, those that took it forget
 // it again and nothing is recorded. It fails, touching nothing, when the
 // range overlaps a registered buffer or an allocation, when no plugin can
-// take it, or when the system forbids cross-memory attach (naming
+// take it (for peers, with a remote perm: none but those that reach it
+// only for their own descriptors), or when the system forbids cross-memory attach (naming
 // kernel.yama.ptrace_scope). The caller serialises writers.
 func (t *Table) RegisterForeign(ctx context.Context, ptr unsafe.Pointer, n uintptr, perm sdk.Perm, plugins []Plugin) error {
 	p := uintptr(ptr)
@@ -91,6 +106,11 @@ func (t *Table) RegisterForeign(ctx context.Context, ptr unsafe.Pointer, n uintp
 		return fmt.Errorf("%w: register %d bytes at %#x: the memory was not allocated by Engine.Allocate, and no running plugin can reach such memory "+
 			"(plugins run in their own processes: a copying transport such as tcp reaches it by cross-memory attach, one that maps memory cannot); "+
 			"allocate transfer buffers with Engine.Allocate", ErrNotRegistered, n, p)
+	}
+	if perm.AllowsRemoteRead() && !slices.ContainsFunc(takers, servesPeers) {
+		return fmt.Errorf("%w: register %d bytes at %#x for peers: the memory was not allocated by Engine.Allocate, and the running plugins that reach such memory "+
+			"do it only for this engine's own transfers (they map the peer's memory and cannot hand this memory to a peer); "+
+			"register it LocalOnly, run a copying transport such as tcp, or allocate it with Engine.Allocate", ErrNotRegistered, n, p)
 	}
 	if err := checkAttach(t.foreign.attach); err != nil {
 		return fmt.Errorf("register %d bytes at %#x: %w", n, p, err)

@@ -211,3 +211,40 @@ func TestRegisterForeign(t *testing.T) {
 		t.Fatalf("tcp still holds %v", tcp.foreign)
 	}
 }
+
+// localOnlyFake takes foreign memory for its own descriptors only (shm).
+type localOnlyFake struct{ *foreignFake }
+
+func (localOnlyFake) ForeignLocalOnly() bool { return true }
+
+// TestRegisterForeignLocalOnly: a plugin that reaches app memory only for
+// this engine's own descriptors gets LocalOnly app memory, beside tcp or
+// alone; app memory peers may use is refused when no running plugin can
+// serve it to them, naming what to do, and nothing is registered.
+func TestRegisterForeignLocalOnly(t *testing.T) {
+	ctx := context.Background()
+	tb := New("t", time.Second)
+	defer tb.Close()
+	sys := &env{scope: "0", dumpable: true}
+	tb.SetAttachEnv(sys.attach())
+	tcp, shm := newForeignFake("tcp", true), localOnlyFake{newForeignFake("shm", true)}
+	heap := make([]byte, 3*4096)
+	hp := unsafe.Pointer(&heap[0])
+
+	err := tb.RegisterForeign(ctx, hp, 4096, sdk.PermRemoteRead, []Plugin{shm})
+	if !errors.Is(err, ErrNotRegistered) || !strings.Contains(err.Error(), "register it LocalOnly") || !strings.Contains(err.Error(), "Engine.Allocate") {
+		t.Fatalf("app memory for peers with a local-only plugin alone: %v, want ErrNotRegistered naming LocalOnly and Engine.Allocate", err)
+	}
+	if len(tb.Buffers()) != 0 || len(shm.foreign) != 0 {
+		t.Fatalf("a refused registration left buffers %v, shm %v", tb.Buffers(), shm.foreign)
+	}
+	if err := tb.RegisterForeign(ctx, hp, 4096, sdk.PermLocal, []Plugin{shm}); err != nil {
+		t.Fatalf("LocalOnly app memory with shm alone: %v", err)
+	}
+	if err := tb.RegisterForeign(ctx, unsafe.Add(hp, 4096), 4096, sdk.PermRemoteReadWrite, []Plugin{tcp, shm}); err != nil {
+		t.Fatalf("app memory for peers with tcp beside shm: %v", err)
+	}
+	if len(shm.foreign) != 2 || len(tcp.foreign) != 1 {
+		t.Fatalf("registered with shm %v, tcp %v; want shm both, tcp the second", shm.foreign, tcp.foreign)
+	}
+}

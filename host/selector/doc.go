@@ -7,8 +7,10 @@
 // with no policy, a same-machine transport is preferred on one machine and
 // otherwise the transports are tried in configured order. A transport that
 // maps memory (no ForeignMemory capability) is never chosen when either
-// buffer is memory an application allocated itself, and the explanation
-// names the extra copy the chosen one makes. Every decision can be
+// buffer is memory an application allocated itself, one that reaches such
+// memory only on this side (ForeignLocalOnly: shm) is never chosen when
+// the target is, and the explanation names each usable transport's copy
+// (one extra through a bounce buffer, or none). Every decision can be
 // explained step by step.
 //
 // The package is pure: plain data in, plain data out. It must not do I/O,

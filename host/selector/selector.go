@@ -125,6 +125,11 @@ type Transport struct {
 	// allocated itself, by cross-memory attach with one extra copy
 	// (sdk.Info.ForeignMemory). A transport without it maps memory.
 	ForeignMemory bool
+	// ForeignLocalOnly, with ForeignMemory: the transport reaches such
+	// memory only on this engine's side, copying it straight to or from
+	// the peer's memory it mapped, no extra copy (sdk.Info.ForeignLocalOnly,
+	// shm); it cannot reach a target buffer that is such memory.
+	ForeignLocalOnly bool
 }
 
 // Match is a policy's conditions; the zero Match matches every request.
@@ -320,6 +325,8 @@ const (
 		"allocate it through Engine.Allocate"
 	reasonRemoteForeign = "maps memory for zero copy and cannot reach the target buffer, which the peer's application allocated itself; " +
 		"the peer should allocate it through Engine.Allocate"
+	reasonRemoteForeignLocal = "maps memory for zero copy and cannot reach the target buffer, which the peer's application allocated itself " +
+		"(it reaches such memory only on this engine's side): unsupported; a copying transport such as tcp reaches it, or the peer allocates it through Engine.Allocate"
 	reasonNotEnabled   = "not enabled in this engine"
 	reasonNotInPolicy  = "not in the policy"
 	reasonAfterHint    = "after the hinted transport"
@@ -348,6 +355,8 @@ func usable(r *Request, t *Transport) string {
 		return reasonLocalForeign
 	case r.RemoteForeign && !t.ForeignMemory:
 		return reasonRemoteForeign
+	case r.RemoteForeign && t.ForeignLocalOnly:
+		return reasonRemoteForeignLocal
 	}
 	return ""
 }
@@ -504,6 +513,26 @@ type Step struct {
 	// attempt.
 	Usable bool
 	Reason string
+	// Copy, for a usable transport on memory an application allocated
+	// itself: what that memory costs through it ("no extra copy", "one
+	// extra copy here"); "" otherwise.
+	Copy string
+}
+
+// foreignCopy says what memory an application allocated itself costs r
+// through t, a transport that can carry r; "" when r has none.
+func foreignCopy(r *Request, t *Transport) string {
+	switch {
+	case !r.LocalForeign && !r.RemoteForeign:
+		return ""
+	case t.ForeignLocalOnly:
+		return "app memory by cross-memory attach straight to or from the peer's mapping, no extra copy"
+	case r.LocalForeign && r.RemoteForeign:
+		return "app memory by cross-memory attach, one extra copy on each side"
+	case r.LocalForeign:
+		return "app memory by cross-memory attach, one extra copy here"
+	}
+	return "app memory by cross-memory attach at the peer, one extra copy there"
 }
 
 // Select decides the transports for r and explains the decision. The
@@ -544,7 +573,7 @@ func (s *Selector) Select(r *Request, cands []Transport) (Plan, error) {
 	}
 	if h >= 0 {
 		p.Transports, p.Index = append(p.Transports, cands[h].Name), append(p.Index, h)
-		p.Explanation = append(p.Explanation, Step{Transport: cands[h].Name, Taken: true, Usable: true, Reason: reasonTakenHint})
+		p.Explanation = append(p.Explanation, Step{Transport: cands[h].Name, Taken: true, Usable: true, Reason: reasonTakenHint, Copy: foreignCopy(r, &cands[h])})
 	}
 	s.order(r, pol, cands, func(i int, name, why string) bool {
 		if i < 0 {
@@ -562,7 +591,7 @@ func (s *Selector) Select(r *Request, cands []Transport) (Plan, error) {
 		if h >= 0 {
 			why = reasonAfterHint
 		}
-		p.Explanation = append(p.Explanation, Step{Transport: name, Taken: len(p.Transports) == 0, Usable: true, Reason: why})
+		p.Explanation = append(p.Explanation, Step{Transport: name, Taken: len(p.Transports) == 0, Usable: true, Reason: why, Copy: foreignCopy(r, &cands[i])})
 		p.Transports, p.Index = append(p.Transports, name), append(p.Index, i)
 		return true
 	})
@@ -614,7 +643,8 @@ func (p *Plan) Explain() string {
 			"one extra copy on each side (through a bounce buffer); Engine.Allocate memory avoids it\n")
 	case r.LocalForeign:
 		b.WriteString("the local buffer is memory the application allocated itself: a transport reaches it by cross-memory attach, " +
-			"one extra copy (through a bounce buffer); Engine.Allocate memory avoids it\n")
+			"one extra copy (through a bounce buffer) where it sends the bytes, none where it copies straight to or from the peer's mapping; " +
+			"Engine.Allocate memory avoids it\n")
 	case r.RemoteForeign:
 		b.WriteString("the target buffer is memory the peer's application allocated itself: the peer's transport reaches it by cross-memory attach, " +
 			"one extra copy there (through a bounce buffer)\n")
@@ -636,10 +666,14 @@ func (p *Plan) Explain() string {
 		fmt.Fprintf(&b, "hint: %s\n", p.Hint)
 	}
 	for _, st := range p.Explanation {
+		why := st.Reason
+		if st.Copy != "" {
+			why += "; " + st.Copy
+		}
 		if st.Taken {
-			fmt.Fprintf(&b, "%s: taken (%s)\n", st.Transport, st.Reason)
+			fmt.Fprintf(&b, "%s: taken (%s)\n", st.Transport, why)
 		} else if st.Usable {
-			fmt.Fprintf(&b, "%s: usable, a later attempt (%s)\n", st.Transport, st.Reason)
+			fmt.Fprintf(&b, "%s: usable, a later attempt (%s)\n", st.Transport, why)
 		} else {
 			fmt.Fprintf(&b, "%s: considered, skipped: %s\n", st.Transport, st.Reason)
 		}

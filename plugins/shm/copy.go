@@ -13,8 +13,11 @@ type op struct {
 	token    uint64
 	kind     ring.Op
 	c        sdk.Completer
-	local    *region // reference held from Submit to finish
-	lmem     []byte  // the local range
+	local    *region      // reference held from Submit to finish
+	lmem     []byte       // the local range; nil for foreign memory (lf)
+	n        uint64       // the descriptor's length
+	lf       *sdk.Foreign // the local region's foreign memory, or nil
+	lOff     uint64       // the local offset, for lf
 	rRegion  uint32
 	rOff     uint64
 	deadline int64
@@ -29,7 +32,7 @@ type op struct {
 // pool otherwise. Every check happens before any byte is touched.
 func (t *Transport) run(o *op, m *mapping) {
 	o.remote = m
-	n := uint64(len(o.lmem))
+	n := o.n
 	end := o.rOff + n
 	if end < o.rOff || end > uint64(len(m.mem)) {
 		t.finish(o, ring.StatusOutOfBounds)
@@ -43,6 +46,10 @@ func (t *Transport) run(o *op, m *mapping) {
 	}
 	if o.deadline != 0 && sdk.Now(o.c) >= o.deadline {
 		t.finish(o, ring.StatusTimeout)
+		return
+	}
+	if o.lf != nil {
+		t.runForeign(o, m.mem[o.rOff:end:end])
 		return
 	}
 	dst, src := m.mem[o.rOff:end:end], o.lmem
@@ -60,7 +67,7 @@ func (t *Transport) run(o *op, m *mapping) {
 
 // finish releases what o holds and reports its outcome, exactly once.
 func (t *Transport) finish(o *op, st ring.Status) {
-	n := uint64(len(o.lmem))
+	n := o.n
 	if o.remote != nil {
 		o.remote.Release()
 	}
@@ -78,7 +85,7 @@ func (t *Transport) finish(o *op, st ring.Status) {
 		n = 0
 	}
 	c, tok := o.c, o.token
-	o.c, o.local, o.lmem, o.remote = nil, nil, nil, nil
+	o.c, o.local, o.lmem, o.remote, o.lf = nil, nil, nil, nil, nil
 	t.opPool.Put(o)
 	c.Complete(tok, st, n)
 }
@@ -87,6 +94,7 @@ func (t *Transport) finish(o *op, st ring.Status) {
 type chunk struct {
 	o        *op
 	dst, src []byte
+	off      uint64 // of dst in the copy: where a foreign copy starts in lf
 }
 
 // worker is one copy goroutine with its own queue, so that the pieces of
@@ -126,7 +134,7 @@ func (p *pool) start(t *Transport, n int, splitMin uint64) {
 // split_min, cut into page-aligned chunks of at least minChunk spread over
 // consecutive workers.
 func (p *pool) dispatch(t *Transport, o *op, dst, src []byte) {
-	n := uint64(len(src))
+	n := uint64(len(dst))
 	k := uint64(1)
 	if n >= p.splitMin {
 		k = min(uint64(len(p.workers)), n/minChunk)
@@ -151,7 +159,11 @@ func (p *pool) dispatch(t *Transport, o *op, dst, src []byte) {
 	for i := range k {
 		lo, hi := i*per, min((i+1)*per, n)
 		w := p.workers[(first+uint32(i))%uint32(len(p.workers))]
-		w.q <- chunk{o: o, dst: dst[lo:hi:hi], src: src[lo:hi:hi]}
+		c := chunk{o: o, dst: dst[lo:hi:hi], off: lo}
+		if src != nil {
+			c.src = src[lo:hi:hi]
+		}
+		w.q <- c
 	}
 }
 
@@ -166,6 +178,12 @@ func (p *pool) work(t *Transport, w *worker) {
 			// The owner unregistered the region while this piece
 			// waited: do not start on it.
 			o.status.CompareAndSwap(0, int32(ring.StatusNotRegistered))
+		case o.lf != nil:
+			if !t.copyForeign(o, c.dst, c.off) {
+				o.status.CompareAndSwap(0, int32(ring.StatusIO))
+			}
+			w.chunks.Add(1)
+			t.stats.chunks.Add(1)
 		default:
 			copy(c.dst, c.src)
 			w.chunks.Add(1)

@@ -4,7 +4,11 @@
 // this plugin and copying with copy(): one copy end to end, no socket on
 // the data path. It owns the region exchange with peer plugins (wire.go,
 // server.go, peer.go), the copy engine (copy.go) and the region table
-// (region.go). It must not copy payload through any other buffer, and it
+// (region.go). Memory the host's application allocated itself (a local
+// region with no memfd) is copied with process_vm_readv/writev straight
+// between the host process and the peer's mapping, in place of the memcpy
+// (foreign.go); a peer's such memory is not reachable through shm
+// (Describe's ForeignLocalOnly). It must not copy payload through any other buffer, and it
 // must not trust a peer: every bounds, permission, region and incarnation
 // check happens before memory is touched, and nothing a peer sends can
 // make it map a file that could shrink under it (sdk/shm.Map refuses an

@@ -34,6 +34,8 @@ type counters struct {
 	acceptErrors   atomic.Uint64 // accept failures (EMFILE...), retried after a pause
 	connsRefused   atomic.Uint64 // connections closed at once: max_conns reached
 	authFailed     atomic.Uint64 // peers refused for the cluster secret (none, or a proof that does not verify), either side
+	foreignCopied  atomic.Uint64 // bytes copied between memory the application allocated itself and peers' mappings
+	foreignFaults  atomic.Uint64 // such copies that failed (the application freed the memory, or attach was denied)
 }
 
 func (c *counters) snapshot(workers []*worker) map[string]uint64 {
@@ -66,6 +68,9 @@ func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 		"conns_refused":   c.connsRefused.Load(),
 		"auth_failed":     c.authFailed.Load(),
 		"copy_workers":    uint64(len(workers)),
+
+		"foreign_bytes_copied": c.foreignCopied.Load(),
+		"foreign_copy_faults":  c.foreignFaults.Load(),
 	}
 	for i, w := range workers {
 		m[fmt.Sprintf("worker%d_chunks", i)] = w.chunks.Load()

@@ -77,7 +77,7 @@ func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l }
 // New returns a shared-memory transport ready for Start.
 func New(opts ...Option) *Transport {
 	t := &Transport{
-		base:     kit.Base[*region, *peer]{Name: "shm", MaxNameLen: MaxNameLen},
+		base:     kit.Base[*region, *peer]{Name: "shm", MaxNameLen: MaxNameLen, ForeignMemory: true},
 		servers:  make(map[*srvConn]struct{}),
 		readOnly: make(map[*region]struct{}),
 		stopping: make(chan struct{}),
@@ -99,10 +99,12 @@ func New(opts ...Option) *Transport {
 const PreferredSlice = 64 << 20
 
 // Describe says what the plugin is: CPU memory, same machine only, any
-// descriptor length, best with 64 MiB slices.
+// descriptor length, best with 64 MiB slices; memory the application
+// allocated itself on this side only (foreign.go).
 func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	return sdk.Info{Name: "shm", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
-		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}}, nil
+		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU},
+		ForeignMemory: true, ForeignLocalOnly: true}, nil
 }
 
 // Probe checks the two kernel features the transport stands on: memfds
@@ -272,7 +274,8 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	}
 	o := t.opPool.Get().(*op)
 	o.token, o.kind, o.c = d.Token, d.Op, c
-	o.local, o.lmem = r, mem
+	o.local, o.lmem, o.n = r, mem, d.Length
+	o.lf, o.lOff = r.Foreign, d.LocalOffset
 	o.rRegion, o.rOff, o.deadline = d.RemoteRegion, d.RemoteOffset, d.Deadline
 	o.status.Store(0)
 	p.submit(o)

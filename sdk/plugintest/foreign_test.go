@@ -90,3 +90,28 @@ func TestForeignRegionContract(t *testing.T) {
 		t.Errorf("protocol 1 describe: %+v, %v; want no ForeignMemory", d, err)
 	}
 }
+
+// TestForeignLocalOnlyContract: Describe carries ForeignLocalOnly to the
+// host with ForeignMemory, never without it (it qualifies it), and a
+// protocol-1 host is told neither.
+func TestForeignLocalOnlyContract(t *testing.T) {
+	ctx := context.Background()
+	mock := func(info sdk.Info) *plugintest.Mock {
+		return &plugintest.Mock{DescribeFunc: func(context.Context) (sdk.Info, error) { return info, nil }}
+	}
+	for _, c := range []struct {
+		info              sdk.Info
+		protocol          int
+		foreign, localOne bool
+	}{
+		{sdk.Info{Name: "shm-like", ForeignMemory: true, ForeignLocalOnly: true}, 0, true, true},
+		{sdk.Info{Name: "tcp-like", ForeignMemory: true}, 0, true, false},
+		{sdk.Info{Name: "confused", ForeignLocalOnly: true}, 0, false, false},
+		{sdk.Info{Name: "shm-like", ForeignMemory: true, ForeignLocalOnly: true}, 1, false, false},
+	} {
+		d, err := plugintest.Connect(t, mock(c.info), c.protocol).Describe(ctx)
+		if err != nil || d.ForeignMemory != c.foreign || d.ForeignLocalOnly != c.localOne {
+			t.Errorf("%s over protocol %d: describe %+v, %v; want ForeignMemory %v, ForeignLocalOnly %v", c.info.Name, c.protocol, d.Info, err, c.foreign, c.localOne)
+		}
+	}
+}

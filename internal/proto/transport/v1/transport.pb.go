@@ -187,6 +187,12 @@ type DescribeResponse struct {
 	// carry host_pid and address instead of a file. False for a plugin that
 	// must map memory (zero copy), and for every older plugin.
 	ForeignMemory bool `protobuf:"varint,16,opt,name=foreign_memory,json=foreignMemory,proto3" json:"foreign_memory,omitempty"`
+	// With foreign_memory: the plugin reaches such memory only as the local
+	// side of this engine's own descriptors, copying it straight between
+	// the application and the peer's memory it mapped (no extra copy); a
+	// peer cannot reach such memory through it. False: it reaches it on
+	// both sides (and for every older plugin, which meant both).
+	ForeignLocalOnly bool `protobuf:"varint,21,opt,name=foreign_local_only,json=foreignLocalOnly,proto3" json:"foreign_local_only,omitempty"`
 	// The SDK serving the plugin takes RegisterMemoryBatch (protocol 2).
 	// Not an interface of the implementation: the SDK registers the
 	// batch's regions with it one by one, in process.
@@ -291,6 +297,13 @@ func (x *DescribeResponse) GetInterfaces() []string {
 func (x *DescribeResponse) GetForeignMemory() bool {
 	if x != nil {
 		return x.ForeignMemory
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetForeignLocalOnly() bool {
+	if x != nil {
+		return x.ForeignLocalOnly
 	}
 	return false
 }
@@ -1849,7 +1862,7 @@ var File_transport_v1_transport_proto protoreflect.FileDescriptor
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\x98\x03\n" +
+	"\x0fDescribeRequest\"\xc6\x03\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -1862,7 +1875,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"interfaces\x18\t \x03(\tR\n" +
 	"interfaces\x12%\n" +
-	"\x0eforeign_memory\x18\x10 \x01(\bR\rforeignMemory\x12%\n" +
+	"\x0eforeign_memory\x18\x10 \x01(\bR\rforeignMemory\x12,\n" +
+	"\x12foreign_local_only\x18\x15 \x01(\bR\x10foreignLocalOnly\x12%\n" +
 	"\x0eregister_batch\x18\n" +
 	" \x01(\bR\rregisterBatch\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
