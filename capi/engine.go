@@ -60,7 +60,7 @@ func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_INVALID)
 	}
-	e, err := host.New(context.Background(), cfg, host.WithLogger(log))
+	e, err := host.New(context.Background(), cfg, host.WithLogger(log), host.WithLockedCallers())
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_UNAVAILABLE)
 	}

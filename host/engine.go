@@ -45,6 +45,7 @@ type options struct {
 	logger     hclog.Logger
 	path       pathOptions           // see path.go
 	metricsReg prometheus.Registerer // see metrics.go
+	locked     bool                  // see locked.go
 }
 
 // WithLogger sends the engine's and its plugins' logs to l.
@@ -108,6 +109,10 @@ type Engine struct {
 	incarnation uint64
 	machineID   string
 	sliceSize   uint64
+	// lockedCallers: the callers' goroutines are locked to their threads
+	// (WithLockedCallers), so a waiter's spin never hands its thread to
+	// the scheduler.
+	lockedCallers bool
 
 	meta      metastore.Backend
 	metaURL   string // of the embedded or HTTP metastore, "" otherwise
@@ -212,6 +217,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Tracker:        e.tracker,
 		Log:            e.log,
 	})
+	e.lockedCallers = o.locked
 	e.attachMetrics(&o)
 	e.attachTrace(&o)
 	e.wirePath(o.path)

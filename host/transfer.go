@@ -743,7 +743,11 @@ func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
 			return false
 		}
 		if n == 0 {
-			ring.Yield(time.Duration(now - start))
+			if e.lockedCallers {
+				ring.YieldThread(time.Duration(now - start))
+			} else {
+				ring.Yield(time.Duration(now - start))
+			}
 		}
 	}
 }

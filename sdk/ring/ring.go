@@ -520,6 +520,17 @@ func Yield(spun time.Duration) {
 	}
 }
 
+// YieldThread is Yield for a goroutine locked to its OS thread, such as
+// a call from C into Go (a cgo callback): there runtime.Gosched cannot
+// run another goroutine on the thread, so it hands the thread's P to
+// another thread and waits to get it back, two futex wakes per look. It
+// only yields to other processes, once the spin has lasted YieldAfter.
+func YieldThread(spun time.Duration) {
+	if spun >= YieldAfter {
+		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
+	}
+}
+
 // YieldAfter is how long a spin keeps its CPU before it yields it to
 // other processes between looks.
 const YieldAfter = 150 * time.Microsecond
