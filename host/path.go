@@ -40,6 +40,9 @@ type requestPath struct {
 	// admit is asked about every request; nil is the pass-through, which
 	// is not called at all.
 	admit admission.Admitter
+	// qos is the qos block's admission queue, nil without one; see
+	// admit.go.
+	qos *qosQueue
 	// records holds each task's request and failover history, beside its
 	// batch: records[b.Slot()].tasks[i] is task i of batch b.
 	records []*batchRecords
@@ -81,6 +84,10 @@ type taskRecord struct {
 	// defaultDeadline: req.Deadline is transfer.default_deadline's, the
 	// request set none.
 	defaultDeadline bool
+	// grant is what the task holds of the qos queue's budgets while
+	// granted is set; see admit.go.
+	grant   admission.Grant
+	granted uint32 // atomic: 1 while grant is held
 }
 
 type batchRecords struct {

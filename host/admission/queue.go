@@ -588,7 +588,10 @@ func (q *Queue[T]) Remove(match func(T) bool) {
 // releaseKeep is release for an entry already out of its heap.
 func (q *Queue[T]) releaseKeep(t *tenant, c Class, k int32) { q.release(t, c, k) }
 
-// sweep drops every stale held-back request.
+// Sweep drops every held-back request that ended while held (the stale
+// function says which); Next drops them only as they come up.
+func (q *Queue[T]) Sweep(now int64) { q.sweep(now) }
+
 func (q *Queue[T]) sweep(now int64) {
 	if q.stale == nil {
 		return
