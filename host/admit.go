@@ -37,6 +37,10 @@ type qosQueue struct {
 	// that FreeBatch, which takes it to forget a batch's held tasks,
 	// never frees a batch under the dispatcher.
 	dmu sync.Mutex
+	// cur is the batch of the task the dispatcher is taking on (set
+	// under mu when Next gives it, cleared under dmu), so that FreeBatch
+	// waits for it although the queue is empty.
+	cur atomic.Pointer[progress.Batch]
 	// wake tells the dispatcher to look at the queue; room tells a
 	// submitter waiting on a full queue that a place freed.
 	wake, room chan struct{}
@@ -273,6 +277,9 @@ func (e *Engine) runQoS() {
 			qq.dmu.Lock()
 			qq.mu.Lock()
 			t, g, ok := qq.q.Next(now)
+			if ok {
+				qq.cur.Store(t.b)
+			}
 			var at int64
 			if !ok {
 				if swept {
@@ -293,6 +300,7 @@ func (e *Engine) runQoS() {
 			}
 			qq.freed()
 			e.resume(t, g)
+			qq.cur.Store(nil)
 			qq.dmu.Unlock()
 		}
 	}
@@ -340,10 +348,10 @@ func (e *Engine) forgetHeld(b *progress.Batch) {
 		return
 	}
 	qq.mu.Lock()
-	n := qq.q.Len()
+	n, cur := qq.q.Len(), qq.cur.Load()
 	qq.mu.Unlock()
-	if n == 0 {
-		return
+	if n == 0 && cur != b {
+		return // nothing of b held, nor being taken on
 	}
 	qq.dmu.Lock()
 	qq.mu.Lock()
