@@ -37,6 +37,9 @@ type QoS struct {
 	MaxQueued int
 	// Busy is what a full queue does: QoSBlock or QoSError.
 	Busy string
+	// Lanes is how the classes share a plugin's lanes: QoSLanesShared
+	// or QoSLanesPerClass.
+	Lanes string
 	// QoSLimits bound everything dispatched, whatever its class.
 	QoSLimits
 	Classes []QoSClass
@@ -75,6 +78,12 @@ type QoSTenant struct {
 const (
 	QoSBlock = "block"
 	QoSError = "error"
+)
+
+// The lanes words.
+const (
+	QoSLanesShared   = "shared"
+	QoSLanesPerClass = "per_class"
 )
 
 // QoSClasses are the class names, most urgent first (TENT's HIGH, MEDIUM
@@ -127,6 +136,12 @@ var qosTable = &table[QoS]{
 		},
 			doc: "What a full queue does to the next request held back.",
 			at:  func(q *QoS) any { return &q.Busy }},
+		{name: "lanes", typ: tString, def: QoSLanesShared, words: []choice{
+			{word: QoSLanesShared, doc: "every class on every lane, round robin; the low class's budgets keep the rings shallow"},
+			{word: QoSLanesPerClass, doc: "the high class alone on each plugin's first lane, the others on the rest; needs transfer.lanes >= 2"},
+		},
+			doc: "How the classes share a plugin's lanes (ring pairs). A lane is first in, first out: a slice waits behind every slice ahead of it in its ring. See docs/qos.md.",
+			at:  func(q *QoS) any { return &q.Lanes }},
 	}, limitFields(func(q *QoS) *QoSLimits { return &q.QoSLimits }, "in all")...),
 }
 
@@ -209,6 +224,9 @@ func (c *Config) validateQoS() []error {
 	checkTable(qosTable, q, "qos.", c.has, fail)
 	checkCaps(func(name, format string, args ...any) { fail("qos."+name, format, args...) },
 		&q.QoSLimits, func(name string) bool { return c.has("qos." + name) })
+	if q.Lanes == QoSLanesPerClass && c.Transfer.Lanes < 2 {
+		fail("qos.lanes", `%q needs at least 2 lanes per plugin, and transfer.lanes is %d; set transfer.lanes = 2 or more, or lanes = %q`, q.Lanes, c.Transfer.Lanes, QoSLanesShared)
+	}
 	if q.DefaultTenant == "" {
 		fail("qos.default_tenant", `is empty; name the tenant of requests that name none, such as "default"`)
 	}

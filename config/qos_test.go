@@ -65,6 +65,7 @@ func TestQoSErrors(t *testing.T) {
 		{"class above total", "rate = \"1GiB\"\n  class \"low\" { rate = \"2GiB\" }", 4, 24, "qos.class.low.rate", "is above the total"},
 		{"zero weight", `tenant "a" { weight = 0 }`, 3, 25, "qos.tenant.a.weight", "is outside"},
 		{"busy word", `busy = "drop"`, 3, 10, "qos.busy", `"drop": want "block" or "error"`},
+		{"lanes per class on one lane", `lanes = "per_class"`, 3, 11, "qos.lanes", `"per_class" needs at least 2 lanes per plugin, and transfer.lanes is 1`},
 		{"empty default tenant", `default_tenant = ""`, 3, 20, "qos.default_tenant", "is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -45,6 +45,9 @@ type qosQueue struct {
 	// submitter waiting on a full queue that a place freed.
 	wake, room chan struct{}
 	block      bool // qos.busy = "block"
+	// perClass: qos.lanes = "per_class": the high class alone on each
+	// plugin's first lane.
+	perClass bool
 	// stats, for metrics: requests refused (busy, late, tenant) by the
 	// queue, and held back so far.
 	held atomic.Uint64
@@ -73,7 +76,8 @@ func (e *Engine) wireQoS() error {
 	if err != nil {
 		return fmt.Errorf("%w: qos: %w", ErrInvalid, err)
 	}
-	e.path.qos = &qosQueue{q: q, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), block: qc.Busy != config.QoSError}
+	e.path.qos = &qosQueue{q: q, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), block: qc.Busy != config.QoSError,
+		perClass: qc.Lanes == config.QoSLanesPerClass}
 	w := qosWatcher{e: e}
 	if e.path.obs != nil {
 		w.next = pathWatcher{e}
@@ -391,4 +395,20 @@ func (e *Engine) QoS() QoSStatus {
 	qq.q.Sweep(progress.Now())
 	return QoSStatus{On: true, Held: qq.q.Len(), HeldTotal: qq.held.Load(), Dropped: qq.q.Dropped,
 		Bandwidth: qq.q.Bandwidth(), Tenants: qq.q.Tenants(nil)}
+}
+
+// laneOf returns the lane of run (of plugin ps) a request of priority p
+// goes on: with qos.lanes = "per_class" and several lanes, the high
+// class has the first lane to itself and the others share the rest, so
+// that a HIGH slice never waits in a ring behind LOW ones; otherwise any
+// lane, round robin.
+func (e *Engine) laneOf(run *pluginRun, ps *pluginState, p Priority) *progress.Lane {
+	qq := e.path.qos
+	if qq == nil || !qq.perClass || len(run.lanes) < 2 {
+		return run.lane(ps)
+	}
+	if admission.ClassOf(p) == admission.ClassHigh {
+		return run.lanes[0]
+	}
+	return run.lanes[1+int(ps.next.Add(1))%(len(run.lanes)-1)]
 }

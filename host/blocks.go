@@ -273,7 +273,7 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	var chunk [blockChunk]putResult
 	for k := 0; k < src.Len(); {
 		pr := ps.run()
-		ln := pr.lane(ps)
+		ln := e.laneOf(pr, ps, req.Priority)
 		nc := 0
 		ln.Begin()
 		for nc < len(chunk) && k < src.Len() {

@@ -315,7 +315,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	// Each request's slices are published as one: a plugin works on one
 	// request while the next is cut (holding the lane over a whole batch
 	// measured slower on two cores: the plugin idled until the end).
-	l := run.lane(rt.ps)
+	l := e.laneOf(run, rt.ps, r.Priority)
 	l.Begin()
 	c := e.put(b, i, r, rem, rt, avoid, sc, run, l)
 	l.End()
