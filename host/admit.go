@@ -229,8 +229,11 @@ func (e *Engine) giveBack(rec *taskRecord, sent bool) {
 	qq := e.path.qos
 	qq.mu.Lock()
 	qq.q.Done(rec.grant, sent, progress.Now())
+	held := qq.q.Len() > 0
 	qq.mu.Unlock()
-	qq.kick()
+	if held { // the budget freed may let one go; with none held the dispatcher sleeps on
+		qq.kick()
+	}
 }
 
 // qosWatcher gives a task's budgets back when it ends, then tells the
