@@ -9,6 +9,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -414,4 +415,17 @@ func (e *Engine) laneOf(run *pluginRun, ps *pluginState, p Priority) *progress.L
 		return run.lanes[0]
 	}
 	return run.lanes[1+int(ps.next.Add(1))%(len(run.lanes)-1)]
+}
+
+// qosMetrics is QoS for the metrics exporter.
+func (e *Engine) qosMetrics() (metrics.QoS, bool) {
+	q := e.QoS()
+	if !q.On {
+		return metrics.QoS{}, false
+	}
+	m := metrics.QoS{Held: q.Held, HeldTotal: q.HeldTotal, Dropped: q.Dropped, Bandwidth: q.Bandwidth}
+	for _, t := range q.Tenants {
+		m.Tenants = append(m.Tenants, metrics.QoSTenant{Name: t.Name, Admitted: t.Admitted, Rejected: t.Rejected, Bytes: t.Bytes, Queued: t.Queued})
+	}
+	return m, true
 }
