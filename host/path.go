@@ -17,7 +17,7 @@ import (
 // retry.go for failover):
 //
 //	validate  host/validate   known op, length, open segment, both ranges
-//	admit     host/admission  now, later or never (pass-through today)
+//	admit     host/admission  now, later or never; with a qos block, the queue (admit.go)
 //	select    host/selector   policy -> ordered transports
 //	plan      host/slicer     slice size, slice count, rail mask
 //	submit    host/progress   descriptors onto a lane's ring
