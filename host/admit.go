@@ -135,7 +135,7 @@ func (qq *qosQueue) freed() {
 // dispatcher resumes it), or refused and ended here. sc's time is the
 // request's; wait, false, fails a full queue at once whatever qos.busy
 // says (a block submission holds a lane, which the dispatcher may need).
-func (e *Engine) hold(b *progress.Batch, i int, r *Request, rem *remote, rec *taskRecord, sc *submitCtx, wait bool) bool {
+func (e *Engine) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *submitCtx, wait bool) bool {
 	qq := e.path.qos
 	ar := admission.Request{
 		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name, Tenant: r.Tenant,
@@ -146,7 +146,7 @@ func (e *Engine) hold(b *progress.Batch, i int, r *Request, rem *remote, rec *ta
 		g, v, err := qq.q.Offer(heldTask{b: b, id: b.ID(), i: int32(i)}, ar, now)
 		qq.mu.Unlock()
 		if err == nil && v == admission.Now {
-			e.granted(b, i, rec, g)
+			e.granted(b, i, g)
 			return false
 		}
 		if err == nil {
@@ -210,26 +210,43 @@ func (e *Engine) awaitRoom(b *progress.Batch, i int, deadline int64) bool {
 	}
 }
 
+// taskGrant is what a task holds of the queue's budgets, while held is
+// 1.
+type taskGrant struct {
+	grant admission.Grant
+	held  atomic.Uint32
+}
+
+// grantOf returns task i's grant record, nil when b was freed.
+func (p *requestPath) grantOf(b *progress.Batch, i int) *taskGrant {
+	r := p.records[b.Slot()]
+	if r == nil || i >= len(r.grants) {
+		return nil
+	}
+	return &r.grants[i]
+}
+
 // granted records that task i of b holds g of the queue's budgets, given
 // back when the task ends (qosWatcher). A task that ended before the
 // grant was recorded (canceled while held, say) gives it back here.
-func (e *Engine) granted(b *progress.Batch, i int, rec *taskRecord, g admission.Grant) {
-	rec.grant = g
-	atomic.StoreUint32(&rec.granted, 1)
+func (e *Engine) granted(b *progress.Batch, i int, g admission.Grant) {
+	tg := e.path.grantOf(b, i)
+	tg.grant = g
+	tg.held.Store(1)
 	if b.State(i, 0).Terminal() {
-		e.giveBack(rec, false)
+		e.giveBack(tg, false)
 	}
 }
 
-// giveBack returns the budgets task rec held, once: sent says whether
-// its bytes moved (for the bandwidth the queue measures).
-func (e *Engine) giveBack(rec *taskRecord, sent bool) {
-	if !atomic.CompareAndSwapUint32(&rec.granted, 1, 0) {
+// giveBack returns the budgets tg held, once: sent says whether its
+// bytes moved (for the bandwidth the queue measures).
+func (e *Engine) giveBack(tg *taskGrant, sent bool) {
+	if !tg.held.CompareAndSwap(1, 0) {
 		return
 	}
 	qq := e.path.qos
 	qq.mu.Lock()
-	qq.q.Done(rec.grant, sent, progress.Now())
+	qq.q.Done(tg.grant, sent, progress.Now())
 	held := qq.q.Len() > 0
 	qq.mu.Unlock()
 	if held { // the budget freed may let one go; with none held the dispatcher sleeps on
@@ -251,8 +268,8 @@ func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
 }
 
 func (w qosWatcher) Ended(b *progress.Batch, i int, s progress.State) {
-	if rec := w.e.path.lookup(b, i); rec != nil && atomic.LoadUint32(&rec.granted) != 0 {
-		w.e.giveBack(rec, s == progress.Completed)
+	if tg := w.e.path.grantOf(b, i); tg != nil && tg.held.Load() != 0 {
+		w.e.giveBack(tg, s == progress.Completed)
 	}
 	if w.next != nil {
 		w.next.Ended(b, i, s)
@@ -319,8 +336,8 @@ func (e *Engine) runQoS() {
 // and dispatched, as submitOne does a request admitted at once.
 func (e *Engine) resume(t heldTask, g admission.Grant) {
 	b, i := t.b, int(t.i)
+	e.granted(b, i, g)
 	rec := e.path.record(b, i)
-	e.granted(b, i, rec, g)
 	if b.Stopping(i, progress.Now()) {
 		return // ended before it was granted: given back above, or by its end
 	}

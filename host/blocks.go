@@ -298,7 +298,7 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 			} else {
 				err = e.admit(r, rem, &sc)
 			}
-			if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, rec, &sc, false) {
+			if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, &sc, false) {
 				continue // held back (the dispatcher takes it on), or refused
 			}
 			if err != nil {

@@ -84,10 +84,6 @@ type taskRecord struct {
 	// defaultDeadline: req.Deadline is transfer.default_deadline's, the
 	// request set none.
 	defaultDeadline bool
-	// grant is what the task holds of the qos queue's budgets while
-	// granted is set; see admit.go.
-	grant   admission.Grant
-	granted uint32 // atomic: 1 while grant is held
 }
 
 type batchRecords struct {
@@ -95,6 +91,10 @@ type batchRecords struct {
 	// stamps[i] is when task i passed the stages its latencies are timed
 	// between; kept while an observer listens, under the task's Noting.
 	stamps []taskStamps
+	// grants[i] is what task i holds of the qos queue's budgets; kept
+	// with a qos block (admit.go). Apart from tasks, which failover
+	// copies.
+	grants []taskGrant
 }
 
 // taskStamps are a task's observe.Clock times: queued, the start of its
@@ -123,6 +123,12 @@ func (p *requestPath) attach(b *progress.Batch) {
 			r.stamps = make([]taskStamps, b.Cap())
 		}
 		r.stamps = r.stamps[:b.Cap()]
+	}
+	if p.qos != nil {
+		if cap(r.grants) < b.Cap() {
+			r.grants = make([]taskGrant, b.Cap())
+		}
+		r.grants = r.grants[:b.Cap()]
 	}
 	p.records[b.Slot()] = r
 }

@@ -239,7 +239,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	if err == nil {
 		err = e.admit(r, rem, sc)
 	}
-	if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, rec, sc, true) {
+	if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, true) {
 		return // held back (the queue's dispatcher takes it on: resume), or refused
 	}
 	e.goOn(b, i, r, rem, rt, rec, sc, err)
