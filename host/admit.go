@@ -49,8 +49,7 @@ type qosQueue struct {
 	// perClass: qos.lanes = "per_class": the high class alone on each
 	// plugin's first lane.
 	perClass bool
-	// stats, for metrics: requests refused (busy, late, tenant) by the
-	// queue, and held back so far.
+	// held counts the requests held back so far (Engine.QoS).
 	held atomic.Uint64
 }
 

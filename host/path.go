@@ -139,6 +139,9 @@ func (p *requestPath) detach(slot, n int) {
 	p.records[slot] = nil
 	if r != nil {
 		clear(r.tasks[:n]) // drop the requests' references to the caller's memory
+		// A grant not given back (a plugin held the task past FreeBatch's
+		// bound) stays charged, and is never given back twice.
+		clear(r.grants[:min(n, len(r.grants))])
 		recordPool.Put(r)
 	}
 }
