@@ -18,7 +18,7 @@ func TestQoSExample(t *testing.T) {
 	}
 	q := c.QoS
 	if !q.On || q.DefaultTenant != "default" || q.Promotion != 2*time.Millisecond || !q.RejectLate ||
-		q.MaxQueued != 4096 || q.Busy != config.QoSBlock || q.InflightBytes != 256<<20 {
+		q.MaxQueued != 4096 || q.Busy != config.QoSBlock || q.InflightBytes != 256<<20 || q.Lanes != config.QoSLanesPerClass || c.Transfer.Lanes != 3 {
 		t.Errorf("qos = %+v", q)
 	}
 	if len(q.Classes) != 2 || q.Classes[0].Name != "low" || q.Classes[0].InflightBytes != 8<<20 || q.Classes[1].InflightRequests != 256 {

@@ -19,6 +19,12 @@ plugin "tcp" {
 
 plugin "shm" {}
 
+# Three lanes per plugin: the high class gets the first to itself
+# (qos.lanes below).
+transfer {
+  lanes = 3
+}
+
 qos {
   # A request that names no tenant (host.Request.Tenant = "") is "default"'s.
   default_tenant = "default"
@@ -38,8 +44,12 @@ qos {
   # Everything dispatched, whatever its class.
   inflight_bytes = "256MiB"
 
-  # Bulk work keeps the plugins' rings shallow: at most 8 MiB of it in
-  # flight, so a HIGH slice finds at most that ahead of it in a ring.
+  # A HIGH slice never waits in a ring behind LOW ones: HIGH has each
+  # plugin's first lane, the others share the rest (see docs/qos.md).
+  lanes = "per_class"
+
+  # Bulk work at most 8 MiB in flight: what is left of the link goes to
+  # the medium class.
   class "low" {
     inflight_bytes = "8MiB"
   }
