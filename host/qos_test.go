@@ -311,6 +311,35 @@ func TestQoSRefusals(t *testing.T) {
 	})
 }
 
+// TestQoSRejectLate: with reject_late, once a bandwidth is measured, a
+// 64 MiB request whose deadline is a tenth of the time it needs away
+// (at that bandwidth) fails at once with
+// ErrDeadlineExceeded, saying why, and never reaches a plugin.
+func TestQoSRejectLate(t *testing.T) {
+	ctx := context.Background()
+	rec := observetest.New()
+	e, src, seg, dst := qosEngine(t, "qos-late", "qos {\n  reject_late = true\n}", 64<<20, host.WithObserver(rec))
+	req := host.Request{Op: host.Write, Local: src, Segment: seg, Remote: dst}
+	for e.QoS().Bandwidth == 0 {
+		if err := e.Transfer(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A tenth of the time 64 MiB takes at the measured bandwidth.
+	need := time.Duration(float64(len(src)) / e.QoS().Bandwidth * 1e9)
+	late := req
+	late.Deadline = time.Now().Add(need / 10)
+	err := e.Transfer(ctx, late)
+	var te *host.TransferError
+	if !errors.As(err, &te) || te.State != host.StateFailed || !errors.Is(err, host.ErrDeadlineExceeded) ||
+		!strings.Contains(err.Error(), "admission refused the request early") || !strings.Contains(err.Error(), "MB/s") {
+		t.Fatalf("late request: %v; want FAILED with ErrDeadlineExceeded saying why", err)
+	}
+	if te.Transport != "" {
+		t.Errorf("refused request reached %q", te.Transport)
+	}
+}
+
 // TestQoSOffIsPassThrough: without a qos block, QoS reports off and
 // tenants are not looked at.
 func TestQoSOffIsPassThrough(t *testing.T) {
