@@ -156,6 +156,8 @@ type Config struct {
 	// Rails name rails of the transports and state their NUMA node and
 	// bandwidth; see RailBlock.
 	Rails []RailBlock
+	// QoS is the qos block; On false without one. See qos.go.
+	QoS QoS
 
 	// File is the path the configuration was loaded from; "" when built
 	// in code.

@@ -339,6 +339,7 @@ var blocks = []block{
 		func(_ *decoder, c *Config, _ *hcl.Block, p Policy) { c.Policies = append(c.Policies, p) }),
 	many(railTable, func(l labelled) RailBlock { return RailBlock{Name: l.name, DeclRange: l.decl, loc: l.loc} },
 		func(_ *decoder, c *Config, _ *hcl.Block, r RailBlock) { c.Rails = append(c.Rails, r) }),
+	qosBlock(),
 }
 
 // single is a block that appears at most once and lands in one field of

@@ -80,6 +80,7 @@ func (c *Config) Validate() error {
 	// A duration left out (zero, not written in the file) means its
 	// default; stall_after = "0s" in a file sets Off instead.
 	checkTable(superviseTable, &c.Supervise, "supervise.", c.has, fail)
+	errs = append(errs, c.validateQoS()...)
 	return errors.Join(errs...)
 }
 

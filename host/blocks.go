@@ -273,7 +273,7 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	var chunk [blockChunk]putResult
 	for k := 0; k < src.Len(); {
 		pr := ps.run()
-		ln := pr.lane(ps)
+		ln := e.laneOf(pr, ps, req.Priority)
 		nc := 0
 		ln.Begin()
 		for nc < len(chunk) && k < src.Len() {
@@ -297,6 +297,9 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 				err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, base+run.LocalOff, run.Length)
 			} else {
 				err = e.admit(r, rem, &sc)
+			}
+			if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, &sc, false) {
+				continue // held back (the dispatcher takes it on), or refused
 			}
 			if err != nil {
 				b.Cut(i)

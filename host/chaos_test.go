@@ -275,8 +275,15 @@ func chaosSeed() uint64 {
 // returns the run over them, its local side registered.
 func startChaos(t *testing.T, ctx context.Context, name string, crashAfter int, opts ...host.Option) *chaosRun {
 	t.Helper()
+	return startChaosWith(t, ctx, name, crashAfter, "", opts...)
+}
+
+// startChaosWith is startChaos with more HCL (a qos block) in the
+// initiator's configuration.
+func startChaosWith(t *testing.T, ctx context.Context, name string, crashAfter int, extra string, opts ...host.Option) *chaosRun {
+	t.Helper()
 	opts = append(opts, host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
-	e := hclEngine(t, ctx, chaosConfig(name+"-a", true, crashAfter), name+"-a.hcl", opts...)
+	e := hclEngine(t, ctx, chaosConfig(name+"-a", true, crashAfter)+extra, name+"-a.hcl", opts...)
 	file := filepath.Join(t.TempDir(), name+"-b.hcl")
 	if err := os.WriteFile(file, []byte(chaosConfig(name+"-b", false, 0)), 0o600); err != nil {
 		t.Fatal(err)
@@ -344,7 +351,31 @@ func (r *chaosRun) drive(ctx context.Context, n int, seed uint64) {
 //
 // FERRY_CHAOS_TASKS sets the number of transfers (default 10,000);
 // FERRY_CHAOS_SEED replays a run's choices.
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { runChaos(t, "chaos", "") }
+
+// chaosQoS is the qos block of TestChaosAdmission: budgets small enough
+// that the workers' tasks are held back and dispatched from the queue
+// (and canceled, timed out and failed over from there), with promotion.
+const chaosQoS = `
+qos {
+  inflight_requests = 12
+  promotion         = "5ms"
+  class "low" {
+    inflight_requests = 2
+  }
+  class "medium" {
+    inflight_bytes = "512KiB"
+  }
+}
+`
+
+// TestChaosAdmission is TestChaos with the qos block's admission queue
+// on: every task still ends exactly once, held ones included.
+func TestChaosAdmission(t *testing.T) {
+	runChaos(t, "chaosq", chaosQoS)
+}
+
+func runChaos(t *testing.T, name, extra string) {
 	leaks := goleak.IgnoreCurrent()
 	n := chaosTasks()
 	seed := chaosSeed()
@@ -355,7 +386,7 @@ func TestChaos(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosBound)
 	defer cancel()
-	r := startChaos(t, ctx, "chaos", crashAfter)
+	r := startChaosWith(t, ctx, name, crashAfter, extra)
 	e := r.e
 	for _, want := range []string{"fault", "stall", "tcp"} {
 		if !slices.Contains(r.seg.Transports, want) {
@@ -442,6 +473,15 @@ func TestChaos(t *testing.T) {
 		t.Errorf("the peer's read region changed: sha256 %s, want %s", got, want)
 	}
 
+	if q := e.QoS(); q.On {
+		t.Logf("chaos: admission held %d tasks back over the run (%d dropped after they ended held); %d held now", q.HeldTotal, q.Dropped, q.Held)
+		if q.HeldTotal == 0 {
+			t.Error("admission held no task back: the qos block did not exercise the queue")
+		}
+		if q.Held != 0 {
+			t.Errorf("%d tasks still held after every batch was freed", q.Held)
+		}
+	}
 	if err := e.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}

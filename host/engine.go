@@ -221,6 +221,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	e.attachMetrics(&o)
 	e.attachTrace(&o)
 	e.wirePath(o.path)
+	if err := e.wireQoS(); err != nil {
+		return nil, err
+	}
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
@@ -234,6 +237,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.wg.Add(1)
 	go e.runAborts()
+	e.startQoS()
 	if err := e.checkStarted(); err != nil {
 		e.Close()
 		return nil, err

@@ -60,6 +60,7 @@ func (e *Engine) startMetrics(o *options) error {
 	x, err := metrics.Start(metrics.Config{
 		Observer: e.metricsObs, Source: metricsSource{e}, Registerer: o.metricsReg,
 		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
+		QoS: e.qosMetrics,
 	})
 	if err != nil {
 		at := "metrics.listen"

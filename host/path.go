@@ -17,7 +17,7 @@ import (
 // retry.go for failover):
 //
 //	validate  host/validate   known op, length, open segment, both ranges
-//	admit     host/admission  now, later or never (pass-through today)
+//	admit     host/admission  now, later or never; with a qos block, the queue (admit.go)
 //	select    host/selector   policy -> ordered transports
 //	plan      host/slicer     slice size, slice count, rail mask
 //	submit    host/progress   descriptors onto a lane's ring
@@ -40,6 +40,9 @@ type requestPath struct {
 	// admit is asked about every request; nil is the pass-through, which
 	// is not called at all.
 	admit admission.Admitter
+	// qos is the qos block's admission queue, nil without one; see
+	// admit.go.
+	qos *qosQueue
 	// records holds each task's request and failover history, beside its
 	// batch: records[b.Slot()].tasks[i] is task i of batch b.
 	records []*batchRecords
@@ -88,6 +91,10 @@ type batchRecords struct {
 	// stamps[i] is when task i passed the stages its latencies are timed
 	// between; kept while an observer listens, under the task's Noting.
 	stamps []taskStamps
+	// grants[i] is what task i holds of the qos queue's budgets; kept
+	// with a qos block (admit.go). Apart from tasks, which failover
+	// copies.
+	grants []taskGrant
 }
 
 // taskStamps are a task's observe.Clock times: queued, the start of its
@@ -117,6 +124,12 @@ func (p *requestPath) attach(b *progress.Batch) {
 		}
 		r.stamps = r.stamps[:b.Cap()]
 	}
+	if p.qos != nil {
+		if cap(r.grants) < b.Cap() {
+			r.grants = make([]taskGrant, b.Cap())
+		}
+		r.grants = r.grants[:b.Cap()]
+	}
 	p.records[b.Slot()] = r
 }
 
@@ -126,6 +139,9 @@ func (p *requestPath) detach(slot, n int) {
 	p.records[slot] = nil
 	if r != nil {
 		clear(r.tasks[:n]) // drop the requests' references to the caller's memory
+		// A grant not given back (a plugin held the task past FreeBatch's
+		// bound) stays charged, and is never given back twice.
+		clear(r.grants[:min(n, len(r.grants))])
 		recordPool.Put(r)
 	}
 }

@@ -160,6 +160,7 @@ func (e *Engine) FreeBatch(id BatchID) error {
 		}
 	}
 	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
+	e.forgetHeld(id.b)     // none of its tasks held back by admission is taken on after this
 	slot, n := id.b.Slot(), id.b.Len()
 	if e.tracker.Free(id.b) {
 		e.path.detach(slot, n)
@@ -238,6 +239,15 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	if err == nil {
 		err = e.admit(r, rem, sc)
 	}
+	if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, true) {
+		return // held back (the queue's dispatcher takes it on: resume), or refused
+	}
+	e.goOn(b, i, r, rem, rt, rec, sc, err)
+}
+
+// goOn takes task i (request r, its record rec) on from admission:
+// routed, then dispatched. err, from an earlier stage, ends it INVALID.
+func (e *Engine) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt routed, rec *taskRecord, sc *submitCtx, err error) {
 	if err == nil {
 		e.note(b, i, observe.Admitted, -1, 0, nil)
 		rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local)))
@@ -305,7 +315,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	// Each request's slices are published as one: a plugin works on one
 	// request while the next is cut (holding the lane over a whole batch
 	// measured slower on two cores: the plugin idled until the end).
-	l := run.lane(rt.ps)
+	l := e.laneOf(run, rt.ps, r.Priority)
 	l.Begin()
 	c := e.put(b, i, r, rem, rt, avoid, sc, run, l)
 	l.End()

@@ -13,7 +13,8 @@ const (
 	// Now lets the request go on at once.
 	Now Verdict = iota
 	// Later holds the request back until capacity frees up. The engine
-	// does not queue requests yet: it refuses one held back, saying so.
+	// refuses a request an Admitter holds back, saying so; holding back
+	// and dispatching later is the Queue's (the qos block).
 	Later
 	// Reject refuses the request.
 	Reject

@@ -26,6 +26,9 @@ type Config struct {
 	PluginTimeout time.Duration
 	// ConstLabels go on the collector's series (the engine's name).
 	ConstLabels prometheus.Labels
+	// QoS, when set, reads the admission queue's counters at each
+	// scrape (qos.go).
+	QoS func() (QoS, bool)
 }
 
 // Exporter is an engine's metrics: its observer and collector registered,
@@ -59,7 +62,11 @@ func Start(cfg Config) (*Exporter, error) {
 		}
 	}
 	x.coll = NewCollector(cfg.Source, cfg.PluginTimeout, cfg.ConstLabels)
-	if err := x.registerChecked(cfg.Observer, x.coll); err != nil {
+	cs := []prometheus.Collector{cfg.Observer, x.coll}
+	if cfg.QoS != nil {
+		cs = append(cs, NewQoSCollector(cfg.QoS, cfg.ConstLabels))
+	}
+	if err := x.registerChecked(cs...); err != nil {
 		x.Close()
 		return nil, err
 	}

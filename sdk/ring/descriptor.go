@@ -97,6 +97,18 @@ func (s Status) Valid() bool { return s >= 0 && s < statusLimit }
 //	40 RemoteOffset u64
 //	48 Length       u64  on a completion: bytes transferred
 //	56 Deadline     i64  unix nanoseconds, 0 = none
+//
+// Prio is the request's sdk.Priority as a number (0 normal, 1 high, 2
+// low: not TENT's order, where 0 is the most urgent). What a transport
+// may assume of it: it is informational. The engine's admission stage
+// has already decided what enters the ring and when (with a qos block,
+// high-priority slices are not queued behind held-back low ones, and may
+// have a lane to themselves), so a transport must not drop, delay or
+// reorder a descriptor because of its Prio; it may use it to choose
+// among its own queues, connections or link-level classes, serving
+// higher priorities first, as long as every descriptor completes. Slices
+// of one request carry the same Prio; descriptors of one lane arrive in
+// the order the engine put them.
 type Descriptor struct {
 	Token        uint64
 	Op           Op
