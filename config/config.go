@@ -147,6 +147,7 @@ type Config struct {
 	// Metrics is the metrics block; Listen "" when the file has none.
 	Metrics   Metrics
 	Trace     Trace
+	Credit    Credit // receiver credit; the coordinator moves it under qos
 	Plugins   []Plugin
 	Transfer  Transfer
 	Supervise Supervise

@@ -332,6 +332,7 @@ var blocks = []block{
 	single(controlTable, func(c *Config) *Control { return &c.Control }),
 	single(metricsTable, func(c *Config) *Metrics { return &c.Metrics }),
 	single(traceTable, func(c *Config) *Trace { return &c.Trace }),
+	single(creditTable, func(c *Config) *Credit { return &c.Credit }),
 	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} }, (*decoder).addPlugin),
 	single(transferTable, func(c *Config) *Transfer { return &c.Transfer }),
 	single(superviseTable, func(c *Config) *Supervise { return &c.Supervise }),

@@ -20,8 +20,9 @@ func TestTables(t *testing.T) {
 	checkFields(t, "supervise", superviseTable, &Supervise{})
 	checkFields(t, "policy", policyTable, &Policy{})
 	checkFields(t, "rail", railTable, &RailBlock{})
-	if len(blocks) != 9 {
-		t.Errorf("%d blocks; this test checks 9: add the new block's table above", len(blocks))
+	checkFields(t, "credit", creditTable, &Credit{})
+	if len(blocks) != 10 {
+		t.Errorf("%d blocks; this test checks 10: add the new block's table above", len(blocks))
 	}
 }
 
