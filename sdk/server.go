@@ -75,6 +75,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	resp.MaxSlice, resp.PreferredSlice = info.MaxSlice, info.PreferredSlice
 	resp.Interfaces = implemented(s.impl)
 	resp.ForeignMemory = info.ForeignMemory
+	resp.TwoSided = info.TwoSided
 	resp.RegisterBatch = true
 	return resp, nil
 }

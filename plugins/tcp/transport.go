@@ -77,7 +77,7 @@ func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	maxFrame := t.set.maxFrame
 	t.mu.Unlock()
 	return sdk.Info{Name: "tcp", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
-		MaxSlice: maxFrame, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, ForeignMemory: true}, nil
+		MaxSlice: maxFrame, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, ForeignMemory: true, TwoSided: true}, nil
 }
 
 // Probe reports TCP as available, with one rail per listen address,
