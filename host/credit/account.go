@@ -74,6 +74,7 @@ type Account struct {
 	mu     sync.Mutex
 	lim    Limits
 	epoch  uint64
+	gen    uint64 // bumped by Reset: what was taken before gives nothing back
 	seq    uint64 // the last request made (Request)
 	acked  uint64 // the last request whose grant was accepted
 	window uint64
@@ -96,8 +97,12 @@ func NewAccount(l Limits, epoch uint64) *Account {
 	return a
 }
 
+// reset starts the account again at a receiver of incarnation epoch. The
+// request numbers go on: a receiver that kept its incarnation (a passing
+// outage of its control service) still refuses numbers it answered.
 func (a *Account) reset(epoch uint64) {
-	a.epoch, a.seq, a.acked = epoch, 0, 0
+	a.epoch = epoch
+	a.gen++
 	a.window, a.wreq = a.lim.InitialBytes, a.lim.InitialRequests
 	a.used, a.ureq, a.drained, a.limited = 0, 0, 0, false
 	a.signal()
@@ -119,34 +124,39 @@ func (a *Account) Epoch() uint64 {
 }
 
 // Take takes credit for one slice of n bytes and reports whether there
-// was enough, with the epoch to give it back under. A slice larger than
+// was enough, with the ticket to give it back under. A slice larger than
 // the whole window is let through when nothing else is in flight, so
 // that a small grant slows a sender down rather than stopping it.
-func (a *Account) Take(n uint64) (epoch uint64, ok bool) {
+func (a *Account) Take(n uint64) (ticket uint64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	fits := a.used+n <= a.window && a.ureq < a.wreq
 	if !fits && !(a.ureq == 0 && a.window > 0 && a.wreq > 0) {
 		a.limited = true
 		a.st.Waits++
-		return a.epoch, false
+		return a.gen, false
 	}
 	a.used += n
 	a.ureq++
-	return a.epoch, true
+	return a.gen, true
 }
 
-// Give gives back credit for a slice of n bytes taken under epoch; what
-// was taken under an earlier epoch was returned by Reset already.
-func (a *Account) Give(epoch, n uint64) {
+// Give gives back credit for one slice of n bytes taken under ticket;
+// what was taken before a Reset was returned by it already.
+func (a *Account) Give(ticket, n uint64) { a.GiveBack(ticket, n, 1) }
+
+// GiveBack gives back credit for slices slices of n bytes in all, taken
+// under ticket: what a task still held when it ended without their
+// completions.
+func (a *Account) GiveBack(ticket, n uint64, slices uint32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if epoch != a.epoch || a.ureq == 0 {
+	if ticket != a.gen || slices == 0 {
 		return
 	}
 	n = min(n, a.used)
 	a.used -= n
-	a.ureq--
+	a.ureq -= min(slices, a.ureq)
 	a.drained += n
 	a.signal()
 }
@@ -200,9 +210,9 @@ func (a *Account) Accept(g Grant) error {
 	return nil
 }
 
-// Reset returns every credit: the receiver is gone or now has
-// incarnation epoch. The window is the initial one again, and slices
-// taken before give nothing back.
+// Reset returns every credit: the receiver is gone (its control service
+// does not answer) or now has incarnation epoch. The window is the
+// initial one again, and slices taken before give nothing back.
 func (a *Account) Reset(epoch uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
