@@ -37,6 +37,7 @@ type Transport struct {
 	cancel  context.CancelFunc
 
 	stats  counters
+	recv   budget // staging bytes of every server connection (bounds.go)
 	opPool sync.Pool
 }
 
@@ -133,6 +134,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		}
 	}
 	t.set = set
+	t.recv.init(set.maxRecvBuffer)
 	t.listen = lns
 	t.rails = make([]*rail, len(lns))
 	for i, ln := range lns {
@@ -357,6 +359,7 @@ func (t *Transport) completeList(o *op, st ring.Status) {
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	m := t.stats.snapshot()
 	t.base.Outcomes.Export(m)
+	t.recv.export(m)
 	t.mu.Lock()
 	rails := t.rails
 	t.mu.Unlock()
