@@ -12,6 +12,7 @@ import (
 
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/credit"
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -450,4 +451,23 @@ func (e *Engine) CreditStats() []CreditStats {
 		out = append(out, CreditStats{Segment: pc.name, AccountStats: pc.acct.Stats()})
 	}
 	return out
+}
+
+// Credit reports the engine's receiver credit to the metrics collector
+// (metrics.CreditSource), summed over the receivers.
+func (s metricsSource) Credit() (metrics.Credit, bool) {
+	if s.e.credit == nil {
+		return metrics.Credit{}, false
+	}
+	var m metrics.Credit
+	for _, st := range s.e.CreditStats() {
+		m.Receivers++
+		m.WindowBytes += st.Window
+		m.InUseBytes += st.InUse
+		m.Grants += st.Grants
+		m.Refused += st.Refused
+		m.Waits += st.Waits
+		m.Resets += st.Resets
+	}
+	return m, true
 }
