@@ -14,7 +14,7 @@ const (
 	DefaultCreditInitialRequests = 64
 	DefaultCreditMaxRequests     = 1024
 	DefaultCreditInterval        = 50 * time.Millisecond
-	DefaultCreditTargetDelay     = 20 * time.Millisecond
+	DefaultCreditTargetDelay     = 200 * time.Millisecond
 
 	MinCreditBytes       = 64 << 10
 	MaxCreditBytes       = 1 << 40
@@ -87,7 +87,7 @@ var creditTable = &table[Credit]{
 			doc: "How often a sender that has credit in use asks the receiver for a new grant.",
 			at:  func(c *Credit) any { return &c.Interval }},
 		{name: "target_delay", typ: tDuration, def: DefaultCreditTargetDelay, lazy: true, min: MinCreditTargetDelay, max: MaxCreditTargetDelay,
-			doc: "The backlog a receiver lets one sender keep, in time at the drain rate it measured: a grant grows by one step while the backlog is shorter and halves while it is longer.",
+			doc: "The backlog a receiver lets one sender keep, in time at the drain rate it measured: a grant grows by one step while the sender waits for credit and the backlog is shorter, and halves while it is longer. What is on the wire counts too, so keep it above the path's round trip.",
 			at:  func(c *Credit) any { return &c.TargetDelay }},
 	},
 }

@@ -62,9 +62,12 @@ func (g *Grantor) step() uint64 { return max(g.lim.InitialBytes/16, MinWindow) }
 //     MaxBytes;
 //   - else it stays.
 //
-// The requests granted follow the bytes in the initial proportion. A
-// request numbered at or below the sender's last one is refused
-// (ErrReplayed).
+// What is in flight includes what is on the wire, so the target must
+// exceed the path's round trip: a longer path counts as backlog and keeps
+// the window small (config's target_delay, 200 ms by default, covers a
+// data centre and a region). The requests granted follow the bytes in the
+// initial proportion. A request numbered at or below the sender's last
+// one is refused (ErrReplayed).
 func (g *Grantor) Grant(s Sender, r Report, now int64) (Grant, error) {
 	w := g.s[s]
 	if w == nil {
