@@ -168,6 +168,10 @@ func (e *Engine) FreeBatch(id BatchID) error {
 // request that fails validation becomes an INVALID task; it does not stop
 // the others. Submit returns an error only when the batch cannot take the
 // requests at all.
+//
+// A two-sided transport's (tcp's) slices take the receiver's credit first
+// (docs/credit.md): Submit waits for it when the receiver has none to
+// spare, up to each request's deadline.
 func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 	return e.submit(id, reqs, submitCtx{})
 }
