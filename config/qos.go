@@ -23,8 +23,12 @@ import (
 //	  tenant "offload" { weight = 1, rate = "2GiB" }
 //	}
 type QoS struct {
-	// On: the file has a qos block (or code set it).
+	// On: admission is on: the file has a qos block with more in it
+	// than a credit block (or code set it).
 	On bool
+	// Credit is receiver credit (the credit block inside qos). It is on
+	// by default, with or without a qos block: see Credit.On.
+	Credit Credit
 	// DefaultTenant is the tenant of requests that name none.
 	DefaultTenant string
 	// Promotion is how close to its deadline a request moves up a class;
@@ -167,7 +171,7 @@ type qosRef struct{}
 
 func (qosRef) describe() refBlock {
 	b := qosTable.describe()
-	b.sub = append(b.sub, qosClassTable.describe(), qosTenantTable.describe())
+	b.sub = append(b.sub, qosClassTable.describe(), qosTenantTable.describe(), creditTable.describe())
 	return b
 }
 
@@ -176,18 +180,30 @@ func qosBlock() block {
 	return block{
 		header: hcl.BlockHeaderSchema{Type: qosTable.name},
 		doc:    qosRef{},
-		preset: func(c *Config) { qosTable.defaults(&c.QoS) },
+		preset: func(c *Config) { qosTable.defaults(&c.QoS); creditTable.defaults(&c.QoS.Credit) },
 		decode: func(d *decoder, c *Config, b *hcl.Block) {
 			c.loc["qos"] = b.DefRange
-			c.QoS.On = true
 			s := qosTable.schema()
 			s.Blocks = append(s.Blocks,
 				hcl.BlockHeaderSchema{Type: qosClassTable.name, LabelNames: []string{"name"}},
-				hcl.BlockHeaderSchema{Type: qosTenantTable.name, LabelNames: []string{"name"}})
+				hcl.BlockHeaderSchema{Type: qosTenantTable.name, LabelNames: []string{"name"}},
+				hcl.BlockHeaderSchema{Type: creditTable.name})
 			content, diags := b.Body.Content(s)
 			d.diags(diags)
+			// A qos block that only tunes receiver credit leaves admission
+			// off; anything else in it turns admission on.
+			creditOnly := len(content.Attributes) == 0 && len(content.Blocks) > 0
+			for _, sb := range content.Blocks {
+				creditOnly = creditOnly && sb.Type == creditTable.name
+			}
+			c.QoS.On = !creditOnly
 			decodeContent(d, qosTable, content, &c.QoS, place{loc: c.loc, locPrefix: "qos.", fieldPrefix: "qos."})
 			for _, sb := range content.Blocks {
+				if sb.Type == creditTable.name {
+					c.loc["qos.credit"] = sb.DefRange
+					decodeTable(d, creditTable, sb.Body, &c.QoS.Credit, place{loc: c.loc, locPrefix: "qos.credit.", fieldPrefix: "qos.credit."})
+					continue
+				}
 				if len(sb.Labels) != 1 {
 					continue // Content has reported it
 				}

@@ -23,6 +23,7 @@ func TestTables(t *testing.T) {
 	checkFields(t, "qos", qosTable, &QoS{})
 	checkFields(t, "qos.class", qosClassTable, &QoSClass{})
 	checkFields(t, "qos.tenant", qosTenantTable, &QoSTenant{})
+	checkFields(t, "credit", creditTable, &Credit{})
 	if len(blocks) != 10 {
 		t.Errorf("%d blocks; this test checks 10: add the new block's table above", len(blocks))
 	}

@@ -57,6 +57,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	checkTable(metricsTable, &c.Metrics, "metrics.", c.has, fail)
+	errs = append(errs, c.validateCredit(&c.QoS.Credit, "qos.credit.")...)
 
 	first := map[string]string{}
 	for i := range c.Plugins {

@@ -165,6 +165,7 @@ type Engine struct {
 
 	metricsObs *metrics.Observer // nil without metrics; see metrics.go
 	metricsX   *metrics.Exporter
+	credit     *creditState // receiver credit; nil when off (credit.go)
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
@@ -224,6 +225,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	if err := e.wireQoS(); err != nil {
 		return nil, err
 	}
+	e.credit = newCredit(e)
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
@@ -255,6 +257,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.Close()
 		return nil, err
 	}
+	e.startCredit()
 	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
 		e.Close()
@@ -357,7 +360,7 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	ps.sv = e.supervisor.Start(ctx, spec, e.pluginHooks(ps))
 	if ps.err = ps.sv.Err(); ps.err != nil {
 		if r := ps.sv.Run(); r != nil { // for Plugins and PluginPID
-			rs, _ := r.Observer.(*rails.Set)
+			rs := railsOf(r.Observer)
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		}
@@ -372,19 +375,20 @@ func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 	return supervisor.Hooks{
 		Observer: func(probe sdk.ProbeResult) progress.Observer {
 			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
-				return rs
+				return e.observeLanes(rs)
 			}
-			return rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies)
+			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies))
 		},
 		Up: func(r *supervisor.Run) {
-			rs := r.Observer.(*rails.Set) // Observer built it
+			rs := railsOf(r.Observer) // Observer built it
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		},
 		Down: func(r *supervisor.Run, why string) {
 			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
 			n := e.tracker.FailTransport(ps.idx, err)
-			r.Observer.(*rails.Set).ForgetAll()
+			railsOf(r.Observer).ForgetAll()
+			e.creditDown(r.Proc.Info.TwoSided)
 			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
 		},
 		Replay: func(ctx context.Context, r *supervisor.Run, commit func() bool) error {

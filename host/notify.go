@@ -49,6 +49,7 @@ func (e *Engine) startControl() error {
 	hc, err := notify.Start(notify.Config{
 		Listen: listen, Name: e.name, Incarnation: e.incarnation,
 		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
+		Credit: e.creditGranter(),
 	})
 	if err != nil {
 		return err

@@ -162,6 +162,7 @@ func (e *Engine) FreeBatch(id BatchID) error {
 	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
 	e.forgetHeld(id.b)     // none of its tasks held back by admission is taken on after this
 	slot, n := id.b.Slot(), id.b.Len()
+	e.creditFree(slot, n)
 	if e.tracker.Free(id.b) {
 		e.path.detach(slot, n)
 	}
@@ -172,6 +173,10 @@ func (e *Engine) FreeBatch(id BatchID) error {
 // request that fails validation becomes an INVALID task; it does not stop
 // the others. Submit returns an error only when the batch cannot take the
 // requests at all.
+//
+// A two-sided transport's (tcp's) slices take the receiver's credit first
+// (docs/credit.md): Submit waits for it when the receiver has none to
+// spare, up to each request's deadline.
 func (e *Engine) Submit(id BatchID, reqs ...Request) error {
 	return e.submit(id, reqs, submitCtx{})
 }
@@ -360,14 +365,25 @@ func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt route
 	}
 	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	res := putResult{i: i, slices: plan.Slices}
+	var hold *taskHold // receiver credit: a two-sided transport's slices take some
+	pc := e.creditFor(run, rem)
+	if pc != nil {
+		hold = e.credit.begin(b, i, pc, plan.Slice)
+	}
 	for off := uint64(0); off < n; off += plan.Slice {
 		if b.Stopping(i, now) { // canceled or expired while being cut: the rest never leaves
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
+		if hold != nil && !e.credit.take(hold, pc, d.Length, b, i, l) {
+			break // it stopped, or the engine closed, while waiting for credit
+		}
 		rail := rs.Pick(d.Length, plan.Rails, sc.now)
 		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 		if err := l.Put(&d, b, i); err != nil {
+			if hold != nil {
+				e.credit.unsent(hold, d.Length)
+			}
 			rs.Unsent(rail, d.Length)
 			if !errors.Is(err, progress.ErrTaskEnded) {
 				res.err = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)

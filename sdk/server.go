@@ -76,6 +76,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	resp.Interfaces = implemented(s.impl)
 	resp.ForeignMemory = info.ForeignMemory
 	resp.ForeignLocalOnly = info.ForeignMemory && info.ForeignLocalOnly
+	resp.TwoSided = info.TwoSided
 	resp.RegisterBatch = true
 	return resp, nil
 }

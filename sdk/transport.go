@@ -181,6 +181,12 @@ type Info struct {
 	// a request whose target is such memory elsewhere. False for plugins of
 	// older SDKs, whose ForeignMemory meant both sides.
 	ForeignLocalOnly bool
+	// TwoSided: the peer's plugin receives what this one sends and holds
+	// it in buffers of its own until it lands (tcp), so the host meters
+	// what it sends with the receiving engine's credit. One-sided plugins
+	// that write straight into registered memory (shm, rdma writes) leave
+	// it false, and so do plugins of older SDKs: no credit.
+	TwoSided bool
 }
 
 // Carries reports whether the plugin carries op. A plugin that lists no

@@ -69,4 +69,11 @@ qos {
     rate   = "2GiB"
     burst  = "16MiB"
   }
+
+  # Receiver credit for two-sided transports (tcp): each sender may have
+  # at most this much in flight to this engine until it grants more.
+  credit {
+    initial_bytes = "8MiB"
+    max_bytes     = "64MiB"
+  }
 }

@@ -97,6 +97,13 @@ type Stats struct {
 	Forged       uint64 // refused: not signed with the server's secret, or outside the replay window
 	Invalid      uint64 // refused: a field missing or over its bound
 	StatusDenied uint64 // status requests refused: not signed with the server's secret
+
+	// Credit requests (see Granter).
+	CreditGranted  uint64 // answered with a grant
+	CreditForged   uint64 // refused: not signed with the server's secret, or outside the replay window
+	CreditNoHandle uint64 // refused: they named another segment or incarnation of it
+	CreditRefused  uint64 // refused by the Granter (a replayed sequence number)
+	CreditInvalid  uint64 // refused: a field missing or over its bound
 }
 
 // Options are a server's or client's settings beyond its address.
@@ -111,6 +118,9 @@ type Options struct {
 	Secret []byte
 	// Now is the clock for the replay window; nil is time.Now.
 	Now func() time.Time
+	// Credit, on a server, grants receiver credit; nil answers the Credit
+	// RPC Unimplemented.
+	Credit Granter
 }
 
 func (o Options) now() time.Time {

@@ -1,7 +1,8 @@
 // Package control is the host-to-host control service every engine serves
 // for its peers: fetch the engine's segment descriptor (so engines find
 // each other with no metastore: peer-to-peer mode), deliver notifications,
-// and answer a liveness probe.
+// answer a liveness probe, and grant receiver credit (Credit; the grant's
+// size is the Granter's, host/credit's, decision).
 //
 // It owns the gRPC server and client, the wire contract
 // (proto/control/v1) and the receiver's deduplication of notification
@@ -17,7 +18,11 @@
 // if its HMAC-SHA256 under the secret verifies over the sender's name and
 // incarnation, the receiver's incarnation, its name, message, key and
 // send time, and that time is within ReplayWindow of the receiver's
-// clock; Status answers only a request signed the same way. Without a
+// clock; Status answers only a request signed the same way, and so does
+// Credit, whose grant the receiver MACs over the request it answers, so
+// that a sender refuses a forged or replayed grant (ErrForgedGrant).
+// Credit goes only to a sender that names this engine's segment and
+// incarnation, as a handle of it holds them. Without a
 // secret nothing here is authenticated: anyone who reaches the listener
 // can notify in any engine's name and read plugin pids and paths, so the
 // engine warns at start. Ping and GetDescriptor stay open: they serve

@@ -94,6 +94,7 @@ type Collector struct {
 	railBytes, railSlices, railErrors, railInFlight, railPaused, railGbps                               *prometheus.Desc
 	segOpen, segOpened, segRetired                                                                      *prometheus.Desc
 	metaUp, metaRefused, metaRepairs                                                                    *prometheus.Desc
+	credit                                                                                              creditDescs // credit.go
 }
 
 // NewCollector returns a collector of src whose series carry
@@ -136,6 +137,7 @@ func NewCollector(src Source, timeout time.Duration, constLabels prometheus.Labe
 		metaRefused: d("descriptors_refused_total", "Peer descriptors refused as unsigned or badly signed."),
 		metaRepairs: d("publish_repairs_total", "Times the engine wrote its descriptor back after someone else replaced or deleted it."),
 	}
+	c.credit = newCreditDescs(d)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -154,6 +156,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.segOpen, c.segOpened, c.segRetired, c.metaUp, c.metaRefused, c.metaRepairs} {
 		ch <- d
 	}
+	c.credit.describe(ch)
 	c.timeouts.Describe(ch)
 	c.dropped.Describe(ch)
 }
@@ -191,6 +194,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.metaUp, prometheus.GaugeValue, b2f(m.Err == nil))
 	ch <- prometheus.MustNewConstMetric(c.metaRefused, prometheus.CounterValue, float64(m.Refused))
 	ch <- prometheus.MustNewConstMetric(c.metaRepairs, prometheus.CounterValue, float64(m.Repairs))
+	c.credit.collect(ch, c.src)
 	c.timeouts.Collect(ch)
 	c.dropped.Collect(ch)
 }

@@ -79,6 +79,9 @@ type Config struct {
 	Secret []byte
 	Source Source
 	Log    hclog.Logger
+	// Credit grants receiver credit to peers (control.Options.Credit);
+	// nil grants none.
+	Credit control.Granter
 }
 
 // Service is an engine's control service and its notifications.
@@ -125,7 +128,7 @@ func Start(c Config) (*Service, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret})
+	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret, Credit: c.Credit})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("engine %q: %w", c.Name, err)

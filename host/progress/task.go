@@ -221,6 +221,12 @@ func WithRail(token uint64, rail int) uint64 {
 // TokenRail returns the rail a token names.
 func TokenRail(token uint64) int { return int(token>>tokenRailShift) & (MaxRails - 1) }
 
+// TokenTask returns the batch slot (Batch.Slot) and task index a token
+// names, unchecked: the tracker checks the rest (Tracker.Apply).
+func TokenTask(token uint64) (slot, i int) {
+	return int(token >> tokenSlotShift), int(token & (MaxTasks - 1))
+}
+
 // reservedSlot is a batch slot no tracker has (NewTracker keeps below
 // it): tokens naming it are the lanes' own descriptors, never a task's.
 // Whatever the token layout becomes, ProbeToken must stay outside the

@@ -87,7 +87,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 			Name: r.Name, Version: r.Version,
 			SameMachineOnly: r.SameMachineOnly, MemoryKinds: kindsFromWire(r.MemoryKinds),
 			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
-			ForeignMemory: r.ForeignMemory, ForeignLocalOnly: r.ForeignMemory && r.ForeignLocalOnly,
+			ForeignMemory: r.ForeignMemory, ForeignLocalOnly: r.ForeignMemory && r.ForeignLocalOnly, TwoSided: r.TwoSided,
 		},
 		Protocol:      r.ProtocolVersion,
 		Interfaces:    r.Interfaces,

@@ -33,6 +33,8 @@ import (
 //	  max_connections_per_peer = 256           # authenticated connections per peer engine
 //	  handshake_timeout        = "5s"          # hello, authentication and the first request
 //	                                           # must be done by then
+//	  max_held_responses       = 64            # responses a connection holds back to send together, 1..64
+//	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -78,6 +80,8 @@ type Config struct {
 	MaxConnectionsPerPeer *int     `hcl:"max_connections_per_peer,optional"`
 	MaxStartups           *string  `hcl:"max_startups,optional"`
 	HandshakeTimeout      *string  `hcl:"handshake_timeout,optional"`
+	MaxHeldResponses      *int     `hcl:"max_held_responses,optional"`
+	MaxReceiveBuffer      *string  `hcl:"max_receive_buffer,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -92,6 +96,8 @@ type Config struct {
 	MaxConnectionsPerPeerRange hcl.Range `hcl:"max_connections_per_peer,attr_value_range"`
 	MaxStartupsRange           hcl.Range `hcl:"max_startups,attr_value_range"`
 	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
+	MaxHeldResponsesRange      hcl.Range `hcl:"max_held_responses,attr_value_range"`
+	MaxReceiveBufferRange      hcl.Range `hcl:"max_receive_buffer,attr_value_range"`
 }
 
 // Defaults and limits of the configuration.
@@ -126,6 +132,8 @@ type settings struct {
 	maxConnsPerPeer  int      // authenticated connections per peer (peerKey)
 	startups         startups // the unauthenticated connections' budget
 	handshakeTimeout time.Duration
+	maxHeld          int    // responses a connection holds back, 1..maxPending
+	maxRecvBuffer    uint64 // staging bytes of every server connection together
 }
 
 func defaultSettings() settings {
@@ -139,6 +147,8 @@ func defaultSettings() settings {
 		maxConnsPerPeer:  DefaultMaxConnectionsPerPeer,
 		startups:         startups{start: 64, rate: 30, full: 256},
 		handshakeTimeout: DefaultHandshakeTimeout,
+		maxHeld:          maxPending,
+		maxRecvBuffer:    DefaultMaxReceiveBuffer,
 	}
 }
 
@@ -214,6 +224,9 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		s.startups = v
 	}
 	if err := st.Duration("handshake_timeout", c.HandshakeTimeout, c.HandshakeTimeoutRange, time.Millisecond, time.Hour, &s.handshakeTimeout); err != nil {
+		return settings{}, err
+	}
+	if err := parseBounds(st, &c, &s); err != nil {
 		return settings{}, err
 	}
 	return s, nil

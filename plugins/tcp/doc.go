@@ -17,6 +17,13 @@
 // not trust a peer: nothing a peer sends can make it touch memory outside a
 // region the peer may access, or panic.
 //
+// The listener's own buffers are bounded (bounds.go): the staging buffers
+// of every connection together by max_receive_buffer (a connection that
+// needs more waits, leaving the peer's frames in its socket), and the
+// responses one connection holds back by max_held_responses. It declares
+// Info.TwoSided: the sending host meters its slices with the receiving
+// engine's credit.
+//
 // Abort (abort.go, sdk.Aborter) takes queued descriptors back unsent and
 // makes a read in flight stop writing its local memory: the rest of its
 // payload is read into the connection's scratch memory, so the stream

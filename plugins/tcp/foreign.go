@@ -57,6 +57,11 @@ func (t *Transport) unstage(o *op, st ring.Status, n uint64) ring.Status {
 // region r into a bounce buffer and writes it into the host. It returns
 // what readFullNext returned, and the status to answer.
 func (sc *serverConn) serveForeignWrite(r *region, h *Header) (int, ring.Status, error) {
+	if err := sc.stage(h.Length); err != nil {
+		return 0, ring.StatusIO, err
+	}
+	sc.cur.Store(r) // a flush in stage cleared it
+	defer sc.t.recv.release(h.Length)
 	b := kit.GetBounce(int(h.Length))
 	defer b.Put()
 	n, err := sc.link.readFullNext(b.B, sc.hdr[:])
@@ -72,14 +77,20 @@ func (sc *serverConn) serveForeignWrite(r *region, h *Header) (int, ring.Status,
 }
 
 // foreignPayload fills a bounce buffer from foreign region r for a peer's
-// read; nil when the copy failed.
-func (sc *serverConn) foreignPayload(r *region, h *Header) *kit.Bounce {
+// read, within the receive budget (released with the held response); nil
+// when the copy failed, or the budget could not be had (err says why
+// when the connection must end).
+func (sc *serverConn) foreignPayload(r *region, h *Header) (*kit.Bounce, error) {
+	if err := sc.stage(h.Length); err != nil {
+		return nil, err
+	}
 	b := kit.GetBounce(int(h.Length))
 	if err := kit.CopyIn(r.Foreign, h.Offset, b.B); err != nil {
+		sc.t.recv.release(h.Length)
 		b.Put()
 		sc.t.stats.foreignFaults.Add(1)
-		return nil
+		return nil, nil
 	}
 	sc.t.stats.foreignCopied.Add(h.Length)
-	return b
+	return b, nil
 }

@@ -378,7 +378,11 @@ func (sc *serverConn) serveFrames(have int) error {
 			var b *kit.Bounce
 			switch {
 			case st == ring.StatusOK && r.Foreign != nil:
-				if b = sc.foreignPayload(r, &h); b == nil {
+				var err error
+				if b, err = sc.foreignPayload(r, &h); err != nil {
+					r.Release()
+					return err
+				} else if b == nil {
 					r.Release()
 					st, r = ring.StatusIO, nil
 				} else {
@@ -430,7 +434,7 @@ func (sc *serverConn) queueBounce(seq uint64, st ring.Status, payload []byte, r 
 		sc.nheld++
 		sc.heldBytes += uint64(len(payload))
 	}
-	if sc.npend == maxPending || sc.heldBytes >= flushBefore {
+	if sc.npend >= sc.t.set.maxHeld || sc.heldBytes >= flushBefore {
 		return sc.flush()
 	}
 	return nil
@@ -466,7 +470,10 @@ func (sc *serverConn) releaseHeld() {
 	for i := range sc.nheld {
 		sc.held[i].Release()
 		sc.held[i] = nil
-		sc.heldBounce[i].Put() // nil for mapped memory
+		if b := sc.heldBounce[i]; b != nil { // nil for mapped memory
+			sc.t.recv.release(uint64(len(b.B)))
+			b.Put()
+		}
 		sc.heldBounce[i] = nil
 	}
 	clear(sc.pendIov[:sc.niov])

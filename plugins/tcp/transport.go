@@ -37,6 +37,7 @@ type Transport struct {
 	cancel  context.CancelFunc
 
 	stats  counters
+	recv   budget // staging bytes of every server connection (bounds.go)
 	opPool sync.Pool
 }
 
@@ -77,7 +78,7 @@ func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	maxFrame := t.set.maxFrame
 	t.mu.Unlock()
 	return sdk.Info{Name: "tcp", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
-		MaxSlice: maxFrame, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, ForeignMemory: true}, nil
+		MaxSlice: maxFrame, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU}, ForeignMemory: true, TwoSided: true}, nil
 }
 
 // Probe reports TCP as available, with one rail per listen address,
@@ -133,6 +134,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		}
 	}
 	t.set = set
+	t.recv.init(set.maxRecvBuffer)
 	t.listen = lns
 	t.rails = make([]*rail, len(lns))
 	for i, ln := range lns {
@@ -357,6 +359,7 @@ func (t *Transport) completeList(o *op, st ring.Status) {
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	m := t.stats.snapshot()
 	t.base.Outcomes.Export(m)
+	t.recv.export(m)
 	t.mu.Lock()
 	rails := t.rails
 	t.mu.Unlock()

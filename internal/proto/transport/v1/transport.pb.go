@@ -197,6 +197,12 @@ type DescribeResponse struct {
 	// Not an interface of the implementation: the SDK registers the
 	// batch's regions with it one by one, in process.
 	RegisterBatch bool `protobuf:"varint,10,opt,name=register_batch,json=registerBatch,proto3" json:"register_batch,omitempty"`
+	// The plugin is two-sided: the peer's plugin receives what it sends and
+	// holds it in buffers of its own until it lands (tcp), so the host
+	// meters what it sends with the receiver's credit. False for a
+	// one-sided plugin that writes straight into registered memory (shm,
+	// rdma writes), and for every older plugin: no credit.
+	TwoSided      bool `protobuf:"varint,22,opt,name=two_sided,json=twoSided,proto3" json:"two_sided,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +317,13 @@ func (x *DescribeResponse) GetForeignLocalOnly() bool {
 func (x *DescribeResponse) GetRegisterBatch() bool {
 	if x != nil {
 		return x.RegisterBatch
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetTwoSided() bool {
+	if x != nil {
+		return x.TwoSided
 	}
 	return false
 }
@@ -1862,7 +1875,7 @@ var File_transport_v1_transport_proto protoreflect.FileDescriptor
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xc6\x03\n" +
+	"\x0fDescribeRequest\"\xe3\x03\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -1878,7 +1891,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x0eforeign_memory\x18\x10 \x01(\bR\rforeignMemory\x12,\n" +
 	"\x12foreign_local_only\x18\x15 \x01(\bR\x10foreignLocalOnly\x12%\n" +
 	"\x0eregister_batch\x18\n" +
-	" \x01(\bR\rregisterBatch\"\x0e\n" +
+	" \x01(\bR\rregisterBatch\x12\x1b\n" +
+	"\ttwo_sided\x18\x16 \x01(\bR\btwoSided\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
 	"\x04Rail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +

@@ -447,6 +447,211 @@ func (x *PingResponse) GetIncarnation() uint64 {
 	return 0
 }
 
+type CreditRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	From            string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"` // the sender's segment name
+	FromIncarnation uint64                 `protobuf:"varint,2,opt,name=from_incarnation,json=fromIncarnation,proto3" json:"from_incarnation,omitempty"`
+	// to and to_incarnation are the receiver's segment name and
+	// incarnation as the sender's handle of it holds them; a receiver of
+	// another name or life refuses the request.
+	To            string `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	ToIncarnation uint64 `protobuf:"varint,4,opt,name=to_incarnation,json=toIncarnation,proto3" json:"to_incarnation,omitempty"`
+	// seq numbers the sender's requests to this receiver from 1, strictly
+	// increasing within one incarnation of each: a receiver refuses one at
+	// or below the last it answered (a replay).
+	Seq     uint64 `protobuf:"varint,5,opt,name=seq,proto3" json:"seq,omitempty"`
+	Drained uint64 `protobuf:"varint,6,opt,name=drained,proto3" json:"drained,omitempty"`          // bytes completed since the previous request
+	InUse   uint64 `protobuf:"varint,7,opt,name=in_use,json=inUse,proto3" json:"in_use,omitempty"` // bytes in flight now
+	Limited bool   `protobuf:"varint,8,opt,name=limited,proto3" json:"limited,omitempty"`          // a slice waited for credit since the previous request
+	// sent_unix_nano: with a cluster secret a receiver refuses a request
+	// outside its replay window.
+	SentUnixNano int64 `protobuf:"varint,9,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// mac is HMAC-SHA256 under the cluster secret over every field above
+	// (host/control's creditAskMAC); empty without a secret.
+	Mac           []byte `protobuf:"bytes,10,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreditRequest) Reset() {
+	*x = CreditRequest{}
+	mi := &file_control_v1_control_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreditRequest) ProtoMessage() {}
+
+func (x *CreditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreditRequest.ProtoReflect.Descriptor instead.
+func (*CreditRequest) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CreditRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *CreditRequest) GetFromIncarnation() uint64 {
+	if x != nil {
+		return x.FromIncarnation
+	}
+	return 0
+}
+
+func (x *CreditRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *CreditRequest) GetToIncarnation() uint64 {
+	if x != nil {
+		return x.ToIncarnation
+	}
+	return 0
+}
+
+func (x *CreditRequest) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *CreditRequest) GetDrained() uint64 {
+	if x != nil {
+		return x.Drained
+	}
+	return 0
+}
+
+func (x *CreditRequest) GetInUse() uint64 {
+	if x != nil {
+		return x.InUse
+	}
+	return 0
+}
+
+func (x *CreditRequest) GetLimited() bool {
+	if x != nil {
+		return x.Limited
+	}
+	return false
+}
+
+func (x *CreditRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *CreditRequest) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
+type CreditResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Epoch    uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"` // the receiver's incarnation
+	Seq      uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`     // the request answered
+	Bytes    uint64                 `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"` // the bytes and requests the sender may have in flight from now on
+	Requests uint32                 `protobuf:"varint,4,opt,name=requests,proto3" json:"requests,omitempty"`
+	// mac is HMAC-SHA256 under the cluster secret over the receiver's name,
+	// the fields above, the sender and the request's time (creditGrantMAC):
+	// a sender refuses a grant that does not verify.
+	Mac           []byte `protobuf:"bytes,5,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreditResponse) Reset() {
+	*x = CreditResponse{}
+	mi := &file_control_v1_control_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreditResponse) ProtoMessage() {}
+
+func (x *CreditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreditResponse.ProtoReflect.Descriptor instead.
+func (*CreditResponse) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CreditResponse) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *CreditResponse) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *CreditResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CreditResponse) GetRequests() uint32 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *CreditResponse) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
 var File_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_control_v1_control_proto_rawDesc = "" +
@@ -476,12 +681,31 @@ const file_control_v1_control_proto_rawDesc = "" +
 	"\vPingRequest\"D\n" +
 	"\fPingResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation2\xcc\x02\n" +
+	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\x9a\x02\n" +
+	"\rCreditRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
+	"\x10from_incarnation\x18\x02 \x01(\x04R\x0ffromIncarnation\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12%\n" +
+	"\x0eto_incarnation\x18\x04 \x01(\x04R\rtoIncarnation\x12\x10\n" +
+	"\x03seq\x18\x05 \x01(\x04R\x03seq\x12\x18\n" +
+	"\adrained\x18\x06 \x01(\x04R\adrained\x12\x15\n" +
+	"\x06in_use\x18\a \x01(\x04R\x05inUse\x12\x18\n" +
+	"\alimited\x18\b \x01(\bR\alimited\x12$\n" +
+	"\x0esent_unix_nano\x18\t \x01(\x03R\fsentUnixNano\x12\x10\n" +
+	"\x03mac\x18\n" +
+	" \x01(\fR\x03mac\"|\n" +
+	"\x0eCreditResponse\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1a\n" +
+	"\brequests\x18\x04 \x01(\rR\brequests\x12\x10\n" +
+	"\x03mac\x18\x05 \x01(\fR\x03mac2\x99\x03\n" +
 	"\aControl\x12`\n" +
 	"\rGetDescriptor\x12&.ferry.control.v1.GetDescriptorRequest\x1a'.ferry.control.v1.GetDescriptorResponse\x12K\n" +
 	"\x06Notify\x12\x1f.ferry.control.v1.NotifyRequest\x1a .ferry.control.v1.NotifyResponse\x12E\n" +
 	"\x04Ping\x12\x1d.ferry.control.v1.PingRequest\x1a\x1e.ferry.control.v1.PingResponse\x12K\n" +
-	"\x06Status\x12\x1f.ferry.control.v1.StatusRequest\x1a .ferry.control.v1.StatusResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
+	"\x06Status\x12\x1f.ferry.control.v1.StatusRequest\x1a .ferry.control.v1.StatusResponse\x12K\n" +
+	"\x06Credit\x12\x1f.ferry.control.v1.CreditRequest\x1a .ferry.control.v1.CreditResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
 
 var (
 	file_control_v1_control_proto_rawDescOnce sync.Once
@@ -495,7 +719,7 @@ func file_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_control_v1_control_proto_rawDescData
 }
 
-var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_control_v1_control_proto_goTypes = []any{
 	(*GetDescriptorRequest)(nil),  // 0: ferry.control.v1.GetDescriptorRequest
 	(*GetDescriptorResponse)(nil), // 1: ferry.control.v1.GetDescriptorResponse
@@ -505,18 +729,22 @@ var file_control_v1_control_proto_goTypes = []any{
 	(*StatusResponse)(nil),        // 5: ferry.control.v1.StatusResponse
 	(*PingRequest)(nil),           // 6: ferry.control.v1.PingRequest
 	(*PingResponse)(nil),          // 7: ferry.control.v1.PingResponse
+	(*CreditRequest)(nil),         // 8: ferry.control.v1.CreditRequest
+	(*CreditResponse)(nil),        // 9: ferry.control.v1.CreditResponse
 }
 var file_control_v1_control_proto_depIdxs = []int32{
 	0, // 0: ferry.control.v1.Control.GetDescriptor:input_type -> ferry.control.v1.GetDescriptorRequest
 	2, // 1: ferry.control.v1.Control.Notify:input_type -> ferry.control.v1.NotifyRequest
 	6, // 2: ferry.control.v1.Control.Ping:input_type -> ferry.control.v1.PingRequest
 	4, // 3: ferry.control.v1.Control.Status:input_type -> ferry.control.v1.StatusRequest
-	1, // 4: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
-	3, // 5: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
-	7, // 6: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
-	5, // 7: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
-	4, // [4:8] is the sub-list for method output_type
-	0, // [0:4] is the sub-list for method input_type
+	8, // 4: ferry.control.v1.Control.Credit:input_type -> ferry.control.v1.CreditRequest
+	1, // 5: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
+	3, // 6: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
+	7, // 7: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
+	5, // 8: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
+	9, // 9: ferry.control.v1.Control.Credit:output_type -> ferry.control.v1.CreditResponse
+	5, // [5:10] is the sub-list for method output_type
+	0, // [0:5] is the sub-list for method input_type
 	0, // [0:0] is the sub-list for extension type_name
 	0, // [0:0] is the sub-list for extension extendee
 	0, // [0:0] is the sub-list for field type_name
@@ -533,7 +761,7 @@ func file_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_v1_control_proto_rawDesc), len(file_control_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	Control_Notify_FullMethodName        = "/ferry.control.v1.Control/Notify"
 	Control_Ping_FullMethodName          = "/ferry.control.v1.Control/Ping"
 	Control_Status_FullMethodName        = "/ferry.control.v1.Control/Status"
+	Control_Credit_FullMethodName        = "/ferry.control.v1.Control/Credit"
 )
 
 // ControlClient is the client API for Control service.
@@ -48,6 +49,13 @@ type ControlClient interface {
 	// stalls, the reason when not running) and rails, for operators
 	// (`ferry plugins --engine`). With a cluster secret it needs the secret.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// Credit asks the receiver for a grant of receiver credit: the bytes
+	// and requests the sender may have in flight to it over a two-sided
+	// transport (tcp). Only a sender that names the receiver's segment and
+	// incarnation (from its handle) gets one; with a cluster secret the
+	// request and the grant are MACed. An engine without it answers
+	// Unimplemented, and its senders keep their initial credit.
+	Credit(ctx context.Context, in *CreditRequest, opts ...grpc.CallOption) (*CreditResponse, error)
 }
 
 type controlClient struct {
@@ -98,6 +106,16 @@ func (c *controlClient) Status(ctx context.Context, in *StatusRequest, opts ...g
 	return out, nil
 }
 
+func (c *controlClient) Credit(ctx context.Context, in *CreditRequest, opts ...grpc.CallOption) (*CreditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreditResponse)
+	err := c.cc.Invoke(ctx, Control_Credit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -115,6 +133,13 @@ type ControlServer interface {
 	// stalls, the reason when not running) and rails, for operators
 	// (`ferry plugins --engine`). With a cluster secret it needs the secret.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// Credit asks the receiver for a grant of receiver credit: the bytes
+	// and requests the sender may have in flight to it over a two-sided
+	// transport (tcp). Only a sender that names the receiver's segment and
+	// incarnation (from its handle) gets one; with a cluster secret the
+	// request and the grant are MACed. An engine without it answers
+	// Unimplemented, and its senders keep their initial credit.
+	Credit(context.Context, *CreditRequest) (*CreditResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -136,6 +161,9 @@ func (UnimplementedControlServer) Ping(context.Context, *PingRequest) (*PingResp
 }
 func (UnimplementedControlServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedControlServer) Credit(context.Context, *CreditRequest) (*CreditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Credit not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -230,6 +258,24 @@ func _Control_Status_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_Credit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Credit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Credit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Credit(ctx, req.(*CreditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -252,6 +298,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Status",
 			Handler:    _Control_Status_Handler,
+		},
+		{
+			MethodName: "Credit",
+			Handler:    _Control_Credit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
