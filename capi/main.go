@@ -82,6 +82,8 @@ func codeOf(err error, fallback C.int) C.int {
 		return C.FERRY_ERR_DEADLINE_EXCEEDED
 	case errors.Is(err, host.ErrCanceled), errors.Is(err, context.Canceled):
 		return C.FERRY_ERR_CANCELED
+	case errors.Is(err, host.ErrBusy):
+		return C.FERRY_ERR_BUSY
 	case errors.Is(err, host.ErrNotRegistered):
 		return C.FERRY_ERR_NOT_REGISTERED
 	case errors.Is(err, host.ErrOutOfBounds):
