@@ -380,11 +380,38 @@ func Dial(addr string, opts ...grpc.DialOption) (*Client, error) {
 func DialOptions(addr string, o Options, opts ...grpc.DialOption) (*Client, error) {
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswer))}, opts...)
-	cc, err := grpc.NewClient("passthrough:///"+addr, opts...)
+	target := "passthrough:///" + addr
+	cc, err := grpc.NewClient(target, append(opts, grpc.WithUnaryInterceptor(redialOnce(target, opts)))...)
 	if err != nil {
 		return nil, fmt.Errorf("control service %s: %w", addr, err)
 	}
 	return &Client{addr: addr, o: o, cc: cc, c: controlv1.NewControlClient(cc)}, nil
+}
+
+// redialOnce retries, once and on a fresh connection, a call that failed
+// Unavailable. One client serves every call to a peer (descriptor reads,
+// pings, notifications, credit), so a call that failed while the peer
+// restarted leaves its connection backing off (a second at first), and
+// gRPC fails the calls made meanwhile at once with that old error: a
+// descriptor re-read right after the peer came back would then say the
+// peer is down. A fresh connection dials now, and fails as fast if the
+// peer is still gone. Credit asks are not retried: each carries a request
+// number the receiver takes only once, and the keeper asks again on its
+// next round.
+func redialOnce(target string, opts []grpc.DialOption) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		err := invoker(ctx, method, req, reply, cc, callOpts...)
+		if err == nil || method == controlv1.Control_Credit_FullMethodName || status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			return err
+		}
+		cc.ResetConnectBackoff() // for the calls after this one
+		fresh, ferr := grpc.NewClient(target, opts...)
+		if ferr != nil {
+			return err
+		}
+		defer fresh.Close()
+		return fresh.Invoke(ctx, method, req, reply, callOpts...)
+	}
 }
 
 // Addr returns the address the client calls.

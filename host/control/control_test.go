@@ -2,6 +2,7 @@ package control_test
 
 import (
 	"context"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -334,5 +335,36 @@ func TestClientAnswersCapped(t *testing.T) {
 	}
 	if _, _, err := c.Ping(ctx); err == nil || !strings.Contains(err.Error(), "name is 257 bytes, over the cap of 256") {
 		t.Fatalf("a name over the cap: %v", err)
+	}
+}
+
+// TestCallAfterPeerReturns: a client whose call failed while nothing
+// listened (a peer restarting) reaches the peer on its next call once it
+// listens again, rather than failing with the old error while the
+// connection backs off (gRPC's first backoff is a second).
+func TestCallAfterPeerReturns(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	c, err := control.Dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, _, err := c.Ping(ctx); err == nil {
+		t.Fatal("Ping with nothing listening succeeded")
+	}
+	s, err := control.Listen(addr, &handler{}, control.Options{})
+	if err != nil {
+		t.Fatalf("listen again on %s (another process took the port meanwhile?): %v", addr, err)
+	}
+	defer s.Close()
+	if name, _, err := c.Ping(ctx); err != nil || name != "engine-b" {
+		t.Fatalf("Ping once the peer listens again = %q, %v; want engine-b", name, err)
 	}
 }
