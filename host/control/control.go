@@ -381,7 +381,7 @@ func DialOptions(addr string, o Options, opts ...grpc.DialOption) (*Client, erro
 	opts = append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswer))}, opts...)
 	target := "passthrough:///" + addr
-	cc, err := grpc.NewClient(target, append(opts, grpc.WithUnaryInterceptor(redialOnce(target, opts)))...)
+	cc, err := grpc.NewClient(target, append(opts, grpc.WithChainUnaryInterceptor(redialOnce(target, opts)))...)
 	if err != nil {
 		return nil, fmt.Errorf("control service %s: %w", addr, err)
 	}
