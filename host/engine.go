@@ -158,8 +158,7 @@ type Engine struct {
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
 	wg        sync.WaitGroup // the metastore watch that follow runs, and runAborts
 
-	metricsObs *metrics.Observer // nil without metrics; see metrics.go
-	metricsX   *metrics.Exporter
+	metricsX *metrics.Exporter
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
