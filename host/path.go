@@ -101,13 +101,14 @@ type batchRecords struct {
 }
 
 // taskStamps are a task's observe.Clock times: queued, the start of its
-// current attempt (admitted, or retried), and that attempt's submission;
-// and its request's op and priority (kind), for the completion side.
-// Atomic: the submitter writes them and a reaper reads them, with no
-// lock between when only the meter listens.
+// current attempt (admitted, or retried), that attempt's submission and
+// its settling (when its last slice came back); and its request's op and
+// priority (kind), for the completion side. Atomic: the submitter writes
+// them and a reaper reads them, with no lock between when only the meter
+// listens.
 type taskStamps struct {
-	queued, mark, submitted atomic.Int64
-	kind                    atomic.Uint32 // ring.Op<<8 | sdk.Priority
+	queued, mark, submitted, settled atomic.Int64
+	kind                             atomic.Uint32 // ring.Op<<8 | sdk.Priority
 }
 
 // recordPool keeps the records of freed batches for the next ones: a
@@ -237,7 +238,12 @@ func (p *requestPath) stamp(b *progress.Batch, i int, st observe.Stage) (at, sin
 	if st == observe.Routed || st == observe.Sliced {
 		return 0, 0
 	}
-	at = observe.Clock()
+	return p.stampAt(b, i, st, observe.Clock())
+}
+
+// stampAt is stamp at a time the caller read.
+func (p *requestPath) stampAt(b *progress.Batch, i int, st observe.Stage, at int64) (int64, int64) {
+	var since int64
 	r := p.records[b.Slot()]
 	if r == nil || i >= len(r.stamps) {
 		return at, 0
@@ -250,9 +256,7 @@ func (p *requestPath) stamp(b *progress.Batch, i int, st observe.Stage) (at, sin
 		if req.Op == Read {
 			op = ring.OpRead
 		}
-		ts.queued.Store(at)
-		ts.mark.Store(0)
-		ts.submitted.Store(0)
+		ts.queued.Store(at) // what the stamps hold from before (a freed batch's task) is older: not timed from
 		ts.kind.Store(uint32(op)<<8 | uint32(uint8(req.Priority)))
 	case observe.Admitted:
 		since = ts.queued.Load()
@@ -260,14 +264,39 @@ func (p *requestPath) stamp(b *progress.Batch, i int, st observe.Stage) (at, sin
 	case observe.Retried:
 		ts.mark.Store(at)
 	case observe.Submitted:
-		since = ts.mark.Load()
+		since = ts.since(ts.mark.Load())
 		ts.submitted.Store(at)
 	case observe.Completed:
-		since = ts.submitted.Load()
+		since = ts.since(ts.submitted.Load())
+		ts.settled.Store(at)
 	case observe.Ended:
 		since = ts.queued.Load()
 	}
 	return at, since
+}
+
+// since returns stamp t if the task took it, 0 if it is older than the
+// task's Queued: left by the task the record held before.
+func (ts *taskStamps) since(t int64) int64 {
+	if t < ts.queued.Load() {
+		return 0
+	}
+	return t
+}
+
+// endStamp is stamp for task i's end in state s. A task ends COMPLETED
+// only as its last slice comes back, right after the tracker reported
+// the attempt settled (Settled, then Ended, from one call): that time is
+// its end's too, and a clock read is saved.
+func (p *requestPath) endStamp(b *progress.Batch, i int, s progress.State) (at, since int64) {
+	if s == progress.Completed {
+		if r := p.records[b.Slot()]; r != nil && i < len(r.stamps) {
+			if at = r.stamps[i].since(r.stamps[i].settled.Load()); at != 0 {
+				return p.stampAt(b, i, observe.Ended, at)
+			}
+		}
+	}
+	return p.stamp(b, i, observe.Ended)
 }
 
 // kind returns task i's request's op and priority, as its Queued stamp
@@ -339,7 +368,7 @@ func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State) {
 	p := &w.e.path
 	t := b.Task(i)
 	tr := t.Transport()
-	at, since := p.stamp(b, i, observe.Ended)
+	at, since := p.endStamp(b, i, s)
 	if p.meter != nil {
 		op, pr := p.kind(b, i)
 		p.meter.Ended(tr, op, pr, s, t.Length)
