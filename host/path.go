@@ -78,8 +78,11 @@ func (e *Engine) wirePath(o pathOptions) {
 		e.path.admit = nil
 	}
 	e.path.records = make([]*batchRecords, e.tracker.Slots())
-	if e.path.watched() {
+	switch {
+	case o.obs != nil:
 		e.tracker.Watch(pathWatcher{e})
+	case o.meter != nil: // it only counts: no order to keep, no lock to take
+		e.tracker.Watch(meterWatcher{pathWatcher{e}})
 	}
 }
 
@@ -348,6 +351,12 @@ func (e *Engine) transportName(tr int32) string {
 // pathWatcher passes the tracker's transitions (an attempt's slices all
 // back, a task's end) to the meter and the observer.
 type pathWatcher struct{ e *Engine }
+
+// meterWatcher is pathWatcher for the meter alone, which the tracker
+// calls without the task's hold (progress.Unheld).
+type meterWatcher struct{ pathWatcher }
+
+func (meterWatcher) Unheld() {}
 
 func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
 	p := &w.e.path
