@@ -163,9 +163,8 @@ type Engine struct {
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
 	wg        sync.WaitGroup // the metastore watch that follow runs, and runAborts
 
-	metricsObs *metrics.Observer // nil without metrics; see metrics.go
-	metricsX   *metrics.Exporter
-	credit     *creditState // receiver credit; nil when off (credit.go)
+	metricsX *metrics.Exporter
+	credit   *creditState // receiver credit; nil when off (credit.go)
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),

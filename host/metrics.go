@@ -7,16 +7,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrydev/ferry/host/metrics"
-	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/rails"
 )
 
 // Metrics. With a metrics block (metrics { listen = "127.0.0.1:9464" })
-// or WithMetricsRegistry, the engine attaches a metrics.Observer to the
-// request path, beside the application's observer if any, and exports
-// it with a collector of its plugins, rails, segments and metastore
-// health (host/metrics). Series carry an engine label, the engine's
-// name; none carries a peer.
+// or WithMetricsRegistry, the request path adds to a metrics.Meter as
+// its tasks move (path.go: note and pathWatcher; not through the
+// observer, whose events cost more than the counting), and the engine
+// exports it with a collector of its plugins, rails, segments and
+// metastore health (host/metrics). Series carry an engine label, the
+// engine's name; none carries a peer.
 
 // WithMetricsRegistry registers the engine's metrics into reg, an
 // application's own registry, when Ferry is embedded. The metrics block's
@@ -30,8 +30,8 @@ func WithMetricsRegistry(reg prometheus.Registerer) Option {
 // metricsOn reports whether the engine exports metrics.
 func (e *Engine) metricsOn(o *options) bool { return e.cfg.Metrics.Listen != "" || o.metricsReg != nil }
 
-// attachMetrics puts the metrics observer on the request path, beside
-// the application's; New calls it before wiring the path.
+// attachMetrics gives the request path its meter; New calls it before
+// wiring the path.
 func (e *Engine) attachMetrics(o *options) {
 	if !e.metricsOn(o) {
 		return
@@ -42,23 +42,18 @@ func (e *Engine) attachMetrics(o *options) {
 			names = append(names, pc.Name)
 		}
 	}
-	e.metricsObs = metrics.NewObserver(names, prometheus.Labels{"engine": e.name})
-	if o.path.obs == nil {
-		o.path.obs = e.metricsObs
-	} else {
-		o.path.obs = teeObserver{o.path.obs, e.metricsObs}
-	}
+	o.path.meter = metrics.NewMeter(names, prometheus.Labels{"engine": e.name})
 }
 
 // startMetrics registers the engine's metrics and serves them; New
 // calls it last, once the engine is whole (a scrape reads its plugins).
 func (e *Engine) startMetrics(o *options) error {
-	if e.metricsObs == nil {
+	if e.path.meter == nil {
 		return nil
 	}
 	listen := e.cfg.Metrics.Listen
 	x, err := metrics.Start(metrics.Config{
-		Observer: e.metricsObs, Source: metricsSource{e}, Registerer: o.metricsReg,
+		Meter: e.path.meter, Source: metricsSource{e}, Registerer: o.metricsReg,
 		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
 		QoS: e.qosMetrics,
 	})
@@ -91,15 +86,6 @@ func (e *Engine) MetricsAddr() string {
 		return ""
 	}
 	return e.metricsX.Addr()
-}
-
-// teeObserver passes each event to two observers: the application's and
-// the metrics'.
-type teeObserver [2]observe.Observer
-
-func (t teeObserver) Observe(ev observe.Event) {
-	t[0].Observe(ev)
-	t[1].Observe(ev)
 }
 
 // metricsSource is what a scrape reads of the engine.

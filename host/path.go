@@ -2,9 +2,11 @@ package host
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"github.com/ferrydev/ferry/host/admission"
 	"github.com/ferrydev/ferry/host/failover"
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
@@ -30,13 +32,20 @@ import (
 // a lane in chunks (put, cut) rather than one request at a time.
 //
 // One observe.Observer, attached with WithObserver, sees every stage
-// transition of every task.
+// transition of every task. The metrics do not go through it: with
+// metrics on, the path adds to a metrics.Meter at the same transitions,
+// plain atomic counters with no event built, no interface called and no
+// lock taken (the observer's events cost about a microsecond a request
+// on two cores).
 
 // requestPath is what the engine keeps for the request path's stages.
 type requestPath struct {
 	// obs sees every transition; nil when nobody listens, and then the
 	// path does nothing for it.
 	obs observe.Observer
+	// meter counts and times every task when metrics are on; nil
+	// otherwise.
+	meter *metrics.Meter
 	// admit is asked about every request; nil is the pass-through, which
 	// is not called at all.
 	admit admission.Admitter
@@ -51,6 +60,7 @@ type requestPath struct {
 // pathOptions are the request path's Options.
 type pathOptions struct {
 	obs   observe.Observer
+	meter *metrics.Meter
 	admit admission.Admitter
 }
 
@@ -66,13 +76,16 @@ func WithAdmitter(a admission.Admitter) Option { return func(op *options) { op.p
 // wirePath connects the request path's stages; New calls it before the
 // first batch is allocated.
 func (e *Engine) wirePath(o pathOptions) {
-	e.path.obs, e.path.admit = o.obs, o.admit
+	e.path.obs, e.path.meter, e.path.admit = o.obs, o.meter, o.admit
 	if _, ok := o.admit.(admission.PassThrough); ok {
 		e.path.admit = nil
 	}
 	e.path.records = make([]*batchRecords, e.tracker.Slots())
-	if o.obs != nil {
+	switch {
+	case o.obs != nil:
 		e.tracker.Watch(pathWatcher{e})
+	case o.meter != nil: // it only counts: no order to keep, no lock to take
+		e.tracker.Watch(meterWatcher{pathWatcher{e}})
 	}
 }
 
@@ -89,7 +102,7 @@ type taskRecord struct {
 type batchRecords struct {
 	tasks []taskRecord
 	// stamps[i] is when task i passed the stages its latencies are timed
-	// between; kept while an observer listens, under the task's Noting.
+	// between; kept while an observer or the meter listens.
 	stamps []taskStamps
 	// grants[i] is what task i holds of the qos queue's budgets; kept
 	// with a qos block (admit.go). Apart from tasks, which failover
@@ -98,8 +111,15 @@ type batchRecords struct {
 }
 
 // taskStamps are a task's observe.Clock times: queued, the start of its
-// current attempt (admitted, or retried), and that attempt's submission.
-type taskStamps struct{ queued, mark, submitted int64 }
+// current attempt (admitted, or retried), that attempt's submission and
+// its settling (when its last slice came back); and its request's op and
+// priority (kind), for the completion side. Atomic: the submitter writes
+// them and a reaper reads them, with no lock between when only the meter
+// listens.
+type taskStamps struct {
+	queued, mark, submitted, settled atomic.Int64
+	kind                             atomic.Uint32 // ring.Op<<8 | sdk.Priority
+}
 
 // recordPool keeps the records of freed batches for the next ones: a
 // batch gets a new slot each time (the oldest free one), so records kept
@@ -118,7 +138,7 @@ func (p *requestPath) attach(b *progress.Batch) {
 		r.tasks = make([]taskRecord, b.Cap())
 	}
 	r.tasks = r.tasks[:b.Cap()]
-	if p.obs != nil {
+	if p.watched() {
 		if cap(r.stamps) < b.Cap() {
 			r.stamps = make([]taskStamps, b.Cap())
 		}
@@ -146,6 +166,9 @@ func (p *requestPath) detach(slot, n int) {
 	}
 }
 
+// watched reports whether an observer or the meter listens.
+func (p *requestPath) watched() bool { return p.obs != nil || p.meter != nil }
+
 func (p *requestPath) record(b *progress.Batch, i int) *taskRecord {
 	return &p.records[b.Slot()].tasks[i]
 }
@@ -166,18 +189,37 @@ func capsOf(info sdk.Info) slicer.Caps {
 	return slicer.Caps{MaxSlice: info.MaxSlice, PreferredSlice: info.PreferredSlice}
 }
 
-// note tells the observer, if any, that task i of b made transition st
-// on transport tr (-1: none yet). It costs a nil check when nobody
-// listens.
+// note tells the meter and the observer, if any, that task i of b made
+// transition st on transport tr (-1: none yet). It costs two nil checks
+// when nobody listens.
 func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
-	if e.path.obs != nil {
+	if e.path.meter != nil || e.path.obs != nil {
 		e.noteTask(b, i, st, tr, slices, err)
 	}
 }
 
 func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
+	at, since := e.path.stamp(b, i, st)
+	if m := e.path.meter; m != nil && !b.Task(i).State().Terminal() {
+		op, pr := e.path.kind(b, i)
+		switch st {
+		case observe.Queued:
+			m.Queued(op, pr)
+		case observe.Admitted:
+			if since != 0 {
+				m.Time(metrics.SpanQueuedAdmitted, -1, op, pr, at-since)
+			}
+		case observe.Submitted:
+			if since != 0 {
+				m.Time(metrics.SpanAdmittedSubmitted, tr, op, pr, at-since)
+			}
+		}
+	}
+	if e.path.obs == nil {
+		return
+	}
 	if b.Noting(i) {
-		ev := e.event(b, i, st)
+		ev := e.event(b, i, st, at, since)
 		ev.Transport, ev.Slices, ev.Err = e.transportName(tr), slices, err
 		e.path.obs.Observe(ev)
 	}
@@ -188,30 +230,117 @@ func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, 
 // transport from failed (cause, a word: observe.Event.Cause; why), and
 // the next one goes to transport to.
 func (e *Engine) noteRetried(b *progress.Batch, i int, from, to int32, cause string, why error) {
+	if !e.path.watched() {
+		return
+	}
+	at, since := e.path.stamp(b, i, observe.Retried)
+	if m := e.path.meter; m != nil && !b.Task(i).State().Terminal() {
+		m.Retried(from, to, cause)
+	}
 	if e.path.obs == nil {
 		return
 	}
 	if b.Noting(i) {
-		ev := e.event(b, i, observe.Retried)
+		ev := e.event(b, i, observe.Retried, at, since)
 		ev.Transport, ev.From, ev.Cause, ev.Err = e.transportName(to), e.transportName(from), cause, why
 		e.path.obs.Observe(ev)
 	}
 	b.Noted(i)
 }
 
-// event is what every event of task i of b carries, stamped now; the
-// times its latencies are measured from are kept in its record. It is
-// called under b.Noting(i), with an observer attached.
-func (e *Engine) event(b *progress.Batch, i int, st observe.Stage) observe.Event {
-	ev := observe.Event{Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i), Length: b.Task(i).Length}
-	if st != observe.Routed && st != observe.Sliced { // nothing is timed from or to these: a clock read saved
-		ev.At = observe.Clock()
+// stamp reads the clock for transition st of task i of b, keeps it in
+// the task's stamps where a later stage is timed from it, and returns it
+// (at) with the time of the stage st is timed from (since; 0 when st is
+// not timed from one). Routed and Sliced follow Admitted or Retried at
+// once and are not timed: 0, 0, and a clock read saved.
+func (p *requestPath) stamp(b *progress.Batch, i int, st observe.Stage) (at, since int64) {
+	if st == observe.Routed || st == observe.Sliced {
+		return 0, 0
 	}
+	return p.stampAt(b, i, st, observe.Clock())
+}
+
+// stampAt is stamp at a time the caller read.
+func (p *requestPath) stampAt(b *progress.Batch, i int, st observe.Stage, at int64) (int64, int64) {
+	var since int64
+	r := p.records[b.Slot()]
+	if r == nil || i >= len(r.stamps) {
+		return at, 0
+	}
+	ts := &r.stamps[i]
+	switch st {
+	case observe.Queued:
+		req := &r.tasks[i].req
+		op := ring.OpWrite
+		if req.Op == Read {
+			op = ring.OpRead
+		}
+		ts.queued.Store(at) // what the stamps hold from before (a freed batch's task) is older: not timed from
+		ts.kind.Store(uint32(op)<<8 | uint32(uint8(req.Priority)))
+	case observe.Admitted:
+		since = ts.queued.Load()
+		ts.mark.Store(at)
+	case observe.Retried:
+		ts.mark.Store(at)
+	case observe.Submitted:
+		since = ts.since(ts.mark.Load())
+		ts.submitted.Store(at)
+	case observe.Completed:
+		since = ts.since(ts.submitted.Load())
+		ts.settled.Store(at)
+	case observe.Ended:
+		since = ts.queued.Load()
+	}
+	return at, since
+}
+
+// since returns stamp t if the task took it, 0 if it is older than the
+// task's Queued: left by the task the record held before.
+func (ts *taskStamps) since(t int64) int64 {
+	if t < ts.queued.Load() {
+		return 0
+	}
+	return t
+}
+
+// endStamp is stamp for task i's end in state s. A task ends COMPLETED
+// only as its last slice comes back, right after the tracker reported
+// the attempt settled (Settled, then Ended, from one call): that time is
+// its end's too, and a clock read is saved.
+func (p *requestPath) endStamp(b *progress.Batch, i int, s progress.State) (at, since int64) {
+	if s == progress.Completed {
+		if r := p.records[b.Slot()]; r != nil && i < len(r.stamps) {
+			if at = r.stamps[i].since(r.stamps[i].settled.Load()); at != 0 {
+				return p.stampAt(b, i, observe.Ended, at)
+			}
+		}
+	}
+	return p.stamp(b, i, observe.Ended)
+}
+
+// kind returns task i's request's op and priority, as its Queued stamp
+// kept them (a write of normal priority before).
+func (p *requestPath) kind(b *progress.Batch, i int) (ring.Op, sdk.Priority) {
+	r := p.records[b.Slot()]
+	if r == nil || i >= len(r.stamps) {
+		return ring.OpWrite, sdk.PriorityNormal
+	}
+	k := r.stamps[i].kind.Load()
+	if k == 0 {
+		return ring.OpWrite, sdk.PriorityNormal
+	}
+	return ring.Op(k >> 8), sdk.Priority(uint8(k))
+}
+
+// event is what every event of task i of b carries, stamped at (since:
+// see stamp). It is called under b.Noting(i), with an observer attached.
+func (e *Engine) event(b *progress.Batch, i int, st observe.Stage, at, since int64) observe.Event {
+	ev := observe.Event{Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i), Length: b.Task(i).Length, At: at, Since: since}
 	r := e.path.records[b.Slot()]
 	if r == nil || i >= len(r.stamps) {
 		return ev
 	}
-	req, ts := &r.tasks[i].req, &r.stamps[i]
+	req := &r.tasks[i].req
 	ev.Op, ev.Priority = ring.OpWrite, req.Priority
 	if req.Op == Read {
 		ev.Op = ring.OpRead
@@ -225,20 +354,6 @@ func (e *Engine) event(b *progress.Batch, i int, st observe.Stage) observe.Event
 			ev.Reasons, _ = e.Explain(*req)
 		}
 	}
-	switch st {
-	case observe.Queued:
-		*ts = taskStamps{queued: ev.At}
-	case observe.Admitted:
-		ev.Since, ts.mark = ts.queued, ev.At
-	case observe.Retried:
-		ts.mark = ev.At
-	case observe.Submitted:
-		ev.Since, ts.submitted = ts.mark, ev.At
-	case observe.Completed:
-		ev.Since = ts.submitted
-	case observe.Ended:
-		ev.Since = ts.queued
-	}
 	return ev
 }
 
@@ -250,18 +365,54 @@ func (e *Engine) transportName(tr int32) string {
 }
 
 // pathWatcher passes the tracker's transitions (an attempt's slices all
-// back, a task's end) to the observer.
+// back, a task's end) to the meter and the observer.
 type pathWatcher struct{ e *Engine }
 
+// meterWatcher is pathWatcher for the meter alone, which the tracker
+// calls without the task's hold (progress.Unheld).
+type meterWatcher struct{ pathWatcher }
+
+func (meterWatcher) Unheld() {}
+
 func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
-	ev := w.e.event(b, i, observe.Completed)
-	ev.Transport, ev.Status = w.e.transportName(b.Task(i).Transport()), st
-	w.e.path.obs.Observe(ev)
+	p := &w.e.path
+	tr := b.Task(i).Transport()
+	at, since := p.stamp(b, i, observe.Completed)
+	if p.meter != nil && since != 0 {
+		op, pr := p.kind(b, i)
+		p.meter.Time(metrics.SpanSubmittedCompleted, tr, op, pr, at-since)
+	}
+	if p.obs != nil {
+		ev := w.e.event(b, i, observe.Completed, at, since)
+		ev.Transport, ev.Status = w.e.transportName(tr), st
+		p.obs.Observe(ev)
+	}
 }
 
 func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State) {
+	p := &w.e.path
 	t := b.Task(i)
-	ev := w.e.event(b, i, observe.Ended)
-	ev.Transport, ev.State, ev.Err = w.e.transportName(t.Transport()), s, t.Err()
-	w.e.path.obs.Observe(ev)
+	tr := t.Transport()
+	at, since := p.endStamp(b, i, s)
+	if p.meter != nil {
+		op, pr := p.kind(b, i)
+		p.meter.Ended(tr, op, pr, s, t.Length)
+		if since != 0 {
+			p.meter.Time(metrics.SpanEndToEnd, tr, op, pr, at-since)
+		}
+	}
+	if p.obs != nil {
+		ev := w.e.event(b, i, observe.Ended, at, since)
+		ev.Transport, ev.State, ev.Err = w.e.transportName(tr), s, t.Err()
+		p.obs.Observe(ev)
+	}
+}
+
+// teeObserver passes each event to two observers: the application's and
+// the trace recorder.
+type teeObserver [2]observe.Observer
+
+func (t teeObserver) Observe(ev observe.Event) {
+	t[0].Observe(ev)
+	t[1].Observe(ev)
 }

@@ -214,7 +214,7 @@ func TestListenTaken(t *testing.T) {
 	}
 	defer ln.Close()
 	addr := ln.Addr().String()
-	_, err = Start(Config{Observer: NewObserver(nil, nil), Source: &fakeSource{}, Listen: addr})
+	_, err = Start(Config{Meter: NewMeter(nil, nil), Source: &fakeSource{}, Listen: addr})
 	if !errors.Is(err, ErrListen) || !strings.Contains(err.Error(), addr) {
 		t.Fatalf("Start on a taken address: %v; want ErrListen naming %s", err, addr)
 	}
@@ -225,7 +225,7 @@ func TestListenTaken(t *testing.T) {
 func TestExporterServesAndUnregisters(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	start := func() *Exporter {
-		x, err := Start(Config{Observer: NewObserver([]string{"tcp"}, prometheus.Labels{"engine": "a"}), Source: &fakeSource{},
+		x, err := Start(Config{Meter: NewMeter([]string{"tcp"}, prometheus.Labels{"engine": "a"}), Source: &fakeSource{},
 			Registerer: reg, Listen: "127.0.0.1:0", ConstLabels: prometheus.Labels{"engine": "a"}})
 		if err != nil {
 			t.Fatal(err)
@@ -237,7 +237,7 @@ func TestExporterServesAndUnregisters(t *testing.T) {
 	if !strings.Contains(body, `ferry_metastore_up{engine="a"} 0`) {
 		t.Fatalf("scrape lacks the collector's series:\n%s", body)
 	}
-	if _, err := Start(Config{Observer: NewObserver(nil, prometheus.Labels{"engine": "a"}), Source: &fakeSource{}, Registerer: reg,
+	if _, err := Start(Config{Meter: NewMeter(nil, prometheus.Labels{"engine": "a"}), Source: &fakeSource{}, Registerer: reg,
 		ConstLabels: prometheus.Labels{"engine": "a"}}); err == nil || !strings.Contains(err.Error(), "engine label") {
 		t.Fatalf("a second engine of the same name in one registry: %v, want a registration error", err)
 	}

@@ -11,8 +11,8 @@ import (
 
 // Config is what an engine's exporter needs.
 type Config struct {
-	// Observer is the engine's task observer, exported with the rest.
-	Observer *Observer
+	// Meter is the engine's request path meter, exported with the rest.
+	Meter *Meter
 	// Source is read on every scrape.
 	Source Source
 	// Registerer is an application's registry to register into; nil: a
@@ -31,7 +31,7 @@ type Config struct {
 	QoS func() (QoS, bool)
 }
 
-// Exporter is an engine's metrics: its observer and collector registered,
+// Exporter is an engine's metrics: its meter and collector registered,
 // and served when configured. Close undoes it.
 type Exporter struct {
 	reg        prometheus.Registerer
@@ -44,7 +44,7 @@ type Exporter struct {
 // cannot be bound.
 var ErrListen = errors.New("metrics address unavailable")
 
-// Start registers cfg's observer and a collector of its source, and
+// Start registers cfg's meter and a collector of its source, and
 // serves them at cfg.Listen when set. With an application's registry and
 // a listen address, the registry must also be a prometheus.Gatherer (a
 // *prometheus.Registry is) so that the endpoint serves what it holds.
@@ -62,7 +62,7 @@ func Start(cfg Config) (*Exporter, error) {
 		}
 	}
 	x.coll = NewCollector(cfg.Source, cfg.PluginTimeout, cfg.ConstLabels)
-	cs := []prometheus.Collector{cfg.Observer, x.coll}
+	cs := []prometheus.Collector{cfg.Meter, x.coll}
 	if cfg.QoS != nil {
 		cs = append(cs, NewQoSCollector(cfg.QoS, cfg.ConstLabels))
 	}

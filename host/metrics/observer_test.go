@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 
 	"github.com/ferrydev/ferry/host/observe"
@@ -52,22 +53,23 @@ func TestObserverCounts(t *testing.T) {
 	feed(o, task("shm", ring.OpRead, sdk.PriorityLow, 64, progress.Canceled, 0, 1, 2, 3, 4, 5))
 	feed(o, []observe.Event{{Stage: observe.Queued, Op: ring.OpWrite}, {Stage: observe.Ended, Op: ring.OpWrite, State: progress.Invalid, Length: 9}})
 
+	tpo := func(tr, op, pr string) []string { return []string{"transport", tr, "op", op, "priority", pr} }
 	for _, c := range []struct {
 		name string
-		got  prometheus.Collector
+		got  float64
 		want float64
 	}{
-		{"bytes tcp write", o.bytes.WithLabelValues("tcp", "write", "normal"), 5096},
-		{"completed tcp", o.requests.WithLabelValues("tcp", "write", "normal", "completed"), 2},
-		{"timeout shm", o.requests.WithLabelValues("shm", "read", "high", "timeout"), 1},
-		{"misses shm", o.misses.WithLabelValues("shm", "read", "high"), 1},
-		{"cancels shm", o.cancels.WithLabelValues("shm", "read", "low"), 1},
-		{"invalid", o.requests.WithLabelValues("none", "write", "normal", "invalid"), 1},
-		{"queued writes", o.queued.WithLabelValues("write", "normal"), 3},
-		{"bytes of what did not complete", o.bytes.WithLabelValues("shm", "read", "high"), 0},
+		{"bytes tcp write", count(t, o, "ferry_bytes_total", tpo("tcp", "write", "normal")...), 5096},
+		{"completed tcp", count(t, o, "ferry_requests_total", append(tpo("tcp", "write", "normal"), "state", "completed")...), 2},
+		{"timeout shm", count(t, o, "ferry_requests_total", append(tpo("shm", "read", "high"), "state", "timeout")...), 1},
+		{"misses shm", count(t, o, "ferry_deadline_misses_total", tpo("shm", "read", "high")...), 1},
+		{"cancels shm", count(t, o, "ferry_cancels_total", tpo("shm", "read", "low")...), 1},
+		{"invalid", count(t, o, "ferry_requests_total", append(tpo("none", "write", "normal"), "state", "invalid")...), 1},
+		{"queued writes", count(t, o, "ferry_requests_queued_total", "op", "write", "priority", "normal"), 3},
+		{"bytes of what did not complete", count(t, o, "ferry_bytes_total", tpo("shm", "read", "high")...), 0},
 	} {
-		if v := testutil.ToFloat64(c.got); v != c.want {
-			t.Errorf("%s = %v, want %v", c.name, v, c.want)
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
 		}
 	}
 	// Stage latencies, from the simulated clock: two tcp writes of 1 ms
@@ -82,36 +84,64 @@ func TestObserverCounts(t *testing.T) {
 		{StageSubmittedCompleted, "tcp", 0.020},
 		{StageEndToEnd, "tcp", 0.040},
 	} {
-		n, sum := histogram(t, o.stages, c.stage, c.tr, "write", "normal")
+		n, sum := histogram(t, o, "stage", c.stage, "transport", c.tr, "op", "write", "priority", "normal")
 		if n != 2 || !near(sum, c.sum) {
 			t.Errorf("stage %s on %s: %d samples summing %vs, want 2 summing %vs", c.stage, c.tr, n, sum, c.sum)
 		}
 	}
-	if v := testutil.ToFloat64(o.unknown); v != 0 {
+	if v := count(t, o, "ferry_metrics_unknown_transport_events_total"); v != 0 {
 		t.Errorf("unknown transport events %v", v)
 	}
 	o.Observe(observe.Event{Stage: observe.Ended, Transport: "rdma", State: progress.Completed, Length: 1})
-	if v := testutil.ToFloat64(o.unknown); v != 1 {
+	if v := count(t, o, "ferry_metrics_unknown_transport_events_total"); v != 1 {
 		t.Errorf("an event naming an unknown transport: counted %v, want 1", v)
 	}
 }
 
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
-// histogram returns the sample count and sum of one child of h.
-func histogram(t *testing.T, h *prometheus.HistogramVec, lvs ...string) (uint64, float64) {
+// series returns the metric of family name that c collects whose
+// labels include the name-value pairs, nil if there is none.
+func series(t *testing.T, c prometheus.Collector, name string, pairs ...string) *dto.Metric {
 	t.Helper()
-	m, err := h.GetMetricWithLabelValues(lvs...)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan prometheus.Metric, 1)
-	m.(prometheus.Histogram).Collect(ch)
-	pb := &dtoMetric{}
-	if err := (<-ch).Write(&pb.Metric); err != nil {
-		t.Fatal(err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metric:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k := 0; k+1 < len(pairs); k += 2 {
+				if have[pairs[k]] != pairs[k+1] {
+					continue metric
+				}
+			}
+			return m
+		}
 	}
-	return pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum()
+	return nil
+}
+
+// count returns a counter's value, 0 when the series does not exist.
+func count(t *testing.T, c prometheus.Collector, name string, pairs ...string) float64 {
+	t.Helper()
+	return series(t, c, name, pairs...).GetCounter().GetValue()
+}
+
+// histogram returns the sample count and sum of one stage histogram.
+func histogram(t *testing.T, c prometheus.Collector, pairs ...string) (uint64, float64) {
+	t.Helper()
+	h := series(t, c, "ferry_stage_duration_seconds", pairs...).GetHistogram()
+	return h.GetSampleCount(), h.GetSampleSum()
 }
 
 func TestObserverRetriesAndFailovers(t *testing.T) {

@@ -132,6 +132,9 @@ type Batch struct {
 	// watch, when set, is told of each task's settling and end; see
 	// Tracker.Watch.
 	watch Watcher
+	// watchHeld: the watcher is called under the task's hold (it is not
+	// Unheld).
+	watchHeld bool
 	// tracker is the batch's owner: its held count and hold hook.
 	tracker *Tracker
 }
@@ -146,6 +149,12 @@ type Watcher interface {
 	Settled(b *Batch, i int, st ring.Status)
 	Ended(b *Batch, i int, s State)
 }
+
+// Unheld is implemented by a Watcher that needs no order against the
+// task's other reports, one that only counts (the engine's metrics): the
+// tracker calls it without taking the task's hold, a lock per call.
+// Settled still comes only while the task is pending, and Ended once.
+type Unheld interface{ Unheld() }
 
 // ID names the batch among every batch its tracker ever handed out (its
 // slot and the slot's generation): an observer's key for its tasks.
@@ -503,7 +512,11 @@ func (b *Batch) settle(i int) {
 	default:
 		s = Failed
 	}
-	if b.watch != nil {
+	if b.watch != nil && !b.watchHeld {
+		if !State(t.state.Load()).Terminal() {
+			b.watch.Settled(b, i, ring.Status(t.status.Load()))
+		}
+	} else if b.watch != nil {
 		if b.Noting(i) {
 			b.watch.Settled(b, i, ring.Status(t.status.Load()))
 		}
@@ -524,7 +537,9 @@ func (b *Batch) ended(i int, s State) {
 	if t.held.Load() && t.held.CompareAndSwap(true, false) {
 		b.tracker.held.Add(-1)
 	}
-	if b.watch != nil {
+	if b.watch != nil && !b.watchHeld {
+		b.watch.Ended(b, i, s)
+	} else if b.watch != nil {
 		t.noting.Lock()
 		b.watch.Ended(b, i, s)
 		t.noting.Unlock()
@@ -638,8 +653,10 @@ type Tracker struct {
 
 	// retry is copied into every batch; see OnFailure.
 	retry func(b *Batch, i int, err error) bool
-	// watch is copied into every batch; see Watch.
-	watch Watcher
+	// watch is copied into every batch, and whether it is held; see
+	// Watch.
+	watch     Watcher
+	watchHeld bool
 	// held counts the tasks whose end was decided while a plugin still
 	// held slices of them (see Batch.Finish); onHold is told of each.
 	held   atomic.Int64
@@ -668,7 +685,12 @@ func (t *Tracker) OnFailure(f func(b *Batch, i int, err error) bool) { t.retry =
 // Watch sets the watcher told of every task's settling and end. Set it
 // before the first Allocate. Without one (the default), the tracker
 // takes no lock and makes no call for it.
-func (t *Tracker) Watch(w Watcher) { t.watch = w }
+//
+// An Unheld watcher is called without the task's hold.
+func (t *Tracker) Watch(w Watcher) {
+	_, unheld := w.(Unheld)
+	t.watch, t.watchHeld = w, w != nil && !unheld
+}
 
 // OnHold sets the hook told of each task whose end (canceled, timed
 // out) was decided while a plugin still holds slices of it: the engine
@@ -767,7 +789,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	}
 	b.slot, b.gen = slot, gen
 	b.retry = t.retry
-	b.watch = t.watch
+	b.watch, b.watchHeld = t.watch, t.watchHeld
 	b.tracker = t
 	b.n.Store(0)
 	b.done.Store(0)

@@ -13,6 +13,22 @@ type countingWatcher struct {
 	settled map[[2]uint64]int
 	ended   map[[2]uint64]State
 	ends    int
+	// held counts the calls made while the task's hold was taken.
+	held int
+}
+
+// unheldWatcher is a countingWatcher that needs no hold.
+type unheldWatcher struct{ *countingWatcher }
+
+func (unheldWatcher) Unheld() {}
+
+// holding reports whether task i's hold is taken.
+func holding(b *Batch, i int) bool {
+	if b.tasks[i].noting.TryLock() {
+		b.tasks[i].noting.Unlock()
+		return false
+	}
+	return true
 }
 
 func newCountingWatcher() *countingWatcher {
@@ -22,6 +38,9 @@ func newCountingWatcher() *countingWatcher {
 func (w *countingWatcher) Settled(b *Batch, i int, st ring.Status) {
 	w.mu.Lock()
 	w.settled[[2]uint64{b.ID(), uint64(i)}]++
+	if holding(b, i) {
+		w.held++
+	}
 	w.mu.Unlock()
 }
 
@@ -29,6 +48,9 @@ func (w *countingWatcher) Ended(b *Batch, i int, s State) {
 	w.mu.Lock()
 	w.ended[[2]uint64{b.ID(), uint64(i)}] = s
 	w.ends++
+	if holding(b, i) {
+		w.held++
+	}
 	w.mu.Unlock()
 }
 
@@ -36,11 +58,23 @@ func (w *countingWatcher) Ended(b *Batch, i int, s State) {
 // canceled before its slices come back, and one that fails, and checks
 // that the watcher hears one Ended per task with its terminal state, a
 // Settled only for attempts whose slices came back while the task was
-// pending, and that Noting refuses an ended task.
+// pending, and that Noting refuses an ended task; the same for an Unheld
+// watcher, which is called without the task's hold (and a watcher that
+// is not Unheld, with it).
 func TestWatcherSeesSettleAndEndOnce(t *testing.T) {
+	for _, unheld := range []bool{false, true} {
+		t.Run(map[bool]string{false: "held", true: "unheld"}[unheld], func(t *testing.T) { testWatcherSeesSettleAndEndOnce(t, unheld) })
+	}
+}
+
+func testWatcherSeesSettleAndEndOnce(t *testing.T, unheld bool) {
 	w := newCountingWatcher()
 	tr := NewTracker(4)
-	tr.Watch(w)
+	if unheld {
+		tr.Watch(unheldWatcher{w})
+	} else {
+		tr.Watch(w)
+	}
 	b, err := tr.Allocate(3)
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +119,9 @@ func TestWatcherSeesSettleAndEndOnce(t *testing.T) {
 	b.Finish(0, Failed, nil)
 	if w.ends != 3 {
 		t.Errorf("watcher heard %d ends after a second Finish, want 3", w.ends)
+	}
+	if calls := w.ends + w.settled[key(0)] + w.settled[key(2)]; unheld && w.held != 0 || !unheld && w.held != calls {
+		t.Errorf("%d of %d calls made under the task's hold (unheld watcher: %v)", w.held, calls, unheld)
 	}
 	tr.Free(b)
 }

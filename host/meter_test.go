@@ -1,0 +1,115 @@
+package host_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// TestMeterTimesEveryStage: with metrics and no observer (the engine
+// counts into its meter, not through events), every request of batches
+// that reuse their records is counted once and timed at each of the four
+// stage spans: a stamp the record kept from an earlier batch's task is
+// not taken for this one's.
+func TestMeterTimesEveryStage(t *testing.T) {
+	const size, batch, rounds = 4 << 10, 16, 3
+	ctx := context.Background()
+	reg := prometheus.NewPedanticRegistry()
+	cfg := config.Default("meter-a")
+	cfg.PluginDir = binDir
+	e, err := host.New(ctx, cfg, host.WithMetricsRegistry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	mem, err := e.Allocate(2 * batch * size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst := mem[:batch*size], mem[batch*size:]
+	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := e.OpenSegment(ctx, e.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reqs := make([]host.Request, batch)
+	for k := range reqs {
+		reqs[k] = host.Request{Op: host.Read, Priority: host.PriorityHigh, Local: src[k*size : (k+1)*size], Segment: seg.ID, Remote: base + uint64(k*size), Transport: "shm"}
+	}
+	for range rounds {
+		id, err := e.AllocateBatch(batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Submit(id, reqs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Wait(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if bs, _ := e.BatchStatus(id); bs.Completed != batch {
+			t.Fatalf("batch %+v, want %d completed", bs, batch)
+		}
+		e.FreeBatch(id)
+	}
+	const n = batch * rounds
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(name string, labels map[string]string) (counter float64, samples uint64, sum float64, ok bool) {
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+		metric:
+			for _, m := range mf.GetMetric() {
+				for _, l := range m.GetLabel() {
+					if v, want := l.GetValue(), labels[l.GetName()]; want != "" && v != want {
+						continue metric
+					}
+				}
+				return m.GetCounter().GetValue(), m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(), true
+			}
+		}
+		return 0, 0, 0, false
+	}
+	rh := map[string]string{"engine": "meter-a", "op": "read", "priority": "high"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range rh {
+			m[k] = v
+		}
+		for k := 0; k+1 < len(kv); k += 2 {
+			m[kv[k]] = kv[k+1]
+		}
+		return m
+	}
+	if v, _, _, _ := find("ferry_requests_queued_total", rh); v != n {
+		t.Errorf("queued %v, want %d", v, n)
+	}
+	if v, _, _, _ := find("ferry_requests_total", with("transport", "shm", "state", "completed")); v != n {
+		t.Errorf("completed %v, want %d", v, n)
+	}
+	if v, _, _, _ := find("ferry_bytes_total", with("transport", "shm")); v != n*size {
+		t.Errorf("bytes %v, want %d", v, n*size)
+	}
+	for _, c := range []struct{ stage, transport string }{
+		{"queued_admitted", "none"}, {"admitted_submitted", "shm"}, {"submitted_completed", "shm"}, {"end_to_end", "shm"},
+	} {
+		_, samples, sum, ok := find("ferry_stage_duration_seconds", with("stage", c.stage, "transport", c.transport))
+		if !ok || samples != n || sum <= 0 {
+			t.Errorf("stage %s on %s: %d samples summing %vs (found %v), want %d with a positive sum", c.stage, c.transport, samples, sum, ok, n)
+		}
+	}
+}
