@@ -86,18 +86,30 @@ func benchTransfer4K(b *testing.B, tune func(*config.Config)) {
 //	           ahead of a HIGH one)
 //	per_class  qos, lanes = "per_class": HIGH alone on the first lane
 //
+// and, over tcp, each of them again with the plugin's priority_connection
+// = false (<mode>/shared_conns: every class on the same connections, as
+// before high-priority descriptors had a connection of their own), and
+// per_class with receiver credit off (per_class/no_credit: what the
+// shared credit window adds to the HIGH read's wait).
+//
 // b.N HIGH reads are timed under load; the metrics are the p99s in µs
 // and their ratio (loaded/unloaded: the isolation leakage). Run with a
 // fixed -benchtime (e.g. 2000x).
 func BenchmarkQoSIsolation(b *testing.B) {
 	for _, transport := range []string{"shm", "tcp"} {
 		for _, mode := range []string{"off", "shared", "per_class"} {
-			b.Run(transport+"/"+mode, func(b *testing.B) { benchIsolation(b, transport, mode) })
+			b.Run(transport+"/"+mode, func(b *testing.B) { benchIsolation(b, transport, mode, "") })
+			if transport == "tcp" {
+				b.Run(transport+"/"+mode+"/shared_conns", func(b *testing.B) { benchIsolation(b, transport, mode, "shared_conns") })
+			}
+			if transport == "tcp" && mode == "per_class" {
+				b.Run(transport+"/"+mode+"/no_credit", func(b *testing.B) { benchIsolation(b, transport, mode, "no_credit") })
+			}
 		}
 	}
 }
 
-func benchIsolation(b *testing.B, transport, mode string) {
+func benchIsolation(b *testing.B, transport, mode, variant string) {
 	const bulk = 64 << 20
 	ctx := context.Background()
 	cfg := config.Default(fmt.Sprintf("bench-iso-%d", b.N))
@@ -110,6 +122,17 @@ func benchIsolation(b *testing.B, transport, mode string) {
 	case "per_class":
 		qosOn(cfg)
 		cfg.QoS.Lanes = config.QoSLanesPerClass
+	}
+	switch variant {
+	case "no_credit":
+		off := false
+		cfg.QoS.Credit.Enabled = &off
+	case "shared_conns":
+		for i := range cfg.Plugins {
+			if cfg.Plugins[i].Name == "tcp" {
+				cfg.Plugins[i].Body = append(cfg.Plugins[i].Body, "priority_connection = false\n"...)
+			}
+		}
 	}
 	e, err := host.New(ctx, cfg)
 	if err != nil {

@@ -85,8 +85,10 @@ type peer struct {
 	incarnation uint64
 	maxFrame    uint64  // largest payload we send this peer in one frame
 	from        string  // this engine's name, sent in the hello (FlagFrom); "" for a listener that does not read it
-	conns       int     // slots per rail
-	slots       []*slot // rail r's are slots[r*conns : (r+1)*conns]
+	conns       int     // bulk slots per rail
+	nrails      int     // local rails
+	prio        bool    // slots[nrails*conns+r] is rail r's high-priority slot (prio.go)
+	slots       []*slot // rail r's bulk slots are slots[r*conns : (r+1)*conns]
 	rr          atomic.Uint32
 	ctx         context.Context // canceled by ClosePeer and Stop
 	cancel      context.CancelFunc
@@ -94,7 +96,7 @@ type peer struct {
 }
 
 // rails is the number of local rails the peer has slots for.
-func (p *peer) rails() int { return len(p.slots) / p.conns }
+func (p *peer) rails() int { return p.nrails }
 
 // pick chooses the slot of rail r for the next descriptor.
 func (p *peer) pick(r int) *slot {

@@ -35,6 +35,7 @@ import (
 //	                                           # must be done by then
 //	  max_held_responses       = 64            # responses a connection holds back to send together, 1..64
 //	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
+//	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -82,6 +83,7 @@ type Config struct {
 	HandshakeTimeout      *string  `hcl:"handshake_timeout,optional"`
 	MaxHeldResponses      *int     `hcl:"max_held_responses,optional"`
 	MaxReceiveBuffer      *string  `hcl:"max_receive_buffer,optional"`
+	PriorityConnection    *bool    `hcl:"priority_connection,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -134,6 +136,7 @@ type settings struct {
 	handshakeTimeout time.Duration
 	maxHeld          int    // responses a connection holds back, 1..maxPending
 	maxRecvBuffer    uint64 // staging bytes of every server connection together
+	prioConn         bool   // a connection per peer and rail for high-priority descriptors (prio.go)
 }
 
 func defaultSettings() settings {
@@ -149,6 +152,7 @@ func defaultSettings() settings {
 		handshakeTimeout: DefaultHandshakeTimeout,
 		maxHeld:          maxPending,
 		maxRecvBuffer:    DefaultMaxReceiveBuffer,
+		prioConn:         true,
 	}
 }
 
@@ -228,6 +232,9 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	}
 	if err := parseBounds(st, &c, &s); err != nil {
 		return settings{}, err
+	}
+	if c.PriorityConnection != nil {
+		s.prioConn = *c.PriorityConnection
 	}
 	return s, nil
 }

@@ -22,6 +22,7 @@ func TestConfig(t *testing.T) {
 		`max_frame = 65536`,
 		`max_frame = "16MB"`,
 		`advertise = ["10.0.0.1:7100"]`,
+		`priority_connection = false`,
 	}
 	for _, c := range good {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
@@ -46,6 +47,7 @@ func TestConfig(t *testing.T) {
 		{`listen = ["256.0.0.1:1"]`, "listen 256.0.0.1:1"},
 		{`unknown = 1`, "ferry.hcl:10"},
 		{`connections_per_peer = "many"`, "ferry.hcl:10"},
+		{`priority_connection = "sometimes"`, "ferry.hcl:10:26"},
 	}
 	for _, c := range bad {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))

@@ -51,6 +51,17 @@
 // the writer sends every queued frame back to back (up to 64 frames per
 // writev) while a reader goroutine matches the in-order responses.
 //
+// Priority (prio.go). A descriptor whose Prio is high goes on a
+// connection of its own per peer and rail, beside the
+// connections_per_peer bulk ones, dialed when the first such descriptor
+// arrives and authenticated and counted in the listener's connection
+// limits like any other, so that a 4 KiB high-priority read is neither
+// queued nor served behind megabytes of lower-priority frames on a shared
+// socket. Normal and low priority share the bulk connections. Nothing is
+// dropped, delayed or reordered within a priority (every slice of a
+// request has the same Prio). priority_connection = false turns it off;
+// ops_priority counts the descriptors it carried.
+//
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the
 // next header with one readv, holds responses back while the next request

@@ -32,6 +32,9 @@ type counters struct {
 	helloRejected atomic.Uint64 // hellos we refused (as listener) or that were refused (as dialer)
 	errors        atomic.Uint64 // socket errors and stalls on established connections
 	opsBadRail    atomic.Uint64 // descriptors naming a rail this plugin does not have (StatusInvalid)
+	// opsPriority counts descriptors sent on a high-priority connection
+	// (prio.go).
+	opsPriority atomic.Uint64
 	// authFailures counts handshakes that failed authentication: a cluster
 	// secret on one side only, different secrets, a proof that does not
 	// verify (as listener or dialer).
@@ -75,6 +78,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"hello_rejected":          c.helloRejected.Load(),
 		"errors":                  c.errors.Load(),
 		"ops_bad_rail":            c.opsBadRail.Load(),
+		"ops_priority":            c.opsPriority.Load(),
 		"foreign_bytes_copied":    c.foreignCopied.Load(),
 		"foreign_copy_faults":     c.foreignFaults.Load(),
 		"auth_failures":           c.authFailures.Load(),

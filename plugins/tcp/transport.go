@@ -257,7 +257,7 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	}
 	pr := &peer{
 		t: t, id: p.ID, segment: p.Segment, incarnation: p.Incarnation,
-		maxFrame: min(peerMax, set.maxFrame), conns: set.conns,
+		maxFrame: min(peerMax, set.maxFrame), conns: set.conns, nrails: len(rails), prio: set.prioConn,
 	}
 	// Name this engine in the hello to a listener that reads it, where the
 	// name fits beside the target's.
@@ -271,6 +271,9 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 		for range set.conns {
 			pr.slots = append(pr.slots, &slot{t: t, p: pr, rail: rl, plan: plan, wake: make(chan struct{}, 1)})
 		}
+	}
+	if pr.prio {
+		pr.addPrioritySlots(rails)
 	}
 	// The writers start where Stop cannot miss them.
 	return t.base.AddPeer(p.ID, pr, func() {
@@ -326,7 +329,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		t.base.Fail(d, c, ring.StatusIO)
 		return
 	}
-	s := p.pick(int(d.Rail))
+	s := p.slotFor(d)
 	s.rail.requests.Add(1)
 	s.enqueue(o)
 }
