@@ -103,8 +103,10 @@ func TestCreditRefusesTooLargeGrant(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	// The receiver's first grant is its initial 64 requests, above the
-	// sender's max_requests of 8.
-	a, b := creditEngine(t, "crg-a", smallCredit), creditEngine(t, "crg-b", config.Credit{})
+	// sender's max_requests of 8. Its target delay is the longest there
+	// is, so that a drain rate measured low on a loaded machine does not
+	// halve its grants down into what the sender may accept.
+	a, b := creditEngine(t, "crg-a", smallCredit), creditEngine(t, "crg-b", config.Credit{TargetDelay: config.MaxCreditTargetDelay})
 	la := localBuffer(t, ctx, a, n)
 	lb, _ := b.Allocate(n)
 	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
