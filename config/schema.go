@@ -331,7 +331,7 @@ var blocks = []block{
 	single(metastoreTable, func(c *Config) *Metastore { return &c.Metastore }),
 	single(controlTable, func(c *Config) *Control { return &c.Control }),
 	single(metricsTable, func(c *Config) *Metrics { return &c.Metrics }),
-	single(traceTable, func(c *Config) *Trace { return &c.Trace }),
+	presence(traceTable, func(c *Config) *Trace { return &c.Trace }),
 	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} }, (*decoder).addPlugin),
 	single(transferTable, func(c *Config) *Transfer { return &c.Transfer }),
 	single(superviseTable, func(c *Config) *Supervise { return &c.Supervise }),
@@ -354,6 +354,20 @@ func single[T any](t *table[T], of func(*Config) *T) block {
 			decodeTable(d, t, b.Body, of(c), place{loc: c.loc, locPrefix: t.name + ".", fieldPrefix: t.name + "."})
 		},
 	}
+}
+
+// presence is single for a block whose presence turns something on (trace):
+// its defaults apply only when the file has the block, so a file without
+// it reads as off, as a Config built in code does.
+func presence[T any](t *table[T], of func(*Config) *T) block {
+	b := single(t, of)
+	b.preset = nil
+	decode := b.decode
+	b.decode = func(d *decoder, c *Config, hb *hcl.Block) {
+		t.defaults(of(c))
+		decode(d, c, hb)
+	}
+	return b
 }
 
 // rootSchema is the top level's attributes and every block.
