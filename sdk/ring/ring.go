@@ -515,9 +515,7 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 // transfer), which showed as a p99 of a whole spin budget.
 func Yield(spun time.Duration) {
 	runtime.Gosched()
-	if spun >= YieldAfter {
-		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
-	}
+	YieldThread(spun)
 }
 
 // YieldThread is Yield for a goroutine locked to its OS thread, such as
