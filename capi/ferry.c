@@ -180,6 +180,12 @@ int ferry_wait(ferry_engine_t e, ferry_batch_t b, int64_t timeout_ns) {
 int ferry_transfer(ferry_engine_t e, const ferry_request_t *reqs, size_t n) {
     return ferry_go_transfer(e, (ferry_request_t *)reqs, n);
 }
+int ferry_transfer_sync(ferry_engine_t e, int opcode, ferry_segment_t seg, void *local,
+                        uint64_t remote, size_t len, int64_t timeout_ns,
+                        const char *transport_hint) {
+    return ferry_go_transfer_sync(e, opcode, seg, local, remote, len, timeout_ns,
+                                  (char *)transport_hint);
+}
 
 int ferry_send_notif(ferry_engine_t e, ferry_segment_t seg, const char *name, const void *msg,
                      size_t msg_len) {

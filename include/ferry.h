@@ -42,8 +42,8 @@
  * fork. Blocking calls are ferry_create_*, ferry_destroy_engine,
  * ferry_open_segment, ferry_import_segment, ferry_register*,
  * ferry_unregister*, ferry_send_notif, ferry_wait, ferry_transfer,
- * ferry_free_batch of a batch with pending tasks and ferry_recv_notifs
- * with a timeout; the others return at once.
+ * ferry_transfer_sync, ferry_free_batch of a batch with pending tasks and
+ * ferry_recv_notifs with a timeout; the others return at once.
  *
  * OWNERSHIP. Pointers passed in are borrowed for the call only, except
  * memory registered with ferry_register*, which the caller keeps
@@ -81,7 +81,7 @@
 extern "C" {
 #endif
 
-#define FERRY_ABI_VERSION 1
+#define FERRY_ABI_VERSION 2
 
 /* ---- error codes ------------------------------------------------------ */
 
@@ -429,6 +429,22 @@ int ferry_wait(ferry_engine_t e, ferry_batch_t b, int64_t timeout_ns);
  * returns FERRY_OK when all completed, else the first failure's code and
  * message. */
 int ferry_transfer(ferry_engine_t e, const ferry_request_t *reqs, size_t n);
+
+/* ferry_transfer_sync is ferry_transfer of one request given as scalars
+ * (ABI version 2): opcode (FERRY_READ or FERRY_WRITE) of len bytes between
+ * local (in registered memory; written by a read) and address remote of
+ * segment seg, at FERRY_PRIORITY_MEDIUM with the engine's default policy.
+ * timeout_ns > 0 is the request's deadline from now; 0 is the engine's
+ * default (transfer.default_deadline); negative is FERRY_ERR_INVALID.
+ * transport_hint is as in ferry_request_t (NULL: any transport); it is
+ * read during the call only. It returns as ferry_transfer does, and
+ * checks the same: an unknown opcode, a NULL local or a len of 0 is
+ * FERRY_ERR_INVALID with nothing transferred. Made for callers that pay
+ * per field they fill (Python's cffi, ctypes); with a priority, a policy
+ * or an intent, use ferry_transfer. */
+int ferry_transfer_sync(ferry_engine_t e, int opcode, ferry_segment_t seg,
+                        void *local, uint64_t remote, size_t len,
+                        int64_t timeout_ns, const char *transport_hint);
 
 /* ---- notifications ---------------------------------------------------- */
 

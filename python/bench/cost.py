@@ -231,7 +231,6 @@ def parts(args: argparse.Namespace) -> None:
     seg = e.open_segment(e.rpc_address)
     addr, base, sid, h = src.address, dst.address, seg.id, e._h
     real = e._lib
-    req = ffi.new("ferry_request_t *")
     n = args.calls
 
     # None of these calls blocks, so the calling thread's CPU time is
@@ -246,10 +245,14 @@ def parts(args: argparse.Namespace) -> None:
         for _ in range(n):
             w(addr, sid, base, SIZE, transport="shm")
 
-    def cffi_call() -> None:
-        f = stub.ferry_transfer
+    stub_xfer = ffi.cast(ferry._ffi.TRANSFER_SYNC_PY, stub.ferry_transfer_sync)
+    real_xfer = e._xfer
+    hint = e._hint("shm")
+
+    def cffi_call() -> None:  # the call write makes, as it makes it
+        f = stub_xfer
         for _ in range(n):
-            f(h, req, 1)
+            f(h, 1, sid, addr, base, SIZE, 0, hint)
 
     def go_entry() -> None:
         f = real.ferry_version
@@ -263,13 +266,13 @@ def parts(args: argparse.Namespace) -> None:
 
     res = {"write (package + cffi)": [], "cffi call": [], "C->Go call": [], "C call": []}
     for _ in range(args.rounds):
-        e._lib = stub
+        e._lib, e._xfer = stub, stub_xfer
         res["write (package + cffi)"].append(timed(package))
-        e._lib = real
+        e._lib, e._xfer = real, real_xfer
         res["cffi call"].append(timed(cffi_call))
         res["C->Go call"].append(timed(go_entry))
         res["C call"].append(timed(c_entry))
-    e._lib = real
+    e._lib, e._xfer = real, real_xfer
     print(f"the Python layer's parts, {n} calls a round, {args.rounds} rounds, thread CPU ns per call")
     for k, xs in res.items():
         print(f"{k:24s} median {statistics.median(xs):7.0f}  min {min(xs):7.0f}  max {max(xs):7.0f}")

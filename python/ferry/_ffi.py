@@ -26,7 +26,7 @@ import cffi
 
 from . import errors
 
-ABI_VERSION = 1  # the FERRY_ABI_VERSION this package was written against
+ABI_VERSION = 2  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync)
 
 CDEF = """
 typedef enum ferry_error {
@@ -164,6 +164,9 @@ int ferry_cancel_task(ferry_engine_t e, ferry_batch_t b, size_t task);
 int ferry_cancel_batch(ferry_engine_t e, ferry_batch_t b);
 int ferry_wait(ferry_engine_t e, ferry_batch_t b, int64_t timeout_ns);
 int ferry_transfer(ferry_engine_t e, const ferry_request_t *reqs, size_t n);
+int ferry_transfer_sync(ferry_engine_t e, int opcode, ferry_segment_t seg,
+                        void *local, uint64_t remote, size_t len,
+                        int64_t timeout_ns, const char *transport_hint);
 int ferry_send_notif(ferry_engine_t e, ferry_segment_t seg, const char *name,
                      const void *msg, size_t msg_len);
 typedef struct ferry_notif {
@@ -234,6 +237,11 @@ typedef struct ferry_request_py {
 } ferry_request_py_t;
 """
 
+# ferry_transfer_sync with local as an integer, the same ABI (a pointer and
+# a uintptr_t pass alike): Engine.write and read call it through a cast
+# of the library's function, so that an address needs no cast per call.
+TRANSFER_SYNC_PY = "int(*)(uint64_t, int, uint32_t, uintptr_t, uint64_t, size_t, int64_t, const char *)"
+
 ffi = cffi.FFI()
 ffi.cdef(CDEF)
 ffi.cdef(CDEF_PY)
@@ -293,6 +301,12 @@ def lib() -> Any:
             _path = p
             _lib = l
     return _lib
+
+
+def transfer_sync() -> Any:
+    """The library's ferry_transfer_sync, typed to take local as an
+    integer address (TRANSFER_SYNC_PY)."""
+    return ffi.cast(TRANSFER_SYNC_PY, lib().ferry_transfer_sync)
 
 
 def plugin_dir() -> str:

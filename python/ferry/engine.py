@@ -145,9 +145,15 @@ class Engine:
         self._regs: Dict[int, Registration] = {}
         self._readonly: List[Registration] = []  # registered read-only objects: never read into
         self._segs: Dict[int, Segment] = {}
-        self._cstrs: Dict[str, Any] = {}  # transport/policy/intent names as C strings
+        # transport/policy/intent names as C strings; None and "" are NULL
+        self._cstrs: Dict[Optional[str], Any] = {None: ffi.NULL, "": ffi.NULL}
         self._hints: Dict[str, int] = {}  # and their addresses
         self._tls = threading.local()  # each thread's request struct for write/read
+        # What write and read look up instead of exporting a buffer per
+        # call: id(obj) -> (obj, address, size, writable) of each Memory
+        # and each registered object, while it is allocated or registered.
+        self._locals: Dict[int, Tuple[Any, int, int, bool]] = {}
+        self._xfer = _ffi.transfer_sync()
         out = ffi.new("ferry_engine_t *")
         if config is not None:
             if plugin_dir is not None:
@@ -213,6 +219,7 @@ class Engine:
             segs = list(self._segs.values())
             self._mem.clear()
             self._regs.clear()
+            self._locals.clear()
             self._readonly.clear()
             self._segs.clear()
         if h == 0:
@@ -260,12 +267,14 @@ class Engine:
         m = Memory(self, out[0], size)
         with self._lock:
             self._mem[m.address] = m
+            self._locals[id(m)] = (m, m.address, size, True)
         return m
 
     def _free_memory(self, m: Memory) -> None:
         self._call(f"free memory at {m.address:#x}", self._lib.ferry_free, self._handle(), m._ptr)
         with self._lock:
             self._mem.pop(m.address, None)
+            self._unlocal(m)
             gone = [r for r in self._regs.values() if m.address <= r.address < m.address + m.size]
             for r in gone:
                 self._forget(r)
@@ -347,6 +356,7 @@ class Engine:
             self._regs[address] = r
             if not writable:
                 self._readonly.append(r)
+            self._enlocal(r)
         return r
 
     def register_batch(self, bufs: Sequence[Any], perms: Union[Perm, Sequence[Perm]] = Perm.LOCAL) -> List[Registration]:
@@ -390,6 +400,7 @@ class Engine:
                 self._regs[address] = r
                 if not writable:
                     self._readonly.append(r)
+                self._enlocal(r)
                 out.append(r)
         return out
 
@@ -412,7 +423,24 @@ class Engine:
         self._regs.pop(r.address, None)
         if r in self._readonly:
             self._readonly.remove(r)
+        if r.obj is not None:
+            self._unlocal(r.obj)
         r._drop()
+
+    def _enlocal(self, r: Registration) -> None:
+        """Let write and read find r's object by identity (called with the
+        lock held): its address and whole size, as an export of it gives
+        them. The registration holds the object's buffer exported, so the
+        address stays valid until _forget."""
+        o = r.obj
+        if o is not None:
+            with memoryview(o) as mv:
+                self._locals[id(o)] = (o, r.address, mv.nbytes, r.writable)
+
+    def _unlocal(self, o: Any) -> None:
+        x = self._locals.get(id(o))
+        if x is not None and x[0] is o:
+            del self._locals[id(o)]
 
     def unregister(self, x: Any) -> None:
         """Remove the registration that starts at ``x``: a
@@ -586,9 +614,10 @@ class Engine:
 
     def _sync(self, op: int, local: Any, segment: Any, remote: int, length: Optional[int], timeout: Optional[float],
               transport: Optional[str], priority: int, what: str) -> None:
-        # The hot path of write and read: one function, a request struct
-        # per thread written by one pack_into (the header's layout, checked
-        # in test_abi.py), integers all the way; cost.py measures it.
+        # write's and read's every other case (a priority, a buffer export,
+        # a value the fast path's conversion refused): each check with its
+        # message, then ferry_transfer with a request struct per thread
+        # written by one pack_into (the header's layout, test_abi.py).
         h = self._h
         if h == 0:
             raise errors.Closed("ferry engine: it was closed; start a new Engine")
@@ -597,11 +626,7 @@ class Engine:
         except AttributeError:
             r = ffi.new("ferry_request_t *")  # policy_name and intent stay NULL
             buf, rp = self._tls.req = (ffi.buffer(r), r)
-        keep = None
-        if type(local) is int and type(length) is int and length > 0 and local and not (op == 0 and self._readonly):
-            address, n = local, length
-        else:
-            address, n, keep = self._local(local, length, op, what)
+        address, n, keep = self._local(local, length, op, what)
         if type(remote) is not int or remote < 0:
             raise errors.InvalidRequest(f"{what}: remote {remote!r} must be an address in the segment")
         hint = 0
@@ -619,20 +644,74 @@ class Engine:
         self._hints[s] = a
         return a
 
+    def _failed(self, rc: int, what: str) -> errors.FerryError:
+        """The exception of a failed fast call (checks done only now)."""
+        if self._h == 0:
+            return errors.Closed("ferry engine: it was closed; start a new Engine")
+        return _ffi.error(rc, what)
+
+    def _timeout_ns(self, timeout: float) -> int:
+        if timeout <= 0:
+            raise errors.InvalidRequest(f"timeout {timeout}: must be a positive number of seconds (None: the engine's default)")
+        return max(1, int(timeout * 1e9))
+
     def write(self, local: Local, segment: Union[Segment, int], remote: int, length: Optional[int] = None, *,
               timeout: Optional[float] = None, transport: Optional[str] = None,
               priority: int = _MEDIUM) -> None:
         """Copy local registered memory to ``remote`` of the segment and
         return once it landed. ``local`` is a buffer inside registered
-        memory, a :class:`Memory`, or an address with ``length``."""
-        self._sync(1, local, segment, remote, length, timeout, transport, priority, "write")
+        memory, a :class:`Memory`, or an address with ``length``.
+
+        The fast cases, one ferry_transfer_sync call with integers: an
+        address, a Memory, or the very object registered (not a new view
+        of it), at the default priority."""
+        # The hot path (cost.py measures it): O(1) checks of what is
+        # known since allocate or register; the library checks the rest
+        # (NULL, zero length, registration, bounds) and the messages are
+        # built only on failure. read below is its twin.
+        if type(local) is int:
+            address, n = local, length
+        else:
+            o = self._locals.get(id(local))
+            if o is None or o[0] is not local or (length is not None and length > o[2]):
+                return self._sync(1, local, segment, remote, length, timeout, transport, priority, "write")
+            address, n = o[1], o[2] if length is None else length
+        hint = self._cstrs.get(transport)
+        if hint is None or priority != _MEDIUM:
+            return self._sync(1, local, segment, remote, length, timeout, transport, priority, "write")
+        try:
+            rc = self._xfer(self._h, 1, segment if type(segment) is int else segment.id, address, remote, n,
+                            0 if timeout is None else self._timeout_ns(timeout), hint)
+        except (TypeError, OverflowError):  # refused before the call: say why
+            return self._sync(1, local, segment, remote, length, timeout, transport, priority, "write")
+        if rc:
+            raise self._failed(rc, "write")
 
     def read(self, local: Local, segment: Union[Segment, int], remote: int, length: Optional[int] = None, *,
              timeout: Optional[float] = None, transport: Optional[str] = None,
              priority: int = _MEDIUM) -> None:
         """Copy ``remote`` of the segment into local registered memory
-        (which must be writable) and return once it is there."""
-        self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")
+        (which must be writable) and return once it is there. The fast
+        cases are write's."""
+        if type(local) is int:
+            if self._readonly:  # is it inside a read-only object registered here?
+                return self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")
+            address, n = local, length
+        else:
+            o = self._locals.get(id(local))
+            if o is None or o[0] is not local or not o[3] or (length is not None and length > o[2]):
+                return self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")
+            address, n = o[1], o[2] if length is None else length
+        hint = self._cstrs.get(transport)
+        if hint is None or priority != _MEDIUM:
+            return self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")
+        try:
+            rc = self._xfer(self._h, 0, segment if type(segment) is int else segment.id, address, remote, n,
+                            0 if timeout is None else self._timeout_ns(timeout), hint)
+        except (TypeError, OverflowError):
+            return self._sync(0, local, segment, remote, length, timeout, transport, priority, "read")
+        if rc:
+            raise self._failed(rc, "read")
 
     def batch(self, capacity: int) -> "Batch":
         """A batch for up to ``capacity`` asynchronous tasks."""
