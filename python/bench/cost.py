@@ -2,9 +2,11 @@
 """The cost of the Python layer: a 4 KiB write over shm to the engine's
 own segment, called from Python (ferry.Engine.write, over cffi and the C
 ABI) and from Go (host.Engine.Transfer, gocost/), in the same run,
-interleaved: Go, Python, Go, Python, ...; each round runs N calls and
-reports the mean per call. It prints each round, then the median and the
-min-max of each side and of the per-round difference (Python - Go).
+interleaved (Go, raw, Python in one round, Python, raw, Go in the next;
+"raw" is the call Engine.write makes, with its arguments made once); each
+round runs N calls of each and reports the mean per call. It prints each
+round, then the median and the min-max of each side and of the per-round
+difference (Python - Go).
 
     /usr/bin/python3 python/bench/cost.py [--rounds 7] [--calls 20000] [--mode transfer|batch]
 
@@ -133,25 +135,18 @@ def main() -> None:
         b.free()
         return dt
 
-    # raw: the same call through the C ABI with a request built once, no
-    # package code per call: python - raw is the package's own cost, raw -
-    # go that of cffi, cgo and the C ABI.
-    from ferry._ffi import ffi
-
-    raw_req = ffi.new("ferry_request_t *")
-    raw_req.opcode, raw_req.priority, raw_req.target_id = 1, 1, sid
-    raw_req.source = ffi.cast("void *", addr)
-    raw_req.target_offset, raw_req.length = base, SIZE
-    hint = ffi.new("char[]", b"shm")
-    raw_req.transport_hint = hint
-    lib, h = e._lib, e._h
+    # raw: the call Engine.write makes (ferry_transfer_sync, through
+    # ferry._fast when built), with its arguments made once and no package
+    # code per call: python - raw is the package's own cost, raw - go that
+    # of the call, cgo and the C ABI.
+    xfer, h, hint = e._xfer, e._h, e._hint("shm")
 
     def raw_transfer(n: int) -> float:
-        f = lib.ferry_transfer
+        f = xfer
         t0 = time.perf_counter_ns()
         for _ in range(n):
-            if f(h, raw_req, 1) != 0:
-                raise SystemExit(f"raw ferry_transfer failed: {ferry._ffi.last_error()}")
+            if f(h, 1, sid, addr, base, SIZE, 0, hint) != 0:
+                raise SystemExit(f"raw ferry_transfer_sync failed: {ferry._ffi.last_error()}")
         return (time.perf_counter_ns() - t0) / n
 
     py_round = py_transfer if args.mode == "transfer" else py_batch
@@ -162,22 +157,39 @@ def main() -> None:
     raw = args.mode == "transfer"
     gos, pys, raws = [], [], []
     gsw, psw = [], []  # context switches per call of each process
-    print(f"4 KiB write over shm, mode {args.mode}, {args.calls} calls a round, ns per call")
+    how = "ferry._fast" if ferry._ffi.fast() is not None else "cffi ABI mode"
+    print(f"4 KiB write over shm, mode {args.mode}, {args.calls} calls a round, ns per call; write calls through {how}; "
+          f"load average {os.getloadavg()[0]:.1f}")
     print("round        go    python" + ("       raw" if raw else "") + "   python-go" + ("  python-raw" if raw else ""))
-    for r in range(args.rounds):
-        a[SIZE:] = 0
+    def go_side() -> float:
         s0 = switches(gop.pid)
         g = go_round(gop, args.mode, args.calls)
         gsw.append((switches(gop.pid) - s0) / args.calls)
+        return g
+
+    def py_side() -> float:
+        a[SIZE:] = 0
         s0 = switches(os.getpid())
         p = py_round(args.calls)
         psw.append((switches(os.getpid()) - s0) / args.calls)
         if bytes(a[SIZE:]) != bytes(a[:SIZE]):
             raise SystemExit("the Python half's bytes did not land")
+        return p
+
+    for r in range(args.rounds):
+        # Go first in odd rounds, Python first in even ones (raw between
+        # them), so that neither side always follows the other.
+        if r % 2 == 0:
+            g = go_side()
+            w = raw_transfer(args.calls) if raw else 0.0
+            p = py_side()
+        else:
+            p = py_side()
+            w = raw_transfer(args.calls) if raw else 0.0
+            g = go_side()
         gos.append(g)
         pys.append(p)
         if raw:
-            w = raw_transfer(args.calls)
             raws.append(w)
             print(f"{r + 1:5d} {g:9.0f} {p:9.0f} {w:9.0f} {p - g:11.0f} {p - w:11.0f}")
         else:
@@ -212,9 +224,11 @@ def parts(args: argparse.Namespace) -> None:
     """The Python layer's parts, each timed with nothing else behind it, so
     that the machine's load (which swamps a 4 KiB transfer's time) barely
     shows: the package's code of Engine.write (against a do-nothing C
-    ferry_transfer, stub.c), a bare cffi call (the stub itself), and the
-    entry from C into the library's Go (ferry_version: C calling a Go
-    export that returns a string made once, against the stub's C one). Rounds interleave the four; the
+    ferry_transfer_sync, stub.c), the bare call write makes (to the stub),
+    and the entry from C into the library's Go (ferry_version: C calling a
+    Go export that returns a string made once, against the stub's C one).
+    With ferry._fast built, write's call goes through it, and the same
+    write through cffi's ABI mode is timed too. Rounds interleave them; the
     figures are each round's mean CPU time of the calling thread per call
     (none of these calls blocks), which a busy machine inflates less than
     wall-clock time."""
@@ -232,6 +246,22 @@ def parts(args: argparse.Namespace) -> None:
     addr, base, sid, h = src.address, dst.address, seg.id, e._h
     real = e._lib
     n = args.calls
+    fast = ferry._ffi.fast()
+    real_xfer = e._xfer
+    stub_abi = ffi.cast(ferry._ffi.TRANSFER_SYNC_PY, stub.ferry_transfer_sync)
+    hint = e._hint("shm")
+
+    def use_stub(abi: bool = False) -> None:
+        e._lib = stub
+        if fast is not None and not abi:
+            fast.ferry_py_bind(int(ffi.cast("uintptr_t", stub.ferry_transfer_sync)))
+        else:
+            e._xfer = stub_abi
+
+    def use_real() -> None:
+        e._lib, e._xfer = real, real_xfer
+        if fast is not None:
+            fast.ferry_py_bind(int(ffi.cast("uintptr_t", real.ferry_transfer_sync)))
 
     # None of these calls blocks, so the calling thread's CPU time is
     # their cost, without the time the loaded machine ran others instead.
@@ -245,12 +275,8 @@ def parts(args: argparse.Namespace) -> None:
         for _ in range(n):
             w(addr, sid, base, SIZE, transport="shm")
 
-    stub_xfer = ffi.cast(ferry._ffi.TRANSFER_SYNC_PY, stub.ferry_transfer_sync)
-    real_xfer = e._xfer
-    hint = e._hint("shm")
-
-    def cffi_call() -> None:  # the call write makes, as it makes it
-        f = stub_xfer
+    def bare_call() -> None:  # the call write makes, as it makes it
+        f = e._xfer
         for _ in range(n):
             f(h, 1, sid, addr, base, SIZE, 0, hint)
 
@@ -264,25 +290,44 @@ def parts(args: argparse.Namespace) -> None:
         for _ in range(n):
             f()
 
-    res = {"write (package + cffi)": [], "cffi call": [], "C->Go call": [], "C call": []}
-    for _ in range(args.rounds):
-        e._lib, e._xfer = stub, stub_xfer
-        res["write (package + cffi)"].append(timed(package))
-        e._lib, e._xfer = real, real_xfer
-        res["cffi call"].append(timed(cffi_call))
-        res["C->Go call"].append(timed(go_entry))
-        res["C call"].append(timed(c_entry))
-    e._lib, e._xfer = real, real_xfer
-    print(f"the Python layer's parts, {n} calls a round, {args.rounds} rounds, thread CPU ns per call")
+    WRITE, CALL = "write (package + call)", "call (to the stub)"
+    res: dict = {WRITE: [], CALL: [], "C->Go call": [], "C call": []}
+    if fast is not None:
+        res["write, ABI mode"] = []
+        res["call, ABI mode"] = []
+    try:
+        for _ in range(args.rounds):
+            use_stub()
+            res[WRITE].append(timed(package))
+            res[CALL].append(timed(bare_call))
+            use_real()
+            res["C->Go call"].append(timed(go_entry))
+            res["C call"].append(timed(c_entry))
+            if fast is not None:
+                use_stub(abi=True)
+                res["write, ABI mode"].append(timed(package))
+                res["call, ABI mode"].append(timed(bare_call))
+                use_real()
+    finally:
+        use_real()
+    how = "through ferry._fast (cffi API mode)" if fast is not None else "through cffi's ABI mode (ferry._fast not built)"
+    print(f"the Python layer's parts, {n} calls a round, {args.rounds} rounds, thread CPU ns per call; "
+          f"write calls ferry_transfer_sync {how}")
+
+    def line(k, xs):
+        print(f"{k:26s} median {statistics.median(xs):7.0f}  min {min(xs):7.0f}  max {max(xs):7.0f}")
+
     for k, xs in res.items():
-        print(f"{k:24s} median {statistics.median(xs):7.0f}  min {min(xs):7.0f}  max {max(xs):7.0f}")
-    pkg = [a - b for a, b in zip(res["write (package + cffi)"], res["cffi call"])]
+        line(k, xs)
+    pkg = [a - b for a, b in zip(res[WRITE], res[CALL])]
     cgo = [a - b for a, b in zip(res["C->Go call"], res["C call"])]
-    print(f"{'package code (write-cffi)':24s} median {statistics.median(pkg):7.0f}  min {min(pkg):7.0f}  max {max(pkg):7.0f}")
-    print(f"{'cgo entry (Go-C)':24s} median {statistics.median(cgo):7.0f}  min {min(cgo):7.0f}  max {max(cgo):7.0f}")
-    total = [w + c for w, c in zip(res["write (package + cffi)"], cgo)]
-    print(f"Python layer per call (package + cffi + cgo entry): median {statistics.median(total) / 1000:.2f} us, "
-          f"min {min(total) / 1000:.2f} us, max {max(total) / 1000:.2f} us")
+    line("package code (write-call)", pkg)
+    line("cgo entry (Go-C)", cgo)
+    if fast is not None:
+        line("write: ABI mode - fast", [a - b for a, b in zip(res["write, ABI mode"], res[WRITE])])
+    total = [w + c for w, c in zip(res[WRITE], cgo)]
+    print(f"Python layer per call (package + call + cgo entry): median {statistics.median(total) / 1000:.2f} us, "
+          f"min {min(total) / 1000:.2f} us, max {max(total) / 1000:.2f} us; load average {os.getloadavg()[0]:.1f}")
     e.close()
     os.unlink(so)
     os.rmdir(tmp)

@@ -303,10 +303,48 @@ def lib() -> Any:
     return _lib
 
 
-def transfer_sync() -> Any:
-    """The library's ferry_transfer_sync, typed to take local as an
-    integer address (TRANSFER_SYNC_PY)."""
+def transfer_sync_abi() -> Any:
+    """The library's ferry_transfer_sync through cffi's ABI mode, typed to
+    take local as an integer address (TRANSFER_SYNC_PY)."""
     return ffi.cast(TRANSFER_SYNC_PY, lib().ferry_transfer_sync)
+
+
+_fast_lib: Any = None  # ferry._fast's lib once bound; False: not there
+
+
+def fast() -> Any:
+    """ferry._fast's lib (see _fast_build.py), bound to the loaded
+    library's ferry_transfer_sync, or None when it is not built, is of
+    another version, or $FERRY_PY_NO_FAST is set."""
+    global _fast_lib
+    if _fast_lib is None:
+        with _lock:
+            if _fast_lib is None:
+                _fast_lib = _load_fast()
+    return _fast_lib or None
+
+
+def _load_fast() -> Any:
+    if os.environ.get("FERRY_PY_NO_FAST"):
+        return False
+    try:
+        from . import _fast  # type: ignore[attr-defined]
+    except ImportError:
+        return False
+    from ._fast_build import FAST_VERSION
+
+    if _fast.lib.ferry_py_fast_version() != FAST_VERSION:
+        return False
+    _fast.lib.ferry_py_bind(int(ffi.cast("uintptr_t", lib().ferry_transfer_sync)))
+    return _fast.lib
+
+
+def transfer_sync() -> Any:
+    """ferry_transfer_sync as Engine.write and read call it: through
+    ferry._fast when it is built, else through ABI mode; both take local
+    as an integer address."""
+    f = fast()
+    return f.ferry_py_transfer_sync if f is not None else transfer_sync_abi()
 
 
 def plugin_dir() -> str:

@@ -3,6 +3,8 @@ call, and their fast path: the library's bad-input answers, and the
 package's checks that the fast path keeps (registration, bounds, read-only
 targets, closed engines and freed memory)."""
 
+import os
+
 import numpy
 import pytest
 
@@ -14,6 +16,46 @@ from conftest import config
 
 def own(e):
     return e.open_segment(e.rpc_address)
+
+
+def fast_lib():
+    """ferry._fast's lib; a missing one fails under CI (make build builds
+    it there, .ci/run installs python3-dev) and skips elsewhere."""
+    f = _ffi.fast()
+    if f is None:
+        if os.environ.get("CI"):
+            pytest.fail("ferry._fast is not built: run make build (it needs Debian's python3-dev)")
+        pytest.skip("ferry._fast is not built (make build; Debian's python3-dev)")
+    return f
+
+
+@pytest.fixture(params=["fast", "abi"])
+def call_path(request, engine):
+    """The engine, with write and read calling ferry_transfer_sync through
+    ferry._fast or through cffi's ABI mode."""
+    if request.param == "fast":
+        engine._xfer = fast_lib().ferry_py_transfer_sync
+    else:
+        engine._xfer = _ffi.transfer_sync_abi()
+    return engine
+
+
+def test_engines_use_the_fast_module():
+    f = fast_lib()
+    e = ferry.Engine(config_text=config("py-sync-fast"))
+    try:
+        assert e._xfer == f.ferry_py_transfer_sync
+    finally:
+        e.close()
+
+
+def test_fast_module_passes_bad_input_through(engine):
+    f = fast_lib()
+    mem = engine.allocate(4096)
+    assert f.ferry_py_transfer_sync(engine._h, 1, 999, 0, 0, 64, 0, ffi.NULL) == _ffi.lib().FERRY_ERR_INVALID
+    assert "local is NULL" in _ffi.last_error()
+    assert f.ferry_py_transfer_sync(engine._h, 1, 999, mem.address, 0, 64, -5, ffi.NULL) == _ffi.lib().FERRY_ERR_INVALID
+    assert "timeout_ns -5" in _ffi.last_error()
 
 
 def test_bad_input_at_the_boundary(engine):
@@ -62,7 +104,8 @@ def test_after_destroy():
     assert "destroyed" in _ffi.last_error()
 
 
-def test_registered_objects_take_the_fast_path_and_its_checks(engine):
+def test_registered_objects_take_the_fast_path_and_its_checks(call_path):
+    engine = call_path
     dmem = engine.allocate(8192)
     d = engine.register(dmem, ferry.Perm.REMOTE_READ_WRITE)
     seg = own(engine)  # after the registration: the segment's buffers are read at open
@@ -103,9 +146,10 @@ def test_registered_objects_take_the_fast_path_and_its_checks(engine):
     assert bytes(dmem.view) == b"b" * 8192
 
 
-def test_registered_part_of_an_object(engine):
+def test_registered_part_of_an_object(call_path):
     """An object registered in part moves its whole size, as a view of it
     does: the library refuses what lies past the registration."""
+    engine = call_path
     dmem = engine.allocate(8192)
     d = engine.register(dmem, ferry.Perm.REMOTE_READ_WRITE)
     seg = own(engine)  # after the registration: the segment's buffers are read at open
@@ -120,7 +164,8 @@ def test_registered_part_of_an_object(engine):
     assert bytes(dmem.view[:4096]) == b"p" * 4096
 
 
-def test_freed_memory_and_read_only_targets(engine):
+def test_freed_memory_and_read_only_targets(call_path):
+    engine = call_path
     d = engine.register(engine.allocate(4096), ferry.Perm.REMOTE_READ_WRITE)
     seg = own(engine)
     mem = engine.allocate(4096)
