@@ -318,6 +318,7 @@ def fast() -> Any:
     another version, or $FERRY_PY_NO_FAST is set."""
     global _fast_lib
     if _fast_lib is None:
+        lib()  # loaded first: it takes _lock too
         with _lock:
             if _fast_lib is None:
                 _fast_lib = _load_fast()

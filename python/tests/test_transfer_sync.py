@@ -181,3 +181,18 @@ def test_freed_memory_and_read_only_targets(call_path):
     engine.write(ro, seg, d.address)  # a source: fine
     with pytest.raises(ferry.InvalidRequest, match="read-only"):
         engine.read(ro, seg, d.address)
+
+
+def test_fast_first_in_a_fresh_process():
+    """ferry._ffi.fast() before anything loaded the library loads it (and
+    does not wait on its own lock)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    code = "from ferry import _ffi; f = _ffi.fast(); print('fast' if f is not None else 'abi', _ffi.path())"
+    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split()[1].endswith("libferry.so"), out.stdout
