@@ -150,9 +150,11 @@ class Engine:
         self._hints: Dict[str, int] = {}  # and their addresses
         self._tls = threading.local()  # each thread's request struct for write/read
         # What write and read look up instead of exporting a buffer per
-        # call: id(obj) -> (obj, address, size, writable) of each Memory
-        # and each registered object, while it is allocated or registered.
-        self._locals: Dict[int, Tuple[Any, int, int, bool]] = {}
+        # call: id(obj) -> (obj, address, size, writable, export) of each
+        # Memory and each registered object, while it is allocated or
+        # registered. A call holds its entry, and so the registration's
+        # export of the object, until it returns.
+        self._locals: Dict[int, Tuple[Any, int, int, bool, Any]] = {}
         self._xfer = _ffi.transfer_sync()
         out = ffi.new("ferry_engine_t *")
         if config is not None:
@@ -267,7 +269,7 @@ class Engine:
         m = Memory(self, out[0], size)
         with self._lock:
             self._mem[m.address] = m
-            self._locals[id(m)] = (m, m.address, size, True)
+            self._locals[id(m)] = (m, m.address, size, True, None)
         return m
 
     def _free_memory(self, m: Memory) -> None:
@@ -435,7 +437,7 @@ class Engine:
         o = r.obj
         if o is not None:
             with memoryview(o) as mv:
-                self._locals[id(o)] = (o, r.address, mv.nbytes, r.writable)
+                self._locals[id(o)] = (o, r.address, mv.nbytes, r.writable, r._hold)
 
     def _unlocal(self, o: Any) -> None:
         x = self._locals.get(id(o))

@@ -174,14 +174,13 @@ class Registration:
         self._engine.unregister(self)
 
     def _drop(self) -> None:
+        # The export is released with its last reference, at once here
+        # unless a write or read of the object is in flight on another
+        # thread: that call holds it (the engine's lookup entry) until it
+        # returns, so the object cannot be resized under the transfer.
         self.registered = False
         self.obj = None
-        if self._hold is not None:
-            try:
-                ffi.release(self._hold)
-            except (AttributeError, ValueError):  # cffi < 1.12, or released
-                pass
-            self._hold = None
+        self._hold = None
 
     def __enter__(self) -> "Registration":
         return self

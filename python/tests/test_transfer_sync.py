@@ -196,3 +196,20 @@ def test_fast_first_in_a_fresh_process():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1].endswith("libferry.so"), out.stdout
+
+
+def test_a_call_in_flight_keeps_the_export(engine):
+    """write and read do not export the registered object per call; the
+    registration's export stays alive while a call holds the object's
+    lookup entry, as one in flight on another thread does: unregistering
+    meanwhile does not let the object be resized under the transfer."""
+    ba = bytearray(4096)
+    engine.register(ba)
+    entry = engine._locals[id(ba)]  # what a write of ba holds through its call
+    engine.unregister(ba)
+    assert id(ba) not in engine._locals
+    with pytest.raises(BufferError):
+        ba.extend(b"x")  # still exported: the "call" has not returned
+    del entry
+    ba.extend(b"x")  # released with the last holder
+    assert len(ba) == 4097
