@@ -6,9 +6,10 @@ The contract for memory registered while Python owns it:
 
 * An object with the buffer protocol (bytearray, memoryview, numpy array,
   mmap) is referenced by its :class:`Registration`, and its buffer is held
-  exported, until it is unregistered: it cannot be garbage collected, and a
-  bytearray cannot be resized (BufferError) while registered. Dropping
-  every other reference to it is safe.
+  exported, until it is unregistered (and any write or read of it in
+  flight on another thread has returned): it cannot be garbage collected,
+  and a bytearray cannot be resized (BufferError) while registered.
+  Dropping every other reference to it is safe.
 * A raw ``(ptr, length)`` is the caller's: it must stay allocated and
   mapped until ``unregister`` returns. Memory unmapped while registered
   makes the transfers on it fail; memory freed but still mapped (free()
