@@ -1,9 +1,9 @@
 # Rate caps on a real engine: over each transport a tenant capped at about
-# a sixth of what that transport moves unloaded on a small machine (16
+# a twelfth of what that transport moves unloaded on a small machine (16
 # MiB writes: tcp ~3 GB/s, shm ~6 GB/s) runs beside an uncapped tenant
 # that saturates the link. Without its cap the capped tenant, with twice
-# the other's threads, would take about two thirds of the link, so the cap
-# binds even when a loaded machine moves half as much. The capped
+# the other's threads, would take about half the link, so the cap
+# binds even when a loaded machine moves a third as much. The capped
 # tenants' streams each run over one transport only, so that one engine
 # config caps both:
 #
@@ -27,12 +27,12 @@ tenant "bulk" {
 
 tenant "capped-tcp" {
   weight = 1
-  cap    = "500MB" # bytes per second
+  cap    = "250MB" # bytes per second
 }
 
 tenant "capped-shm" {
   weight = 1
-  cap    = "1GB"
+  cap    = "500MB"
 }
 
 stream "bulk" {
