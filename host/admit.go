@@ -78,12 +78,24 @@ func (e *Engine) wireQoS() error {
 	}
 	e.path.qos = &qosQueue{q: q, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), block: qc.Busy != config.QoSError,
 		perClass: qc.Lanes == config.QoSLanesPerClass}
-	w := qosWatcher{e: e}
-	if e.path.obs != nil {
-		w.next = pathWatcher{e}
-	}
-	e.tracker.Watch(w)
+	e.tracker.Watch(e.qosWatcher())
 	return nil
+}
+
+// qosWatcher is the tracker's watcher with a qos block: it gives each
+// task's budgets back at its end, then passes the transition on to the
+// watcher wirePath set, if any (the observer's, or the meter's, which
+// would otherwise count nothing). Only the observer needs the task's
+// hold; without it the watcher is Unheld, so that a task's end takes no
+// lock for admission's sake.
+func (e *Engine) qosWatcher() progress.Watcher {
+	switch {
+	case e.path.obs != nil:
+		return qosWatcher{e: e, next: pathWatcher{e}}
+	case e.path.meter != nil:
+		return qosUnheld{qosWatcher{e: e, next: meterWatcher{pathWatcher{e}}}}
+	}
+	return qosUnheld{qosWatcher{e: e}}
 }
 
 // qosConfig converts the qos block to the queue's settings.
@@ -259,6 +271,14 @@ type qosWatcher struct {
 	e    *Engine
 	next progress.Watcher
 }
+
+// qosUnheld is qosWatcher where nothing after it needs the task's hold
+// (progress.Unheld): giving a grant back needs no order against the
+// task's other reports (granted and giveBack settle who gives it back
+// with one compare-and-swap).
+type qosUnheld struct{ qosWatcher }
+
+func (qosUnheld) Unheld() {}
 
 func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
 	if w.next != nil {

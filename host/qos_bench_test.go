@@ -21,8 +21,10 @@ func qosOn(c *config.Config) {
 // BenchmarkQoSRequestPath is BenchmarkRequestPath's 4 KiB writes in
 // batches of 128 over shm, and one 4 KiB Transfer at a time, with
 // admission off (no qos block) and on (a qos block that bounds nothing):
-// what the queue costs a request on the unloaded path. Compare the pairs
-// in one run (-count=3 interleaves them).
+// what the queue costs a request on the unloaded path. -count=N runs
+// each sub-benchmark N times in a row (off, off, off, then on...), not
+// interleaved: for the on-off comparison use BenchmarkQoSCost, whose arms
+// take turns in one run.
 func BenchmarkQoSRequestPath(b *testing.B) {
 	for _, on := range []bool{false, true} {
 		name, tune := "qos=off", func(c *config.Config) {}

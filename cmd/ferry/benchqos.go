@@ -115,6 +115,10 @@ type qosSample struct {
 	// done[th] says that thread th had a batch whose every task
 	// completed: its whole range was moved at least once in the phase.
 	done []bool
+	// comps are the batches that completed (some of their bytes), with
+	// when, counted from the phase's start: the steady rates come from
+	// them (qosstat.SteadyOf), phase by phase.
+	comps []qosstat.Completion
 }
 
 func (s *qosSample) add(o qosSample) {
@@ -126,6 +130,7 @@ func (s *qosSample) add(o qosSample) {
 	s.met += o.met
 	s.busy += o.busy
 	s.seconds += o.seconds
+	s.comps = append(s.comps, o.comps...)
 }
 
 // range_ is thread th's range of stream i, as an offset and a length.
@@ -272,6 +277,7 @@ func (q *qosBench) worker(ctx context.Context, tr string, i, th int, start, stop
 		}
 		if st.Failed == 0 {
 			res.bytes += st.Bytes
+			res.comps = append(res.comps, qosstat.Completion{At: end.Sub(start), Bytes: st.Bytes})
 			if inTime {
 				res.goodBytes += st.Bytes
 				if s.Deadline > 0 {
@@ -294,10 +300,12 @@ func (q *qosBench) worker(ctx context.Context, tr string, i, th int, start, stop
 			statuses = append(statuses, ts)
 		}
 		q.e.FreeBatch(id)
+		var moved uint64
 		for _, ts := range statuses {
 			switch {
 			case ts.State == host.StateCompleted:
 				res.bytes += ts.Bytes
+				moved += ts.Bytes
 				if inTime {
 					res.goodBytes += ts.Bytes
 					if s.Deadline > 0 {
@@ -309,6 +317,9 @@ func (q *qosBench) worker(ctx context.Context, tr string, i, th int, start, stop
 			default:
 				return res, fmt.Errorf("%s of %d bytes: %w", opName(s.Op), s.Size, ts.Err)
 			}
+		}
+		if moved > 0 {
+			res.comps = append(res.comps, qosstat.Completion{At: end.Sub(start), Bytes: moved})
 		}
 	}
 	return res, nil
@@ -390,8 +401,15 @@ type qosTenantRow struct {
 	// weighted share (issue 13 asks for 3:1 weights to give 3:1 within
 	// 10%: 0.9 to 1.1).
 	FairRatio float64 `json:"fair_ratio"`
+	// SteadyGbps is the tenant's rate over the steady part of the mixed
+	// phases (qosstat.SteadyOf): from its first batch's completion to its
+	// last before the phase stopped submitting, the first batch's bytes
+	// left out, phases added up. Gbps, over the whole phase, counts the
+	// ramp and the tail too.
+	SteadyGbps float64 `json:"steady_gbps,omitempty"`
 	// CapGbps is the cap the scenario says the engine gives the tenant,
-	// and CapRatio Gbps / CapGbps; both absent without one.
+	// and CapRatio SteadyGbps / CapGbps: the rate a cap holds under
+	// saturation; both absent without one.
 	CapGbps  float64 `json:"cap_gbps,omitempty"`
 	CapRatio float64 `json:"cap_ratio,omitempty"`
 }
@@ -422,13 +440,19 @@ type qosIsolation struct {
 // after it, each thread's range must hold the same bytes on both sides.
 func (q *qosBench) measure(ctx context.Context, tr string) (qosReport, error) {
 	sc := q.o.sc
-	all := make([]int, len(sc.Streams))
-	for i := range all {
-		all[i] = i
+	all := sc.streamsOn(tr) // the streams that run over tr: every one, unless a stream names its transports
+	if len(all) == 0 {
+		return qosReport{}, fmt.Errorf("--qos %s: no stream runs over %s (each names its transports); add %s to a stream's transports or leave it out of --transport", sc.Name, tr, tr)
 	}
-	high := sc.highStreams()
-	isolate := len(high) > 0 && len(high) < len(sc.Streams)
+	var high []int
+	for _, i := range sc.highStreams() {
+		if sc.Streams[i].on(tr) {
+			high = append(high, i)
+		}
+	}
+	isolate := len(high) > 0 && len(high) < len(all)
 	mixed := make([]qosSample, len(sc.Streams))
+	steady := map[string]qosstat.Steady{} // per tenant, over the mixed phases
 	var alone []qosSample
 	iso := &qosIsolation{Class: admission.ClassHigh.String()}
 	var aloneHigh, mixedHigh qosSample
@@ -459,18 +483,28 @@ func (q *qosBench) measure(ctx context.Context, tr string) (qosReport, error) {
 		if _, err := q.phase(ctx, tr, all, sc.Warmup); err != nil {
 			return qosReport{}, err
 		}
-		got, err := q.phase(ctx, tr, all, sc.Duration)
+		part, err := q.phase(ctx, tr, all, sc.Duration)
 		if err != nil {
 			return qosReport{}, err
+		}
+		got := make([]qosSample, len(sc.Streams)) // by stream; those not over tr ran nothing
+		for j, i := range all {
+			got[i] = part[j]
+		}
+		for i := range got {
+			got[i].seconds = part[0].seconds
 		}
 		if isolate {
 			var h qosSample
 			for _, i := range high {
 				h.add(got[i])
 			}
-			h.seconds = got[0].seconds
+			h.seconds = part[0].seconds
 			mixedHigh.add(h)
 			iso.MixedP99us = append(iso.MixedP99us, us(qosstat.Summarize(h.lat).P99))
+		}
+		for name, st := range q.steadyOf(got, sc.Duration) {
+			steady[name] = steady[name].Add(st)
 		}
 		for i := range got {
 			done := got[i].done
@@ -478,7 +512,7 @@ func (q *qosBench) measure(ctx context.Context, tr string) (qosReport, error) {
 			mixed[i].done = done
 		}
 	}
-	rep := q.report(tr, mixed)
+	rep := q.report(tr, mixed, steady)
 	if isolate {
 		for r := range iso.AloneP99us {
 			if l, ok := qosstat.Leakage(time.Duration(iso.MixedP99us[r]*1e3), time.Duration(iso.AloneP99us[r]*1e3)); ok {
@@ -537,7 +571,12 @@ func figures(seconds float64, samples ...qosSample) qosFigures {
 
 // report builds tr's report from the mixed phases' samples, one per
 // stream.
-func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
+//
+// steady holds each tenant's bytes over the steady part of each mixed
+// phase (q.steadyOf), from which a capped tenant's rate is taken. A
+// stream that does not run over tr, and a tenant none of whose streams
+// does, is left out.
+func (q *qosBench) report(tr string, mixed []qosSample, steady map[string]qosstat.Steady) qosReport {
 	sc := q.o.sc
 	secs := 0.0
 	if len(mixed) > 0 {
@@ -552,7 +591,7 @@ func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
 		var names []string
 		var in []qosSample
 		for i, s := range sc.Streams {
-			if admission.ClassOf(s.Priority) == class {
+			if admission.ClassOf(s.Priority) == class && s.on(tr) {
 				names = append(names, s.Name)
 				in = append(in, mixed[i])
 			}
@@ -562,6 +601,9 @@ func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
 		}
 	}
 	for i, s := range sc.Streams {
+		if !s.on(tr) {
+			continue
+		}
 		row := qosStreamRow{Name: s.Name, Op: opName(s.Op), Size: s.Size, Batch: s.Batch, Threads: s.Threads,
 			Class: admission.ClassOf(s.Priority).String(), Tenant: s.Tenant, Intent: string(s.Intent),
 			DeadlineUs: us(s.Deadline), RateGbps: float64(s.Rate) / 1e9, qosFigures: figures(secs, mixed[i])}
@@ -582,11 +624,17 @@ func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
 	var got, weight []float64
 	var fair []int // indices into rep.Tenants
 	for _, t := range sc.Tenants {
+		if !sc.tenantOn(t.Name, tr) {
+			continue
+		}
 		b := tenantBytes(t.Name)
 		row := qosTenantRow{Tenant: t.Name, Weight: t.Weight, Bytes: b, Gbps: gbps(b, secs)}
+		if r, ok := steady[t.Name].Rate(); ok {
+			row.SteadyGbps = r / 1e9
+		}
 		if t.Cap > 0 {
 			row.CapGbps = float64(t.Cap) / 1e9
-			row.CapRatio = row.Gbps / row.CapGbps
+			row.CapRatio = row.SteadyGbps / row.CapGbps
 		} else {
 			got, weight = append(got, float64(b)), append(weight, t.Weight)
 			fair = append(fair, len(rep.Tenants))
@@ -608,6 +656,23 @@ func (q *qosBench) report(tr string, mixed []qosSample) qosReport {
 		rep.Jain = &j
 	}
 	return rep
+}
+
+// steadyOf returns each declared tenant's steady bytes and span in one
+// mixed phase (got, by stream), from the completions of its streams
+// together, the phase having stopped submitting at end.
+func (q *qosBench) steadyOf(got []qosSample, end time.Duration) map[string]qosstat.Steady {
+	out := map[string]qosstat.Steady{}
+	for _, t := range q.o.sc.Tenants {
+		var cs []qosstat.Completion
+		for i, s := range q.o.sc.Streams {
+			if s.Tenant == t.Name {
+				cs = append(cs, got[i].comps...)
+			}
+		}
+		out[t.Name] = qosstat.SteadyOf(cs, end)
+	}
+	return out
 }
 
 // fill writes round's patterns: the far buffer (the source of reads and

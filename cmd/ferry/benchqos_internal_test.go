@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/cmd/ferry/internal/qosstat"
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -72,6 +74,7 @@ stream "s" {
 stream "t" {
   op = "read"
   size = 4096
+  transports = ["shm"]
 }
 `), "x.hcl")
 	if err != nil {
@@ -81,7 +84,7 @@ stream "t" {
 		Tenants: []qosTenant{{Name: "a", Weight: 2.5, Cap: 1e9}},
 		Streams: []qosStream{
 			{Name: "s", Op: host.Write, Size: 1 << 20, Batch: 4, Threads: 3, Priority: sdk.PriorityNormal, Tenant: "a", Intent: "migration", Deadline: 40 * time.Millisecond, Rate: 100e6},
-			{Name: "t", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityNormal, Tenant: qosDefaultTenant},
+			{Name: "t", Op: host.Read, Size: 4096, Batch: 1, Threads: 1, Priority: sdk.PriorityNormal, Tenant: qosDefaultTenant, Transports: []string{"shm"}},
 		}}
 	if !reflect.DeepEqual(sc, want) {
 		t.Fatalf("parsed\n%+v\nwant\n%+v", sc, want)
@@ -108,6 +111,10 @@ func TestQoSScenarioBadInput(t *testing.T) {
 		{ok + `  batch = 0` + "\n}\n", `x.hcl:4:3: stream "s": batch 0: want 1 to 1024`},
 		{ok + `  threads = -1` + "\n}\n", `x.hcl:4:3: stream "s": threads -1: want 1 to 1024`},
 		{ok + `  colour = "red"` + "\n}\n", `x.hcl:4:3: Unsupported argument`},
+		{ok + `  transports = ["rdma"]` + "\n}\n", `x.hcl:4:3: stream "s": transports ["rdma"]: "rdma" is not one of the scenario's transports ["tcp" "shm"]`},
+		{ok + `  transports = ["shm", "shm"]` + "\n}\n", `x.hcl:4:3: stream "s": transports ["shm" "shm"]: "shm" is listed twice`},
+		{ok + `  transports = []` + "\n}\n", `x.hcl:4:3: stream "s": transports is empty`},
+		{"transports = [\"shm\"]\n" + ok + `  transports = ["tcp"]` + "\n}\n", `x.hcl:5:3: stream "s": transports ["tcp"]: "tcp" is not one of the scenario's transports ["shm"]`},
 		{"stream \"s\" {\n  op = \"copy\"\n  size = \"4KiB\"\n}\n", `x.hcl:2:3: stream "s": op "copy": want read or write`},
 		{"stream \"s\" {\n  op = \"read\"\n  size = \"0\"\n}\n", `x.hcl:3:3: stream "s": size "0": want more than 0 bytes`},
 		{"stream \"s\" {\n  op = \"read\"\n  size = \"4K\"\n}\n", `x.hcl:3:3: stream "s": size:`},
@@ -162,7 +169,11 @@ func TestQoSReport(t *testing.T) {
 		{lat: lat(250), bytes: 3e9, goodBytes: 3e9, tasks: 1, seconds: 2},
 	}
 	q := &qosBench{o: qosOpts{sc: sc}}
-	rep := q.report("tcp", mixed)
+	// c's steady rate (3e9 bytes over 1 s of its mixed phases' steady
+	// parts) is what its cap is judged by, not its 1.5 GB/s over the
+	// whole phases.
+	steady := map[string]qosstat.Steady{"a": {Bytes: 3e9, Span: 2 * time.Second}, "c": {Bytes: 3e9, Span: time.Second}}
+	rep := q.report("tcp", mixed, steady)
 	if len(rep.Classes) != 2 || rep.Classes[0].Class != "high" || rep.Classes[1].Class != "low" ||
 		!reflect.DeepEqual(rep.Classes[1].Streams, []string{"ba", "bb", "bc"}) {
 		t.Fatalf("classes = %+v, want high (hi) then low (ba, bb, bc)", rep.Classes)
@@ -183,15 +194,53 @@ func TestQoSReport(t *testing.T) {
 	if len(rep.Tenants) != 4 || rep.Tenants[0].Share != 0.75 || rep.Tenants[0].WeightShare != 0.75 || rep.Tenants[0].FairRatio != 1 || rep.Tenants[3].Tenant != qosDefaultTenant {
 		t.Errorf("tenants = %+v, want a at 0.75 of 0.75 (fair ratio 1), b, c, then the default tenant", rep.Tenants)
 	}
-	if c := rep.Tenants[2]; c.CapGbps != 4 || c.CapRatio != 0.375 || c.Share != 0 || c.FairRatio != 0 || rep.Tenants[1].CapGbps != 0 {
-		t.Errorf("tenant c = %+v, want cap 4 GB/s, at 0.375 of it (1.5 GB/s), outside the shares; b without a cap", c)
+	if c := rep.Tenants[2]; c.CapGbps != 4 || c.Gbps != 1.5 || c.SteadyGbps != 3 || c.CapRatio != 0.75 || c.Share != 0 || c.FairRatio != 0 || rep.Tenants[1].CapGbps != 0 {
+		t.Errorf("tenant c = %+v, want cap 4 GB/s, 1.5 GB/s over the phases, 3 steady, at 0.75 of its cap, outside the shares; b without a cap", c)
+	}
+	if a, b := rep.Tenants[0], rep.Tenants[1]; a.SteadyGbps != 1.5 || b.SteadyGbps != 0 || a.CapRatio != 0 {
+		t.Errorf("tenants a %+v, b %+v: want a steady 1.5 GB/s, b none measured, no cap ratio without a cap", a, b)
 	}
 	if rep.Jain == nil || *rep.Jain != 1 {
 		t.Errorf("Jain %s, want 1: the uncapped tenants got 3:1 under weights 3:1", opt(rep.Jain))
 	}
 	mixed[1].bytes = 1e9
-	if rep = q.report("tcp", mixed); rep.Jain == nil || math.Abs(*rep.Jain-0.8) > 1e-12 {
+	if rep = q.report("tcp", mixed, steady); rep.Jain == nil || math.Abs(*rep.Jain-0.8) > 1e-12 {
 		t.Errorf("Jain %s, want 0.8: 1:1 under weights 3:1", opt(rep.Jain))
+	}
+	// A stream that runs over shm only is not in tcp's report, nor is
+	// its tenant; in shm's it is.
+	sc.Transports = []string{"tcp", "shm"}
+	sc.Streams[3].Transports = []string{"shm"}
+	mixed[3] = qosSample{seconds: 2}
+	rep = q.report("tcp", mixed, steady)
+	if len(rep.Streams) != 3 || rep.Streams[2].Name != "bb" || len(rep.Tenants) != 3 || rep.Tenants[1].Tenant != "b" || rep.Tenants[2].Tenant != qosDefaultTenant ||
+		!reflect.DeepEqual(rep.Classes[1].Streams, []string{"ba", "bb"}) {
+		t.Errorf("tcp report with bc over shm only: streams %+v, tenants %+v, classes %+v: want bc and tenant c left out", rep.Streams, rep.Tenants, rep.Classes)
+	}
+	if rep = q.report("shm", mixed, steady); len(rep.Streams) != 4 || len(rep.Tenants) != 4 || rep.Tenants[2].Tenant != "c" {
+		t.Errorf("shm report: streams %+v, tenants %+v: want all four streams and c", rep.Streams, rep.Tenants)
+	}
+	if got := sc.streamsOn("tcp"); !reflect.DeepEqual(got, []int{0, 1, 2}) {
+		t.Errorf("streamsOn(tcp) = %v, want 0, 1, 2", got)
+	}
+}
+
+// TestQoSSteadyOfTenants: a phase's completions are grouped by tenant,
+// across the tenant's streams, and cut at the phase's end.
+func TestQoSSteadyOfTenants(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	sc := &qosScenario{Tenants: []qosTenant{{Name: "a", Weight: 1}, {Name: "b", Weight: 1}},
+		Streams: []qosStream{{Name: "a1", Tenant: "a"}, {Name: "a2", Tenant: "a"}, {Name: "b1", Tenant: "b"}, {Name: "d", Tenant: qosDefaultTenant}}}
+	q := &qosBench{o: qosOpts{sc: sc}}
+	got := []qosSample{
+		{comps: []qosstat.Completion{{At: ms(10), Bytes: 100}, {At: ms(30), Bytes: 100}}},
+		{comps: []qosstat.Completion{{At: ms(20), Bytes: 100}, {At: ms(1200), Bytes: 100}}}, // the second in the tail
+		{comps: []qosstat.Completion{{At: ms(5), Bytes: 7}}},
+		{comps: []qosstat.Completion{{At: ms(1), Bytes: 1}, {At: ms(2), Bytes: 1}}},
+	}
+	st := q.steadyOf(got, time.Second)
+	if len(st) != 2 || st["a"] != (qosstat.Steady{Bytes: 200, Span: ms(20)}) || st["b"] != (qosstat.Steady{}) {
+		t.Fatalf("steadyOf = %+v, want a: 200 bytes over 20ms (10, 20, 30 ms; the tail left out), b: none (one completion), no default", st)
 	}
 }
 
@@ -218,5 +267,70 @@ func TestQoSBenchRefusesStreamFlags(t *testing.T) {
 	}
 	if err := cmdBenchQoS(fs, "default", "", false, "", logFlags{}); err == nil || !strings.Contains(err.Error(), "--duration 0s: want more than 0") {
 		t.Fatalf("--qos --duration 0s: %v, want a refusal", err)
+	}
+}
+
+// TestQoSScenarioEngines: the engine configs shipped beside the caps and
+// promotion scenarios load, and say what the scenarios assume: each
+// capped tenant's rate in engines/caps.hcl is the cap the scenario
+// reports against, and its streams run over one transport each; the two
+// promotion configs differ in promotion alone.
+func TestQoSScenarioEngines(t *testing.T) {
+	sc, err := loadQoSScenario("../../bench/scenarios/caps.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load("../../bench/scenarios/engines/caps.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.QoS.On {
+		t.Fatal("engines/caps.hcl: no qos block")
+	}
+	capped := 0
+	for _, tn := range sc.Tenants {
+		var rate int64 = -1
+		for _, c := range cfg.QoS.Tenants {
+			if c.Name == tn.Name {
+				rate = c.Rate
+			}
+		}
+		if rate != tn.Cap && !(tn.Cap == 0 && rate <= 0) {
+			t.Errorf("tenant %q: the scenario reports against a cap of %d B/s, engines/caps.hcl sets rate %d", tn.Name, tn.Cap, rate)
+		}
+		if tn.Cap == 0 {
+			continue
+		}
+		capped++
+		for _, s := range sc.Streams {
+			if s.Tenant == tn.Name && len(s.Transports) != 1 {
+				t.Errorf("stream %q of capped tenant %q runs over %v, want one transport", s.Name, tn.Name, s.Transports)
+			}
+		}
+	}
+	if capped != len(sc.Transports) {
+		t.Errorf("%d capped tenants, want one per transport (%v)", capped, sc.Transports)
+	}
+
+	if _, err := loadQoSScenario("../../bench/scenarios/promotion.hcl"); err != nil {
+		t.Fatal(err)
+	}
+	off, err := config.Load("../../bench/scenarios/engines/promotion-off.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := config.Load("../../bench/scenarios/engines/promotion-on.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !off.QoS.On || !on.QoS.On || off.QoS.Promotion != 0 || on.QoS.Promotion <= 0 {
+		t.Fatalf("promotion configs: off %v (qos %v), on %v (qos %v): want qos blocks, off with promotion 0, on with more",
+			off.QoS.Promotion, off.QoS.On, on.QoS.Promotion, on.QoS.On)
+	}
+	a, b := off.QoS, on.QoS
+	a.Promotion = b.Promotion
+	if !reflect.DeepEqual(a.QoSLimits, b.QoSLimits) || a.Promotion != b.Promotion || a.MaxQueued != b.MaxQueued || a.Lanes != b.Lanes ||
+		len(a.Classes) != len(b.Classes) || len(a.Tenants) != len(b.Tenants) || a.RejectLate != b.RejectLate {
+		t.Errorf("the promotion configs differ in more than promotion:\n%+v\n%+v", off.QoS, on.QoS)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,6 +59,36 @@ type qosStream struct {
 	Intent   host.Intent
 	Deadline time.Duration // per request, from its submission; 0: none
 	Rate     int64         // bytes per second over the stream's threads; 0: as fast as they complete
+	// Transports, when set, are the only ones of the scenario's the
+	// stream runs over (a tenant capped at a share of one transport's
+	// link, say); nil is every one.
+	Transports []string
+}
+
+// on reports whether the stream runs over transport tr.
+func (s qosStream) on(tr string) bool {
+	return s.Transports == nil || slices.Contains(s.Transports, tr)
+}
+
+// streamsOn returns the indices of the streams that run over tr.
+func (sc *qosScenario) streamsOn(tr string) []int {
+	var out []int
+	for i, s := range sc.Streams {
+		if s.on(tr) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// tenantOn reports whether a stream of tenant name runs over tr.
+func (sc *qosScenario) tenantOn(name, tr string) bool {
+	for _, s := range sc.Streams {
+		if s.Tenant == name && s.on(tr) {
+			return true
+		}
+	}
+	return false
 }
 
 // bytes is the buffer space the stream needs on each side.
@@ -151,6 +182,8 @@ type qosStreamFile struct {
 	Intent   *string `hcl:"intent,optional"`
 	Deadline *string `hcl:"deadline,optional"`
 	Rate     *string `hcl:"rate,optional"`
+	// Transports restricts the stream to some of the scenario's.
+	Transports []string `hcl:"transports,optional"`
 }
 
 // qosScenarioMaxBytes bounds the buffers of a scenario on each side, as
@@ -318,6 +351,22 @@ func parseQoSScenario(src []byte, filename string) (*qosScenario, error) {
 			} else if s.Rate <= 0 {
 				bad(at(b, "rate", whole), "%srate %q: want more than 0 bytes per second, or leave rate out for as fast as it goes", what, *r.Rate)
 			}
+		}
+		if r.Transports != nil {
+			seen := map[string]bool{}
+			for _, t := range r.Transports {
+				switch {
+				case seen[t]:
+					bad(at(b, "transports", whole), "%stransports %q: %q is listed twice", what, r.Transports, t)
+				case !slices.Contains(sc.Transports, t):
+					bad(at(b, "transports", whole), "%stransports %q: %q is not one of the scenario's transports %q; add it to the top-level transports or leave it out here", what, r.Transports, t, sc.Transports)
+				}
+				seen[t] = true
+			}
+			if len(r.Transports) == 0 {
+				bad(at(b, "transports", whole), "%stransports is empty: name at least one of the scenario's transports %q, or leave transports out for all of them", what, sc.Transports)
+			}
+			s.Transports = r.Transports
 		}
 		if s.Size > 0 {
 			total += s.bytes()

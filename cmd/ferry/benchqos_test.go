@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,5 +173,81 @@ func TestBenchQoSBadScenario(t *testing.T) {
 	out, err := exec.Command(filepath.Join(binDir, "ferry"), "bench", "--qos", path).CombinedOutput()
 	if err == nil || !strings.Contains(string(out), path+`:4:3: stream "s": tenant "ghost" is not declared`) {
 		t.Fatalf("bench --qos with an undeclared tenant: %v\n%s\nwant a failure naming %s:4:3", err, out, path)
+	}
+}
+
+// TestBenchQoSStreamTransports: a stream that names its transports runs
+// over those only, end to end: tcp's report has neither it nor its
+// tenant; shm's has both, with the tenant's steady rate and its cap
+// ratio (steady rate over the cap) and verified bytes.
+func TestBenchQoSStreamTransports(t *testing.T) {
+	const scenario = `
+duration = "200ms"
+warmup   = "0s"
+rounds   = 1
+tenant "a" { weight = 1 }
+tenant "c" {
+  weight = 1
+  cap    = "100GB"
+}
+stream "both" {
+  op   = "write"
+  size = "1MiB"
+  tenant = "a"
+}
+stream "shm-only" {
+  op         = "write"
+  size       = "1MiB"
+  tenant     = "c"
+  transports = ["shm"]
+}
+`
+	path := filepath.Join(t.TempDir(), "qos.hcl")
+	if err := os.WriteFile(path, []byte(scenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := ferry(t, "bench", "--qos", path, "--json")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("printed %d lines, want one per transport:\n%s", len(lines), out)
+	}
+	for i, line := range lines {
+		var rep struct {
+			Transport string `json:"transport"`
+			Verified  bool   `json:"verified"`
+			Streams   []struct {
+				Name  string `json:"name"`
+				Tasks int    `json:"tasks"`
+			} `json:"streams"`
+			Tenants []struct {
+				Tenant     string  `json:"tenant"`
+				Gbps       float64 `json:"gbps"`
+				SteadyGbps float64 `json:"steady_gbps"`
+				CapGbps    float64 `json:"cap_gbps"`
+				CapRatio   float64 `json:"cap_ratio"`
+			} `json:"tenants"`
+		}
+		if err := json.Unmarshal([]byte(line), &rep); err != nil {
+			t.Fatalf("line %d %q: %v", i, line, err)
+		}
+		if !rep.Verified {
+			t.Errorf("%s: not verified: %s", rep.Transport, line)
+		}
+		switch rep.Transport {
+		case "tcp":
+			if len(rep.Streams) != 1 || rep.Streams[0].Name != "both" || len(rep.Tenants) != 1 || rep.Tenants[0].Tenant != "a" {
+				t.Errorf("tcp: streams %+v, tenants %+v: want only stream both and tenant a", rep.Streams, rep.Tenants)
+			}
+		case "shm":
+			if len(rep.Streams) != 2 || rep.Streams[1].Name != "shm-only" || rep.Streams[1].Tasks == 0 || len(rep.Tenants) != 2 {
+				t.Fatalf("shm: streams %+v, tenants %+v: want both streams, shm-only having moved something, and tenants a and c", rep.Streams, rep.Tenants)
+			}
+			c := rep.Tenants[1]
+			if c.Tenant != "c" || c.CapGbps != 100 || !(c.SteadyGbps > 0) || math.Abs(c.CapRatio-c.SteadyGbps/c.CapGbps) > 1e-9 {
+				t.Errorf("shm: tenant c %+v: want a cap of 100 GB/s and a cap ratio of its steady rate over it", c)
+			}
+		default:
+			t.Errorf("a report for transport %q", rep.Transport)
+		}
 	}
 }

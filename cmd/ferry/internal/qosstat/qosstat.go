@@ -150,3 +150,71 @@ func Share(xs []float64) []float64 {
 	}
 	return out
 }
+
+// Completion is one batch that completed: when, counted from the start
+// of its phase, and the bytes it moved.
+type Completion struct {
+	At    time.Duration
+	Bytes uint64
+}
+
+// Steady is bytes moved over a span of time, in the steady part of a
+// phase; Steadys of several phases add up (Add) before the rate is
+// taken.
+type Steady struct {
+	Bytes uint64
+	Span  time.Duration
+}
+
+// Add returns s and o together.
+func (s Steady) Add(o Steady) Steady { return Steady{Bytes: s.Bytes + o.Bytes, Span: s.Span + o.Span} }
+
+// Rate returns the bytes per second; ok is false when the span is not
+// positive (fewer than two completions were seen).
+func (s Steady) Rate() (bytesPerSec float64, ok bool) {
+	if s.Span <= 0 {
+		return 0, false
+	}
+	return float64(s.Bytes) / s.Span.Seconds(), true
+}
+
+// SteadyOf is the steady part of a phase's completions: the bytes of
+// those that completed at or before end (when the phase stopped
+// submitting), except the first, over the time from the first to the
+// last of them. The phase's ramp (the time to the first completion,
+// during which nothing completes) and its tail (the batches still in
+// flight at end, which complete while the load winds down) are left out,
+// and so is the first batch's own bytes: what it moved happened before
+// the span starts. For a stream paced by a rate cap (one batch every
+// bytes/cap) the result is the cap, whatever the batch size, where bytes
+// over the whole phase are off by up to a batch at each end.
+//
+// It sorts cs by time in place. Fewer than two completions at or before
+// end give the zero Steady.
+func SteadyOf(cs []Completion, end time.Duration) Steady {
+	slices.SortFunc(cs, func(a, b Completion) int {
+		switch {
+		case a.At < b.At:
+			return -1
+		case a.At > b.At:
+			return 1
+		}
+		return 0
+	})
+	n := 0
+	for n < len(cs) && cs[n].At <= end {
+		n++
+	}
+	if n < 2 {
+		return Steady{}
+	}
+	var s Steady
+	for _, c := range cs[1:n] {
+		s.Bytes += c.Bytes
+	}
+	s.Span = cs[n-1].At - cs[0].At
+	if s.Span <= 0 {
+		return Steady{}
+	}
+	return s
+}

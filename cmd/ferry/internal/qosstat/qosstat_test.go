@@ -163,3 +163,55 @@ func TestShare(t *testing.T) {
 		t.Errorf("Share(0, 0) = %v", got)
 	}
 }
+
+// TestSteadyOf: known answers of the steady rate of a phase's
+// completions: the ramp, the first batch's bytes and the tail after the
+// phase's end are left out, so a paced stream gives its pace exactly.
+func TestSteadyOf(t *testing.T) {
+	ms := func(n float64) time.Duration { return time.Duration(n * float64(time.Millisecond)) }
+	// paced: a 16 MiB batch every 80 ms from 35 ms (its ramp) to past
+	// the 1 s end, then two in the tail.
+	var paced []Completion
+	for at := ms(35); at <= ms(1150); at += ms(80) {
+		paced = append(paced, Completion{At: at, Bytes: 16 << 20})
+	}
+	for _, tc := range []struct {
+		name  string
+		cs    []Completion
+		end   time.Duration
+		bytes uint64
+		span  time.Duration
+		rate  float64 // bytes/s; 0: none
+	}{
+		{"none", nil, time.Second, 0, 0, 0},
+		{"one", []Completion{{ms(10), 100}}, time.Second, 0, 0, 0},
+		{"all after the end", []Completion{{ms(1100), 100}, {ms(1200), 100}}, time.Second, 0, 0, 0},
+		{"two at once", []Completion{{ms(10), 100}, {ms(10), 100}}, time.Second, 0, 0, 0},
+		{"even", []Completion{{ms(0), 1e6}, {ms(10), 1e6}, {ms(20), 1e6}, {ms(30), 1e6}}, time.Second, 3e6, ms(30), 1e8},
+		// unsorted input, a tail completion (at 1.05 s) left out
+		{"unsorted, tail", []Completion{{ms(1050), 1e6}, {ms(20), 1e6}, {ms(0), 1e6}, {ms(10), 1e6}}, time.Second, 2e6, ms(20), 1e8},
+		// a free first batch (a burst) moves 5 MB at once, then 1 MB
+		// every 10 ms: the burst's bytes are before the span
+		{"burst first", []Completion{{ms(1), 5e6}, {ms(11), 1e6}, {ms(21), 1e6}}, time.Second, 2e6, ms(20), 1e8},
+		// 13 completions at 35..995 ms count 12 batches over 960 ms
+		{"paced 16 MiB", paced, time.Second, 12 * 16 << 20, ms(960), 12 * 16 << 20 / 0.960},
+		{"end on a completion", []Completion{{ms(0), 1}, {ms(500), 7}, {time.Second, 9}}, time.Second, 16, time.Second, 16},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := SteadyOf(tc.cs, tc.end)
+			if s.Bytes != tc.bytes || s.Span != tc.span {
+				t.Fatalf("SteadyOf = %d bytes over %v, want %d over %v", s.Bytes, s.Span, tc.bytes, tc.span)
+			}
+			r, ok := s.Rate()
+			if ok != (tc.rate != 0) || math.Abs(r-tc.rate) > 1e-6*tc.rate {
+				t.Fatalf("Rate = %v, %v; want %v", r, ok, tc.rate)
+			}
+		})
+	}
+	// Phases add up before the rate: 3 MB over 30 ms and 1 MB over 20
+	// ms is 80 MB/s, not the mean of 100 and 50.
+	s := Steady{Bytes: 3e6, Span: ms(30)}.Add(Steady{Bytes: 1e6, Span: ms(20)})
+	if r, ok := s.Rate(); !ok || r != 8e7 {
+		t.Fatalf("added rate %v, %v, want 8e7", r, ok)
+	}
+}

@@ -1,0 +1,28 @@
+# The initiator's config for bench/scenarios/promotion.hcl, promotion on
+# (promotion-on.hcl and promotion-off.hcl differ only in it).
+#
+#   ferry bench --qos bench/scenarios/promotion.hcl --config bench/scenarios/engines/promotion-on.hcl
+
+name = "bench-promotion-on"
+
+metastore {
+  kind   = "embedded"
+  listen = "127.0.0.1:0"
+}
+
+plugin "tcp" {
+  config {
+    listen = ["127.0.0.1:0"]
+  }
+}
+
+plugin "shm" {}
+
+qos {
+  # A held-back request 40 ms from its deadline moves up a class.
+  promotion = "40ms"
+
+  # Two of the MEDIUM stream's 16 MiB writes in flight; the rest, and
+  # every LOW request, are held back and dispatched as these complete.
+  inflight_bytes = "32MiB"
+}
