@@ -774,8 +774,6 @@ func NewTracker(maxBatches int) *Tracker {
 	return t
 }
 
-var batchPool = sync.Pool{}
-
 // Allocate returns an empty batch for up to capacity tasks.
 func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	if capacity <= 0 || capacity > MaxTasks {
@@ -800,11 +798,12 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	t.mu.Unlock()
 
 	var b *Batch
-	if v := batchPool.Get(); v != nil {
+	if v := batchPools.Get(capacity); v != nil {
 		b = v.(*Batch)
 	}
 	if b == nil || cap(b.tasks) < capacity {
-		b = &Batch{notify: make(chan struct{}, 1), tasks: make([]Task, capacity)}
+		_, size := SizeClass(capacity)
+		b = &Batch{notify: make(chan struct{}, 1), tasks: make([]Task, capacity, size)}
 	} else {
 		b.tasks = b.tasks[:capacity]
 		select {
@@ -955,7 +954,7 @@ func (t *Tracker) Free(b *Batch) bool {
 	t.free[(t.freeHead+t.freeN)%len(t.free)] = b.slot
 	t.freeN++
 	t.mu.Unlock()
-	batchPool.Put(b)
+	batchPools.Put(cap(b.tasks), b)
 	return true
 }
 
