@@ -269,21 +269,30 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	}
 	base := uint64(addr(l.local))
 	// The runs are put on the lane blockChunk at a time and published
-	// together: a plugin is woken once per chunk, not once per run.
+	// together: a plugin is woken once per chunk, not once per run; and
+	// a chunk's tasks are reserved with one call (one lock, one
+	// publication of the batch's count).
 	var chunk [blockChunk]putResult
+	var todo [blockChunk]blocks.Run
+	var lengths [blockChunk]uint64
 	for k := 0; k < src.Len(); {
+		nr := 0
+		for ; nr < len(todo) && k < src.Len(); nr++ {
+			todo[nr] = bb.list.Next(src, k, merge)
+			lengths[nr] = todo[nr].Length
+			k += todo[nr].N
+		}
 		pr := ps.run()
 		ln := e.laneOf(pr, ps, req.Priority)
 		nc := 0
 		ln.Begin()
-		for nc < len(chunk) && k < src.Len() {
-			run := bb.list.Next(src, k, merge)
-			k += run.N
-			i := b.Reserve(run.Length, deadline)
-			if i < 0 {
-				k = src.Len() // checked above, unless another submitter filled the batch meanwhile
-				break
-			}
+		first, got := b.ReserveRun(lengths[:nr], deadline)
+		if got < nr {
+			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
+		}
+		for j := range todo[:got] {
+			run := &todo[j]
+			i := first + j
 			rec := e.path.record(b, i)
 			*rec = taskRecord{req: req, defaultDeadline: dflt}
 			r := &rec.req

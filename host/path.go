@@ -1,7 +1,6 @@
 package host
 
 import (
-	"sync"
 	"sync/atomic"
 
 	"github.com/ferrydev/ferry/host/admission"
@@ -121,34 +120,37 @@ type taskStamps struct {
 	kind                             atomic.Uint32 // ring.Op<<8 | sdk.Priority
 }
 
-// recordPool keeps the records of freed batches for the next ones: a
+// recordPools keeps the records of freed batches for the next ones, by
+// size class (progress.SizeClass), as the tracker keeps its batches: a
 // batch gets a new slot each time (the oldest free one), so records kept
 // per slot would be allocated anew for every batch.
-var recordPool sync.Pool
+var recordPools progress.ClassPools
 
 // attach gives b's slot the records for its tasks, reusing those of a
 // freed batch. The slot is b's alone until detach; a freed slot is not
 // reused while a failover holds it.
 func (p *requestPath) attach(b *progress.Batch) {
-	r, _ := recordPool.Get().(*batchRecords)
+	n := b.Cap()
+	_, size := progress.SizeClass(n)
+	r, _ := recordPools.Get(n).(*batchRecords)
 	if r == nil {
 		r = &batchRecords{}
 	}
-	if cap(r.tasks) < b.Cap() {
-		r.tasks = make([]taskRecord, b.Cap())
+	if cap(r.tasks) < n {
+		r.tasks = make([]taskRecord, size)
 	}
-	r.tasks = r.tasks[:b.Cap()]
+	r.tasks = r.tasks[:n]
 	if p.watched() {
-		if cap(r.stamps) < b.Cap() {
-			r.stamps = make([]taskStamps, b.Cap())
+		if cap(r.stamps) < n {
+			r.stamps = make([]taskStamps, size)
 		}
-		r.stamps = r.stamps[:b.Cap()]
+		r.stamps = r.stamps[:n]
 	}
 	if p.qos != nil {
-		if cap(r.grants) < b.Cap() {
-			r.grants = make([]taskGrant, b.Cap())
+		if cap(r.grants) < n {
+			r.grants = make([]taskGrant, size)
 		}
-		r.grants = r.grants[:b.Cap()]
+		r.grants = r.grants[:n]
 	}
 	p.records[b.Slot()] = r
 }
@@ -162,7 +164,7 @@ func (p *requestPath) detach(slot, n int) {
 		// A grant not given back (a plugin held the task past FreeBatch's
 		// bound) stays charged, and is never given back twice.
 		clear(r.grants[:min(n, len(r.grants))])
-		recordPool.Put(r)
+		recordPools.Put(cap(r.tasks), r)
 	}
 }
 

@@ -15,6 +15,11 @@
 // held tasks (Held, HeldBy) for the supervisor's grace rule and tells the
 // engine of each (OnHold) so that the plugin is asked to abort them.
 //
+// Freed batches keep their task storage for later ones of their size
+// class (SizeClass, ClassPools), so that a warm engine's batches pay no
+// page faults or zeroing of fresh memory; a run of tasks is reserved with
+// one call (Batch.ReserveRun), not one lock and publication per task.
+//
 // It does not choose transports, validate addresses, size slices or
 // decide failover (host/selector, host/validate, host/slicer and
 // host/failover do), and it never touches payload bytes. Submission and
