@@ -25,7 +25,9 @@ func lowerThread(nice int) (func(), error) {
 	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
 		return runtime.UnlockOSThread, fmt.Errorf("bulk thread %d: setpriority to nice %d: %w", tid, nice, err)
 	}
+	addProc(1)
 	return func() {
+		addProc(-1)
 		if unix.Setpriority(unix.PRIO_PROCESS, tid, old) == nil {
 			runtime.UnlockOSThread()
 		}
