@@ -182,11 +182,11 @@ func (c *creditState) begin(b *progress.Batch, i int, pc *peerCredit, slice uint
 // reports false when the task stopped (canceled, its deadline passed) or
 // the engine closed first: a receiver that stops granting holds a sender
 // up to its deadline, never longer.
-func (c *creditState) take(h *taskHold, pc *peerCredit, n uint64, b *progress.Batch, i int, l *progress.Lane) bool {
-	tk, ok := pc.acct.Take(n)
+func (c *creditState) take(h *taskHold, pc *peerCredit, n uint64, high bool, b *progress.Batch, i int, l *progress.Lane) bool {
+	tk, ok := takeClass(pc.acct, n, high)
 	if !ok {
 		l.End() // what is enqueued goes now, and others use the lane while this waits
-		ok = c.wait(pc, n, b, i, l, &tk)
+		ok = c.wait(pc, n, high, b, i, l, &tk)
 		l.Begin()
 		if !ok {
 			return false
@@ -199,15 +199,26 @@ func (c *creditState) take(h *taskHold, pc *peerCredit, n uint64, b *progress.Ba
 	return true
 }
 
+// takeClass takes credit for a slice of n bytes at a: a high-priority
+// slice may use the high class's reserve of the window, any other leaves
+// it (credit.Account.TakeBulk), so that a HIGH read never waits for
+// credit that LOW writes hold.
+func takeClass(a *credit.Account, n uint64, high bool) (uint64, bool) {
+	if high {
+		return a.Take(n)
+	}
+	return a.TakeBulk(n)
+}
+
 // wait waits for credit for n bytes at pc, polling lane l for the
 // completions that bring it back (no reaper may be taking them).
-func (c *creditState) wait(pc *peerCredit, n uint64, b *progress.Batch, i int, l *progress.Lane, tk *uint64) bool {
+func (c *creditState) wait(pc *peerCredit, n uint64, high bool, b *progress.Batch, i int, l *progress.Lane, tk *uint64) bool {
 	timer := time.NewTimer(heldPoll)
 	defer timer.Stop()
 	for {
 		w := pc.acct.Wait()
 		var ok bool
-		if *tk, ok = pc.acct.Take(n); ok { // what came back before Wait
+		if *tk, ok = takeClass(pc.acct, n, high); ok { // what came back before Wait
 			return true
 		}
 		if b.Stopping(i, progress.Now()) || c.e.closed.Load() || l.Down() {

@@ -92,7 +92,8 @@ func benchTransfer4K(b *testing.B, tune func(*config.Config)) {
 // = false (<mode>/shared_conns: every class on the same connections, as
 // before high-priority descriptors had a connection of their own), and
 // per_class with receiver credit off (per_class/no_credit: what the
-// shared credit window adds to the HIGH read's wait).
+// shared credit window adds to the HIGH read's wait); per_class/bulk_nice=0
+// keeps the plugin's bulk threads at the normal niceness (sdk.LowerThread).
 //
 // b.N HIGH reads are timed under load; the metrics are the p99s in µs
 // and their ratio (loaded/unloaded: the isolation leakage). Run with a
@@ -106,6 +107,9 @@ func BenchmarkQoSIsolation(b *testing.B) {
 			}
 			if transport == "tcp" && mode == "per_class" {
 				b.Run(transport+"/"+mode+"/no_credit", func(b *testing.B) { benchIsolation(b, transport, mode, "no_credit") })
+			}
+			if mode == "per_class" {
+				b.Run(transport+"/"+mode+"/bulk_nice=0", func(b *testing.B) { benchIsolation(b, transport, mode, "bulk_nice=0") })
 			}
 		}
 	}
@@ -133,6 +137,12 @@ func benchIsolation(b *testing.B, transport, mode, variant string) {
 		for i := range cfg.Plugins {
 			if cfg.Plugins[i].Name == "tcp" {
 				cfg.Plugins[i].Body = append(cfg.Plugins[i].Body, "priority_connection = false\n"...)
+			}
+		}
+	case "bulk_nice=0":
+		for i := range cfg.Plugins {
+			if cfg.Plugins[i].Name == transport {
+				cfg.Plugins[i].Body = append(cfg.Plugins[i].Body, "bulk_nice = 0\n"...)
 			}
 		}
 	}

@@ -375,7 +375,7 @@ func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt route
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
-		if hold != nil && !e.credit.take(hold, pc, d.Length, b, i, l) {
+		if hold != nil && !e.credit.take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
 			break // it stopped, or the engine closed, while waiting for credit
 		}
 		rail := rs.Pick(d.Length, plan.Rails, sc.now)

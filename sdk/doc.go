@@ -16,6 +16,12 @@
 // caller that sends one small request after another, the next request is
 // then taken by a thread that already runs, instead of waking the lane's.
 //
+// A transport runs its bulk work (low-priority copies, the goroutines of
+// connections that carry only normal and low priority) on goroutines
+// that call LowerThread: each runs on an OS thread of higher niceness, with
+// a P of its own, so that latency-critical work on the same cores gets
+// them first (threadprio.go; plugins expose it as bulk_nice).
+//
 // It must not import anything from host/, nor hold host-side code: the
 // host's client and launcher live in internal/pluginclient, and a vendor
 // builds a plugin from the SDK alone.

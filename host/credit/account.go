@@ -81,6 +81,10 @@ type Account struct {
 	wreq   uint32
 	used   uint64
 	ureq   uint32
+	// usedHigh and ureqHigh are the part of used and ureq the high class
+	// holds (Take).
+	usedHigh uint64
+	ureqHigh uint32
 	// drained is what came back since the last Request; limited says a
 	// Take failed since then.
 	drained uint64
@@ -105,6 +109,7 @@ func (a *Account) reset(epoch uint64) {
 	a.gen++
 	a.window, a.wreq = a.lim.InitialBytes, a.lim.InitialRequests
 	a.used, a.ureq, a.drained, a.limited = 0, 0, 0, false
+	a.usedHigh, a.ureqHigh = 0, 0
 	a.signal()
 }
 
@@ -123,22 +128,71 @@ func (a *Account) Epoch() uint64 {
 	return a.epoch
 }
 
-// Take takes credit for one slice of n bytes and reports whether there
-// was enough, with the ticket to give it back under. A slice larger than
-// the whole window is let through when nothing else is in flight, so
-// that a small grant slows a sender down rather than stopping it.
+// ReserveShare sizes the high class's reserve: bulk slices (TakeBulk)
+// never take the last 1/ReserveShare of a window's bytes, nor of its
+// requests (at least one of them, when the window has two or more).
+const ReserveShare = 8
+
+// reserve is the part of a window of window bytes and wreq requests that
+// bulk slices leave to the high class.
+func reserve(window uint64, wreq uint32) (uint64, uint32) {
+	r := wreq / ReserveShare
+	if r == 0 && wreq >= 2 {
+		r = 1
+	}
+	return window / ReserveShare, r
+}
+
+// The ticket of a slice says which part of the window it took: the low
+// bit is set for the high class, the rest is the account's generation.
+const ticketHigh = 1
+
+// Take takes credit for one slice of the high class, n bytes, and
+// reports whether there was enough, with the ticket to give it back
+// under. A high slice may use the whole window and always finds the
+// reserve that bulk slices leave (see TakeBulk); a slice larger than
+// what is free goes when no other high slice is in flight, so that a
+// small grant, or a bulk slice larger than the window, slows the high
+// class down rather than stopping it. What a receiver holds is then at
+// most the window plus one bulk and one high slice over it.
 func (a *Account) Take(n uint64) (ticket uint64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	fits := a.used+n <= a.window && a.ureq < a.wreq
-	if !fits && !(a.ureq == 0 && a.window > 0 && a.wreq > 0) {
+	rb, rr := reserve(a.window, a.wreq)
+	fits := a.used+n <= a.window && a.ureq < a.wreq ||
+		a.usedHigh+n <= rb && a.ureqHigh < rr
+	if !fits && !(a.ureqHigh == 0 && a.window > 0 && a.wreq > 0) {
 		a.limited = true
 		a.st.Waits++
-		return a.gen, false
+		return a.gen<<1 | ticketHigh, false
 	}
 	a.used += n
 	a.ureq++
-	return a.gen, true
+	a.usedHigh += n
+	a.ureqHigh++
+	return a.gen<<1 | ticketHigh, true
+}
+
+// TakeBulk takes credit for one slice of n bytes of a class other than
+// high (normal, low): like Take, but what bulk slices hold stays within
+// the window less the high class's reserve (ReserveShare), so that a
+// high slice never waits for credit bulk slices hold. A slice larger than that goes when nothing at
+// all is in flight.
+func (a *Account) TakeBulk(n uint64) (ticket uint64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rb, rr := reserve(a.window, a.wreq)
+	// Within the window, and the bulk class's own part of it.
+	fits := a.used+n <= a.window && a.ureq < a.wreq &&
+		a.used-a.usedHigh+n <= a.window-rb && a.ureq-a.ureqHigh < a.wreq-rr
+	if !fits && !(a.ureq == 0 && a.window > 0 && a.wreq > 0) {
+		a.limited = true
+		a.st.Waits++
+		return a.gen << 1, false
+	}
+	a.used += n
+	a.ureq++
+	return a.gen << 1, true
 }
 
 // Give gives back credit for one slice of n bytes taken under ticket;
@@ -151,12 +205,16 @@ func (a *Account) Give(ticket, n uint64) { a.GiveBack(ticket, n, 1) }
 func (a *Account) GiveBack(ticket, n uint64, slices uint32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if ticket != a.gen || slices == 0 {
+	if ticket>>1 != a.gen || slices == 0 {
 		return
 	}
 	n = min(n, a.used)
 	a.used -= n
 	a.ureq -= min(slices, a.ureq)
+	if ticket&ticketHigh != 0 {
+		a.usedHigh -= min(n, a.usedHigh)
+		a.ureqHigh -= min(slices, a.ureqHigh)
+	}
 	a.drained += n
 	a.signal()
 }

@@ -299,3 +299,112 @@ func TestLimitsCheck(t *testing.T) {
 		}
 	}
 }
+
+// Bulk slices leave the high class its reserve of the window: a HIGH
+// slice never waits for credit that LOW slices hold (issue 13's
+// isolation over tcp).
+func TestAccountHighReserve(t *testing.T) {
+	// lim: a window of 1 MiB and 4 requests; the reserve is 128 KiB and
+	// one request.
+	a := credit.NewAccount(lim, 1)
+	var bulk []uint64
+	for range 3 {
+		tk, ok := a.TakeBulk(256 << 10)
+		if !ok {
+			t.Fatal("a bulk slice found no credit in its part of the initial window")
+		}
+		bulk = append(bulk, tk)
+	}
+	if _, ok := a.TakeBulk(4 << 10); ok {
+		t.Fatal("a bulk slice took the high class's reserved request")
+	}
+	hi, ok := a.Take(4 << 10)
+	if !ok {
+		t.Fatal("a high slice waited while bulk slices held all they may")
+	}
+	if s := a.Stats(); s.InUse != 3*256<<10+4<<10 || s.InFlight != 4 || s.Waits != 1 {
+		t.Errorf("stats %+v, want 772 KiB and 4 requests in use, 1 wait", s)
+	}
+	// The high slice's credit comes back to the high class: another
+	// fits; the bulk slices' to the bulk class.
+	a.Give(hi, 4<<10)
+	if _, ok := a.Take(4 << 10); !ok {
+		t.Error("a high slice waited after the last one's credit came back")
+	}
+	a.Give(bulk[0], 256<<10)
+	if _, ok := a.TakeBulk(256 << 10); !ok {
+		t.Error("a bulk slice waited after a bulk slice's credit came back")
+	}
+}
+
+// The reserve holds in bytes as well as requests, and the high class may
+// use the whole window.
+func TestAccountHighReserveBytes(t *testing.T) {
+	a := credit.NewAccount(lim, 1)
+	if _, ok := a.TakeBulk(512 << 10); !ok {
+		t.Fatal("a bulk slice of half the window waited")
+	}
+	if _, ok := a.TakeBulk(400 << 10); ok {
+		t.Fatal("bulk slices took 912 KiB of a 1 MiB window: past its 896 KiB")
+	}
+	if _, ok := a.Take(400 << 10); !ok {
+		t.Fatal("a high slice of 400 KiB waited with 512 KiB of 1 MiB in use")
+	}
+	if _, ok := a.Take(200 << 10); ok {
+		t.Fatal("a high slice passed the whole window")
+	}
+}
+
+// A bulk slice larger than the window goes when nothing is in flight, as
+// before; the high class still finds its reserve beside it, one slice at
+// a time beyond it.
+func TestAccountHighReserveBesideOversize(t *testing.T) {
+	a := credit.NewAccount(lim, 1)
+	big, ok := a.TakeBulk(4 << 20)
+	if !ok {
+		t.Fatal("an oversize bulk slice with nothing in flight waited")
+	}
+	if _, ok := a.TakeBulk(1); ok {
+		t.Fatal("a second bulk slice passed beside an oversize one")
+	}
+	hi, ok := a.Take(4 << 10)
+	if !ok {
+		t.Fatal("a high slice waited beside an oversize bulk slice")
+	}
+	if _, ok := a.Take(4 << 10); ok {
+		t.Fatal("a second high slice passed a reserve of one request with the window overdrawn")
+	}
+	// A high slice larger than the reserve goes when no other high one
+	// is in flight.
+	a.Give(hi, 4<<10)
+	if _, ok := a.Take(2 << 20); !ok {
+		t.Fatal("an oversize high slice waited with no high slice in flight")
+	}
+	a.Give(big, 4<<20)
+	if s := a.Stats(); s.InUse != 2<<20 || s.InFlight != 1 {
+		t.Errorf("stats %+v, want the high slice's 2 MiB and 1 request in use", s)
+	}
+	// A Reset returns the high class's credit too: tickets from before
+	// give nothing back.
+	a.Reset(2)
+	if _, ok := a.Take(1 << 20); !ok {
+		t.Fatal("a high slice of the whole window waited after Reset")
+	}
+	a.Give(hi, 4<<10)
+	if s := a.Stats(); s.InUse != 1<<20 || s.InFlight != 1 {
+		t.Errorf("after Reset and a stale Give: %+v, want 1 MiB and 1 request in use", s)
+	}
+}
+
+// A window of one request keeps no request for the high class (it could
+// not be shared); its bytes are reserved all the same.
+func TestAccountReserveOneRequest(t *testing.T) {
+	one := credit.Limits{InitialBytes: 1 << 20, MaxBytes: 1 << 20, InitialRequests: 1, MaxRequests: 1}
+	a := credit.NewAccount(one, 1)
+	if _, ok := a.TakeBulk(4 << 10); !ok {
+		t.Fatal("a bulk slice waited in a window of one request")
+	}
+	if _, ok := a.Take(4 << 10); !ok {
+		t.Fatal("a high slice waited for a window of one request that bulk holds")
+	}
+}

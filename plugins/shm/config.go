@@ -22,6 +22,7 @@ import (
 //	  revoke_timeout = "5s"     # how long UnregisterMemory waits for peers to unmap
 //	  max_mapped_bytes = "64GiB" # peers' memory this plugin maps at most; default: this machine's RAM
 //	  max_conns      = 1024     # connections from peer plugins served at once
+//	  bulk_nice      = 10       # niceness of the threads that copy low-priority work; 0: off
 //	  cluster_secret_file = "/etc/ferry/secret"  # or cluster_secret: peers prove they know it
 //	}
 //
@@ -33,6 +34,7 @@ type Config struct {
 	RevokeTimeout *string `hcl:"revoke_timeout,optional"`
 	MaxMapped     *string `hcl:"max_mapped_bytes,optional"`
 	MaxConns      *int    `hcl:"max_conns,optional"`
+	BulkNice      *int    `hcl:"bulk_nice,optional"`
 	Secret        *string `hcl:"cluster_secret,optional"`
 	SecretFile    *string `hcl:"cluster_secret_file,optional"`
 
@@ -42,6 +44,7 @@ type Config struct {
 	RevokeTimeoutRange hcl.Range `hcl:"revoke_timeout,attr_value_range"`
 	MaxMappedRange     hcl.Range `hcl:"max_mapped_bytes,attr_value_range"`
 	MaxConnsRange      hcl.Range `hcl:"max_conns,attr_value_range"`
+	BulkNiceRange      hcl.Range `hcl:"bulk_nice,attr_value_range"`
 	SecretRange        hcl.Range `hcl:"cluster_secret,attr_value_range"`
 	SecretFileRange    hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
 }
@@ -69,7 +72,10 @@ type settings struct {
 	revokeTimeout time.Duration
 	maxMapped     uint64 // bytes of peers' regions mapped at once, at most
 	maxConns      int    // served connections at once, at most
-	secret        []byte // the cluster secret; nil: none (same-user peers are trusted)
+	// bulkNice is the niceness of the threads that copy low-priority
+	// descriptors (sdk.LowerThread); 0: they are copied like the rest.
+	bulkNice int
+	secret   []byte // the cluster secret; nil: none (same-user peers are trusted)
 }
 
 func defaultSettings() settings {
@@ -80,6 +86,7 @@ func defaultSettings() settings {
 		revokeTimeout: DefaultRevokeTimeout,
 		maxMapped:     machineRAM(),
 		maxConns:      DefaultMaxConns,
+		bulkNice:      sdk.DefaultBulkNice,
 	}
 }
 
@@ -124,6 +131,9 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 		return settings{}, st.Errorf("max_mapped_bytes", c.MaxMappedRange, "must be positive")
 	}
 	if err := st.Int("max_conns", c.MaxConns, c.MaxConnsRange, 1, 1<<20, &s.maxConns); err != nil {
+		return settings{}, err
+	}
+	if err := st.Int("bulk_nice", c.BulkNice, c.BulkNiceRange, 0, sdk.MaxNice, &s.bulkNice); err != nil {
 		return settings{}, err
 	}
 	switch {

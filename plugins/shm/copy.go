@@ -21,6 +21,7 @@ type op struct {
 	rRegion  uint32
 	rOff     uint64
 	deadline int64
+	low      bool     // the descriptor's Prio is low: bulk work (bulk_nice)
 	remote   *mapping // reference held from run to finish
 
 	pending atomic.Int32 // chunks not done yet
@@ -56,6 +57,13 @@ func (t *Transport) run(o *op, m *mapping) {
 	if o.kind == ring.OpRead {
 		dst, src = src, dst
 	}
+	if o.low && t.set.bulkNice > 0 && n > bulkInlineMax {
+		// Bulk work runs on the nice workers, not on the lane's thread,
+		// however small the copy: see bulk_nice.
+		t.stats.copiesBulk.Add(1)
+		t.bulk.dispatch(t, o, dst, src)
+		return
+	}
 	if n <= t.set.inlineMax {
 		t.stats.copiesInline.Add(1)
 		copy(dst, src)
@@ -64,6 +72,10 @@ func (t *Transport) run(o *op, m *mapping) {
 	}
 	t.pool.dispatch(t, o, dst, src)
 }
+
+// bulkInlineMax is the largest low-priority copy that runs inline when
+// bulk_nice is on: below it a hop to a worker costs more than the copy.
+const bulkInlineMax = 64 << 10
 
 // finish releases what o holds and reports its outcome, exactly once.
 func (t *Transport) finish(o *op, st ring.Status) {
@@ -116,11 +128,15 @@ type pool struct {
 	workers  []*worker
 	rr       atomic.Uint32
 	splitMin uint64
-	wg       sync.WaitGroup
+	// nice, when above 0, is the niceness of the workers' threads
+	// (sdk.LowerThread): the pool that runs low-priority copies.
+	nice int
+	wg   sync.WaitGroup
 }
 
-func (p *pool) start(t *Transport, n int, splitMin uint64) {
+func (p *pool) start(t *Transport, n int, splitMin uint64, nice int) {
 	p.splitMin = splitMin
+	p.nice = nice
 	p.workers = make([]*worker, n)
 	for i := range p.workers {
 		w := &worker{q: make(chan chunk, workerQueue)}
@@ -169,6 +185,15 @@ func (p *pool) dispatch(t *Transport, o *op, dst, src []byte) {
 
 func (p *pool) work(t *Transport, w *worker) {
 	defer p.wg.Done()
+	if p.nice > 0 {
+		restore, err := sdk.LowerThread(p.nice)
+		defer restore()
+		if err != nil {
+			t.niceLog.Do(func() {
+				t.log.Warn("low-priority copies run at the normal niceness; high-priority latency may suffer under bulk load", "bulk_nice", p.nice, "error", err)
+			})
+		}
+	}
 	for c := range w.q {
 		o := c.o
 		switch {

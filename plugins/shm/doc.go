@@ -102,6 +102,10 @@
 // queue; from split_min (4 MiB) a copy is cut into page-aligned chunks of
 // at least 1 MiB handed to consecutive workers, so a large transfer uses
 // several cores when they are free. Stats reports chunks per worker.
+// Low-priority copies above 64 KiB go to a second pool of as many
+// workers whose threads run at niceness bulk_nice (default 10, 0 turns
+// it off; sdk.LowerThread), so that on busy cores the kernel gives the
+// high-priority lane's wakeups the CPU first (copies_bulk counts them).
 //
 // Statuses. Checked at Submit: unknown op or zero length -> StatusInvalid;
 // deadline passed -> StatusTimeout (again before the copy); peer not

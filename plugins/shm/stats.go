@@ -12,6 +12,7 @@ type counters struct {
 	bytesRead      atomic.Uint64 // bytes copied out of peers' regions
 	copiesInline   atomic.Uint64 // copies done in Submit (or in the reply reader)
 	copiesPooled   atomic.Uint64 // copies handed to the worker pool in one piece
+	copiesBulk     atomic.Uint64 // low-priority copies handed to the nice pool (bulk_nice)
 	copiesSplit    atomic.Uint64 // copies cut into several chunks over several workers
 	chunks         atomic.Uint64 // chunks the workers ran
 	mapsCreated    atomic.Uint64 // peer regions mapped
@@ -45,6 +46,7 @@ func (c *counters) snapshot(workers []*worker) map[string]uint64 {
 		"bytes_read":      c.bytesRead.Load(),
 		"copies_inline":   c.copiesInline.Load(),
 		"copies_pooled":   c.copiesPooled.Load(),
+		"copies_bulk":     c.copiesBulk.Load(),
 		"copies_split":    c.copiesSplit.Load(),
 		"chunks":          c.chunks.Load(),
 		"maps_created":    c.mapsCreated.Load(),

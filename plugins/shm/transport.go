@@ -54,9 +54,13 @@ type Transport struct {
 	// authLog rate-limits the warnings about peers refused for the secret.
 	authLog lockedRateLog
 
-	pool   pool
-	stats  counters
-	opPool sync.Pool
+	pool pool
+	// bulk runs the copies of low-priority descriptors on nice threads
+	// (bulk_nice), so that they leave the cores to everything else.
+	bulk    pool
+	niceLog sync.Once
+	stats   counters
+	opPool  sync.Pool
 }
 
 var _ sdk.Transport = (*Transport)(nil)
@@ -151,10 +155,13 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.machine = machine
 	t.ln = ln
 	ep := encodeEndpoint(endpoint{V: EndpointVersion, Socket: name, Machine: machine})
-	t.pool.start(t, set.workers, set.splitMin)
+	t.pool.start(t, set.workers, set.splitMin, 0)
+	if set.bulkNice > 0 {
+		t.bulk.start(t, set.workers, set.splitMin, set.bulkNice)
+	}
 	t.base.Goroutines.Add(1)
 	go t.acceptLoop(ln)
-	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "cluster_secret", set.secret != nil)
+	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "bulk_nice", set.bulkNice, "cluster_secret", set.secret != nil)
 	if set.secret == nil {
 		t.log.Warn("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
 			" (abstract socket names are listed in /proc/net/unix); set cluster_secret in the shm plugin's config block of every engine so that only plugins that know it get one")
@@ -277,6 +284,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	o.local, o.lmem, o.n = r, mem, d.Length
 	o.lf, o.lOff = r.Foreign, d.LocalOffset
 	o.rRegion, o.rOff, o.deadline = d.RemoteRegion, d.RemoteOffset, d.Deadline
+	o.low = d.Prio == uint8(sdk.PriorityLow)
 	o.status.Store(0)
 	p.submit(o)
 }
@@ -315,6 +323,7 @@ func (t *Transport) Stop(ctx context.Context) error {
 		}
 		if t.base.Started() {
 			t.pool.close()
+			t.bulk.close()
 		}
 	})
 	if err != nil {

@@ -133,6 +133,7 @@ type slot struct {
 	plan []dialTarget // the peer addresses to dial, paired first; shared by the rail's slots
 	load atomic.Int64 // bytes (plus frameCost per frame) queued or in flight
 	wake chan struct{}
+	prio bool // the peer's high-priority slot for its rail (prio.go)
 
 	// sendMu is held by whoever sends on the current connection (the writer
 	// goroutine or an inline Submit): it orders frames on the wire and owns
@@ -306,6 +307,9 @@ func (s *slot) brokenStatus() ring.Status {
 func (s *slot) run() {
 	defer s.t.base.Goroutines.Done()
 	defer s.p.wg.Done()
+	if n := s.bulkNice(); n > 0 {
+		defer s.t.lowerThread(n)()
+	}
 	var cc *clientConn
 	for {
 		var broken <-chan struct{}
@@ -697,6 +701,9 @@ func (cc *clientConn) readLoop() {
 	defer t.base.Goroutines.Done()
 	defer cc.s.p.wg.Done()
 	defer close(cc.readerDone)
+	if n := cc.s.bulkNice(); n > 0 {
+		defer t.lowerThread(n)()
+	}
 	err := cc.readResponses()
 	cc.mu.Lock()
 	cc.dead = true

@@ -36,6 +36,7 @@ import (
 //	  max_held_responses       = 64            # responses a connection holds back to send together, 1..64
 //	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
 //	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
+//	  bulk_nice                = 10            # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -84,6 +85,7 @@ type Config struct {
 	MaxHeldResponses      *int     `hcl:"max_held_responses,optional"`
 	MaxReceiveBuffer      *string  `hcl:"max_receive_buffer,optional"`
 	PriorityConnection    *bool    `hcl:"priority_connection,optional"`
+	BulkNice              *int     `hcl:"bulk_nice,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -98,6 +100,7 @@ type Config struct {
 	MaxConnectionsPerPeerRange hcl.Range `hcl:"max_connections_per_peer,attr_value_range"`
 	MaxStartupsRange           hcl.Range `hcl:"max_startups,attr_value_range"`
 	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
+	BulkNiceRange              hcl.Range `hcl:"bulk_nice,attr_value_range"`
 	MaxHeldResponsesRange      hcl.Range `hcl:"max_held_responses,attr_value_range"`
 	MaxReceiveBufferRange      hcl.Range `hcl:"max_receive_buffer,attr_value_range"`
 }
@@ -137,6 +140,7 @@ type settings struct {
 	maxHeld          int    // responses a connection holds back, 1..maxPending
 	maxRecvBuffer    uint64 // staging bytes of every server connection together
 	prioConn         bool   // a connection per peer and rail for high-priority descriptors (prio.go)
+	bulkNice         int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
 }
 
 func defaultSettings() settings {
@@ -153,6 +157,7 @@ func defaultSettings() settings {
 		maxHeld:          maxPending,
 		maxRecvBuffer:    DefaultMaxReceiveBuffer,
 		prioConn:         true,
+		bulkNice:         sdk.DefaultBulkNice,
 	}
 }
 
@@ -235,6 +240,9 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	}
 	if c.PriorityConnection != nil {
 		s.prioConn = *c.PriorityConnection
+	}
+	if err := st.Int("bulk_nice", c.BulkNice, c.BulkNiceRange, 0, sdk.MaxNice, &s.bulkNice); err != nil {
+		return settings{}, err
 	}
 	return s, nil
 }

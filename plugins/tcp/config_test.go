@@ -23,6 +23,8 @@ func TestConfig(t *testing.T) {
 		`max_frame = "16MB"`,
 		`advertise = ["10.0.0.1:7100"]`,
 		`priority_connection = false`,
+		`bulk_nice = 0`,
+		`bulk_nice = 19`,
 	}
 	for _, c := range good {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
@@ -48,6 +50,8 @@ func TestConfig(t *testing.T) {
 		{`unknown = 1`, "ferry.hcl:10"},
 		{`connections_per_peer = "many"`, "ferry.hcl:10"},
 		{`priority_connection = "sometimes"`, "ferry.hcl:10:26"},
+		{`bulk_nice = 20`, "ferry.hcl:10:15: tcp config: bulk_nice"},
+		{`bulk_nice = -1`, "ferry.hcl:10:15: tcp config: bulk_nice"},
 	}
 	for _, c := range bad {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))

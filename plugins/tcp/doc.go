@@ -60,7 +60,12 @@
 // socket. Normal and low priority share the bulk connections. Nothing is
 // dropped, delayed or reordered within a priority (every slice of a
 // request has the same Prio). priority_connection = false turns it off;
-// ops_priority counts the descriptors it carried.
+// ops_priority counts the descriptors it carried. With it on, the bulk
+// connections' writer and reader goroutines, and on the listener the
+// goroutine serving a connection from its first frame of 1 MiB or more,
+// run on threads at niceness bulk_nice (default 10, 0 turns it off;
+// sdk.LowerThread): the kernel's copies of bulk frames then leave the
+// cores to the priority connection's goroutines when they wake.
 //
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the

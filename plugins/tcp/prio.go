@@ -30,7 +30,7 @@ import (
 func (p *peer) addPrioritySlots(rails []*rail) {
 	for _, rl := range rails {
 		plan := p.slots[rl.idx*p.conns].plan
-		p.slots = append(p.slots, &slot{t: p.t, p: p, rail: rl, plan: plan, wake: make(chan struct{}, 1)})
+		p.slots = append(p.slots, &slot{t: p.t, p: p, rail: rl, plan: plan, wake: make(chan struct{}, 1), prio: true})
 	}
 }
 
@@ -44,4 +44,44 @@ func (p *peer) slotFor(d *ring.Descriptor) *slot {
 		return p.slots[p.nrails*p.conns+r]
 	}
 	return p.pick(r)
+}
+
+// Bulk threads (bulk_nice, sdk.LowerThread). With priority connections,
+// what the bulk slots carry is normal and low priority only, so their
+// writer and reader goroutines run on nice threads: the kernel's copy of
+// a 64 MiB frame into and out of the socket, which is most of the CPU
+// a bulk transfer costs, then leaves the cores to the high-priority
+// connection's goroutines (and everything else at the normal niceness)
+// whenever they wake. On the listener, a connection is taken for a bulk
+// one from its first frame of bulkFrame bytes or more: the wire does not
+// say which connection is the dialer's priority one, and high-priority
+// work is small (a frame that large on it runs nice too, and completes).
+// Without priority connections nothing runs nice: a bulk connection
+// would carry high-priority descriptors too. The listener goes by its own
+// priority_connection, taking its dialers to be configured alike.
+
+// bulkFrame is the frame length from which a served connection runs on a
+// nice thread.
+const bulkFrame = 1 << 20
+
+// bulkNice is the niceness of s's goroutines: bulk_nice for a bulk slot
+// of a peer with priority slots, else 0 (none).
+func (s *slot) bulkNice() int {
+	if s.p.prio && !s.prio {
+		return s.t.set.bulkNice
+	}
+	return 0
+}
+
+// lowerThread runs the calling goroutine on a thread of niceness nice
+// until it calls the restore it returns (sdk.LowerThread); it warns once
+// when the kernel refuses.
+func (t *Transport) lowerThread(nice int) (restore func()) {
+	restore, err := sdk.LowerThread(nice)
+	if err != nil {
+		t.niceLog.Do(func() {
+			t.log.Warn("bulk connections run at the normal niceness; high-priority latency may suffer under bulk load", "bulk_nice", nice, "error", err)
+		})
+	}
+	return restore
 }

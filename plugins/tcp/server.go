@@ -295,6 +295,7 @@ func (sc *serverConn) serveFrames(have int) error {
 	defer sc.releaseHeld()
 	var h Header
 	drained := false // the last read emptied the socket
+	bulk := false    // the goroutine runs on a nice thread (prio.go)
 	for {
 		if have < RequestSize && sc.npend > 0 {
 			if have == 0 && !drained {
@@ -336,6 +337,10 @@ func (sc *serverConn) serveFrames(have int) error {
 			return errors.Join(errMalformed, errors.New("length over max_frame"))
 		}
 		t.stats.framesIn.Add(1)
+		if !bulk && h.Length >= bulkFrame && t.set.bulkNice > 0 && t.set.prioConn {
+			bulk = true // from here on a bulk connection (prio.go)
+			defer t.lowerThread(t.set.bulkNice)()
+		}
 		st, r := t.check(&h)
 		switch h.Op {
 		case ring.OpWrite:

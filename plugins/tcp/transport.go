@@ -33,6 +33,7 @@ type Transport struct {
 	rails   []*rail // rail i listens on listen[i]; set at Start
 	servers map[*serverConn]struct{}
 	guard   guard           // connection limits and their logs
+	niceLog sync.Once       // the one warning that bulk_nice could not be applied
 	ctx     context.Context // canceled by Stop
 	cancel  context.CancelFunc
 

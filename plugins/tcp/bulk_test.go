@@ -1,0 +1,59 @@
+package tcp_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// TestBulkNice: with priority connections, the bulk connection's writer
+// and reader run on threads at bulk_nice from the start, and the peer's
+// goroutine serving it from its first bulk-sized frame; the priority
+// connection's goroutines do not, nor does anything without priority
+// connections (a bulk slot then carries high-priority work too). Once
+// the engines stop, no thread stays nice.
+func TestBulkNice(t *testing.T) {
+	nice := plugintest.ProcessNice() + 6
+	if nice == sdk.DefaultBulkNice {
+		nice++
+	}
+	if nice > sdk.MaxNice {
+		t.Skipf("the test process runs at niceness %d: no niceness above it to check", nice-6)
+	}
+	for _, c := range []struct {
+		name, cfg  string
+		afterWrite int
+	}{
+		{"priority_connection", fmt.Sprintf("bulk_nice = %d", nice), 3},
+		{"priority_connection=false", fmt.Sprintf("bulk_nice = %d\npriority_connection = false", nice), 0},
+		{"bulk_nice=0", "bulk_nice = 0", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Cleanup(func() { // after both engines stopped
+				if got := plugintest.NiceThreads(nice); got != 0 {
+					t.Errorf("after Stop %d threads stay at niceness %d", got, nice)
+				}
+			})
+			w := newWorld(t, 4<<20, "connections_per_peer = 1\n"+c.cfg)
+			fill(w.src, 5)
+			d := write(aSrc, 0, bRW, 0, 2<<20)
+			d.Prio = uint8(sdk.PriorityLow)
+			if got := w.do(t, d); got.Status != ring.StatusOK {
+				t.Fatalf("low write: %v", got.Status)
+			}
+			plugintest.MustEqual(t, "low write", w.rw[:2<<20], w.src[:2<<20])
+			h := read(aDst, 0, bRO, 0, 4096)
+			h.Prio = uint8(sdk.PriorityHigh)
+			if got := w.do(t, h); got.Status != ring.StatusOK {
+				t.Fatalf("high read: %v", got.Status)
+			}
+			plugintest.MustEqual(t, "high read", w.dst[:4096], w.ro[:4096])
+			if got := plugintest.NiceThreads(nice); got != c.afterWrite {
+				t.Errorf("after a 2 MiB low write and a high read: %d threads at niceness %d, want %d (writer, reader, the peer's server)", got, nice, c.afterWrite)
+			}
+		})
+	}
+}

@@ -1,0 +1,51 @@
+package plugintest
+
+import (
+	"os"
+	"strconv"
+	"strings"
+)
+
+// NiceThreads counts the threads of this process whose niceness is nice
+// (Linux: /proc/self/task/*/stat; elsewhere 0), for tests of what runs on
+// nice threads (sdk.LowerThread).
+func NiceThreads(nice int) int {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, e := range ents {
+		b, err := os.ReadFile("/proc/self/task/" + e.Name() + "/stat")
+		if err != nil {
+			continue // the thread ended
+		}
+		// Fields after the command name, which may hold spaces: the
+		// niceness is field 19, the 17th after it.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) > 16 {
+			if v, err := strconv.Atoi(f[16]); err == nil && v == nice {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// ProcessNice is the niceness of this process's main thread; a test of
+// nice threads picks a niceness above it.
+func ProcessNice() int {
+	b, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) > 16 {
+		if v, err := strconv.Atoi(f[16]); err == nil {
+			return v
+		}
+	}
+	return 0
+}

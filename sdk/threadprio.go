@@ -1,0 +1,81 @@
+package sdk
+
+import (
+	"runtime"
+	"sync"
+)
+
+// Bulk threads. On a machine whose cores are busy with bulk copies (a
+// 64 MiB write's memcpy, or the kernel's copy through a socket for it),
+// the short wakeups of latency-critical work (a HIGH 4 KiB read's lane,
+// its completion) wait for a core behind them. A transport runs its bulk
+// work on goroutines that call LowerThread first: each is locked to an OS
+// thread whose niceness is raised, so the kernel's scheduler gives a
+// waking normal thread the core at once and the bulk thread what is left.
+// On an idle machine a nice thread runs as fast as any other; the cost
+// shows only under load from the host's own process or the application,
+// where nice 10 gets a bulk thread about a tenth of a core that a nice 0
+// thread also wants (nice 19 about 1.5%, SCHED_IDLE nothing guaranteed:
+// that is why the default is a niceness, not SCHED_IDLE).
+//
+// A nice thread brings its own P (the Go runtime's right to run Go code):
+// LowerThread raises GOMAXPROCS by one for as long as the thread is nice.
+// Without that, two bulk goroutines on a two-core machine hold both Ps
+// while the kernel has their threads waiting, and a goroutine of
+// latency-critical work that wakes has no P to run on until one of them
+// is preempted or leaves a system call: the niceness then helps little.
+// Measured with the tcp plugin's BenchmarkHighBesideBulk on two cores (a
+// 4 KiB high-priority read beside eight 1 MiB low writes in flight): p99
+// 1.4-2.1 ms with nice threads alone, 77-113 µs with more Ps than cores,
+// against 40-70 µs for the read alone.
+
+// DefaultBulkNice is the niceness of bulk threads unless a plugin's
+// configuration says otherwise (its bulk_nice setting; 0 turns it off).
+const DefaultBulkNice = 10
+
+// MaxNice is the largest niceness Linux knows.
+const MaxNice = 19
+
+// LowerThread locks the calling goroutine to its OS thread and raises
+// that thread's niceness to nice (1 to MaxNice; 0 or below does nothing
+// and returns a restore that does nothing). A thread already at nice or
+// above is left as it is. The goroutine calls restore (deferred) before
+// it returns, and runs only bulk work in between.
+//
+// restore puts the old niceness back and unlocks the goroutine. Lowering
+// a niceness again needs CAP_SYS_NICE (or RLIMIT_NICE); where that is
+// refused the goroutine stays locked, so the Go runtime ends the thread
+// with the goroutine instead of giving a nice thread to other work.
+// Threads the runtime starts while a locked goroutine runs are cloned
+// from its template thread, not from the locked one, so they are not nice.
+// While the thread is nice, GOMAXPROCS is one more (see above).
+//
+// Elsewhere than Linux it locks and unlocks only. The error says why the
+// niceness could not be set; the goroutine is locked either way, and
+// restore must still be called.
+func LowerThread(nice int) (restore func(), err error) {
+	if nice <= 0 {
+		return func() {}, nil
+	}
+	return lowerThread(min(nice, MaxNice))
+}
+
+// procs counts the nice threads and remembers GOMAXPROCS before the
+// first: each nice thread adds one P.
+var procs struct {
+	sync.Mutex
+	base, extra int
+}
+
+// addProc changes the extra Ps by d (+1 or -1). GOMAXPROCS stops the
+// world for a moment: a nice thread starts and ends with a connection or
+// a plugin, not per request.
+func addProc(d int) {
+	procs.Lock()
+	defer procs.Unlock()
+	if procs.extra == 0 {
+		procs.base = runtime.GOMAXPROCS(0)
+	}
+	procs.extra += d
+	runtime.GOMAXPROCS(procs.base + procs.extra)
+}

@@ -1,0 +1,97 @@
+//go:build linux
+
+package sdk
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// threadNice reads thread tid's niceness from /proc (field 19 of stat).
+func threadNice(t *testing.T, tid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The command name (field 2) may hold spaces: count after its ')'.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	n, err := strconv.Atoi(f[19-3])
+	if err != nil {
+		t.Fatalf("stat of thread %d: %v", tid, err)
+	}
+	return n
+}
+
+func TestLowerThread(t *testing.T) {
+	type seen struct{ tid, during, after, other int }
+	got := make(chan seen)
+	go func() {
+		restore, err := LowerThread(7)
+		if err != nil {
+			t.Error(err)
+		}
+		s := seen{tid: unix.Gettid()}
+		s.during = threadNice(t, s.tid)
+		// Another goroutine meanwhile runs on another thread, at the
+		// process's niceness.
+		other := make(chan int)
+		go func() { other <- threadNice(t, unix.Gettid()) }()
+		s.other = <-other
+		restore()
+		s.after = threadNice(t, s.tid)
+		got <- s
+	}()
+	s := <-got
+	if s.during != 7 {
+		t.Errorf("the bulk thread's niceness is %d, want 7", s.during)
+	}
+	if s.other != 0 {
+		t.Errorf("another goroutine's thread has niceness %d while the bulk thread runs, want 0", s.other)
+	}
+	// Lowering it again needs CAP_SYS_NICE; without it the thread stays
+	// locked and ends with the goroutine, so nothing else runs on it.
+	if caps := canRenice(); caps && s.after != 0 {
+		t.Errorf("after restore the thread's niceness is %d, want 0", s.after)
+	}
+}
+
+func TestLowerThreadOffAndAlreadyNice(t *testing.T) {
+	restore, err := LowerThread(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore()
+	done := make(chan int)
+	go func() {
+		first, err := LowerThread(12)
+		if err != nil {
+			t.Error(err)
+		}
+		second, err := LowerThread(5) // already nicer: left at 12
+		if err != nil {
+			t.Error(err)
+		}
+		n := threadNice(t, unix.Gettid())
+		second()
+		first()
+		done <- n
+	}()
+	if n := <-done; n != 12 {
+		t.Errorf("a thread at 12 asked for 5 is at %d, want 12", n)
+	}
+}
+
+// canRenice reports whether this process may lower a niceness it raised.
+func canRenice() bool {
+	var lim unix.Rlimit
+	if unix.Getrlimit(unix.RLIMIT_NICE, &lim) == nil && lim.Cur >= 20 {
+		return true
+	}
+	return os.Geteuid() == 0
+}
