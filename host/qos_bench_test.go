@@ -129,6 +129,15 @@ func benchIsolation(b *testing.B, transport, mode, variant string) {
 		qosOn(cfg)
 		cfg.QoS.Lanes = config.QoSLanesPerClass
 	}
+	if mode == "per_class" && transport == "tcp" && variant != "bulk_nice=0" {
+		// tcp's bulk_nice is off by default (normal priority rides its
+		// bulk connections); per_class is measured with it on.
+		for i := range cfg.Plugins {
+			if cfg.Plugins[i].Name == "tcp" {
+				cfg.Plugins[i].Body = append(cfg.Plugins[i].Body, "bulk_nice = 10\n"...)
+			}
+		}
+	}
 	switch variant {
 	case "no_credit":
 		off := false

@@ -48,7 +48,8 @@ const MaxNice = 19
 // with the goroutine instead of giving a nice thread to other work.
 // Threads the runtime starts while a locked goroutine runs are cloned
 // from its template thread, not from the locked one, so they are not nice.
-// While the thread is nice, GOMAXPROCS is one more (see above).
+// While the thread is nice, GOMAXPROCS is one more (see above), at most
+// runtime.NumCPU() more in all.
 //
 // Elsewhere than Linux it locks and unlocks only. The error says why the
 // niceness could not be set; the goroutine is locked either way, and
@@ -69,13 +70,19 @@ var procs struct {
 
 // addProc changes the extra Ps by d (+1 or -1). GOMAXPROCS stops the
 // world for a moment: a nice thread starts and ends with a connection or
-// a plugin, not per request.
+// a plugin, not per request. The extra Ps are capped at the number of
+// CPUs: a plugin with many peers has two nice threads per bulk
+// connection, and Ps past twice the cores buy nothing but a larger
+// scheduler and GC to run.
 func addProc(d int) {
 	procs.Lock()
 	defer procs.Unlock()
 	if procs.extra == 0 {
 		procs.base = runtime.GOMAXPROCS(0)
 	}
+	before := min(procs.extra, runtime.NumCPU())
 	procs.extra += d
-	runtime.GOMAXPROCS(procs.base + procs.extra)
+	if after := min(procs.extra, runtime.NumCPU()); after != before {
+		runtime.GOMAXPROCS(procs.base + after)
+	}
 }

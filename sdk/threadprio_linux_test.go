@@ -5,8 +5,10 @@ package sdk
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -94,4 +96,39 @@ func canRenice() bool {
 		return true
 	}
 	return os.Geteuid() == 0
+}
+
+// TestNiceThreadsCapTheirPs: each nice thread adds a P, but never more
+// than runtime.NumCPU() in all, and the Ps are given back as the threads
+// are restored.
+func TestNiceThreadsCapTheirPs(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	n := runtime.NumCPU() + 3
+	lowered := make(chan struct{})
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			restore, err := LowerThread(3)
+			if err != nil {
+				t.Error(err)
+			}
+			lowered <- struct{}{}
+			<-release
+			restore()
+		}()
+	}
+	for range n {
+		<-lowered
+	}
+	if got, most := runtime.GOMAXPROCS(0), base+runtime.NumCPU(); got != most {
+		t.Errorf("with %d nice threads GOMAXPROCS is %d, want %d (base %d plus one per CPU at most)", n, got, most, base)
+	}
+	close(release)
+	wg.Wait()
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Errorf("after every nice thread was restored GOMAXPROCS is %d, want %d", got, base)
+	}
 }

@@ -14,6 +14,10 @@ metastore {
 plugin "tcp" {
   config {
     listen = ["127.0.0.1:0"]
+    # Bulk connections' threads at niceness 10, so that the high class's
+    # connection gets the cores when it wakes (docs/qos.md; off by
+    # default, since normal priority rides the bulk connections too).
+    bulk_nice = 10
   }
 }
 

@@ -36,7 +36,7 @@ import (
 //	  max_held_responses       = 64            # responses a connection holds back to send together, 1..64
 //	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
 //	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
-//	  bulk_nice                = 10            # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
+//	  bulk_nice                = 0             # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -157,7 +157,7 @@ func defaultSettings() settings {
 		maxHeld:          maxPending,
 		maxRecvBuffer:    DefaultMaxReceiveBuffer,
 		prioConn:         true,
-		bulkNice:         sdk.DefaultBulkNice,
+		bulkNice:         0, // off: the bulk connections carry normal priority, every request's default (docs/qos.md)
 	}
 }
 

@@ -63,7 +63,9 @@
 // ops_priority counts the descriptors it carried. With it on, the bulk
 // connections' writer and reader goroutines, and on the listener the
 // goroutine serving a connection from its first frame of 1 MiB or more,
-// run on threads at niceness bulk_nice (default 10, 0 turns it off;
+// run on threads at niceness bulk_nice (default 0: off, since normal
+// priority, every request's default, rides the bulk connections; 10 is
+// what docs' isolation figures use;
 // sdk.LowerThread): the kernel's copies of bulk frames then leave the
 // cores to the priority connection's goroutines when they wake.
 //
