@@ -219,6 +219,10 @@ func (c *submitCtx) now() time.Time {
 	return c.wall
 }
 
+// clock is now as a progress.Clock time: when the call's requests are
+// queued.
+func (c *submitCtx) clock() int64 { return progress.ClockOf(c.now()) }
+
 // submitOne takes one request through the first stages of the path:
 // queued, validated, admitted, routed; then dispatch plans and submits
 // it. A request refused on the way ends INVALID.
@@ -238,7 +242,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 		rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
 	}
 	r = &rec.req
-	e.note(b, i, observe.Queued, -1, 0, nil)
+	e.noteQueued(b, i, sc)
 	rem := e.remote(r.Segment)
 	rt, err := e.validate(r, rem)
 	if err == nil {
