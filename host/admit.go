@@ -79,7 +79,7 @@ func (e *Engine) wireQoS() error {
 	e.path.qos = &qosQueue{q: q, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), block: qc.Busy != config.QoSError,
 		perClass: qc.Lanes == config.QoSLanesPerClass}
 	w := qosWatcher{e: e}
-	if e.path.obs != nil {
+	if e.path.watched() { // the meter's too: without it a qos block left the metrics counting no ends
 		w.next = pathWatcher{e}
 	}
 	e.tracker.Watch(w)

@@ -121,3 +121,44 @@ func TestMeterTimesEveryStage(t *testing.T) {
 		}
 	}
 }
+
+// TestMeterCountsWithQoS: with a qos block, whose queue holds requests
+// back (inflight_requests), the meter still counts every request's end
+// and times it end to end; it used to count none, the qos block's
+// watcher passing the tracker's reports on only to an observer.
+func TestMeterCountsWithQoS(t *testing.T) {
+	const size, n = 4 << 10, 16
+	ctx := context.Background()
+	reg := prometheus.NewPedanticRegistry()
+	e, src, seg, dst := qosEngine(t, "meter-qos", "qos {\n  inflight_requests = 2\n}", n*size, host.WithMetricsRegistry(reg))
+	reqs := make([]host.Request, n)
+	for k := range reqs {
+		reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg, Remote: dst + uint64(k*size)}
+	}
+	if err := e.Transfer(ctx, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var completed float64
+	var timed uint64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case mf.GetName() == "ferry_requests_total" && labels["state"] == "completed":
+				completed += m.GetCounter().GetValue()
+			case mf.GetName() == "ferry_stage_duration_seconds" && labels["stage"] == "end_to_end":
+				timed += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if completed != n || timed != n {
+		t.Errorf("meter counted %v completed requests and timed %d end to end, want %d of each", completed, timed, n)
+	}
+}
