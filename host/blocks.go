@@ -318,5 +318,6 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 			e.cut(b, ln, ps, c)
 		}
 	}
+	e.flushQueued(&sc)
 	return out, nil
 }

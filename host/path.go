@@ -205,21 +205,32 @@ func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slic
 }
 
 // noteQueued is note for task i's Queued, at the time of its Submit
-// call (sc's: one clock read per call, not per request).
+// call (sc's: one clock read per call, not per request). The meter's
+// count goes into sc's tally, which the call adds to the meter once, at
+// its end (flushQueued).
 func (e *Engine) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
 	if e.path.meter != nil || e.path.obs != nil {
 		e.noteTask(b, i, observe.Queued, -1, 0, nil, sc.clock())
+		if e.path.meter != nil {
+			sc.queued.Queued(e.path.kind(b, i))
+		}
+	}
+}
+
+// flushQueued adds the requests a Submit call queued (sc's tally) to the
+// meter; the call ends with it.
+func (e *Engine) flushQueued(sc *submitCtx) {
+	if e.path.meter != nil {
+		e.path.meter.AddQueued(&sc.queued)
 	}
 }
 
 // noteTask is note at now (0: read the clock if st is timed).
 func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error, now int64) {
 	at, since := e.path.stamp(b, i, st, now)
-	if m := e.path.meter; m != nil && (st == observe.Queued || since != 0) && !b.Task(i).State().Terminal() {
+	if m := e.path.meter; m != nil && since != 0 && !b.Task(i).State().Terminal() {
 		op, pr := e.path.kind(b, i)
-		switch st {
-		case observe.Queued:
-			m.Queued(op, pr)
+		switch st { // Queued is counted by noteQueued
 		case observe.Admitted:
 			m.Time(metrics.SpanQueuedAdmitted, -1, op, pr, at-since)
 		case observe.Submitted:

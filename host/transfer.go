@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
@@ -198,6 +199,7 @@ func (e *Engine) submit(id BatchID, reqs []Request, sc submitCtx) error {
 	for k := range reqs {
 		e.submitOne(b, &reqs[k], &sc)
 	}
+	e.flushQueued(&sc)
 	return nil
 }
 
@@ -209,6 +211,9 @@ type submitCtx struct {
 	// bounded: the caller's context has a deadline, which ends the
 	// requests without one; transfer.default_deadline is not given them.
 	bounded bool
+	// queued counts the requests the call queued, for the meter
+	// (flushQueued).
+	queued metrics.Tally
 }
 
 // now returns the time the first request that needed it was submitted.

@@ -150,6 +150,28 @@ func (m *Meter) Queued(op ring.Op, pr sdk.Priority) {
 	m.queued[opIndex(op)][prioIndex(pr)].Add(1)
 }
 
+// Tally is one submitter's count of the requests it queued, by op and
+// priority: plain integers, added to a meter at once (AddQueued), so
+// that a Submit call of many requests makes one atomic add per kind, not
+// one per request on a counter every submitter shares.
+type Tally struct{ queued [2][3]uint32 }
+
+// Queued counts a request in the tally.
+func (t *Tally) Queued(op ring.Op, pr sdk.Priority) { t.queued[opIndex(op)][prioIndex(pr)]++ }
+
+// AddQueued adds what t counted to the meter's queued requests and
+// empties t.
+func (m *Meter) AddQueued(t *Tally) {
+	for o := range t.queued {
+		for r, n := range t.queued[o] {
+			if n != 0 {
+				m.queued[o][r].Add(uint64(n))
+				t.queued[o][r] = 0
+			}
+		}
+	}
+}
+
 // Time observes one span of a request of plugin p that took ns
 // nanoseconds; a negative span (a clock that was not read) is dropped.
 func (m *Meter) Time(s Span, p int32, op ring.Op, pr sdk.Priority, ns int64) {
