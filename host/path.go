@@ -197,9 +197,12 @@ func capsOf(info sdk.Info) slicer.Caps {
 
 // note tells the meter and the observer, if any, that task i of b made
 // transition st on transport tr (-1: none yet). It costs two nil checks
-// when nobody listens.
+// when nobody listens; for the meter alone, a task it does not time at
+// st costs no call either (the meter counts Queued in noteQueued, a
+// retry in noteRetried, the rest in pathWatcher, and times only
+// Admitted and Submitted here).
 func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
-	if e.path.meter != nil || e.path.obs != nil {
+	if e.path.obs != nil || e.path.meter != nil && (st == observe.Admitted || st == observe.Submitted) && e.path.timed(b, i) {
 		e.noteTask(b, i, st, tr, slices, err, 0)
 	}
 }
