@@ -25,11 +25,17 @@ var metricsRounds = flag.Int("metrics.rounds", 9, "BenchmarkRequestPathMetrics: 
 // b.N requests in all. It reports, per request, the median over the
 // rounds of each engine's wall time (off-ns/req, on-ns/req) and their
 // difference (gap-ns/req); the process's CPU time (user and system: the
-// engine, not its plugin) and voluntary context switches, which read the
-// same on a loaded machine; and mallocs, which must be 0 for both. The
-// log has each figure's min-max. One command, for a quiet machine:
+// engine's, not its plugin's; a spinning waiter's counts, so it follows
+// the wall time) and voluntary context switches (how often its
+// goroutines parked: the lanes' spin-then-sleep); and mallocs (the
+// engine's background goroutines' few included: far below one per
+// request, and 0 allocs/op from the request path). The log has each
+// figure's min-max. One command, for a quiet machine:
 //
 //	go test -run '^$' -bench RequestPathMetrics -benchtime 270000x ./host
+//
+// scripts/metrics-cost.sh runs it for a base revision and this tree,
+// alternated.
 func BenchmarkRequestPathMetrics(b *testing.B) {
 	rounds := max(1, *metricsRounds)
 	engines := [2]*pathBench{newPathBench(b, nil), nil}
