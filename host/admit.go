@@ -280,18 +280,18 @@ type qosUnheld struct{ qosWatcher }
 
 func (qosUnheld) Unheld() {}
 
-func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
+func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) {
 	if w.next != nil {
-		w.next.Settled(b, i, st)
+		w.next.Settled(b, i, st, at)
 	}
 }
 
-func (w qosWatcher) Ended(b *progress.Batch, i int, s progress.State) {
+func (w qosWatcher) Ended(b *progress.Batch, i int, s progress.State, at int64) {
 	if tg := w.e.path.grantOf(b, i); tg != nil && tg.held.Load() != 0 {
 		w.e.giveBack(tg, s == progress.Completed)
 	}
 	if w.next != nil {
-		w.next.Ended(b, i, s)
+		w.next.Ended(b, i, s, at)
 	}
 }
 

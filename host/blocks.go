@@ -298,7 +298,7 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 			r := &rec.req
 			r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
 			r.Remote = l.remote + run.RemoteOff
-			e.note(b, i, observe.Queued, -1, 0, nil)
+			e.noteQueued(b, i, &sc)
 			// The local memory may have been unregistered since the list
 			// was prepared: looked up again, as any request's is.
 			lreg, loff, ok := e.lookupLocal(base+run.LocalOff, run.Length)
@@ -327,5 +327,6 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 			e.cut(b, ln, ps, c)
 		}
 	}
+	e.flushQueued(&sc)
 	return out, nil
 }

@@ -8,13 +8,15 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/metrics"
 )
 
 // TestMeterTimesEveryStage: with metrics and no observer (the engine
 // counts into its meter, not through events), every request of batches
-// that reuse their records is counted once and timed at each of the four
-// stage spans: a stamp the record kept from an earlier batch's task is
-// not taken for this one's.
+// that reuse their records is counted once and timed end to end, and
+// the tasks the meter samples (metrics.SampleEvery) at each of the other
+// three stage spans: a stamp the record kept from an earlier batch's task
+// is not taken for this one's.
 func TestMeterTimesEveryStage(t *testing.T) {
 	const size, batch, rounds = 4 << 10, 16, 3
 	ctx := context.Background()
@@ -104,12 +106,59 @@ func TestMeterTimesEveryStage(t *testing.T) {
 	if v, _, _, _ := find("ferry_bytes_total", with("transport", "shm")); v != n*size {
 		t.Errorf("bytes %v, want %d", v, n*size)
 	}
-	for _, c := range []struct{ stage, transport string }{
-		{"queued_admitted", "none"}, {"admitted_submitted", "shm"}, {"submitted_completed", "shm"}, {"end_to_end", "shm"},
+	// Tasks 0, SampleEvery, 2*SampleEvery... of each batch are timed at
+	// every stage; every task end to end.
+	const sampled = rounds * ((batch + metrics.SampleEvery - 1) / metrics.SampleEvery)
+	for _, c := range []struct {
+		stage, transport string
+		want             uint64
+	}{
+		{"queued_admitted", "none", sampled}, {"admitted_submitted", "shm", sampled}, {"submitted_completed", "shm", sampled}, {"end_to_end", "shm", n},
 	} {
 		_, samples, sum, ok := find("ferry_stage_duration_seconds", with("stage", c.stage, "transport", c.transport))
-		if !ok || samples != n || sum <= 0 {
-			t.Errorf("stage %s on %s: %d samples summing %vs (found %v), want %d with a positive sum", c.stage, c.transport, samples, sum, ok, n)
+		if !ok || samples != c.want || sum <= 0 {
+			t.Errorf("stage %s on %s: %d samples summing %vs (found %v), want %d with a positive sum", c.stage, c.transport, samples, sum, ok, c.want)
 		}
+	}
+}
+
+// TestMeterCountsWithQoS: with a qos block, whose queue holds requests
+// back (inflight_requests), the meter still counts every request's end
+// and times it end to end; it used to count none, the qos block's
+// watcher passing the tracker's reports on only to an observer.
+func TestMeterCountsWithQoS(t *testing.T) {
+	const size, n = 4 << 10, 16
+	ctx := context.Background()
+	reg := prometheus.NewPedanticRegistry()
+	e, src, seg, dst := qosEngine(t, "meter-qos", "qos {\n  inflight_requests = 2\n}", n*size, host.WithMetricsRegistry(reg))
+	reqs := make([]host.Request, n)
+	for k := range reqs {
+		reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg, Remote: dst + uint64(k*size)}
+	}
+	if err := e.Transfer(ctx, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var completed float64
+	var timed uint64
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			switch {
+			case mf.GetName() == "ferry_requests_total" && labels["state"] == "completed":
+				completed += m.GetCounter().GetValue()
+			case mf.GetName() == "ferry_stage_duration_seconds" && labels["stage"] == "end_to_end":
+				timed += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	if completed != n || timed != n {
+		t.Errorf("meter counted %v completed requests and timed %d end to end, want %d of each", completed, timed, n)
 	}
 }

@@ -35,7 +35,12 @@ import (
 // metrics on, the path adds to a metrics.Meter at the same transitions,
 // plain atomic counters with no event built, no interface called and no
 // lock taken (the observer's events cost about a microsecond a request
-// on two cores).
+// on two cores). Nor does the meter read the clock per request: a task
+// is queued at its Submit call's time (read once per call, and the one
+// the default deadline is computed from) and settles and ends at its
+// reaped run's (read once per run of completions, progress.Watcher); only
+// the tasks the meter samples (metrics.SampleEvery) read it at admission
+// and submission.
 
 // requestPath is what the engine keeps for the request path's stages.
 type requestPath struct {
@@ -109,15 +114,16 @@ type batchRecords struct {
 	grants []taskGrant
 }
 
-// taskStamps are a task's observe.Clock times: queued, the start of its
-// current attempt (admitted, or retried), that attempt's submission and
-// its settling (when its last slice came back); and its request's op and
-// priority (kind), for the completion side. Atomic: the submitter writes
-// them and a reaper reads them, with no lock between when only the meter
-// listens.
+// taskStamps are a task's observe.Clock times: queued; for a task timed
+// at every stage (requestPath.timed), the start of its current attempt
+// (admitted, or retried) and that attempt's submission; and its
+// request's op and priority (kind), for the completion side. Only the
+// submitter writes them (a reaper reads them, with no lock between when
+// only the meter listens: atomic), so that the completion side writes
+// nothing to the cache lines the submitter is writing.
 type taskStamps struct {
-	queued, mark, submitted, settled atomic.Int64
-	kind                             atomic.Uint32 // ring.Op<<8 | sdk.Priority
+	queued, mark, submitted atomic.Int64
+	kind                    atomic.Uint32 // ring.Op<<8 | sdk.Priority
 }
 
 // recordPools keeps the records of freed batches for the next ones, by
@@ -193,28 +199,47 @@ func capsOf(info sdk.Info) slicer.Caps {
 
 // note tells the meter and the observer, if any, that task i of b made
 // transition st on transport tr (-1: none yet). It costs two nil checks
-// when nobody listens.
+// when nobody listens; for the meter alone, a task it does not time at
+// st costs no call either (the meter counts Queued in noteQueued, a
+// retry in noteRetried, the rest in pathWatcher, and times only
+// Admitted and Submitted here).
 func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
-	if e.path.meter != nil || e.path.obs != nil {
-		e.noteTask(b, i, st, tr, slices, err)
+	if e.path.obs != nil || e.path.meter != nil && (st == observe.Admitted || st == observe.Submitted) && e.path.timed(b, i) {
+		e.noteTask(b, i, st, tr, slices, err, 0)
 	}
 }
 
-func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
-	at, since := e.path.stamp(b, i, st)
-	if m := e.path.meter; m != nil && !b.Task(i).State().Terminal() {
+// noteQueued is note for task i's Queued, at the time of its Submit
+// call (sc's: one clock read per call, not per request). The meter's
+// count goes into sc's tally, which the call adds to the meter once, at
+// its end (flushQueued).
+func (e *Engine) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
+	if e.path.meter != nil || e.path.obs != nil {
+		e.noteTask(b, i, observe.Queued, -1, 0, nil, sc.clock())
+		if e.path.meter != nil {
+			sc.queued.Queued(e.path.kind(b, i))
+		}
+	}
+}
+
+// flushQueued adds the requests a Submit call queued (sc's tally) to the
+// meter; the call ends with it.
+func (e *Engine) flushQueued(sc *submitCtx) {
+	if e.path.meter != nil {
+		e.path.meter.AddQueued(&sc.queued)
+	}
+}
+
+// noteTask is note at now (0: read the clock if st is timed).
+func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error, now int64) {
+	at, since := e.path.stamp(b, i, st, now)
+	if m := e.path.meter; m != nil && since != 0 && !b.Task(i).State().Terminal() {
 		op, pr := e.path.kind(b, i)
-		switch st {
-		case observe.Queued:
-			m.Queued(op, pr)
+		switch st { // Queued is counted by noteQueued
 		case observe.Admitted:
-			if since != 0 {
-				m.Time(metrics.SpanQueuedAdmitted, -1, op, pr, at-since)
-			}
+			m.Time(metrics.SpanQueuedAdmitted, -1, op, pr, at-since)
 		case observe.Submitted:
-			if since != 0 {
-				m.Time(metrics.SpanAdmittedSubmitted, tr, op, pr, at-since)
-			}
+			m.Time(metrics.SpanAdmittedSubmitted, tr, op, pr, at-since)
 		}
 	}
 	if e.path.obs == nil {
@@ -235,7 +260,7 @@ func (e *Engine) noteRetried(b *progress.Batch, i int, from, to int32, cause str
 	if !e.path.watched() {
 		return
 	}
-	at, since := e.path.stamp(b, i, observe.Retried)
+	at, since := e.path.stamp(b, i, observe.Retried, 0)
 	if m := e.path.meter; m != nil && !b.Task(i).State().Terminal() {
 		m.Retried(from, to, cause)
 	}
@@ -250,16 +275,30 @@ func (e *Engine) noteRetried(b *progress.Batch, i int, from, to int32, cause str
 	b.Noted(i)
 }
 
-// stamp reads the clock for transition st of task i of b, keeps it in
-// the task's stamps where a later stage is timed from it, and returns it
-// (at) with the time of the stage st is timed from (since; 0 when st is
-// not timed from one). Routed and Sliced follow Admitted or Retried at
-// once and are not timed: 0, 0, and a clock read saved.
-func (p *requestPath) stamp(b *progress.Batch, i int, st observe.Stage) (at, since int64) {
-	if st == observe.Routed || st == observe.Sliced {
-		return 0, 0
+// stamp is the time of transition st of task i of b: now, or when now is
+// 0 the clock, read only if the task is timed at st. It keeps it in the
+// task's stamps where a later stage is timed from it, and returns it (at)
+// with the time of the stage st is timed from (since; 0 when st is not
+// timed from one). Routed and Sliced follow Admitted or Retried at once
+// and are not timed: 0, 0, and a clock read saved; so are Admitted and
+// Submitted of a task the meter does not sample.
+func (p *requestPath) stamp(b *progress.Batch, i int, st observe.Stage, now int64) (at, since int64) {
+	if now == 0 {
+		if st == observe.Routed || st == observe.Sliced || st != observe.Retried && !p.timed(b, i) {
+			return 0, 0
+		}
+		now = observe.Clock()
 	}
-	return p.stampAt(b, i, st, observe.Clock())
+	return p.stampAt(b, i, st, now)
+}
+
+// timed reports whether task i of b is timed at each of its stages: every
+// task while an observer listens (its events carry every stage's time);
+// for the meter alone, one task in metrics.SampleEvery of each batch and
+// every later attempt (a retry). The meter times the others end to end
+// only, from times the path reads anyway.
+func (p *requestPath) timed(b *progress.Batch, i int) bool {
+	return p.obs != nil || i%metrics.SampleEvery == 0 || b.Attempt(i) > 0
 }
 
 // stampAt is stamp at a time the caller read.
@@ -289,7 +328,6 @@ func (p *requestPath) stampAt(b *progress.Batch, i int, st observe.Stage, at int
 		ts.submitted.Store(at)
 	case observe.Completed:
 		since = ts.since(ts.submitted.Load())
-		ts.settled.Store(at)
 	case observe.Ended:
 		since = ts.queued.Load()
 	}
@@ -303,21 +341,6 @@ func (ts *taskStamps) since(t int64) int64 {
 		return 0
 	}
 	return t
-}
-
-// endStamp is stamp for task i's end in state s. A task ends COMPLETED
-// only as its last slice comes back, right after the tracker reported
-// the attempt settled (Settled, then Ended, from one call): that time is
-// its end's too, and a clock read is saved.
-func (p *requestPath) endStamp(b *progress.Batch, i int, s progress.State) (at, since int64) {
-	if s == progress.Completed {
-		if r := p.records[b.Slot()]; r != nil && i < len(r.stamps) {
-			if at = r.stamps[i].since(r.stamps[i].settled.Load()); at != 0 {
-				return p.stampAt(b, i, observe.Ended, at)
-			}
-		}
-	}
-	return p.stamp(b, i, observe.Ended)
 }
 
 // kind returns task i's request's op and priority, as its Queued stamp
@@ -367,7 +390,8 @@ func (e *Engine) transportName(tr int32) string {
 }
 
 // pathWatcher passes the tracker's transitions (an attempt's slices all
-// back, a task's end) to the meter and the observer.
+// back, a task's end) to the meter and the observer. They happen at the
+// time the tracker hands it (its reaped run's), else now.
 type pathWatcher struct{ e *Engine }
 
 // meterWatcher is pathWatcher for the meter alone, which the tracker
@@ -376,10 +400,16 @@ type meterWatcher struct{ pathWatcher }
 
 func (meterWatcher) Unheld() {}
 
-func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
+func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) {
 	p := &w.e.path
+	if !p.timed(b, i) {
+		return // the meter does not time this one's attempt (and no observer listens)
+	}
 	tr := b.Task(i).Transport()
-	at, since := p.stamp(b, i, observe.Completed)
+	if at == 0 {
+		at = observe.Clock()
+	}
+	at, since := p.stampAt(b, i, observe.Completed, at)
 	if p.meter != nil && since != 0 {
 		op, pr := p.kind(b, i)
 		p.meter.Time(metrics.SpanSubmittedCompleted, tr, op, pr, at-since)
@@ -391,11 +421,14 @@ func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status) {
 	}
 }
 
-func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State) {
+func (w pathWatcher) Ended(b *progress.Batch, i int, s progress.State, at int64) {
 	p := &w.e.path
 	t := b.Task(i)
 	tr := t.Transport()
-	at, since := p.endStamp(b, i, s)
+	if at == 0 {
+		at = observe.Clock()
+	}
+	at, since := p.stampAt(b, i, observe.Ended, at)
 	if p.meter != nil {
 		op, pr := p.kind(b, i)
 		p.meter.Ended(tr, op, pr, s, t.Length)

@@ -56,9 +56,31 @@ func BenchmarkRequestPath(b *testing.B) {
 }
 
 func benchRequestPath(b *testing.B, tune func(*config.Config), opts ...host.Option) {
-	const size, batch = 4 << 10, 128
+	pb := newPathBench(b, tune, opts...)
+	defer pb.close()
+	b.ReportAllocs()
+	b.ResetTimer()
+	pb.requests(b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+// pathBench is an engine set up for BenchmarkRequestPath's workload:
+// 4 KiB writes in batches of 128 through the shm plugin to its own
+// segment, warmed by one batch.
+type pathBench struct {
+	b    *testing.B
+	e    *host.Engine
+	reqs []host.Request
+	id   host.BatchID
+}
+
+const pathBenchBatch = 128
+
+func newPathBench(b *testing.B, tune func(*config.Config), opts ...host.Option) *pathBench {
+	const size, batch = 4 << 10, pathBenchBatch
 	ctx := context.Background()
-	cfg := config.Default(fmt.Sprintf("bench-%d", b.N))
+	cfg := config.Default(fmt.Sprintf("bench-%d-%d", b.N, benchEngines.Add(1)))
 	cfg.PluginDir = binDir
 	if tune != nil {
 		tune(cfg)
@@ -67,9 +89,10 @@ func benchRequestPath(b *testing.B, tune func(*config.Config), opts ...host.Opti
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
+	pb := &pathBench{b: b, e: e}
 	mem, err := e.Allocate(2 * batch * size)
 	if err != nil {
+		pb.close()
 		b.Fatal(err)
 	}
 	src, dst := mem[:batch*size], mem[batch*size:]
@@ -77,48 +100,66 @@ func benchRequestPath(b *testing.B, tune func(*config.Config), opts ...host.Opti
 		src[i] = byte(i * 7)
 	}
 	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
+		pb.close()
 		b.Fatal(err)
 	}
 	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
 	if err != nil {
+		pb.close()
 		b.Fatal(err)
 	}
 	seg, err := e.OpenSegment(ctx, e.Name())
 	if err != nil {
+		pb.close()
 		b.Fatal(err)
 	}
-	reqs := make([]host.Request, batch)
-	for k := range reqs {
-		reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg.ID, Remote: base + uint64(k*size), Transport: "shm"}
+	pb.reqs = make([]host.Request, batch)
+	for k := range pb.reqs {
+		pb.reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg.ID, Remote: base + uint64(k*size), Transport: "shm"}
 	}
-	id, err := e.AllocateBatch(batch)
-	if err != nil {
+	if pb.id, err = e.AllocateBatch(batch); err != nil {
+		pb.close()
 		b.Fatal(err)
 	}
-	run := func(n int) {
-		if err := e.Submit(id, reqs[:n]...); err != nil {
-			b.Fatal(err)
-		}
-		if err := e.Wait(ctx, id); err != nil {
-			b.Fatal(err)
-		}
-		if bs, _ := e.BatchStatus(id); bs.Completed != n {
-			b.Fatalf("batch %+v, want %d completed", bs, n)
-		}
-		e.FreeBatch(id)
-		if id, err = e.AllocateBatch(batch); err != nil {
-			b.Fatal(err)
-		}
+	pb.run(batch) // warm: lanes, rails, pools
+	return pb
+}
+
+// benchEngines numbers the benchmarks' engines, so that two alive at
+// once have different names.
+var benchEngines atomic.Int64
+
+// requests runs n requests, in batches of at most 128.
+func (pb *pathBench) requests(n int) {
+	for done := 0; done < n; done += pathBenchBatch {
+		pb.run(min(pathBenchBatch, n-done))
 	}
-	run(batch) // warm: lanes, rails, pools
-	b.ReportAllocs()
-	b.ResetTimer()
-	for done := 0; done < b.N; done += batch {
-		run(min(batch, b.N-done))
+}
+
+// run submits n requests as one batch, waits for it and frees it.
+func (pb *pathBench) run(n int) {
+	b, e, ctx := pb.b, pb.e, context.Background()
+	if err := e.Submit(pb.id, pb.reqs[:n]...); err != nil {
+		b.Fatal(err)
 	}
-	b.StopTimer()
-	e.FreeBatch(id)
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	if err := e.Wait(ctx, pb.id); err != nil {
+		b.Fatal(err)
+	}
+	if bs, _ := e.BatchStatus(pb.id); bs.Completed != n {
+		b.Fatalf("batch %+v, want %d completed", bs, n)
+	}
+	e.FreeBatch(pb.id)
+	var err error
+	if pb.id, err = e.AllocateBatch(pathBenchBatch); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func (pb *pathBench) close() {
+	if pb.id != (host.BatchID{}) {
+		pb.e.FreeBatch(pb.id)
+	}
+	pb.e.Close()
 }
 
 // BenchmarkBlockSubmit measures the prepared-block-list path: one

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
@@ -198,6 +199,7 @@ func (e *Engine) submit(id BatchID, reqs []Request, sc submitCtx) error {
 	for k := range reqs {
 		e.submitOne(b, &reqs[k], &sc)
 	}
+	e.flushQueued(&sc)
 	return nil
 }
 
@@ -209,6 +211,9 @@ type submitCtx struct {
 	// bounded: the caller's context has a deadline, which ends the
 	// requests without one; transfer.default_deadline is not given them.
 	bounded bool
+	// queued counts the requests the call queued, for the meter
+	// (flushQueued).
+	queued metrics.Tally
 }
 
 // now returns the time the first request that needed it was submitted.
@@ -218,6 +223,10 @@ func (c *submitCtx) now() time.Time {
 	}
 	return c.wall
 }
+
+// clock is now as a progress.Clock time: when the call's requests are
+// queued.
+func (c *submitCtx) clock() int64 { return progress.ClockOf(c.now()) }
 
 // submitOne takes one request through the first stages of the path:
 // queued, validated, admitted, routed; then dispatch plans and submits
@@ -238,7 +247,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 		rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
 	}
 	r = &rec.req
-	e.note(b, i, observe.Queued, -1, 0, nil)
+	e.noteQueued(b, i, sc)
 	rem := e.remote(r.Segment)
 	rt, err := e.validate(r, rem)
 	if err == nil {

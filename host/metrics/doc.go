@@ -7,7 +7,8 @@
 //
 // What it must not do: touch the data path beyond the Meter's methods,
 // which are plain atomic adds into fixed arrays (no lock, no interface
-// call, no allocation; the Prometheus series are built on scrape); call
+// call, no allocation, no clock read: the engine hands it times it read
+// anyway; the Prometheus series are built on scrape); call
 // a plugin from the data path (plugin counters are read on scrape,
 // bounded by a timeout, by one goroutine at a time); label series by
 // peer segment (peers come and go, and each would multiply every series;

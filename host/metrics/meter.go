@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"sync/atomic"
@@ -29,6 +30,17 @@ const (
 	SpanEndToEnd
 	nSpans
 )
+
+// SampleEvery is how sparsely the engine's meter times the stages of a
+// request before its end: the spans queued_admitted, admitted_submitted
+// and submitted_completed are observed for one task in SampleEvery of
+// each batch (its index a multiple of it, so a batch of one is always
+// timed) and for every retried attempt, since timing them costs the
+// request path a clock read at admission and at submission that nothing
+// else reads. A histogram is a distribution, which a sample keeps; its
+// _count is then the sample's size. end_to_end, and every counter, is
+// exact: it is timed from times the path reads anyway.
+const SampleEvery = 8
 
 // Meter is the request path's counters and stage histograms: plain
 // atomic integers, indexed by plugin, op and priority, that the engine
@@ -105,7 +117,8 @@ func NewMeter(transports []string, constLabels prometheus.Labels) *Meter {
 			"Requests that ended TIMEOUT: their deadline passed before they completed.", tpo),
 		cancelsD: desc("cancels_total", "Requests that ended CANCELED.", tpo),
 		stagesD: desc("stage_duration_seconds",
-			"Time between stages of a request: queued_admitted (validation and admission), admitted_submitted (routing and slicing; a retry's from its failure decision), submitted_completed (in the plugin, per attempt) and end_to_end (queued to ended).",
+			"Time between stages of a request: queued_admitted (validation and admission), admitted_submitted (routing and slicing; a retry's from its failure decision), submitted_completed (in the plugin, per attempt) and end_to_end (queued to ended). "+
+				fmt.Sprintf("An engine samples the first three (one request in %d, and every retry); end_to_end counts every request.", SampleEvery),
 			append([]string{"stage"}, tpo...)),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: Namespace, Name: "retries_total", ConstLabels: constLabels,
 			Help: "Attempts that failed and were tried again, on another rail, another transport or the restarted plugin, by the failed attempt's transport and cause."},
@@ -135,6 +148,28 @@ func (m *Meter) cell(p int32) int {
 // Queued counts a request that took its place in a batch.
 func (m *Meter) Queued(op ring.Op, pr sdk.Priority) {
 	m.queued[opIndex(op)][prioIndex(pr)].Add(1)
+}
+
+// Tally is one submitter's count of the requests it queued, by op and
+// priority: plain integers, added to a meter at once (AddQueued), so
+// that a Submit call of many requests makes one atomic add per kind, not
+// one per request on a counter every submitter shares.
+type Tally struct{ queued [2][3]uint32 }
+
+// Queued counts a request in the tally.
+func (t *Tally) Queued(op ring.Op, pr sdk.Priority) { t.queued[opIndex(op)][prioIndex(pr)]++ }
+
+// AddQueued adds what t counted to the meter's queued requests and
+// empties t.
+func (m *Meter) AddQueued(t *Tally) {
+	for o := range t.queued {
+		for r, n := range t.queued[o] {
+			if n != 0 {
+				m.queued[o][r].Add(uint64(n))
+				t.queued[o][r] = 0
+			}
+		}
+	}
 }
 
 // Time observes one span of a request of plugin p that took ns

@@ -186,3 +186,26 @@ func BenchmarkMeterTask(b *testing.B) {
 		})
 	})
 }
+
+// TestTallyAddsOnceAndEmpties: what a submitter's Tally counted reaches
+// the meter's queued series, by op and priority, when it is added, and
+// the tally is empty afterwards (a second add adds nothing).
+func TestTallyAddsOnceAndEmpties(t *testing.T) {
+	m := NewMeter([]string{"shm"}, nil)
+	var tl Tally
+	for range 3 {
+		tl.Queued(ring.OpWrite, sdk.PriorityNormal)
+	}
+	tl.Queued(ring.OpRead, sdk.PriorityHigh)
+	m.Queued(ring.OpRead, sdk.PriorityHigh)
+	m.AddQueued(&tl)
+	m.AddQueued(&tl)
+	for _, c := range []struct {
+		op, prio string
+		want     float64
+	}{{"write", "normal", 3}, {"read", "high", 2}} {
+		if got := series(t, m, "ferry_requests_queued_total", "op", c.op, "priority", c.prio).GetCounter().GetValue(); got != c.want {
+			t.Errorf("queued %s %s: %v, want %v", c.op, c.prio, got, c.want)
+		}
+	}
+}

@@ -1,8 +1,6 @@
 package observe
 
 import (
-	"time"
-
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk"
@@ -101,14 +99,12 @@ type Observer interface {
 	Observe(Event)
 }
 
-// epoch is where Clock counts from.
-var epoch = time.Now()
-
 // Clock returns the engine's monotonic clock, in nanoseconds since the
 // process started: Event.At and Event.Since read it, and an observer
 // that needs the time now reads it too. A wall clock's steps do not move
-// it.
-func Clock() int64 { return int64(time.Since(epoch)) }
+// it. It is progress.Clock, the clock of the times the tracker hands its
+// watcher.
+func Clock() int64 { return progress.Clock() }
 
 // CausePluginFailed is a Retried event's Cause when the attempt's plugin
 // died under it or could not take its slices.

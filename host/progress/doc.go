@@ -3,7 +3,9 @@
 // task's slices as the slicer planned them, reaping completions, and
 // folding slice outcomes into per-task and per-batch state with exactly
 // one terminal state per task. A Watcher (the engine's observer) is told
-// of each attempt's settling and each task's end. It holds plugins to
+// of each attempt's settling and each task's end, with the time a lane's
+// poller read once for the run of completions it reaped (Clock), so that
+// the engine's metrics read no clock per task. It holds plugins to
 // the completion contract: every completion is checked against what was
 // sent (each field of its token, an outstanding slice, its bytes), and
 // what breaks the contract is dropped and counted per lane (Verdict,

@@ -15,8 +15,8 @@ type endWatch struct {
 	ended map[int][]State
 }
 
-func (w *endWatch) Settled(*Batch, int, ring.Status) {}
-func (w *endWatch) Ended(_ *Batch, i int, s State) {
+func (w *endWatch) Settled(*Batch, int, ring.Status, int64) {}
+func (w *endWatch) Ended(_ *Batch, i int, s State, _ int64) {
 	w.mu.Lock()
 	w.ended[i] = append(w.ended[i], s)
 	w.mu.Unlock()

@@ -395,13 +395,21 @@ func (l *Lane) Poll(t *Tracker) int {
 		if l.Observer != nil && k > 0 {
 			l.Observer.Reaped(buf[:k])
 		}
+		// One clock read for the run, after it was dequeued (every
+		// completion of it came back before this time), for the tracker's
+		// watcher: the metrics time each task's settling and end from it
+		// rather than read the clock per task.
+		var at int64
+		if k > 0 && t.Timed() {
+			at = Clock()
+		}
 		for i := range buf[:k] {
 			d := &buf[i]
 			st := d.Status
 			if !st.Valid() {
 				st = ring.StatusProtocol
 			}
-			switch t.Apply(d.Token, st, d.Length) {
+			switch t.ApplyAt(d.Token, st, d.Length, at) {
 			case Unknown:
 				l.unknown.Add(1)
 				tasks-- // no slice of ours: it completes nothing in flight

@@ -150,9 +150,15 @@ type Batch struct {
 // state). Both are called while the task's reporting is held (see
 // Batch.Noting), so a watcher must not call back into the batch's task,
 // and must not block.
+//
+// at is when the transition was seen, in Clock nanoseconds, when the
+// caller read the time anyway: a lane's poller reads it once per run of
+// completions it reaps (ApplyAt), and a task that ends as its last slice
+// comes back ends at its settling's time. 0: nobody read it (a Finish, a
+// plugin's end); a watcher that needs the time reads Clock.
 type Watcher interface {
-	Settled(b *Batch, i int, st ring.Status)
-	Ended(b *Batch, i int, s State)
+	Settled(b *Batch, i int, st ring.Status, at int64)
+	Ended(b *Batch, i int, s State, at int64)
 }
 
 // Unheld is implemented by a Watcher that needs no order against the
@@ -391,7 +397,7 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 		}
 		s = e
 	}
-	return b.end(i, s)
+	return b.end(i, s, 0)
 }
 
 // Release ends task i in the state decided for it (see Finish) although
@@ -403,16 +409,16 @@ func (b *Batch) Release(i int) bool {
 	if e == 0 {
 		return false
 	}
-	return b.end(i, e)
+	return b.end(i, e, 0)
 }
 
 // end moves task i to s unless it ended already, and reports whether this
-// call did it.
-func (b *Batch) end(i int, s State) bool {
+// call did it; at is the watcher's (see Watcher).
+func (b *Batch) end(i int, s State, at int64) bool {
 	if !b.tasks[i].finish(s) {
 		return false
 	}
-	b.ended(i, s)
+	b.ended(i, s, at)
 	return true
 }
 
@@ -465,7 +471,7 @@ func (b *Batch) Unsent(i int, n int64) {
 	t := &b.tasks[i]
 	t.unclaimed.Add(-n)
 	if t.pending.Add(-n) == 0 {
-		b.settle(i)
+		b.settle(i, 0)
 	}
 }
 
@@ -474,7 +480,8 @@ func (b *Batch) Unsent(i int, n int64) {
 // changes) and its bytes must fit the slice and what is left of the task
 // (else Overlong: the slice counts as failed with StatusProtocol and 0
 // bytes, so that its attempt fails over rather than completing on a lie).
-func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) Verdict {
+// at is when it was reaped (see Watcher).
+func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64) Verdict {
 	t := &b.tasks[i]
 	for {
 		u := t.unclaimed.Load()
@@ -507,7 +514,7 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) Verdict 
 		t.failRail.Store(int32(rail) + 1)
 	}
 	if t.pending.Add(-1) == 0 {
-		b.settle(i)
+		b.settle(i, at)
 	}
 	return v
 }
@@ -519,11 +526,12 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int) Verdict 
 //
 // An attempt already handed to the retry hook (its submitter failed it,
 // then gave up its unsent slices) is the hook's: settling it here would
-// end it COMPLETED with the bytes of the slices that were sent.
-func (b *Batch) settle(i int) {
+// end it COMPLETED with the bytes of the slices that were sent. at is
+// the watcher's (see Watcher), for the settling and the end it makes.
+func (b *Batch) settle(i int, at int64) {
 	t := &b.tasks[i]
 	if e := State(t.ending.Load()); e != 0 {
-		b.end(i, e) // its end was decided while the slices were out
+		b.end(i, e, at) // its end was decided while the slices were out
 		return
 	}
 	if t.failing.Load() {
@@ -539,11 +547,11 @@ func (b *Batch) settle(i int) {
 	}
 	if b.watch != nil && !b.watchHeld {
 		if !State(t.state.Load()).Terminal() {
-			b.watch.Settled(b, i, ring.Status(t.status.Load()))
+			b.watch.Settled(b, i, ring.Status(t.status.Load()), at)
 		}
 	} else if b.watch != nil {
 		if b.Noting(i) {
-			b.watch.Settled(b, i, ring.Status(t.status.Load()))
+			b.watch.Settled(b, i, ring.Status(t.status.Load()), at)
 		}
 		b.Noted(i)
 	}
@@ -551,22 +559,22 @@ func (b *Batch) settle(i int) {
 		return
 	}
 	if t.finish(s) {
-		b.ended(i, s)
+		b.ended(i, s, at)
 	}
 }
 
 // ended counts task i, which this caller moved to s, as done and tells
-// the watcher.
-func (b *Batch) ended(i int, s State) {
+// the watcher, with at (see Watcher).
+func (b *Batch) ended(i int, s State, at int64) {
 	t := &b.tasks[i]
 	if t.held.Load() && t.held.CompareAndSwap(true, false) {
 		b.tracker.held.Add(-1)
 	}
 	if b.watch != nil && !b.watchHeld {
-		b.watch.Ended(b, i, s)
+		b.watch.Ended(b, i, s, at)
 	} else if b.watch != nil {
 		t.noting.Lock()
-		b.watch.Ended(b, i, s)
+		b.watch.Ended(b, i, s, at)
 		t.noting.Unlock()
 	}
 	b.taskDone()
@@ -913,6 +921,12 @@ func (t *Tracker) Complete(token uint64, st ring.Status, bytes uint64) bool {
 // freed or reused batch, or of an earlier attempt, is Late: that
 // completion belongs to a task that already ended or moved on.
 func (t *Tracker) Apply(token uint64, st ring.Status, bytes uint64) Verdict {
+	return t.ApplyAt(token, st, bytes, 0)
+}
+
+// ApplyAt is Apply for a completion reaped at at, a Clock time that its
+// watcher is handed (0: none read; see Watcher).
+func (t *Tracker) ApplyAt(token uint64, st ring.Status, bytes uint64, at int64) Verdict {
 	t.live.RLock()
 	defer t.live.RUnlock()
 	b, i, v := t.lookup(token)
@@ -924,12 +938,12 @@ func (t *Tracker) Apply(token uint64, st ring.Status, bytes uint64) Verdict {
 		// task exactly otherwise: the completion of one of its slices,
 		// mangled. The slice fails (its real completion will not come),
 		// so that the attempt fails over instead of waiting for it.
-		if b.complete(i, ring.StatusProtocol, 0, TokenRail(token)) == Duplicate {
+		if b.complete(i, ring.StatusProtocol, 0, TokenRail(token), at) == Duplicate {
 			return Duplicate
 		}
 		return Misrouted
 	}
-	return b.complete(i, st, bytes, TokenRail(token))
+	return b.complete(i, st, bytes, TokenRail(token), at)
 }
 
 // Free releases a batch. Late completions for its tasks are dropped. It
@@ -1041,3 +1055,21 @@ func (t *Task) Transport() int32 { return t.transport.Load() - 1 }
 
 // Now is the clock tasks use; a variable so tests can see through it.
 func Now() int64 { return time.Now().UnixNano() }
+
+// epoch is where Clock counts from.
+var epoch = time.Now()
+
+// Clock is the engine's monotonic clock, in nanoseconds since the
+// process started (observe.Clock is the same clock): the times a Watcher
+// is handed. A wall clock's steps do not move it.
+func Clock() int64 { return int64(time.Since(epoch)) }
+
+// ClockOf is Clock at t, a time.Now reading (its monotonic part): a
+// caller that read the wall clock anyway gets the Clock time without a
+// second read.
+func ClockOf(t time.Time) int64 { return int64(t.Sub(epoch)) }
+
+// Timed reports whether the tracker's watcher wants the times of
+// completions (it has a watcher), so that a poller reads the clock only
+// then.
+func (t *Tracker) Timed() bool { return t.watch != nil }

@@ -35,7 +35,7 @@ func newCountingWatcher() *countingWatcher {
 	return &countingWatcher{settled: map[[2]uint64]int{}, ended: map[[2]uint64]State{}}
 }
 
-func (w *countingWatcher) Settled(b *Batch, i int, st ring.Status) {
+func (w *countingWatcher) Settled(b *Batch, i int, st ring.Status, _ int64) {
 	w.mu.Lock()
 	w.settled[[2]uint64{b.ID(), uint64(i)}]++
 	if holding(b, i) {
@@ -44,7 +44,7 @@ func (w *countingWatcher) Settled(b *Batch, i int, st ring.Status) {
 	w.mu.Unlock()
 }
 
-func (w *countingWatcher) Ended(b *Batch, i int, s State) {
+func (w *countingWatcher) Ended(b *Batch, i int, s State, _ int64) {
 	w.mu.Lock()
 	w.ended[[2]uint64{b.ID(), uint64(i)}] = s
 	w.ends++
@@ -151,8 +151,8 @@ func TestBatchIDsDiffer(t *testing.T) {
 // costs the tracker, less the observer's own work.
 type nopWatcher struct{}
 
-func (nopWatcher) Settled(*Batch, int, ring.Status) {}
-func (nopWatcher) Ended(*Batch, int, State)         {}
+func (nopWatcher) Settled(*Batch, int, ring.Status, int64) {}
+func (nopWatcher) Ended(*Batch, int, State, int64)         {}
 
 // BenchmarkSubmitCompleteWatched is BenchmarkSubmitComplete with a
 // watcher set: the per-task lock and the two calls. -benchmem must show

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Compares the metrics' cost on the request path between a base revision
+# and this tree: BenchmarkRequestPathMetrics (metrics off and on on two
+# engines side by side, in alternated rounds, one run; median per engine
+# and the gap) for each build, the builds alternated too (base, tree,
+# base, tree...). The base gets this tree's benchmark files, so that both
+# run the same benchmark.
+#
+#   scripts/metrics-cost.sh [--base REV] [--runs 3] [--benchtime 270000x] [--rounds 9]
+#
+# Each run prints the engines' medians and min-max per request (wall,
+# CPU of the engine process, voluntary context switches, mallocs) and the
+# benchmark line with the gap. The first block of each run is Go's
+# one-iteration probe of the benchmark; read the second. Run it on a
+# quiet machine: a run takes about half a minute.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+base=main runs=3 benchtime=270000x rounds=9
+while [ $# -gt 0 ]; do
+	case $1 in
+	--base) base=$2; shift 2 ;;
+	--runs) runs=$2; shift 2 ;;
+	--benchtime) benchtime=$2; shift 2 ;;
+	--rounds) rounds=$2; shift 2 ;;
+	*) echo "metrics-cost.sh: unknown argument $1; see the comment at the top of $0" >&2; exit 2 ;;
+	esac
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir "$tmp/base"
+git -C "$root" archive "$base" | tar -x -C "$tmp/base"
+cp "$root/host/metrics_bench_test.go" "$root/host/path_bench_test.go" "$tmp/base/host/"
+(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./host)
+(cd "$root" && go test -c -o "$tmp/tree.test" ./host)
+for r in $(seq "$runs"); do
+	for v in base tree; do
+		dir=$root/host
+		[ "$v" = base ] && dir=$tmp/base/host
+		echo "== $v ($( [ "$v" = base ] && echo "$base" || echo "working tree")), run $r of $runs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+		(cd "$dir" && "$tmp/$v.test" -test.run '^$' -test.bench 'RequestPathMetrics$' -test.benchtime "$benchtime" \
+			-metrics.rounds "$rounds" -test.v 2>&1) | grep -E '^BenchmarkRequestPathMetrics-|rounds of|metrics (off|on) '
+	done
+done
