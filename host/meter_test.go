@@ -123,9 +123,11 @@ func TestMeterTimesEveryStage(t *testing.T) {
 }
 
 // TestMeterCountsWithQoS: with a qos block, whose queue holds requests
-// back (inflight_requests), the meter still counts every request's end
-// and times it end to end; it used to count none, the qos block's
-// watcher passing the tracker's reports on only to an observer.
+// back (inflight_requests), and metrics but no observer, the meter still
+// counts every request's end and its bytes and times it end to end; it
+// used to count none, the qos block's watcher passing the tracker's
+// reports on only to an observer (the meter, set as the tracker's
+// watcher before it, was replaced).
 func TestMeterCountsWithQoS(t *testing.T) {
 	const size, n = 4 << 10, 16
 	ctx := context.Background()
@@ -142,7 +144,7 @@ func TestMeterCountsWithQoS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var completed float64
+	var completed, bytes float64
 	var timed uint64
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
@@ -153,12 +155,17 @@ func TestMeterCountsWithQoS(t *testing.T) {
 			switch {
 			case mf.GetName() == "ferry_requests_total" && labels["state"] == "completed":
 				completed += m.GetCounter().GetValue()
+			case mf.GetName() == "ferry_bytes_total":
+				bytes += m.GetCounter().GetValue()
 			case mf.GetName() == "ferry_stage_duration_seconds" && labels["stage"] == "end_to_end":
 				timed += m.GetHistogram().GetSampleCount()
 			}
 		}
 	}
-	if completed != n || timed != n {
-		t.Errorf("meter counted %v completed requests and timed %d end to end, want %d of each", completed, timed, n)
+	if completed != n || timed != n || bytes != n*size {
+		t.Errorf("meter counted %v completed requests of %v bytes and timed %d end to end, want %d requests of %d bytes, each timed", completed, bytes, timed, n, n*size)
+	}
+	if q := e.QoS(); !q.On || len(q.Tenants) == 0 || q.Tenants[0].Admitted != n {
+		t.Errorf("QoS() = %+v, want the default tenant with %d admitted", q, n)
 	}
 }
