@@ -58,8 +58,9 @@ func (t *Transport) run(o *op, m *mapping) {
 		dst, src = src, dst
 	}
 	if o.low && t.set.bulkNice > 0 && n > bulkInlineMax {
-		// Bulk work runs on the nice workers, not on the lane's thread,
-		// however small the copy: see bulk_nice.
+		// Bulk work above bulkInlineMax runs on the nice workers, not
+		// on the lane's thread, even where inline_max would copy it
+		// inline: see bulk_nice.
 		t.stats.copiesBulk.Add(1)
 		t.bulk.dispatch(t, o, dst, src)
 		return
