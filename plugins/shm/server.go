@@ -69,8 +69,10 @@ func (t *Transport) acceptLoop(ln *net.UnixListener) {
 		}
 		if len(t.servers) >= t.set.maxConns {
 			t.mu.Unlock()
-			c.Close()
+			// Counted before the close, so that whoever sees the close
+			// sees the count too.
 			t.stats.connsRefused.Add(1)
+			c.Close()
 			if n, ok := fullLog.allow(time.Now()); ok {
 				t.log.Warn("refused a peer plugin's connection: max_conns connections are open; raise max_conns in the shm plugin's config block",
 					"max_conns", t.set.maxConns, "refused_since_last_log", n)
