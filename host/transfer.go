@@ -570,7 +570,7 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		// One lane carries everything: wait on its completion ring
 		// directly, so the plugin's wakeup lands here.
 		done := func() bool { return b.Done(deadlineClock(b)) }
-		for !l.WaitOn(e.tracker, done, ctx.Done(), waitUntil(b), small) {
+		for !l.WaitOn(e.tracker, done, ctx.Done(), waitUntil(b), small, e.lockedCallers) {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}

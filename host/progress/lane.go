@@ -249,7 +249,7 @@ func (l *Lane) Reap(t *Tracker) {
 		if l.Poll(t) > 0 {
 			continue
 		}
-		if !l.spinPending(l.spin) && l.waiters.Load() == 0 {
+		if !l.spinPending(l.spin, false) && l.waiters.Load() == 0 {
 			l.cq.Sleep(reapSleep)
 		}
 	}
@@ -292,8 +292,10 @@ func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 // wakeup lands on the goroutine that waits. It returns done().
 //
 // small says the batch waited for is small: WaitOn then spins for the
-// lane's small-batch budget (SetSpinSmall) before it sleeps.
-func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64, small bool) bool {
+// lane's small-batch budget (SetSpinSmall) before it sleeps. locked says
+// the calling goroutine is locked to its OS thread (a call from C): its
+// spin then yields only the thread (ring.YieldThread), never the P.
+func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64, small, locked bool) bool {
 	spin := l.spin
 	if small && l.spinSmall > spin {
 		spin = l.spinSmall
@@ -323,7 +325,7 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 			}
 			sleep = min(sleep, left)
 		}
-		if !l.spinPending(spin) {
+		if !l.spinPending(spin, locked) {
 			l.cq.Sleep(sleep)
 		}
 	}
@@ -334,8 +336,11 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 const waitSlice = 5 * time.Millisecond
 
 // spinPending polls the completion ring's indices for up to spin and
-// reports whether something arrived.
-func (l *Lane) spinPending(spin time.Duration) bool {
+// reports whether something arrived. Between looks it yields with
+// ring.Yield, or, for a goroutine locked to its thread (locked), with
+// ring.YieldThread: there runtime.Gosched hands the thread's P to
+// another thread and waits to get it back, two futex wakes per look.
+func (l *Lane) spinPending(spin time.Duration, locked bool) bool {
 	if spin <= 0 {
 		return l.cq.Pending()
 	}
@@ -349,7 +354,11 @@ func (l *Lane) spinPending(spin time.Duration) bool {
 			if spun >= spin {
 				return false
 			}
-			ring.Yield(spun)
+			if locked {
+				ring.YieldThread(spun)
+			} else {
+				ring.Yield(spun)
+			}
 		}
 	}
 }
