@@ -64,10 +64,11 @@ func TestUnregisterWithStalledPeer(t *testing.T) {
 // silentPeer accepts connections, answers the hello and then reads
 // everything and answers nothing.
 type silentPeer struct {
-	ln net.Listener
-	wg sync.WaitGroup
-	mu sync.Mutex
-	cs []net.Conn
+	ln     net.Listener
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	cs     []net.Conn
+	closed bool // the cleanup closed cs: a connection accepted after it is closed at once
 }
 
 func newSilentPeer(t *testing.T, segment string, incarnation uint64) *silentPeer {
@@ -85,6 +86,11 @@ func newSilentPeer(t *testing.T, segment string, incarnation uint64) *silentPeer
 				return
 			}
 			p.mu.Lock()
+			if p.closed { // accepted before ln.Close, seen after the cleanup closed the others
+				p.mu.Unlock()
+				c.Close()
+				return
+			}
 			p.cs = append(p.cs, c)
 			p.mu.Unlock()
 			p.wg.Add(1)
@@ -106,6 +112,7 @@ func newSilentPeer(t *testing.T, segment string, incarnation uint64) *silentPeer
 	t.Cleanup(func() {
 		ln.Close()
 		p.mu.Lock()
+		p.closed = true
 		for _, c := range p.cs {
 			c.Close()
 		}

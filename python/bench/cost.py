@@ -54,6 +54,14 @@ plugin "shm" {{}}
 """
 
 
+def config_of(plugins: str) -> str:
+    """CONFIG for this process, without tcp when plugins is "shm"."""
+    text = CONFIG.format(pid=os.getpid())
+    if plugins == "shm":
+        text = text.replace('plugin "tcp" {\n  config {\n    listen = ["127.0.0.1:0"]\n  }\n}\n', "")
+    return text
+
+
 def switches(pid: int) -> int:
     """Context switches (voluntary and not) of every thread of pid so far:
     a call that wakes other threads shows here, whatever the load."""
@@ -69,8 +77,9 @@ def switches(pid: int) -> int:
     return n
 
 
-def go_half(gobin: str) -> subprocess.Popen:
-    p = subprocess.Popen([gobin], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+def go_half(gobin: str, plugins: str = "") -> subprocess.Popen:
+    env = dict(os.environ, GOCOST_PLUGINS=plugins)
+    p = subprocess.Popen([gobin], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = p.stdout.readline().strip()
     if line != "ready":
         raise SystemExit(f"gocost did not start (said {line!r}, exit {p.poll()})")
@@ -93,6 +102,9 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--mode", choices=["transfer", "batch", "parts", "percall"], default="transfer")
     ap.add_argument("--gocost", help="a built gocost binary (default: go build it)")
+    ap.add_argument("--plugins", choices=["tcp,shm", "shm"], default="tcp,shm",
+                    help="the plugins both engines run: with shm alone an engine waits on its one lane (Lane.WaitOn), "
+                    "with two on every lane (spinWait)")
     args = ap.parse_args()
 
     if args.mode == "parts":
@@ -105,8 +117,8 @@ def main() -> None:
         gobin = os.path.join(tmp, "gocost")
         subprocess.run(["go", "build", "-o", gobin, "./python/bench/gocost"], cwd=REPO, check=True)
 
-    gop = go_half(gobin)
-    e = ferry.Engine(config_text=CONFIG.format(pid=os.getpid()))
+    gop = go_half(gobin, args.plugins)
+    e = ferry.Engine(config_text=config_of(args.plugins))
     mem = e.allocate(2 * SIZE)
     a = mem.numpy()
     a[:SIZE] = (bytearray(range(256)) * (SIZE // 256))

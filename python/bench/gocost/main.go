@@ -30,6 +30,13 @@ func run() error {
 	// its own segment by its control address; shm carries the bytes.
 	cfg := config.Default(fmt.Sprintf("gocost-%d", os.Getpid()))
 	cfg.Metastore = config.Metastore{Kind: config.MetastoreNone}
+	if only := os.Getenv("GOCOST_PLUGINS"); only != "" {
+		// The Python half's plugins (cost.py --plugins), e.g. "shm":
+		// with one plugin the engine waits on its lane (Lane.WaitOn).
+		cfg.Plugins = slices.DeleteFunc(cfg.Plugins, func(p config.Plugin) bool {
+			return !slices.Contains(strings.Split(only, ","), p.Name)
+		})
+	}
 	e, err := host.New(ctx, cfg)
 	if err != nil {
 		return err
