@@ -40,26 +40,29 @@ import ferry  # noqa: E402
 
 SIZE = 4 << 10
 
-CONFIG = """
+# The engine's blocks; config_of puts together the ones --plugins names
+# (gocost runs the same plugins: config.Default less those not named).
+HEAD = """
 name = "pycost-{pid}"
 metastore {{
   kind = "none"
 }}
-plugin "tcp" {{
-  config {{
-    listen = ["127.0.0.1:0"]
-  }}
-}}
-plugin "shm" {{}}
 """
+PLUGINS = {
+    "tcp": """plugin "tcp" {
+  config {
+    listen = ["127.0.0.1:0"]
+  }
+}
+""",
+    "shm": """plugin "shm" {}
+""",
+}
 
 
-def config_of(plugins: str) -> str:
-    """CONFIG for this process, without tcp when plugins is "shm"."""
-    text = CONFIG.format(pid=os.getpid())
-    if plugins == "shm":
-        text = text.replace('plugin "tcp" {\n  config {\n    listen = ["127.0.0.1:0"]\n  }\n}\n', "")
-    return text
+def config_of(plugins: str = "tcp,shm") -> str:
+    """This process's engine config with the plugins named ("tcp,shm" or "shm")."""
+    return HEAD.format(pid=os.getpid()) + "".join(PLUGINS[p] for p in plugins.split(","))
 
 
 def switches(pid: int) -> int:
@@ -352,7 +355,7 @@ def parts(args: argparse.Namespace) -> None:
     so = os.path.join(tmp, "stub.so")
     subprocess.run(["cc", "-O2", "-shared", "-fPIC", "-o", so, os.path.join(HERE, "stub.c")], check=True)
     stub = ffi.dlopen(so)
-    e = ferry.Engine(config_text=CONFIG.format(pid=os.getpid()))
+    e = ferry.Engine(config_text=config_of())
     mem = e.allocate(2 * SIZE)
     src = e.register(mem.view[:SIZE])
     dst = e.register(mem.view[SIZE:], ferry.Perm.REMOTE_READ_WRITE)
