@@ -51,6 +51,9 @@ type BlockList struct {
 	// against: a handle is replaced (never changed) when the segment's
 	// descriptor changes, and a replaced one is checked again.
 	bound atomic.Pointer[boundBlocks]
+	// routes[op&1] is the route the last submission of op took, and what
+	// it was chosen from (blockRoute).
+	routes [2]atomic.Pointer[blockRoute]
 }
 
 // boundBlocks is a block list fitted against one descriptor.
@@ -250,64 +253,124 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	if runs == 0 {
 		return out, nil
 	}
-	// One route for the call: the selector is asked about a block.
-	var sc submitCtx
-	first := bb.list.Next(src, 0, false)
-	req := Request{
-		Op: br.Op, Local: l.local[first.LocalOff : first.LocalOff+size : first.LocalOff+size], Segment: l.seg, Remote: l.remote + first.RemoteOff,
-		Priority: br.Priority, Deadline: br.Deadline, Transport: br.Transport, Intent: br.Intent, Tenant: br.Tenant, Policy: br.Policy,
-	}
-	ps, policy, err := e.choose(&req, rem, size)
-	if err != nil {
+	c := blockCall{l: l, bb: bb, rem: rem, merge: merge, base: uint64(addr(l.local))}
+	// The local memory may have been unregistered since the list was
+	// prepared: it is looked up again, as any request's is; once for the
+	// call where one registered buffer holds the whole local side (as
+	// PrepareBlocks found it), else run by run.
+	c.lreg, c.loff, c.whole = e.lookupLocal(c.base, l.side.Layout.Extent())
+	first := bb.list.Next(src, 0, merge)
+	// One route for the call: the selector is asked about its first
+	// block, or the list's last answer is taken while nothing it was
+	// chosen from changed (blockRoute).
+	if err := e.routeBlocks(&c, br, &first); err != nil {
 		return BlockTasks{}, fmt.Errorf("submit blocks: %w", err)
 	}
-	deadline := req.deadline()
-	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
-	if dflt {
-		deadline = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
-		req.Deadline = time.Unix(0, deadline)
+	deadline := c.req.deadline()
+	c.dflt = deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
+	if c.dflt {
+		deadline = c.sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
+		c.req.Deadline = time.Unix(0, deadline)
 	}
-	base := uint64(addr(l.local))
-	// The runs are put on the lane blockChunk at a time and published
-	// together: a plugin is woken once per chunk, not once per run; and
-	// a chunk's tasks are reserved with one call (one lock, one
-	// publication of the batch's count).
-	var chunk [blockChunk]putResult
-	var todo [blockChunk]blocks.Run
-	var lengths [blockChunk]uint64
+	c.deadline = deadline
+	// A call of a few runs works in small arrays: zeroing the chunk's
+	// arrays is a noticeable share of a call of one pair.
+	if runs <= smallChunk {
+		var todo [smallChunk]blocks.Run
+		var lengths [smallChunk]uint64
+		var put [smallChunk]putResult
+		e.putRuns(&c, b, src, first, todo[:], lengths[:], put[:])
+	} else {
+		var todo [blockChunk]blocks.Run
+		var lengths [blockChunk]uint64
+		var put [blockChunk]putResult
+		e.putRuns(&c, b, src, first, todo[:], lengths[:], put[:])
+	}
+	e.flushQueued(&c.sc)
+	return out, nil
+}
+
+// smallChunk is the most runs a block submission puts in its small
+// arrays.
+const smallChunk = 4
+
+// blockCall is one block submission as its stages pass it on: the list,
+// its binding, the request every task copies, the route and the local
+// buffer looked up for the call. It points at nothing on the caller's
+// stack (the BlockRequest, the pairs), which would move that to the heap:
+// the request's fields reach the engine's task records.
+type blockCall struct {
+	l     *BlockList
+	bb    *boundBlocks
+	rem   *remote
+	merge bool
+	base  uint64 // the address of the local side's block 0
+	// whole: one registered buffer, region lreg from offset loff, holds
+	// the local side from base to its end (looked up for this call).
+	whole    bool
+	lreg     uint32
+	loff     uint64
+	req      Request // the first block's; each task copies it
+	ps       *pluginState
+	policy   int
+	deadline int64
+	dflt     bool
+	sc       submitCtx
+}
+
+// blockLocal returns where the local bytes [base+off, base+off+n) of c's list
+// are registered now.
+func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) {
+	if c.whole {
+		return c.lreg, c.loff + off, true
+	}
+	return e.lookupLocal(c.base+off, n)
+}
+
+// putRuns puts c's runs, from first, on its plugin's lane: len(todo) at
+// a time, published together (a plugin is woken once per chunk, not once
+// per run), the chunk's tasks reserved with one call (one lock, one
+// publication of the batch's count). lengths and put are todo's
+// companions, of its length.
+func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, first blocks.Run, todo []blocks.Run, lengths []uint64, put []putResult) {
+	l, bb, ps, rem := c.l, c.bb, c.ps, c.rem
+	sc := &c.sc
 	for k := 0; k < src.Len(); {
 		nr := 0
 		for ; nr < len(todo) && k < src.Len(); nr++ {
-			todo[nr] = bb.list.Next(src, k, merge)
+			if k == 0 {
+				todo[nr] = first
+			} else {
+				todo[nr] = bb.list.Next(src, k, c.merge)
+			}
 			lengths[nr] = todo[nr].Length
 			k += todo[nr].N
 		}
 		pr := ps.run()
-		ln := e.laneOf(pr, ps, req.Priority)
+		ln := e.laneOf(pr, ps, c.req.Priority)
 		nc := 0
 		ln.Begin()
-		first, got := b.ReserveRun(lengths[:nr], deadline)
+		at, got := b.ReserveRun(lengths[:nr], c.deadline)
 		if got < nr {
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
 		for j := range todo[:got] {
 			run := &todo[j]
-			i := first + j
+			i := at + j
 			rec := e.path.record(b, i)
-			*rec = taskRecord{req: req, defaultDeadline: dflt}
+			*rec = taskRecord{req: c.req, defaultDeadline: c.dflt}
 			r := &rec.req
 			r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
 			r.Remote = l.remote + run.RemoteOff
-			e.noteQueued(b, i, &sc)
-			// The local memory may have been unregistered since the list
-			// was prepared: looked up again, as any request's is.
-			lreg, loff, ok := e.lookupLocal(base+run.LocalOff, run.Length)
+			e.noteQueued(b, i, sc)
+			var err error
+			lreg, loff, ok := e.blockLocal(c, run.LocalOff, run.Length)
 			if !ok {
-				err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, base+run.LocalOff, run.Length)
+				err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, c.base+run.LocalOff, run.Length)
 			} else {
-				err = e.admit(r, rem, &sc)
+				err = e.admit(r, rem, sc)
 			}
-			if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, &sc, false) {
+			if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, false) {
 				continue // held back (the dispatcher takes it on), or refused
 			}
 			if err != nil {
@@ -318,15 +381,99 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 			e.note(b, i, observe.Admitted, -1, 0, nil)
 			rec.hist.Tried = 1 << ps.idx
 			e.note(b, i, observe.Routed, ps.idx, 0, nil)
-			rt := routed{ps: ps, policy: policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
-			chunk[nc] = e.put(b, i, r, rem, rt, 0, &sc, pr, ln)
+			rt := routed{ps: ps, policy: c.policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
+			put[nc] = e.put(b, i, r, rem, rt, 0, sc, pr, ln)
 			nc++
 		}
 		ln.End()
-		for _, c := range chunk[:nc] {
-			e.cut(b, ln, ps, c)
+		for _, p := range put[:nc] {
+			e.cut(b, ln, ps, p)
 		}
 	}
-	e.flushQueued(&sc)
-	return out, nil
+}
+
+// blockRoute is the route a block list's submissions of one op took, with
+// what the selector chose it from: the segment's handle (which a change
+// of its descriptor or of the transports that opened it replaces), the
+// regions of the first block on each side (their memory kinds), the
+// request's routing fields and every plugin's run and whether it was
+// down (a restart is a new run). A submission whose own facts are these
+// takes the route without asking the selector again: what the selector
+// would answer is a function of them.
+type blockRoute struct {
+	rem        *remote
+	lreg, rreg uint32
+	lok        bool
+	prio       Priority
+	transport  string
+	intent     Intent
+	policyName string
+	plugins    pluginsNow
+	ps         *pluginState
+	policy     int
+}
+
+// pluginsNow is the state of every plugin as routing reads it.
+type pluginsNow struct {
+	runs [maxInlineCandidates]*pluginRun
+	down uint32 // bit i: plugin i is down (its process exited, not back yet)
+}
+
+// pluginsNow fills s with the plugins' state; false when there are too
+// many plugins to say (the route is then chosen every time).
+func (e *Engine) pluginsNow(s *pluginsNow) bool {
+	if len(e.plugins) > len(s.runs) {
+		return false
+	}
+	for i, ps := range e.plugins {
+		s.runs[i] = ps.cur.Load()
+		if ps.sv.Down() {
+			s.down |= 1 << i
+		}
+	}
+	return true
+}
+
+// routeBlocks sets c's request, br for the first block of run first, and
+// its route: the list's last route for c's op when it was chosen from
+// the same facts, else the selector's answer, which the list keeps.
+func (e *Engine) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) error {
+	l, size := c.l, c.l.side.Layout.BlockSize
+	c.req = Request{
+		Op: br.Op, Local: l.local[first.LocalOff : first.LocalOff+size : first.LocalOff+size], Segment: l.seg, Remote: l.remote + first.RemoteOff,
+		Priority: br.Priority, Deadline: br.Deadline, Transport: br.Transport, Intent: br.Intent, Tenant: br.Tenant, Policy: br.Policy,
+	}
+	var now blockRoute
+	now.rem, now.rreg = c.rem, first.Remote.Region
+	now.lreg, _, now.lok = e.blockLocal(c, first.LocalOff, size)
+	now.prio, now.transport, now.intent, now.policyName = br.Priority, br.Transport, br.Intent, br.Policy
+	slot := &l.routes[br.Op&1]
+	cacheable := e.pluginsNow(&now.plugins)
+	if cacheable {
+		if was := slot.Load(); was != nil && was.same(&now) {
+			c.ps, c.policy = was.ps, was.policy
+			return nil
+		}
+	}
+	ps, policy, err := e.choose(&c.req, c.rem, size)
+	if err != nil {
+		return err
+	}
+	c.ps, c.policy = ps, policy
+	var after pluginsNow
+	if cacheable && e.pluginsNow(&after) && after == now.plugins {
+		// Nothing changed while the selector looked: its answer is the
+		// one for these facts.
+		now.ps, now.policy = ps, policy
+		kept := new(blockRoute)
+		*kept = now
+		slot.Store(kept)
+	}
+	return nil
+}
+
+// same reports whether r was chosen from the facts of now.
+func (r *blockRoute) same(now *blockRoute) bool {
+	return r.rem == now.rem && r.lreg == now.lreg && r.rreg == now.rreg && r.lok == now.lok && r.prio == now.prio &&
+		r.plugins == now.plugins && r.transport == now.transport && r.intent == now.intent && r.policyName == now.policyName
 }

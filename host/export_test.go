@@ -13,3 +13,7 @@ func PluginPID(e *Engine, name string) int {
 	}
 	return 0
 }
+
+// BatchNumber returns the number observer events give id's batch
+// (observe.Event.Batch).
+func BatchNumber(id BatchID) uint64 { return id.b.ID() }
