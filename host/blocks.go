@@ -54,6 +54,7 @@ type BlockList struct {
 	// routes[op&1] is the route the last submission of op took, and what
 	// it was chosen from (blockRoute).
 	routes [2]atomic.Pointer[blockRoute]
+	clock  wallClock // the time a submission's default deadline counts from
 }
 
 // boundBlocks is a block list fitted against one descriptor.
@@ -269,7 +270,9 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	deadline := c.req.deadline()
 	c.dflt = deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
 	if c.dflt {
-		deadline = c.sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
+		now := l.clock.now()
+		c.sc.wall = time.Unix(0, now)
+		deadline = now + int64(e.cfg.Transfer.DefaultDeadline)
 		c.req.Deadline = time.Unix(0, deadline)
 	}
 	c.deadline = deadline
@@ -476,4 +479,32 @@ func (e *Engine) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) 
 func (r *blockRoute) same(now *blockRoute) bool {
 	return r.rem == now.rem && r.lreg == now.lreg && r.rreg == now.rreg && r.lok == now.lok && r.prio == now.prio &&
 		r.plugins == now.plugins && r.transport == now.transport && r.intent == now.intent && r.policyName == now.policyName
+}
+
+// wallClock tells the time with one clock read, not the two of
+// time.Now: the wall time of a reading at most wallRefresh old, plus the
+// monotonic time since. On some machines a clock read is a noticeable
+// share of a small submission's cost. A step of the wall clock shows
+// within wallRefresh.
+type wallClock struct{ base atomic.Pointer[wallReading] }
+
+// wallReading is a time.Now reading and its wall time in unix ns.
+type wallReading struct {
+	t    time.Time
+	unix int64
+}
+
+// wallRefresh is how old the wall reading of a wallClock may be.
+const wallRefresh = time.Second
+
+// now returns the time in unix ns.
+func (c *wallClock) now() int64 {
+	if b := c.base.Load(); b != nil {
+		if d := time.Since(b.t); d >= 0 && d < wallRefresh {
+			return b.unix + int64(d)
+		}
+	}
+	t := time.Now()
+	c.base.Store(&wallReading{t: t, unix: t.UnixNano()})
+	return t.UnixNano()
 }
