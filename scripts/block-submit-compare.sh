@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Compares BenchmarkBlockSubmit (host/path_bench_test.go) between an old
+# revision and the working tree: builds host's test binary for each (the
+# old one from `git archive REV`), runs them interleaved (old, new, old,
+# new, ...) and prints, per row, the median and min-max of ns/request and
+# of the submitting thread's cpu-ns/request, with allocs/request, for
+# each build.
+#
+#   scripts/block-submit-compare.sh [--old REV] [--runs 3] [--bench 'BlockSubmit/shm/'] [--benchtime 20x]
+#
+# Run it on a quiet machine (the load average is printed with each run):
+# a run of the shm rows takes about 15 s.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+old=7c8dce7 runs=3 bench='BlockSubmit/shm/' benchtime=20x
+while [ $# -gt 0 ]; do
+	case $1 in
+	--old) old=$2; shift 2 ;;
+	--runs) runs=$2; shift 2 ;;
+	--bench) bench=$2; shift 2 ;;
+	--benchtime) benchtime=$2; shift 2 ;;
+	*) echo "unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir "$tmp/old"
+git -C "$root" archive "$old" | tar -x -C "$tmp/old"
+(cd "$tmp/old/host" && go test -c -o "$tmp/old.test" .)
+(cd "$root/host" && go test -c -o "$tmp/new.test" .)
+for r in $(seq "$runs"); do
+	for b in old new; do
+		dir=$root/host
+		[ $b = old ] && dir=$tmp/old/host
+		echo "run $r $b: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+		(cd "$dir" && "$tmp/$b.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") |
+			awk -v b=$b '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, row, v["ns/request"], v["cpu-ns/request"], v["allocs/request"] }' >>"$tmp/rows"
+	done
+done
+python3 - "$tmp/rows" <<'PY'
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    b, row, ns, cpu, allocs = line.split()
+    rows.setdefault(row, {}).setdefault(b, []).append((float(ns), float(cpu), float(allocs)))
+def med(v):
+    v = sorted(v)
+    return "%.1f [%.1f-%.1f]" % (v[(len(v) - 1) // 2], v[0], v[-1])
+for row in rows:
+    for b in ("old", "new"):
+        if b in rows[row]:
+            r = rows[row][b]
+            print("%-46s %s  ns/request %-24s cpu-ns/request %-24s allocs/request max %g" % (
+                row, b, med([x[0] for x in r]), med([x[1] for x in r]), max(x[2] for x in r)))
+PY
