@@ -33,8 +33,13 @@ for r in $(seq "$runs"); do
 		dir=$root/host
 		[ $b = old ] && dir=$tmp/old/host
 		echo "run $r $b: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-		(cd "$dir" && "$tmp/$b.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") |
-			awk -v b=$b '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, row, v["ns/request"], v["cpu-ns/request"], v["allocs/request"] }' >>"$tmp/rows"
+		# The engines' logs go to a file, shown only when a run fails.
+		if ! (cd "$dir" && "$tmp/$b.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") >"$tmp/out" 2>"$tmp/log"; then
+			tail -n 40 "$tmp/log" >&2
+			cat "$tmp/out" >&2
+			exit 1
+		fi
+		awk -v b=$b '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, row, v["ns/request"], v["cpu-ns/request"], v["allocs/request"] }' "$tmp/out" >>"$tmp/rows"
 	done
 done
 python3 - "$tmp/rows" <<'PY'
