@@ -73,6 +73,16 @@ func (s *slot) bulkNice() int {
 	return 0
 }
 
+// bulkChunk bounds the payload bytes one system call of s's connection
+// moves: bulk_chunk for a bulk slot of a peer with priority slots, else 0
+// (no bound).
+func (s *slot) bulkChunk() int {
+	if s.p.prio && !s.prio {
+		return s.t.set.bulkChunk
+	}
+	return 0
+}
+
 // lowerThread runs the calling goroutine on a thread of niceness nice
 // until it calls the restore it returns (sdk.LowerThread); it warns once
 // when the kernel refuses.
