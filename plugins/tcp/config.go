@@ -37,6 +37,8 @@ import (
 //	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
 //	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
 //	  bulk_nice                = 0             # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
+//	  bulk_chunk               = "256KiB"      # most payload bytes per system call on a bulk connection, 16KiB..1GiB;
+//	                                           # 0: no bound; default 256KiB with bulk_nice > 0, else 0 (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -123,6 +125,7 @@ const (
 	DefaultHandshakeTimeout      = 5 * time.Second
 	MinSecretLen                 = kit.MinSecretLen
 	maxMaxConnections            = 1 << 20
+	DefaultBulkChunk             = 256 << 10 // bulk_chunk where bulk_nice is on and bulk_chunk is not set
 	minBulkChunk                 = 16 << 10
 	maxBulkChunk                 = 1 << 30
 )
@@ -253,11 +256,13 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	if err := st.Size("bulk_chunk", c.BulkChunk, c.BulkChunkRange, maxBulkChunk, &chunk); err != nil {
 		return settings{}, err
 	}
-	if c.BulkChunk != nil {
-		if chunk != 0 && chunk < minBulkChunk {
-			return settings{}, st.Errorf("bulk_chunk", c.BulkChunkRange, "%q is below 16KiB; use 0 (no bound) or 16KiB..1GiB", *c.BulkChunk)
-		}
+	switch {
+	case c.BulkChunk != nil && chunk != 0 && chunk < minBulkChunk:
+		return settings{}, st.Errorf("bulk_chunk", c.BulkChunkRange, "%q is below 16KiB; use 0 (no bound) or 16KiB..1GiB", *c.BulkChunk)
+	case c.BulkChunk != nil:
 		s.bulkChunk = int(chunk)
+	case s.bulkNice > 0:
+		s.bulkChunk = DefaultBulkChunk // nice bulk threads yield only between system calls (prio.go)
 	}
 	return s, nil
 }

@@ -59,6 +59,22 @@ func (p *peer) slotFor(d *ring.Descriptor) *slot {
 // Without priority connections nothing runs nice: a bulk connection
 // would carry high-priority descriptors too. The listener goes by its own
 // priority_connection, taking its dialers to be configured alike.
+//
+// Niceness alone is not enough: a thread gives up its core to a waking
+// one only at a scheduling point, and a kernel built without full
+// preemption (PREEMPT_NONE, common on servers and VMs) has none inside
+// one read or write system call. A writev of a 4 MiB batch through the
+// loopback, or a readv of a 1 MiB payload, then keeps the core for as
+// long as the kernel copies, whatever the thread's niceness, and the
+// high-priority goroutines' wakeups wait for it. So a bulk connection
+// moves at most bulk_chunk payload bytes per system call (default 256KiB
+// where bulk_nice is on): the nice thread comes back to user space,
+// where it can be preempted, every few tens of microseconds. Measured
+// with a scratch recorder of the per-hop times of high-priority reads in
+// `ferry bench --qos` over tcp (two loaded cores): the time from the
+// initiator's send to the peer's goroutine reading the request grew
+// from a p50 of 9 us alone to a p99 of 2-3 ms beside the bulk, the
+// answer's way back likewise; with bulk_chunk 256KiB, about 1 ms each.
 
 // bulkFrame is the frame length from which a served connection runs on a
 // nice thread.
