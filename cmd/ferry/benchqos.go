@@ -47,7 +47,7 @@ func runQoSBench(o qosOpts) error {
 	}
 	defer e.Close()
 	name := fmt.Sprintf("bench-target-%d", os.Getpid())
-	t, err := startTarget(append([]string{"--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total)}, o.lf.args()...)...)
+	t, err := startTarget(append(targetArgs(o.cfgPath, name, e.MetastoreURL(), total), o.lf.args()...)...)
 	if err != nil {
 		return err
 	}
@@ -87,6 +87,21 @@ func runQoSBench(o qosOpts) error {
 		}
 	}
 	return nil
+}
+
+// targetArgs are the target engine's `ferry run` arguments. It runs with
+// the initiator's config (its name and metastore overridden): the engines
+// are configured alike, as in a deployment where both ends isolate their
+// bulk work. The target serves every bulk write and high-priority read,
+// so its plugins' settings (tcp's bulk_nice on the listener) decide much
+// of what the figures show; before, it ran the built-in config whatever
+// --config said, and its tcp plugin served the bulk at niceness 0.
+func targetArgs(cfgPath, name, metastore string, expose int64) []string {
+	args := []string{"--name", name, "--metastore", metastore, "--expose", fmt.Sprint(expose)}
+	if cfgPath != "" {
+		args = append(args, "--config", cfgPath)
+	}
+	return args
 }
 
 // qosBench is one run's engines and buffers: stream i owns bytes

@@ -334,3 +334,16 @@ func TestQoSScenarioEngines(t *testing.T) {
 		t.Errorf("the promotion configs differ in more than promotion:\n%+v\n%+v", off.QoS, on.QoS)
 	}
 }
+
+// TestTargetArgs: the target engine runs with the initiator's config when
+// there is one (configured alike), and with the built-in one otherwise.
+func TestTargetArgs(t *testing.T) {
+	got := strings.Join(targetArgs("engine.hcl", "t", "http://m", 42), " ")
+	if want := "--name t --metastore http://m --expose 42 --config engine.hcl"; got != want {
+		t.Errorf("with a config: %q, want %q", got, want)
+	}
+	got = strings.Join(targetArgs("", "t", "http://m", 42), " ")
+	if want := "--name t --metastore http://m --expose 42"; got != want {
+		t.Errorf("without one: %q, want %q", got, want)
+	}
+}

@@ -67,7 +67,11 @@
 // priority, every request's default, rides the bulk connections; 10 is
 // what docs' isolation figures use;
 // sdk.LowerThread): the kernel's copies of bulk frames then leave the
-// cores to the priority connection's goroutines when they wake.
+// cores to the priority connection's goroutines when they wake. Since a
+// thread yields only between system calls on a kernel without full
+// preemption, a bulk connection then also moves at most bulk_chunk
+// payload bytes per read or write system call (default 256KiB with
+// bulk_nice on, else no bound).
 //
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the
