@@ -41,9 +41,11 @@ import (
 // a few microseconds only, while the nice threads themselves keep
 // BulkSlice (LowerThread sets it): their bursts are not cut into
 // thousands of preemptions, and their own wakeups do not preempt.
-// Measured with `ferry bench --qos` over tcp on two loaded cores (tcp's
-// bulk_nice = 10, 4 and 6 runs interleaved): the HIGH 4 KiB p99 beside
-// the bulk fell from 4.95 ms to 1.8 ms with LOW's throughput within noise.
+// Measured with `ferry bench --qos` over tcp alone on two loaded cores
+// (tcp's bulk_nice = 10, these slices for every plugin thread against
+// 20 ms, two campaigns of 4 and 6 runs interleaved): the HIGH 4 KiB p99
+// beside the bulk, median of the runs, 4.95 -> 1.80 ms and 2.52 -> 1.79
+// ms, LOW's throughput 1.72 -> 1.61 and 1.44 -> 1.48 GB/s.
 
 // LatencySlice is the slice RequestSlice asks for where a plugin
 // separates its bulk work (the kernel's smallest is 100 us).

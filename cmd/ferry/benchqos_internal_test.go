@@ -347,3 +347,17 @@ func TestTargetArgs(t *testing.T) {
 		t.Errorf("without one: %q, want %q", got, want)
 	}
 }
+
+// TestQoSEngineConfigs: every engine config in bench/scenarios/engines
+// loads.
+func TestQoSEngineConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../bench/scenarios/engines/*.hcl")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("engine configs: %v, %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := config.Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
