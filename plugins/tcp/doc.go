@@ -71,7 +71,10 @@
 // thread yields only between system calls on a kernel without full
 // preemption, a bulk connection then also moves at most bulk_chunk
 // payload bytes per read or write system call (default 256KiB with
-// bulk_nice on, else no bound).
+// bulk_nice on, else no bound), and the plugin asks short scheduler
+// slices for its threads (sdk.RequestSlice), the nice ones keeping long
+// ones, so that a woken priority goroutine's thread preempts a bulk one
+// at once (prio.go).
 //
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the
