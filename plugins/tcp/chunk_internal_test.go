@@ -129,25 +129,25 @@ func TestChunkedLinkOverTCP(t *testing.T) {
 	}
 }
 
-// TestBulkChunkDefault: bulk_chunk is on by default only where bulk_nice
-// is, and an explicit value (0 included) wins.
+// TestBulkChunkDefault: bulk_chunk and short_slices are off unless set,
+// bulk_nice or not.
 func TestBulkChunkDefault(t *testing.T) {
 	for _, c := range []struct {
 		config string
-		want   int
+		chunk  int
+		short  bool
 	}{
-		{``, 0},
-		{`bulk_nice = 10`, DefaultBulkChunk},
-		{"bulk_nice = 10\nbulk_chunk = 0", 0},
-		{"bulk_nice = 10\nbulk_chunk = \"64KiB\"", 64 << 10},
-		{`bulk_chunk = "32KiB"`, 32 << 10},
+		{``, 0, false},
+		{`bulk_nice = 10`, 0, false},
+		{"bulk_nice = 10\nbulk_chunk = \"256KiB\"\nshort_slices = true", 256 << 10, true},
+		{`bulk_chunk = "32KiB"`, 32 << 10, false},
 	} {
 		s, err := parseConfig(sdk.StartConfig{Engine: "e", Config: []byte(c.config)})
 		if err != nil {
 			t.Fatalf("%q: %v", c.config, err)
 		}
-		if s.bulkChunk != c.want {
-			t.Errorf("%q: bulk_chunk %d, want %d", c.config, s.bulkChunk, c.want)
+		if s.bulkChunk != c.chunk || s.shortSlices != c.short {
+			t.Errorf("%q: bulk_chunk %d, short_slices %v; want %d, %v", c.config, s.bulkChunk, s.shortSlices, c.chunk, c.short)
 		}
 	}
 }

@@ -37,8 +37,9 @@ import (
 //	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
 //	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
 //	  bulk_nice                = 0             # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
-//	  bulk_chunk               = "256KiB"      # most payload bytes per system call on a bulk connection, 16KiB..1GiB;
-//	                                           # 0: no bound; default 256KiB with bulk_nice > 0, else 0 (prio.go)
+//	  bulk_chunk               = 0             # most payload bytes per system call on a bulk connection,
+//	                                           # 16KiB..1GiB; 0: no bound (prio.go)
+//	  short_slices             = false         # with bulk_nice: short scheduler slices for the other threads (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -89,6 +90,7 @@ type Config struct {
 	PriorityConnection    *bool    `hcl:"priority_connection,optional"`
 	BulkNice              *int     `hcl:"bulk_nice,optional"`
 	BulkChunk             *string  `hcl:"bulk_chunk,optional"`
+	ShortSlices           *bool    `hcl:"short_slices,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -125,7 +127,6 @@ const (
 	DefaultHandshakeTimeout      = 5 * time.Second
 	MinSecretLen                 = kit.MinSecretLen
 	maxMaxConnections            = 1 << 20
-	DefaultBulkChunk             = 256 << 10 // bulk_chunk where bulk_nice is on and bulk_chunk is not set
 	minBulkChunk                 = 16 << 10
 	maxBulkChunk                 = 1 << 30
 )
@@ -149,6 +150,7 @@ type settings struct {
 	prioConn         bool   // a connection per peer and rail for high-priority descriptors (prio.go)
 	bulkNice         int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
 	bulkChunk        int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
+	shortSlices      bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
 }
 
 func defaultSettings() settings {
@@ -256,13 +258,12 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	if err := st.Size("bulk_chunk", c.BulkChunk, c.BulkChunkRange, maxBulkChunk, &chunk); err != nil {
 		return settings{}, err
 	}
-	switch {
-	case c.BulkChunk != nil && chunk != 0 && chunk < minBulkChunk:
+	if c.BulkChunk != nil && chunk != 0 && chunk < minBulkChunk {
 		return settings{}, st.Errorf("bulk_chunk", c.BulkChunkRange, "%q is below 16KiB; use 0 (no bound) or 16KiB..1GiB", *c.BulkChunk)
-	case c.BulkChunk != nil:
-		s.bulkChunk = int(chunk)
-	case s.bulkNice > 0:
-		s.bulkChunk = DefaultBulkChunk // nice bulk threads yield only between system calls (prio.go)
+	}
+	s.bulkChunk = int(chunk)
+	if c.ShortSlices != nil {
+		s.shortSlices = *c.ShortSlices
 	}
 	return s, nil
 }

@@ -116,7 +116,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	if err != nil {
 		return nil, err
 	}
-	if set.bulkNice > 0 && set.prioConn {
+	if set.shortSlices && set.bulkNice > 0 && set.prioConn {
 		t.shortSlices() // prio.go
 	}
 	var lc net.ListenConfig

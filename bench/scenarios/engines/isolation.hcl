@@ -1,10 +1,11 @@
 # The engines' config for the isolation check of `ferry bench --qos
 # default` (bench/scenarios/mixed.hcl): tcp and shm, three lanes with the
 # high class on a lane of its own, the low class's in-flight bytes bounded,
-# and tcp's bulk connections on nice threads (bulk_nice; with it, tcp's
-# bulk_chunk and short scheduler slices for its other threads, docs/qos.md
-# "Bulk work at a lower CPU priority"). The bench's target engine runs with
-# the same config.
+# and tcp's bulk connections on nice threads (bulk_nice), in chunks of
+# 256KiB per system call (bulk_chunk), with short scheduler slices for the
+# plugin's other threads (short_slices): docs/qos.md "Bulk work at a lower
+# CPU priority". The bench's target engine runs with the same config.
+# Compare with bulk_chunk and short_slices taken out (their defaults).
 #
 #   ferry bench --qos default --config bench/scenarios/engines/isolation.hcl
 
@@ -17,8 +18,10 @@ metastore {
 
 plugin "tcp" {
   config {
-    listen    = ["127.0.0.1:0"]
-    bulk_nice = 10
+    listen       = ["127.0.0.1:0"]
+    bulk_nice    = 10
+    bulk_chunk   = "256KiB"
+    short_slices = true
   }
 }
 
