@@ -335,8 +335,8 @@ func TestQoSScenarioEngines(t *testing.T) {
 	}
 }
 
-// TestTargetArgs: the target engine runs with the initiator's config when
-// there is one (configured alike), and with the built-in one otherwise.
+// TestTargetArgs: the target engine runs with --target-config when there
+// is one, and with the built-in config otherwise.
 func TestTargetArgs(t *testing.T) {
 	got := strings.Join(targetArgs("engine.hcl", "t", "http://m", 42), " ")
 	if want := "--name t --metastore http://m --expose 42 --config engine.hcl"; got != want {

@@ -1,5 +1,4 @@
-# The engines' config (the bench's target runs it too) for
-# bench/scenarios/caps.hcl: tcp and shm, and a
+# The initiator's config for bench/scenarios/caps.hcl: tcp and shm, and a
 # qos block that caps one tenant per transport at the rate the scenario's
 # tenant block reports against.
 #

@@ -4,10 +4,12 @@
 # and tcp's bulk connections on nice threads (bulk_nice), in chunks of
 # 256KiB per system call (bulk_chunk), with short scheduler slices for the
 # plugin's other threads (short_slices): docs/qos.md "Bulk work at a lower
-# CPU priority". The bench's target engine runs with the same config.
-# Compare with bulk_chunk and short_slices taken out (their defaults).
+# CPU priority". Give the bench's target engine the same config, or its
+# tcp plugin serves the bulk at the built-in config's settings. Compare
+# with bulk_chunk and short_slices taken out (their defaults).
 #
-#   ferry bench --qos default --config bench/scenarios/engines/isolation.hcl
+#   ferry bench --qos default --config bench/scenarios/engines/isolation.hcl \
+#     --target-config bench/scenarios/engines/isolation.hcl
 
 name = "bench-isolation"
 
