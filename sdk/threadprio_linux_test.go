@@ -132,3 +132,53 @@ func TestNiceThreadsCapTheirPs(t *testing.T) {
 		t.Errorf("after every nice thread was restored GOMAXPROCS is %d, want %d", got, base)
 	}
 }
+
+// threadSlice reads thread tid's scheduler slice (sched_attr's runtime).
+func threadSlice(t *testing.T, tid int) uint64 {
+	t.Helper()
+	a, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a.Runtime
+}
+
+// TestLowerThreadSlice: after RequestSlice(LatencySlice), a thread that
+// LowerThread makes nice has BulkSlice while it is nice and LatencySlice
+// again after restore. A kernel without custom slices (before 6.12)
+// answers the slice it always has, which the test cannot tell apart.
+func TestLowerThreadSlice(t *testing.T) {
+	if err := RequestSlice(LatencySlice); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = RequestSlice(0) })
+	runtime.LockOSThread()
+	probe := threadSlice(t, unix.Gettid())
+	runtime.UnlockOSThread()
+	if probe != uint64(LatencySlice) {
+		t.Skipf("the kernel answers a slice of %d ns after asking %v: no custom slices here", probe, LatencySlice)
+	}
+	type seen struct {
+		tid           int
+		during, after uint64
+	}
+	got := make(chan seen)
+	go func() {
+		restore, err := LowerThread(5)
+		if err != nil {
+			t.Error(err)
+		}
+		s := seen{tid: unix.Gettid()}
+		s.during = threadSlice(t, s.tid)
+		restore()
+		s.after = threadSlice(t, s.tid)
+		got <- s
+	}()
+	s := <-got
+	if s.during != uint64(BulkSlice) {
+		t.Errorf("the nice thread's slice is %d ns, want %v", s.during, BulkSlice)
+	}
+	if s.after != uint64(LatencySlice) {
+		t.Errorf("after restore the thread's slice is %d ns, want %v", s.after, LatencySlice)
+	}
+}

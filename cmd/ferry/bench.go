@@ -158,6 +158,7 @@ func cmdBench(args []string) error {
 	sweep := fs.String("sweep", "", "measure each of these sizes in turn, like 4KiB,64KiB,1MiB,16MiB (\"all\": 4KiB to 64MiB by 4x), one row each")
 	plotPath := fs.String("plot", "", "with --sweep: draw throughput and p50 latency against size, Ferry beside its baseline, into this PNG")
 	jsonl := fs.String("jsonl", "", "append each row as one JSON line to this file")
+	fs.String("target-config", "", "with --qos: the target engine's HCL config (default: the built-in one; name the --config file to configure both engines alike)")
 	qos := fs.String("qos", "", "run this QoS scenario file (\"default\": the built-in one) instead of one stream: per-class p50/p99/p999, goodput, SLO attainment, Jain's fairness across tenants, isolation leakage")
 	lf := addLogFlags(fs)
 	fs.Parse(args)

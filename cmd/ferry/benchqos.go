@@ -23,10 +23,12 @@ import (
 type qosOpts struct {
 	sc      *qosScenario
 	cfgPath string
-	asJSON  bool
-	jsonl   string
-	lf      logFlags
-	nonce   uint64
+	// targetCfg is the target engine's config file ("": the built-in one).
+	targetCfg string
+	asJSON    bool
+	jsonl     string
+	lf        logFlags
+	nonce     uint64
 }
 
 // runQoSBench runs the scenario over each of its transports, one after
@@ -47,7 +49,7 @@ func runQoSBench(o qosOpts) error {
 	}
 	defer e.Close()
 	name := fmt.Sprintf("bench-target-%d", os.Getpid())
-	t, err := startTarget(append([]string{"--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total)}, o.lf.args()...)...)
+	t, err := startTarget(append(targetArgs(o.targetCfg, name, e.MetastoreURL(), total), o.lf.args()...)...)
 	if err != nil {
 		return err
 	}
@@ -87,6 +89,20 @@ func runQoSBench(o qosOpts) error {
 		}
 	}
 	return nil
+}
+
+// targetArgs are the target engine's `ferry run` arguments: with
+// --target-config its config (name and metastore overridden), else the
+// built-in one. The target serves every bulk write and high-priority
+// read, so its plugins' settings (tcp's bulk_nice on the listener) decide
+// much of what the figures show: with the built-in config its tcp plugin
+// serves the bulk at niceness 0 whatever --config says.
+func targetArgs(targetCfg, name, metastore string, expose int64) []string {
+	args := []string{"--name", name, "--metastore", metastore, "--expose", fmt.Sprint(expose)}
+	if targetCfg != "" {
+		args = append(args, "--config", targetCfg)
+	}
+	return args
 }
 
 // qosBench is one run's engines and buffers: stream i owns bytes
@@ -826,16 +842,20 @@ func targetSum(t *target, off, n int64) ([sha256.Size]byte, error) {
 
 // cmdBenchQoS is `ferry bench --qos SCENARIO`: --transport (a list, like
 // tcp,shm), --duration and --warmup, when given, override the
-// scenario's; the flags that shape one stream do not apply.
+// scenario's, --target-config names the target engine's config; the
+// flags that shape one stream do not apply.
 func cmdBenchQoS(fs *flag.FlagSet, path, cfgPath string, asJSON bool, jsonl string, lf logFlags) error {
 	sc, err := loadQoSScenario(path)
 	if err != nil {
 		return err
 	}
 	var bad []string
+	targetCfg := ""
 	fs.Visit(func(f *flag.Flag) {
 		switch f.Name {
 		case "qos", "config", "json", "jsonl", "log-level", "log-format":
+		case "target-config":
+			targetCfg = f.Value.String()
 		case "transport":
 			sc.Transports = strings.Split(f.Value.String(), ",")
 		case "duration", "warmup":
@@ -854,5 +874,5 @@ func cmdBenchQoS(fs *flag.FlagSet, path, cfgPath string, asJSON bool, jsonl stri
 	if len(bad) > 0 {
 		return fmt.Errorf("--qos takes its streams from the scenario; these flags do not apply to it: %s", strings.Join(bad, ", "))
 	}
-	return runQoSBench(qosOpts{sc: sc, cfgPath: cfgPath, asJSON: asJSON, jsonl: jsonl, lf: lf, nonce: uint64(time.Now().UnixNano())})
+	return runQoSBench(qosOpts{sc: sc, cfgPath: cfgPath, targetCfg: targetCfg, asJSON: asJSON, jsonl: jsonl, lf: lf, nonce: uint64(time.Now().UnixNano())})
 }

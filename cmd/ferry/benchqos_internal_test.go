@@ -334,3 +334,30 @@ func TestQoSScenarioEngines(t *testing.T) {
 		t.Errorf("the promotion configs differ in more than promotion:\n%+v\n%+v", off.QoS, on.QoS)
 	}
 }
+
+// TestTargetArgs: the target engine runs with --target-config when there
+// is one, and with the built-in config otherwise.
+func TestTargetArgs(t *testing.T) {
+	got := strings.Join(targetArgs("engine.hcl", "t", "http://m", 42), " ")
+	if want := "--name t --metastore http://m --expose 42 --config engine.hcl"; got != want {
+		t.Errorf("with a config: %q, want %q", got, want)
+	}
+	got = strings.Join(targetArgs("", "t", "http://m", 42), " ")
+	if want := "--name t --metastore http://m --expose 42"; got != want {
+		t.Errorf("without one: %q, want %q", got, want)
+	}
+}
+
+// TestQoSEngineConfigs: every engine config in bench/scenarios/engines
+// loads.
+func TestQoSEngineConfigs(t *testing.T) {
+	files, err := filepath.Glob("../../bench/scenarios/engines/*.hcl")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("engine configs: %v, %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := config.Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}

@@ -57,3 +57,33 @@ func TestBulkNice(t *testing.T) {
 		})
 	}
 }
+
+// TestBulkChunk: with bulk_chunk far below the frame size, a bulk
+// connection's low write and its low read back move their bytes whole (the
+// sender's writev, the listener's readv of the payload and its writev of
+// a read's answer, the dialer's readv of it, all in many calls), and the
+// priority connection, which is not chunked, still serves a high read.
+func TestBulkChunk(t *testing.T) {
+	w := newWorld(t, 4<<20, "connections_per_peer = 1\nbulk_nice = 0\nbulk_chunk = \"16KiB\"")
+	fill(w.src, 7)
+	fill(w.ro, 8)
+	const n = 2<<20 + 4096
+	d := write(aSrc, 0, bRW, 0, n)
+	d.Prio = uint8(sdk.PriorityLow)
+	if got := w.do(t, d); got.Status != ring.StatusOK {
+		t.Fatalf("low write: %v", got.Status)
+	}
+	plugintest.MustEqual(t, "low write", w.rw[:n], w.src[:n])
+	r := read(aDst, 0, bRW, 0, n)
+	r.Prio = uint8(sdk.PriorityLow)
+	if got := w.do(t, r); got.Status != ring.StatusOK {
+		t.Fatalf("low read: %v", got.Status)
+	}
+	plugintest.MustEqual(t, "low read", w.dst[:n], w.src[:n])
+	h := read(aDst, n, bRO, 4096, 4096)
+	h.Prio = uint8(sdk.PriorityHigh)
+	if got := w.do(t, h); got.Status != ring.StatusOK {
+		t.Fatalf("high read: %v", got.Status)
+	}
+	plugintest.MustEqual(t, "high read", w.dst[n:n+4096], w.ro[4096:8192])
+}

@@ -659,6 +659,7 @@ func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientCo
 		closing: make(chan struct{}), readerDone: make(chan struct{}),
 	}
 	cc.link.rw = newRawWriter(nc)
+	cc.link.chunk = s.bulkChunk()
 	cc.stopAfter = context.AfterFunc(s.p.ctx, cc.close)
 	return cc
 }

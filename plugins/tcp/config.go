@@ -37,6 +37,9 @@ import (
 //	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
 //	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
 //	  bulk_nice                = 0             # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
+//	  bulk_chunk               = 0             # most payload bytes per system call on a bulk connection,
+//	                                           # 16KiB..1GiB; 0: no bound (prio.go)
+//	  short_slices             = false         # with bulk_nice: short scheduler slices for the other threads (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -86,6 +89,8 @@ type Config struct {
 	MaxReceiveBuffer      *string  `hcl:"max_receive_buffer,optional"`
 	PriorityConnection    *bool    `hcl:"priority_connection,optional"`
 	BulkNice              *int     `hcl:"bulk_nice,optional"`
+	BulkChunk             *string  `hcl:"bulk_chunk,optional"`
+	ShortSlices           *bool    `hcl:"short_slices,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -101,6 +106,7 @@ type Config struct {
 	MaxStartupsRange           hcl.Range `hcl:"max_startups,attr_value_range"`
 	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
 	BulkNiceRange              hcl.Range `hcl:"bulk_nice,attr_value_range"`
+	BulkChunkRange             hcl.Range `hcl:"bulk_chunk,attr_value_range"`
 	MaxHeldResponsesRange      hcl.Range `hcl:"max_held_responses,attr_value_range"`
 	MaxReceiveBufferRange      hcl.Range `hcl:"max_receive_buffer,attr_value_range"`
 }
@@ -121,6 +127,8 @@ const (
 	DefaultHandshakeTimeout      = 5 * time.Second
 	MinSecretLen                 = kit.MinSecretLen
 	maxMaxConnections            = 1 << 20
+	minBulkChunk                 = 16 << 10
+	maxBulkChunk                 = 1 << 30
 )
 
 // settings is the validated configuration.
@@ -141,6 +149,8 @@ type settings struct {
 	maxRecvBuffer    uint64 // staging bytes of every server connection together
 	prioConn         bool   // a connection per peer and rail for high-priority descriptors (prio.go)
 	bulkNice         int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
+	bulkChunk        int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
+	shortSlices      bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
 }
 
 func defaultSettings() settings {
@@ -243,6 +253,17 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	}
 	if err := st.Int("bulk_nice", c.BulkNice, c.BulkNiceRange, 0, sdk.MaxNice, &s.bulkNice); err != nil {
 		return settings{}, err
+	}
+	var chunk uint64
+	if err := st.Size("bulk_chunk", c.BulkChunk, c.BulkChunkRange, maxBulkChunk, &chunk); err != nil {
+		return settings{}, err
+	}
+	if c.BulkChunk != nil && chunk != 0 && chunk < minBulkChunk {
+		return settings{}, st.Errorf("bulk_chunk", c.BulkChunkRange, "%q is below 16KiB; use 0 (no bound) or 16KiB..1GiB", *c.BulkChunk)
+	}
+	s.bulkChunk = int(chunk)
+	if c.ShortSlices != nil {
+		s.shortSlices = *c.ShortSlices
 	}
 	return s, nil
 }

@@ -25,6 +25,10 @@ func TestConfig(t *testing.T) {
 		`priority_connection = false`,
 		`bulk_nice = 0`,
 		`bulk_nice = 19`,
+		`bulk_chunk = "16KiB"`,
+		`bulk_chunk = 0`,
+		"bulk_nice = 10\nbulk_chunk = \"1GiB\"",
+		"bulk_nice = 10\nshort_slices = true",
 	}
 	for _, c := range good {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
@@ -52,6 +56,10 @@ func TestConfig(t *testing.T) {
 		{`priority_connection = "sometimes"`, "ferry.hcl:10:26"},
 		{`bulk_nice = 20`, "ferry.hcl:10:15: tcp config: bulk_nice"},
 		{`bulk_nice = -1`, "ferry.hcl:10:15: tcp config: bulk_nice"},
+		{`bulk_chunk = "1KiB"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
+		{`bulk_chunk = "2GiB"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
+		{`bulk_chunk = "a lot"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
+		{`short_slices = "yes please"`, "ferry.hcl:10"},
 	}
 	for _, c := range bad {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))

@@ -67,7 +67,13 @@
 // priority, every request's default, rides the bulk connections; 10 is
 // what docs' isolation figures use;
 // sdk.LowerThread): the kernel's copies of bulk frames then leave the
-// cores to the priority connection's goroutines when they wake.
+// cores to the priority connection's goroutines when they wake. Two
+// settings, both off by default, go further (prio.go): bulk_chunk bounds
+// the payload bytes a bulk connection moves per read or write system call
+// (a thread yields only between them on a kernel without full
+// preemption), and short_slices asks short scheduler slices for the
+// plugin's threads while the nice ones keep long ones (sdk.RequestSlice,
+// sdk.LowerThread). Neither has yet shown a settled gain (docs/qos.md).
 //
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the

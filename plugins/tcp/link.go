@@ -29,6 +29,11 @@ type link struct {
 	rdl, wdl time.Time    // read / write deadline currently set on nc
 	raw      *rawReader   // readv on the descriptor; nil where unavailable
 	rw       *rawWriter   // non-waiting writev; set by the dialer, nil elsewhere or where unavailable
+	// chunk, when above 0, bounds the payload bytes one read or write
+	// system call moves (a bulk connection's, prio.go: bulk_chunk); sub
+	// is writeBuffers' view of the next chunk.
+	chunk int
+	sub   [2*maxBatch + 1][]byte
 }
 
 func newLink(nc net.Conn, ioTimeout time.Duration) *link {
@@ -77,13 +82,24 @@ func (l *link) stalled(err error, read bool) error {
 
 var errStalled = errors.New("tcp: no progress for io_timeout")
 
+// cut bounds one system call's read of b (and then next) to l.chunk bytes
+// of b: the part of b to read now, and next only when that part is the
+// rest of b.
+func (l *link) cut(b, next []byte) ([]byte, []byte) {
+	if l.chunk > 0 && len(b) > l.chunk {
+		return b[:l.chunk], nil
+	}
+	return b, next
+}
+
 // readFull reads exactly len(b) bytes straight into b.
 func (l *link) readFull(b []byte) error {
 	now := time.Now()
 	l.progress.Store(mono(now))
 	l.armRead(now)
 	for len(b) > 0 {
-		n, err := l.nc.Read(b)
+		part, _ := l.cut(b, nil)
+		n, err := l.nc.Read(part)
 		b = b[n:]
 		if n > 0 && len(b) > 0 {
 			l.progress.Store(mono(time.Now()))
@@ -110,7 +126,8 @@ func (l *link) readFullNext(b, next []byte) (int, error) {
 	l.progress.Store(mono(now))
 	l.armRead(now)
 	for len(b) > 0 {
-		n, err := l.raw.readv(b, next, true)
+		part, nx := l.cut(b, next)
+		n, err := l.raw.readv(part, nx, true)
 		if err != nil {
 			if err = l.stalled(err, true); err != nil {
 				return 0, err
@@ -151,7 +168,8 @@ func (l *link) readFullNextUnless(b, next []byte, stop *atomic.Bool) (int, int, 
 			raceAcquireWire()
 			return got, 0, nil
 		}
-		n, err := l.raw.readv(b[got:], next, true)
+		part, nx := l.cut(b[got:], next)
+		n, err := l.raw.readv(part, nx, true)
 		if err != nil {
 			if err = l.stalled(err, true); err != nil {
 				return got, 0, err
@@ -241,9 +259,12 @@ func (l *link) writeBuffers(v *net.Buffers) error {
 	l.armWrite(now)
 	raceReleaseWire()
 	for {
-		n, err := v.WriteTo(l.nc)
+		n, err := l.writeSome(v)
 		if err == nil {
-			return nil
+			if len(*v) == 0 {
+				return nil
+			}
+			continue
 		}
 		if n > 0 {
 			l.progress.Store(mono(time.Now()))
@@ -251,6 +272,42 @@ func (l *link) writeBuffers(v *net.Buffers) error {
 		if err = l.stalled(err, false); err != nil {
 			return err
 		}
+	}
+}
+
+// writeSome writes *v, or with a chunk its first chunk bytes, waiting for
+// room as needed, and consumes what it wrote from *v.
+func (l *link) writeSome(v *net.Buffers) (int64, error) {
+	if l.chunk <= 0 {
+		return v.WriteTo(l.nc)
+	}
+	sub := net.Buffers(l.sub[:0])
+	left := l.chunk
+	for _, b := range *v {
+		if left == 0 || len(sub) == len(l.sub) {
+			break
+		}
+		if len(b) > left {
+			b = b[:left]
+		}
+		sub = append(sub, b)
+		left -= len(b)
+	}
+	n, err := sub.WriteTo(l.nc)
+	clear(l.sub[:]) // hold no pointers into memory that may be unregistered
+	consume(v, n)
+	return n, err
+}
+
+// consume drops the first n bytes from *v.
+func consume(v *net.Buffers, n int64) {
+	for len(*v) > 0 && n >= int64(len((*v)[0])) {
+		n -= int64(len((*v)[0]))
+		(*v)[0] = nil
+		*v = (*v)[1:]
+	}
+	if len(*v) > 0 && n > 0 {
+		(*v)[0] = (*v)[0][n:]
 	}
 }
 

@@ -59,6 +59,25 @@ func (p *peer) slotFor(d *ring.Descriptor) *slot {
 // Without priority connections nothing runs nice: a bulk connection
 // would carry high-priority descriptors too. The listener goes by its own
 // priority_connection, taking its dialers to be configured alike.
+//
+// Niceness alone is not enough: a thread gives up its core to a waking
+// one only at a scheduling point, and a kernel built without full
+// preemption (PREEMPT_NONE, common on servers and VMs) has none inside
+// one read or write system call. A writev of a 4 MiB batch through the
+// loopback, or a readv of a 1 MiB payload, then keeps the core for as
+// long as the kernel copies, whatever the thread's niceness, and the
+// high-priority goroutines' wakeups wait for it. bulk_chunk (0, off, by
+// default) bounds the payload bytes a bulk connection moves per system
+// call, so that the nice thread comes back to user space, where it can
+// be preempted, every few tens of microseconds. Measured with a scratch
+// recorder of the per-hop times of high-priority reads in `ferry bench
+// --qos` over tcp (two loaded cores): the time from the initiator's send
+// to the peer's goroutine reading the request grew from a p50 of 9 us
+// alone to a p99 of 2-3 ms beside the bulk, the answer's way back
+// likewise; with bulk_chunk 256KiB about 1 ms each in one run, but over
+// campaigns of 7 to 12 runs the bench's leakage did not settle below
+// what it was without (docs/qos.md), and LOW lost a quarter of its
+// throughput. It stays off until a quiet machine says otherwise.
 
 // bulkFrame is the frame length from which a served connection runs on a
 // nice thread.
@@ -69,6 +88,16 @@ const bulkFrame = 1 << 20
 func (s *slot) bulkNice() int {
 	if s.p.prio && !s.prio {
 		return s.t.set.bulkNice
+	}
+	return 0
+}
+
+// bulkChunk bounds the payload bytes one system call of s's connection
+// moves: bulk_chunk for a bulk slot of a peer with priority slots, else 0
+// (no bound).
+func (s *slot) bulkChunk() int {
+	if s.p.prio && !s.prio {
+		return s.t.set.bulkChunk
 	}
 	return 0
 }
@@ -84,4 +113,16 @@ func (t *Transport) lowerThread(nice int) (restore func()) {
 		})
 	}
 	return restore
+}
+
+// shortSlices asks the kernel for short scheduler slices for the plugin's
+// threads where short_slices and bulk_nice are on (sdk.RequestSlice): a high-priority
+// connection's goroutine that wakes then gets a core within microseconds
+// instead of after a running nice bulk thread's slice (about 2 ms of real
+// time at nice 10 with the plugin's usual 20 ms), while the nice threads
+// keep the long one (sdk.LowerThread).
+func (t *Transport) shortSlices() {
+	if err := sdk.RequestSlice(sdk.LatencySlice); err != nil {
+		t.log.Warn("could not ask the kernel for short scheduler slices; high-priority latency may suffer under bulk load", "slice", sdk.LatencySlice, "error", err)
+	}
 }

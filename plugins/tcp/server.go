@@ -337,9 +337,12 @@ func (sc *serverConn) serveFrames(have int) error {
 			return errors.Join(errMalformed, errors.New("length over max_frame"))
 		}
 		t.stats.framesIn.Add(1)
-		if !bulk && h.Length >= bulkFrame && t.set.bulkNice > 0 && t.set.prioConn {
+		if !bulk && h.Length >= bulkFrame && t.set.prioConn {
 			bulk = true // from here on a bulk connection (prio.go)
-			defer t.lowerThread(t.set.bulkNice)()
+			sc.link.chunk = t.set.bulkChunk
+			if t.set.bulkNice > 0 {
+				defer t.lowerThread(t.set.bulkNice)()
+			}
 		}
 		st, r := t.check(&h)
 		switch h.Op {

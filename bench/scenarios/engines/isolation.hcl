@@ -1,0 +1,50 @@
+# The engines' config for the isolation check of `ferry bench --qos
+# default` (bench/scenarios/mixed.hcl): tcp and shm, three lanes with the
+# high class on a lane of its own, the low class's in-flight bytes bounded,
+# and tcp's bulk connections on nice threads (bulk_nice), in chunks of
+# 256KiB per system call (bulk_chunk), with short scheduler slices for the
+# plugin's other threads (short_slices): docs/qos.md "Bulk work at a lower
+# CPU priority". Give the bench's target engine the same config, or its
+# tcp plugin serves the bulk at the built-in config's settings. Compare
+# with bulk_chunk and short_slices taken out (their defaults).
+#
+#   ferry bench --qos default --config bench/scenarios/engines/isolation.hcl \
+#     --target-config bench/scenarios/engines/isolation.hcl
+
+name = "bench-isolation"
+
+metastore {
+  kind   = "embedded"
+  listen = "127.0.0.1:0"
+}
+
+plugin "tcp" {
+  config {
+    listen       = ["127.0.0.1:0"]
+    bulk_nice    = 10
+    bulk_chunk   = "256KiB"
+    short_slices = true
+  }
+}
+
+plugin "shm" {}
+
+transfer {
+  lanes = 3
+}
+
+qos {
+  lanes = "per_class"
+
+  class "low" {
+    inflight_bytes = "8MiB"
+  }
+
+  tenant "a" {
+    weight = 3
+  }
+
+  tenant "b" {
+    weight = 1
+  }
+}
