@@ -346,11 +346,24 @@ func (ts *taskStamps) since(t int64) int64 {
 // kind returns task i's request's op and priority, as its Queued stamp
 // kept them (a write of normal priority before).
 func (p *requestPath) kind(b *progress.Batch, i int) (ring.Op, sdk.Priority) {
+	return p.stamps(b, i).kindOf()
+}
+
+// stamps returns task i's stamps, nil when its batch keeps none (freed).
+func (p *requestPath) stamps(b *progress.Batch, i int) *taskStamps {
 	r := p.records[b.Slot()]
 	if r == nil || i >= len(r.stamps) {
+		return nil
+	}
+	return &r.stamps[i]
+}
+
+// kindOf is kind of the task ts stamps (nil: none).
+func (ts *taskStamps) kindOf() (ring.Op, sdk.Priority) {
+	if ts == nil {
 		return ring.OpWrite, sdk.PriorityNormal
 	}
-	k := r.stamps[i].kind.Load()
+	k := ts.kind.Load()
 	if k == 0 {
 		return ring.OpWrite, sdk.PriorityNormal
 	}
@@ -395,10 +408,43 @@ func (e *Engine) transportName(tr int32) string {
 type pathWatcher struct{ e *Engine }
 
 // meterWatcher is pathWatcher for the meter alone, which the tracker
-// calls without the task's hold (progress.Unheld).
+// calls without the task's hold (progress.Unheld). A task that ends in a
+// lane poller's run of completions is counted with one call, RunEnded,
+// into the run's tally (metrics.RunTally), which the poller flushes into
+// the meter at the run's end (progress.RunWatcher).
 type meterWatcher struct{ pathWatcher }
 
 func (meterWatcher) Unheld() {}
+
+// RunEnded counts task i's end (s) in run r's tally, timed end to end
+// at the run's time; settled, the attempt settled in r as well, which
+// the meter times (submitted_completed) for the tasks it samples.
+func (w meterWatcher) RunEnded(r *progress.Run, b *progress.Batch, i int, s progress.State, settled bool) {
+	p := &w.e.path
+	t := b.Task(i)
+	tr := t.Transport()
+	ts := p.stamps(b, i)
+	op, pr := ts.kindOf()
+	e2e := int64(-1)
+	if ts != nil && r.At != 0 {
+		if q := ts.queued.Load(); q != 0 {
+			e2e = r.At - q
+		}
+		if settled && p.timed(b, i) {
+			if sub := ts.since(ts.submitted.Load()); sub != 0 {
+				p.meter.Time(metrics.SpanSubmittedCompleted, tr, op, pr, r.At-sub)
+			}
+		}
+	}
+	p.meter.RunTally(r).Ended(tr, op, pr, s, t.Length, e2e)
+}
+
+// Flush adds run r's tally to the meter.
+func (w meterWatcher) Flush(r *progress.Run) {
+	if t, ok := r.Tally.(*metrics.RunTally); ok {
+		t.Flush()
+	}
+}
 
 func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) {
 	p := &w.e.path

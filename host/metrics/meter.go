@@ -90,11 +90,7 @@ var latencyBoundsNs = func() (b [nBuckets]int64) {
 }()
 
 func (h *spanHist) observe(ns int64) {
-	k := 0
-	for k < len(latencyBoundsNs) && ns > latencyBoundsNs[k] {
-		k++
-	}
-	h.counts[k].Add(1)
+	h.counts[bucketOf(ns)].Add(1)
 	h.sumNs.Add(uint64(ns))
 }
 
