@@ -15,22 +15,26 @@ import (
 	"github.com/ferrydev/ferry/host"
 )
 
-var metricsRounds = flag.Int("metrics.rounds", 9, "BenchmarkRequestPathMetrics: rounds of metrics off and on, alternated")
+var metricsRounds = flag.Int("metrics.rounds", 9, "BenchmarkRequestPathMetrics: rounds of metrics off, on and off again (A/A), rotated")
 
 // BenchmarkRequestPathMetrics is the metrics' cost on the request path:
 // BenchmarkRequestPath's workload (4 KiB writes in batches of 128 through
-// the shm plugin to the engine's own segment) on two engines alive side
-// by side, one with metrics off and one with them on, in alternated
-// rounds (-metrics.rounds, 9 by default; which goes first alternates too),
-// b.N requests in all. It reports, per request, the median over the
-// rounds of each engine's wall time (off-ns/req, on-ns/req) and their
-// difference (gap-ns/req); the process's CPU time (user and system: the
-// engine's, not its plugin's; a spinning waiter's counts, so it follows
-// the wall time) and voluntary context switches (how often its
-// goroutines parked: the lanes' spin-then-sleep); and mallocs (the
-// engine's background goroutines' few included: far below one per
-// request, and 0 allocs/op from the request path). The log has each
-// figure's min-max. One command, for a quiet machine:
+// the shm plugin to the engine's own segment) on three engines alive side
+// by side: one with metrics off, one with them on, and one with them off
+// again (aa, the A/A arm: the noise between two identical engines in the
+// same run, against which the gap is read). They run in rounds
+// (-metrics.rounds, 9 by default) whose order rotates, so that each
+// engine goes first, second and third equally often; b.N requests in
+// all. It reports, per request, the median over the rounds of each
+// engine's wall time (off-ns/req, on-ns/req, aa-ns/req), the gap
+// (gap-ns/req: on − off) and the A/A gap (aa-gap-ns/req: aa − off); the
+// process's CPU time (user and system: the engine's, not its plugin's; a
+// spinning waiter's counts, so it follows the wall time) and voluntary
+// context switches (how often its goroutines parked: the lanes'
+// spin-then-sleep); and mallocs (the engine's background goroutines' few
+// included: far below one per request, and 0 allocs/op from the request
+// path). The log has each figure's min-max. One command, for a quiet
+// machine:
 //
 //	go test -run '^$' -bench RequestPathMetrics -benchtime 270000x ./host
 //
@@ -38,20 +42,26 @@ var metricsRounds = flag.Int("metrics.rounds", 9, "BenchmarkRequestPathMetrics: 
 // alternated.
 func BenchmarkRequestPathMetrics(b *testing.B) {
 	rounds := max(1, *metricsRounds)
-	engines := [2]*pathBench{newPathBench(b, nil), nil}
-	defer engines[0].close()
-	engines[1] = newPathBench(b, nil, host.WithMetricsRegistry(prometheus.NewRegistry()))
-	defer engines[1].close()
-	per := max(pathBenchBatch, b.N/(2*rounds)/pathBenchBatch*pathBenchBatch) // requests per engine per round
-	var wall, cpu, vcsw, mallocs [2][]float64
+	const arms = 3 // off, on, aa (off again)
+	var engines [arms]*pathBench
+	for v := range engines {
+		var opts []host.Option
+		if v == 1 {
+			opts = append(opts, host.WithMetricsRegistry(prometheus.NewRegistry()))
+		}
+		engines[v] = newPathBench(b, nil, opts...)
+		defer engines[v].close()
+	}
+	per := max(pathBenchBatch, b.N/(arms*rounds)/pathBenchBatch*pathBenchBatch) // requests per engine per round
+	var wall, cpu, vcsw, mallocs [arms][]float64
 	var ms runtime.MemStats
 	for _, pb := range engines { // warm: what an engine does in its first moments is not the path's
 		pb.requests(per)
 	}
 	b.ResetTimer()
 	for r := range rounds {
-		for k := range 2 {
-			v := (r + k) % 2 // off first in even rounds, on first in odd ones
+		for k := range arms {
+			v := (r + k) % arms // each engine first in one round of three
 			runtime.ReadMemStats(&ms)
 			m0 := ms.Mallocs
 			u0 := rusage(b)
@@ -68,8 +78,8 @@ func BenchmarkRequestPathMetrics(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	names := [2]string{"off", "on"}
-	for v := range 2 {
+	names := [arms]string{"off", "on", "aa"}
+	for v := range arms {
 		b.ReportMetric(median(wall[v]), names[v]+"-ns/req")
 		b.ReportMetric(median(cpu[v]), names[v]+"-cpu-ns/req")
 		b.ReportMetric(median(vcsw[v]), names[v]+"-vcsw/req")
@@ -77,9 +87,11 @@ func BenchmarkRequestPathMetrics(b *testing.B) {
 	}
 	b.ReportMetric(median(wall[1])-median(wall[0]), "gap-ns/req")
 	b.ReportMetric(median(cpu[1])-median(cpu[0]), "gap-cpu-ns/req")
+	b.ReportMetric(median(wall[2])-median(wall[0]), "aa-gap-ns/req")
+	b.ReportMetric(median(cpu[2])-median(cpu[0]), "aa-gap-cpu-ns/req")
 	var log strings.Builder
 	fmt.Fprintf(&log, "%d rounds of %d requests per engine; median [min-max]:", rounds, per)
-	for v := range 2 {
+	for v := range arms {
 		fmt.Fprintf(&log, "\n  metrics %-3s wall %s ns/req, cpu %s ns/req, vcsw %s /req, mallocs %s /req",
 			names[v], spread(wall[v]), spread(cpu[v]), spread(vcsw[v]), spread(mallocs[v]))
 	}

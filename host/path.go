@@ -122,9 +122,25 @@ type batchRecords struct {
 // only the meter listens: atomic), so that the completion side writes
 // nothing to the cache lines the submitter is writing.
 type taskStamps struct {
-	queued, mark, submitted atomic.Int64
-	kind                    atomic.Uint32 // ring.Op<<8 | sdk.Priority
+	// queued holds the queued time and the kind in one word, so that
+	// queuing a task costs one atomic store (a full fence on amd64), not
+	// two: the time above kindBits (Clock nanoseconds fit in 60 bits for
+	// 36 years), and below them kindRead for a read and the priority (0,
+	// as normal, for one the meter has no label for). See queuedAt and
+	// kindOf.
+	queued          atomic.Int64
+	mark, submitted atomic.Int64
 }
+
+// The low bits of taskStamps.queued.
+const (
+	kindBits = 3
+	kindRead = 1 << 2
+	kindPrio = kindRead - 1
+)
+
+// queuedAt returns the task's queued time (0: none stamped).
+func (ts *taskStamps) queuedAt() int64 { return ts.queued.Load() >> kindBits }
 
 // recordPools keeps the records of freed batches for the next ones, by
 // size class (progress.SizeClass), as the tracker keeps its batches: a
@@ -214,11 +230,14 @@ func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slic
 // count goes into sc's tally, which the call adds to the meter once, at
 // its end (flushQueued).
 func (e *Engine) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
-	if e.path.meter != nil || e.path.obs != nil {
+	switch {
+	case e.path.obs != nil:
 		e.noteTask(b, i, observe.Queued, -1, 0, nil, sc.clock())
 		if e.path.meter != nil {
 			sc.queued.Queued(e.path.kind(b, i))
 		}
+	case e.path.meter != nil: // the stamps alone: the meter counts the rest at the end
+		sc.queued.Queued(e.path.stampQueued(b, i, sc.clock()))
 	}
 }
 
@@ -311,15 +330,9 @@ func (p *requestPath) stampAt(b *progress.Batch, i int, st observe.Stage, at int
 	ts := &r.stamps[i]
 	switch st {
 	case observe.Queued:
-		req := &r.tasks[i].req
-		op := ring.OpWrite
-		if req.Op == Read {
-			op = ring.OpRead
-		}
-		ts.queued.Store(at) // what the stamps hold from before (a freed batch's task) is older: not timed from
-		ts.kind.Store(uint32(op)<<8 | uint32(uint8(req.Priority)))
+		p.stampQueued(b, i, at)
 	case observe.Admitted:
-		since = ts.queued.Load()
+		since = ts.queuedAt()
 		ts.mark.Store(at)
 	case observe.Retried:
 		ts.mark.Store(at)
@@ -329,15 +342,35 @@ func (p *requestPath) stampAt(b *progress.Batch, i int, st observe.Stage, at int
 	case observe.Completed:
 		since = ts.since(ts.submitted.Load())
 	case observe.Ended:
-		since = ts.queued.Load()
+		since = ts.queuedAt()
 	}
 	return at, since
+}
+
+// stampQueued stamps task i of b queued at at, with its request's kind,
+// and returns that kind (a write of normal priority when the batch keeps
+// no stamps).
+func (p *requestPath) stampQueued(b *progress.Batch, i int, at int64) (ring.Op, sdk.Priority) {
+	r := p.records[b.Slot()]
+	if r == nil || i >= len(r.stamps) {
+		return ring.OpWrite, sdk.PriorityNormal
+	}
+	ts, req := &r.stamps[i], &r.tasks[i].req
+	op, pr, k := ring.OpWrite, req.Priority, int64(0)
+	if req.Op == Read {
+		op, k = ring.OpRead, kindRead
+	}
+	if pr <= sdk.PriorityLow {
+		k |= int64(pr)
+	}
+	ts.queued.Store(at<<kindBits | k) // what the stamps hold from before (a freed batch's task) is older: not timed from
+	return op, pr
 }
 
 // since returns stamp t if the task took it, 0 if it is older than the
 // task's Queued: left by the task the record held before.
 func (ts *taskStamps) since(t int64) int64 {
-	if t < ts.queued.Load() {
+	if t < ts.queuedAt() {
 		return 0
 	}
 	return t
@@ -346,15 +379,29 @@ func (ts *taskStamps) since(t int64) int64 {
 // kind returns task i's request's op and priority, as its Queued stamp
 // kept them (a write of normal priority before).
 func (p *requestPath) kind(b *progress.Batch, i int) (ring.Op, sdk.Priority) {
+	return p.stamps(b, i).kindOf()
+}
+
+// stamps returns task i's stamps, nil when its batch keeps none (freed).
+func (p *requestPath) stamps(b *progress.Batch, i int) *taskStamps {
 	r := p.records[b.Slot()]
 	if r == nil || i >= len(r.stamps) {
+		return nil
+	}
+	return &r.stamps[i]
+}
+
+// kindOf is kind of the task ts stamps (nil: none).
+func (ts *taskStamps) kindOf() (ring.Op, sdk.Priority) {
+	if ts == nil {
 		return ring.OpWrite, sdk.PriorityNormal
 	}
-	k := r.stamps[i].kind.Load()
-	if k == 0 {
-		return ring.OpWrite, sdk.PriorityNormal
+	k := ts.queued.Load()
+	op := ring.OpWrite
+	if k&kindRead != 0 {
+		op = ring.OpRead
 	}
-	return ring.Op(k >> 8), sdk.Priority(uint8(k))
+	return op, sdk.Priority(k & kindPrio)
 }
 
 // event is what every event of task i of b carries, stamped at (since:
@@ -395,10 +442,43 @@ func (e *Engine) transportName(tr int32) string {
 type pathWatcher struct{ e *Engine }
 
 // meterWatcher is pathWatcher for the meter alone, which the tracker
-// calls without the task's hold (progress.Unheld).
+// calls without the task's hold (progress.Unheld). A task that ends in a
+// lane poller's run of completions is counted with one call, RunEnded,
+// into the run's tally (metrics.RunTally), which the poller flushes into
+// the meter at the run's end (progress.RunWatcher).
 type meterWatcher struct{ pathWatcher }
 
 func (meterWatcher) Unheld() {}
+
+// RunEnded counts task i's end (s) in run r's tally, timed end to end
+// at the run's time; settled, the attempt settled in r as well, which
+// the meter times (submitted_completed) for the tasks it samples.
+func (w meterWatcher) RunEnded(r *progress.Run, b *progress.Batch, i int, s progress.State, settled bool) {
+	p := &w.e.path
+	t := b.Task(i)
+	tr := t.Transport()
+	ts := p.stamps(b, i)
+	op, pr := ts.kindOf()
+	e2e := int64(-1)
+	if ts != nil && r.At != 0 {
+		if q := ts.queuedAt(); q != 0 {
+			e2e = r.At - q
+		}
+		if settled && p.timed(b, i) {
+			if sub := ts.since(ts.submitted.Load()); sub != 0 {
+				p.meter.Time(metrics.SpanSubmittedCompleted, tr, op, pr, r.At-sub)
+			}
+		}
+	}
+	p.meter.RunTally(r).Ended(tr, op, pr, s, t.Length, e2e)
+}
+
+// Flush adds run r's tally to the meter.
+func (w meterWatcher) Flush(r *progress.Run) {
+	if t, ok := r.Tally.(*metrics.RunTally); ok {
+		t.Flush()
+	}
+}
 
 func (w pathWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) {
 	p := &w.e.path

@@ -16,10 +16,10 @@ import (
 // loaded machine: a request's transitions (queued to submitted, as the
 // submitter notes them) and its completion through the tracker (which
 // calls the watcher), in batches of 128 (submitted, then reaped in runs
-// of reapRun), with nobody listening, with the
-// metrics' Meter, and with the metrics fed by events through an
-// observer (how the engine fed them before the Meter) or a no-op
-// observer. -benchmem must show 0 allocs/op for each.
+// of reapRun, each flushed at its end as a lane's poller does), with
+// nobody listening, with the metrics' Meter, and with the metrics fed by
+// events through an observer (how the engine fed them before the Meter)
+// or a no-op observer. -benchmem must show 0 allocs/op for each.
 func BenchmarkObservationPath(b *testing.B) {
 	names := []string{"shm"}
 	for _, c := range []struct {
@@ -50,6 +50,7 @@ func benchObservation(b *testing.B, o pathOptions) {
 	e.wirePath(o)
 	local := make([]byte, size)
 	req := Request{Op: Write, Local: local, Transport: "shm"}
+	var reaped progress.Run // a lane's, kept from run to run
 	run := func(n int) {
 		bt, err := e.tracker.Allocate(batch)
 		if err != nil {
@@ -69,17 +70,23 @@ func benchObservation(b *testing.B, o pathOptions) {
 			e.note(bt, i, observe.Submitted, 0, 1, nil)
 			bt.Cut(i)
 		}
-		// Reaped in runs of reapRun, each read the clock once, as a
-		// lane's poller does.
-		var at int64
+		// Reaped in runs of reapRun, each read the clock once and
+		// flushed at its end, as a lane's poller does.
 		for i := range n {
-			if i%reapRun == 0 && e.tracker.Timed() {
-				at = progress.Clock()
+			if i%reapRun == 0 {
+				if i > 0 {
+					e.tracker.FlushRun(&reaped)
+				}
+				reaped.At = 0
+				if e.tracker.Timed() {
+					reaped.At = progress.Clock()
+				}
 			}
-			if v := e.tracker.ApplyAt(bt.Token(i), ring.StatusOK, size, at); v != progress.Applied {
+			if v := e.tracker.ApplyRun(bt.Token(i), ring.StatusOK, size, &reaped); v != progress.Applied {
 				b.Fatalf("completion of task %d: %v", i, v)
 			}
 		}
+		e.tracker.FlushRun(&reaped)
 		if !bt.Done(0) {
 			b.Fatal("batch not done")
 		}

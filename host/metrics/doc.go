@@ -8,8 +8,9 @@
 // What it must not do: touch the data path beyond the Meter's methods,
 // which are plain atomic adds into fixed arrays (no lock, no interface
 // call, no allocation, no clock read: the engine hands it times it read
-// anyway; the Prometheus series are built on scrape); call
-// a plugin from the data path (plugin counters are read on scrape,
+// anyway; the Prometheus series are built on scrape), and a RunTally's
+// plain adds, one tally per lane poller, flushed into those at the end
+// of each run of completions; call a plugin from the data path (plugin counters are read on scrape,
 // bounded by a timeout, by one goroutine at a time); label series by
 // peer segment (peers come and go, and each would multiply every series;
 // per-peer figures are for `ferry status`). It does not import package

@@ -39,8 +39,10 @@ const (
 // request path a clock read at admission and at submission that nothing
 // else reads. A histogram is a distribution, which a sample keeps; its
 // _count is then the sample's size. end_to_end, and every counter, is
-// exact: it is timed from times the path reads anyway.
-const SampleEvery = 8
+// exact: it is timed from times the path reads anyway (a run of reaped
+// completions counts its ends in a RunTally, added to the meter at the
+// run's end).
+const SampleEvery = 32
 
 // Meter is the request path's counters and stage histograms: plain
 // atomic integers, indexed by plugin, op and priority, that the engine
@@ -90,11 +92,7 @@ var latencyBoundsNs = func() (b [nBuckets]int64) {
 }()
 
 func (h *spanHist) observe(ns int64) {
-	k := 0
-	for k < len(latencyBoundsNs) && ns > latencyBoundsNs[k] {
-		k++
-	}
-	h.counts[k].Add(1)
+	h.counts[bucketOf(ns)].Add(1)
 	h.sumNs.Add(uint64(ns))
 }
 

@@ -5,11 +5,13 @@
 // one terminal state per task. A Watcher (the engine's observer) is told
 // of each attempt's settling and each task's end, with the time a lane's
 // poller read once for the run of completions it reaped (Clock), so that
-// the engine's metrics read no clock per task. It holds plugins to
-// the completion contract: every completion is checked against what was
-// sent (each field of its token, an outstanding slice, its bytes), and
-// what breaks the contract is dropped and counted per lane (Verdict,
-// Lane.Violations), for the supervisor to judge.
+// the engine's metrics read no clock per task; a RunWatcher (the
+// engine's meter) counts a run's ends in a tally of the lane's Run and
+// publishes it once per run (Tracker.ApplyRun, FlushRun). It holds
+// plugins to the completion contract: every completion is checked
+// against what was sent (each field of its token, an outstanding
+// slice, its bytes), and what breaks the contract is dropped and counted
+// per lane (Verdict, Lane.Violations), for the supervisor to judge.
 //
 // It also keeps "ended" honest: a task canceled or timed out while slices
 // of it are out is held, not ended (Batch.Finish), until every slice is

@@ -66,6 +66,9 @@ type Lane struct {
 	// of the caller's would escape to the heap through Observer, on every
 	// wait.
 	buf [64]ring.Descriptor
+	// run is the run of completions being reaped, for the tracker's
+	// watcher (Tracker.ApplyRun); whoever holds reapMu uses it.
+	run Run
 
 	// Observer, when set, sees each run of completions the lane reaps,
 	// before the tracker folds them into tasks. Set it before the lane is
@@ -407,10 +410,12 @@ func (l *Lane) Poll(t *Tracker) int {
 		// One clock read for the run, after it was dequeued (every
 		// completion of it came back before this time), for the tracker's
 		// watcher: the metrics time each task's settling and end from it
-		// rather than read the clock per task.
-		var at int64
+		// rather than read the clock per task, and a RunWatcher counts
+		// the run's ends in its tally, flushed at the run's end.
+		run := &l.run
+		run.At = 0
 		if k > 0 && t.Timed() {
-			at = Clock()
+			run.At = Clock()
 		}
 		for i := range buf[:k] {
 			d := &buf[i]
@@ -418,7 +423,7 @@ func (l *Lane) Poll(t *Tracker) int {
 			if !st.Valid() {
 				st = ring.StatusProtocol
 			}
-			switch t.ApplyAt(d.Token, st, d.Length, at) {
+			switch t.ApplyRun(d.Token, st, d.Length, run) {
 			case Unknown:
 				l.unknown.Add(1)
 				tasks-- // no slice of ours: it completes nothing in flight
@@ -430,6 +435,9 @@ func (l *Lane) Poll(t *Tracker) int {
 			case Overlong:
 				l.overlong.Add(1)
 			}
+		}
+		if k > 0 {
+			t.FlushRun(run)
 		}
 		l.inFlight.Add(-tasks)
 		l.completed.Add(uint64(tasks))

@@ -140,6 +140,8 @@ type Batch struct {
 	// watchHeld: the watcher is called under the task's hold (it is not
 	// Unheld).
 	watchHeld bool
+	// runWatch is watch when it is a RunWatcher, else nil.
+	runWatch RunWatcher
 	// tracker is the batch's owner: its held count and hold hook.
 	tracker *Tracker
 }
@@ -166,6 +168,37 @@ type Watcher interface {
 // tracker calls it without taking the task's hold, a lock per call.
 // Settled still comes only while the task is pending, and Ended once.
 type Unheld interface{ Unheld() }
+
+// Run is one run of completions that a lane's poller reaps (Lane.Poll):
+// the Clock time it read for them (At, 0 when none), and what a
+// RunWatcher keeps of the tasks they end until the run is over (Tally:
+// the watcher's, set by it; the lane keeps it from run to run). A Run is
+// its poller's alone: the lane's reaper lock covers it.
+type Run struct {
+	At    int64
+	Tally any
+}
+
+// RunWatcher is an Unheld Watcher that counts the ends a poller's run
+// of completions makes in a tally of its own, to publish it once per run
+// rather than once per task (the engine's metrics: plain adds in the
+// run, atomic ones at its end). For a task that ends in a run (ApplyRun)
+// the tracker calls RunEnded, not Ended; when the task ends as its
+// attempt settles with no failure (settled), RunEnded stands for Settled
+// too, which is not called: one call a task. A failed attempt's settling
+// is still told with Settled, before the retry hook sees it. Flush comes
+// at the end of each run (Tracker.FlushRun), and before the end that
+// completes a batch is counted, so that a batch's waiter finds its
+// batch's ends flushed when the batch reaped on one lane (tasks of one
+// batch reaped on other lanes at the same time are flushed at their runs'
+// ends). Tasks that end outside a run (a Finish, a plugin's end) are told
+// with Ended, as by any Watcher.
+type RunWatcher interface {
+	Watcher
+	Unheld
+	RunEnded(r *Run, b *Batch, i int, s State, settled bool)
+	Flush(r *Run)
+}
 
 // ID names the batch among every batch its tracker ever handed out (its
 // slot and the slot's generation): an observer's key for its tasks.
@@ -397,7 +430,7 @@ func (b *Batch) Finish(i int, s State, err error) bool {
 		}
 		s = e
 	}
-	return b.end(i, s, 0)
+	return b.end(i, s, 0, nil)
 }
 
 // Release ends task i in the state decided for it (see Finish) although
@@ -409,16 +442,16 @@ func (b *Batch) Release(i int) bool {
 	if e == 0 {
 		return false
 	}
-	return b.end(i, e, 0)
+	return b.end(i, e, 0, nil)
 }
 
 // end moves task i to s unless it ended already, and reports whether this
-// call did it; at is the watcher's (see Watcher).
-func (b *Batch) end(i int, s State, at int64) bool {
+// call did it; at is the watcher's (see Watcher), r its run (nil: none).
+func (b *Batch) end(i int, s State, at int64, r *Run) bool {
 	if !b.tasks[i].finish(s) {
 		return false
 	}
-	b.ended(i, s, at)
+	b.ended(i, s, at, r, false)
 	return true
 }
 
@@ -471,7 +504,7 @@ func (b *Batch) Unsent(i int, n int64) {
 	t := &b.tasks[i]
 	t.unclaimed.Add(-n)
 	if t.pending.Add(-n) == 0 {
-		b.settle(i, 0)
+		b.settle(i, 0, nil)
 	}
 }
 
@@ -480,8 +513,9 @@ func (b *Batch) Unsent(i int, n int64) {
 // changes) and its bytes must fit the slice and what is left of the task
 // (else Overlong: the slice counts as failed with StatusProtocol and 0
 // bytes, so that its attempt fails over rather than completing on a lie).
-// at is when it was reaped (see Watcher).
-func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64) Verdict {
+// at is when it was reaped (see Watcher), in run r (nil: none; see
+// RunWatcher).
+func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64, r *Run) Verdict {
 	t := &b.tasks[i]
 	for {
 		u := t.unclaimed.Load()
@@ -514,7 +548,7 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64
 		t.failRail.Store(int32(rail) + 1)
 	}
 	if t.pending.Add(-1) == 0 {
-		b.settle(i, at)
+		b.settle(i, at, r)
 	}
 	return v
 }
@@ -527,11 +561,12 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64
 // An attempt already handed to the retry hook (its submitter failed it,
 // then gave up its unsent slices) is the hook's: settling it here would
 // end it COMPLETED with the bytes of the slices that were sent. at is
-// the watcher's (see Watcher), for the settling and the end it makes.
-func (b *Batch) settle(i int, at int64) {
+// the watcher's (see Watcher), for the settling and the end it makes,
+// in run r (nil: none; see RunWatcher).
+func (b *Batch) settle(i int, at int64, r *Run) {
 	t := &b.tasks[i]
 	if e := State(t.ending.Load()); e != 0 {
-		b.end(i, e, at) // its end was decided while the slices were out
+		b.end(i, e, at, r) // its end was decided while the slices were out
 		return
 	}
 	if t.failing.Load() {
@@ -544,6 +579,12 @@ func (b *Batch) settle(i int, at int64) {
 		s = Timeout
 	default:
 		s = Failed
+	}
+	if r != nil && b.runWatch != nil && s != Failed {
+		if t.finish(s) {
+			b.ended(i, s, at, r, true) // RunEnded stands for Settled too
+		}
+		return
 	}
 	if b.watch != nil && !b.watchHeld {
 		if !State(t.state.Load()).Terminal() {
@@ -559,18 +600,24 @@ func (b *Batch) settle(i int, at int64) {
 		return
 	}
 	if t.finish(s) {
-		b.ended(i, s, at)
+		b.ended(i, s, at, r, false)
 	}
 }
 
 // ended counts task i, which this caller moved to s, as done and tells
-// the watcher, with at (see Watcher).
-func (b *Batch) ended(i int, s State, at int64) {
+// the watcher, with at (see Watcher); in run r, a RunWatcher with
+// RunEnded (settled: see RunWatcher).
+func (b *Batch) ended(i int, s State, at int64, r *Run, settled bool) {
 	t := &b.tasks[i]
 	if t.held.Load() && t.held.CompareAndSwap(true, false) {
 		b.tracker.held.Add(-1)
 	}
-	if b.watch != nil && !b.watchHeld {
+	if r != nil && b.runWatch != nil {
+		b.runWatch.RunEnded(r, b, i, s, settled)
+		if b.done.Load()+1 >= b.n.Load() { // the batch's last end: flushed before its waiter sees it done
+			b.runWatch.Flush(r)
+		}
+	} else if b.watch != nil && !b.watchHeld {
 		b.watch.Ended(b, i, s, at)
 	} else if b.watch != nil {
 		t.noting.Lock()
@@ -690,6 +737,7 @@ type Tracker struct {
 	// Watch.
 	watch     Watcher
 	watchHeld bool
+	runWatch  RunWatcher
 	// held counts the tasks whose end was decided while a plugin still
 	// held slices of them (see Batch.Finish); onHold is told of each.
 	held   atomic.Int64
@@ -719,10 +767,12 @@ func (t *Tracker) OnFailure(f func(b *Batch, i int, err error) bool) { t.retry =
 // before the first Allocate. Without one (the default), the tracker
 // takes no lock and makes no call for it.
 //
-// An Unheld watcher is called without the task's hold.
+// An Unheld watcher is called without the task's hold; a RunWatcher is
+// told of the ends of a poller's runs with RunEnded (see RunWatcher).
 func (t *Tracker) Watch(w Watcher) {
 	_, unheld := w.(Unheld)
 	t.watch, t.watchHeld = w, w != nil && !unheld
+	t.runWatch, _ = w.(RunWatcher)
 }
 
 // OnHold sets the hook told of each task whose end (canceled, timed
@@ -821,7 +871,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	}
 	b.slot, b.gen = slot, gen
 	b.retry = t.retry
-	b.watch, b.watchHeld = t.watch, t.watchHeld
+	b.watch, b.watchHeld, b.runWatch = t.watch, t.watchHeld, t.runWatch
 	b.tracker = t
 	b.n.Store(0)
 	b.done.Store(0)
@@ -927,6 +977,26 @@ func (t *Tracker) Apply(token uint64, st ring.Status, bytes uint64) Verdict {
 // ApplyAt is Apply for a completion reaped at at, a Clock time that its
 // watcher is handed (0: none read; see Watcher).
 func (t *Tracker) ApplyAt(token uint64, st ring.Status, bytes uint64, at int64) Verdict {
+	return t.apply(token, st, bytes, at, nil)
+}
+
+// ApplyRun is Apply for a completion of poller's run r, reaped at r.At:
+// a RunWatcher counts the ends it makes in r's tally, which the poller
+// publishes with FlushRun at the run's end.
+func (t *Tracker) ApplyRun(token uint64, st ring.Status, bytes uint64, r *Run) Verdict {
+	return t.apply(token, st, bytes, r.At, r)
+}
+
+// FlushRun ends run r: a RunWatcher publishes what it counted in it. A
+// poller calls it after the run's last ApplyRun, before it looks for
+// more or sleeps.
+func (t *Tracker) FlushRun(r *Run) {
+	if t.runWatch != nil {
+		t.runWatch.Flush(r)
+	}
+}
+
+func (t *Tracker) apply(token uint64, st ring.Status, bytes uint64, at int64, r *Run) Verdict {
 	t.live.RLock()
 	defer t.live.RUnlock()
 	b, i, v := t.lookup(token)
@@ -938,12 +1008,12 @@ func (t *Tracker) ApplyAt(token uint64, st ring.Status, bytes uint64, at int64) 
 		// task exactly otherwise: the completion of one of its slices,
 		// mangled. The slice fails (its real completion will not come),
 		// so that the attempt fails over instead of waiting for it.
-		if b.complete(i, ring.StatusProtocol, 0, TokenRail(token), at) == Duplicate {
+		if b.complete(i, ring.StatusProtocol, 0, TokenRail(token), at, r) == Duplicate {
 			return Duplicate
 		}
 		return Misrouted
 	}
-	return b.complete(i, st, bytes, TokenRail(token), at)
+	return b.complete(i, st, bytes, TokenRail(token), at, r)
 }
 
 // Free releases a batch. Late completions for its tasks are dropped. It
