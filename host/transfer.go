@@ -738,8 +738,9 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 	return owner, run, run.lanes[0]
 }
 
-// spinWait polls every running plugin's completion rings until b is done
-// or until (unix ns) passes; it reports b.Done. For a small batch, whose
+// spinWait polls the completion rings of the plugins that carry b's tasks
+// (waitLanes) until b is done or until (unix ns) passes; it reports
+// b.Done. For a small batch, whose
 // caller waits for latency, the reapers stand by meanwhile (Lane.Enter),
 // so that plugins post completions without waking them; for a large one
 // that hand-over costs more than it saves.
