@@ -738,20 +738,16 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 	return owner, run, run.lanes[0]
 }
 
-// spinWait polls every running plugin's completion rings until b is done
-// or until (unix ns) passes; it reports b.Done. For a small batch, whose
+// spinWait polls the completion rings of the plugins that carry b's tasks
+// (waitLanes) until b is done or until (unix ns) passes; it reports
+// b.Done. For a small batch, whose
 // caller waits for latency, the reapers stand by meanwhile (Lane.Enter),
 // so that plugins post completions without waking them; for a large one
 // that hand-over costs more than it saves.
 func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
 	start := progress.Now()
 	var inline [8]*progress.Lane
-	lanes := inline[:0]
-	for _, ps := range e.plugins {
-		if ps.usable() {
-			lanes = append(lanes, ps.run().lanes...)
-		}
-	}
+	lanes := e.waitLanes(b, inline[:0])
 	if small {
 		for _, l := range lanes {
 			l.Enter()
@@ -786,6 +782,40 @@ func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
 		}
 	}
 }
+
+// waitLanes appends the lanes spinWait polls for b to lanes: those of
+// the plugins that carry b's tasks, so that a 4 KiB write over shm does
+// not also take the tcp lane from its reaper (Enter, and Leave's
+// hand-back, two thread wakeups a call). A batch of more than
+// waitLanesTasks tasks, or one with a task on a plugin past the 64th,
+// gets every running plugin's lanes, as before. Only where the waiter
+// looks changes: a task that fails over to another plugin meanwhile is
+// reaped there by that lane's reaper, which wakes b.
+func (e *Engine) waitLanes(b *progress.Batch, lanes []*progress.Lane) []*progress.Lane {
+	var on uint64 // bit i: plugin i carries a task of b
+	if n := b.Len(); n <= waitLanesTasks {
+		for i := range n {
+			idx := b.Task(i).Transport()
+			if idx >= 64 {
+				on = 0
+				break
+			}
+			if idx >= 0 {
+				on |= 1 << idx
+			}
+		}
+	}
+	for i, ps := range e.plugins {
+		if ps.usable() && (on == 0 || i < 64 && on&(1<<i) != 0) {
+			lanes = append(lanes, ps.run().lanes...)
+		}
+	}
+	return lanes
+}
+
+// waitLanesTasks bounds the tasks waitLanes looks at: past it, looking
+// costs more than the lanes it could leave out.
+const waitLanesTasks = 64
 
 // taskResult is one task's terminal state as Transfer reports it.
 type taskResult struct {

@@ -252,7 +252,7 @@ func (l *Lane) Reap(t *Tracker) {
 		if l.Poll(t) > 0 {
 			continue
 		}
-		if !l.spinPending(l.spin, false) && l.waiters.Load() == 0 {
+		if !l.spinPending(l.spin, false, true) && l.waiters.Load() == 0 {
 			l.cq.Sleep(reapSleep)
 		}
 	}
@@ -328,7 +328,7 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 			}
 			sleep = min(sleep, left)
 		}
-		if !l.spinPending(spin, locked) {
+		if !l.spinPending(spin, locked, false) {
 			l.cq.Sleep(sleep)
 		}
 	}
@@ -343,13 +343,20 @@ const waitSlice = 5 * time.Millisecond
 // ring.Yield, or, for a goroutine locked to its thread (locked), with
 // ring.YieldThread: there runtime.Gosched hands the thread's P to
 // another thread and waits to get it back, two futex wakes per look.
-func (l *Lane) spinPending(spin time.Duration, locked bool) bool {
+//
+// reaper says the reaper spins: it then also stops, reporting true, as
+// soon as a waiter entered (Enter), which reaps from then on. Spinning
+// on would only take a core from the waiter and the plugin (on a
+// machine of two, one of the two they need) for the rest of the spin,
+// after every synchronous call, since a reaper starts its spin when the
+// waiter leaves.
+func (l *Lane) spinPending(spin time.Duration, locked, reaper bool) bool {
 	if spin <= 0 {
 		return l.cq.Pending()
 	}
 	start := time.Now()
 	for i := 0; ; i++ {
-		if l.cq.Pending() || l.closing.Load() {
+		if l.cq.Pending() || l.closing.Load() || reaper && l.waiters.Load() > 0 {
 			return true
 		}
 		if i%64 == 63 {
