@@ -5,11 +5,10 @@ import (
 	"testing"
 )
 
-// BenchmarkOfferDone is the queue's bookkeeping of one request on the
-// unloaded path, as the engine pays it with a qos block that bounds
-// nothing: Offer (it goes at once) and Done, each under the lock the
-// engine takes. It is the part of BenchmarkQoSCost's on-off gap that
-// admission itself adds; the rest is the request path's.
+// BenchmarkOfferDone is the queue's locked bookkeeping of one request
+// that goes at once: Offer and Done, each under the lock the engine
+// takes. The engine paid it on the unloaded path until Admit
+// (BenchmarkAdmitRelease); it pays it now where reject_late is on.
 func BenchmarkOfferDone(b *testing.B) {
 	q, err := New[int](Config{MaxQueued: 4096}, nil)
 	if err != nil {
