@@ -51,6 +51,11 @@ type qosQueue struct {
 	// under mu when Next gives it, cleared under dmu), so that FreeBatch
 	// waits for it although the queue is empty.
 	cur atomic.Pointer[progress.Batch]
+	// taking is set while the dispatcher asks the queue for a task and
+	// takes it on: from before Next empties the queue until cur is
+	// cleared, so that FreeBatch, which looks without the lock, sees
+	// either the task held or the dispatcher at work.
+	taking atomic.Bool
 	// wake tells the dispatcher to look at the queue; room tells a
 	// submitter waiting on a full queue that a place freed.
 	wake, room chan struct{}
@@ -349,6 +354,7 @@ func (e *Engine) runQoS() {
 		for {
 			now := progress.Now()
 			qq.dmu.Lock()
+			qq.taking.Store(true)
 			qq.mu.Lock()
 			t, g, ok := qq.q.Next(now)
 			if ok {
@@ -366,6 +372,7 @@ func (e *Engine) runQoS() {
 			}
 			qq.mu.Unlock()
 			if !ok {
+				qq.taking.Store(false)
 				qq.dmu.Unlock()
 				if at != 0 {
 					timer.Reset(time.Duration(at - now))
@@ -375,6 +382,7 @@ func (e *Engine) runQoS() {
 			qq.freed()
 			e.resume(t, g)
 			qq.cur.Store(nil)
+			qq.taking.Store(false)
 			qq.dmu.Unlock()
 		}
 	}
@@ -424,9 +432,11 @@ func (e *Engine) forgetHeld(b *progress.Batch) {
 		return
 	}
 	// b's tasks were offered by Submit calls that returned before
-	// FreeBatch (the caller's order), so Held sees them.
-	if !qq.q.Held() && qq.cur.Load() != b {
-		return // nothing of b held, nor being taken on
+	// FreeBatch (the caller's order), so Held sees them unless the
+	// dispatcher took them, which taking then says (set before Next
+	// empties the queue, looked at after Held).
+	if !qq.q.Held() && !qq.taking.Load() {
+		return // nothing held, nor being taken on
 	}
 	qq.dmu.Lock()
 	qq.mu.Lock()
