@@ -12,7 +12,8 @@ package admission
 // that a bound is never overrun by the two racing.
 
 // Admit lets the request r go at now without the engine's lock, when
-// nothing binds it, and returns its grant; ok false says it must be
+// nothing binds it (with promotion, nothing held in the class below
+// either: Offer looks whether it is promoted), and returns its grant; ok false says it must be
 // Offered (under the lock), which decides it: held back, refused, or let
 // go after all. It is safe for concurrent use with itself, Release and
 // every method the lock guards. Admit is off (always false) with
@@ -39,7 +40,11 @@ func (q *Queue[T]) Admit(r *Request, now int64, tl *Tally) (g Grant, ok bool) {
 	}
 	t := &q.tenants[ti]
 	c := q.class(ClassOf(r.Priority), r.Deadline, now)
-	if t.fast&(1<<c) == 0 || q.heldIn.Load()&upTo(c) != 0 {
+	ahead := upTo(c)
+	if q.cfg.Promotion > 0 && c < ClassLow {
+		ahead = upTo(c + 1) // one held below may be promoted into c: Offer looks
+	}
+	if t.fast&(1<<c) == 0 || q.heldIn.Load()&ahead != 0 {
 		return Grant{}, false
 	}
 	if !q.reserve(ti, c, r.Length) {

@@ -240,3 +240,23 @@ func TestAdmitAllocatesNothing(t *testing.T) {
 		t.Errorf("Admit+Release allocate %v times", n)
 	}
 }
+
+// TestPromotedHeldIsNotPassed: a LOW request held back within its
+// promotion window counts as MEDIUM, so a MEDIUM request offered after
+// it is held behind it (EDF serves it first) rather than let go, and
+// Admit leaves both to Offer; a LOW held far from its deadline is passed.
+func TestPromotedHeldIsNotPassed(t *testing.T) {
+	q := newQueue(t, Config{Promotion: 5 * time.Millisecond, Classes: [Classes]Limits{ClassLow: {InflightRequests: 1}}, Total: Limits{InflightRequests: 2}})
+	low := Request{Length: 1, Priority: sdk.PriorityLow, Deadline: 100 * ms}
+	g := offer(t, q, 0, low, 1, Now)
+	offer(t, q, 1, low, 1, Later)                    // held by its class, 99 ms from its deadline
+	admit(t, q, Request{Length: 1}, 1, false)        // a LOW is held: Offer decides
+	gm := offer(t, q, 2, Request{Length: 1}, 1, Now) // far from promotion: passed
+	q.Done(gm, true, 2)
+	now := 96 * ms // the held LOW is 4 ms from its deadline: promoted
+	offer(t, q, 3, Request{Length: 1}, now, Later)
+	q.Done(g, true, now)
+	if got := drain(q, now); !equal(got, []int{1, 3}) {
+		t.Errorf("after the promoted LOW, Next let %v go; want [1 3]", got)
+	}
+}

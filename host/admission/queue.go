@@ -460,9 +460,10 @@ func (q *Queue[T]) Offer(v T, r Request, now int64) (Grant, Verdict, error) {
 
 // mayGo reports whether a request of tenant ti in class c may go at once
 // but for the in-flight bounds (reserve's): nothing of its class or above
-// is held back, and no rate cap holds it.
+// is held back (a request of the class below within its promotion window
+// counts as of c), and no rate cap holds it.
 func (q *Queue[T]) mayGo(ti uint16, c Class, now int64) bool {
-	if q.heldIn.Load()&upTo(c) != 0 {
+	if q.heldIn.Load()&upTo(c) != 0 || q.promotedInto(c, now) {
 		return false
 	}
 	ok, _ := q.total.bucket.ready(now)
@@ -477,6 +478,20 @@ func (q *Queue[T]) mayGo(ti uint16, c Class, now int64) bool {
 
 // upTo is the heldIn bits of class c and the classes above it.
 func upTo(c Class) uint32 { return 1<<(c+1) - 1 }
+
+// promotedInto reports whether a request held back in the class below c
+// is within its promotion window, and so counts as of c.
+func (q *Queue[T]) promotedInto(c Class, now int64) bool {
+	if q.cfg.Promotion <= 0 || c >= ClassLow || q.heldIn.Load()&(1<<(c+1)) == 0 {
+		return false
+	}
+	for i := range q.tenants {
+		if h := q.tenants[i].heaps[c+1]; len(h) > 0 && q.class(c+1, q.entries[h[0]].deadline, now) == c {
+			return true
+		}
+	}
+	return false
+}
 
 // reserve counts a request of n bytes of tenant ti in class c in the
 // in-flight bounds of the total, the class and the tenant, all or none,
