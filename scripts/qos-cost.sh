@@ -45,7 +45,7 @@ for v in base tree; do
 	awk -v build="$v" '
 	function med(a, n,   i, j, t) {
 		for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
-		return sprintf("%.3g [%.3g-%.3g]", (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2, a[1], a[n])
+		return sprintf("%.4g [%.4g-%.4g]", (n % 2) ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2, a[1], a[n])
 	}
 	{
 		shape = $1; sub(/^BenchmarkQoSCost\//, "", shape); sub(/-[0-9]+$/, "", shape)
