@@ -24,6 +24,15 @@ import (
 // deadline brought a promotion. A held task has sent nothing: canceled
 // or past its deadline it ends at once (it holds no plugin), and the
 // dispatcher drops it when it comes up.
+//
+// The unloaded path takes no lock and hands nothing to the dispatcher:
+// a request that nothing binds is let go by the queue's Admit on the
+// submitting goroutine (atomics only), and its end gives its in-flight
+// budgets back with Release, also lock-free. Only when a bound is full,
+// a cap or a queue is in the way, or reject_late is on, does a request
+// take the lock (Offer). A qos block that bounds nothing in flight and
+// does not reject late keeps no grant at all and adds no watcher to the
+// tracker: its path costs the off path plus one Admit.
 
 // ErrBusy is a request refused because the qos block's queue is full
 // (qos.max_queued) and qos.busy is "error": submit it again later.
@@ -42,6 +51,11 @@ type qosQueue struct {
 	// under mu when Next gives it, cleared under dmu), so that FreeBatch
 	// waits for it although the queue is empty.
 	cur atomic.Pointer[progress.Batch]
+	// taking is set while the dispatcher asks the queue for a task and
+	// takes it on: from before Next empties the queue until cur is
+	// cleared, so that FreeBatch, which looks without the lock, sees
+	// either the task held or the dispatcher at work.
+	taking atomic.Bool
 	// wake tells the dispatcher to look at the queue; room tells a
 	// submitter waiting on a full queue that a place freed.
 	wake, room chan struct{}
@@ -51,6 +65,10 @@ type qosQueue struct {
 	perClass bool
 	// held counts the requests held back so far (Engine.QoS).
 	held atomic.Uint64
+	// grants: a grant holds something to give back (the queue is
+	// Counted), so tasks keep theirs and the tracker's watcher gives
+	// them back; measured: that is Done, under mu, with the time.
+	grants, measured bool
 }
 
 // heldTask is a task held in the queue: its batch (and that batch's id,
@@ -77,8 +95,10 @@ func (e *Engine) wireQoS() error {
 		return fmt.Errorf("%w: qos: %w", ErrInvalid, err)
 	}
 	e.path.qos = &qosQueue{q: q, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), block: qc.Busy != config.QoSError,
-		perClass: qc.Lanes == config.QoSLanesPerClass}
-	e.tracker.Watch(e.qosWatcher())
+		perClass: qc.Lanes == config.QoSLanesPerClass, grants: q.Counted(), measured: q.Measured()}
+	if e.path.qos.grants {
+		e.tracker.Watch(e.qosWatcher())
+	}
 	return nil
 }
 
@@ -152,12 +172,21 @@ func (e *Engine) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *sub
 		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name, Tenant: r.Tenant,
 	}
 	now := sc.now().UnixNano()
+	if g, ok := qq.q.Admit(&ar, now, &sc.admitted); ok {
+		if qq.grants {
+			e.granted(b, i, g)
+		}
+		return false // counted for its tenant at the call's end (flushQueued)
+	}
+	qq.q.Count(&sc.admitted) // before the queue orders anything
 	for {
 		qq.mu.Lock()
 		g, v, err := qq.q.Offer(heldTask{b: b, id: b.ID(), i: int32(i)}, ar, now)
 		qq.mu.Unlock()
 		if err == nil && v == admission.Now {
-			e.granted(b, i, g)
+			if qq.grants {
+				e.granted(b, i, g)
+			}
 			return false
 		}
 		if err == nil {
@@ -256,11 +285,17 @@ func (e *Engine) giveBack(tg *taskGrant, sent bool) {
 		return
 	}
 	qq := e.path.qos
-	qq.mu.Lock()
-	qq.q.Done(tg.grant, sent, progress.Now())
-	held := qq.q.Len() > 0
-	qq.mu.Unlock()
-	if held { // the budget freed may let one go; with none held the dispatcher sleeps on
+	if qq.measured {
+		qq.mu.Lock()
+		qq.q.Done(tg.grant, sent, progress.Now())
+		qq.mu.Unlock()
+	} else {
+		qq.q.Release(tg.grant)
+	}
+	// The budget freed may let one go; with none held the dispatcher
+	// sleeps on. A request held after this look was kicked for by its
+	// own Offer, and Next sees the budget Release gave back.
+	if qq.q.Held() {
 		qq.kick()
 	}
 }
@@ -319,6 +354,7 @@ func (e *Engine) runQoS() {
 		for {
 			now := progress.Now()
 			qq.dmu.Lock()
+			qq.taking.Store(true)
 			qq.mu.Lock()
 			t, g, ok := qq.q.Next(now)
 			if ok {
@@ -336,6 +372,7 @@ func (e *Engine) runQoS() {
 			}
 			qq.mu.Unlock()
 			if !ok {
+				qq.taking.Store(false)
 				qq.dmu.Unlock()
 				if at != 0 {
 					timer.Reset(time.Duration(at - now))
@@ -345,6 +382,7 @@ func (e *Engine) runQoS() {
 			qq.freed()
 			e.resume(t, g)
 			qq.cur.Store(nil)
+			qq.taking.Store(false)
 			qq.dmu.Unlock()
 		}
 	}
@@ -355,7 +393,9 @@ func (e *Engine) runQoS() {
 // and dispatched, as submitOne does a request admitted at once.
 func (e *Engine) resume(t heldTask, g admission.Grant) {
 	b, i := t.b, int(t.i)
-	e.granted(b, i, g)
+	if e.path.qos.grants {
+		e.granted(b, i, g)
+	}
 	rec := e.path.record(b, i)
 	if b.Stopping(i, progress.Now()) {
 		return // ended before it was granted: given back above, or by its end
@@ -391,11 +431,12 @@ func (e *Engine) forgetHeld(b *progress.Batch) {
 	if qq == nil {
 		return
 	}
-	qq.mu.Lock()
-	n, cur := qq.q.Len(), qq.cur.Load()
-	qq.mu.Unlock()
-	if n == 0 && cur != b {
-		return // nothing of b held, nor being taken on
+	// b's tasks were offered by Submit calls that returned before
+	// FreeBatch (the caller's order), so Held sees them unless the
+	// dispatcher took them, which taking then says (set before Next
+	// empties the queue, looked at after Held).
+	if !qq.q.Held() && !qq.taking.Load() {
+		return // nothing held, nor being taken on
 	}
 	qq.dmu.Lock()
 	qq.mu.Lock()
@@ -416,8 +457,10 @@ type QoSStatus struct {
 	// Dropped counts held-back requests that ended while held (canceled,
 	// past their deadline) and were never dispatched.
 	Dropped uint64
-	// Bandwidth is the measured bandwidth of completions, bytes per
-	// second; 0 before any.
+	// Bandwidth is the measured bandwidth, bytes per second; 0 before
+	// any. With reject_late, that of completions while something is in
+	// flight; otherwise that of the bytes admitted since the last call
+	// at least 10 ms before (admission.Queue.Bandwidth).
 	Bandwidth float64
 	// Tenants are each tenant's counters, the default tenant's included.
 	Tenants []admission.TenantStats
@@ -432,9 +475,10 @@ func (e *Engine) QoS() QoSStatus {
 	}
 	qq.mu.Lock()
 	defer qq.mu.Unlock()
-	qq.q.Sweep(progress.Now())
+	now := progress.Now()
+	qq.q.Sweep(now)
 	return QoSStatus{On: true, Held: qq.q.Len(), HeldTotal: qq.held.Load(), Dropped: qq.q.Dropped,
-		Bandwidth: qq.q.Bandwidth(), Tenants: qq.q.Tenants(nil)}
+		Bandwidth: qq.q.Bandwidth(now), Tenants: qq.q.Tenants(nil)}
 }
 
 // laneOf returns the lane of run (of plugin ps) a request of priority p

@@ -168,7 +168,7 @@ func (p *requestPath) attach(b *progress.Batch) {
 		}
 		r.stamps = r.stamps[:n]
 	}
-	if p.qos != nil {
+	if p.qos != nil && p.qos.grants {
 		if cap(r.grants) < n {
 			r.grants = make([]taskGrant, size)
 		}
@@ -244,6 +244,9 @@ func (e *Engine) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
 // flushQueued adds the requests a Submit call queued (sc's tally) to the
 // meter; the call ends with it.
 func (e *Engine) flushQueued(sc *submitCtx) {
+	if e.path.qos != nil {
+		e.path.qos.q.Count(&sc.admitted) // and to the qos queue's tenants, those it let go
+	}
 	if e.path.meter != nil {
 		e.path.meter.AddQueued(&sc.queued)
 	}

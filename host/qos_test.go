@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -372,5 +373,48 @@ func TestQoSOffIsPassThrough(t *testing.T) {
 	}
 	if err := e.Transfer(ctx, host.Request{Op: host.Write, Local: mem[:4096], Segment: seg.ID, Remote: base, Tenant: "anyone"}); err != nil {
 		t.Errorf("a tenant without a qos block: %v", err)
+	}
+}
+
+// TestQoSAdmitsInline: a qos block that bounds nothing holds nothing
+// back, and each tenant is counted every request and byte it moved,
+// whether the requests of one Submit call alternate tenants or not; with
+// a bound on the class, the requests it holds back and those let go at
+// once are counted alike, and all complete.
+func TestQoSAdmitsInline(t *testing.T) {
+	const size, n = 4 << 10, 64
+	for _, c := range []struct{ name, qos string }{
+		{"unbound", "qos {\n  tenant \"a\" {\n    weight = 2\n  }\n}"},
+		{"bound", "qos {\n  tenant \"a\" {\n    weight = 2\n  }\n  class \"medium\" {\n    inflight_requests = 1\n  }\n}"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e, src, seg, dst := qosEngine(t, "qos-inline-"+c.name, c.qos, n*size)
+			reqs := make([]host.Request, n)
+			for k := range reqs {
+				reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg, Remote: dst + uint64(k*size)}
+				if k%2 == 1 || k >= n/2 && k%4 == 0 { // alternating, then runs of one tenant
+					reqs[k].Tenant = "a"
+				}
+			}
+			want := map[string]uint64{}
+			for _, r := range reqs {
+				want[cmp.Or(r.Tenant, "default")]++
+			}
+			if err := e.Transfer(context.Background(), reqs...); err != nil {
+				t.Fatal(err)
+			}
+			q := e.QoS()
+			if c.name == "unbound" && q.HeldTotal != 0 {
+				t.Errorf("a qos block that bounds nothing held %d requests back", q.HeldTotal)
+			}
+			if q.Held != 0 {
+				t.Errorf("%d requests held after all completed", q.Held)
+			}
+			for _, ts := range q.Tenants {
+				if ts.Admitted != want[ts.Name] || ts.Bytes != want[ts.Name]*size {
+					t.Errorf("tenant %q: admitted %d requests, %d bytes; want %d, %d", ts.Name, ts.Admitted, ts.Bytes, want[ts.Name], want[ts.Name]*size)
+				}
+			}
+		})
 	}
 }

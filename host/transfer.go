@@ -214,6 +214,9 @@ type submitCtx struct {
 	// queued counts the requests the call queued, for the meter
 	// (flushQueued).
 	queued metrics.Tally
+	// admitted counts the requests the qos queue let go at once, for
+	// their tenants (admit.go's hold; flushQueued).
+	admitted admission.Tally
 }
 
 // now returns the time the first request that needed it was submitted.

@@ -16,4 +16,10 @@
 // goroutine that asks it and dispatches. Neither blocks, starts
 // goroutines, does I/O, reads the clock or allocates per request: the
 // time is always passed in, so tests drive it by hand.
+//
+// The Queue is the engine's to lock, but for its fast path (fast.go):
+// Admit lets a request that nothing binds go, and Release gives back
+// what a grant held, with atomics only, safe beside each other and the
+// locked methods; the in-flight counts are shared by both paths and
+// never overrun.
 package admission

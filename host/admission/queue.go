@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -65,7 +66,8 @@ var ErrLate = errors.New("cannot meet its deadline")
 // ErrTenant is a request naming a tenant that is not configured.
 var ErrTenant = errors.New("unconfigured tenant")
 
-// Grant is what a dispatched request holds of the budgets, for Done.
+// Grant is what a dispatched request holds of the budgets, for Done or
+// Release.
 type Grant struct {
 	Length uint64
 	tenant uint16
@@ -121,38 +123,89 @@ func (b *bucket) ready(now int64) (ok bool, at int64) {
 	return false, now + int64(math.Ceil(-b.tokens/b.rate*1e9))
 }
 
-// budget is a class's or a tenant's budget and what it holds now.
+// budget is a class's or a tenant's budget and what it holds now. The
+// in-flight counts are atomics, kept only for the bounds the budget has,
+// so that Admit and Release count without the engine's lock (reserve
+// checks and counts in one step, against the others); the bucket is
+// only touched under the lock.
 type budget struct {
 	lim      Limits
 	bucket   bucket
-	bytes    uint64
-	requests int
+	bytes    atomic.Uint64
+	requests atomic.Int64
 }
+
+func (b *budget) init(l Limits) {
+	b.lim = l
+	b.bucket = newBucket(l)
+}
+
+// counted reports whether b bounds what is in flight.
+func (b *budget) counted() bool { return b.lim.InflightBytes > 0 || b.lim.InflightRequests > 0 }
 
 // fits reports whether a request of n bytes fits; a request alone is
 // let through whatever its size, so that none waits forever.
 func (b *budget) fits(n uint64, now int64) (bool, int64) {
-	if b.lim.InflightRequests > 0 && b.requests >= b.lim.InflightRequests {
+	if l := b.lim.InflightRequests; l > 0 && b.requests.Load() >= int64(l) {
 		return false, 0
 	}
-	if b.lim.InflightBytes > 0 && b.bytes > 0 && b.bytes+n > b.lim.InflightBytes {
-		return false, 0
+	if l := b.lim.InflightBytes; l > 0 {
+		if v := b.bytes.Load(); v > 0 && v+n > l {
+			return false, 0
+		}
 	}
 	return b.bucket.ready(now)
 }
 
-func (b *budget) take(n uint64, now int64) {
-	b.bytes += n
-	b.requests++
+// reserve counts a request of n bytes in b's in-flight bounds if it
+// fits them (as fits says), and reports whether it did; it is safe
+// beside other reserves and gives, so that two that race cannot both
+// take the last place.
+func (b *budget) reserve(n uint64) bool {
+	if l := int64(b.lim.InflightRequests); l > 0 {
+		for {
+			r := b.requests.Load()
+			if r >= l {
+				return false
+			}
+			if b.requests.CompareAndSwap(r, r+1) {
+				break
+			}
+		}
+	}
+	if l := b.lim.InflightBytes; l > 0 {
+		for {
+			v := b.bytes.Load()
+			if v > 0 && v+n > l {
+				if b.lim.InflightRequests > 0 {
+					b.requests.Add(-1)
+				}
+				return false
+			}
+			if b.bytes.CompareAndSwap(v, v+n) {
+				break
+			}
+		}
+	}
+	return true
+}
+
+// give takes a request of n bytes back out of b's in-flight bounds.
+func (b *budget) give(n uint64) {
+	if b.lim.InflightRequests > 0 {
+		b.requests.Add(-1)
+	}
+	if b.lim.InflightBytes > 0 {
+		b.bytes.Add(-n)
+	}
+}
+
+// charge takes n bytes from b's rate cap; under the lock.
+func (b *budget) charge(n uint64, now int64) {
 	if b.bucket.rate != 0 {
 		b.bucket.refill(now)
 		b.bucket.tokens -= float64(n)
 	}
-}
-
-func (b *budget) give(n uint64) {
-	b.bytes -= n
-	b.requests--
 }
 
 // entry is one held-back request.
@@ -175,7 +228,17 @@ type tenant struct {
 	// first (none last), then in order of arrival: indexes into entries.
 	heaps  [Classes][]int32
 	queued int
-	stats  TenantStats
+	// admitted and bytes count what it had dispatched (TenantStats);
+	// Admit adds to them without the lock, and last is the length of
+	// its latest request. folded is how much of bytes vtime includes:
+	// fold adds the rest, Admit's.
+	admitted, bytes, last atomic.Uint64
+	folded                uint64
+	rejected              uint64
+	// fast has bit c set when no rate cap bounds a request of this
+	// tenant in class c (the total's, the class's, its own): Admit may
+	// let it go.
+	fast uint8
 }
 
 // TenantStats are a tenant's counters.
@@ -212,6 +275,18 @@ type Queue[T any] struct {
 	stale func(T, int64) bool
 	// Dropped counts the stale requests dropped.
 	Dropped uint64
+	// heldIn has bit c set while requests of class c are held back
+	// (heldN counts them): Admit lets nothing pass them.
+	heldIn atomic.Uint32
+	heldN  [Classes]int
+	// measured: RejectLate, which needs the bandwidth of completions
+	// and what is in flight, so that Done is called under the lock and
+	// Admit is off. Otherwise Bandwidth measures the bytes dispatched,
+	// from one call to the next (rateAt, rateBytes).
+	measured   bool
+	rateAt     int64
+	rateBytes  uint64
+	countedAny bool // some budget bounds what is in flight
 }
 
 // New returns a queue with cfg's settings, or an error naming the
@@ -224,12 +299,12 @@ func New[T any](cfg Config, stale func(v T, now int64) bool) (*Queue[T], error) 
 	if err := checkLimits(cfg.Total); err != nil {
 		return nil, fmt.Errorf("total: %w", err)
 	}
-	q.total = budget{lim: cfg.Total, bucket: newBucket(cfg.Total)}
+	q.total.init(cfg.Total)
 	for c, l := range cfg.Classes {
 		if err := checkLimits(l); err != nil {
 			return nil, fmt.Errorf("class %s: %w", Class(c), err)
 		}
-		q.classes[c] = budget{lim: l, bucket: newBucket(l)}
+		q.classes[c].init(l)
 	}
 	add := func(t Tenant) error {
 		if _, dup := q.byName[t.Name]; dup {
@@ -246,7 +321,8 @@ func New[T any](cfg Config, stale func(v T, now int64) bool) (*Queue[T], error) 
 			w = 1
 		}
 		q.byName[t.Name] = uint16(len(q.tenants))
-		q.tenants = append(q.tenants, tenant{name: t.Name, weight: w, budget: budget{lim: t.Limits, bucket: newBucket(t.Limits)}, stats: TenantStats{Name: t.Name}})
+		q.tenants = append(q.tenants, tenant{name: t.Name, weight: w})
+		q.tenants[len(q.tenants)-1].budget.init(t.Limits)
 		return nil
 	}
 	for _, t := range cfg.Tenants {
@@ -263,6 +339,20 @@ func New[T any](cfg Config, stale func(v T, now int64) bool) (*Queue[T], error) 
 		return nil, fmt.Errorf("%d tenants: at most %d", len(q.tenants), math.MaxUint16)
 	}
 	q.dflt = q.byName[q.cfg.Default]
+	q.measured = cfg.RejectLate
+	q.countedAny = q.total.counted()
+	for c := range q.classes {
+		q.countedAny = q.countedAny || q.classes[c].counted()
+	}
+	for i := range q.tenants {
+		t := &q.tenants[i]
+		q.countedAny = q.countedAny || t.budget.counted()
+		for c := range q.classes {
+			if q.total.lim.Rate == 0 && q.classes[c].lim.Rate == 0 && t.budget.lim.Rate == 0 {
+				t.fast |= 1 << c
+			}
+		}
+	}
 	n := max(cfg.MaxQueued, 64)
 	q.entries = make([]entry[T], 0, n)
 	q.free = make([]int32, 0, n)
@@ -297,11 +387,11 @@ func (q *Queue[T]) tenantOf(name string) (uint16, error) {
 
 func (q *Queue[T]) tenantList() string {
 	s := ""
-	for i, t := range q.tenants {
+	for i := range q.tenants {
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%q", t.name)
+		s += fmt.Sprintf("%q", q.tenants[i].name)
 	}
 	return s
 }
@@ -329,17 +419,18 @@ func (q *Queue[T]) Offer(v T, r Request, now int64) (Grant, Verdict, error) {
 	c := q.class(ClassOf(r.Priority), r.Deadline, now)
 	if q.cfg.RejectLate && r.Deadline != 0 {
 		if err := q.late(c, r, now); err != nil {
-			t.stats.Rejected++
+			t.rejected++
 			return Grant{}, Reject, err
 		}
 	}
-	if q.mayGo(ti, c, r.Length, now) {
+	q.fold()
+	if q.mayGo(ti, c, now) && q.reserve(ti, c, r.Length) {
 		return q.dispatch(ti, c, r.Length, now), Now, nil
 	}
 	if q.cfg.MaxQueued > 0 && q.queued >= q.cfg.MaxQueued {
 		q.sweep(now)
 		if q.queued >= q.cfg.MaxQueued {
-			t.stats.Rejected++
+			t.rejected++
 			return Grant{}, Reject, fmt.Errorf("%w: %d requests held back, the most qos.max_queued allows; submit fewer at once or raise it", ErrBusy, q.queued)
 		}
 	}
@@ -361,41 +452,104 @@ func (q *Queue[T]) Offer(v T, r Request, now int64) (Grant, Verdict, error) {
 	t.queued++
 	q.queued++
 	q.queuedBytes[oc] += r.Length
+	if q.heldN[oc]++; q.heldN[oc] == 1 {
+		q.heldIn.Store(q.heldIn.Load() | 1<<oc)
+	}
 	return Grant{}, Later, nil
 }
 
-// mayGo reports whether a request of tenant ti in class c may go at once:
-// nothing of its class or above is held back, and the budgets fit.
-func (q *Queue[T]) mayGo(ti uint16, c Class, n uint64, now int64) bool {
-	for k := range int(c) + 1 {
-		if q.queuedBytes[k] != 0 {
-			return false
-		}
+// mayGo reports whether a request of tenant ti in class c may go at once
+// but for the in-flight bounds (reserve's): nothing of its class or above
+// is held back (a request of the class below within its promotion window
+// counts as of c), and no rate cap holds it.
+func (q *Queue[T]) mayGo(ti uint16, c Class, now int64) bool {
+	if q.heldIn.Load()&upTo(c) != 0 || q.promotedInto(c, now) {
+		return false
 	}
-	ok, _ := q.total.fits(n, now)
+	ok, _ := q.total.bucket.ready(now)
 	if ok {
-		ok, _ = q.classes[c].fits(n, now)
+		ok, _ = q.classes[c].bucket.ready(now)
 	}
 	if ok {
-		ok, _ = q.tenants[ti].budget.fits(n, now)
+		ok, _ = q.tenants[ti].budget.bucket.ready(now)
 	}
 	return ok
 }
 
+// upTo is the heldIn bits of class c and the classes above it.
+func upTo(c Class) uint32 { return 1<<(c+1) - 1 }
+
+// promotedInto reports whether a request held back in the class below c
+// is within its promotion window, and so counts as of c.
+func (q *Queue[T]) promotedInto(c Class, now int64) bool {
+	if q.cfg.Promotion <= 0 || c >= ClassLow || q.heldIn.Load()&(1<<(c+1)) == 0 {
+		return false
+	}
+	for i := range q.tenants {
+		if h := q.tenants[i].heaps[c+1]; len(h) > 0 && q.class(c+1, q.entries[h[0]].deadline, now) == c {
+			return true
+		}
+	}
+	return false
+}
+
+// reserve counts a request of n bytes of tenant ti in class c in the
+// in-flight bounds of the total, the class and the tenant, all or none,
+// and reports whether it fit; safe beside Admit and Release.
+func (q *Queue[T]) reserve(ti uint16, c Class, n uint64) bool {
+	if !q.countedAny {
+		return true
+	}
+	if !q.total.reserve(n) {
+		return false
+	}
+	if !q.classes[c].reserve(n) {
+		q.total.give(n)
+		return false
+	}
+	if !q.tenants[ti].budget.reserve(n) {
+		q.classes[c].give(n)
+		q.total.give(n)
+		return false
+	}
+	return true
+}
+
+// dispatch lets a request of n bytes of tenant ti go in class c, its
+// in-flight bounds reserved: the rate caps, its tenant's virtual time
+// and counters.
 func (q *Queue[T]) dispatch(ti uint16, c Class, n uint64, now int64) Grant {
 	t := &q.tenants[ti]
-	q.total.take(n, now)
-	q.classes[c].take(n, now)
-	t.budget.take(n, now)
+	q.total.charge(n, now)
+	q.classes[c].charge(n, now)
+	t.budget.charge(n, now)
 	q.vclock = max(q.vclock, t.vtime)
 	t.vtime += float64(n) / t.weight
-	t.stats.Admitted++
-	t.stats.Bytes += n
-	if q.inflight == 0 {
-		q.bw.start(now)
+	t.folded += n
+	t.admitted.Add(1)
+	t.bytes.Add(n)
+	if q.measured {
+		if q.inflight == 0 {
+			q.bw.start(now)
+		}
+		q.inflight += n
 	}
-	q.inflight += n
 	return Grant{Length: n, tenant: ti, class: c, ok: true}
+}
+
+// fold adds the bytes Admit let go to their tenants' virtual times, so
+// that the fair order counts them as it counts the queue's own: the
+// virtual time and clock are those dispatch would have left after the
+// same requests (the clock is the virtual time before the last).
+func (q *Queue[T]) fold() {
+	for i := range q.tenants {
+		t := &q.tenants[i]
+		if b := t.bytes.Load(); b != t.folded {
+			t.vtime += float64(b-t.folded) / t.weight
+			t.folded = b
+			q.vclock = max(q.vclock, t.vtime-float64(t.last.Load())/t.weight)
+		}
+	}
 }
 
 // late returns ErrLate, saying why, when r cannot finish by its deadline
@@ -430,6 +584,9 @@ func (q *Queue[T]) late(c Class, r Request, now int64) error {
 // the tenant with the least virtual time whose budget fits; its earliest
 // deadline.
 func (q *Queue[T]) Next(now int64) (v T, g Grant, ok bool) {
+	if q.queued > 0 {
+		q.fold()
+	}
 	for q.queued > 0 {
 		ti, oc, c, found := q.pick(now)
 		if !found {
@@ -437,10 +594,14 @@ func (q *Queue[T]) Next(now int64) (v T, g Grant, ok bool) {
 		}
 		t := &q.tenants[ti]
 		k := t.heaps[oc][0]
-		t.heaps[oc] = q.pop(t.heaps[oc])
 		e := q.entries[k]
+		stale := q.stale != nil && q.stale(e.v, now)
+		if !stale && !q.reserve(ti, c, e.length) {
+			return v, Grant{}, false // Admit took the place pick saw; its Release frees it
+		}
+		t.heaps[oc] = q.pop(t.heaps[oc])
 		q.release(t, oc, k)
-		if q.stale != nil && q.stale(e.v, now) {
+		if stale {
 			q.Dropped++
 			continue
 		}
@@ -455,6 +616,9 @@ func (q *Queue[T]) release(t *tenant, oc Class, k int32) {
 	t.queued--
 	q.queued--
 	q.queuedBytes[oc] -= e.length
+	if q.heldN[oc]--; q.heldN[oc] == 0 {
+		q.heldIn.Store(q.heldIn.Load() &^ (1 << oc))
+	}
 	var zero entry[T]
 	*e = zero
 	q.free = append(q.free, k)
@@ -552,16 +716,18 @@ func (q *Queue[T]) Wake(now int64) int64 {
 
 // Done gives back what g held, the request having ended at now; sent
 // false says it never left (its bytes do not count for the bandwidth).
+// Under the lock; without RejectLate (Measured false) Release does the
+// same without it.
 func (q *Queue[T]) Done(g Grant, sent bool, now int64) {
 	if !g.ok {
 		return
 	}
-	q.total.give(g.Length)
-	q.classes[g.class].give(g.Length)
-	q.tenants[g.tenant].budget.give(g.Length)
-	q.inflight -= g.Length
-	if sent {
-		q.bw.done(g.Length, now, q.inflight == 0)
+	q.Release(g)
+	if q.measured {
+		q.inflight -= g.Length
+		if sent {
+			q.bw.done(g.Length, now, q.inflight == 0)
+		}
 	}
 }
 
@@ -609,16 +775,39 @@ func (q *Queue[T]) Drain(f func(T)) {
 // Len returns how many requests are held back.
 func (q *Queue[T]) Len() int { return q.queued }
 
-// Bandwidth returns the measured bandwidth in bytes per second, 0 before
-// any.
-func (q *Queue[T]) Bandwidth() float64 { return q.bw.rate }
+// Bandwidth returns the measured bandwidth at now in bytes per second, 0
+// before any. With RejectLate it is that of completions while something
+// is in flight (what early rejection reckons with); otherwise that of
+// the bytes dispatched from one call to the next at least 10 ms later,
+// smoothed over calls (Done and Admit then keep no clock).
+func (q *Queue[T]) Bandwidth(now int64) float64 {
+	if q.measured {
+		return q.bw.rate
+	}
+	var sum uint64
+	for i := range q.tenants {
+		sum += q.tenants[i].bytes.Load()
+	}
+	switch d := now - q.rateAt; {
+	case q.rateAt == 0:
+		q.rateAt, q.rateBytes = now, sum
+	case d >= bwWindow:
+		r := float64(sum-q.rateBytes) / (float64(d) / 1e9)
+		if q.bw.rate == 0 {
+			q.bw.rate = r
+		} else {
+			q.bw.rate = 0.75*q.bw.rate + 0.25*r
+		}
+		q.rateAt, q.rateBytes = now, sum
+	}
+	return q.bw.rate
+}
 
 // Tenants appends every tenant's counters to out.
 func (q *Queue[T]) Tenants(out []TenantStats) []TenantStats {
 	for i := range q.tenants {
-		s := q.tenants[i].stats
-		s.Queued = q.tenants[i].queued
-		out = append(out, s)
+		t := &q.tenants[i]
+		out = append(out, TenantStats{Name: t.name, Admitted: t.admitted.Load(), Rejected: t.rejected, Bytes: t.bytes.Load(), Queued: t.queued})
 	}
 	return out
 }

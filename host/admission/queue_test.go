@@ -264,7 +264,7 @@ func TestRefusals(t *testing.T) {
 	// Measure a bandwidth: 1 MB done in 10 ms is 100 MB/s.
 	g := offer(t, q, 1, Request{Length: 1e6}, 1, Now)
 	q.Done(g, true, 1+10*ms)
-	if bw := q.Bandwidth(); math.Abs(bw-100e6) > 1e6 {
+	if bw := q.Bandwidth(1 + 10*ms); math.Abs(bw-100e6) > 1e6 {
 		t.Fatalf("bandwidth %v, want 100 MB/s", bw)
 	}
 	now := 1 + 10*ms
