@@ -217,6 +217,10 @@ type submitCtx struct {
 	// admitted counts the requests the qos queue let go at once, for
 	// their tenants (admit.go's hold; flushQueued).
 	admitted admission.Tally
+	// waiter: the caller waits on the batch's lanes itself right after
+	// the call (runBatch's Wait of a small batch enters them), so its
+	// publications leave a reaper standing by (Lane.EndWaited).
+	waiter bool
 }
 
 // now returns the time the first request that needed it was submitted.
@@ -335,7 +339,11 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	l := e.laneOf(run, rt.ps, r.Priority)
 	l.Begin()
 	c := e.put(b, i, r, rem, rt, avoid, sc, run, l)
-	l.End()
+	if sc.waiter {
+		l.EndWaited()
+	} else {
+		l.End()
+	}
 	e.cut(b, l, rt.ps, c)
 }
 
@@ -879,7 +887,13 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 	}
 	defer e.FreeBatch(id)
 	_, bounded := ctx.Deadline()
-	if err := e.submit(id, reqs, submitCtx{bounded: bounded}); err != nil {
+	var total uint64
+	for k := range reqs {
+		total += uint64(len(reqs[k].Local))
+	}
+	// Wait enters the lanes of a small batch and reaps them itself.
+	waiter := total <= config.SmallBatch
+	if err := e.submit(id, reqs, submitCtx{bounded: bounded, waiter: waiter}); err != nil {
 		return nil, err
 	}
 	werr := e.Wait(ctx, id)

@@ -61,6 +61,14 @@ type Lane struct {
 	// that wants it and nobody hands it over.
 	waiters atomic.Int32
 	standby chan struct{}
+	// standing: the reaper stands by (or is about to), waiting on
+	// standby. A waiter that leaves with nothing in flight lets it stand
+	// on rather than wake it (a thread wakeup per synchronous call, which
+	// a caller from C pays in full: the woken reaper lands on the P the C
+	// thread holds and waits for another thread to steal it); whoever
+	// then gives it work wakes it: a publication with no waiter (End,
+	// Probe), a waiter leaving work in flight, Close.
+	standing atomic.Bool
 
 	// buf receives completions; whoever holds reapMu uses it. A buffer
 	// of the caller's would escape to the heap through Observer, on every
@@ -137,8 +145,19 @@ func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 	return nil
 }
 
-// End publishes what was enqueued and releases the producer side.
+// End publishes what was enqueued and releases the producer side; a
+// reaper standing by with no waiter is woken to reap it.
 func (l *Lane) End() {
+	l.publish()
+	l.mu.Unlock()
+	l.kickIdle()
+}
+
+// EndWaited is End for a submitter that waits on the lane itself next
+// (Enter, Poll): it leaves a reaper standing by, as the waiter reaps.
+// The waiter must Enter; if it leaves with its work in flight, Leave
+// wakes the reaper.
+func (l *Lane) EndWaited() {
 	l.publish()
 	l.mu.Unlock()
 }
@@ -214,6 +233,7 @@ func (l *Lane) Probe(seq uint64) bool {
 	}
 	l.sq.Publish()
 	l.probeSent.Store(seq)
+	l.kickIdle() // its answer is reaped like a completion
 	return true
 }
 
@@ -240,13 +260,22 @@ func (l *Lane) Reap(t *Tracker) {
 	defer idle.Stop()
 	for !l.closing.Load() {
 		if l.waiters.Load() > 0 {
-			// A waiter reaps; stand by until the last one leaves. The
-			// timer only bounds the wait should a waiter be stuck.
-			idle.Reset(standbySleep)
-			select {
-			case <-l.standby:
-			case <-idle.C:
+			// A waiter reaps; stand by until the last one leaves with work
+			// in flight, or somebody publishes with no waiter (kick). The
+			// timer only bounds the wait should a waiter be stuck, or a
+			// wakeup be lost. standing is set before in-flight work and
+			// waiters are looked at again, and publishers add in-flight
+			// work before they look at standing: one of the two sees the
+			// other.
+			l.standing.Store(true)
+			if l.waiters.Load() > 0 || l.inFlight.Load() == 0 {
+				idle.Reset(standbySleep)
+				select {
+				case <-l.standby:
+				case <-idle.C:
+				}
 			}
+			l.standing.Store(false)
 			continue
 		}
 		if l.Poll(t) > 0 {
@@ -260,7 +289,7 @@ func (l *Lane) Reap(t *Tracker) {
 
 // standbySleep bounds how long the reaper leaves a lane to its waiters
 // without looking.
-const standbySleep = 50 * time.Millisecond
+var standbySleep = 50 * time.Millisecond // a variable for the tests
 
 // Enter registers the calling goroutine as a waiter that polls the lane
 // itself: the reaper stands by until the last waiter leaves, so that the
@@ -276,13 +305,29 @@ func (l *Lane) Enter() {
 }
 
 // Leave ends Enter; the last waiter to leave hands the lane back to the
-// reaper.
+// reaper when something is still in flight. With nothing in flight the
+// reaper stands on (see standing), and the next publication with no
+// waiter wakes it: back-to-back synchronous calls (EndWaited) then wake
+// it never.
 func (l *Lane) Leave() {
-	if l.waiters.Add(-1) == 0 {
-		select {
-		case l.standby <- struct{}{}:
-		default:
-		}
+	if l.waiters.Add(-1) == 0 && l.inFlight.Load() != 0 {
+		l.kick()
+	}
+}
+
+// kick wakes the reaper from standing by.
+func (l *Lane) kick() {
+	select {
+	case l.standby <- struct{}{}:
+	default:
+	}
+}
+
+// kickIdle wakes a reaper that stands by with no waiter left to reap for
+// it; after a publication.
+func (l *Lane) kickIdle() {
+	if l.standing.Load() && l.waiters.Load() == 0 {
+		l.kick()
 	}
 }
 
@@ -457,6 +502,7 @@ func (l *Lane) Poll(t *Tracker) int {
 func (l *Lane) Close(started bool) {
 	l.closing.Store(true)
 	l.cq.Wake()
+	l.kick()
 	if started {
 		<-l.reaped
 	}

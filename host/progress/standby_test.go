@@ -1,0 +1,120 @@
+package progress
+
+import (
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// TestLeaveWakesTheReaperOnlyForWorkInFlight: the last waiter to leave
+// wakes a reaper that stands by only when something is still in flight;
+// a publication wakes it when no waiter is there to reap (End, Probe),
+// never when its submitter waits next (EndWaited) or a waiter is in.
+// The reaper is not running: standing is set by hand, and a wakeup is the
+// token on standby.
+func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
+	l := newTestLane(t, 0)
+	woken := func() bool {
+		select {
+		case <-l.standby:
+			return true
+		default:
+			return false
+		}
+	}
+	l.standing.Store(true)
+
+	l.Enter()
+	l.Leave()
+	if woken() {
+		t.Fatal("a waiter leaving with nothing in flight woke the reaper")
+	}
+
+	_, b, i := oneTask(4096)
+	d := ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 4096}
+	l.Begin()
+	if err := l.Put(&d, b, i); err != nil {
+		t.Fatal(err)
+	}
+	l.EndWaited()
+	if woken() {
+		t.Fatal("EndWaited woke the reaper: its submitter reaps")
+	}
+	l.Enter()
+	l.Leave()
+	if !woken() {
+		t.Fatal("a waiter leaving with a descriptor in flight did not wake the reaper")
+	}
+
+	l.Enter()
+	l.Begin()
+	l.End()
+	if woken() {
+		t.Fatal("a publication with a waiter in woke the reaper")
+	}
+	l.Leave()
+	if !woken() {
+		t.Fatal("the waiter left work in flight and did not wake the reaper")
+	}
+	l.Begin()
+	l.End()
+	if !woken() {
+		t.Fatal("a publication with no waiter left the reaper standing by")
+	}
+	if !l.Probe(1) || !woken() {
+		t.Fatal("a probe with no waiter left the reaper standing by")
+	}
+	l.standing.Store(false)
+	l.Begin()
+	l.End()
+	if woken() {
+		t.Fatal("a publication woke a reaper that was not standing by")
+	}
+}
+
+// TestStandingReaperReapsAPublication: a reaper left standing by after a
+// waiter left with nothing in flight reaps the next publication's
+// completion. Its standby timer is an hour here, so a reaper that waited
+// for the timer would not reap it within the test's 10 s.
+func TestStandingReaperReapsAPublication(t *testing.T) {
+	defer func(d time.Duration) { standbySleep = d }(standbySleep)
+	standbySleep = time.Hour
+	l, err := NewLane(0, 8, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newPluginEnd(t, l)
+	tr, b, i := oneTask(4096)
+	go l.Reap(tr)
+	defer l.Close(true)
+
+	l.Enter()
+	give := time.Now().Add(10 * time.Second)
+	for st, _ := reaperState(); st != "select" || !l.standing.Load(); st, _ = reaperState() {
+		if time.Now().After(give) {
+			t.Fatalf("10 s after a waiter entered, the reaper is %q, not standing by", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	l.Leave()
+
+	d := ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 4096}
+	l.Begin()
+	if err := l.Put(&d, b, i); err != nil {
+		t.Fatal(err)
+	}
+	l.End()
+	if got := p.take(); len(got) != 1 {
+		t.Fatalf("the plugin's ring holds %d descriptors, want 1", len(got))
+	}
+	p.complete(b.Token(i), 0, 4096)
+	select {
+	case <-b.Wake():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reaper standing by did not reap the completion of a publication made with no waiter")
+	}
+	if s := b.State(i, Now()); s != Completed {
+		t.Fatalf("task state %v, want COMPLETED", s)
+	}
+}
