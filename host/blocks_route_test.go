@@ -63,23 +63,8 @@ transfer {
   attempts = 1
 }
 `, binDir), "blockroute.hcl", host.WithObserver(obs))
-	mem, err := e.Allocate(2 * blocks * bs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := mem[:blocks*bs], mem[blocks*bs:]
+	src, dst, seg, base := ownSegment(t, e, blocks*bs)
 	rand.Read(src)
-	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := e.OpenSegment(ctx, e.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
 	layout := host.BlockLayout{BlockSize: bs, Blocks: blocks}
 	list, err := e.PrepareBlocks(seg.ID, src, layout, base, layout)
 	if err != nil {

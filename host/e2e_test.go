@@ -126,6 +126,29 @@ func newEngine(t *testing.T, name string) *host.Engine {
 	return e
 }
 
+// ownSegment sets e up to move bytes to itself: it allocates 2*half
+// bytes of e's memory, registers the first half (src) local-only and the
+// second (dst, at base) for remote access, and opens e's own segment.
+func ownSegment(t *testing.T, e *host.Engine, half int) (src, dst []byte, seg host.Segment, base uint64) {
+	t.Helper()
+	ctx := context.Background()
+	mem, err := e.Allocate(2 * half)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, dst = mem[:half], mem[half:]
+	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
+		t.Fatal(err)
+	}
+	if base, err = e.Register(ctx, dst, host.RemoteReadWrite); err != nil {
+		t.Fatal(err)
+	}
+	if seg, err = e.OpenSegment(ctx, e.Name()); err != nil {
+		t.Fatal(err)
+	}
+	return src, dst, seg, base
+}
+
 // TestTwoProcessesMoveVerifiedBytes moves data between an engine in this
 // process and one in a child process, both with real TCP plugin processes,
 // at sizes from 1 byte to 256 MiB at odd offsets on both sides.

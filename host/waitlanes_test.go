@@ -16,22 +16,7 @@ import (
 func TestWaiterPollsOnlyItsBatchsLanes(t *testing.T) {
 	ctx := context.Background()
 	e := newEngine(t, "waitlanes")
-	mem, err := e.Allocate(8 << 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := mem[:4<<10], mem[4<<10:]
-	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := e.OpenSegment(ctx, e.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, _, seg, base := ownSegment(t, e, 4<<10)
 	write := func(transport string) host.Request {
 		return host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: base, Transport: transport}
 	}
