@@ -24,17 +24,15 @@ while [ $# -gt 0 ]; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/old"
-git -C "$root" archive "$old" | tar -x -C "$tmp/old"
-(cd "$tmp/old/host" && go test -c -o "$tmp/old.test" .)
-(cd "$root/host" && go test -c -o "$tmp/new.test" .)
+. "$root/scripts/ab-build.sh"
+ab_build "$root" "$old" "$tmp"
+declare -A bin=([old]=base [new]=tree)
 for r in $(seq "$runs"); do
 	for b in old new; do
-		dir=$root/host
-		[ $b = old ] && dir=$tmp/old/host
+		dir=$(ab_dir "$root" "$tmp" "${bin[$b]}")
 		echo "run $r $b: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 		# The engines' logs go to a file, shown only when a run fails.
-		if ! (cd "$dir" && "$tmp/$b.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") >"$tmp/out" 2>"$tmp/log"; then
+		if ! (cd "$dir" && "$tmp/${bin[$b]}.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") >"$tmp/out" 2>"$tmp/log"; then
 			tail -n 40 "$tmp/log" >&2
 			cat "$tmp/out" >&2
 			exit 1

@@ -30,15 +30,11 @@ while [ $# -gt 0 ]; do
 done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-mkdir "$tmp/base"
-git -C "$root" archive "$base" | tar -x -C "$tmp/base"
-cp "$root/host/metrics_bench_test.go" "$root/host/path_bench_test.go" "$tmp/base/host/"
-(cd "$tmp/base" && go test -c -o "$tmp/base.test" ./host)
-(cd "$root" && go test -c -o "$tmp/tree.test" ./host)
+. "$root/scripts/ab-build.sh"
+ab_build "$root" "$base" "$tmp" host/metrics_bench_test.go host/path_bench_test.go
 for r in $(seq "$runs"); do
 	for v in base tree; do
-		dir=$root/host
-		[ "$v" = base ] && dir=$tmp/base/host
+		dir=$(ab_dir "$root" "$tmp" "$v")
 		echo "== $v ($( [ "$v" = base ] && echo "$base" || echo "working tree")), run $r of $runs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 		(cd "$dir" && "$tmp/$v.test" -test.run '^$' -test.bench 'RequestPathMetrics$' -test.benchtime "$benchtime" \
 			-metrics.rounds "$rounds" -test.v 2>&1) | grep -E '^BenchmarkRequestPathMetrics-|rounds of|metrics (off|on|aa) ' | tee -a "$tmp/$v.out"
