@@ -18,13 +18,7 @@ import (
 // other copy as before; with bulk_nice = 0 nothing runs nice. Bytes are
 // verified either way.
 func TestBulkNice(t *testing.T) {
-	nice := plugintest.ProcessNice() + 6
-	if nice == sdk.DefaultBulkNice {
-		nice++ // the peer engine's workers run at the default
-	}
-	if nice > sdk.MaxNice {
-		t.Skipf("the test process runs at niceness %d: no niceness above it to check", nice-6)
-	}
+	nice := plugintest.BulkNice(t)
 	const size = 8 << 20
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprintf("on=%v", on), func(t *testing.T) {

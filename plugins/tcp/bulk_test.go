@@ -16,13 +16,7 @@ import (
 // connections (a bulk slot then carries high-priority work too). Once
 // the engines stop, no thread stays nice.
 func TestBulkNice(t *testing.T) {
-	nice := plugintest.ProcessNice() + 6
-	if nice == sdk.DefaultBulkNice {
-		nice++
-	}
-	if nice > sdk.MaxNice {
-		t.Skipf("the test process runs at niceness %d: no niceness above it to check", nice-6)
-	}
+	nice := plugintest.BulkNice(t)
 	for _, c := range []struct {
 		name, cfg  string
 		afterWrite int

@@ -4,7 +4,27 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/sdk"
 )
+
+// BulkNice returns a niceness for a plugin's bulk_nice in a test of nice
+// threads: 6 above this process's (ProcessNice), and not
+// sdk.DefaultBulkNice, at which a peer engine's plugin on its defaults
+// runs its own, so that NiceThreads counts the tested plugin's alone. It
+// skips the test when the process runs too nice to leave one above it.
+func BulkNice(t testing.TB) int {
+	t.Helper()
+	nice := ProcessNice() + 6
+	if nice == sdk.DefaultBulkNice {
+		nice++
+	}
+	if nice > sdk.MaxNice {
+		t.Skipf("the test process runs at niceness %d: no niceness above it to check", nice-6)
+	}
+	return nice
+}
 
 // NiceThreads counts the threads of this process whose niceness is nice
 // (Linux: /proc/self/task/*/stat; elsewhere 0), for tests of what runs on
