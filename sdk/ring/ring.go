@@ -16,7 +16,7 @@ import (
 // LayoutVersion is the version of the ring memory layout below (header
 // offsets, SlotSize and the descriptor encoding). A peer that writes
 // another version is refused by Attach.
-const LayoutVersion = 1
+const LayoutVersion = 2
 
 // HeaderSize is the size of the header page that precedes the slots.
 const HeaderSize = 4096
@@ -33,8 +33,15 @@ const ringMagic uint64 = 0x474e525952524546
 //
 //	0    magic u64, layout version u32, slot size u32, capacity u64
 //	128  tail u64                 written by the producer only
-//	256  consumer sleeping u32, wake seq u32 (futex word the consumer waits on)
-//	320  producer sleeping u32, space seq u32 (futex word the producer waits on)
+//	256  consumer sleeping u32, wake seq u32 (futex word the consumer waits on),
+//	     consumer sleeps u32 (sleeps begun on wake seq, ever)
+//	320  producer sleeping u32, space seq u32 (futex word the producer waits on),
+//	     producer sleeps u32 (sleeps begun on space seq, ever)
+//
+// Version 2 added the two sleeps counts: a side wakes its peer once per
+// sleep begun rather than on every publication while the peer is marked
+// asleep (see wakeOnce).
+//
 //	384  head u64                 written by the consumer only
 //	4096 slots, capacity × SlotSize; index i at slot i & (capacity-1)
 const (
@@ -45,8 +52,10 @@ const (
 	offTail         = 128
 	offConsSleeping = 256
 	offWakeSeq      = 260
+	offConsSleeps   = 264
 	offProdSleeping = 320
 	offSpaceSeq     = 324
+	offProdSleeps   = 328
 	offHead         = 384
 )
 
@@ -83,6 +92,8 @@ type Ring struct {
 	wakeSeq      *atomic.Uint32
 	prodSleeping *atomic.Uint32
 	spaceSeq     *atomic.Uint32
+	consSleeps   *atomic.Uint32
+	prodSleeps   *atomic.Uint32
 
 	broken atomic.Bool
 	err    atomic.Pointer[error]
@@ -93,10 +104,14 @@ type Ring struct {
 	ptail      uint64
 	pubTail    uint64
 	cachedHead uint64
-	_          [64]byte
-	// Consumer's state: the next index to read and the last tail read.
+	// consWoken: the consumer sleeps count the producer last woke at.
+	consWoken uint32
+	_         [64]byte
+	// Consumer's state: the next index to read and the last tail read,
+	// and the producer sleeps count it last woke at.
 	chead      uint64
 	cachedTail uint64
+	prodWoken  uint32
 	_          [64]byte
 }
 
@@ -193,9 +208,15 @@ func newRing(mem []byte, capacity, head, tail uint64) *Ring {
 		wakeSeq:      (*atomic.Uint32)(unsafe.Pointer(&mem[offWakeSeq])),
 		prodSleeping: (*atomic.Uint32)(unsafe.Pointer(&mem[offProdSleeping])),
 		spaceSeq:     (*atomic.Uint32)(unsafe.Pointer(&mem[offSpaceSeq])),
+		consSleeps:   (*atomic.Uint32)(unsafe.Pointer(&mem[offConsSleeps])),
+		prodSleeps:   (*atomic.Uint32)(unsafe.Pointer(&mem[offProdSleeps])),
 	}
 	r.ptail, r.pubTail, r.cachedHead = tail, tail, head
 	r.chead, r.cachedTail = head, head
+	// A side that attaches has woken nobody yet: whoever is marked asleep
+	// now is woken by its first publication (or freeing).
+	r.consWoken = r.consSleeps.Load() - 1
+	r.prodWoken = r.prodSleeps.Load() - 1
 	return r
 }
 
@@ -267,9 +288,30 @@ func (r *Ring) Publish() {
 	// re-check sees the tail or this load sees the flag.
 	r.tail.Store(r.ptail)
 	if r.consSleeping.Load() != 0 {
-		r.wakeSeq.Add(1)
-		futexWake(r.wakeSeq, math.MaxInt32)
+		wakeOnce(r.consSleeps, &r.consWoken, r.wakeSeq)
 	}
+}
+
+// wakeOnce wakes the sleepers on word, unless every sleep begun on it
+// (sleeps) was woken already by this side (woken, the count it last woke
+// at). A sleeper stays marked asleep from the wakeup until it runs, which
+// on a busy machine is long: waking it on every publication meanwhile
+// cost the producer a system call per descriptor (a plugin completing
+// small writes made half a million a second, for nothing).
+//
+// No wakeup is lost: a sleeper counts its sleep (sleep) after it reads
+// word and before it looks at the ring again, so a sleep that waits on
+// the value of word this side's last wake left is counted after it, and
+// shows here as a count not woken yet; one counted before it read an
+// older value of word, which the last wake changed.
+func wakeOnce(sleeps *atomic.Uint32, woken *uint32, word *atomic.Uint32) {
+	n := sleeps.Load()
+	if n == *woken {
+		return
+	}
+	*woken = n
+	word.Add(1)
+	futexWake(word, math.MaxInt32)
 }
 
 // Push enqueues d and publishes it; it reports whether there was room.
@@ -361,8 +403,7 @@ func (r *Ring) Dequeue(out []Descriptor) int {
 	// Dekker with WaitSpace, as in Publish.
 	r.head.Store(r.chead)
 	if r.prodSleeping.Load() != 0 {
-		r.spaceSeq.Add(1)
-		futexWake(r.spaceSeq, 1)
+		wakeOnce(r.prodSleeps, &r.prodWoken, r.spaceSeq)
 	}
 	return int(n)
 }
@@ -467,9 +508,9 @@ func (r *Ring) Wake() {
 
 // sleep is the sleeping half of Wait (consumer) and WaitSpace (producer).
 func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) bool {
-	flag, word := r.prodSleeping, r.spaceSeq
+	flag, word, sleeps := r.prodSleeping, r.spaceSeq, r.prodSleeps
 	if consumer {
-		flag, word = r.consSleeping, r.wakeSeq
+		flag, word, sleeps = r.consSleeping, r.wakeSeq, r.consSleeps
 	}
 	if maxSleep <= 0 {
 		return ready()
@@ -481,6 +522,7 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 	for {
 		seq := word.Load()
 		flag.Add(1)
+		sleeps.Add(1) // after word was read: see wakeOnce
 		// Dekker: the flag is set before this re-check, so a peer that
 		// publishes (or frees) after it sees the flag and wakes us; one
 		// that did so before changed what ready sees, or bumped seq and

@@ -645,3 +645,72 @@ func FuzzAttach(f *testing.F) {
 		r.Dequeue(out[:])
 	})
 }
+
+// TestPublishWakesOncePerSleep: a consumer marked asleep (as one is from
+// its sleep until it runs again, woken or not) is woken by the first
+// publication only; later ones make no wakeup (the wake word stays), until
+// the consumer begins another sleep. The same holds for a producer asleep
+// for room and the consumer's Dequeue.
+func TestPublishWakesOncePerSleep(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	// A sleep begun and not ended: the marks sleep leaves from before its
+	// futex wait until the sleeper runs again.
+	asleep := func(flag, sleeps *atomic.Uint32) {
+		flag.Add(1)
+		sleeps.Add(1)
+	}
+	d := request(0)
+	asleep(cons.consSleeping, cons.consSleeps)
+	seq := cons.wakeSeq.Load()
+	for range 3 {
+		prod.Push(&d)
+	}
+	if got := cons.wakeSeq.Load(); got != seq+1 {
+		t.Fatalf("three publications to a consumer asleep once moved the wake word by %d, want 1", got-seq)
+	}
+	asleep(cons.consSleeping, cons.consSleeps) // a second sleep (or sleeper)
+	prod.Push(&d)
+	if got := cons.wakeSeq.Load(); got != seq+2 {
+		t.Fatalf("a publication after a second sleep moved the wake word by %d in all, want 2", got-seq)
+	}
+
+	full, fcons, _ := newPair(t, 2)
+	full.Push(&d)
+	full.Push(&d)
+	asleep(full.prodSleeping, full.prodSleeps)
+	space := full.spaceSeq.Load()
+	var out [1]Descriptor
+	for range 2 {
+		if fcons.Dequeue(out[:]) != 1 {
+			t.Fatal("nothing to dequeue")
+		}
+	}
+	if got := full.spaceSeq.Load(); got != space+1 {
+		t.Fatalf("two dequeues for a producer asleep once moved the space word by %d, want 1", got-space)
+	}
+}
+
+// TestWakeOnceLosesNoSleeper: a consumer that sleeps again right after a
+// wakeup, before the producer's next publication, is woken by it; many
+// rounds, each checking that a publication ends a long sleep.
+func TestWakeOnceLosesNoSleeper(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	d := request(0)
+	var out [8]Descriptor
+	for round := range 200 {
+		res := make(chan bool)
+		go func() { res <- cons.Wait(0, longSleep) }()
+		untilSet(cons.consSleeping)
+		start := time.Now()
+		prod.Push(&d)
+		if !<-res {
+			t.Fatalf("round %d: Wait reported nothing after a publication", round)
+		}
+		if el := time.Since(start); el > wakeLimit {
+			t.Fatalf("round %d: the publication woke the sleeper after %v", round, el)
+		}
+		if cons.Dequeue(out[:]) != 1 {
+			t.Fatalf("round %d: nothing to dequeue", round)
+		}
+	}
+}
