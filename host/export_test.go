@@ -1,5 +1,7 @@
 package host
 
+import "time"
+
 // PluginPID returns the process id of the named plugin's current run, 0
 // when there is none. Tests use it to kill a plugin from outside, as a
 // crash or an operator would.
@@ -17,3 +19,15 @@ func PluginPID(e *Engine, name string) int {
 // BatchNumber returns the number observer events give id's batch
 // (observe.Event.Batch).
 func BatchNumber(id BatchID) uint64 { return id.b.ID() }
+
+// PauseReapers sets how long the reapers of e's plugins' current runs
+// pause after a short run with nobody waiting (progress.Lane.SetReapPause).
+func PauseReapers(e *Engine, d time.Duration) {
+	for _, ps := range e.plugins {
+		if r := ps.run(); r != nil {
+			for _, l := range r.lanes {
+				l.SetReapPause(d)
+			}
+		}
+	}
+}

@@ -449,7 +449,42 @@ func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 	if _, err := e.live(id, "task status"); err != nil {
 		return TaskStatus{}, err
 	}
-	return e.taskStatus(id.b, i, progress.Now()), nil
+	now := progress.Now()
+	if id.b.State(i, now) == StatePending && e.reapTask(id.b, i) {
+		now = progress.Now()
+	}
+	return e.taskStatus(id.b, i, now), nil
+}
+
+// reapTask polls the completion rings of the plugin that carries task i
+// of b, so that a caller polling a task's status drives its completion
+// rather than waiting for the lane's reaper (which pauses after short
+// runs nobody waits for: progress.Lane.SetReapPause). It reports whether
+// it reaped anything. It never blocks: a ring another goroutine reaps is
+// skipped.
+func (e *Engine) reapTask(b *progress.Batch, i int) bool {
+	idx := b.Task(i).Transport()
+	if idx < 0 || int(idx) >= len(e.plugins) {
+		return false
+	}
+	run := e.plugins[idx].run()
+	if run == nil {
+		return false
+	}
+	n := 0
+	for _, l := range run.lanes {
+		n += l.Poll(e.tracker)
+	}
+	return n > 0
+}
+
+// reapBatch is reapTask for the lanes of every plugin that carries a task
+// of b (waitLanes).
+func (e *Engine) reapBatch(b *progress.Batch) {
+	var inline [8]*progress.Lane
+	for _, l := range e.waitLanes(b, inline[:0]) {
+		l.Poll(e.tracker)
+	}
 }
 
 func (e *Engine) taskStatus(b *progress.Batch, i int, now int64) TaskStatus {
@@ -474,6 +509,13 @@ func (e *Engine) TaskStatusList(id BatchID, first int, out []TaskStatus) (int, e
 	}
 	n := min(len(out), b.Len()-first)
 	now := progress.Now()
+	for k := range n {
+		if b.State(first+k, now) == StatePending {
+			e.reapBatch(b) // the caller polls: see reapTask
+			now = progress.Now()
+			break
+		}
+	}
 	for k := range n {
 		out[k] = e.taskStatus(b, first+k, now)
 	}
@@ -526,6 +568,10 @@ func (e *Engine) BatchStatus(id BatchID) (BatchStatus, error) {
 		return BatchStatus{}, fmt.Errorf("%w: zero BatchID", ErrInvalid)
 	}
 	now := progress.Now()
+	if !id.b.Done(now) {
+		e.reapBatch(id.b) // the caller polls: see reapTask
+		now = progress.Now()
+	}
 	var s BatchStatus
 	s.Tasks = id.b.Len()
 	for i := range s.Tasks {

@@ -7,23 +7,32 @@ import (
 	"time"
 )
 
+// reaperStack returns the stack of the goroutine running l.Reap, "" when
+// there is none.
+func reaperStack() string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "progress.(*Lane).Reap(") {
+			return g
+		}
+	}
+	return ""
+}
+
 // reaperState returns the scheduling state of the goroutine running
 // l.Reap ("running", "runnable", "select", ...), "" when there is none,
 // and whether it is in its spin.
 func reaperState() (string, bool) {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if !strings.Contains(g, "progress.(*Lane).Reap(") {
-			continue
-		}
-		head, _, _ := strings.Cut(g, "\n")
-		_, st, _ := strings.Cut(head, "[")
-		st, _, _ = strings.Cut(st, "]")
-		st, _, _ = strings.Cut(st, ",")
-		return st, strings.Contains(g, "progress.(*Lane).spinPending(")
+	g := reaperStack()
+	if g == "" {
+		return "", false
 	}
-	return "", false
+	head, _, _ := strings.Cut(g, "\n")
+	_, st, _ := strings.Cut(head, "[")
+	st, _, _ = strings.Cut(st, "]")
+	st, _, _ = strings.Cut(st, ",")
+	return st, strings.Contains(g, "progress.(*Lane).spinPending(")
 }
 
 // TestReaperStopsSpinningWhenAWaiterEnters: a reaper spinning on an empty

@@ -499,6 +499,18 @@ func (r *Ring) Cover() { r.consSleeping.Add(^uint32(0)) }
 // Uncover ends Cover.
 func (r *Ring) Uncover() { r.consSleeping.Add(1) }
 
+// Nap sleeps the calling consumer for up to d without marking it asleep:
+// the producer's publications do not end it (nor pay a wakeup), Wake
+// does. A consumer that wants what arrives over d reaped together, and
+// nothing sooner, naps. The kernel may stretch d by its timer slack
+// (50 us by default).
+func (r *Ring) Nap(d time.Duration) {
+	if d <= 0 || r.broken.Load() {
+		return
+	}
+	futexWait(r.wakeSeq, r.wakeSeq.Load(), d)
+}
+
 // Wake wakes a consumer sleeping in Wait even if nothing was published
 // (used at shutdown); its Wait returns.
 func (r *Ring) Wake() {

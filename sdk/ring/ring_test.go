@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -712,5 +713,56 @@ func TestWakeOnceLosesNoSleeper(t *testing.T) {
 		if cons.Dequeue(out[:]) != 1 {
 			t.Fatalf("round %d: nothing to dequeue", round)
 		}
+	}
+}
+
+// TestNapIgnoresPublicationsAndEndsOnWake: a consumer napping is not
+// marked asleep, so a publication wakes nobody (the wake word stays) and
+// the nap goes on; Wake ends it. The nap is an hour: one that a
+// publication ended, or that Wake did not, fails the test.
+func TestNapIgnoresPublicationsAndEndsOnWake(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	done := make(chan struct{})
+	go func() {
+		cons.Nap(time.Hour)
+		close(done)
+	}()
+	untilNapping(t)
+	seq := cons.wakeSeq.Load()
+	d := request(0)
+	prod.Push(&d)
+	if cons.ConsumerSleeping() || cons.wakeSeq.Load() != seq {
+		t.Fatal("a publication saw a napping consumer asleep and woke it")
+	}
+	select {
+	case <-done:
+		t.Fatal("a publication ended the nap")
+	default:
+	}
+	cons.Wake()
+	select {
+	case <-done:
+	case <-time.After(wakeLimit):
+		t.Fatalf("Wake did not end the nap within %v", wakeLimit)
+	}
+}
+
+// untilNapping yields until a goroutine sits in Nap's futex wait (its
+// stack shows Nap, in a system call).
+func untilNapping(t *testing.T) {
+	t.Helper()
+	give := time.Now().Add(wakeLimit)
+	for {
+		buf := make([]byte, 1<<16)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "ring.(*Ring).Nap(") && strings.Contains(g, "[syscall") {
+				return
+			}
+		}
+		if time.Now().After(give) {
+			t.Fatalf("no goroutine napping after %v", wakeLimit)
+		}
+		runtime.Gosched()
 	}
 }
