@@ -16,18 +16,22 @@ import (
 
 // BenchmarkQoSCost compares the unloaded 4 KiB path with admission off
 // (no qos block) and on (a qos block that bounds nothing, qosOn) in one
-// run: both engines are up at once, and the arms take turns in rounds
-// (off, on, on, off, off, on, ...), so that drift on a loaded machine
-// falls on both alike. Two shapes: batch128 (4 KiB writes over shm in
-// batches of 128, as BenchmarkRequestPath) and transfer (one 4 KiB
-// Transfer at a time).
+// run: the engines are up at once, and the arms take turns in rounds,
+// each round in another order of the arms, so that drift on a loaded
+// machine falls on all alike. A third arm, off2, is a second engine
+// without a qos block (A/A): its gap to off is what noise alone makes of
+// two identical arms, the yardstick for on's. Two shapes: batch128 (4 KiB
+// writes over shm in batches of 128, as BenchmarkRequestPath) and
+// transfer (one 4 KiB Transfer at a time).
 //
-// b.N requests go through each arm; ns/op is the two arms together. The
+// b.N requests go through each arm; ns/op is the arms together. The
 // figures to read:
 //
-//	off-ns/req, on-ns/req      wall time per request of each arm
-//	on/off                     the median over rounds of on's time / off's
-//	off-cpu-ns/req, on-cpu-ns/req
+//	off-ns/req, on-ns/req, off2-ns/req
+//	                           wall time per request of each arm
+//	on/off, off2/off           the median over rounds of on's (off2's)
+//	                           time / off's
+//	off-cpu-ns/req, on-cpu-ns/req, off2-cpu-ns/req
 //	                           this process's CPU time (user + system)
 //	                           per request during each arm's turns: the
 //	                           host's side, which admission adds to
@@ -42,30 +46,34 @@ func BenchmarkQoSCost(b *testing.B) {
 }
 
 // costRounds is how many turns each arm takes per run of the benchmark.
-const costRounds = 32
+const costRounds = 36
+
+// costOrders are the orders the arms (off, on, off2) take their turns
+// in, one per round in rotation: each arm goes first, second and third
+// equally often, each after each other arm.
+var costOrders = [...][3]int{{0, 1, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}, {0, 2, 1}, {1, 0, 2}}
 
 func benchQoSCost(b *testing.B, shape string) {
 	off := newCostArm(b, shape, "off", func(*config.Config) {})
 	defer off.close()
 	on := newCostArm(b, shape, "on", qosOn)
 	defer on.close()
-	arms := [2]*costArm{off, on}
+	off2 := newCostArm(b, shape, "off2", func(*config.Config) {})
+	defer off2.close()
+	arms := [3]*costArm{off, on, off2}
 	for _, a := range arms { // warm: lanes, rails, pools
 		a.step(1024)
 	}
 	per := max(b.N/costRounds, 1)
-	var wall, cpu [2]time.Duration
-	ratios := make([]float64, 0, costRounds)
+	var wall, cpu [3]time.Duration
+	onRatios := make([]float64, 0, costRounds)
+	aaRatios := make([]float64, 0, costRounds)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for r, done := 0, 0; done < b.N; r++ {
 		n := min(per, b.N-done)
-		var took [2]time.Duration
-		order := [2]int{0, 1}
-		if r%2 == 1 {
-			order = [2]int{1, 0}
-		}
-		for _, k := range order {
+		var took [3]time.Duration
+		for _, k := range costOrders[r%len(costOrders)] {
 			c0 := cpuTime()
 			t0 := time.Now()
 			arms[k].step(n)
@@ -74,19 +82,22 @@ func benchQoSCost(b *testing.B, shape string) {
 			cpu[k] += cpuTime() - c0
 		}
 		if took[0] > 0 {
-			ratios = append(ratios, float64(took[1])/float64(took[0]))
+			onRatios = append(onRatios, float64(took[1])/float64(took[0]))
+			aaRatios = append(aaRatios, float64(took[2])/float64(took[0]))
 		}
 		done += n
 	}
 	b.StopTimer()
 	reqs := float64(b.N)
-	b.ReportMetric(float64(wall[0].Nanoseconds())/reqs, "off-ns/req")
-	b.ReportMetric(float64(wall[1].Nanoseconds())/reqs, "on-ns/req")
-	b.ReportMetric(float64(cpu[0].Nanoseconds())/reqs, "off-cpu-ns/req")
-	b.ReportMetric(float64(cpu[1].Nanoseconds())/reqs, "on-cpu-ns/req")
-	if len(ratios) > 0 {
-		slices.Sort(ratios)
-		b.ReportMetric(ratios[len(ratios)/2], "on/off")
+	for k, name := range []string{"off", "on", "off2"} {
+		b.ReportMetric(float64(wall[k].Nanoseconds())/reqs, name+"-ns/req")
+		b.ReportMetric(float64(cpu[k].Nanoseconds())/reqs, name+"-cpu-ns/req")
+	}
+	if len(onRatios) > 0 {
+		slices.Sort(onRatios)
+		slices.Sort(aaRatios)
+		b.ReportMetric(onRatios[len(onRatios)/2], "on/off")
+		b.ReportMetric(aaRatios[len(aaRatios)/2], "off2/off")
 	}
 }
 

@@ -9,10 +9,13 @@
 #   scripts/qos-cost.sh [--base REV] [--runs 3] [--benchtime 2s]
 #
 # Each run prints the benchmark's lines (on/off is the median over its
-# rounds of on's wall time over off's; *-cpu-ns/req is the process's CPU
-# per request during each arm's turns). The end prints, per build and
-# shape, the median [min-max] over runs of on/off and of the on-off CPU
-# gap per request. Run it on a quiet machine: a run takes about a minute.
+# rounds of on's wall time over off's, off2/off the same for a second
+# engine without a qos block: the A/A arm, what noise makes of two
+# identical arms; *-cpu-ns/req is the process's CPU per request during
+# each arm's turns). The end prints, per build and shape, the median
+# [min-max] over runs of on/off, of off2/off, and of the on-off and
+# off2-off CPU gaps per request. Run it on a quiet machine: a run takes
+# about a minute and a half.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 base=main runs=3 benchtime=2s
@@ -49,12 +52,14 @@ for v in base tree; do
 		k = ++n[shape]
 		ratio[shape, k] = m["on/off"]; gap[shape, k] = m["on-cpu-ns/req"] - m["off-cpu-ns/req"]
 		offns[shape, k] = m["off-ns/req"]; onns[shape, k] = m["on-ns/req"]
+		# The A/A arm; a base whose benchmark has none reads 0.
+		aa[shape, k] = m["off2/off"] + 0; aagap[shape, k] = m["off2-cpu-ns/req"] - m["off-cpu-ns/req"]
 	}
 	END {
 		for (s in n) {
-			delete a; delete b; delete c; delete d
-			for (k = 1; k <= n[s]; k++) { a[k] = ratio[s, k]; b[k] = gap[s, k]; c[k] = offns[s, k]; d[k] = onns[s, k] }
-			printf "%s %-8s on/off %s  off ns/req %s  on ns/req %s  on-off cpu ns/req %s\n", build, s, med(a, n[s]), med(c, n[s]), med(d, n[s]), med(b, n[s])
+			delete a; delete b; delete c; delete d; delete e; delete f
+			for (k = 1; k <= n[s]; k++) { a[k] = ratio[s, k]; b[k] = gap[s, k]; c[k] = offns[s, k]; d[k] = onns[s, k]; e[k] = aa[s, k]; f[k] = aagap[s, k] }
+			printf "%s %-8s on/off %s  off2/off (A/A) %s  off ns/req %s  on ns/req %s  on-off cpu ns/req %s  off2-off cpu ns/req %s\n", build, s, med(a, n[s]), med(e, n[s]), med(c, n[s]), med(d, n[s]), med(b, n[s]), med(f, n[s])
 		}
 	}' "$tmp/$v.out"
 done
