@@ -113,7 +113,8 @@ func (e *Engine) qosWatcher() progress.Watcher {
 	case e.path.obs != nil:
 		return qosWatcher{e: e, next: pathWatcher{e}}
 	case e.path.meter != nil:
-		return qosUnheld{qosWatcher{e: e, next: meterWatcher{pathWatcher{e}}}}
+		m := meterWatcher{pathWatcher{e}}
+		return qosMeter{qosUnheld{qosWatcher{e: e, next: m}}, m}
 	}
 	return qosUnheld{qosWatcher{e: e}}
 }
@@ -315,6 +316,21 @@ type qosUnheld struct{ qosWatcher }
 
 func (qosUnheld) Unheld() {}
 
+// qosMeter is qosUnheld before the meter: a progress.RunWatcher, so that
+// the meter counts a lane's run of ends in its tally and publishes it
+// once per run (issue 14's batching), as it does without a qos block.
+type qosMeter struct {
+	qosUnheld
+	m meterWatcher
+}
+
+func (w qosMeter) RunEnded(r *progress.Run, b *progress.Batch, i int, s progress.State, settled bool) {
+	w.giveBack(b, i, s)
+	w.m.RunEnded(r, b, i, s, settled)
+}
+
+func (w qosMeter) Flush(r *progress.Run) { w.m.Flush(r) }
+
 func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) {
 	if w.next != nil {
 		w.next.Settled(b, i, st, at)
@@ -322,11 +338,16 @@ func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) 
 }
 
 func (w qosWatcher) Ended(b *progress.Batch, i int, s progress.State, at int64) {
-	if tg := w.e.path.grantOf(b, i); tg != nil && tg.held.Load() != 0 {
-		w.e.giveBack(tg, s == progress.Completed)
-	}
+	w.giveBack(b, i, s)
 	if w.next != nil {
 		w.next.Ended(b, i, s, at)
+	}
+}
+
+// giveBack gives task i's budgets back at its end (s), if it holds any.
+func (w qosWatcher) giveBack(b *progress.Batch, i int, s progress.State) {
+	if tg := w.e.path.grantOf(b, i); tg != nil && tg.held.Load() != 0 {
+		w.e.giveBack(tg, s == progress.Completed)
 	}
 }
 

@@ -3,6 +3,9 @@ package host
 import (
 	"testing"
 
+	"github.com/ferrydev/ferry/host/metrics"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -34,3 +37,26 @@ func TestCapsOf(t *testing.T) {
 		t.Errorf("tcp with slice_size 128 MiB: slice %d, want 64 MiB", p.Slice)
 	}
 }
+
+// TestQoSWatcherBatchesTheMeter: with a qos block that keeps grants and
+// metrics on (no observer), the tracker's watcher is a RunWatcher, so the
+// meter counts a lane's run of ends in its tally and publishes it once
+// per run, as without a qos block; with an observer it is the held
+// watcher the observer needs.
+func TestQoSWatcherBatchesTheMeter(t *testing.T) {
+	e := &Engine{}
+	e.path.meter = &metrics.Meter{}
+	w := e.qosWatcher()
+	if _, ok := w.(progress.RunWatcher); !ok {
+		t.Fatalf("qos watcher before the meter is %T, not a progress.RunWatcher", w)
+	}
+	e.path.obs = dropEvents{}
+	if _, ok := e.qosWatcher().(progress.Unheld); ok {
+		t.Fatal("with an observer the qos watcher is Unheld; the observer needs the task's hold")
+	}
+}
+
+// dropEvents is an observer that drops what it is shown.
+type dropEvents struct{}
+
+func (dropEvents) Observe(observe.Event) {}
