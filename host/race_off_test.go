@@ -3,3 +3,7 @@
 package host_test
 
 const raceEnabled = false
+
+// raceSlowdown scales the time bounds a test gives work that the race
+// detector slows.
+const raceSlowdown = 1
