@@ -16,7 +16,7 @@ import (
 // LayoutVersion is the version of the ring memory layout below (header
 // offsets, SlotSize and the descriptor encoding). A peer that writes
 // another version is refused by Attach.
-const LayoutVersion = 2
+const LayoutVersion = 1
 
 // HeaderSize is the size of the header page that precedes the slots.
 const HeaderSize = 4096
@@ -34,16 +34,19 @@ const ringMagic uint64 = 0x474e525952524546
 //	0    magic u64, layout version u32, slot size u32, capacity u64
 //	128  tail u64                 written by the producer only
 //	256  consumer sleeping u32, wake seq u32 (futex word the consumer waits on),
-//	     consumer sleeps u32 (sleeps begun on wake seq, ever)
+//	     consumer sleeps u32, consumer counts u32
 //	320  producer sleeping u32, space seq u32 (futex word the producer waits on),
-//	     producer sleeps u32 (sleeps begun on space seq, ever)
-//
-// Version 2 added the two sleeps counts: a side wakes its peer once per
-// sleep begun rather than on every publication while the peer is marked
-// asleep (see wakeOnce).
-//
+//	     producer sleeps u32, producer counts u32
 //	384  head u64                 written by the consumer only
 //	4096 slots, capacity × SlotSize; index i at slot i & (capacity-1)
+//
+// The sleeps and counts words came later within version 1 (Init has
+// always zeroed the header; a side that predates them never reads or
+// writes them). A side that counts its sleeps (sleeps: how many it began
+// on its futex word, ever) sets its counts word first; its peer then
+// wakes it once per sleep begun rather than on every publication while it
+// is marked asleep (see wakeOnce), and wakes a peer whose counts word
+// reads 0 as before, on every one.
 const (
 	offMagic        = 0
 	offVersion      = 8
@@ -53,9 +56,11 @@ const (
 	offConsSleeping = 256
 	offWakeSeq      = 260
 	offConsSleeps   = 264
+	offConsCounts   = 268
 	offProdSleeping = 320
 	offSpaceSeq     = 324
 	offProdSleeps   = 328
+	offProdCounts   = 332
 	offHead         = 384
 )
 
@@ -94,6 +99,8 @@ type Ring struct {
 	spaceSeq     *atomic.Uint32
 	consSleeps   *atomic.Uint32
 	prodSleeps   *atomic.Uint32
+	consCounts   *atomic.Uint32
+	prodCounts   *atomic.Uint32
 
 	broken atomic.Bool
 	err    atomic.Pointer[error]
@@ -210,6 +217,8 @@ func newRing(mem []byte, capacity, head, tail uint64) *Ring {
 		spaceSeq:     (*atomic.Uint32)(unsafe.Pointer(&mem[offSpaceSeq])),
 		consSleeps:   (*atomic.Uint32)(unsafe.Pointer(&mem[offConsSleeps])),
 		prodSleeps:   (*atomic.Uint32)(unsafe.Pointer(&mem[offProdSleeps])),
+		consCounts:   (*atomic.Uint32)(unsafe.Pointer(&mem[offConsCounts])),
+		prodCounts:   (*atomic.Uint32)(unsafe.Pointer(&mem[offProdCounts])),
 	}
 	r.ptail, r.pubTail, r.cachedHead = tail, tail, head
 	r.chead, r.cachedTail = head, head
@@ -288,7 +297,7 @@ func (r *Ring) Publish() {
 	// re-check sees the tail or this load sees the flag.
 	r.tail.Store(r.ptail)
 	if r.consSleeping.Load() != 0 {
-		wakeOnce(r.consSleeps, &r.consWoken, r.wakeSeq)
+		wakeOnce(r.consCounts, r.consSleeps, &r.consWoken, r.wakeSeq)
 	}
 }
 
@@ -297,19 +306,23 @@ func (r *Ring) Publish() {
 // at). A sleeper stays marked asleep from the wakeup until it runs, which
 // on a busy machine is long: waking it on every publication meanwhile
 // cost the producer a system call per descriptor (a plugin completing
-// small writes made half a million a second, for nothing).
+// small writes made 400,000 a second, for nothing). A peer that does not
+// count its sleeps (counts reads 0: it predates the count) is woken every
+// time, as before.
 //
 // No wakeup is lost: a sleeper counts its sleep (sleep) after it reads
 // word and before it looks at the ring again, so a sleep that waits on
 // the value of word this side's last wake left is counted after it, and
 // shows here as a count not woken yet; one counted before it read an
 // older value of word, which the last wake changed.
-func wakeOnce(sleeps *atomic.Uint32, woken *uint32, word *atomic.Uint32) {
-	n := sleeps.Load()
-	if n == *woken {
-		return
+func wakeOnce(counts, sleeps *atomic.Uint32, woken *uint32, word *atomic.Uint32) {
+	if counts.Load() != 0 {
+		n := sleeps.Load()
+		if n == *woken {
+			return
+		}
+		*woken = n
 	}
-	*woken = n
 	word.Add(1)
 	futexWake(word, math.MaxInt32)
 }
@@ -403,7 +416,7 @@ func (r *Ring) Dequeue(out []Descriptor) int {
 	// Dekker with WaitSpace, as in Publish.
 	r.head.Store(r.chead)
 	if r.prodSleeping.Load() != 0 {
-		wakeOnce(r.prodSleeps, &r.prodWoken, r.spaceSeq)
+		wakeOnce(r.prodCounts, r.prodSleeps, &r.prodWoken, r.spaceSeq)
 	}
 	return int(n)
 }
@@ -520,9 +533,12 @@ func (r *Ring) Wake() {
 
 // sleep is the sleeping half of Wait (consumer) and WaitSpace (producer).
 func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) bool {
-	flag, word, sleeps := r.prodSleeping, r.spaceSeq, r.prodSleeps
+	flag, word, sleeps, counts := r.prodSleeping, r.spaceSeq, r.prodSleeps, r.prodCounts
 	if consumer {
-		flag, word, sleeps = r.consSleeping, r.wakeSeq, r.consSleeps
+		flag, word, sleeps, counts = r.consSleeping, r.wakeSeq, r.consSleeps, r.consCounts
+	}
+	if counts.Load() == 0 {
+		counts.Store(1) // before the first sleep is counted: see wakeOnce
 	}
 	if maxSleep <= 0 {
 		return ready()

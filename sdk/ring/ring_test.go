@@ -656,12 +656,13 @@ func TestPublishWakesOncePerSleep(t *testing.T) {
 	prod, cons, _ := newPair(t, 8)
 	// A sleep begun and not ended: the marks sleep leaves from before its
 	// futex wait until the sleeper runs again.
-	asleep := func(flag, sleeps *atomic.Uint32) {
+	asleep := func(flag, sleeps, counts *atomic.Uint32) {
+		counts.Store(1)
 		flag.Add(1)
 		sleeps.Add(1)
 	}
 	d := request(0)
-	asleep(cons.consSleeping, cons.consSleeps)
+	asleep(cons.consSleeping, cons.consSleeps, cons.consCounts)
 	seq := cons.wakeSeq.Load()
 	for range 3 {
 		prod.Push(&d)
@@ -669,7 +670,7 @@ func TestPublishWakesOncePerSleep(t *testing.T) {
 	if got := cons.wakeSeq.Load(); got != seq+1 {
 		t.Fatalf("three publications to a consumer asleep once moved the wake word by %d, want 1", got-seq)
 	}
-	asleep(cons.consSleeping, cons.consSleeps) // a second sleep (or sleeper)
+	asleep(cons.consSleeping, cons.consSleeps, cons.consCounts) // a second sleep (or sleeper)
 	prod.Push(&d)
 	if got := cons.wakeSeq.Load(); got != seq+2 {
 		t.Fatalf("a publication after a second sleep moved the wake word by %d in all, want 2", got-seq)
@@ -678,7 +679,7 @@ func TestPublishWakesOncePerSleep(t *testing.T) {
 	full, fcons, _ := newPair(t, 2)
 	full.Push(&d)
 	full.Push(&d)
-	asleep(full.prodSleeping, full.prodSleeps)
+	asleep(full.prodSleeping, full.prodSleeps, full.prodCounts)
 	space := full.spaceSeq.Load()
 	var out [1]Descriptor
 	for range 2 {
@@ -688,6 +689,22 @@ func TestPublishWakesOncePerSleep(t *testing.T) {
 	}
 	if got := full.spaceSeq.Load(); got != space+1 {
 		t.Fatalf("two dequeues for a producer asleep once moved the space word by %d, want 1", got-space)
+	}
+}
+
+// TestPublishWakesAnUncountedSleeperEveryTime: a consumer that does not
+// count its sleeps (one built before the count; its counts word reads 0)
+// is woken by every publication while it is marked asleep, as before.
+func TestPublishWakesAnUncountedSleeperEveryTime(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	cons.consSleeping.Add(1) // asleep, uncounted
+	seq := cons.wakeSeq.Load()
+	d := request(0)
+	for range 3 {
+		prod.Push(&d)
+	}
+	if got := cons.wakeSeq.Load(); got != seq+3 {
+		t.Fatalf("three publications to an uncounted sleeper moved the wake word by %d, want 3", got-seq)
 	}
 }
 
