@@ -436,7 +436,10 @@ func (e *Engine) cut(b *progress.Batch, l *progress.Lane, ps *pluginState, c put
 	}
 }
 
-// TaskStatus returns task i of the batch.
+// TaskStatus returns task i of the batch. Of a pending task it first
+// reaps the completion rings of the plugin that carries it (never
+// blocking), so that a caller that submits and polls status drives its
+// transfers to completion itself, as one that waits does; see reapTask.
 //
 // A task canceled or timed out is reported so only once no plugin can
 // touch its memory: until every slice it had out came back (aborted,
@@ -498,7 +501,9 @@ func (e *Engine) taskStatus(b *progress.Batch, i int, now int64) TaskStatus {
 // first+1, ... of the batch, as many as out holds or the batch has, and
 // returns how many it filled (TENT's tent_task_status_list). It
 // allocates nothing for tasks that are pending or completed; the Err of
-// a task that ended otherwise is built as TaskStatus builds it.
+// a task that ended otherwise is built as TaskStatus builds it. When one
+// of them is pending it first reaps the batch's completion rings, as
+// TaskStatus does.
 func (e *Engine) TaskStatusList(id BatchID, first int, out []TaskStatus) (int, error) {
 	b, err := e.live(id, "task status list")
 	if err != nil {
@@ -562,7 +567,8 @@ func (e *Engine) taskErr(b *progress.Batch, i int, s State) error {
 	return statusErr(t.SliceStatus())
 }
 
-// BatchStatus sums the batch's tasks.
+// BatchStatus sums the batch's tasks. Of a batch not done it first reaps
+// the completion rings of the plugins that carry it, as TaskStatus does.
 func (e *Engine) BatchStatus(id BatchID) (BatchStatus, error) {
 	if id.b == nil {
 		return BatchStatus{}, fmt.Errorf("%w: zero BatchID", ErrInvalid)
