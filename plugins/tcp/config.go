@@ -40,6 +40,7 @@ import (
 //	  bulk_chunk               = 0             # most payload bytes per system call on a bulk connection,
 //	                                           # 16KiB..1GiB; 0: no bound (prio.go)
 //	  short_slices             = false         # with bulk_nice: short scheduler slices for the other threads (prio.go)
+//	  priority_thread          = true          # priority connections' readers wait on threads of their own (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -91,6 +92,7 @@ type Config struct {
 	BulkNice              *int     `hcl:"bulk_nice,optional"`
 	BulkChunk             *string  `hcl:"bulk_chunk,optional"`
 	ShortSlices           *bool    `hcl:"short_slices,optional"`
+	PriorityThread        *bool    `hcl:"priority_thread,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -151,6 +153,7 @@ type settings struct {
 	bulkNice         int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
 	bulkChunk        int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
 	shortSlices      bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
+	prioThread       bool   // priority connections' readers wait on threads of their own (prio.go)
 }
 
 func defaultSettings() settings {
@@ -167,6 +170,7 @@ func defaultSettings() settings {
 		maxHeld:          maxPending,
 		maxRecvBuffer:    DefaultMaxReceiveBuffer,
 		prioConn:         true,
+		prioThread:       true,
 		bulkNice:         0, // off: the bulk connections carry normal priority, every request's default (docs/qos.md)
 	}
 }
@@ -264,6 +268,9 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s.bulkChunk = int(chunk)
 	if c.ShortSlices != nil {
 		s.shortSlices = *c.ShortSlices
+	}
+	if c.PriorityThread != nil {
+		s.prioThread = *c.PriorityThread
 	}
 	return s, nil
 }

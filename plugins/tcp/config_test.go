@@ -29,6 +29,8 @@ func TestConfig(t *testing.T) {
 		`bulk_chunk = 0`,
 		"bulk_nice = 10\nbulk_chunk = \"1GiB\"",
 		"bulk_nice = 10\nshort_slices = true",
+		`priority_thread = false`,
+		"bulk_nice = 10\npriority_thread = true",
 	}
 	for _, c := range good {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))

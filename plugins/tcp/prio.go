@@ -126,3 +126,47 @@ func (t *Transport) shortSlices() {
 		t.log.Warn("could not ask the kernel for short scheduler slices; high-priority latency may suffer under bulk load", "slice", sdk.LatencySlice, "error", err)
 	}
 }
+
+// Priority readers (priority_thread, on by default). Through the Go
+// runtime's poller, a high-priority frame's arrival wakes whichever thread
+// polls (or none: with every P busy, only the scheduler's next look or
+// sysmon sees it), which readies the reading goroutine, which then waits
+// for a P and a thread; beside a saturating bulk load on few cores the
+// bulk connections' goroutines hold both, and that wait was where a
+// high-priority read's p99 grew (docs/qos.md). With priority_thread the
+// reader of a priority connection instead runs on an OS thread of its
+// own (sdk.LatencyThread: a short scheduler slice and a P of its own) and
+// waits for input in ppoll(2) on that thread, so that the arrival wakes
+// it directly, and it answers (the listener) or completes and takes the
+// host's next request (the dialer, sdk.Assister) on that thread too. On
+// the dialer that is the response reader of each high-priority slot; on
+// the listener, which cannot tell a dialer's priority connection from
+// its bulk ones, the goroutine serving a connection until it is taken for
+// a bulk one (bulkFrame). At most maxPriorityThreads readers of a
+// transport wait so at once; the others use the poller. Each costs an OS
+// thread for as long as its connection is open (waking every blockWait
+// while idle), and a P (capped with the nice threads' at the CPU count).
+
+// maxPriorityThreads bounds a transport's readers on threads of their own.
+const maxPriorityThreads = 64
+
+// priorityReader has the calling goroutine, the reader of l, wait on its
+// own thread where priority_thread is set and fewer than
+// maxPriorityThreads readers do; the caller defers the restore it
+// returns, or calls it when the connection turns out to be a bulk one.
+func (t *Transport) priorityReader(l *link) (restore func()) {
+	if !t.set.prioThread || l.raw == nil {
+		return func() {}
+	}
+	if t.prioThreads.Add(1) > maxPriorityThreads {
+		t.prioThreads.Add(-1)
+		return func() {}
+	}
+	unlock := sdk.LatencyThread()
+	l.setBlock(true)
+	return func() {
+		l.setBlock(false)
+		unlock()
+		t.prioThreads.Add(-1)
+	}
+}
