@@ -14,6 +14,8 @@
 #   before  BASE's binaries (git revision, default main; built into a
 #           temporary directory) on BASE's bench/scenarios/engines/isolation.hcl
 #   after   this tree's bin/ (run `make build` first) on its isolation.hcl
+#   poller  the same with the tcp plugin's priority_thread = false (its
+#           priority readers wait in the Go runtime's poller, as before)
 # e.g. a config-only comparison on this tree's binaries:
 #   ARMS="off=bin:/tmp/off.hcl on=bin:bench/scenarios/engines/isolation.hcl" \
 #     scripts/isolation-compare.sh 5
@@ -39,7 +41,9 @@ if [ -z "${ARMS:-}" ]; then
 			if [ "$p" = ferry ]; then go build -o bin/ferry ./cmd/ferry; else go build -o "bin/$(basename "$p")" "./$p"; fi
 		done)
 	fi
-	ARMS="before=$bdir/bin:$bdir/bench/scenarios/engines/isolation.hcl after=$root/bin:$root/bench/scenarios/engines/isolation.hcl"
+	sed '/^plugin "tcp"/,/^}/ s/^  config {/  config {\n    priority_thread = false/' \
+		"$root/bench/scenarios/engines/isolation.hcl" >"$out/poller.hcl"
+	ARMS="before=$bdir/bin:$bdir/bench/scenarios/engines/isolation.hcl after=$root/bin:$root/bench/scenarios/engines/isolation.hcl poller=$root/bin:$out/poller.hcl"
 fi
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"

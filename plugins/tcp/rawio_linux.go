@@ -128,7 +128,10 @@ func (r *rawReader) readv(a, b []byte, wait bool) (int, error) {
 			r.iov = [2]syscall.Iovec{}
 			return 0, err
 		}
-		if r.errno != syscall.EINTR && (r.errno != syscall.EAGAIN || !wait) {
+		// A blocking reader's wait came back empty: look again, unless
+		// stop is set (readFullNextUnless looks at it between calls).
+		again := r.errno == syscall.EAGAIN && wait && (r.stop == nil || !r.stop.Load())
+		if r.errno != syscall.EINTR && !again {
 			break
 		}
 	}
