@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync/atomic"
@@ -39,6 +40,7 @@ type link struct {
 	// its own thread (setBlock): close then shuts the socket down first,
 	// which wakes that wait at once.
 	blocking atomic.Bool
+	shut     atomic.Bool // close shut the socket down: the reader's EOF is the close's
 }
 
 // setBlock has the reading goroutine, locked to its thread, wait for
@@ -65,13 +67,18 @@ func (l *link) read(b []byte) (int, error) {
 // (raw reader only).
 func (l *link) rawRead(a, b []byte) (int, error) {
 	l.raw.setDeadline(l.rdl)
-	return l.raw.readv(a, b, true)
+	n, err := l.raw.readv(a, b, true)
+	if err == io.EOF && l.shut.Load() {
+		err = net.ErrClosed // as a read on a closed connection says
+	}
+	return n, err
 }
 
 // close closes the connection; a reader waiting on its own thread is
 // woken by the shutdown at once instead of within blockWait.
 func (l *link) close() error {
 	if l.blocking.Load() {
+		l.shut.Store(true)
 		if rc := rawConnOf(l.nc); rc != nil {
 			_ = rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
 		}
