@@ -660,6 +660,9 @@ func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientCo
 	}
 	cc.link.rw = newRawWriter(nc)
 	cc.link.chunk = s.bulkChunk()
+	if s.p.prio && !s.prio {
+		s.t.setBulkBuffer(nc)
+	}
 	cc.stopAfter = context.AfterFunc(s.p.ctx, cc.close)
 	return cc
 }

@@ -81,7 +81,9 @@
 // with a short scheduler slice and a P of their own (sdk.LatencyThread),
 // instead of in the runtime's poller, so that a high-priority frame's
 // arrival wakes its reader directly while bulk goroutines keep the Ps
-// busy; at most 64 readers of a transport wait so at once.
+// busy; at most 64 readers of a transport wait so at once. bulk_buffer
+// (off by default) sets the bulk connections' kernel send and receive
+// buffers, trading bulk throughput for shorter system calls (prio.go).
 //
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the

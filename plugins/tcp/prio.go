@@ -1,6 +1,8 @@
 package tcp
 
 import (
+	"net"
+
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -169,4 +171,27 @@ func (t *Transport) priorityReader(l *link) (restore func()) {
 		unlock()
 		t.prioThreads.Add(-1)
 	}
+}
+
+// Bulk socket buffers (bulk_buffer, 0: off by default). The kernel sizes
+// a loopback or LAN connection's buffers up to megabytes, so that a bulk
+// writer's system call copies as much as the socket takes and its peer's
+// reader finds that much to copy back, each holding a core that long.
+// bulk_buffer sets SO_SNDBUF and SO_RCVBUF of the bulk connections
+// (where bulk_nice and bulk_chunk apply: a dialer's bulk slots with
+// priority slots beside them, and a served connection from its first
+// bulk frame on), which also turns the kernel's autotuning off for them:
+// the bulk then moves in smaller steps and the high-priority readers wait
+// less for a core, at a cost to the bulk's throughput (docs/qos.md).
+
+// setBulkBuffer sizes nc's kernel buffers to bulk_buffer, if set.
+func (t *Transport) setBulkBuffer(nc net.Conn) {
+	tc, ok := nc.(*net.TCPConn)
+	if t.set.bulkBuffer <= 0 || !ok {
+		return
+	}
+	// The kernel caps both at its wmem_max and rmem_max; it refuses
+	// nothing else on a connected socket.
+	_ = tc.SetWriteBuffer(t.set.bulkBuffer)
+	_ = tc.SetReadBuffer(t.set.bulkBuffer)
 }

@@ -349,6 +349,7 @@ func (sc *serverConn) serveFrames(have int) error {
 			sc.unblock()
 			sc.unblock = func() {}
 			sc.link.chunk = t.set.bulkChunk
+			t.setBulkBuffer(sc.link.nc)
 			if t.set.bulkNice > 0 {
 				defer t.lowerThread(t.set.bulkNice)()
 			}
