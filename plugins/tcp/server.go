@@ -346,8 +346,10 @@ func (sc *serverConn) serveFrames(have int) error {
 		t.stats.framesIn.Add(1)
 		if !bulk && h.Length >= bulkFrame && t.set.prioConn {
 			bulk = true // from here on a bulk connection (prio.go)
-			sc.unblock()
-			sc.unblock = func() {}
+			if sc.unblock != nil {
+				sc.unblock()
+				sc.unblock = func() {}
+			}
 			sc.link.chunk = t.set.bulkChunk
 			t.setBulkBuffer(sc.link.nc)
 			if t.set.bulkNice > 0 {
