@@ -57,3 +57,14 @@ func setSlice(tid int, d uint64) (restore func()) {
 		_ = unix.SchedSetAttr(tid, a, 0)
 	}
 }
+
+func latencyThread() func() {
+	runtime.LockOSThread()
+	restoreSlice := setSlice(unix.Gettid(), uint64(LatencySlice))
+	addProc(1)
+	return func() {
+		addProc(-1)
+		restoreSlice()
+		runtime.UnlockOSThread()
+	}
+}

@@ -182,3 +182,49 @@ func TestLowerThreadSlice(t *testing.T) {
 		t.Errorf("after restore the thread's slice is %d ns, want %v", s.after, LatencySlice)
 	}
 }
+
+// TestLatencyThread: a latency thread keeps its niceness, has
+// LatencySlice (where the kernel has custom slices) and one more P while
+// it lasts, and its old slice and GOMAXPROCS again after restore.
+func TestLatencyThread(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	type seen struct {
+		tid, nice     int
+		procs         int
+		before        uint64
+		during, after uint64
+	}
+	got := make(chan seen)
+	go func() {
+		runtime.LockOSThread() // read the slice before, on the same thread
+		s := seen{tid: unix.Gettid()}
+		s.before = threadSlice(t, s.tid)
+		restore := LatencyThread()
+		s.nice = threadNice(t, s.tid)
+		s.procs = runtime.GOMAXPROCS(0)
+		s.during = threadSlice(t, s.tid)
+		restore()
+		s.after = threadSlice(t, s.tid)
+		runtime.UnlockOSThread()
+		got <- s
+	}()
+	s := <-got
+	if s.nice != 0 {
+		t.Errorf("the latency thread's niceness is %d, want 0 (the process's)", s.nice)
+	}
+	if s.procs != base+1 {
+		t.Errorf("with a latency thread GOMAXPROCS is %d, want %d", s.procs, base+1)
+	}
+	if got := runtime.GOMAXPROCS(0); got != base {
+		t.Errorf("after restore GOMAXPROCS is %d, want %d", got, base)
+	}
+	if s.after != s.before {
+		t.Errorf("after restore the thread's slice is %d ns, want its old %d", s.after, s.before)
+	}
+	if s.during != uint64(LatencySlice) && s.during == s.before {
+		t.Skipf("the kernel kept a slice of %d ns after asking %v: no custom slices here", s.during, LatencySlice)
+	}
+	if s.during != uint64(LatencySlice) {
+		t.Errorf("the latency thread's slice is %d ns, want %v", s.during, LatencySlice)
+	}
+}

@@ -135,8 +135,15 @@ func (p *slowPeer) open(t *testing.T, a *engine) {
 // A read aborted while its payload is on the wire writes no more of the
 // local memory: the rest of the payload goes to scratch, the read
 // completes StatusCanceled, and the connection stays in step (the next
-// read on it lands whole).
+// read on it lands whole). So too on a priority connection, whose reader
+// waits on its own thread (prio.go).
 func TestAbortReadInFlight(t *testing.T) {
+	for _, prio := range []sdk.Priority{sdk.PriorityNormal, sdk.PriorityHigh} {
+		t.Run(prio.String(), func(t *testing.T) { testAbortReadInFlight(t, prio) })
+	}
+}
+
+func testAbortReadInFlight(t *testing.T, prio sdk.Priority) {
 	const n = 256 << 10
 	halfSent, release := make(chan struct{}), make(chan struct{})
 	p := newSlowPeer(t, func(c net.Conn, h tcp.Header) error {
@@ -162,7 +169,7 @@ func TestAbortReadInFlight(t *testing.T) {
 	a.register(t, 1, mem, sdk.PermLocal)
 	p.open(t, a)
 	col := plugintest.NewCollector(t)
-	a.tr.Submit(&ring.Descriptor{Token: 7, Op: ring.OpRead, Peer: 1, LocalRegion: 1, Length: n}, col)
+	a.tr.Submit(&ring.Descriptor{Token: 7, Op: ring.OpRead, Prio: uint8(prio), Peer: 1, LocalRegion: 1, Length: n}, col)
 	<-halfSent
 	found, err := a.tr.Abort(context.Background(), []uint64{7, 12345})
 	if err != nil || found != 1 {
@@ -179,7 +186,7 @@ func TestAbortReadInFlight(t *testing.T) {
 			t.Fatalf("the aborted read wrote local memory after the abort: byte %d is %#x", n/2+i, c)
 		}
 	}
-	a.tr.Submit(&ring.Descriptor{Token: 8, Op: ring.OpRead, Peer: 1, LocalRegion: 1, LocalOffset: n, Length: n}, col)
+	a.tr.Submit(&ring.Descriptor{Token: 8, Op: ring.OpRead, Prio: uint8(prio), Peer: 1, LocalRegion: 1, LocalOffset: n, Length: n}, col)
 	if got := col.Wait(8); got.Status != ring.StatusOK || got.N != n || !bytes.Equal(mem[n:], bytes.Repeat([]byte{0xbb}, n)) {
 		t.Fatalf("read after the aborted one: %v, %d bytes; want it whole on the same connection", got.Status, got.N)
 	}

@@ -660,6 +660,9 @@ func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientCo
 	}
 	cc.link.rw = newRawWriter(nc)
 	cc.link.chunk = s.bulkChunk()
+	if s.p.prio && !s.prio {
+		s.t.setBulkBuffer(nc)
+	}
 	cc.stopAfter = context.AfterFunc(s.p.ctx, cc.close)
 	return cc
 }
@@ -667,7 +670,7 @@ func newClientConn(s *slot, nc net.Conn, addr string, maxFrame uint64) *clientCo
 func (cc *clientConn) close() {
 	cc.closeOnce.Do(func() {
 		close(cc.closing)
-		_ = cc.link.nc.Close()
+		_ = cc.link.close()
 	})
 }
 
@@ -704,6 +707,9 @@ func (cc *clientConn) readLoop() {
 	defer close(cc.readerDone)
 	if n := cc.s.bulkNice(); n > 0 {
 		defer t.lowerThread(n)()
+	}
+	if cc.s.prio {
+		defer t.priorityReader(cc.link)()
 	}
 	err := cc.readResponses()
 	cc.mu.Lock()

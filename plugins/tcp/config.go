@@ -40,6 +40,9 @@ import (
 //	  bulk_chunk               = 0             # most payload bytes per system call on a bulk connection,
 //	                                           # 16KiB..1GiB; 0: no bound (prio.go)
 //	  short_slices             = false         # with bulk_nice: short scheduler slices for the other threads (prio.go)
+//	  priority_thread          = true          # priority connections' readers wait on threads of their own (prio.go)
+//	  bulk_buffer              = 0             # kernel send and receive buffer of a bulk connection, 16KiB..1GiB;
+//	                                           # 0: the kernel's own sizing (prio.go)
 //	}
 //
 // Every attribute is optional. cluster_secret and cluster_secret_file are
@@ -91,6 +94,8 @@ type Config struct {
 	BulkNice              *int     `hcl:"bulk_nice,optional"`
 	BulkChunk             *string  `hcl:"bulk_chunk,optional"`
 	ShortSlices           *bool    `hcl:"short_slices,optional"`
+	PriorityThread        *bool    `hcl:"priority_thread,optional"`
+	BulkBuffer            *string  `hcl:"bulk_buffer,optional"`
 
 	// Where each value sits in the operator's file, for diagnostics.
 	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
@@ -109,6 +114,7 @@ type Config struct {
 	BulkChunkRange             hcl.Range `hcl:"bulk_chunk,attr_value_range"`
 	MaxHeldResponsesRange      hcl.Range `hcl:"max_held_responses,attr_value_range"`
 	MaxReceiveBufferRange      hcl.Range `hcl:"max_receive_buffer,attr_value_range"`
+	BulkBufferRange            hcl.Range `hcl:"bulk_buffer,attr_value_range"`
 }
 
 // Defaults and limits of the configuration.
@@ -151,6 +157,8 @@ type settings struct {
 	bulkNice         int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
 	bulkChunk        int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
 	shortSlices      bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
+	prioThread       bool   // priority connections' readers wait on threads of their own (prio.go)
+	bulkBuffer       int    // SO_SNDBUF and SO_RCVBUF of a bulk connection (prio.go); 0: the kernel's
 }
 
 func defaultSettings() settings {
@@ -167,6 +175,7 @@ func defaultSettings() settings {
 		maxHeld:          maxPending,
 		maxRecvBuffer:    DefaultMaxReceiveBuffer,
 		prioConn:         true,
+		prioThread:       true,
 		bulkNice:         0, // off: the bulk connections carry normal priority, every request's default (docs/qos.md)
 	}
 }
@@ -265,6 +274,17 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	if c.ShortSlices != nil {
 		s.shortSlices = *c.ShortSlices
 	}
+	if c.PriorityThread != nil {
+		s.prioThread = *c.PriorityThread
+	}
+	var buf uint64
+	if err := st.Size("bulk_buffer", c.BulkBuffer, c.BulkBufferRange, maxBulkChunk, &buf); err != nil {
+		return settings{}, err
+	}
+	if c.BulkBuffer != nil && buf != 0 && buf < minBulkChunk {
+		return settings{}, st.Errorf("bulk_buffer", c.BulkBufferRange, "%q is below 16KiB; use 0 (the kernel's sizing) or 16KiB..1GiB", *c.BulkBuffer)
+	}
+	s.bulkBuffer = int(buf)
 	return s, nil
 }
 

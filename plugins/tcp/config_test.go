@@ -29,6 +29,10 @@ func TestConfig(t *testing.T) {
 		`bulk_chunk = 0`,
 		"bulk_nice = 10\nbulk_chunk = \"1GiB\"",
 		"bulk_nice = 10\nshort_slices = true",
+		`priority_thread = false`,
+		"bulk_nice = 10\npriority_thread = true",
+		`bulk_buffer = "256KiB"`,
+		`bulk_buffer = 0`,
 	}
 	for _, c := range good {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
@@ -59,6 +63,8 @@ func TestConfig(t *testing.T) {
 		{`bulk_chunk = "1KiB"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
 		{`bulk_chunk = "2GiB"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
 		{`bulk_chunk = "a lot"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
+		{`bulk_buffer = "1KiB"`, "ferry.hcl:10:17: tcp config: bulk_buffer"},
+		{`bulk_buffer = "2GiB"`, "ferry.hcl:10:17: tcp config: bulk_buffer"},
 		{`short_slices = "yes please"`, "ferry.hcl:10"},
 	}
 	for _, c := range bad {

@@ -74,6 +74,16 @@
 // preemption), and short_slices asks short scheduler slices for the
 // plugin's threads while the nice ones keep long ones (sdk.RequestSlice,
 // sdk.LowerThread). Neither has yet shown a settled gain (docs/qos.md).
+// priority_thread (on by default) has the readers of priority
+// connections (the dialer's response reader of each high-priority slot;
+// on the listener, the goroutine serving a connection until it is taken
+// for a bulk one) wait for input in ppoll(2) on an OS thread of their own
+// with a short scheduler slice and a P of their own (sdk.LatencyThread),
+// instead of in the runtime's poller, so that a high-priority frame's
+// arrival wakes its reader directly while bulk goroutines keep the Ps
+// busy; at most 64 readers of a transport wait so at once. bulk_buffer
+// (off by default) sets the bulk connections' kernel send and receive
+// buffers, trading bulk throughput for shorter system calls (prio.go).
 //
 // System calls per frame are what small transfers cost, so both ends batch
 // without copying payload: the listener receives a write's payload and the

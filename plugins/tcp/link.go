@@ -2,9 +2,11 @@ package tcp
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -34,6 +36,54 @@ type link struct {
 	// is writeBuffers' view of the next chunk.
 	chunk int
 	sub   [2*maxBatch + 1][]byte
+	// blocking is set while the reading goroutine waits in the kernel on
+	// its own thread (setBlock): close then shuts the socket down first,
+	// which wakes that wait at once.
+	blocking atomic.Bool
+	shut     atomic.Bool // close shut the socket down: the reader's EOF is the close's
+}
+
+// setBlock has the reading goroutine, locked to its thread, wait for
+// input in the kernel on that thread instead of in the runtime's poller
+// (prio.go, priority_thread), or no longer. Only the reader calls it.
+func (l *link) setBlock(on bool) {
+	if l.raw == nil {
+		return
+	}
+	l.raw.setBlock(on)
+	l.blocking.Store(on)
+}
+
+// read reads into b as net.Conn.Read does, through the raw reader while
+// it blocks on the reading thread.
+func (l *link) read(b []byte) (int, error) {
+	if l.blocking.Load() {
+		return l.rawRead(b, nil)
+	}
+	return l.nc.Read(b)
+}
+
+// rawRead reads into a and then b with one readv, waiting for input
+// (raw reader only).
+func (l *link) rawRead(a, b []byte) (int, error) {
+	l.raw.setDeadline(l.rdl)
+	n, err := l.raw.readv(a, b, true)
+	if err == io.EOF && l.shut.Load() {
+		err = net.ErrClosed // as a read on a closed connection says
+	}
+	return n, err
+}
+
+// close closes the connection; a reader waiting on its own thread is
+// woken by the shutdown at once instead of within blockWait.
+func (l *link) close() error {
+	if l.blocking.Load() {
+		l.shut.Store(true)
+		if rc := rawConnOf(l.nc); rc != nil {
+			_ = rc.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+		}
+	}
+	return l.nc.Close()
 }
 
 func newLink(nc net.Conn, ioTimeout time.Duration) *link {
@@ -99,7 +149,7 @@ func (l *link) readFull(b []byte) error {
 	l.armRead(now)
 	for len(b) > 0 {
 		part, _ := l.cut(b, nil)
-		n, err := l.nc.Read(part)
+		n, err := l.read(part)
 		b = b[n:]
 		if n > 0 && len(b) > 0 {
 			l.progress.Store(mono(time.Now()))
@@ -127,7 +177,7 @@ func (l *link) readFullNext(b, next []byte) (int, error) {
 	l.armRead(now)
 	for len(b) > 0 {
 		part, nx := l.cut(b, next)
-		n, err := l.raw.readv(part, nx, true)
+		n, err := l.rawRead(part, nx)
 		if err != nil {
 			if err = l.stalled(err, true); err != nil {
 				return 0, err
@@ -169,7 +219,7 @@ func (l *link) readFullNextUnless(b, next []byte, stop *atomic.Bool) (int, int, 
 			return got, 0, nil
 		}
 		part, nx := l.cut(b[got:], next)
-		n, err := l.raw.readv(part, nx, true)
+		n, err := l.rawRead(part, nx)
 		if err != nil {
 			if err = l.stalled(err, true); err != nil {
 				return got, 0, err
@@ -208,7 +258,7 @@ func (l *link) tryRead(b []byte) (int, error) {
 func (l *link) readSome(b []byte, idle func() bool) (int, error) {
 	for {
 		l.armRead(time.Now())
-		n, err := l.nc.Read(b)
+		n, err := l.read(b)
 		if n > 0 {
 			raceAcquireWire()
 			return n, nil // an error comes back again on the next read
@@ -233,7 +283,7 @@ func (l *link) readSome(b []byte, idle func() bool) (int, error) {
 // frame on an idle connection, and reads up to len(b) of them.
 func (l *link) readIdle(b []byte) (int, error) {
 	for {
-		n, err := l.nc.Read(b)
+		n, err := l.read(b)
 		if n > 0 {
 			raceAcquireWire()
 			return n, nil // an error comes back again on the next read

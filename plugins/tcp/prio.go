@@ -1,6 +1,8 @@
 package tcp
 
 import (
+	"net"
+
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -125,4 +127,71 @@ func (t *Transport) shortSlices() {
 	if err := sdk.RequestSlice(sdk.LatencySlice); err != nil {
 		t.log.Warn("could not ask the kernel for short scheduler slices; high-priority latency may suffer under bulk load", "slice", sdk.LatencySlice, "error", err)
 	}
+}
+
+// Priority readers (priority_thread, on by default). Through the Go
+// runtime's poller, a high-priority frame's arrival wakes whichever thread
+// polls (or none: with every P busy, only the scheduler's next look or
+// sysmon sees it), which readies the reading goroutine, which then waits
+// for a P and a thread; beside a saturating bulk load on few cores the
+// bulk connections' goroutines hold both, and that wait was where a
+// high-priority read's p99 grew (docs/qos.md). With priority_thread the
+// reader of a priority connection instead runs on an OS thread of its
+// own (sdk.LatencyThread: a short scheduler slice and a P of its own) and
+// waits for input in ppoll(2) on that thread, so that the arrival wakes
+// it directly, and it answers (the listener) or completes and takes the
+// host's next request (the dialer, sdk.Assister) on that thread too. On
+// the dialer that is the response reader of each high-priority slot; on
+// the listener, which cannot tell a dialer's priority connection from
+// its bulk ones, the goroutine serving a connection until it is taken for
+// a bulk one (bulkFrame). At most maxPriorityThreads readers of a
+// transport wait so at once; the others use the poller. Each costs an OS
+// thread for as long as its connection is open (waking every blockWait
+// while idle), and a P (capped with the nice threads' at the CPU count).
+
+// maxPriorityThreads bounds a transport's readers on threads of their own.
+const maxPriorityThreads = 64
+
+// priorityReader has the calling goroutine, the reader of l, wait on its
+// own thread where priority_thread is set and fewer than
+// maxPriorityThreads readers do; the caller defers the restore it
+// returns, or calls it when the connection turns out to be a bulk one.
+func (t *Transport) priorityReader(l *link) (restore func()) {
+	if !t.set.prioThread || l.raw == nil {
+		return func() {}
+	}
+	if t.prioThreads.Add(1) > maxPriorityThreads {
+		t.prioThreads.Add(-1)
+		return func() {}
+	}
+	unlock := sdk.LatencyThread()
+	l.setBlock(true)
+	return func() {
+		l.setBlock(false)
+		unlock()
+		t.prioThreads.Add(-1)
+	}
+}
+
+// Bulk socket buffers (bulk_buffer, 0: off by default). The kernel sizes
+// a loopback or LAN connection's buffers up to megabytes, so that a bulk
+// writer's system call copies as much as the socket takes and its peer's
+// reader finds that much to copy back, each holding a core that long.
+// bulk_buffer sets SO_SNDBUF and SO_RCVBUF of the bulk connections
+// (where bulk_nice and bulk_chunk apply: a dialer's bulk slots with
+// priority slots beside them, and a served connection from its first
+// bulk frame on), which also turns the kernel's autotuning off for them:
+// the bulk then moves in smaller steps and the high-priority readers wait
+// less for a core, at a cost to the bulk's throughput (docs/qos.md).
+
+// setBulkBuffer sizes nc's kernel buffers to bulk_buffer, if set.
+func (t *Transport) setBulkBuffer(nc net.Conn) {
+	tc, ok := nc.(*net.TCPConn)
+	if t.set.bulkBuffer <= 0 || !ok {
+		return
+	}
+	// The kernel caps both at its wmem_max and rmem_max; it refuses
+	// nothing else on a connected socket.
+	_ = tc.SetWriteBuffer(t.set.bulkBuffer)
+	_ = tc.SetReadBuffer(t.set.bulkBuffer)
 }

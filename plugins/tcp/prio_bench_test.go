@@ -17,12 +17,15 @@ import (
 // the plugin's own share of BenchmarkQoSIsolation's tcp leakage, without
 // the host. The metrics are the p99s in µs and their ratio. Run with a
 // fixed -benchtime (e.g. 2000x); compare the rows in one run. The
-// bulk_nice=0 row keeps the bulk connections' threads at the normal
-// niceness (prio.go).
+// default row keeps the bulk connections' threads at the normal
+// niceness (bulk_nice = 0); the priority_thread=false rows have the
+// priority connections' readers wait in the runtime's poller (prio.go).
 func BenchmarkHighBesideBulk(b *testing.B) {
 	for _, row := range []struct{ name, cfg string }{
 		{"priority_connection=on", ""},
-		{"priority_connection=on/bulk_nice=0", "bulk_nice = 0"},
+		{"priority_connection=on/priority_thread=false", "priority_thread = false"},
+		{"priority_connection=on/bulk_nice=10", "bulk_nice = 10"},
+		{"priority_connection=on/bulk_nice=10/priority_thread=false", "bulk_nice = 10\npriority_thread = false"},
 		{"priority_connection=off", "priority_connection = false"},
 	} {
 		b.Run(row.name, func(b *testing.B) { benchHighBesideBulk(b, "connections_per_peer = 2\n"+row.cfg) })

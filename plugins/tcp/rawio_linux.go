@@ -6,7 +6,10 @@ import (
 	"runtime"
 	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawReader reads with readv(2) on the socket's descriptor, through the
@@ -26,7 +29,21 @@ type rawReader struct {
 	// that quiesce can wait out a call that looked before stop was set.
 	stop *atomic.Bool
 	busy atomic.Bool
+	// block, while set (setBlock), makes a waiting readv wait in ppoll(2)
+	// on the calling thread instead of in the runtime's poller: the
+	// arrival of data wakes that thread itself (prio.go, priority_thread).
+	// A wait lasts until the read deadline (deadline, mono time; 0: none)
+	// or blockWait, whichever is first, after which the runtime looks at
+	// the deadline and at Close before the next.
+	block    bool
+	deadline int64
+	pfd      [1]unix.PollFd
+	ts       unix.Timespec // ppoll's timeout, which the kernel overwrites with the time left
 }
+
+// blockWait bounds one ppoll wait of a blocking reader: how late it sees
+// a Close that did not shut the socket down (link.close does).
+const blockWait = 250 * time.Millisecond
 
 func newRawReader(nc interface{}) *rawReader {
 	rc := rawConnOf(nc)
@@ -48,12 +65,37 @@ func newRawReader(nc interface{}) *rawReader {
 			r.busy.Store(false)
 		}
 		if e == syscall.EAGAIN && r.wait {
-			return false
+			if !r.block {
+				return false
+			}
+			// Wait on this thread; readv comes back (EAGAIN) for the
+			// runtime to look at the deadline and at Close before the
+			// next system call.
+			wait := int64(blockWait)
+			if r.deadline != 0 {
+				wait = max(min(wait, r.deadline-mono(time.Now())), 0)
+			}
+			r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}
+			r.ts = unix.NsecToTimespec(wait)
+			_, _ = unix.Ppoll(r.pfd[:], &r.ts, nil)
 		}
 		r.n, r.errno = int(n), e
 		return true
 	}
 	return r
+}
+
+// setBlock turns waiting in ppoll on the calling thread on or off. Only
+// the reading goroutine calls it.
+func (r *rawReader) setBlock(on bool) { r.block = on }
+
+// setDeadline tells a blocking reader the read deadline (zero: none), so
+// that its waits end by then. Only the reading goroutine calls it.
+func (r *rawReader) setDeadline(t time.Time) {
+	r.deadline = 0
+	if !t.IsZero() {
+		r.deadline = max(mono(t), 1)
+	}
 }
 
 // setStop makes readv look at s before each system call, until
@@ -86,7 +128,10 @@ func (r *rawReader) readv(a, b []byte, wait bool) (int, error) {
 			r.iov = [2]syscall.Iovec{}
 			return 0, err
 		}
-		if r.errno != syscall.EINTR {
+		// A blocking reader's wait came back empty: look again, unless
+		// stop is set (readFullNextUnless looks at it between calls).
+		again := r.errno == syscall.EAGAIN && wait && (r.stop == nil || !r.stop.Load())
+		if r.errno != syscall.EINTR && !again {
 			break
 		}
 	}

@@ -2,7 +2,10 @@
 
 package tcp
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // rawReader is Linux only; elsewhere link falls back to net.Conn.Read.
 type rawReader struct{}
@@ -14,6 +17,10 @@ func (r *rawReader) readv(a, b []byte, wait bool) (int, error) { panic("unreacha
 func (r *rawReader) setStop(*atomic.Bool) {}
 
 func (r *rawReader) quiesce() {}
+
+func (r *rawReader) setBlock(bool) {}
+
+func (r *rawReader) setDeadline(time.Time) {}
 
 // rawWriter is Linux only; elsewhere every frame goes through the slot's
 // writer goroutine.

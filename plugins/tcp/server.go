@@ -78,6 +78,7 @@ type serverConn struct {
 
 	hdr     [RequestSize]byte
 	scratch []byte // where a rejected write's payload is discarded
+	unblock func() // ends the reader's waits on its own thread (prio.go); set by serve
 
 	// Responses held back (see serveFrames): their headers, the iovecs
 	// that send them (runs of headers, each read's payload straight from
@@ -129,6 +130,12 @@ func (sc *serverConn) serve() {
 		return
 	}
 	_ = sc.link.nc.SetDeadline(time.Time{})
+	// Until it is taken for a bulk one, the connection may be a dialer's
+	// priority connection (prio.go).
+	if t.set.prioConn {
+		sc.unblock = t.priorityReader(sc.link)
+		defer func() { sc.unblock() }()
+	}
 	err := sc.serveFrames(have)
 	switch {
 	case err == nil, t.base.Stopped():
@@ -339,7 +346,12 @@ func (sc *serverConn) serveFrames(have int) error {
 		t.stats.framesIn.Add(1)
 		if !bulk && h.Length >= bulkFrame && t.set.prioConn {
 			bulk = true // from here on a bulk connection (prio.go)
+			if sc.unblock != nil {
+				sc.unblock()
+				sc.unblock = func() {}
+			}
 			sc.link.chunk = t.set.bulkChunk
+			t.setBulkBuffer(sc.link.nc)
 			if t.set.bulkNice > 0 {
 				defer t.lowerThread(t.set.bulkNice)()
 			}
@@ -546,7 +558,7 @@ func (t *Transport) abortServersUsing(r *region) {
 	defer t.mu.Unlock()
 	for sc := range t.servers {
 		if cur := sc.cur.Load(); cur == r || cur == flushing {
-			_ = sc.link.nc.Close()
+			_ = sc.link.close()
 		}
 	}
 }

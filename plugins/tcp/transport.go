@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,15 +28,16 @@ type Transport struct {
 	// Stop waits for and the outcome counters.
 	base kit.Base[*region, *peer]
 
-	mu      sync.Mutex // control plane: settings, listeners, servers
-	set     settings
-	listen  []net.Listener
-	rails   []*rail // rail i listens on listen[i]; set at Start
-	servers map[*serverConn]struct{}
-	guard   guard           // connection limits and their logs
-	niceLog sync.Once       // the one warning that bulk_nice could not be applied
-	ctx     context.Context // canceled by Stop
-	cancel  context.CancelFunc
+	mu          sync.Mutex // control plane: settings, listeners, servers
+	set         settings
+	listen      []net.Listener
+	rails       []*rail // rail i listens on listen[i]; set at Start
+	servers     map[*serverConn]struct{}
+	guard       guard           // connection limits and their logs
+	niceLog     sync.Once       // the one warning that bulk_nice could not be applied
+	prioThreads atomic.Int32    // readers waiting on threads of their own (prio.go)
+	ctx         context.Context // canceled by Stop
+	cancel      context.CancelFunc
 
 	stats  counters
 	recv   budget // staging bytes of every server connection (bounds.go)
@@ -384,7 +386,7 @@ func (t *Transport) Stop(ctx context.Context) error {
 		t.mu.Lock()
 		lns := t.listen
 		for sc := range t.servers {
-			_ = sc.link.nc.Close()
+			_ = sc.link.close()
 		}
 		cancel := t.cancel
 		t.mu.Unlock()

@@ -5,11 +5,16 @@
 # 256KiB per system call (bulk_chunk), with short scheduler slices for the
 # plugin's other threads (short_slices): docs/qos.md "Bulk work at a lower
 # CPU priority". Give the bench's target engine the same config, or its
-# tcp plugin serves the bulk at the built-in config's settings. Compare
-# with bulk_chunk and short_slices taken out (their defaults).
+# tcp plugin serves the bulk at the built-in config's settings. tcp's
+# priority connections' readers wait on threads of their own
+# (priority_thread, on by default: docs/qos.md). Compare with bulk_chunk
+# and short_slices taken out (their defaults), or priority_thread = false.
 #
 #   ferry bench --qos default --config bench/scenarios/engines/isolation.hcl \
 #     --target-config bench/scenarios/engines/isolation.hcl
+#
+# scripts/isolation-compare.sh runs it on main's binaries, on this tree's
+# and on this tree's with priority_thread = false, alternated.
 
 name = "bench-isolation"
 
