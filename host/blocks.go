@@ -10,6 +10,7 @@ import (
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/host/validate"
 )
 
@@ -281,13 +282,17 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	if runs <= smallChunk {
 		var todo [smallChunk]blocks.Run
 		var lengths [smallChunk]uint64
+		var plans [smallChunk]slicer.Plan
+		var slices [smallChunk]int64
 		var put [smallChunk]putResult
-		e.putRuns(&c, b, src, first, todo[:], lengths[:], put[:])
+		e.putRuns(&c, b, src, first, todo[:], lengths[:], plans[:], slices[:], put[:])
 	} else {
 		var todo [blockChunk]blocks.Run
 		var lengths [blockChunk]uint64
+		var plans [blockChunk]slicer.Plan
+		var slices [blockChunk]int64
 		var put [blockChunk]putResult
-		e.putRuns(&c, b, src, first, todo[:], lengths[:], put[:])
+		e.putRuns(&c, b, src, first, todo[:], lengths[:], plans[:], slices[:], put[:])
 	}
 	e.flushQueued(&c.sc)
 	return out, nil
@@ -333,9 +338,9 @@ func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) 
 // putRuns puts c's runs, from first, on its plugin's lane: len(todo) at
 // a time, published together (a plugin is woken once per chunk, not once
 // per run), the chunk's tasks reserved with one call (one lock, one
-// publication of the batch's count). lengths and put are todo's
-// companions, of its length.
-func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, first blocks.Run, todo []blocks.Run, lengths []uint64, put []putResult) {
+// publication of the batch's count). lengths, plans, slices and put are
+// todo's companions, of its length.
+func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, first blocks.Run, todo []blocks.Run, lengths []uint64, plans []slicer.Plan, slices []int64, put []putResult) {
 	l, bb, ps, rem := c.l, c.bb, c.ps, c.rem
 	sc := &c.sc
 	for k := 0; k < src.Len(); {
@@ -352,8 +357,24 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, fi
 		pr := ps.run()
 		ln := e.laneOf(pr, ps, c.req.Priority)
 		nc := 0
+		// Nothing can stop these tasks before their slices are put (no
+		// admission, no qos queue, the local side registered whole):
+		// they are reserved routed and cut (ReserveRouted), their plans
+		// made here.
+		preset := c.whole && e.path.qos == nil && e.path.admit == nil
+		if preset {
+			for j := range todo[:nr] {
+				plans[j] = e.plan(pr, c.policy, lengths[j], 0)
+				slices[j] = plans[j].Slices
+			}
+		}
 		ln.Begin()
-		at, got := b.ReserveRun(lengths[:nr], c.deadline)
+		var at, got int
+		if preset {
+			at, got = b.ReserveRouted(lengths[:nr], slices[:nr], c.deadline, ps.idx)
+		} else {
+			at, got = b.ReserveRun(lengths[:nr], c.deadline)
+		}
 		if got < nr {
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
@@ -385,7 +406,11 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, fi
 			rec.hist.Tried = 1 << ps.idx
 			e.note(b, i, observe.Routed, ps.idx, 0, nil)
 			rt := routed{ps: ps, policy: c.policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
-			put[nc] = e.put(b, i, r, rem, rt, 0, sc, pr, ln)
+			var pre *slicer.Plan
+			if preset {
+				pre = &plans[j]
+			}
+			put[nc] = e.put(b, i, r, rem, rt, 0, sc, pr, ln, pre)
 			nc++
 		}
 		ln.End()

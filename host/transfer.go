@@ -338,7 +338,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 	// measured slower on two cores: the plugin idled until the end).
 	l := e.laneOf(run, rt.ps, r.Priority)
 	l.Begin()
-	c := e.put(b, i, r, rem, rt, avoid, sc, run, l)
+	c := e.put(b, i, r, rem, rt, avoid, sc, run, l, nil)
 	if sc.waiter {
 		l.EndWaited()
 	} else {
@@ -356,18 +356,21 @@ type putResult struct {
 
 // put plans task i and enqueues its slices on l, a lane of run (held by
 // the caller, between Begin and End). The caller publishes them (End),
-// then calls cut with the result.
-func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx, run *pluginRun, l *progress.Lane) putResult {
+// then calls cut with the result. pre, when not nil, is the task's plan,
+// its route and cut already set (Batch.ReserveRouted).
+func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx, run *pluginRun, l *progress.Lane, pre *slicer.Plan) putResult {
 	deadline := r.deadline()
 	n := uint64(len(r.Local))
 	ps := rt.ps
-	b.Task(i).SetTransport(ps.idx)
 	rs := run.rails
-	plan := slicer.Cut(slicer.Input{
-		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
-		Allowed: rs.Allowed(rt.policy), Every: rs.All(0), Avoid: avoid,
-	})
-	b.SetSlices(i, plan.Slices)
+	var plan slicer.Plan
+	if pre != nil {
+		plan = *pre // routed and cut when it was reserved (ReserveRouted)
+	} else {
+		b.Task(i).SetTransport(ps.idx)
+		plan = e.plan(run, rt.policy, n, avoid)
+		b.SetSlices(i, plan.Slices)
+	}
 	e.note(b, i, observe.Sliced, ps.idx, plan.Slices, nil)
 	op := ring.OpWrite
 	if r.Op == Read {
@@ -413,6 +416,16 @@ func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt route
 		res.sent++
 	}
 	return res
+}
+
+// plan is how the slicer cuts n bytes on run's rails that policy
+// allows, keeping off those in avoid.
+func (e *Engine) plan(run *pluginRun, policy int, n, avoid uint64) slicer.Plan {
+	rs := run.rails
+	return slicer.Cut(slicer.Input{
+		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
+		Allowed: rs.Allowed(policy), Every: rs.All(0), Avoid: avoid,
+	})
 }
 
 // cut marks the attempt put enqueued on l (of plugin ps) cut, once its

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -352,6 +353,31 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 // task: the submitter's atomics are full fences on amd64, and the
 // batch's counters share cache lines with the completion side.
 func (b *Batch) ReserveRun(lengths []uint64, deadline int64) (first, n int) {
+	return b.reserve(lengths, deadline, nil, -1)
+}
+
+// ReserveRouted is ReserveRun for tasks whose route and cut are known
+// before they are added: the tasks of a block submission that nothing
+// can stop before their slices are put (no admission, no qos queue, the
+// local side registered whole). Each task k is set as carried by plugin
+// transport and cut into slices[k] slices, what SetTransport and
+// SetSlices would set right after, with plain writes before the batch
+// counts the tasks rather than with three fenced stores each after it:
+// until n counts a task nobody reads it. The submitter then puts its
+// slices (Lane.Put) and cuts it (Cut) as usual.
+func (b *Batch) ReserveRouted(lengths []uint64, slices []int64, deadline int64, transport int32) (first, n int) {
+	return b.reserve(lengths, deadline, slices, transport)
+}
+
+// plainStore32 and plainStore64 write an atomic word of a task nobody
+// reads yet (ReserveRouted): a plain store, ordered before the readers'
+// atomic loads by the store of the batch's count that publishes the
+// task. The atomic types are their word alone.
+func plainStore32(p *atomic.Int32, v int32) { *(*int32)(unsafe.Pointer(p)) = v }
+func plainStore64(p *atomic.Int64, v int64) { *(*int64)(unsafe.Pointer(p)) = v }
+
+// reserve is ReserveRun, and ReserveRouted when slices is not nil.
+func (b *Batch) reserve(lengths []uint64, deadline int64, slices []int64, transport int32) (first, n int) {
 	b.mu.Lock()
 	first = int(b.n.Load())
 	n = min(len(lengths), len(b.tasks)-first)
@@ -371,6 +397,11 @@ func (b *Batch) ReserveRun(lengths []uint64, deadline int64) (first, n int) {
 		// fraction of the cost of an atomic store per field on the submit
 		// path.
 		*t = Task{Length: length, Deadline: deadline}
+		if slices != nil {
+			plainStore32(&t.transport, transport+1)
+			plainStore64(&t.unclaimed, slices[k])
+			plainStore64(&t.pending, slices[k])
+		}
 		total += length
 	}
 	b.n.Store(int32(first + n))
