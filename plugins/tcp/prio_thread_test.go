@@ -83,27 +83,3 @@ func TestPriorityReadersWaitOnTheirThreads(t *testing.T) {
 		})
 	}
 }
-
-// TestSilentPeerTimesOutOnPriorityConnection: a high-priority read or
-// write to a peer that never answers ends after io_timeout, as on a bulk
-// connection, although its reader waits on its own thread (whose waits
-// end at the read deadline).
-func TestSilentPeerTimesOutOnPriorityConnection(t *testing.T) {
-	a := startEngine(t, "a", 1, `io_timeout = "100ms"`)
-	mem := make([]byte, 1<<16)
-	a.register(t, 1, mem, sdk.PermLocal)
-	openSilentPeer(t, a)
-	col := plugintest.NewCollector(t)
-	for i := range uint64(4) {
-		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, Length: 4096, Prio: uint8(sdk.PriorityHigh)}
-		a.tr.Submit(&d, col)
-	}
-	for i := range uint64(4) {
-		if got := col.Wait(i); got.Status != ring.StatusPeerUnreachable {
-			t.Fatalf("token %d: %v, want %v", i, got.Status, ring.StatusPeerUnreachable)
-		}
-	}
-	if got := a.stat(t, "ops_priority"); got != 4 {
-		t.Errorf("ops_priority = %d, want 4", got)
-	}
-}

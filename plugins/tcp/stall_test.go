@@ -133,20 +133,33 @@ func openSilentPeer(t *testing.T, a *engine) {
 	}
 }
 
+// TestSilentPeerTimesOut: reads and writes to a peer that never answers
+// end after io_timeout, on a bulk connection and on a priority one,
+// although a priority connection's reader waits on its own thread (whose
+// waits end at the read deadline).
 func TestSilentPeerTimesOut(t *testing.T) {
-	a := startEngine(t, "a", 1, `io_timeout = "100ms"`)
-	mem := make([]byte, 1<<16)
-	a.register(t, 1, mem, sdk.PermLocal)
-	openSilentPeer(t, a)
-	col := plugintest.NewCollector(t)
-	for i := range uint64(4) {
-		d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, Length: 4096}
-		a.tr.Submit(&d, col)
-	}
-	for i := range uint64(4) {
-		if got := col.Wait(i); got.Status != ring.StatusPeerUnreachable {
-			t.Fatalf("token %d: %v, want %v", i, got.Status, ring.StatusPeerUnreachable)
-		}
+	for _, prio := range []sdk.Priority{sdk.PriorityNormal, sdk.PriorityHigh} {
+		t.Run(fmt.Sprint("prio=", prio), func(t *testing.T) {
+			a := startEngine(t, "a", 1, `io_timeout = "100ms"`)
+			mem := make([]byte, 1<<16)
+			a.register(t, 1, mem, sdk.PermLocal)
+			openSilentPeer(t, a)
+			col := plugintest.NewCollector(t)
+			for i := range uint64(4) {
+				d := ring.Descriptor{Token: i, Op: ring.OpWrite + ring.Op(i%2), Peer: 1, LocalRegion: 1, Length: 4096, Prio: uint8(prio)}
+				a.tr.Submit(&d, col)
+			}
+			for i := range uint64(4) {
+				if got := col.Wait(i); got.Status != ring.StatusPeerUnreachable {
+					t.Fatalf("token %d: %v, want %v", i, got.Status, ring.StatusPeerUnreachable)
+				}
+			}
+			if prio == sdk.PriorityHigh {
+				if got := a.stat(t, "ops_priority"); got != 4 {
+					t.Errorf("ops_priority = %d, want 4", got)
+				}
+			}
+		})
 	}
 }
 
