@@ -202,6 +202,7 @@ func BenchmarkBlockSubmit(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
+			fillRandom(mem) // written memory on both sides, no zero pages
 			src, dst := mem[:most*bs], mem[most*bs:]
 			if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
 				b.Fatal(err)

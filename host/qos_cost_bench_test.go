@@ -136,6 +136,7 @@ func newCostArm(b *testing.B, shape, name string, tune func(*config.Config)) *co
 		e.Close()
 		b.Fatal(err)
 	}
+	fillRandom(mem) // written memory on both sides, no zero pages
 	src, dst := mem[:batch*size], mem[batch*size:]
 	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
 		e.Close()

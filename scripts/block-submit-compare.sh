@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Compares BenchmarkBlockSubmit (host/path_bench_test.go) between an old
 # revision and the working tree: builds host's test binary for each (the
-# old one from `git archive REV`), runs them interleaved (old, new, old,
+# old one from `git archive REV`, with this tree's benchmark file copied
+# in, so that both run the same benchmark), runs them interleaved (old, new, old,
 # new, ...) and prints, per row, the median and min-max of ns/request and
 # of the submitting thread's cpu-ns/request, with allocs/request, for
 # each build.
@@ -25,7 +26,7 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$root/scripts/ab-build.sh"
-ab_build "$root" "$old" "$tmp"
+ab_build "$root" "$old" "$tmp" host/path_bench_test.go # both run this tree's benchmark
 declare -A bin=([old]=base [new]=tree)
 for r in $(seq "$runs"); do
 	for b in old new; do
