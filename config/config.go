@@ -40,6 +40,11 @@ const (
 	DefaultRingDepth       = 4096
 	DefaultSpin            = 20 * time.Microsecond
 	DefaultSpinSmall       = time.Millisecond
+	// DefaultStreamPause is the pause after a short run in a stream; see
+	// Transfer.StreamPause.
+	DefaultStreamPause = 20 * time.Microsecond
+	// MaxStreamPause bounds StreamPause (a plugin bounds it so too).
+	MaxStreamPause = time.Millisecond
 	// SmallBatch is the most bytes a batch (or a run of descriptors a
 	// plugin lane drained) holds to count as small; see SpinSmall.
 	SmallBatch      = 256 << 10
@@ -282,7 +287,18 @@ type Transfer struct {
 	// lane sleep instead while small work is on the wire: the goroutine
 	// that completes it takes the next request.
 	SpinSmall time.Duration
-	Lanes     int // lanes (ring pairs) per plugin
+	// StreamPause is how long a lane's consumer leaves its ring alone
+	// after a short run (under 16 descriptors, at most SmallBatch bytes)
+	// that came in a stream: the plugin after submissions it took while
+	// the engine had not reaped its earlier completions, the engine's
+	// reaper after completions. What arrives meanwhile is taken as one
+	// run. A stream of one-block submissions otherwise keeps both
+	// spinning and taking descriptors one at a time, which on a small
+	// machine takes the cores the submitter needs. Neither pauses while
+	// a caller waits on the lane (Wait, a synchronous Transfer), and the
+	// plugin never pauses after a high-priority descriptor. 0: never.
+	StreamPause time.Duration
+	Lanes       int // lanes (ring pairs) per plugin
 	// Attempts is how many times a failed task is tried in all, first
 	// attempt included: on another rail, another transport, or a
 	// restarted plugin. 1 turns failover off.

@@ -208,7 +208,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	e.segs = remotes.New(e.machineID, controlTimeout)
 	sv := cfg.Supervise.WithDefaults()
 	e.supervisor = supervisor.New(supervisor.Config{
-		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall,
+		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall, StreamPause: cfg.Transfer.StreamPause,
 		Stall:          supervisor.Stall{Off: sv.Off, Interval: sv.Interval, After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout},
 		Contract:       supervisor.Contract{Violations: uint64(sv.ContractViolations), Within: sv.ContractWindow},
 		EndGrace:       sv.EndGrace,

@@ -25,6 +25,13 @@ const maxSpinSmall = 10 * time.Millisecond
 // defaultSpin is the spin budget when the host sends none.
 const defaultSpin = 20 * time.Microsecond
 
+// maxPause bounds the pause whatever the host asks.
+const maxPause = time.Millisecond
+
+// pauseRun is the most descriptors a run taken in a stream holds for the
+// lane to pause after it (see lane.pause).
+const pauseRun = 16
+
 // lane is the plugin side of one submission/completion ring pair: one
 // goroutine drains the submission ring into Transport.Submit; completions
 // come back from any goroutine through Complete.
@@ -36,6 +43,20 @@ type lane struct {
 	// smallRun bytes in all): the next small request of a caller waiting
 	// on its last one comes within a round trip.
 	spinSmall time.Duration
+	// pause is how long the lane leaves the submission ring alone after
+	// a short run (under pauseRun descriptors, at most smallRun bytes)
+	// that it took without sleeping, in a stream: when the host had not
+	// yet reaped the completions posted before the run came (it streams
+	// rather than waits on each), no descriptor of the run was high
+	// priority, and the host has nobody waiting on the lane
+	// (ring.NapUnlessWaited). What arrives meanwhile is drained as one
+	// run. A stream of one-descriptor submissions otherwise keeps the
+	// lane spinning on a core and taking them one by one, a ring round
+	// trip each, while on a small machine the submitter needs that core.
+	// A caller that submits one request and waits for it (or polls its
+	// status, which reaps) before the next never meets a pause. 0: never
+	// (a host that predates it sends none).
+	pause time.Duration
 	// gen is the host's number for this run of the plugin, stamped into
 	// the Flags of every completion: the host drops completions that carry
 	// another run's number.
@@ -54,6 +75,7 @@ type lane struct {
 	completed atomic.Uint64 // completions posted (Complete)
 	assisted  atomic.Uint64 // descriptors taken by an assisting goroutine
 	sleeps    atomic.Uint64
+	pauses    atomic.Uint64 // pauses taken (see pause)
 
 	// now is the wall clock (unix ns) read once when the run being
 	// drained was dequeued, 0 between runs: the deadline checks of the
@@ -68,11 +90,12 @@ type lane struct {
 	abuf    []ring.Descriptor // Assist's
 }
 
-func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall time.Duration) (*lane, error) {
+func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall, pause time.Duration) (*lane, error) {
 	if spin <= 0 {
 		spin = defaultSpin
 	}
 	spinSmall = min(max(spinSmall, spin), maxSpinSmall)
+	pause = min(max(pause, 0), maxPause)
 	if sqBytes == 0 || cqBytes == 0 || sqBytes > 1<<30 || cqBytes > 1<<30 {
 		return nil, fmt.Errorf("ring sizes %d and %d out of range", sqBytes, cqBytes)
 	}
@@ -90,7 +113,7 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 		var cq *ring.Ring
 		cq, err = ring.Attach(cqMap.Mem())
 		if err == nil {
-			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{}),
+			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, pause: pause, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{}),
 				buf: make([]ring.Descriptor, 64), abuf: make([]ring.Descriptor, 64)}, nil
 		}
 	}
@@ -116,6 +139,7 @@ const (
 func (l *lane) run() {
 	defer close(l.done)
 	spin := l.spin
+	hot := false // the ring had work when we last looked, or it came while we spun
 	for !l.stopping.Load() {
 		if !l.token.CompareAndSwap(tokenFree, tokenHeld) {
 			// A transport goroutine assists. It wakes us if it leaves
@@ -123,15 +147,26 @@ func (l *lane) run() {
 			if l.sq.Sleep(laneSleep) {
 				runtime.Gosched()
 			}
+			hot = false
 			continue
 		}
 		if n := l.sq.Dequeue(l.buf); n > 0 {
-			spin = l.drain(l.buf[:n])
+			// A short run, taken in a stream, while the host has not yet
+			// reaped the completions we posted before: the host is
+			// streaming, not waiting on them (see pause).
+			streaming := hot && n < pauseRun && l.pause > 0 && l.cq.Pending()
+			var urgent bool
+			spin, urgent = l.drain(l.buf[:n])
 			l.token.Store(tokenFree)
+			if streaming && !urgent && spin > 0 && l.small.Load() && l.sq.NapUnlessWaited(l.pause) {
+				l.pauses.Add(1)
+			}
+			hot = true
 			continue
 		}
 		got := spin > 0 && l.sq.Wait(spin, 0)
 		l.token.Store(tokenFree)
+		hot = got
 		if !got && !l.sq.Sleep(laneSleep) {
 			l.sleeps.Add(1)
 		}
@@ -147,12 +182,15 @@ func (l *lane) run() {
 // looks for the next descriptor (Assist), and meanwhile this goroutine's
 // CPU is better left to the far side, which on a small machine needs it
 // to answer.
-func (l *lane) drain(ds []ring.Descriptor) time.Duration {
+//
+// urgent says whether a descriptor of the run was high priority.
+func (l *lane) drain(ds []ring.Descriptor) (spin time.Duration, urgent bool) {
 	var run uint64
 	deadlines := false
 	for i := range ds {
 		run += ds[i].Length
 		deadlines = deadlines || ds[i].Deadline != 0
+		urgent = urgent || ds[i].Prio == uint8(PriorityHigh)
 	}
 	if deadlines {
 		l.now.Store(wallNanos())
@@ -176,11 +214,11 @@ func (l *lane) drain(ds []ring.Descriptor) time.Duration {
 	l.small.Store(run <= smallRun)
 	switch {
 	case run > smallRun:
-		return l.spin
+		return l.spin, urgent
 	case l.assists.Load() && l.outstanding():
-		return 0
+		return 0, urgent
 	}
-	return l.spinSmall
+	return l.spinSmall, urgent
 }
 
 // outstanding reports whether descriptors were submitted and not yet

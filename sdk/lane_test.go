@@ -3,6 +3,7 @@ package sdk
 import (
 	"bytes"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,7 +55,7 @@ func newLaneRigSpin(t *testing.T, impl Transport, gen uint32, spin time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), spin, 0)
+	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), spin, 0, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,5 +337,111 @@ func TestLaneReadsTheClockOncePerRun(t *testing.T) {
 	r.next(t)
 	if n := r.l.runNow(); n != 0 {
 		t.Fatalf("between runs the lane still offers %d", n)
+	}
+}
+
+// pauseRig is a lane that spins long (so that what the test submits is
+// taken in a stream) and pauses for an hour: only a wake ends a pause.
+func pauseRig(t *testing.T) *laneRig {
+	t.Helper()
+	g := &gatedTransport{gate: make(chan struct{})}
+	close(g.gate)
+	r := newLaneRigSpin(t, g, 0, 10*time.Second)
+	r.l.pause = time.Hour
+	return r
+}
+
+// untilCompleted yields until the lane has posted n completions.
+func (r *laneRig) untilCompleted(t *testing.T, n uint64) {
+	t.Helper()
+	for give := time.Now().Add(10 * time.Second); r.l.completed.Load() < n; runtime.Gosched() {
+		if time.Now().After(give) {
+			t.Fatalf("%d completions posted after 10s, want %d", r.l.completed.Load(), n)
+		}
+	}
+}
+
+// untilPausing yields until the lane goroutine sits in its pause's futex
+// wait.
+func untilPausing(t *testing.T) {
+	t.Helper()
+	for give := time.Now().Add(10 * time.Second); ; {
+		buf := make([]byte, 1<<16)
+		buf = buf[:runtime.Stack(buf, true)]
+		for _, g := range strings.Split(string(buf), "\n\n") {
+			if strings.Contains(g, "ring.(*Ring).NapUnlessWaited(") && strings.Contains(g, "[syscall") {
+				return
+			}
+		}
+		if time.Now().After(give) {
+			t.Fatal("the lane did not pause within 10s")
+		}
+		runtime.Gosched()
+	}
+}
+
+// TestLanePausesInAStream: a short run taken in a stream, with the
+// completions posted before it not yet reaped, makes the lane pause; a
+// host that starts waiting ends the pause, and what came meanwhile is
+// taken.
+func TestLanePausesInAStream(t *testing.T) {
+	r := pauseRig(t)
+	r.submit(t, ring.Descriptor{Token: 1, Op: ring.OpWrite, Length: 8})
+	r.untilCompleted(t, 1)                                              // nothing of ours was unreaped when it came: no pause
+	r.submit(t, ring.Descriptor{Token: 2, Op: ring.OpWrite, Length: 8}) // taken while the lane spins, 1 unreaped
+	untilPausing(t)
+	r.submit(t, ring.Descriptor{Token: 3, Op: ring.OpWrite, Length: 8})
+	r.sq.AddWaiting(1) // the host waits: the pause ends
+	for want := uint64(1); want <= 3; want++ {
+		if c := r.next(t); c.Token != want {
+			t.Fatalf("completion %+v, want token %d", c, want)
+		}
+	}
+	if n := r.l.pauses.Load(); n != 1 {
+		t.Fatalf("%d pauses, want 1", n)
+	}
+}
+
+// TestLaneDoesNotPause: after a run that would make the lane pause
+// otherwise (TestLanePausesInAStream's second), a host with a caller
+// waiting, a high-priority descriptor, and a host that reaped each
+// completion before it submitted the next each keep the lane taking
+// the next descriptor at once, not after an hour-long pause.
+func TestLaneDoesNotPause(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		waiting bool
+		prio    uint8
+		reap    bool
+	}{
+		{name: "waited", waiting: true},
+		{name: "high", prio: uint8(PriorityHigh)},
+		{name: "reaped", reap: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := pauseRig(t)
+			if tc.waiting {
+				r.sq.AddWaiting(1)
+			}
+			var got []uint64
+			for tok := uint64(1); tok <= 3; tok++ {
+				prio := uint8(0)
+				if tok == 2 {
+					prio = tc.prio
+				}
+				r.submit(t, ring.Descriptor{Token: tok, Op: ring.OpWrite, Length: 8, Prio: prio})
+				if tc.reap {
+					got = append(got, r.next(t).Token)
+					continue
+				}
+				r.untilCompleted(t, tok)
+			}
+			for len(got) < 3 {
+				got = append(got, r.next(t).Token)
+			}
+			if got[0] != 1 || got[1] != 2 || got[2] != 3 {
+				t.Fatalf("completions %v, want 1 2 3", got)
+			}
+		})
 	}
 }

@@ -341,6 +341,9 @@ var standbySleep = 50 * time.Millisecond // a variable for the tests
 // somebody polls anyway. Pair with Leave.
 func (l *Lane) Enter() {
 	l.waiters.Add(1)
+	// The plugin does not pause on the submission ring while somebody
+	// waits (ring.NapUnlessWaited), and ends a pause it is in.
+	l.sq.AddWaiting(1)
 	// A reaper asleep on the ring would share our wakeups; send it to
 	// stand by. (One that is about to sleep checks waiters first.)
 	if l.cq.ConsumerSleeping() {
@@ -354,6 +357,7 @@ func (l *Lane) Enter() {
 // waiter wakes it: back-to-back synchronous calls (EndWaited) then wake
 // it never.
 func (l *Lane) Leave() {
+	l.sq.AddWaiting(-1)
 	if l.waiters.Add(-1) == 0 && l.inFlight.Load() != 0 {
 		l.kick()
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/internal/pluginclient"
 )
 
 // launch starts one run of p's process: loader.Start, Probe, Start with
@@ -58,8 +59,9 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 		}
 		l.Observer = r.Observer
 		l.SetSpinSmall(s.cfg.SpinSmall)
+		l.SetReapPause(s.cfg.StreamPause)
 		r.Lanes = append(r.Lanes, l)
-		stamped, err := lp.Client.AttachLane(cctx, uint32(id), r.Gen, l.SQ, l.CQ, s.cfg.Spin, s.cfg.SpinSmall)
+		stamped, err := lp.Client.AttachLane(cctx, uint32(id), r.Gen, l.SQ, l.CQ, pluginclient.LaneTiming{Spin: s.cfg.Spin, SpinSmall: s.cfg.SpinSmall, Pause: s.cfg.StreamPause})
 		if err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
 		}

@@ -25,7 +25,11 @@ type Config struct {
 	RingDepth int           // descriptors per ring
 	Spin      time.Duration // how long a lane spins before it sleeps
 	SpinSmall time.Duration // see progress.Lane.SetSpinSmall
-	Stall     Stall
+	// StreamPause is the lanes' pause after a short run in a stream, the
+	// reaper's (progress.Lane.SetReapPause) and the plugin's (sent at
+	// AttachLane); see config.Transfer.StreamPause.
+	StreamPause time.Duration
+	Stall       Stall
 	// Contract is the completion rule; its window is looked at every
 	// Stall.Interval, even with stall detection off.
 	Contract Contract

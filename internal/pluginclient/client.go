@@ -150,6 +150,20 @@ func (c *Client) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, 
 	return r.Endpoint, nil
 }
 
+// LaneTiming is how a plugin lane spins and pauses (AttachLane).
+type LaneTiming struct {
+	// Spin is the lane's spin budget before it sleeps on its futex.
+	Spin time.Duration
+	// SpinSmall is its budget after a run of small descriptors (0: Spin);
+	// a lane whose transport assists (sdk.Assister) sleeps instead while
+	// that work is outstanding.
+	SpinSmall time.Duration
+	// Pause is how long it leaves the submission ring alone after a short
+	// run taken in a stream the host does not wait on (0: never); see
+	// config.Transfer.StreamPause.
+	Pause time.Duration
+}
+
 var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 
 // AttachLane sends the two ring memfds and starts lane id in the plugin.
@@ -158,10 +172,8 @@ var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 // generation the plugin says it stamps: gen, or 0 from a plugin built
 // before generations, whose completions carry none.
 //
-// spinSmall is the lane's spin budget after a run of small descriptors (0:
-// spin); a lane whose transport assists (Assister) sleeps instead while
-// that work is outstanding.
-func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, spin, spinSmall time.Duration) (uint32, error) {
+// t is how the lane spins and pauses; see LaneTiming.
+func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, t LaneTiming) (uint32, error) {
 	if c.fds == nil {
 		return 0, errNoFDSocket
 	}
@@ -172,7 +184,7 @@ func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Reg
 	r, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
 		Lane: id, AttachId: aid,
 		SubmitBytes: uint64(sq.Size()), CompleteBytes: uint64(cq.Size()),
-		SpinNs: int64(spin), SpinSmallNs: int64(spinSmall), Generation: gen,
+		SpinNs: int64(t.Spin), SpinSmallNs: int64(t.SpinSmall), PauseNs: int64(t.Pause), Generation: gen,
 	})
 	if err != nil {
 		return 0, rpcErr(err)

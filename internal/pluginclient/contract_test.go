@@ -220,7 +220,7 @@ func TestMemory(t *testing.T) {
 func TestNoFDSocket(t *testing.T) {
 	c := pluginclient.New(nil, nil)
 	wantErr(t, c.RegisterMemory(t.Context(), 1, 0, 0, 1, sdk.PermLocal, "cpu"), "no fd socket")
-	_, err := c.AttachLane(t.Context(), 0, 1, nil, nil, 0, 0)
+	_, err := c.AttachLane(t.Context(), 0, 1, nil, nil, pluginclient.LaneTiming{})
 	wantErr(t, err, "no fd socket")
 }
 
@@ -363,14 +363,14 @@ func TestLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gen, err := c.AttachLane(t.Context(), 0, 7, sqr, cqr, 10*time.Microsecond, 0)
+	gen, err := c.AttachLane(t.Context(), 0, 7, sqr, cqr, pluginclient.LaneTiming{Spin: 10 * time.Microsecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if gen != 7 {
 		t.Fatalf("lane stamps generation %d, want 7", gen)
 	}
-	_, err = c.AttachLane(t.Context(), 0, 7, sqr, cqr, 0, 0)
+	_, err = c.AttachLane(t.Context(), 0, 7, sqr, cqr, pluginclient.LaneTiming{})
 	wantErr(t, err, "lane 0 already attached", "AlreadyExists")
 
 	in := []ring.Descriptor{

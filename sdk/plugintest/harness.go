@@ -84,7 +84,7 @@ func Launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *Instance
 	if in.cq, err = ring.Init(in.cqr.Mem(), depth); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Client.AttachLane(ctx, 0, 0, in.sqr, in.cqr, 20*time.Microsecond, 0); err != nil {
+	if _, err := p.Client.AttachLane(ctx, 0, 0, in.sqr, in.cqr, pluginclient.LaneTiming{Spin: 20 * time.Microsecond}); err != nil {
 		t.Fatalf("%s: attach lane: %v", name, err)
 	}
 	go in.reap()

@@ -33,8 +33,9 @@ const ringMagic uint64 = 0x474e525952524546
 //
 //	0    magic u64, layout version u32, slot size u32, capacity u64
 //	128  tail u64                 written by the producer only
+//	136  producer waiting u32     written by the producer only
 //	256  consumer sleeping u32, wake seq u32 (futex word the consumer waits on),
-//	     consumer sleeps u32, consumer counts u32
+//	     consumer sleeps u32, consumer counts u32, consumer napping u32
 //	320  producer sleeping u32, space seq u32 (futex word the producer waits on),
 //	     producer sleeps u32, producer counts u32
 //	384  head u64                 written by the consumer only
@@ -47,16 +48,22 @@ const ringMagic uint64 = 0x474e525952524546
 // wakes it once per sleep begun rather than on every publication while it
 // is marked asleep (see wakeOnce), and wakes a peer whose counts word
 // reads 0 as before, on every one.
+//
+// The producer waiting and consumer napping words came later still (see
+// NapUnlessWaited). A side that predates them leaves them 0: a producer
+// that never says it waits, a consumer that never says it naps.
 const (
 	offMagic        = 0
 	offVersion      = 8
 	offSlotSize     = 12
 	offCapacity     = 16
 	offTail         = 128
+	offProdWaiting  = 136
 	offConsSleeping = 256
 	offWakeSeq      = 260
 	offConsSleeps   = 264
 	offConsCounts   = 268
+	offConsNapping  = 272
 	offProdSleeping = 320
 	offSpaceSeq     = 324
 	offProdSleeps   = 328
@@ -101,6 +108,8 @@ type Ring struct {
 	prodSleeps   *atomic.Uint32
 	consCounts   *atomic.Uint32
 	prodCounts   *atomic.Uint32
+	prodWaiting  *atomic.Uint32
+	consNapping  *atomic.Uint32
 
 	broken atomic.Bool
 	err    atomic.Pointer[error]
@@ -219,6 +228,8 @@ func newRing(mem []byte, capacity, head, tail uint64) *Ring {
 		prodSleeps:   (*atomic.Uint32)(unsafe.Pointer(&mem[offProdSleeps])),
 		consCounts:   (*atomic.Uint32)(unsafe.Pointer(&mem[offConsCounts])),
 		prodCounts:   (*atomic.Uint32)(unsafe.Pointer(&mem[offProdCounts])),
+		prodWaiting:  (*atomic.Uint32)(unsafe.Pointer(&mem[offProdWaiting])),
+		consNapping:  (*atomic.Uint32)(unsafe.Pointer(&mem[offConsNapping])),
 	}
 	r.ptail, r.pubTail, r.cachedHead = tail, tail, head
 	r.chead, r.cachedTail = head, head
@@ -522,6 +533,37 @@ func (r *Ring) Nap(d time.Duration) {
 		return
 	}
 	futexWait(r.wakeSeq, r.wakeSeq.Load(), d)
+}
+
+// NapUnlessWaited is Nap for a consumer that is to stay prompt while
+// its producer has callers waiting on what it published (AddWaiting): it
+// does not nap while the producer's waiting word is nonzero, and a
+// producer that starts waiting while it naps ends the nap. It reports
+// whether it napped.
+func (r *Ring) NapUnlessWaited(d time.Duration) bool {
+	if d <= 0 || r.broken.Load() || r.prodWaiting.Load() != 0 {
+		return false
+	}
+	seq := r.wakeSeq.Load()
+	r.consNapping.Add(1)
+	// Dekker, as in sleep: napping is set before this re-check, so a
+	// producer that starts waiting after it sees napping and wakes us
+	// (bumping seq); one that did so before is seen here.
+	if r.prodWaiting.Load() == 0 {
+		futexWait(r.wakeSeq, seq, d)
+	}
+	r.consNapping.Add(^uint32(0))
+	return true
+}
+
+// AddWaiting adds delta (+1 or -1) to the producer's count of callers
+// waiting on what it published, which NapUnlessWaited reads; a consumer
+// napping when the count rises from 0 is woken. The producer side calls
+// it, from any goroutine.
+func (r *Ring) AddWaiting(delta int32) {
+	if r.prodWaiting.Add(uint32(delta)) == uint32(delta) && delta > 0 && r.consNapping.Load() != 0 {
+		r.Wake()
+	}
 }
 
 // Wake wakes a consumer sleeping in Wait even if nothing was published

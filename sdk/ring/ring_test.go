@@ -744,7 +744,7 @@ func TestNapIgnoresPublicationsAndEndsOnWake(t *testing.T) {
 		cons.Nap(time.Hour)
 		close(done)
 	}()
-	untilNapping(t)
+	untilNapping(t, "Nap")
 	seq := cons.wakeSeq.Load()
 	d := request(0)
 	prod.Push(&d)
@@ -764,16 +764,16 @@ func TestNapIgnoresPublicationsAndEndsOnWake(t *testing.T) {
 	}
 }
 
-// untilNapping yields until a goroutine sits in Nap's futex wait (its
-// stack shows Nap, in a system call).
-func untilNapping(t *testing.T) {
+// untilNapping yields until a goroutine sits in the futex wait of the
+// Ring method nap (its stack shows it, in a system call).
+func untilNapping(t *testing.T, nap string) {
 	t.Helper()
 	give := time.Now().Add(wakeLimit)
 	for {
 		buf := make([]byte, 1<<16)
 		buf = buf[:runtime.Stack(buf, true)]
 		for _, g := range strings.Split(string(buf), "\n\n") {
-			if strings.Contains(g, "ring.(*Ring).Nap(") && strings.Contains(g, "[syscall") {
+			if strings.Contains(g, "ring.(*Ring)."+nap+"(") && strings.Contains(g, "[syscall") {
 				return
 			}
 		}
@@ -781,5 +781,46 @@ func untilNapping(t *testing.T) {
 			t.Fatalf("no goroutine napping after %v", wakeLimit)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestNapUnlessWaited: a consumer does not nap while its producer says
+// it has callers waiting, and a producer that starts waiting ends a nap
+// that publications leave alone.
+func TestNapUnlessWaited(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	prod.AddWaiting(1)
+	if cons.NapUnlessWaited(time.Hour) {
+		t.Fatal("the consumer napped while the producer had a waiter")
+	}
+	prod.AddWaiting(-1)
+	done := make(chan bool)
+	go func() { done <- cons.NapUnlessWaited(time.Hour) }()
+	untilNapping(t, "NapUnlessWaited")
+	d := request(0)
+	prod.Push(&d)
+	select {
+	case <-done:
+		t.Fatal("a publication ended the nap")
+	default:
+	}
+	prod.AddWaiting(1) // a caller starts waiting: the nap ends
+	select {
+	case napped := <-done:
+		if !napped {
+			t.Fatal("NapUnlessWaited reported no nap")
+		}
+	case <-time.After(wakeLimit):
+		t.Fatalf("a producer that started waiting did not end the nap within %v", wakeLimit)
+	}
+	if cons.consNapping.Load() != 0 {
+		t.Fatal("the napping word stayed set after the nap")
+	}
+	// With nobody napping, starting to wait wakes nobody.
+	prod.AddWaiting(-1)
+	seq := cons.wakeSeq.Load()
+	prod.AddWaiting(1)
+	if cons.wakeSeq.Load() != seq {
+		t.Fatal("a producer that started waiting woke a consumer that was not napping")
 	}
 }

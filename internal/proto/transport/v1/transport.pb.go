@@ -654,7 +654,13 @@ type AttachLaneRequest struct {
 	// Spin budget in nanoseconds after a run of descriptors of at most
 	// 256 KiB in all: the next small request is likely within a network
 	// round trip. 0: spin_ns.
-	SpinSmallNs   int64 `protobuf:"varint,7,opt,name=spin_small_ns,json=spinSmallNs,proto3" json:"spin_small_ns,omitempty"`
+	SpinSmallNs int64 `protobuf:"varint,7,opt,name=spin_small_ns,json=spinSmallNs,proto3" json:"spin_small_ns,omitempty"`
+	// How long in nanoseconds the lane may leave its submission ring alone
+	// after a short run of small descriptors taken in a stream that the
+	// host does not wait on, so that what arrives meanwhile is drained as
+	// one run (a host with callers waiting says so in the ring header,
+	// and high-priority descriptors are never paused after). 0: never.
+	PauseNs       int64 `protobuf:"varint,8,opt,name=pause_ns,json=pauseNs,proto3" json:"pause_ns,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -734,6 +740,13 @@ func (x *AttachLaneRequest) GetGeneration() uint32 {
 func (x *AttachLaneRequest) GetSpinSmallNs() int64 {
 	if x != nil {
 		return x.SpinSmallNs
+	}
+	return 0
+}
+
+func (x *AttachLaneRequest) GetPauseNs() int64 {
+	if x != nil {
+		return x.PauseNs
 	}
 	return 0
 }
@@ -1917,7 +1930,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"configByte\x12%\n" +
 	"\x0ecluster_secret\x18\t \x01(\fR\rclusterSecret\"+\n" +
 	"\rStartResponse\x12\x1a\n" +
-	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xeb\x01\n" +
+	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\x86\x02\n" +
 	"\x11AttachLaneRequest\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\rR\x04lane\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12!\n" +
@@ -1927,7 +1940,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x06 \x01(\rR\n" +
 	"generation\x12\"\n" +
-	"\rspin_small_ns\x18\a \x01(\x03R\vspinSmallNs\"4\n" +
+	"\rspin_small_ns\x18\a \x01(\x03R\vspinSmallNs\x12\x19\n" +
+	"\bpause_ns\x18\b \x01(\x03R\apauseNs\"4\n" +
 	"\x12AttachLaneResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\rR\n" +
