@@ -666,7 +666,19 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 	if b.Done(now) {
 		return nil
 	}
-	if e.spinWait(b, now+int64(spin), small) {
+	var inline [8]*progress.Lane
+	lanes := e.waitLanes(b, inline[:0])
+	// The plugins do not pause on their submission rings while we wait
+	// (Lane.WaitBegin), spinning or asleep.
+	for _, l := range lanes {
+		l.WaitBegin()
+	}
+	defer func() {
+		for _, l := range lanes {
+			l.WaitEnd()
+		}
+	}()
+	if e.spinWait(b, lanes, now+int64(spin), small) {
 		return nil
 	}
 	now = progress.Now()
@@ -814,16 +826,14 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 	return owner, run, run.lanes[0]
 }
 
-// spinWait polls the completion rings of the plugins that carry b's tasks
-// (waitLanes) until b is done or until (unix ns) passes; it reports
-// b.Done. For a small batch, whose
+// spinWait polls lanes, the completion rings of the plugins that carry
+// b's tasks (waitLanes), until b is done or until (unix ns) passes; it
+// reports b.Done. For a small batch, whose
 // caller waits for latency, the reapers stand by meanwhile (Lane.Enter),
 // so that plugins post completions without waking them; for a large one
 // that hand-over costs more than it saves.
-func (e *Engine) spinWait(b *progress.Batch, until int64, small bool) bool {
+func (e *Engine) spinWait(b *progress.Batch, lanes []*progress.Lane, until int64, small bool) bool {
 	start := progress.Now()
-	var inline [8]*progress.Lane
-	lanes := e.waitLanes(b, inline[:0])
 	if small {
 		for _, l := range lanes {
 			l.Enter()

@@ -17,3 +17,17 @@ func WaitLanes(e *Engine, id BatchID) []string {
 	}
 	return names
 }
+
+// LanesWaited returns, per lane of the plugin name, whether the plugin
+// sees a caller waiting on it (progress.Lane.Waited).
+func LanesWaited(e *Engine, name string) []bool {
+	var w []bool
+	for _, ps := range e.plugins {
+		if ps.name == name && ps.usable() {
+			for _, l := range ps.run().lanes {
+				w = append(w, l.Waited())
+			}
+		}
+	}
+	return w
+}

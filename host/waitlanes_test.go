@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -50,5 +51,59 @@ func TestWaiterPollsOnlyItsBatchsLanes(t *testing.T) {
 		if got := lanes(c.reqs...); !slices.Equal(got, c.want) {
 			t.Errorf("%s: the waiter polls the lanes of %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestWaiterStopsThePluginsPause: while a caller waits on a batch, the
+// plugins that carry it see a caller waiting (and so do not pause on
+// their submission rings: ring.NapUnlessWaited), also for a batch too
+// large for the waiter to take over the reaping (over 256 KiB), and no
+// longer once Wait returned. The fault plugin holds every completion back
+// for two seconds, the window in which the test looks.
+func TestWaiterStopsThePluginsPause(t *testing.T) {
+	ctx := context.Background()
+	// A second plugin, so that Wait does not take the sole-lane path
+	// (Lane.WaitOn), which enters the lane whatever the batch's size.
+	cfg := faultConfig("waitpause", `fault "delay" {
+      rate  = 1
+      delay = "2s"
+    }`) + `plugin "tcp" {
+  config {
+    listen = ["127.0.0.1:0"]
+  }
+}
+`
+	e := hclEngine(t, ctx, cfg, "waitpause.hcl")
+	src, _, seg, base := ownSegment(t, e, 1<<20)
+	for _, size := range []int{4 << 10, 1 << 20} {
+		id, err := e.AllocateBatch(1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Submit(id, host.Request{Op: host.Write, Local: src[:size], Segment: seg.ID, Remote: base, Transport: "fault"}); err != nil {
+			t.Fatal(err)
+		}
+		if w := host.LanesWaited(e, "fault"); slices.Contains(w, true) {
+			t.Fatalf("%d bytes: before Wait the plugin sees a waiter: %v", size, w)
+		}
+		waited := make(chan error, 1)
+		go func() { waited <- e.Wait(ctx, id) }()
+		seen := false
+		for !seen {
+			select {
+			case err := <-waited:
+				t.Fatalf("%d bytes: Wait returned (%v) before the plugin was seen to see the waiter", size, err)
+			default:
+			}
+			seen = slices.Contains(host.LanesWaited(e, "fault"), true)
+			runtime.Gosched()
+		}
+		if err := <-waited; err != nil {
+			t.Fatalf("%d bytes: %v", size, err)
+		}
+		if w := host.LanesWaited(e, "fault"); slices.Contains(w, true) {
+			t.Fatalf("%d bytes: after Wait the plugin still sees a waiter: %v", size, w)
+		}
+		e.FreeBatch(id)
 	}
 }

@@ -288,7 +288,7 @@ func (l *Lane) Reap(t *Tracker) {
 			continue
 		}
 		if n := l.Poll(t); n > 0 {
-			if d := l.reapPause.Load(); hot && n < reapShortRun && d > 0 && l.waiters.Load() == 0 {
+			if d := l.reapPause.Load(); hot && n < reapShortRun && d > 0 && l.waiters.Load() == 0 && !l.sq.Waiting() {
 				l.cq.Nap(time.Duration(d)) // see SetReapPause
 			}
 			hot = true
@@ -312,7 +312,8 @@ const DefaultReapPause = 20 * time.Microsecond
 // SetReapPause sets how long the reaper pauses (ring.Nap; the kernel's
 // timer slack adds up to 50 us) after it reaped a short run (under
 // reapShortRun completions) that came while it spun after the run before,
-// with nobody waiting on the lane; 0 turns the pause off. It takes effect
+// with nobody waiting on the lane (Enter, WaitBegin); 0 turns the pause
+// off. It takes effect
 // from the reaper's next pause.
 //
 // The pause is for a stream of small asynchronous submissions (a block
@@ -341,9 +342,7 @@ var standbySleep = 50 * time.Millisecond // a variable for the tests
 // somebody polls anyway. Pair with Leave.
 func (l *Lane) Enter() {
 	l.waiters.Add(1)
-	// The plugin does not pause on the submission ring while somebody
-	// waits (ring.NapUnlessWaited), and ends a pause it is in.
-	l.sq.AddWaiting(1)
+	l.WaitBegin()
 	// A reaper asleep on the ring would share our wakeups; send it to
 	// stand by. (One that is about to sleep checks waiters first.)
 	if l.cq.ConsumerSleeping() {
@@ -357,11 +356,25 @@ func (l *Lane) Enter() {
 // waiter wakes it: back-to-back synchronous calls (EndWaited) then wake
 // it never.
 func (l *Lane) Leave() {
-	l.sq.AddWaiting(-1)
+	l.WaitEnd()
 	if l.waiters.Add(-1) == 0 && l.inFlight.Load() != 0 {
 		l.kick()
 	}
 }
+
+// WaitBegin tells the plugin that a caller waits for what the lane
+// carries, until WaitEnd: meanwhile its lane does not pause on the
+// submission ring after short runs (ring.NapUnlessWaited), and a pause
+// it is in ends. Enter includes it; a waiter that leaves the reaping to
+// the reaper (a large batch's) calls it alone.
+func (l *Lane) WaitBegin() { l.sq.AddWaiting(1) }
+
+// Waited reports whether a caller waits for what the lane carries
+// (WaitBegin), as the plugin sees it.
+func (l *Lane) Waited() bool { return l.sq.Waiting() }
+
+// WaitEnd ends WaitBegin.
+func (l *Lane) WaitEnd() { l.sq.AddWaiting(-1) }
 
 // kick wakes the reaper from standing by.
 func (l *Lane) kick() {

@@ -556,6 +556,10 @@ func (r *Ring) NapUnlessWaited(d time.Duration) bool {
 	return true
 }
 
+// Waiting reports whether the producer says it has callers waiting
+// (AddWaiting).
+func (r *Ring) Waiting() bool { return r.prodWaiting.Load() != 0 }
+
 // AddWaiting adds delta (+1 or -1) to the producer's count of callers
 // waiting on what it published, which NapUnlessWaited reads; a consumer
 // napping when the count rises from 0 is woken. The producer side calls
