@@ -288,9 +288,9 @@ type Transfer struct {
 	// that completes it takes the next request.
 	SpinSmall time.Duration
 	// StreamPause is how long a lane's consumer leaves its ring alone
-	// after a short run (under 16 descriptors, at most SmallBatch bytes)
-	// that came in a stream: the plugin after submissions it took while
-	// the engine had not reaped its earlier completions, the engine's
+	// after a short run (under 16 descriptors) that came in a stream: the
+	// plugin after submissions of at most 1 KiB each, which it took while
+	// the engine had not reaped its earlier completions; the engine's
 	// reaper after completions. What arrives meanwhile is taken as one
 	// run. A stream of one-block submissions otherwise keeps both
 	// spinning and taking descriptors one at a time, which on a small

@@ -404,18 +404,21 @@ func TestLanePausesInAStream(t *testing.T) {
 
 // TestLaneDoesNotPause: after a run that would make the lane pause
 // otherwise (TestLanePausesInAStream's second), a host with a caller
-// waiting, a high-priority descriptor, and a host that reaped each
-// completion before it submitted the next each keep the lane taking
-// the next descriptor at once, not after an hour-long pause.
+// waiting, a high-priority descriptor, a descriptor of more than
+// pauseBytes, and a host that reaped each completion before it submitted
+// the next each keep the lane taking the next descriptor at once, not
+// after an hour-long pause.
 func TestLaneDoesNotPause(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		waiting bool
 		prio    uint8
+		length  uint64
 		reap    bool
 	}{
 		{name: "waited", waiting: true},
 		{name: "high", prio: uint8(PriorityHigh)},
+		{name: "large", length: pauseBytes + 1},
 		{name: "reaped", reap: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -425,11 +428,11 @@ func TestLaneDoesNotPause(t *testing.T) {
 			}
 			var got []uint64
 			for tok := uint64(1); tok <= 3; tok++ {
-				prio := uint8(0)
+				prio, length := uint8(0), uint64(8)
 				if tok == 2 {
-					prio = tc.prio
+					prio, length = tc.prio, max(length, tc.length)
 				}
-				r.submit(t, ring.Descriptor{Token: tok, Op: ring.OpWrite, Length: 8, Prio: prio})
+				r.submit(t, ring.Descriptor{Token: tok, Op: ring.OpWrite, Length: length, Prio: prio})
 				if tc.reap {
 					got = append(got, r.next(t).Token)
 					continue
