@@ -38,6 +38,13 @@ func newLaneRig(t *testing.T, impl Transport, gen uint32) *laneRig {
 // also how long Assist looks for the host's next descriptor).
 func newLaneRigSpin(t *testing.T, impl Transport, gen uint32, spin time.Duration) *laneRig {
 	t.Helper()
+	return newLaneRigWith(t, impl, gen, spin, func(*lane) {})
+}
+
+// newLaneRigWith is newLaneRigSpin with set called on the lane before
+// it starts.
+func newLaneRigWith(t *testing.T, impl Transport, gen uint32, spin time.Duration, set func(*lane)) *laneRig {
+	t.Helper()
 	const depth = 16
 	sqr, err := shm.Create("lane-test-sq", ring.Size(depth))
 	if err != nil {
@@ -59,6 +66,7 @@ func newLaneRigSpin(t *testing.T, impl Transport, gen uint32, spin time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
+	set(l)
 	l.start()
 	t.Cleanup(func() {
 		l.stopIntake()
@@ -346,9 +354,7 @@ func pauseRig(t *testing.T) *laneRig {
 	t.Helper()
 	g := &gatedTransport{gate: make(chan struct{})}
 	close(g.gate)
-	r := newLaneRigSpin(t, g, 0, 10*time.Second)
-	r.l.pause = time.Hour
-	return r
+	return newLaneRigWith(t, g, 0, 10*time.Second, func(l *lane) { l.pause = time.Hour })
 }
 
 // untilCompleted yields until the lane has posted n completions.
