@@ -669,15 +669,18 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 	var inline [8]*progress.Lane
 	lanes := e.waitLanes(b, inline[:0])
 	// The plugins do not pause on their submission rings while we wait
-	// (Lane.WaitBegin), spinning or asleep.
-	for _, l := range lanes {
-		l.WaitBegin()
-	}
-	defer func() {
+	// (Lane.WaitBegin), spinning or asleep. A small batch's spinWait
+	// enters the lanes, which says so already.
+	if !small {
 		for _, l := range lanes {
-			l.WaitEnd()
+			l.WaitBegin()
 		}
-	}()
+		defer func() {
+			for _, l := range lanes {
+				l.WaitEnd()
+			}
+		}()
+	}
 	if e.spinWait(b, lanes, now+int64(spin), small) {
 		return nil
 	}

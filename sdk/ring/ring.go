@@ -33,12 +33,12 @@ const ringMagic uint64 = 0x474e525952524546
 //
 //	0    magic u64, layout version u32, slot size u32, capacity u64
 //	128  tail u64                 written by the producer only
-//	136  producer waiting u32     written by the producer only
 //	256  consumer sleeping u32, wake seq u32 (futex word the consumer waits on),
 //	     consumer sleeps u32, consumer counts u32, consumer napping u32
 //	320  producer sleeping u32, space seq u32 (futex word the producer waits on),
 //	     producer sleeps u32, producer counts u32
 //	384  head u64                 written by the consumer only
+//	512  producer waiting u32     written by the producer only
 //	4096 slots, capacity × SlotSize; index i at slot i & (capacity-1)
 //
 // The sleeps and counts words came later within version 1 (Init has
@@ -58,7 +58,6 @@ const (
 	offSlotSize     = 12
 	offCapacity     = 16
 	offTail         = 128
-	offProdWaiting  = 136
 	offConsSleeping = 256
 	offWakeSeq      = 260
 	offConsSleeps   = 264
@@ -69,6 +68,10 @@ const (
 	offProdSleeps   = 328
 	offProdCounts   = 332
 	offHead         = 384
+	// offProdWaiting has a block of its own: the consumer polls the
+	// tail's, and a producer that marks its waiters there (four writes a
+	// synchronous call) would take that line from it each time.
+	offProdWaiting = 512
 )
 
 // spinCheck is how many polls pass between looks at the clock (and
