@@ -313,8 +313,7 @@ const DefaultReapPause = 20 * time.Microsecond
 // timer slack adds up to 50 us) after it reaped a short run (under
 // reapShortRun completions) that came while it spun after the run before,
 // with nobody waiting on the lane (Enter, WaitBegin); 0 turns the pause
-// off. It takes effect
-// from the reaper's next pause.
+// off. It takes effect from the reaper's next pause.
 //
 // The pause is for a stream of small asynchronous submissions (a block
 // list submitted a pair at a time): without it the reaper reaps them one
