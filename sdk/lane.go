@@ -159,14 +159,19 @@ func (l *lane) run() {
 			continue
 		}
 		if n := l.sq.Dequeue(l.buf); n > 0 {
-			// A short run, taken in a stream, while the host has not yet
-			// reaped the completions we posted before: the host is
-			// streaming, not waiting on them (see pause).
-			streaming := hot && n < pauseRun && l.pause > 0 && l.cq.Pending()
+			// A short run, taken in a stream, and the host has not yet
+			// reaped the completions we posted before it came: the host
+			// is streaming, not waiting on them (see pause). That is
+			// asked after the run is served, off its latency.
+			var posted uint64
+			short := hot && n < pauseRun && l.pause > 0
+			if short {
+				posted = l.cq.Tail()
+			}
 			var pausable bool
 			spin, pausable = l.drain(l.buf[:n])
 			l.token.Store(tokenFree)
-			if streaming && pausable && spin > 0 && l.sq.NapUnlessWaited(l.pause) {
+			if short && pausable && spin > 0 && !l.cq.Consumed(posted) && l.sq.NapUnlessWaited(l.pause) {
 				l.pauses.Add(1)
 			}
 			hot = true

@@ -559,6 +559,15 @@ func (r *Ring) NapUnlessWaited(d time.Duration) bool {
 	return true
 }
 
+// Tail returns how far the producer has published (the shared tail); with
+// Consumed a producer asks whether the consumer has taken what it had
+// published by then.
+func (r *Ring) Tail() uint64 { return r.tail.Load() }
+
+// Consumed reports whether the consumer has taken every descriptor
+// published before index i (a Tail reading).
+func (r *Ring) Consumed(i uint64) bool { return r.head.Load() >= i }
+
 // Waiting reports whether the producer says it has callers waiting
 // (AddWaiting).
 func (r *Ring) Waiting() bool { return r.prodWaiting.Load() != 0 }
