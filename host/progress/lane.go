@@ -35,11 +35,16 @@ type Lane struct {
 	// no waiter; see SetReapPause.
 	reapPause atomic.Int64
 	mu        sync.Mutex // one producer at a time on sq
-	reapMu    sync.Mutex // one consumer at a time on cq: the reaper or a waiter
-	down      atomic.Bool
-	closing   atomic.Bool
-	reaped    chan struct{}
-	inFlight  atomic.Int64
+	// wmu keeps the rings mapped while a waiter marks itself in their
+	// headers (Enter, Leave, WaitBegin, WaitEnd): a waiter may start or
+	// end its wait after the lane closed, and Close unmaps the rings
+	// under wmu.
+	wmu      sync.Mutex
+	reapMu   sync.Mutex // one consumer at a time on cq: the reaper or a waiter
+	down     atomic.Bool
+	closing  atomic.Bool
+	reaped   chan struct{}
+	inFlight atomic.Int64
 	// unpublished counts the descriptors Put enqueued since the last
 	// publication; they join inFlight as they are published, with one
 	// atomic add per publication rather than one per descriptor (a line
@@ -341,12 +346,16 @@ var standbySleep = 50 * time.Millisecond // a variable for the tests
 // somebody polls anyway. Pair with Leave.
 func (l *Lane) Enter() {
 	l.waiters.Add(1)
-	l.WaitBegin()
-	// A reaper asleep on the ring would share our wakeups; send it to
-	// stand by. (One that is about to sleep checks waiters first.)
-	if l.cq.ConsumerSleeping() {
-		l.cq.Wake()
+	l.wmu.Lock()
+	if !l.closing.Load() { // the rings are still mapped (see wmu)
+		l.sq.AddWaiting(1) // as WaitBegin
+		// A reaper asleep on the ring would share our wakeups; send it
+		// to stand by. (One that is about to sleep checks waiters first.)
+		if l.cq.ConsumerSleeping() {
+			l.cq.Wake()
+		}
 	}
+	l.wmu.Unlock()
 }
 
 // Leave ends Enter; the last waiter to leave hands the lane back to the
@@ -366,14 +375,28 @@ func (l *Lane) Leave() {
 // submission ring after short runs (ring.NapUnlessWaited), and a pause
 // it is in ends. Enter includes it; a waiter that leaves the reaping to
 // the reaper (a large batch's) calls it alone.
-func (l *Lane) WaitBegin() { l.sq.AddWaiting(1) }
+func (l *Lane) WaitBegin() { l.addWaiting(1) }
+
+// WaitEnd ends WaitBegin. After Close it does nothing.
+func (l *Lane) WaitEnd() { l.addWaiting(-1) }
+
+// addWaiting adds delta to the ring header's count of waiters, unless
+// the lane is closing (its rings are, or are about to be, unmapped).
+func (l *Lane) addWaiting(delta int32) {
+	l.wmu.Lock()
+	if !l.closing.Load() {
+		l.sq.AddWaiting(delta)
+	}
+	l.wmu.Unlock()
+}
 
 // Waited reports whether a caller waits for what the lane carries
-// (WaitBegin), as the plugin sees it.
-func (l *Lane) Waited() bool { return l.sq.Waiting() }
-
-// WaitEnd ends WaitBegin.
-func (l *Lane) WaitEnd() { l.sq.AddWaiting(-1) }
+// (WaitBegin), as the plugin sees it; false once the lane closed.
+func (l *Lane) Waited() bool {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	return !l.closing.Load() && l.sq.Waiting()
+}
 
 // kick wakes the reaper from standing by.
 func (l *Lane) kick() {
@@ -568,8 +591,10 @@ func (l *Lane) Close(started bool) {
 	}
 	l.mu.Lock()
 	l.reapMu.Lock()
+	l.wmu.Lock()
 	l.SQ.Close()
 	l.CQ.Close()
+	l.wmu.Unlock()
 	l.reapMu.Unlock()
 	l.mu.Unlock()
 }

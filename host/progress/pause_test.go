@@ -80,3 +80,26 @@ func TestReaperPausesInAStreamOfShortRuns(t *testing.T) {
 	l.Close(true) // returns once the reaper left its hour's pause
 	closed = true
 }
+
+// TestWaitMarksAfterClose: a waiter that enters or leaves a lane, or
+// begins or ends a wait on it, after the lane closed (its plugin's run
+// ended meanwhile) touches none of its unmapped ring memory.
+func TestWaitMarksAfterClose(t *testing.T) {
+	l, err := NewLane(0, 8, time.Microsecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.WaitBegin()
+	l.Enter()
+	if !l.Waited() {
+		t.Fatal("a waiting caller is not marked in the ring header")
+	}
+	l.Close(false)
+	l.WaitEnd() // each of these faulted on the unmapped header
+	l.Leave()
+	l.Enter()
+	l.WaitBegin()
+	if l.Waited() {
+		t.Fatal("a closed lane reports a waiter")
+	}
+}
