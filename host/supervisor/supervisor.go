@@ -177,6 +177,7 @@ func (p *Plugin) to(ev Event) bool {
 	next, ok := Next(from, ev)
 	if ok {
 		p.state.Store(uint32(next))
+		p.set.epoch.Add(1)
 	}
 	p.mu.Unlock()
 	if !ok {
@@ -201,7 +202,22 @@ type Set struct {
 
 	chMu    sync.Mutex
 	changed chan struct{}
+
+	// epoch counts the changes of state of the set's plugins (Epoch), on
+	// a cache line of its own: the submit path reads it on every call,
+	// and it changes only when a plugin goes down or comes up.
+	_     [64]byte
+	epoch atomic.Uint64
+	_     [56]byte
 }
+
+// Epoch returns a number that changes (grows) whenever any plugin of the
+// set changes state, and only then. A caller that keeps an answer that
+// depends on the plugins' states and runs (a route) keeps the epoch it
+// read before it looked, and uses the answer while Epoch returns the
+// same; a run is replaced (Hooks.Up) before the state change that
+// announces it.
+func (s *Set) Epoch() uint64 { return s.epoch.Load() }
 
 // New returns an empty Set; Start adds plugins to it.
 func New(cfg Config) *Set {
