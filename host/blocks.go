@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host/blocks"
+	"github.com/ferrydev/ferry/host/failover"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/host/validate"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // Prepared block lists: the request path for many fixed-size blocks (a
@@ -46,6 +48,7 @@ type BlockList struct {
 	local    []byte
 	localArg BlockLayout
 	side     blocks.Side // local, fitted once
+	extent   uint64      // side's extent: the bytes from its block 0 to its end
 	remote   uint64
 	rlayout  BlockLayout
 	// bound is the list against the segment handle it was last checked
@@ -122,7 +125,7 @@ func (e *Engine) PrepareBlocks(seg SegmentID, local []byte, ll BlockLayout, remo
 	if err != nil {
 		return nil, blocksErr("local layout", err)
 	}
-	l.side = side
+	l.side, l.extent = side, side.Layout.Extent()
 	if _, err := l.bind(rem); err != nil {
 		return nil, err
 	}
@@ -255,28 +258,15 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	if runs == 0 {
 		return out, nil
 	}
-	c := blockCall{l: l, bb: bb, rem: rem, merge: merge, base: uint64(addr(l.local))}
+	// Built in place, field by field: a composite literal is built aside
+	// and copied, a noticeable share of a call of one pair.
+	var c blockCall
+	c.l, c.bb, c.rem, c.merge, c.base = l, bb, rem, merge, uint64(addr(l.local))
 	// The local memory may have been unregistered since the list was
 	// prepared: it is looked up again, as any request's is; once for the
 	// call where one registered buffer holds the whole local side (as
 	// PrepareBlocks found it), else run by run.
-	c.lreg, c.loff, c.whole = e.lookupLocal(c.base, l.side.Layout.Extent())
-	first := bb.list.Next(src, 0, merge)
-	// One route for the call: the selector is asked about its first
-	// block, or the list's last answer is taken while nothing it was
-	// chosen from changed (blockRoute).
-	if err := e.routeBlocks(&c, br, &first); err != nil {
-		return BlockTasks{}, fmt.Errorf("submit blocks: %w", err)
-	}
-	deadline := c.req.deadline()
-	c.dflt = deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
-	if c.dflt {
-		now := l.clock.now()
-		c.sc.wall = time.Unix(0, now)
-		deadline = now + int64(e.cfg.Transfer.DefaultDeadline)
-		c.req.Deadline = time.Unix(0, deadline)
-	}
-	c.deadline = deadline
+	c.lreg, c.loff, c.whole = e.lookupLocal(c.base, l.extent)
 	// A call of a few runs works in small arrays: zeroing the chunk's
 	// arrays is a noticeable share of a call of one pair.
 	if runs <= smallChunk {
@@ -285,17 +275,45 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 		var plans [smallChunk]slicer.Plan
 		var slices [smallChunk]int64
 		var put [smallChunk]putResult
-		e.putRuns(&c, b, src, first, todo[:], lengths[:], plans[:], slices[:], put[:])
+		err = e.putBlocks(&c, b, src, br, todo[:], lengths[:], plans[:], slices[:], put[:])
 	} else {
 		var todo [blockChunk]blocks.Run
 		var lengths [blockChunk]uint64
 		var plans [blockChunk]slicer.Plan
 		var slices [blockChunk]int64
 		var put [blockChunk]putResult
-		e.putRuns(&c, b, src, first, todo[:], lengths[:], plans[:], slices[:], put[:])
+		err = e.putBlocks(&c, b, src, br, todo[:], lengths[:], plans[:], slices[:], put[:])
+	}
+	if err != nil {
+		return BlockTasks{}, err
 	}
 	e.flushQueued(&c.sc)
 	return out, nil
+}
+
+// putBlocks routes c (source src, request br), gives its tasks their
+// deadline and puts its runs (putRuns, with the arrays it names); an
+// error means nothing was added.
+func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, br *BlockRequest, todo []blocks.Run, lengths []uint64, plans []slicer.Plan, slices []int64, put []putResult) error {
+	first := &todo[0] // the first chunk's first run: putRuns takes it from there
+	c.bb.list.NextIn(first, src, 0, c.merge)
+	// One route for the call: the selector is asked about its first
+	// block, or the list's last answer is taken while nothing it was
+	// chosen from changed (blockRoute).
+	if err := e.routeBlocks(c, br, first); err != nil {
+		return fmt.Errorf("submit blocks: %w", err)
+	}
+	deadline := c.req.deadline()
+	c.dflt = deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
+	if c.dflt {
+		now := c.l.clock.now()
+		c.sc.wall = time.Unix(0, now)
+		deadline = now + int64(e.cfg.Transfer.DefaultDeadline)
+		c.req.Deadline = time.Unix(0, deadline)
+	}
+	c.deadline = deadline
+	e.putRuns(c, b, src, todo, lengths, plans, slices, put)
+	return nil
 }
 
 // smallChunk is the most runs a block submission puts in its small
@@ -319,8 +337,8 @@ type blockCall struct {
 	lreg     uint32
 	loff     uint64
 	req      Request // the first block's; each task copies it
-	ps       *pluginState
-	policy   int
+	route    *blockRoute
+	ps       *pluginState // route.ps
 	deadline int64
 	dflt     bool
 	sc       submitCtx
@@ -335,36 +353,38 @@ func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) 
 	return e.lookupLocal(c.base+off, n)
 }
 
-// putRuns puts c's runs, from first, on its plugin's lane: len(todo) at
-// a time, published together (a plugin is woken once per chunk, not once
-// per run), the chunk's tasks reserved with one call (one lock, one
-// publication of the batch's count). lengths, plans, slices and put are
-// todo's companions, of its length.
-func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, first blocks.Run, todo []blocks.Run, lengths []uint64, plans []slicer.Plan, slices []int64, put []putResult) {
-	l, bb, ps, rem := c.l, c.bb, c.ps, c.rem
-	sc := &c.sc
+// putRuns puts c's runs on its plugin's lane: len(todo) at a time,
+// published together (a plugin is woken once per chunk, not once per
+// run), the chunk's tasks reserved with one call (one lock, one
+// publication of the batch's count). todo[0] holds the first run;
+// lengths, plans, slices and put are todo's companions, of its length.
+func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, todo []blocks.Run, lengths []uint64, plans []slicer.Plan, slices []int64, put []putResult) {
+	l, bb, ps := c.l, c.bb, c.ps
+	size := l.side.Layout.BlockSize
 	for k := 0; k < src.Len(); {
 		nr := 0
 		for ; nr < len(todo) && k < src.Len(); nr++ {
-			if k == 0 {
-				todo[nr] = first
-			} else {
-				todo[nr] = bb.list.Next(src, k, c.merge)
+			if k > 0 { // the first run is in todo[0] already
+				bb.list.NextIn(&todo[nr], src, k, c.merge)
 			}
 			lengths[nr] = todo[nr].Length
 			k += todo[nr].N
 		}
 		pr := ps.run()
 		ln := e.laneOf(pr, ps, c.req.Priority)
-		nc := 0
 		// Nothing can stop these tasks before their slices are put (no
 		// admission, no qos queue, the local side registered whole):
 		// they are reserved routed and cut (ReserveRouted), their plans
-		// made here.
+		// made here; a run of one block takes the plan the route keeps
+		// for it.
 		preset := c.whole && e.path.qos == nil && e.path.admit == nil
 		if preset {
 			for j := range todo[:nr] {
-				plans[j] = e.plan(pr, c.policy, lengths[j], 0)
+				if lengths[j] == size && c.route.run == pr {
+					plans[j] = c.route.plan
+				} else {
+					plans[j] = e.plan(pr, c.route.policy, lengths[j], 0)
+				}
 				slices[j] = plans[j].Slices
 			}
 		}
@@ -378,40 +398,11 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, fi
 		if got < nr {
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
-		for j := range todo[:got] {
-			run := &todo[j]
-			i := at + j
-			rec := e.path.record(b, i)
-			*rec = taskRecord{req: c.req, defaultDeadline: c.dflt}
-			r := &rec.req
-			r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
-			r.Remote = l.remote + run.RemoteOff
-			e.noteQueued(b, i, sc)
-			var err error
-			lreg, loff, ok := e.blockLocal(c, run.LocalOff, run.Length)
-			if !ok {
-				err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, c.base+run.LocalOff, run.Length)
-			} else {
-				err = e.admit(r, rem, sc)
-			}
-			if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, false) {
-				continue // held back (the dispatcher takes it on), or refused
-			}
-			if err != nil {
-				b.Cut(i)
-				b.Finish(i, progress.Invalid, err)
-				continue
-			}
-			e.note(b, i, observe.Admitted, -1, 0, nil)
-			rec.hist.Tried = 1 << ps.idx
-			e.note(b, i, observe.Routed, ps.idx, 0, nil)
-			rt := routed{ps: ps, policy: c.policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
-			var pre *slicer.Plan
-			if preset {
-				pre = &plans[j]
-			}
-			put[nc] = e.put(b, i, r, rem, rt, 0, sc, pr, ln, pre)
-			nc++
+		nc := 0
+		if preset && e.path.obs == nil && e.path.meter == nil && e.creditFor(pr, c.rem) == nil {
+			nc = e.putPreset(c, b, pr, ln, at, todo[:got], plans, put)
+		} else {
+			nc = e.putEach(c, b, pr, ln, at, todo[:got], plans, preset, put)
 		}
 		ln.End()
 		for _, p := range put[:nc] {
@@ -420,14 +411,111 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, fi
 	}
 }
 
+// putPreset puts the runs of todo, tasks at, at+1, … of b reserved
+// routed and cut with the plans in plans, on lane ln of run pr; the runs
+// of one slice directly, the others through put. Nobody listens (no
+// observer, no meter) and the transport takes no receiver credit: what
+// a task needs is its record and its slices on the ring. It returns how
+// many results it left in put.
+func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, put []putResult) int {
+	l, ps, rem := c.l, c.ps, c.rem
+	d := ring.Descriptor{Op: ring.OpWrite, Prio: uint8(c.req.Priority), LocalRegion: c.lreg, Peer: rem.ID, Deadline: c.deadline}
+	if c.req.Op == Read {
+		d.Op = ring.OpRead
+	}
+	var now int64 // 0: no deadline to check
+	if c.deadline != 0 {
+		now = c.sc.now().UnixNano()
+	}
+	for j := range todo {
+		run, i := &todo[j], at+j
+		rec := e.path.record(b, i)
+		rec.req = c.req
+		rec.req.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
+		rec.req.Remote = l.remote + run.RemoteOff
+		rec.hist = failover.History{Tried: 1 << ps.idx}
+		rec.defaultDeadline = c.dflt
+		if plans[j].Slices != 1 {
+			rt := routed{ps: ps, policy: c.route.policy, lreg: c.lreg, loff: c.loff + run.LocalOff, rreg: run.Remote.Region, roff: run.Remote.Offset}
+			put[j] = e.put(b, i, &rec.req, rem, rt, 0, &c.sc, pr, ln, &plans[j])
+			continue
+		}
+		// put, for one slice.
+		p := &put[j]
+		*p = putResult{i: i, slices: 1}
+		if b.Stopping(i, now) { // canceled or expired since it was reserved: it never leaves
+			continue
+		}
+		d.LocalOffset, d.RemoteRegion, d.RemoteOffset, d.Length = c.loff+run.LocalOff, run.Remote.Region, run.Remote.Offset, run.Length
+		rail := pr.rails.Pick(d.Length, plans[j].Rails, c.sc.now)
+		d.Token, d.Rail = progress.WithRail(b.Token(i), rail), uint16(rail)
+		if err := ln.Put(&d, b, i); err != nil {
+			pr.rails.Unsent(rail, d.Length)
+			if !errors.Is(err, progress.ErrTaskEnded) {
+				p.err = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
+			}
+			continue
+		}
+		p.sent = 1
+	}
+	return len(todo)
+}
+
+// putEach takes each run of todo (tasks at, at+1, … of b) through the
+// stages a request passes (queued, admitted, routed; held back by the
+// qos queue, or refused) and puts what goes on now on lane ln of run pr;
+// preset says the tasks were reserved routed and cut with the plans in
+// plans. It returns how many results it left in put.
+func (e *Engine) putEach(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, preset bool, put []putResult) int {
+	l, ps, rem, sc := c.l, c.ps, c.rem, &c.sc
+	nc := 0
+	for j := range todo {
+		run := &todo[j]
+		i := at + j
+		rec := e.path.record(b, i)
+		*rec = taskRecord{req: c.req, defaultDeadline: c.dflt}
+		r := &rec.req
+		r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
+		r.Remote = l.remote + run.RemoteOff
+		e.noteQueued(b, i, sc)
+		var err error
+		lreg, loff, ok := e.blockLocal(c, run.LocalOff, run.Length)
+		if !ok {
+			err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, c.base+run.LocalOff, run.Length)
+		} else {
+			err = e.admit(r, rem, sc)
+		}
+		if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, false) {
+			continue // held back (the dispatcher takes it on), or refused
+		}
+		if err != nil {
+			b.Cut(i)
+			b.Finish(i, progress.Invalid, err)
+			continue
+		}
+		e.note(b, i, observe.Admitted, -1, 0, nil)
+		rec.hist.Tried = 1 << ps.idx
+		e.note(b, i, observe.Routed, ps.idx, 0, nil)
+		rt := routed{ps: ps, policy: c.route.policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
+		var pre *slicer.Plan
+		if preset {
+			pre = &plans[j]
+		}
+		put[nc] = e.put(b, i, r, rem, rt, 0, sc, pr, ln, pre)
+		nc++
+	}
+	return nc
+}
+
 // blockRoute is the route a block list's submissions of one op took, with
 // what the selector chose it from: the segment's handle (which a change
 // of its descriptor or of the transports that opened it replaces), the
 // regions of the first block on each side (their memory kinds), the
-// request's routing fields and every plugin's run and whether it was
-// down (a restart is a new run). A submission whose own facts are these
-// takes the route without asking the selector again: what the selector
-// would answer is a function of them.
+// request's routing fields and the plugins' states and runs, as the
+// supervisor's epoch stood (a plugin going down, or coming back with a
+// new run, changes it). A submission whose own facts are these takes
+// the route without asking the selector again: what the selector would
+// answer is a function of them.
 type blockRoute struct {
 	rem        *remote
 	lreg, rreg uint32
@@ -436,30 +524,14 @@ type blockRoute struct {
 	transport  string
 	intent     Intent
 	policyName string
-	plugins    pluginsNow
-	ps         *pluginState
-	policy     int
-}
-
-// pluginsNow is the state of every plugin as routing reads it.
-type pluginsNow struct {
-	runs [maxInlineCandidates]*pluginRun
-	down uint32 // bit i: plugin i is down (its process exited, not back yet)
-}
-
-// pluginsNow fills s with the plugins' state; false when there are too
-// many plugins to say (the route is then chosen every time).
-func (e *Engine) pluginsNow(s *pluginsNow) bool {
-	if len(e.plugins) > len(s.runs) {
-		return false
-	}
-	for i, ps := range e.plugins {
-		s.runs[i] = ps.cur.Load()
-		if ps.sv.Down() {
-			s.down |= 1 << i
-		}
-	}
-	return true
+	epoch      uint64
+	// The route: plugin ps under policy; run is ps's run when it was
+	// chosen, and plan the slicer's plan of one block on run (kept for
+	// the runs of one block, which most block submissions are).
+	ps     *pluginState
+	policy int
+	run    *pluginRun
+	plan   slicer.Plan
 }
 
 // routeBlocks sets c's request, br for the first block of run first, and
@@ -467,43 +539,33 @@ func (e *Engine) pluginsNow(s *pluginsNow) bool {
 // the same facts, else the selector's answer, which the list keeps.
 func (e *Engine) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) error {
 	l, size := c.l, c.l.side.Layout.BlockSize
-	c.req = Request{
-		Op: br.Op, Local: l.local[first.LocalOff : first.LocalOff+size : first.LocalOff+size], Segment: l.seg, Remote: l.remote + first.RemoteOff,
-		Priority: br.Priority, Deadline: br.Deadline, Transport: br.Transport, Intent: br.Intent, Tenant: br.Tenant, Policy: br.Policy,
-	}
-	var now blockRoute
-	now.rem, now.rreg = c.rem, first.Remote.Region
-	now.lreg, _, now.lok = e.blockLocal(c, first.LocalOff, size)
-	now.prio, now.transport, now.intent, now.policyName = br.Priority, br.Transport, br.Intent, br.Policy
+	r := &c.req // field by field, in place (see submitBlocks)
+	r.Op, r.Local, r.Segment, r.Remote = br.Op, l.local[first.LocalOff:first.LocalOff+size:first.LocalOff+size], l.seg, l.remote+first.RemoteOff
+	r.Priority, r.Deadline, r.Transport, r.Intent, r.Tenant, r.Policy = br.Priority, br.Deadline, br.Transport, br.Intent, br.Tenant, br.Policy
+	lreg, _, lok := e.blockLocal(c, first.LocalOff, size)
+	epoch := e.supervisor.Epoch() // before the selector looks at the plugins
 	slot := &l.routes[br.Op&1]
-	cacheable := e.pluginsNow(&now.plugins)
-	if cacheable {
-		if was := slot.Load(); was != nil && was.same(&now) {
-			c.ps, c.policy = was.ps, was.policy
-			return nil
-		}
+	if was := slot.Load(); was != nil && was.epoch == epoch && was.rem == c.rem && was.lreg == lreg && was.lok == lok && was.rreg == first.Remote.Region &&
+		was.prio == br.Priority && was.transport == br.Transport && was.intent == br.Intent && was.policyName == br.Policy {
+		c.route, c.ps = was, was.ps
+		return nil
 	}
-	ps, policy, err := e.choose(&c.req, c.rem, size)
+	ps, policy, err := e.choose(r, c.rem, size)
 	if err != nil {
 		return err
 	}
-	c.ps, c.policy = ps, policy
-	var after pluginsNow
-	if cacheable && e.pluginsNow(&after) && after == now.plugins {
-		// Nothing changed while the selector looked: its answer is the
+	now := &blockRoute{rem: c.rem, lreg: lreg, rreg: first.Remote.Region, lok: lok, prio: br.Priority, transport: br.Transport, intent: br.Intent, policyName: br.Policy,
+		epoch: epoch, ps: ps, policy: policy, run: ps.run()}
+	if now.run != nil {
+		now.plan = e.plan(now.run, policy, size, 0)
+	}
+	c.route, c.ps = now, ps
+	if e.supervisor.Epoch() == epoch {
+		// No plugin changed while the selector looked: its answer is the
 		// one for these facts.
-		now.ps, now.policy = ps, policy
-		kept := new(blockRoute)
-		*kept = now
-		slot.Store(kept)
+		slot.Store(now)
 	}
 	return nil
-}
-
-// same reports whether r was chosen from the facts of now.
-func (r *blockRoute) same(now *blockRoute) bool {
-	return r.rem == now.rem && r.lreg == now.lreg && r.rreg == now.rreg && r.lok == now.lok && r.prio == now.prio &&
-		r.plugins == now.plugins && r.transport == now.transport && r.intent == now.intent && r.policyName == now.policyName
 }
 
 // wallClock tells the time with one clock read, not the two of

@@ -272,13 +272,21 @@ func (l *List) end(src *Source, k int) int {
 // pair k and, if merge, the pairs after it whose blocks follow on both
 // sides, in the same regions.
 func (l *List) Next(src *Source, k int, merge bool) Run {
+	var r Run
+	l.NextIn(&r, src, k, merge)
+	return r
+}
+
+// NextIn is Next into r. The submit path uses it: a returned Run is
+// stored aside and copied, and the copy reads what was just written in
+// other widths, which the processor cannot forward and waits for.
+func (l *List) NextIn(r *Run, src *Source, k int, merge bool) {
 	li, ri := src.At(k)
-	r := Run{First: k, N: 1}
+	r.First, r.N = k, 1
 	r.LocalOff, r.Local = l.Local.at(li)
 	r.RemoteOff, r.Remote = l.Remote.at(ri)
 	if merge {
 		r.N = l.end(src, k) - k
 	}
 	r.Length = uint64(r.N) * l.Local.Layout.BlockSize
-	return r
 }
