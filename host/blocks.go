@@ -270,19 +270,11 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	// A call of a few runs works in small arrays: zeroing the chunk's
 	// arrays is a noticeable share of a call of one pair.
 	if runs <= smallChunk {
-		var todo [smallChunk]blocks.Run
-		var lengths [smallChunk]uint64
-		var plans [smallChunk]slicer.Plan
-		var slices [smallChunk]int64
-		var put [smallChunk]putResult
-		err = e.putBlocks(&c, b, src, br, todo[:], lengths[:], plans[:], slices[:], put[:])
+		var a chunkArrays[[smallChunk]blocks.Run, [smallChunk]uint64, [smallChunk]slicer.Plan, [smallChunk]int64, [smallChunk]putResult]
+		err = e.putBlocks(&c, b, src, br, chunk{a.todo[:], a.lengths[:], a.plans[:], a.slices[:], a.slice[:], a.put[:]})
 	} else {
-		var todo [blockChunk]blocks.Run
-		var lengths [blockChunk]uint64
-		var plans [blockChunk]slicer.Plan
-		var slices [blockChunk]int64
-		var put [blockChunk]putResult
-		err = e.putBlocks(&c, b, src, br, todo[:], lengths[:], plans[:], slices[:], put[:])
+		var a chunkArrays[[blockChunk]blocks.Run, [blockChunk]uint64, [blockChunk]slicer.Plan, [blockChunk]int64, [blockChunk]putResult]
+		err = e.putBlocks(&c, b, src, br, chunk{a.todo[:], a.lengths[:], a.plans[:], a.slices[:], a.slice[:], a.put[:]})
 	}
 	if err != nil {
 		return BlockTasks{}, err
@@ -291,11 +283,34 @@ func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *b
 	return out, nil
 }
 
+// chunk is the arrays a block submission puts its runs through, len(todo)
+// at a time: each run, and its length, plan, slice count, first slice's
+// length and what put did with it.
+type chunk struct {
+	todo    []blocks.Run
+	lengths []uint64
+	plans   []slicer.Plan
+	slices  []int64
+	slice   []uint64
+	put     []putResult
+}
+
+// chunkArrays holds a chunk's arrays, all of one length, on the
+// submitter's stack.
+type chunkArrays[R, U, P, I, Q any] struct {
+	todo    R
+	lengths U
+	plans   P
+	slices  I
+	slice   U
+	put     Q
+}
+
 // putBlocks routes c (source src, request br), gives its tasks their
-// deadline and puts its runs (putRuns, with the arrays it names); an
-// error means nothing was added.
-func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, br *BlockRequest, todo []blocks.Run, lengths []uint64, plans []slicer.Plan, slices []int64, put []putResult) error {
-	first := &todo[0] // the first chunk's first run: putRuns takes it from there
+// deadline and puts its runs (putRuns, through ch); an error means
+// nothing was added.
+func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, br *BlockRequest, ch chunk) error {
+	first := &ch.todo[0] // the first chunk's first run: putRuns takes it from there
 	c.bb.list.NextIn(first, src, 0, c.merge)
 	// One route for the call: the selector is asked about its first
 	// block, or the list's last answer is taken while nothing it was
@@ -312,7 +327,7 @@ func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		c.req.Deadline = time.Unix(0, deadline)
 	}
 	c.deadline = deadline
-	e.putRuns(c, b, src, todo, lengths, plans, slices, put)
+	e.putRuns(c, b, src, ch)
 	return nil
 }
 
@@ -353,14 +368,14 @@ func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) 
 	return e.lookupLocal(c.base+off, n)
 }
 
-// putRuns puts c's runs on its plugin's lane: len(todo) at a time,
+// putRuns puts c's runs on its plugin's lane: len(ch.todo) at a time,
 // published together (a plugin is woken once per chunk, not once per
 // run), the chunk's tasks reserved with one call (one lock, one
-// publication of the batch's count). todo[0] holds the first run;
-// lengths, plans, slices and put are todo's companions, of its length.
-func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, todo []blocks.Run, lengths []uint64, plans []slicer.Plan, slices []int64, put []putResult) {
+// publication of the batch's count). ch.todo[0] holds the first run.
+func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch chunk) {
 	l, bb, ps := c.l, c.bb, c.ps
 	size := l.side.Layout.BlockSize
+	todo, lengths, plans := ch.todo, ch.lengths, ch.plans
 	for k := 0; k < src.Len(); {
 		nr := 0
 		for ; nr < len(todo) && k < src.Len(); nr++ {
@@ -378,21 +393,24 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, to
 		// made here; a run of one block takes the plan the route keeps
 		// for it.
 		preset := c.whole && e.path.qos == nil && e.path.admit == nil
+		var at, got int
 		if preset {
+			rt := progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr]}
 			for j := range todo[:nr] {
 				if lengths[j] == size && c.route.run == pr {
 					plans[j] = c.route.plan
 				} else {
 					plans[j] = e.plan(pr, c.route.policy, lengths[j], 0)
 				}
-				slices[j] = plans[j].Slices
+				rt.Slices[j], rt.Slice[j] = plans[j].Slices, min(plans[j].Slice, lengths[j])
 			}
-		}
-		ln.Begin()
-		var at, got int
-		if preset {
-			at, got = b.ReserveRouted(lengths[:nr], slices[:nr], c.deadline, ps.idx)
+			if pr.rails.Single() {
+				rt.Rails = 1 // rail 0: Pick's only answer
+			}
+			ln.Begin()
+			at, got = b.ReserveRouted(lengths[:nr], c.deadline, &rt)
 		} else {
+			ln.Begin()
 			at, got = b.ReserveRun(lengths[:nr], c.deadline)
 		}
 		if got < nr {
@@ -400,12 +418,12 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, to
 		}
 		nc := 0
 		if preset && e.path.obs == nil && e.path.meter == nil && e.creditFor(pr, c.rem) == nil {
-			nc = e.putPreset(c, b, pr, ln, at, todo[:got], plans, put)
+			nc = e.putPreset(c, b, pr, ln, at, todo[:got], plans, ch.put)
 		} else {
-			nc = e.putEach(c, b, pr, ln, at, todo[:got], plans, preset, put)
+			nc = e.putEach(c, b, pr, ln, at, todo[:got], plans, preset, ch.put)
 		}
 		ln.End()
-		for _, p := range put[:nc] {
+		for _, p := range ch.put[:nc] {
 			e.cut(b, ln, ps, p)
 		}
 	}

@@ -13,7 +13,7 @@ import (
 func TestReserveRoutedSetsRouteAndCut(t *testing.T) {
 	tr := NewTracker(4)
 	b, _ := tr.Allocate(2)
-	first, n := b.ReserveRouted([]uint64{8192, 4096}, []int64{2, 1}, 0, 3)
+	first, n := b.ReserveRouted([]uint64{8192, 4096}, 0, &Route{Transport: 3, Slices: []int64{2, 1}, Slice: []uint64{4096, 4096}})
 	if first != 0 || n != 2 {
 		t.Fatalf("reserved %d tasks from %d, want 2 from 0", n, first)
 	}

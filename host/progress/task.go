@@ -128,8 +128,8 @@ type Batch struct {
 	done atomic.Int32 // tasks terminal
 	_    [60]byte
 
-	minDeadline atomic.Int64  // earliest task deadline, 0 = none
-	total       atomic.Uint64 // bytes of every task added
+	minDeadline atomic.Int64 // earliest task deadline, 0 = none
+	total       uint64       // bytes of every task added; under mu
 	notify      chan struct{}
 
 	// retry, when set, is offered each task that failed before it is
@@ -353,31 +353,45 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 // task: the submitter's atomics are full fences on amd64, and the
 // batch's counters share cache lines with the completion side.
 func (b *Batch) ReserveRun(lengths []uint64, deadline int64) (first, n int) {
-	return b.reserve(lengths, deadline, nil, -1)
+	return b.reserve(lengths, deadline, nil)
 }
 
 // ReserveRouted is ReserveRun for tasks whose route and cut are known
 // before they are added: the tasks of a block submission that nothing
 // can stop before their slices are put (no admission, no qos queue, the
-// local side registered whole). Each task k is set as carried by plugin
-// transport and cut into slices[k] slices, what SetTransport and
-// SetSlices would set right after, with plain writes before the batch
-// counts the tasks rather than with three fenced stores each after it:
-// until n counts a task nobody reads it. The submitter then puts its
-// slices (Lane.Put) and cuts it (Cut) as usual.
-func (b *Batch) ReserveRouted(lengths []uint64, slices []int64, deadline int64, transport int32) (first, n int) {
-	return b.reserve(lengths, deadline, slices, transport)
+// local side registered whole). Each task is set as r says, what
+// SetTransport, SetSlices and the first Lane.Put would set right after,
+// with plain writes before the batch counts the tasks rather than with
+// fenced stores each after it: until n counts a task nobody reads it. The
+// submitter then puts its slices (Lane.Put) and cuts it (Cut) as usual.
+func (b *Batch) ReserveRouted(lengths []uint64, deadline int64, r *Route) (first, n int) {
+	return b.reserve(lengths, deadline, r)
+}
+
+// Route is what ReserveRouted sets of the tasks it adds.
+type Route struct {
+	// Transport is the index of the plugin carrying them.
+	Transport int32
+	// Slices[k] is how many slices task k is cut into, and Slice[k] the
+	// length of its first (and largest) one.
+	Slices []int64
+	Slice  []uint64
+	// Rails is the set of rails every slice of the tasks goes on, when it
+	// is known before they are put (a plugin of one rail); 0: Lane.Put
+	// records each slice's rail as it is put.
+	Rails uint64
 }
 
 // plainStore32 and plainStore64 write an atomic word of a task nobody
 // reads yet (ReserveRouted): a plain store, ordered before the readers'
 // atomic loads by the store of the batch's count that publishes the
 // task. The atomic types are their word alone.
-func plainStore32(p *atomic.Int32, v int32) { *(*int32)(unsafe.Pointer(p)) = v }
-func plainStore64(p *atomic.Int64, v int64) { *(*int64)(unsafe.Pointer(p)) = v }
+func plainStore32(p *atomic.Int32, v int32)    { *(*int32)(unsafe.Pointer(p)) = v }
+func plainStore64(p *atomic.Int64, v int64)    { *(*int64)(unsafe.Pointer(p)) = v }
+func plainStoreU64(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
 
-// reserve is ReserveRun, and ReserveRouted when slices is not nil.
-func (b *Batch) reserve(lengths []uint64, deadline int64, slices []int64, transport int32) (first, n int) {
+// reserve is ReserveRun, and ReserveRouted when r is not nil.
+func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route) (first, n int) {
 	b.mu.Lock()
 	first = int(b.n.Load())
 	n = min(len(lengths), len(b.tasks)-first)
@@ -385,7 +399,6 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, slices []int64, transp
 		b.mu.Unlock()
 		return first, 0
 	}
-	var total uint64
 	for k, length := range lengths[:n] {
 		t := &b.tasks[first+k]
 		if t.held.Load() && t.held.Swap(false) && b.tracker != nil {
@@ -397,16 +410,17 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, slices []int64, transp
 		// fraction of the cost of an atomic store per field on the submit
 		// path.
 		*t = Task{Length: length, Deadline: deadline}
-		if slices != nil {
-			plainStore32(&t.transport, transport+1)
-			plainStore64(&t.unclaimed, slices[k])
-			plainStore64(&t.pending, slices[k])
+		if r != nil {
+			plainStore32(&t.transport, r.Transport+1)
+			plainStore64(&t.unclaimed, r.Slices[k])
+			plainStore64(&t.pending, r.Slices[k])
+			plainStoreU64(&t.slice, r.Slice[k])
+			plainStoreU64(&t.rails, r.Rails)
 		}
-		total += length
+		b.total += length // under mu: no fenced add on the submit path
 	}
 	b.n.Store(int32(first + n))
 	b.mu.Unlock()
-	b.total.Add(total)
 	if deadline != 0 {
 		for {
 			m := b.minDeadline.Load()
@@ -419,7 +433,11 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, slices []int64, transp
 }
 
 // TotalBytes returns the bytes of every task added.
-func (b *Batch) TotalBytes() uint64 { return b.total.Load() }
+func (b *Batch) TotalBytes() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.total
+}
 
 // MinDeadline returns the earliest deadline of any task, 0 if none.
 func (b *Batch) MinDeadline() int64 { return b.minDeadline.Load() }
@@ -906,7 +924,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	b.tracker = t
 	b.n.Store(0)
 	b.done.Store(0)
-	b.total.Store(0)
+	b.total = 0
 	b.minDeadline.Store(0)
 	t.slots[slot].Store(b)
 	return b, nil

@@ -148,6 +148,10 @@ func (s *Set) All(allowed uint64) uint64 {
 	return 1<<len(s.info) - 1
 }
 
+// Single reports whether the transport has one rail: Pick then always
+// answers 0.
+func (s *Set) Single() bool { return s.single }
+
 // Allowed returns the rails policy pol allows (0: all; pol -1: none
 // applies).
 func (s *Set) Allowed(pol int) uint64 {
