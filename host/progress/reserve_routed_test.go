@@ -40,3 +40,43 @@ func TestReserveRoutedSetsRouteAndCut(t *testing.T) {
 		}
 	}
 }
+
+// TestReserveRoutedPresetsSliceAndRails: a task reserved with its first
+// slice's length and its rails (a plugin of one rail) checks its
+// completions against them before any Lane.Put recorded them: more bytes
+// than the slice is Overlong, another rail is Misrouted, and the slice's
+// own completion completes it.
+func TestReserveRoutedPresetsSliceAndRails(t *testing.T) {
+	tr := NewTracker(4)
+	b, _ := tr.Allocate(3)
+	r := &Route{Transport: 0, Slices: []int64{1, 1, 2}, Slice: []uint64{4096, 4096, 4096}, Rails: 1}
+	if _, n := b.ReserveRouted([]uint64{4096, 4096, 8192}, 0, r); n != 3 {
+		t.Fatalf("reserved %d tasks, want 3", n)
+	}
+	for i := range 3 {
+		b.Cut(i)
+	}
+	if v := tr.Apply(WithRail(b.Token(0), 0), ring.StatusOK, 4096); v != Applied {
+		t.Fatalf("task 0, its slice on rail 0: %v, want applied", v)
+	}
+	if s := b.State(0, Now()); s != Completed {
+		t.Fatalf("task 0 %v, want COMPLETED", s)
+	}
+	if v := tr.Apply(WithRail(b.Token(1), 1), ring.StatusOK, 4096); v != Misrouted {
+		t.Fatalf("task 1, a completion on rail 1: %v, want misrouted", v)
+	}
+	if s := b.State(1, Now()); s != Failed {
+		t.Fatalf("task 1 %v after its misrouted completion, want FAILED", s)
+	}
+	// Task 2 has 8192 bytes in two slices of 4096: one completion of
+	// all 8192 fits the task but not the slice.
+	if v := tr.Apply(WithRail(b.Token(2), 0), ring.StatusOK, 8192); v != Overlong {
+		t.Fatalf("task 2, 8192 bytes for a slice of 4096: %v, want overlong", v)
+	}
+	if v := tr.Apply(WithRail(b.Token(2), 0), ring.StatusOK, 4096); v != Applied {
+		t.Fatalf("task 2, its second slice: %v, want applied", v)
+	}
+	if s := b.State(2, Now()); s != Failed {
+		t.Fatalf("task 2 %v after an overlong completion, want FAILED", s)
+	}
+}
