@@ -395,7 +395,7 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch
 		preset := c.whole && e.path.qos == nil && e.path.admit == nil
 		var at, got int
 		if preset {
-			rt := progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr]}
+			rt := progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
 			for j := range todo[:nr] {
 				if lengths[j] == size && c.route.run == pr {
 					plans[j] = c.route.plan

@@ -642,9 +642,16 @@ func (e *Engine) Wait(ctx context.Context, id BatchID) error {
 		}
 	}()
 	small := b.TotalBytes() <= config.SmallBatch
-	if ps, run, l := e.soleLane(); l != nil {
-		// One lane carries everything: wait on its completion ring
-		// directly, so the plugin's wakeup lands here.
+	ps, run, l := e.soleLane()
+	if l == nil && small {
+		ps, run, l = e.batchLane(b)
+	}
+	if l != nil {
+		// One lane carries everything, or every task of a small batch:
+		// wait on its completion ring directly, so the plugin's wakeup
+		// lands here. (A task of it that fails over to another plugin
+		// meanwhile is reaped there; WaitOn sees the batch done within
+		// its sleep's bound.)
 		done := func() bool { return b.Done(deadlineClock(b)) }
 		for !l.WaitOn(e.tracker, done, ctx.Done(), waitUntil(b), small, e.lockedCallers) {
 			if ctx.Err() != nil {
@@ -872,34 +879,98 @@ func (e *Engine) spinWait(b *progress.Batch, lanes []*progress.Lane, until int64
 	}
 }
 
-// waitLanes appends the lanes spinWait polls for b to lanes: those of
-// the plugins that carry b's tasks, so that a 4 KiB write over shm does
-// not also take the tcp lane from its reaper (Enter, and Leave's
-// hand-back, two thread wakeups a call). A batch of more than
-// waitLanesTasks tasks, or one with a task on a plugin past the 64th,
-// gets every running plugin's lanes, as before. Only where the waiter
-// looks changes: a task that fails over to another plugin meanwhile is
-// reaped there by that lane's reaper, which wakes b.
+// waitLanes appends the lanes spinWait polls for b to lanes: those that
+// carry b's tasks, so that a 4 KiB write over shm does not also take the
+// tcp lane from its reaper, nor a HIGH read on a lane of its own (qos
+// lanes = "per_class") the bulk lanes from theirs (Enter, and Leave's
+// hand-back, two thread wakeups a call, and their completions reaped on
+// the waiter's thread). A task not yet put on a lane brings every lane
+// of its plugin. A batch of more than waitLanesTasks tasks, or one with
+// a task on a plugin past the 64th, gets every running plugin's lanes,
+// as before. Only where the waiter looks changes: a task that fails over
+// to another plugin meanwhile is reaped there by that lane's reaper,
+// which wakes b.
 func (e *Engine) waitLanes(b *progress.Batch, lanes []*progress.Lane) []*progress.Lane {
-	var on uint64 // bit i: plugin i carries a task of b
+	var on, whole uint64 // bit i: plugin i carries a task of b; of which one not on a lane yet
+	type onLane struct{ plugin, lane int32 }
+	var seen [8]onLane
+	ns := 0
 	if n := b.Len(); n <= waitLanesTasks {
+	tasks:
 		for i := range n {
-			idx := b.Task(i).Transport()
+			t := b.Task(i)
+			idx := t.Transport()
 			if idx >= 64 {
 				on = 0
 				break
 			}
-			if idx >= 0 {
-				on |= 1 << idx
+			if idx < 0 {
+				continue
 			}
+			on |= 1 << idx
+			ln := t.Lane()
+			if ln < 0 {
+				whole |= 1 << idx
+				continue
+			}
+			for _, s := range seen[:ns] {
+				if s == (onLane{idx, ln}) {
+					continue tasks
+				}
+			}
+			if ns == len(seen) {
+				whole |= 1 << idx
+				continue
+			}
+			seen[ns] = onLane{idx, ln}
+			ns++
 		}
 	}
 	for i, ps := range e.plugins {
-		if ps.usable() && (on == 0 || i < 64 && on&(1<<i) != 0) {
-			lanes = append(lanes, ps.run().lanes...)
+		if !ps.usable() || on != 0 && (i >= 64 || on&(1<<i) == 0) {
+			continue
+		}
+		run := ps.run()
+		if on == 0 || whole&(1<<i) != 0 {
+			lanes = append(lanes, run.lanes...)
+			continue
+		}
+		for _, s := range seen[:ns] {
+			if int(s.plugin) == i && int(s.lane) < len(run.lanes) {
+				lanes = append(lanes, run.lanes[s.lane])
+			}
 		}
 	}
 	return lanes
+}
+
+// batchLane returns the lane that carries every task of b, and its
+// plugin and run, when b is of at most waitLanesTasks tasks all put on
+// one lane of one running plugin; else nils.
+func (e *Engine) batchLane(b *progress.Batch) (*pluginState, *pluginRun, *progress.Lane) {
+	n := b.Len()
+	if n == 0 || n > waitLanesTasks {
+		return nil, nil, nil
+	}
+	t0 := b.Task(0)
+	idx, ln := t0.Transport(), t0.Lane()
+	if idx < 0 || int(idx) >= len(e.plugins) || ln < 0 {
+		return nil, nil, nil
+	}
+	for i := 1; i < n; i++ {
+		if t := b.Task(i); t.Transport() != idx || t.Lane() != ln {
+			return nil, nil, nil
+		}
+	}
+	ps := e.plugins[idx]
+	if !ps.usable() {
+		return nil, nil, nil
+	}
+	run := ps.run()
+	if int(ln) >= len(run.lanes) {
+		return nil, nil, nil
+	}
+	return ps, run, run.lanes[ln]
 }
 
 // waitLanesTasks bounds the tasks waitLanes looks at: past it, looking

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -103,6 +104,53 @@ func TestWaiterStopsThePluginsPause(t *testing.T) {
 		}
 		if w := host.LanesWaited(e, "fault"); slices.Contains(w, true) {
 			t.Fatalf("%d bytes: after Wait the plugin still sees a waiter: %v", size, w)
+		}
+		e.FreeBatch(id)
+	}
+}
+
+// TestWaiterPollsOnlyItsBatchsLane: with three lanes per plugin and the
+// high class on a lane of its own (qos lanes = "per_class"), a waiter
+// on a HIGH request polls that one lane, not its plugin's bulk lanes
+// too (whose reapers it would otherwise send to stand by and wake again
+// after every request, and whose completions it would reap); a batch on
+// two lanes polls both.
+func TestWaiterPollsOnlyItsBatchsLane(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default("waitlane")
+	cfg.PluginDir = binDir
+	cfg.Transfer.Lanes = 3
+	qosOn(cfg)
+	cfg.QoS.Lanes = config.QoSLanesPerClass
+	e, err := host.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	src, _, seg, base := ownSegment(t, e, 4<<10)
+	write := func(p host.Priority) host.Request {
+		return host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: base, Transport: "shm", Priority: p}
+	}
+	for _, c := range []struct {
+		name string
+		reqs []host.Request
+		want int
+	}{
+		{"high", []host.Request{write(host.PriorityHigh)}, 1},
+		{"high and low", []host.Request{write(host.PriorityHigh), write(host.PriorityLow)}, 2},
+	} {
+		id, err := e.AllocateBatch(len(c.reqs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Submit(id, c.reqs...); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Wait(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+		if got := host.WaitLanes(e, id); len(got) != c.want {
+			t.Errorf("%s: the waiter polls %d lanes (%v), want %d", c.name, len(got), got, c.want)
 		}
 		e.FreeBatch(id)
 	}

@@ -139,7 +139,7 @@ func (l *Lane) Begin() { l.mu.Lock() }
 // task's deadline.
 func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 	if b != nil {
-		b.sent(i, TokenRail(d.Token), d.Length)
+		b.sent(i, TokenRail(d.Token), d.Length, l.ID)
 	}
 	for !l.sq.Enqueue(d) {
 		l.publish()

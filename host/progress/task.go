@@ -83,6 +83,10 @@ type Task struct {
 	// atomic store); atomic, since a plugin's watcher reads it while a
 	// submitter routes.
 	transport atomic.Int32
+	// lane is the ID (its index in its plugin's run) of the lane the
+	// attempt's slices were put on, plus one; 0 before the first is put.
+	// A waiter looks only at the lanes that carry its batch.
+	lane atomic.Int32
 	// err explains an INVALID or submit-time failure: the first error a
 	// Finish call gave, kept whoever ends the task. Set before the task
 	// turns terminal, read after (Err).
@@ -380,6 +384,8 @@ type Route struct {
 	// is known before they are put (a plugin of one rail); 0: Lane.Put
 	// records each slice's rail as it is put.
 	Rails uint64
+	// Lane is the ID of the lane their slices are put on.
+	Lane uint32
 }
 
 // plainStore32 and plainStore64 write an atomic word of a task nobody
@@ -416,6 +422,7 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route) (first, n in
 			plainStore64(&t.pending, r.Slices[k])
 			plainStoreU64(&t.slice, r.Slice[k])
 			plainStoreU64(&t.rails, r.Rails)
+			plainStore32(&t.lane, int32(r.Lane)+1)
 		}
 		b.total += length // under mu: no fenced add on the submit path
 	}
@@ -537,8 +544,11 @@ func (b *Batch) SetSlices(i int, n int64) {
 
 // sent records that a slice of task i of length bytes goes out on rail,
 // before it is published: Lane.Put calls it.
-func (b *Batch) sent(i, rail int, length uint64) {
+func (b *Batch) sent(i, rail int, length uint64, lane uint32) {
 	t := &b.tasks[i]
+	if l := int32(lane) + 1; t.lane.Load() != l {
+		t.lane.Store(l)
+	}
 	if bit := uint64(1) << (rail & (MaxRails - 1)); t.rails.Load()&bit == 0 {
 		t.rails.Or(bit)
 	}
@@ -714,6 +724,7 @@ func (b *Batch) Retry(i int) bool {
 	}
 	t.attempt.Add(1)
 	t.rails.Store(0)
+	t.lane.Store(0)
 	t.slice.Store(0)
 	t.cut.Store(false)
 	t.status.Store(0)
@@ -1171,6 +1182,10 @@ func (t *Task) SetTransport(idx int32) { t.transport.Store(idx + 1) }
 // Transport returns the index of the plugin carrying the task, -1 before
 // routing.
 func (t *Task) Transport() int32 { return t.transport.Load() - 1 }
+
+// Lane returns the ID of the lane the task's current attempt was put on,
+// -1 before its first slice was.
+func (t *Task) Lane() int32 { return t.lane.Load() - 1 }
 
 // Now is the clock tasks use; a variable so tests can see through it.
 func Now() int64 { return time.Now().UnixNano() }
