@@ -353,11 +353,23 @@ type blockCall struct {
 	loff     uint64
 	req      Request // the first block's; each task copies it
 	route    *blockRoute
-	ps       *pluginState // route.ps
 	deadline int64
 	dflt     bool
 	sc       submitCtx
 }
+
+// record fills rec, the record of the task of run: the call's request
+// for run's ranges, no history yet.
+func (c *blockCall) record(rec *taskRecord, run *blocks.Run) {
+	rec.req = c.req
+	rec.req.Local = c.l.localAt(run.LocalOff, run.Length)
+	rec.req.Remote = c.l.remote + run.RemoteOff
+	rec.hist = failover.History{}
+	rec.defaultDeadline = c.dflt
+}
+
+// localAt returns the local bytes [off, off+n) of l, capped at their end.
+func (l *BlockList) localAt(off, n uint64) []byte { return l.local[off : off+n : off+n] }
 
 // blockLocal returns where the local bytes [base+off, base+off+n) of c's list
 // are registered now.
@@ -373,7 +385,7 @@ func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) 
 // run), the chunk's tasks reserved with one call (one lock, one
 // publication of the batch's count). ch.todo[0] holds the first run.
 func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch chunk) {
-	l, bb, ps := c.l, c.bb, c.ps
+	l, bb, ps := c.l, c.bb, c.route.ps
 	size := l.side.Layout.BlockSize
 	todo, lengths, plans := ch.todo, ch.lengths, ch.plans
 	for k := 0; k < src.Len(); {
@@ -393,9 +405,9 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch
 		// made here; a run of one block takes the plan the route keeps
 		// for it.
 		preset := c.whole && e.path.qos == nil && e.path.admit == nil
-		var at, got int
+		var rt progress.Route
 		if preset {
-			rt := progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
+			rt = progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
 			for j := range todo[:nr] {
 				if lengths[j] == size && c.route.run == pr {
 					plans[j] = c.route.plan
@@ -407,10 +419,12 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch
 			if pr.rails.Single() {
 				rt.Rails = 1 // rail 0: Pick's only answer
 			}
-			ln.Begin()
+		}
+		ln.Begin()
+		var at, got int
+		if preset {
 			at, got = b.ReserveRouted(lengths[:nr], c.deadline, &rt)
 		} else {
-			ln.Begin()
 			at, got = b.ReserveRun(lengths[:nr], c.deadline)
 		}
 		if got < nr {
@@ -436,7 +450,7 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch
 // a task needs is its record and its slices on the ring. It returns how
 // many results it left in put.
 func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, put []putResult) int {
-	l, ps, rem := c.l, c.ps, c.rem
+	ps, rem := c.route.ps, c.rem
 	d := ring.Descriptor{Op: ring.OpWrite, Prio: uint8(c.req.Priority), LocalRegion: c.lreg, Peer: rem.ID, Deadline: c.deadline}
 	if c.req.Op == Read {
 		d.Op = ring.OpRead
@@ -448,11 +462,8 @@ func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *p
 	for j := range todo {
 		run, i := &todo[j], at+j
 		rec := e.path.record(b, i)
-		rec.req = c.req
-		rec.req.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
-		rec.req.Remote = l.remote + run.RemoteOff
-		rec.hist = failover.History{Tried: 1 << ps.idx}
-		rec.defaultDeadline = c.dflt
+		c.record(rec, run)
+		rec.hist.Tried = 1 << ps.idx
 		if plans[j].Slices != 1 {
 			rt := routed{ps: ps, policy: c.route.policy, lreg: c.lreg, loff: c.loff + run.LocalOff, rreg: run.Remote.Region, roff: run.Remote.Offset}
 			put[j] = e.put(b, i, &rec.req, rem, rt, 0, &c.sc, pr, ln, &plans[j])
@@ -465,16 +476,11 @@ func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *p
 			continue
 		}
 		d.LocalOffset, d.RemoteRegion, d.RemoteOffset, d.Length = c.loff+run.LocalOff, run.Remote.Region, run.Remote.Offset, run.Length
-		rail := pr.rails.Pick(d.Length, plans[j].Rails, c.sc.now)
-		d.Token, d.Rail = progress.WithRail(b.Token(i), rail), uint16(rail)
-		if err := ln.Put(&d, b, i); err != nil {
-			pr.rails.Unsent(rail, d.Length)
-			if !errors.Is(err, progress.ErrTaskEnded) {
-				p.err = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
-			}
-			continue
+		if sent, err := putSlice(&d, b, i, b.Token(i), plans[j].Rails, ln, pr.rails, ps, &c.sc); sent {
+			p.sent = 1
+		} else {
+			p.err = err
 		}
-		p.sent = 1
 	}
 	return len(todo)
 }
@@ -485,16 +491,14 @@ func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *p
 // preset says the tasks were reserved routed and cut with the plans in
 // plans. It returns how many results it left in put.
 func (e *Engine) putEach(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, preset bool, put []putResult) int {
-	l, ps, rem, sc := c.l, c.ps, c.rem, &c.sc
+	ps, rem, sc := c.route.ps, c.rem, &c.sc
 	nc := 0
 	for j := range todo {
 		run := &todo[j]
 		i := at + j
 		rec := e.path.record(b, i)
-		*rec = taskRecord{req: c.req, defaultDeadline: c.dflt}
+		c.record(rec, run)
 		r := &rec.req
-		r.Local = l.local[run.LocalOff : run.LocalOff+run.Length : run.LocalOff+run.Length]
-		r.Remote = l.remote + run.RemoteOff
 		e.noteQueued(b, i, sc)
 		var err error
 		lreg, loff, ok := e.blockLocal(c, run.LocalOff, run.Length)
@@ -558,14 +562,14 @@ type blockRoute struct {
 func (e *Engine) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) error {
 	l, size := c.l, c.l.side.Layout.BlockSize
 	r := &c.req // field by field, in place (see submitBlocks)
-	r.Op, r.Local, r.Segment, r.Remote = br.Op, l.local[first.LocalOff:first.LocalOff+size:first.LocalOff+size], l.seg, l.remote+first.RemoteOff
+	r.Op, r.Local, r.Segment, r.Remote = br.Op, l.localAt(first.LocalOff, size), l.seg, l.remote+first.RemoteOff
 	r.Priority, r.Deadline, r.Transport, r.Intent, r.Tenant, r.Policy = br.Priority, br.Deadline, br.Transport, br.Intent, br.Tenant, br.Policy
 	lreg, _, lok := e.blockLocal(c, first.LocalOff, size)
 	epoch := e.supervisor.Epoch() // before the selector looks at the plugins
 	slot := &l.routes[br.Op&1]
 	if was := slot.Load(); was != nil && was.epoch == epoch && was.rem == c.rem && was.lreg == lreg && was.lok == lok && was.rreg == first.Remote.Region &&
 		was.prio == br.Priority && was.transport == br.Transport && was.intent == br.Intent && was.policyName == br.Policy {
-		c.route, c.ps = was, was.ps
+		c.route = was
 		return nil
 	}
 	ps, policy, err := e.choose(r, c.rem, size)
@@ -577,7 +581,7 @@ func (e *Engine) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) 
 	if now.run != nil {
 		now.plan = e.plan(now.run, policy, size, 0)
 	}
-	c.route, c.ps = now, ps
+	c.route = now
 	if e.supervisor.Epoch() == epoch {
 		// No plugin changed while the selector looked: its answer is the
 		// one for these facts.

@@ -11,6 +11,7 @@ import (
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk"
@@ -401,21 +402,34 @@ func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt route
 		if hold != nil && !e.credit.take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
 			break // it stopped, or the engine closed, while waiting for credit
 		}
-		rail := rs.Pick(d.Length, plan.Rails, sc.now)
-		d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
-		if err := l.Put(&d, b, i); err != nil {
+		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, rs, ps, sc); !sent {
 			if hold != nil {
 				e.credit.unsent(hold, d.Length)
 			}
-			rs.Unsent(rail, d.Length)
-			if !errors.Is(err, progress.ErrTaskEnded) {
-				res.err = fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
-			}
+			res.err = err
 			break
 		}
 		res.sent++
 	}
 	return res
+}
+
+// putSlice puts slice d of task i of b (token its task's token) on lane
+// l, on the rail rs picks among allowed, and reports whether it went.
+// One that did not is taken back from its rail; err then says why, nil
+// when the task ended meanwhile (canceled, expired) rather than plugin
+// ps failing.
+func putSlice(d *ring.Descriptor, b *progress.Batch, i int, token, allowed uint64, l *progress.Lane, rs *rails.Set, ps *pluginState, sc *submitCtx) (sent bool, err error) {
+	rail := rs.Pick(d.Length, allowed, sc.now)
+	d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
+	if err := l.Put(d, b, i); err != nil {
+		rs.Unsent(rail, d.Length)
+		if errors.Is(err, progress.ErrTaskEnded) {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
+	}
+	return true, nil
 }
 
 // plan is how the slicer cuts n bytes on run's rails that policy
