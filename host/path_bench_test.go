@@ -255,9 +255,8 @@ func benchBlocks(b *testing.B, e *host.Engine, list *host.BlockList, br host.Blo
 	}
 	var tasks host.BlockTasks
 	var mallocs uint64
-	// The allocation count is read through runtime/metrics, which does
-	// not stop the world: runtime.ReadMemStats does, and its restart
-	// wakes the runtime's idle threads just as a timed section begins.
+	// Allocations through runtime/metrics, sections timed by the clock
+	// (spent): see the benchmark's comment.
 	allocs := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/gc/heap/tiny/allocs:objects"}}
 	readAllocs := func() uint64 {
 		metrics.Read(allocs)
@@ -278,12 +277,7 @@ func benchBlocks(b *testing.B, e *host.Engine, list *host.BlockList, br host.Blo
 	// call returned; this is the figure to compare a change that moves
 	// work between the two by.
 	var done time.Duration
-	// spent is the timed sections' wall time, read with the clock
-	// rather than b.StartTimer and b.StopTimer: those read the memory
-	// statistics (runtime.ReadMemStats), which stops the world, and the
-	// world's restart wakes the runtime's idle threads, which then ran
-	// beside the first calls of the section.
-	var spent time.Duration
+	var spent time.Duration // the timed sections' wall time
 	var start time.Time
 	stopPID := 0
 	submit := func() {
