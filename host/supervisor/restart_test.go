@@ -154,7 +154,7 @@ func TestRestartAfterKill(t *testing.T) {
 	}
 	want := []string{
 		"up gen 1 (in Start)",
-		"down gen 1 (Down, lane down true): the plugin process exited",
+		"down gen 1 (Down, lane down true): the plugin process exited (signal: killed)",
 		"replay gen 2 (Restarting): refused",
 		"replay gen 3 (Restarting)",
 		"up gen 3 (Restarting)",
@@ -167,7 +167,7 @@ func TestRestartAfterKill(t *testing.T) {
 		t.Fatalf("hooks called\n%q\nwant\n%q", got, want)
 	}
 	st := p.Status(t.Context())
-	if st.State != "running" || st.Restarts != 1 || st.LastExit != "the plugin process exited" || st.PID != r.Proc.PID() || st.Reason != "" {
+	if st.State != "running" || st.Restarts != 1 || st.LastExit != "the plugin process exited (signal: killed)" || st.PID != r.Proc.PID() || st.Reason != "" {
 		t.Fatalf("status %+v", st)
 	}
 	if p.lastErr.Load() != nil {

@@ -94,6 +94,11 @@ func (s *Set) watch(p *Plugin, r *Run) {
 	why := "the plugin process exited"
 	if m := r.stalled.Load(); m != nil {
 		why = *m + "; killed"
+	} else if st := r.Proc.ExitState(exitStateWait); st != "" {
+		// What ended it (an exit status, a signal) says where to look:
+		// the plugin's own log for an exit status, the kernel's for a
+		// signal such as an OOM kill.
+		why += " (" + st + ")"
 	}
 	p.lastExit.Store(&why) // before Down: "restarting" always has its reason
 	p.to(Exited)
@@ -119,6 +124,10 @@ func (s *Set) watch(p *Plugin, r *Run) {
 		sch.Failed(time.Now())
 	}
 }
+
+// exitStateWait bounds how long the supervisor waits for an exited
+// plugin's process to be reaped, to say how it ended.
+const exitStateWait = 100 * time.Millisecond
 
 // restart attempts the next run of p and brings it to where old was
 // (Hooks.Replay). It reports whether it is done: p runs again, or the set

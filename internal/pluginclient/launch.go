@@ -179,11 +179,7 @@ func (p *Process) watch() {
 			// The callback reports whether the pidfd is readable, i.e. the
 			// process exited; until then the runtime parks this goroutine
 			// in the netpoller. Closing f ends the wait.
-			rc.Read(func(fd uintptr) bool {
-				pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-				n, err := unix.Poll(pfd, 0)
-				return err != nil || n > 0
-			})
+			rc.Read(func(fd uintptr) bool { return pidfdReadable(int(fd)) })
 		}()
 		select {
 		case <-gone:
@@ -204,6 +200,27 @@ func (p *Process) watch() {
 	}
 }
 
+// pidfdReadable reports whether the pidfd fd is readable: its process
+// exited. A poll that a signal interrupts is tried again: with a zero
+// timeout poll fails with EINTR whenever a signal is pending (the Go
+// runtime's preemption, a child's SIGCHLD), and taking that for the exit
+// had the supervisor kill a healthy plugin as it started (one ferry bench
+// run in a dozen). Another error also reads as gone: the wait cannot go
+// on, and a plugin the host cannot watch is restarted rather than trusted.
+func pidfdReadable(fd int) bool {
+	pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := pollPidfd(pfd, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || n > 0
+	}
+}
+
+// pollPidfd is unix.Poll; a test makes it fail as a signal would.
+var pollPidfd = unix.Poll
+
 // pidfd opens a non-blocking pidfd for the plugin process, or nil.
 func (p *Process) pidfd() *os.File {
 	pid := p.PID()
@@ -219,6 +236,16 @@ func (p *Process) pidfd() *os.File {
 
 // Exited is closed when the plugin process has exited or was killed.
 func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitState says how the exited process ended, as os.ProcessState does
+// ("exit status 2", "signal: segmentation fault"), waiting up to d for
+// it to be reaped; "" when it was not within d (call after Exited).
+func (p *Process) ExitState(d time.Duration) string {
+	if p.run == nil || p.run.waited == nil {
+		return ""
+	}
+	return p.run.exitState(d)
+}
 
 // PID returns the plugin's process id, or 0.
 func (p *Process) PID() int {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // cmdRunner runs the plugin process for go-plugin (its runner.Runner), as
@@ -24,6 +25,10 @@ type cmdRunner struct {
 	stderr io.ReadCloser
 	path   string
 	pid    int // set by Start, before go-plugin reads the handshake
+	// waited is closed once Wait (go-plugin calls it as the process
+	// starts) has reaped the process; state is then its exit state.
+	waited chan struct{}
+	state  *os.ProcessState
 }
 
 // newCmdRunner runs cmd; path is the plugin binary it executes (cmd.Path
@@ -37,7 +42,7 @@ func newCmdRunner(cmd *exec.Cmd, path string) (*cmdRunner, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: path}, nil
+	return &cmdRunner{cmd: cmd, stdout: &handshakeTap{r: stdout}, stderr: stderr, path: path, waited: make(chan struct{})}, nil
 }
 
 func (c *cmdRunner) Start(context.Context) error {
@@ -51,7 +56,28 @@ func (c *cmdRunner) Start(context.Context) error {
 	return nil
 }
 
-func (c *cmdRunner) Wait(context.Context) error { return c.cmd.Wait() }
+func (c *cmdRunner) Wait(context.Context) error {
+	err := c.cmd.Wait()
+	c.state = c.cmd.ProcessState
+	close(c.waited)
+	return err
+}
+
+// exitState is how the process ended ("exit status 2", "signal:
+// killed"), once Wait reaped it within d; "" if it did not.
+func (c *cmdRunner) exitState(d time.Duration) string {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-c.waited:
+	case <-t.C:
+		return ""
+	}
+	if c.state == nil {
+		return ""
+	}
+	return c.state.String()
+}
 
 func (c *cmdRunner) Kill(context.Context) error {
 	if c.cmd.Process == nil {
