@@ -283,6 +283,10 @@ type Transfer struct {
 	// SmallBatch bytes), and a plugin lane after small descriptors: a
 	// small request completes within a network round trip, and sleeping
 	// through it costs more than the round trip on a loaded machine. A
+	// waiter spins so only on a lane whose small batches complete in a
+	// median of 50 us or less (shm's); on a slower one (tcp's) it sleeps
+	// on the completion ring at once, and the plugin's wakeup lands on it
+	// (progress.Lane.WaitOn). A
 	// plugin whose transport assists (sdk.Assister, as tcp does) lets its
 	// lane sleep instead while small work is on the wire: the goroutine
 	// that completes it takes the next request.

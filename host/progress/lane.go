@@ -31,6 +31,10 @@ type Lane struct {
 	spin   time.Duration
 	// spinSmall is how long a waiter for a small batch spins.
 	spinSmall time.Duration
+	// smallWait follows the median time (ns) a waiter for a small batch
+	// waits on this lane, and smallWaits counts those waits; see WaitOn.
+	smallWait  atomic.Int64
+	smallWaits atomic.Uint32
 	// reapPause is how long (ns) the reaper pauses after a short run with
 	// no waiter; see SetReapPause.
 	reapPause atomic.Int64
@@ -423,18 +427,27 @@ func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 // wakeup lands on the goroutine that waits. It returns done().
 //
 // small says the batch waited for is small: WaitOn then spins for the
-// lane's small-batch budget (SetSpinSmall) before it sleeps. locked says
-// the calling goroutine is locked to its OS thread (a call from C): its
-// spin then yields only the thread (ring.YieldThread), never the P.
+// lane's small-batch budget (SetSpinSmall) before it sleeps, provided the
+// lane answers small batches quickly (the median wait is at most
+// spinWorth); on a lane that does not (tcp's round trip through two
+// plugins and the kernel), it sleeps at once. locked says the calling
+// goroutine is locked to its OS thread (a call from C): its spin then
+// yields only the thread (ring.YieldThread), never the P.
 func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64, small, locked bool) bool {
 	spin := l.spin
-	if small && l.spinSmall > spin {
-		spin = l.spinSmall
+	var start int64
+	if small {
+		if spin = l.smallSpin(); spin > 0 {
+			start = Clock()
+		}
 	}
 	l.Enter()
 	defer l.Leave()
 	for {
 		if done() {
+			if start != 0 {
+				l.noteSmallWait(Clock() - start)
+			}
 			return true
 		}
 		if l.closing.Load() || l.down.Load() {
@@ -461,6 +474,60 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 		}
 	}
 }
+
+// smallSpin is how long a waiter for a small batch spins before it
+// sleeps on the completion ring, from the median wait of the lane's small
+// batches: the lane's spinSmall where that is at most spinWorth; else
+// nothing, except for every probeEvery-th wait, which spins up to
+// 2*spinWorth so that the median still follows the round trip (a wait
+// that slept would count the wakeup too, and a lane once slow would sleep
+// on). A wait that does not spin is not counted in the median.
+//
+// Why: on two cores saturated by bulk copies, a HIGH 4 KiB read over
+// tcp took 100-200 us; its waiter spun, then yielded (sched_yield), and
+// the scheduler, which moves a yielding thread's deadline back a slice at
+// each yield, had it wait behind the bulk threads when its completion
+// came: the last hop, from the plugin's completion to Wait returning,
+// made most of the loaded p99 (docs/qos.md). Asleep on the ring, the
+// plugin's wakeup places it at once. Over shm the round trip is a few
+// microseconds, and spinning through it is what keeps its p99 low.
+func (l *Lane) smallSpin() time.Duration {
+	spin := max(l.spin, l.spinSmall)
+	if l.smallWait.Load() <= int64(spinWorth) {
+		return spin
+	}
+	if l.smallWaits.Add(1)%probeEvery == 0 {
+		return min(spin, 2*spinWorth)
+	}
+	return 0
+}
+
+// noteSmallWait moves the lane's median small wait towards d, by at most
+// medianStep: a median, so that a loaded machine's tail of slow waits
+// does not turn a fast lane's waiters to sleeping. Waiters on one lane
+// may race here and lose an update; the figure only steers a spin.
+func (l *Lane) noteSmallWait(d int64) {
+	m := l.smallWait.Load()
+	switch {
+	case d > m:
+		m += min(d-m, int64(medianStep))
+	case d < m:
+		m -= min(m-d, int64(medianStep))
+	}
+	l.smallWait.Store(m)
+}
+
+const (
+	// spinWorth is the longest median wait a small batch's waiter spins
+	// through: beyond it, sleeping on the completion ring and being woken
+	// costs less than the spin takes from the cores.
+	spinWorth = 50 * time.Microsecond
+	// probeEvery: one in this many waits on a lane whose waiters sleep
+	// spins, to measure the round trip.
+	probeEvery = 16
+	// medianStep is the most one wait moves the median.
+	medianStep = 4 * time.Microsecond
+)
 
 // waitSlice bounds one sleep of a waiter, so that it notices its stop
 // channel; cancellation is seen within this.
