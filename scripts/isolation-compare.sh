@@ -16,7 +16,8 @@
 #   after   this tree's bin/ (run `make build` first) on its isolation.hcl
 #   poller  the same with the tcp plugin's priority_thread = false (its
 #           priority readers wait in the Go runtime's poller, as before)
-#   bulkbuf the same as after with the tcp plugin's bulk_buffer = "256KiB"
+#   nobuf   the same as after without the tcp plugin's bulk_buffer (the
+#           kernel sizes the bulk connections' socket buffers)
 # e.g. a config-only comparison on this tree's binaries:
 #   ARMS="off=bin:/tmp/off.hcl on=bin:bench/scenarios/engines/isolation.hcl" \
 #     scripts/isolation-compare.sh 5
@@ -44,9 +45,9 @@ if [ -z "${ARMS:-}" ]; then
 	fi
 	sed '/^plugin "tcp"/,/^}/ s/^  config {/  config {\n    priority_thread = false/' \
 		"$root/bench/scenarios/engines/isolation.hcl" >"$out/poller.hcl"
-	sed '/^plugin "tcp"/,/^}/ s/^  config {/  config {\n    bulk_buffer = "256KiB"/' \
-		"$root/bench/scenarios/engines/isolation.hcl" >"$out/bulkbuf.hcl"
-	ARMS="before=$bdir/bin:$bdir/bench/scenarios/engines/isolation.hcl after=$root/bin:$root/bench/scenarios/engines/isolation.hcl poller=$root/bin:$out/poller.hcl bulkbuf=$root/bin:$out/bulkbuf.hcl"
+	sed '/^plugin "tcp"/,/^}/ {/^    bulk_buffer /d}' \
+		"$root/bench/scenarios/engines/isolation.hcl" >"$out/nobuf.hcl"
+	ARMS="before=$bdir/bin:$bdir/bench/scenarios/engines/isolation.hcl after=$root/bin:$root/bench/scenarios/engines/isolation.hcl poller=$root/bin:$out/poller.hcl nobuf=$root/bin:$out/nobuf.hcl"
 fi
 
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
