@@ -5,7 +5,7 @@
 # 256KiB per system call (bulk_chunk), with kernel socket buffers of
 # 256KiB (bulk_buffer), and short scheduler slices for the plugin's other
 # threads (short_slices): docs/qos.md "Bulk work at a lower CPU priority".
-# bulk_buffer costs LOW about a third of its throughput over tcp; with it
+# bulk_buffer costs LOW about 40% of its throughput over tcp; with it
 # the HIGH p99 stays within 2x of its unloaded figure on two cores
 # (docs/qos.md, "Isolation: where it stands"). Give the bench's target
 # engine the same config, or its tcp plugin serves the bulk at the
