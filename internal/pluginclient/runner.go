@@ -27,8 +27,9 @@ type cmdRunner struct {
 	pid    int // set by Start, before go-plugin reads the handshake
 	// waited is closed once Wait (go-plugin calls it as the process
 	// starts) has reaped the process; state is then its exit state.
-	waited chan struct{}
-	state  *os.ProcessState
+	waited   chan struct{}
+	waitOnce sync.Once
+	state    *os.ProcessState
 }
 
 // newCmdRunner runs cmd; path is the plugin binary it executes (cmd.Path
@@ -58,8 +59,10 @@ func (c *cmdRunner) Start(context.Context) error {
 
 func (c *cmdRunner) Wait(context.Context) error {
 	err := c.cmd.Wait()
-	c.state = c.cmd.ProcessState
-	close(c.waited)
+	c.waitOnce.Do(func() {
+		c.state = c.cmd.ProcessState
+		close(c.waited)
+	})
 	return err
 }
 
