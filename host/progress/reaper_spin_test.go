@@ -7,18 +7,22 @@ import (
 	"time"
 )
 
-// reaperStack returns the stack of the goroutine running l.Reap, "" when
-// there is none.
-func reaperStack() string {
+// stackOf returns the stack of a goroutine running fn (a frame such as
+// "progress.(*Lane).Reap("), "" when there is none.
+func stackOf(fn string) string {
 	buf := make([]byte, 1<<20)
 	buf = buf[:runtime.Stack(buf, true)]
 	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "progress.(*Lane).Reap(") {
+		if strings.Contains(g, fn) {
 			return g
 		}
 	}
 	return ""
 }
+
+// reaperStack returns the stack of the goroutine running l.Reap, "" when
+// there is none.
+func reaperStack() string { return stackOf("progress.(*Lane).Reap(") }
 
 // reaperState returns the scheduling state of the goroutine running
 // l.Reap ("running", "runnable", "select", ...), "" when there is none,

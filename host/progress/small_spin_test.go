@@ -1,7 +1,6 @@
 package progress
 
 import (
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -58,16 +57,9 @@ func TestSmallSpinFollowsTheLanesMedianWait(t *testing.T) {
 	}
 }
 
-// waiterIn reports whether a goroutine in Lane.WaitOn is in fn.
+// waiterIn reports whether the goroutine in Lane.WaitOn is in fn.
 func waiterIn(fn string) bool {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, "progress.(*Lane).WaitOn(") && strings.Contains(g, fn) {
-			return true
-		}
-	}
-	return false
+	return strings.Contains(stackOf("progress.(*Lane).WaitOn("), fn)
 }
 
 // On a slow lane a small batch's waiter sleeps on the completion ring at
