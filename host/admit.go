@@ -43,19 +43,12 @@ var ErrBusy = errors.New("ferry: admission queue full")
 type qosQueue struct {
 	mu sync.Mutex // guards q
 	q  *admission.Queue[heldTask]
-	// dmu is held while one task taken from the queue is dispatched, so
-	// that FreeBatch, which takes it to forget a batch's held tasks,
-	// never frees a batch under the dispatcher.
-	dmu sync.Mutex
-	// cur is the batch of the task the dispatcher is taking on (set
-	// under mu when Next gives it, cleared under dmu), so that FreeBatch
-	// waits for it although the queue is empty.
-	cur atomic.Pointer[progress.Batch]
-	// taking is set while the dispatcher asks the queue for a task and
-	// takes it on: from before Next empties the queue until cur is
-	// cleared, so that FreeBatch, which looks without the lock, sees
-	// either the task held or the dispatcher at work.
-	taking atomic.Bool
+	// No lock is held while a task taken from the queue is dispatched
+	// (a dispatch may wait for credit or ring space): the dispatcher
+	// pins the task's batch under mu as Next gives it
+	// (progress.Tracker.PinBatch), so that a FreeBatch meanwhile never
+	// hands the batch to a new owner; FreeBatch waits for the pin
+	// (awaitUnpinned) after forgetHeld.
 	// wake tells the dispatcher to look at the queue; room tells a
 	// submitter waiting on a full queue that a place freed.
 	wake, room chan struct{}
@@ -374,13 +367,9 @@ func (e *Engine) runQoS() {
 		}
 		for {
 			now := progress.Now()
-			qq.dmu.Lock()
-			qq.taking.Store(true)
 			qq.mu.Lock()
 			t, g, ok := qq.q.Next(now)
-			if ok {
-				qq.cur.Store(t.b)
-			}
+			pinned := ok && e.tracker.PinBatch(t.b, t.id)
 			var at int64
 			if !ok {
 				if swept {
@@ -393,18 +382,17 @@ func (e *Engine) runQoS() {
 			}
 			qq.mu.Unlock()
 			if !ok {
-				qq.taking.Store(false)
-				qq.dmu.Unlock()
 				if at != 0 {
 					timer.Reset(time.Duration(at - now))
 				}
 				break
 			}
 			qq.freed()
+			if !pinned {
+				continue // its batch was freed meanwhile
+			}
 			e.resume(t, g)
-			qq.cur.Store(nil)
-			qq.taking.Store(false)
-			qq.dmu.Unlock()
+			e.tracker.Unpin(t.b)
 		}
 	}
 }
@@ -433,8 +421,6 @@ func (e *Engine) resume(t heldTask, g admission.Grant) {
 func (e *Engine) endHeld() {
 	qq := e.path.qos
 	closeErr := fmt.Errorf("%w: engine %q closed while the request was held back by admission", ErrClosed, e.name)
-	qq.dmu.Lock()
-	defer qq.dmu.Unlock()
 	qq.mu.Lock()
 	defer qq.mu.Unlock()
 	qq.q.Drain(func(t heldTask) {
@@ -454,16 +440,14 @@ func (e *Engine) forgetHeld(b *progress.Batch) {
 	}
 	// b's tasks were offered by Submit calls that returned before
 	// FreeBatch (the caller's order), so Held sees them unless the
-	// dispatcher took them, which taking then says (set before Next
-	// empties the queue, looked at after Held).
-	if !qq.q.Held() && !qq.taking.Load() {
-		return // nothing held, nor being taken on
+	// dispatcher took them: it pinned b then, and FreeBatch waits for
+	// that pin.
+	if !qq.q.Held() {
+		return
 	}
-	qq.dmu.Lock()
 	qq.mu.Lock()
 	qq.q.Remove(func(t heldTask) bool { return t.b == b })
 	qq.mu.Unlock()
-	qq.dmu.Unlock()
 	qq.freed()
 }
 

@@ -88,11 +88,15 @@ func (e *Engine) failover(j retryJob) {
 		why = statusErr(j.status)
 	}
 	d := e.decideFailover(&j)
-	b, i, release := e.tracker.Hold(j.token)
+	// A pin, not the tracker's lock: the dispatch below may wait for
+	// credit or ring space, and a lock held across that wait would stop
+	// every completion and FreeBatch (the lock order is in
+	// host/progress's doc).
+	b, i := e.tracker.Pin(j.token)
 	if b == nil {
 		return // the batch was freed, or the task moved on
 	}
-	defer release()
+	defer e.tracker.Unpin(b)
 	if d.Kind == failover.Fail {
 		if d.Expired && b.State(i, progress.Now()).Terminal() {
 			return // its deadline passed while it waited: TIMEOUT

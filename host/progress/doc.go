@@ -24,6 +24,32 @@
 // page faults or zeroing of fresh memory; a run of tasks is reserved with
 // one call (Batch.ReserveRun), not one lock and publication per task.
 //
+// Locks, and their order. A goroutine may take a later lock of this list
+// while holding an earlier one, never the reverse, and holds none of
+// them across a wait (a credit wait, a full ring, a sleep), a plugin
+// call or a stage of the request path:
+//
+//  1. Lane.mu, the producer side (Begin..End): held while one request's
+//     slices are put; a Put that finds the ring full waits for room
+//     with it held, bounded by the task's end and the lane's (Put's
+//     loop looks at both), and a credit wait gives it back first
+//     (the engine's creditState.take).
+//  2. Batch.mu: Add against itself.
+//  3. Tracker.live: read-held while one completion is applied (Poll,
+//     Apply) or a walk looks at the live batches (Each, Pin's lookup),
+//     write-held by Free alone. Its read side is taken again by a lane
+//     poll inside a credit wait, so nobody may keep it across a stage:
+//     a goroutine that works on a task outside a caller's call (a
+//     failover, a QoS resume) pins the batch instead (Tracker.Pin,
+//     PinBatch, Unpin), and Free hands a pinned batch back to the pool
+//     at its last Unpin.
+//  4. Task.noting (a task's reporting), Lane.reapMu and Lane.wmu, each
+//     taken alone and briefly; Tracker.mu, the free-slot queue, last.
+//
+// The engine's own locks (host: admission's queue lock, the engine's
+// registration lock) come before all of these; none is held across a
+// dispatch.
+//
 // It does not choose transports, validate addresses, size slices or
 // decide failover (host/selector, host/validate, host/slicer and
 // host/failover do), and it never touches payload bytes. Submission and

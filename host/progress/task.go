@@ -149,7 +149,18 @@ type Batch struct {
 	runWatch RunWatcher
 	// tracker is the batch's owner: its held count and hold hook.
 	tracker *Tracker
+	// pins counts the goroutines working on a task of the batch outside
+	// a caller's call (a failover, a QoS resume: Tracker.Pin), plus
+	// pinFreed once Free took the batch out of its slot. The batch goes
+	// back to the pool when both are done: at Free with no pin, else at
+	// the last Unpin. So nobody holds the tracker's lock while it works
+	// on a task, and a freed batch is never handed to a new owner under
+	// it.
+	pins atomic.Int64
 }
+
+// pinFreed is the bit of Batch.pins that Free sets.
+const pinFreed = 1 << 40
 
 // Watcher is told of the transitions the tracker makes of its tasks: an
 // attempt's slices all came back (Settled, with the first failing
@@ -937,6 +948,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 	b.done.Store(0)
 	b.total = 0
 	b.minDeadline.Store(0)
+	b.pins.Store(0)
 	t.slots[slot].Store(b)
 	return b, nil
 }
@@ -1077,7 +1089,9 @@ func (t *Tracker) apply(token uint64, st ring.Status, bytes uint64, at int64, r 
 }
 
 // Free releases a batch. Late completions for its tasks are dropped. It
-// reports whether it freed the batch (false: it was freed already).
+// reports whether it freed the batch (false: it was freed already). A
+// pinned batch (Pin) leaves its slot at once, so that no completion and
+// no new pin reaches it, and goes back to the pool at its last Unpin.
 func (t *Tracker) Free(b *Batch) bool {
 	t.live.Lock()
 	ok := t.slots[b.slot].CompareAndSwap(b, nil)
@@ -1094,13 +1108,59 @@ func (t *Tracker) Free(b *Batch) bool {
 			}
 		}
 	}
+	if b.pins.Add(pinFreed) == pinFreed {
+		t.recycle(b)
+	}
+	return true
+}
+
+// recycle gives a freed batch's slot and memory back, once nobody works
+// on it.
+func (t *Tracker) recycle(b *Batch) {
 	t.mu.Lock()
 	t.free[(t.freeHead+t.freeN)%len(t.free)] = b.slot
 	t.freeN++
 	t.mu.Unlock()
 	batchPools.Put(cap(b.tasks), b)
+}
+
+// Pin returns the live batch and task a token names, pinned: until
+// Unpin, a Free of the batch does not hand it (or its slot) to a new
+// owner. Nil when the batch was freed or the task moved to another
+// attempt. Unlike holding the tracker's lock, a pin may be kept across a
+// wait (a credit wait, a full ring): the lock is only taken to look the
+// token up.
+func (t *Tracker) Pin(token uint64) (b *Batch, i int) {
+	t.live.RLock()
+	defer t.live.RUnlock()
+	if b, i, _ = t.lookup(token); b == nil {
+		return nil, 0
+	}
+	b.pins.Add(1)
+	return b, i
+}
+
+// PinBatch pins b (see Pin) when it is still live with id (Batch.ID),
+// and reports whether it did.
+func (t *Tracker) PinBatch(b *Batch, id uint64) bool {
+	t.live.RLock()
+	defer t.live.RUnlock()
+	if !t.Live(b) || b.ID() != id {
+		return false
+	}
+	b.pins.Add(1)
 	return true
 }
+
+// Unpin ends a Pin or PinBatch of b.
+func (t *Tracker) Unpin(b *Batch) {
+	if b.pins.Add(-1) == pinFreed {
+		t.recycle(b)
+	}
+}
+
+// Pinned reports whether a goroutine works on b (Pin).
+func (t *Tracker) Pinned(b *Batch) bool { return b.pins.Load()&(pinFreed-1) != 0 }
 
 // Each calls f for every live batch. It holds live for reading, as a
 // completion does: no batch is freed (and handed to a new owner by the
@@ -1152,19 +1212,6 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 		}
 	})
 	return n
-}
-
-// Hold returns the live batch and task a token names, with the tracker
-// held so that the batch is not freed until release is called; nil when
-// the batch was freed or the task has moved to another attempt. Hold it
-// briefly: Free waits.
-func (t *Tracker) Hold(token uint64) (b *Batch, i int, release func()) {
-	t.live.RLock()
-	if b, i, _ = t.lookup(token); b == nil {
-		t.live.RUnlock()
-		return nil, 0, nil
-	}
-	return b, i, t.live.RUnlock
 }
 
 // Rails returns the set of rails (bit r for rail r) the current attempt
