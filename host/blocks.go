@@ -327,6 +327,17 @@ func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		c.req.Deadline = time.Unix(0, deadline)
 	}
 	c.deadline = deadline
+	if br.Op == Write && e.fences.Closed(c.rem.Name) {
+		// A fence of an ended run is unconfirmed at the target: no task
+		// is made until it is, or the request's deadline passes.
+		var until time.Time
+		if deadline != 0 {
+			until = time.Unix(0, deadline)
+		}
+		if err := e.fences.Wait(c.rem.Name, until, heldPoll, func() bool { return e.closed.Load() }); err != nil {
+			return fmt.Errorf("submit blocks: %w: %w", ErrDeadlineExceeded, err)
+		}
+	}
 	e.putRuns(c, b, src, ch)
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/fence"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
@@ -34,6 +35,10 @@ import (
 	"github.com/ferrydev/ferry/host/trace"
 	"github.com/ferrydev/ferry/sdk"
 )
+
+// fenceTimeout bounds one fence request to a target engine (which
+// waits for its plugin's answer).
+const fenceTimeout = 2 * time.Second
 
 // controlTimeout bounds one control call to a plugin.
 const controlTimeout = 10 * time.Second
@@ -125,8 +130,9 @@ type Engine struct {
 	sel        *selector.Selector // the policies, compiled; see route.go
 
 	tracker *progress.Tracker
-	path    requestPath // the request path's stages; see path.go
-	aborts  aborts      // ended tasks' slices to abort; see abort.go
+	path    requestPath  // the request path's stages; see path.go
+	aborts  aborts       // ended tasks' slices to abort; see abort.go
+	fences  *fence.Gates // targets whose writes wait for a fence; see fencing.go
 
 	topo *segment.Topology // this machine, from sysfs; published
 
@@ -194,6 +200,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		tracker:     progress.NewTracker(0),
 		quit:        make(chan struct{}),
 	}
+	e.fences = fence.New(fencePort{e}, fenceTimeout)
 	if e.machineID == "" {
 		e.machineID = config.DefaultMachineID()
 	}
@@ -385,7 +392,11 @@ func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 		},
 		Down: func(r *supervisor.Run, why string) {
 			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
-			n := e.tracker.FailTransport(ps.idx, err)
+			keep, fenced := e.fenceDown(ps, r) // writes it may still carry end once their targets fenced it
+			n := e.tracker.FailTransportExcept(ps.idx, err, keep)
+			if fenced != nil {
+				fenced(err)
+			}
 			railsOf(r.Observer).ForgetAll()
 			e.creditDown(r.Proc.Info.TwoSided)
 			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
@@ -563,6 +574,7 @@ func (e *Engine) Close() error {
 			e.unwatch() // e.wg.Wait below waits for the watch to end
 		}
 		close(e.quit)
+		e.fences.Stop() // writes waiting at a gate give up
 		// Failovers in progress give up (they watch quit) or finish
 		// submitting; none starts from here on.
 		e.retryMu.Lock()

@@ -50,6 +50,7 @@ func (e *Engine) startControl() error {
 		Listen: listen, Name: e.name, Incarnation: e.incarnation,
 		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
 		Credit: e.creditGranter(),
+		Fence:  fenceServer{e},
 	})
 	if err != nil {
 		return err

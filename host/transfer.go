@@ -334,6 +334,11 @@ func (e *Engine) admit(r *Request, rem *remote, sc *submitCtx) error {
 // avoid. It ends by marking the attempt cut; if the plugin died
 // meanwhile, it fails the attempt over.
 func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
+	if r.Op == Write && e.fences.Closed(rem.Name) {
+		// A fence of an ended run is unconfirmed there: the write waits
+		// (awaitGate); one that ended meanwhile puts nothing below.
+		e.awaitGate(b, i, r, rem)
+	}
 	run := rt.ps.run()
 	// Each request's slices are published as one: a plugin works on one
 	// request while the next is cut (holding the lane over a whole batch
@@ -581,6 +586,9 @@ func (e *Engine) taskErr(b *progress.Batch, i int, s State) error {
 	case StatePending, StateCompleted:
 		return nil
 	case StateTimeout:
+		if err := t.Err(); err != nil && errors.Is(err, ErrDeadlineExceeded) {
+			return err // it said why it waited (a fence: awaitGate)
+		}
 		if rec := e.path.lookup(b, i); rec != nil && rec.defaultDeadline {
 			return fmt.Errorf("%w: the default deadline (transfer.default_deadline = %s; the request set none) passed after %d of %d bytes; set Request.Deadline, or raise default_deadline (\"0s\": none)",
 				ErrDeadlineExceeded, e.cfg.Transfer.DefaultDeadline, t.Bytes(), t.Length)

@@ -50,6 +50,8 @@ const (
 	// InterfaceConfigChecker: the Transport implements ConfigChecker
 	// (protocol 2).
 	InterfaceConfigChecker = "config_checker"
+	// InterfaceFencer: the Transport implements Fencer (protocol 2).
+	InterfaceFencer = "fencer"
 )
 
 // implemented lists the optional interfaces impl has, by type assertion.
@@ -63,6 +65,9 @@ func implemented(impl Transport) []string {
 	}
 	if _, ok := impl.(ConfigChecker); ok {
 		names = append(names, InterfaceConfigChecker)
+	}
+	if _, ok := impl.(Fencer); ok {
+		names = append(names, InterfaceFencer)
 	}
 	return names
 }

@@ -420,7 +420,29 @@ func startConfig(req *transportv1.StartRequest) StartConfig {
 		ConfigByte:   int(req.ConfigByte),
 
 		ClusterSecret: req.ClusterSecret,
+		Run:           req.Run,
 	}
+}
+
+// Fence is the Fencer's RPC; a Transport without it answers
+// Unimplemented.
+func (s *server) Fence(ctx context.Context, req *transportv1.FenceRequest) (*transportv1.FenceResponse, error) {
+	f, ok := s.impl.(Fencer)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "fence: the plugin's Transport does not implement sdk.Fencer")
+	}
+	if req.GetRun() == 0 || req.GetFrom() == "" {
+		return nil, status.Error(codes.InvalidArgument, "fence: the request names no engine or no run (run 0 is no run)")
+	}
+	r, err := f.Fence(ctx, req.GetFrom(), req.GetRun())
+	if err != nil {
+		code := codes.Internal
+		if errors.Is(err, ErrFenceNotYours) {
+			code = codes.PermissionDenied
+		}
+		return nil, status.Errorf(code, "fence: %v", err)
+	}
+	return &transportv1.FenceResponse{Connections: uint32(max(r.Connections, 0)), Known: r.Known}, nil
 }
 
 func (s *server) Stop(ctx context.Context, _ *transportv1.StopRequest) (*transportv1.StopResponse, error) {

@@ -2,6 +2,7 @@ package sdk
 
 import (
 	"context"
+	"errors"
 
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -129,6 +130,53 @@ type Aborter interface {
 	Abort(ctx context.Context, tokens []uint64) (int, error)
 }
 
+// Fencer is an optional interface (protocol 2) of a two-sided transport
+// (one whose peer plugin applies what the initiator sent: tcp): the
+// receiving side's half of "ended means ended at both ends".
+//
+// A write's bytes can outlive the initiator's plugin run that sent them:
+// queued in the kernel's send buffer over a slow link, or unread in the
+// socket of a receiving plugin that was stopped. When the initiating
+// host ends such a run (it killed a stalled plugin, or the plugin died)
+// with writes in flight, it asks the receiving engine, over the
+// authenticated control service, to fence that run before it reports
+// those writes ended or sends a newer write to the same engine. That
+// engine calls Fence on its plugin:
+//   - from then on, no frame of a connection whose hello named engine
+//     from and run is applied to memory (drop it, close the connection),
+//     and no new connection of that run is accepted;
+//   - a frame being applied when the fence arrives finishes, or is cut
+//     off (the connection shut down) if it does not finish promptly;
+//   - Fence returns only once no frame of that run is being applied.
+//
+// A fence names a run that this plugin may never have served (its
+// connections died with an earlier run of this plugin, or never came):
+// it is recorded all the same, so that a connection of that run that is
+// still on its way is refused, and known is false. A run of another
+// engine's connections is not fenced: Fence returns an error that says
+// whose they are (the host has authenticated from). kit.Fences does all
+// of this for a transport.
+//
+// The SDK lists Fencer in Describe (InterfaceFencer). One-sided
+// transports need no Fencer: their writes are the initiator's plugin's
+// own stores (shm) or its NIC's (rdma), which end when the host sees that
+// plugin's process gone (shm), or when its queue pairs are moved to the
+// error state or its memory registrations are revoked (rdma).
+type Fencer interface {
+	Fence(ctx context.Context, from string, run uint64) (FenceResult, error)
+}
+
+// ErrFenceNotYours is what a Fence returns (wrapped) for a run whose
+// connections another engine holds: only the engine that sent a run's
+// frames may fence it.
+var ErrFenceNotYours = errors.New("the run's connections were opened by another engine")
+
+// FenceResult is what a Fence found.
+type FenceResult struct {
+	Connections int  // the run's connections that were open and are fenced now
+	Known       bool // a connection of the run was ever served here
+}
+
 // ConfigChecker is an optional interface of a Transport: CheckConfig
 // decodes and checks cfg.Config as Start would, with the same errors
 // (file:line:col into the operator's file), and starts nothing: no
@@ -238,6 +286,11 @@ type StartConfig struct {
 	// whose own block names no secret authenticates its peers with it.
 	// Nil without one, and from hosts older than this field.
 	ClusterSecret []byte
+	// Run is a number the host drew for this run of the plugin (0 from
+	// hosts older than this field). A two-sided transport carries it in
+	// every connection it dials, with the engine's name, so that the
+	// peer can fence what this run sent (Fencer) once the host ended it.
+	Run uint64
 }
 
 // Endpoint is the opaque blob a plugin publishes for its peers (for TCP:

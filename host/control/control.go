@@ -104,6 +104,12 @@ type Stats struct {
 	CreditNoHandle uint64 // refused: they named another segment or incarnation of it
 	CreditRefused  uint64 // refused by the Granter (a replayed sequence number)
 	CreditInvalid  uint64 // refused: a field missing or over its bound
+
+	// Fence requests (see Fencer).
+	Fenced       uint64 // answered: the run is fenced here
+	FenceForged  uint64 // refused: not signed with the server's secret, or outside the replay window
+	FenceRefused uint64 // refused: another segment or incarnation addressed, or the Fencer refused
+	FenceInvalid uint64 // refused: a field missing or over its bound
 }
 
 // Options are a server's or client's settings beyond its address.
@@ -121,6 +127,9 @@ type Options struct {
 	// Credit, on a server, grants receiver credit; nil answers the Credit
 	// RPC Unimplemented.
 	Credit Granter
+	// Fence, on a server, fences a peer's plugin run in this engine's
+	// plugins; nil answers the Fence RPC Unimplemented.
+	Fence Fencer
 }
 
 func (o Options) now() time.Time {

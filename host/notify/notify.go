@@ -82,6 +82,9 @@ type Config struct {
 	// Credit grants receiver credit to peers (control.Options.Credit);
 	// nil grants none.
 	Credit control.Granter
+	// Fence fences peers' plugin runs in this engine's plugins
+	// (control.Options.Fence); nil answers Fence Unimplemented.
+	Fence control.Fencer
 }
 
 // Service is an engine's control service and its notifications.
@@ -128,7 +131,7 @@ func Start(c Config) (*Service, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret, Credit: c.Credit})
+	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret, Credit: c.Credit, Fence: c.Fence})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("engine %q: %w", c.Name, err)

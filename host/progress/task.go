@@ -102,6 +102,25 @@ func (t *Task) Err() error {
 	return nil
 }
 
+// Blame records err as what task i waits for, so that it is the
+// task's error should it end meanwhile without another (its deadline
+// passing); unblame takes it back once the wait is over. A task that
+// already has an error keeps it.
+func (b *Batch) Blame(i int, err error) (unblame func()) {
+	t := &b.tasks[i]
+	p := &err
+	if !t.err.CompareAndSwap(nil, p) {
+		return func() {}
+	}
+	return func() { t.err.CompareAndSwap(p, nil) }
+}
+
+// Detach takes task i off the transport that carried it: a task whose
+// plugin died and whose end waits for something else (a fence) is no
+// longer that plugin's to hold, nor its next run's to fail
+// (FailTransport, HeldBy); FailToken ends it.
+func (b *Batch) Detach(i int) { b.tasks[i].transport.Store(0) }
+
 // State returns the task's state as last recorded; Batch.State also
 // expires a task whose deadline passed.
 func (t *Task) State() State { return State(t.state.Load()) }
@@ -1180,38 +1199,66 @@ func (t *Tracker) Each(f func(*Batch)) {
 // looked at it since, but it missed its deadline before the plugin
 // failed it. Returns how many tasks it ended.
 func (t *Tracker) FailTransport(idx int32, err error) int {
+	return t.FailTransportExcept(idx, err, nil)
+}
+
+// FailTransportExcept is FailTransport, leaving alone the tasks for
+// which keep (called with the tracker read-held: it must not block)
+// returns true: keep detaches them (Detach), and the engine ends them
+// later with FailToken, once the bytes they may still carry can no
+// longer land (host/fence).
+func (t *Tracker) FailTransportExcept(idx int32, err error, keep func(b *Batch, i int) bool) int {
 	n := 0
 	now := Now()
 	t.Each(func(b *Batch) {
 		for i := range int(b.n.Load()) {
 			tk := &b.tasks[i]
-			if tk.transport.Load() != idx+1 {
+			if tk.transport.Load() != idx+1 || (keep != nil && !State(tk.state.Load()).Terminal() && keep(b, i)) {
 				continue
 			}
-			ended := false
-			switch {
-			case tk.ending.Load() != 0:
-				// Its end was decided while the plugin held slices of
-				// it: the plugin is gone, so nothing touches them now.
-				ended = b.Release(i)
-			case tk.Deadline != 0 && now >= tk.Deadline:
-				// Decided TIMEOUT, and released at once if slices were
-				// out: the plugin that held them is gone.
-				ended = b.Finish(i, Timeout, nil) && (State(tk.state.Load()).Terminal() || b.Release(i))
-			case !tk.cut.Load():
-				// Its submitter is still cutting it: it sees the lane
-				// down and fails it over itself.
-			case b.offer(i, err):
-				n++
-			default:
-				ended = b.Finish(i, Failed, err)
-			}
-			if ended {
+			if b.failTask(i, err, now) {
 				n++
 			}
 		}
 	})
 	return n
+}
+
+// FailToken does for the task a token names what FailTransport does for
+// every task of a transport whose plugin died, if that task is still
+// detached from it (Detach) and on that attempt; it reports whether it
+// ended the task or handed it to failover.
+func (t *Tracker) FailToken(token uint64, err error) bool {
+	t.live.RLock()
+	defer t.live.RUnlock()
+	b, i, _ := t.lookup(token)
+	if b == nil || b.tasks[i].transport.Load() != 0 {
+		return false // it moved on: not detached (Detach), or another attempt
+	}
+	return b.failTask(i, err, Now())
+}
+
+// failTask is what a plugin's death does to task i, which it carried.
+func (b *Batch) failTask(i int, err error, now int64) bool {
+	tk := &b.tasks[i]
+	switch {
+	case tk.ending.Load() != 0:
+		// Its end was decided while the plugin held slices of
+		// it: the plugin is gone, so nothing touches them now.
+		return b.Release(i)
+	case tk.Deadline != 0 && now >= tk.Deadline:
+		// Decided TIMEOUT, and released at once if slices were
+		// out: the plugin that held them is gone.
+		return b.Finish(i, Timeout, nil) && (State(tk.state.Load()).Terminal() || b.Release(i))
+	case !tk.cut.Load():
+		// Its submitter is still cutting it: it sees the lane
+		// down and fails it over itself.
+		return false
+	case b.offer(i, err):
+		return true
+	default:
+		return b.Finish(i, Failed, err)
+	}
 }
 
 // Rails returns the set of rails (bit r for rail r) the current attempt

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/ferrydev/ferry/host/loader"
@@ -20,7 +21,7 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{Proc: lp, Gen: p.lives.Add(1)}
+	r := &Run{Proc: lp, Gen: p.lives.Add(1), ID: newRunID()}
 	fail := func(reason string, err error) (*Run, error) {
 		for _, l := range r.Lanes {
 			l.Close(false)
@@ -37,7 +38,9 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 	if !r.Probe.Available {
 		return fail("unavailable: "+r.Probe.Reason, nil)
 	}
-	r.Endpoint, err = lp.Client.Start(cctx, p.spec.Start)
+	start := p.spec.Start
+	start.Run = r.ID
+	r.Endpoint, err = lp.Client.Start(cctx, start)
 	if err != nil {
 		return fail("start failed", err)
 	}
@@ -179,4 +182,15 @@ func (s *Set) attemptFailed(p *Plugin, err error) {
 	p.lastErr.Store(&msg)
 	p.to(AttemptFailed)
 	s.log.Warn("plugin restart failed; retrying", "plugin", p.name, "error", err)
+}
+
+// newRunID draws a run's ID: random, never 0, so that a peer's fence of
+// one run never reaches another (of this plugin, of this engine's other
+// lives, or of another engine).
+func newRunID() uint64 {
+	for {
+		if id := rand.Uint64(); id != 0 {
+			return id
+		}
+	}
 }

@@ -104,8 +104,11 @@ type Hooks struct {
 // Run is one run of a plugin process. Its fields are set by the launch
 // and never change after the run is handed to Hooks.
 type Run struct {
-	Proc     *loader.Plugin
-	Gen      uint32 // generation stamped on its lanes' completions
+	Proc *loader.Plugin
+	Gen  uint32 // generation stamped on its lanes' completions
+	// ID is the run's number as the plugin's peers know it
+	// (sdk.StartConfig.Run): a peer fences what this run sent by it.
+	ID       uint64
 	Probe    sdk.ProbeResult
 	Endpoint sdk.Endpoint
 	Lanes    []*progress.Lane

@@ -286,6 +286,20 @@ func (c *Client) Drain(ctx context.Context) error {
 	return rpcErr(err)
 }
 
+// Fence asks a two-sided plugin to apply nothing more of what engine
+// from's plugin run sent (sdk.Fencer) and returns once nothing of it is
+// being applied.
+func (c *Client) Fence(ctx context.Context, from string, run uint64) (sdk.FenceResult, error) {
+	r, err := c.rpc.Fence(ctx, &transportv1.FenceRequest{From: from, Run: run})
+	if err != nil {
+		if status.Code(err) == codes.Unimplemented {
+			return sdk.FenceResult{}, &UnimplementedError{Plugin: c.pluginName(), Method: "Fence", Interface: "sdk.Fencer", Protocol: 2, Err: rpcErr(err)}
+		}
+		return sdk.FenceResult{}, fmt.Errorf("plugin %q: fence of engine %q's run %#x: %w", c.pluginName(), from, run, rpcErr(err))
+	}
+	return sdk.FenceResult{Connections: int(r.GetConnections()), Known: r.GetKnown()}, nil
+}
+
 // Abort asks the plugin to give back early the descriptors it holds whose
 // tokens are listed (sdk.Aborter) and returns how many it found; their
 // completions still arrive on the lanes. A plugin without it answers with
@@ -325,6 +339,7 @@ func startRequest(cfg sdk.StartConfig) *transportv1.StartRequest {
 		ConfigByte:   int32(cfg.ConfigByte),
 
 		ClusterSecret: cfg.ClusterSecret,
+		Run:           cfg.Run,
 	}
 }
 

@@ -373,6 +373,12 @@ func (t *Transport) takeHeld(h *held) bool {
 // which complete StatusCanceled without being carried (unless their
 // hold fault says abort = false), and passes the tokens on to TCP for
 // the descriptors it carries.
+// Fence is the wrapped tcp transport's (sdk.Fencer): the fault plugin
+// listens with it, so it fences what peers' runs sent to it the same way.
+func (t *Transport) Fence(ctx context.Context, from string, run uint64) (sdk.FenceResult, error) {
+	return t.tcp.Fence(ctx, from, run)
+}
+
 func (t *Transport) Abort(ctx context.Context, tokens []uint64) (int, error) {
 	set := make(map[uint64]struct{}, len(tokens))
 	for _, tok := range tokens {

@@ -20,6 +20,7 @@ type transcript struct {
 	segment      string // the target segment named in the hello
 	from         string // the dialer's engine name, with FlagFrom; "" without
 	incarnation  uint64 // the incarnation the hello asked for
+	run          uint64 // the dialer's plugin run, with FlagRun; 0 without
 	listenerInc  uint64 // the listener's incarnation, from the reply
 	maxFrame     uint64 // from the reply
 	listenerFlag uint16 // the reply's flags
@@ -56,6 +57,10 @@ func authMAC(secret []byte, label string, tr *transcript) [MACSize]byte {
 		binary.LittleEndian.PutUint16(b[:], uint16(len(tr.from)))
 		m.Write(b[:2])
 		m.Write([]byte(tr.from))
+	}
+	if tr.run != 0 {
+		binary.LittleEndian.PutUint64(b[:], tr.run)
+		m.Write(b[:])
 	}
 	var out [MACSize]byte
 	m.Sum(out[:0])

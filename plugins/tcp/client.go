@@ -562,6 +562,9 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 	if p.from != "" {
 		h.Flags, h.From = h.Flags|FlagFrom, p.from
 	}
+	if t.run != 0 {
+		h.Flags, h.Run = h.Flags|FlagRun, t.run
+	}
 	if _, err := nc.Write(AppendHello(nil, h)); err != nil {
 		return 0, ring.StatusPeerUnreachable, err
 	}
@@ -602,7 +605,7 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 			return 0, ring.StatusProtocol, err
 		}
 		tr := transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: theirs.Nonce,
-			segment: h.Segment, from: h.From, incarnation: h.Incarnation,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation, run: h.Run,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		ours := Proof{MAC: authMAC(secret, proofByDialer, &tr)}
 		ok := theirs.Status == ring.StatusOK && verifyMAC(secret, proofByListener, &tr, theirs.MAC)

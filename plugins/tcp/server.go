@@ -76,6 +76,9 @@ type serverConn struct {
 	open              bool // counted in conns_open (until closed)
 	peer              peerKey
 
+	dialerRun uint64         // the dialer's plugin run, from its hello (0: it sent none)
+	fence     *kit.FenceConn // its place in Transport.fences, once authenticated
+
 	hdr     [RequestSize]byte
 	scratch []byte // where a rejected write's payload is discarded
 	unblock func() // ends the reader's waits on its own thread (prio.go); set by serve
@@ -129,6 +132,14 @@ func (sc *serverConn) serve() {
 	if !t.authenticated(sc) {
 		return
 	}
+	fc, ok := t.fences.Open(sc.peer.name, sc.dialerRun, func() { shutdown(sc.link.nc) })
+	if !ok {
+		t.stats.fencedRefused.Add(1)
+		t.log.Debug("refusing a connection of a fenced run", "remote", sc.link.nc.RemoteAddr().String(), "from", sc.peer.name, "run", sc.dialerRun)
+		return
+	}
+	sc.fence = fc
+	defer fc.Close()
 	_ = sc.link.nc.SetDeadline(time.Time{})
 	// Until it is taken for a bulk one, the connection may be a dialer's
 	// priority connection (prio.go).
@@ -144,6 +155,8 @@ func (sc *serverConn) serve() {
 		t.log.Debug("dropping connection: malformed frame", "remote", sc.link.nc.RemoteAddr().String(), "error", err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		t.stats.connsDroppedTruncated.Add(1)
+	case errors.Is(err, errFenced), sc.fence != nil && sc.fence.Fenced():
+		// Cut by a fence: counted in fenced_frames / fences.
 	default:
 		t.stats.errors.Add(1)
 		sc.rail.errors.Add(1)
@@ -151,6 +164,9 @@ func (sc *serverConn) serve() {
 }
 
 var errMalformed = errors.New("tcp: malformed frame")
+
+// errFenced ends a connection whose dialer's run was fenced.
+var errFenced = errors.New("tcp: the dialer's run is fenced")
 
 // handshakeRead reads the next part of the handshake by sc.deadline,
 // counting why it failed. Only a connection closed before its first byte
@@ -210,6 +226,7 @@ func (sc *serverConn) hello() bool {
 	secret := t.set.secret
 	theirAuth, ourAuth := h.Flags&FlagAuth != 0, secret != nil
 	sc.peer = peerKey{name: h.From}
+	sc.dialerRun = h.Run
 	if h.From == "" {
 		sc.peer.addr = sc.host
 	}
@@ -239,7 +256,7 @@ func (sc *serverConn) hello() bool {
 	var tr transcript
 	if st == ring.StatusOK && ourAuth {
 		tr = transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: newNonce(),
-			segment: h.Segment, from: h.From, incarnation: h.Incarnation,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation, run: h.Run,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		EncodeProof(msg[HelloReplySize:], &Proof{Nonce: tr.listenNonce, MAC: authMAC(secret, proofByListener, &tr)})
 		out = msg[:]
@@ -367,6 +384,13 @@ func (sc *serverConn) serveFrames(have int) error {
 					return err
 				}
 			}
+			if st == ring.StatusOK && !sc.fence.Begin() {
+				// The dialer's run is fenced: its host ended it, and what
+				// it still sends must not land (fence.go).
+				r.Release()
+				t.stats.fencedFrames.Add(1)
+				return errFenced
+			}
 			if st == ring.StatusOK {
 				sc.cur.Store(r)
 				var n int
@@ -377,6 +401,7 @@ func (sc *serverConn) serveFrames(have int) error {
 					n, err = sc.link.readFullNext(r.Mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
 				}
 				sc.cur.Store(nil)
+				sc.fence.End()
 				r.Release()
 				if err != nil {
 					return eofIsTruncation(err)

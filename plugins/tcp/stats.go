@@ -22,9 +22,13 @@ type counters struct {
 	connsDroppedMalformed atomic.Uint64
 	// connsDroppedTruncated counts connections that ended inside a frame.
 	connsDroppedTruncated atomic.Uint64
-	connsOpen             atomic.Int64
-	connsAccepted         atomic.Uint64
-	connsDialed           atomic.Uint64
+	// fences counts Fence calls answered; fencedFrames the write frames
+	// of fenced runs dropped unapplied; fencedRefused the connections of
+	// fenced runs refused after their hello (fence.go).
+	fences, fencedFrames, fencedRefused atomic.Uint64
+	connsOpen                           atomic.Int64
+	connsAccepted                       atomic.Uint64
+	connsDialed                         atomic.Uint64
 	// opsAborted counts descriptors given back early by Abort: queued
 	// ones never sent, and reads in flight whose payload went to scratch.
 	opsAborted    atomic.Uint64
@@ -71,6 +75,9 @@ func (c *counters) snapshot() map[string]uint64 {
 		"conns_dropped_malformed": c.connsDroppedMalformed.Load(),
 		"conns_dropped_truncated": c.connsDroppedTruncated.Load(),
 		"conns_open":              uint64(open),
+		"fences":                  c.fences.Load(),
+		"fenced_frames":           c.fencedFrames.Load(),
+		"fenced_refused":          c.fencedRefused.Load(),
 		"conns_accepted":          c.connsAccepted.Load(),
 		"conns_dialed":            c.connsDialed.Load(),
 		"ops_aborted":             c.opsAborted.Load(),

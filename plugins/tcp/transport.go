@@ -42,6 +42,12 @@ type Transport struct {
 	stats  counters
 	recv   budget // staging bytes of every server connection (bounds.go)
 	opPool sync.Pool
+
+	// run is this run of the plugin (sdk.StartConfig.Run), carried in
+	// every hello it dials; fences are the runs of peers it was asked
+	// to fence (fence.go).
+	run    uint64
+	fences kit.Fences
 }
 
 var _ sdk.Transport = (*Transport)(nil)
@@ -140,6 +146,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		}
 	}
 	t.set = set
+	t.run = cfg.Run
 	t.recv.init(set.maxRecvBuffer)
 	t.listen = lns
 	t.rails = make([]*rail, len(lns))

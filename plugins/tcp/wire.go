@@ -159,8 +159,13 @@ const FlagAuth = 1
 // engine name (Hello.From).
 const FlagFrom = 2
 
+// FlagRun, in a hello, says that it carries the dialer's plugin run
+// (Hello.Run, sdk.StartConfig.Run): 8 bytes after the names, so that the
+// listener can fence what that run sent (sdk.Fencer).
+const FlagRun = 4
+
 // helloFlags are the flags a hello may carry.
-const helloFlags = FlagAuth | FlagFrom
+const helloFlags = FlagAuth | FlagFrom | FlagRun
 
 var (
 	magicHello      = [4]byte{'F', 'R', 'Y', 'H'}
@@ -199,6 +204,7 @@ type Hello struct {
 	Incarnation uint64
 	Segment     string
 	From        string          // the dialer's engine name: sent with FlagFrom only, empty without it
+	Run         uint64          // the dialer's plugin run: sent with FlagRun only, 0 without it
 	Nonce       [NonceSize]byte // sent with FlagAuth only; zero without it
 }
 
@@ -213,6 +219,9 @@ func AppendHello(b []byte, h Hello) []byte {
 		b = append(b, h.From...)
 	}
 	nameLen := len(b) - n - HelloSize
+	if h.Flags&FlagRun != 0 {
+		b = binary.LittleEndian.AppendUint64(b, h.Run)
+	}
 	if h.Flags&FlagAuth != 0 {
 		b = append(b, h.Nonce[:]...)
 	}
@@ -247,6 +256,9 @@ func HelloRestLen(b []byte) (int, error) {
 	if flags&^helloFlags != 0 {
 		return 0, ErrFlags
 	}
+	if flags&FlagRun != 0 {
+		n += 8
+	}
 	if flags&FlagAuth != 0 {
 		n += NonceSize
 	}
@@ -278,6 +290,10 @@ func DecodeHello(b []byte) (Hello, error) {
 	if h.Flags&FlagAuth != 0 {
 		name = name[:len(name)-NonceSize]
 		copy(h.Nonce[:], b[len(b)-NonceSize:])
+	}
+	if h.Flags&FlagRun != 0 {
+		h.Run = binary.LittleEndian.Uint64(name[len(name)-8:])
+		name = name[:len(name)-8]
 	}
 	if h.Flags&FlagFrom != 0 {
 		i := bytes.IndexByte(name, 0)

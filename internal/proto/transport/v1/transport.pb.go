@@ -497,6 +497,10 @@ type StartRequest struct {
 	// The engine's cluster secret, when it has one (protocol 2; empty
 	// otherwise): a plugin whose own block names none may use it.
 	ClusterSecret []byte `protobuf:"bytes,9,opt,name=cluster_secret,json=clusterSecret,proto3" json:"cluster_secret,omitempty"`
+	// run is a number the host draws for this run of the plugin, never 0
+	// from a host that sends it: the plugin's connections to peers carry
+	// it, so that a peer can fence what this run sent (Fence).
+	Run           uint64 `protobuf:"varint,10,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,6 +596,13 @@ func (x *StartRequest) GetClusterSecret() []byte {
 		return x.ClusterSecret
 	}
 	return nil
+}
+
+func (x *StartRequest) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
 }
 
 type StartResponse struct {
@@ -1883,6 +1894,115 @@ func (x *BatchFailure) GetError() string {
 	return ""
 }
 
+type FenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// from is the engine (segment) name of the peer whose run is fenced, as
+	// its connections' authenticated hellos named it.
+	From string `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	// run is that peer plugin's run (its StartRequest.run), never 0.
+	Run           uint64 `protobuf:"varint,2,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceRequest) Reset() {
+	*x = FenceRequest{}
+	mi := &file_transport_v1_transport_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceRequest) ProtoMessage() {}
+
+func (x *FenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
+func (*FenceRequest) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *FenceRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+type FenceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// connections is how many of the run's connections were open here and
+	// are now fenced; known says whether this plugin ever served one.
+	Connections   uint32 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"`
+	Known         bool   `protobuf:"varint,2,opt,name=known,proto3" json:"known,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceResponse) Reset() {
+	*x = FenceResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceResponse) ProtoMessage() {}
+
+func (x *FenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
+func (*FenceResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *FenceResponse) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *FenceResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
 var File_transport_v1_transport_proto protoreflect.FileDescriptor
 
 const file_transport_v1_transport_proto_rawDesc = "" +
@@ -1914,7 +2034,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\rProbeResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12.\n" +
-	"\x05rails\x18\x03 \x03(\v2\x18.ferry.transport.v1.RailR\x05rails\"\xae\x02\n" +
+	"\x05rails\x18\x03 \x03(\v2\x18.ferry.transport.v1.RailR\x05rails\"\xc0\x02\n" +
 	"\fStartRequest\x12\x16\n" +
 	"\x06engine\x18\x01 \x01(\tR\x06engine\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x1d\n" +
@@ -1928,7 +2048,9 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\rconfig_column\x18\a \x01(\x05R\fconfigColumn\x12\x1f\n" +
 	"\vconfig_byte\x18\b \x01(\x05R\n" +
 	"configByte\x12%\n" +
-	"\x0ecluster_secret\x18\t \x01(\fR\rclusterSecret\"+\n" +
+	"\x0ecluster_secret\x18\t \x01(\fR\rclusterSecret\x12\x10\n" +
+	"\x03run\x18\n" +
+	" \x01(\x04R\x03run\"+\n" +
 	"\rStartResponse\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\x86\x02\n" +
 	"\x11AttachLaneRequest\x12\x12\n" +
@@ -2004,7 +2126,13 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x06failed\x18\x01 \x03(\v2 .ferry.transport.v1.BatchFailureR\x06failed\"A\n" +
 	"\fBatchFailure\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error*3\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\"4\n" +
+	"\fFenceRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x10\n" +
+	"\x03run\x18\x02 \x01(\x04R\x03run\"G\n" +
+	"\rFenceResponse\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x12\x14\n" +
+	"\x05known\x18\x02 \x01(\bR\x05known*3\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bOP_WRITE\x10\x01\x12\v\n" +
@@ -2014,8 +2142,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"PERM_LOCAL\x10\x01\x12\x14\n" +
 	"\x10PERM_REMOTE_READ\x10\x02\x12\x1a\n" +
-	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xe9\n" +
-	"\n" +
+	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xb7\v\n" +
 	"\tTransport\x12U\n" +
 	"\bDescribe\x12#.ferry.transport.v1.DescribeRequest\x1a$.ferry.transport.v1.DescribeResponse\x12L\n" +
 	"\x05Probe\x12 .ferry.transport.v1.ProbeRequest\x1a!.ferry.transport.v1.ProbeResponse\x12L\n" +
@@ -2032,7 +2159,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x05Abort\x12 .ferry.transport.v1.AbortRequest\x1a!.ferry.transport.v1.AbortResponse\x12X\n" +
 	"\vCheckConfig\x12 .ferry.transport.v1.StartRequest\x1a'.ferry.transport.v1.CheckConfigResponse\x12v\n" +
 	"\x13RegisterMemoryBatch\x12..ferry.transport.v1.RegisterMemoryBatchRequest\x1a/.ferry.transport.v1.RegisterMemoryBatchResponse\x12|\n" +
-	"\x15UnregisterMemoryBatch\x120.ferry.transport.v1.UnregisterMemoryBatchRequest\x1a1.ferry.transport.v1.UnregisterMemoryBatchResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
+	"\x15UnregisterMemoryBatch\x120.ferry.transport.v1.UnregisterMemoryBatchRequest\x1a1.ferry.transport.v1.UnregisterMemoryBatchResponse\x12L\n" +
+	"\x05Fence\x12 .ferry.transport.v1.FenceRequest\x1a!.ferry.transport.v1.FenceResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
 
 var (
 	file_transport_v1_transport_proto_rawDescOnce sync.Once
@@ -2047,7 +2175,7 @@ func file_transport_v1_transport_proto_rawDescGZIP() []byte {
 }
 
 var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_transport_v1_transport_proto_goTypes = []any{
 	(Op)(0),                               // 0: ferry.transport.v1.Op
 	(Perm)(0),                             // 1: ferry.transport.v1.Perm
@@ -2083,13 +2211,15 @@ var file_transport_v1_transport_proto_goTypes = []any{
 	(*UnregisterMemoryBatchRequest)(nil),  // 31: ferry.transport.v1.UnregisterMemoryBatchRequest
 	(*UnregisterMemoryBatchResponse)(nil), // 32: ferry.transport.v1.UnregisterMemoryBatchResponse
 	(*BatchFailure)(nil),                  // 33: ferry.transport.v1.BatchFailure
-	nil,                                   // 34: ferry.transport.v1.StatsResponse.CountersEntry
+	(*FenceRequest)(nil),                  // 34: ferry.transport.v1.FenceRequest
+	(*FenceResponse)(nil),                 // 35: ferry.transport.v1.FenceResponse
+	nil,                                   // 36: ferry.transport.v1.StatsResponse.CountersEntry
 }
 var file_transport_v1_transport_proto_depIdxs = []int32{
 	0,  // 0: ferry.transport.v1.DescribeResponse.ops:type_name -> ferry.transport.v1.Op
 	5,  // 1: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
 	1,  // 2: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
-	34, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
+	36, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
 	1,  // 4: ferry.transport.v1.BatchRegion.perm:type_name -> ferry.transport.v1.Perm
 	28, // 5: ferry.transport.v1.RegisterMemoryBatchRequest.regions:type_name -> ferry.transport.v1.BatchRegion
 	33, // 6: ferry.transport.v1.UnregisterMemoryBatchResponse.failed:type_name -> ferry.transport.v1.BatchFailure
@@ -2108,23 +2238,25 @@ var file_transport_v1_transport_proto_depIdxs = []int32{
 	7,  // 19: ferry.transport.v1.Transport.CheckConfig:input_type -> ferry.transport.v1.StartRequest
 	29, // 20: ferry.transport.v1.Transport.RegisterMemoryBatch:input_type -> ferry.transport.v1.RegisterMemoryBatchRequest
 	31, // 21: ferry.transport.v1.Transport.UnregisterMemoryBatch:input_type -> ferry.transport.v1.UnregisterMemoryBatchRequest
-	3,  // 22: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
-	6,  // 23: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
-	8,  // 24: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
-	10, // 25: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
-	12, // 26: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
-	14, // 27: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
-	16, // 28: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
-	18, // 29: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
-	20, // 30: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
-	22, // 31: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
-	24, // 32: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
-	27, // 33: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
-	25, // 34: ferry.transport.v1.Transport.CheckConfig:output_type -> ferry.transport.v1.CheckConfigResponse
-	30, // 35: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
-	32, // 36: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
-	22, // [22:37] is the sub-list for method output_type
-	7,  // [7:22] is the sub-list for method input_type
+	34, // 22: ferry.transport.v1.Transport.Fence:input_type -> ferry.transport.v1.FenceRequest
+	3,  // 23: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
+	6,  // 24: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
+	8,  // 25: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
+	10, // 26: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
+	12, // 27: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
+	14, // 28: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
+	16, // 29: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
+	18, // 30: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
+	20, // 31: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
+	22, // 32: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
+	24, // 33: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
+	27, // 34: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
+	25, // 35: ferry.transport.v1.Transport.CheckConfig:output_type -> ferry.transport.v1.CheckConfigResponse
+	30, // 36: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
+	32, // 37: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
+	35, // 38: ferry.transport.v1.Transport.Fence:output_type -> ferry.transport.v1.FenceResponse
+	23, // [23:39] is the sub-list for method output_type
+	7,  // [7:23] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -2141,7 +2273,7 @@ func file_transport_v1_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_v1_transport_proto_rawDesc), len(file_transport_v1_transport_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	Transport_CheckConfig_FullMethodName           = "/ferry.transport.v1.Transport/CheckConfig"
 	Transport_RegisterMemoryBatch_FullMethodName   = "/ferry.transport.v1.Transport/RegisterMemoryBatch"
 	Transport_UnregisterMemoryBatch_FullMethodName = "/ferry.transport.v1.Transport/UnregisterMemoryBatch"
+	Transport_Fence_FullMethodName                 = "/ferry.transport.v1.Transport/Fence"
 )
 
 // TransportClient is the client API for Transport service.
@@ -78,6 +79,12 @@ type TransportClient interface {
 	// UnregisterMemoryBatch forgets many.
 	RegisterMemoryBatch(ctx context.Context, in *RegisterMemoryBatchRequest, opts ...grpc.CallOption) (*RegisterMemoryBatchResponse, error)
 	UnregisterMemoryBatch(ctx context.Context, in *UnregisterMemoryBatchRequest, opts ...grpc.CallOption) (*UnregisterMemoryBatchResponse, error)
+	// Fence (protocol 2, optional: listed as "fencer" in Describe's
+	// interfaces) is a two-sided transport's promise that nothing a peer's
+	// plugin run sent will be applied here any more: the plugin stops
+	// applying frames of that run's connections, and answers once no frame
+	// of them is being applied.
+	Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error)
 }
 
 type transportClient struct {
@@ -238,6 +245,16 @@ func (c *transportClient) UnregisterMemoryBatch(ctx context.Context, in *Unregis
 	return out, nil
 }
 
+func (c *transportClient) Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FenceResponse)
+	err := c.cc.Invoke(ctx, Transport_Fence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransportServer is the server API for Transport service.
 // All implementations must embed UnimplementedTransportServer
 // for forward compatibility.
@@ -273,6 +290,12 @@ type TransportServer interface {
 	// UnregisterMemoryBatch forgets many.
 	RegisterMemoryBatch(context.Context, *RegisterMemoryBatchRequest) (*RegisterMemoryBatchResponse, error)
 	UnregisterMemoryBatch(context.Context, *UnregisterMemoryBatchRequest) (*UnregisterMemoryBatchResponse, error)
+	// Fence (protocol 2, optional: listed as "fencer" in Describe's
+	// interfaces) is a two-sided transport's promise that nothing a peer's
+	// plugin run sent will be applied here any more: the plugin stops
+	// applying frames of that run's connections, and answers once no frame
+	// of them is being applied.
+	Fence(context.Context, *FenceRequest) (*FenceResponse, error)
 	mustEmbedUnimplementedTransportServer()
 }
 
@@ -327,6 +350,9 @@ func (UnimplementedTransportServer) RegisterMemoryBatch(context.Context, *Regist
 }
 func (UnimplementedTransportServer) UnregisterMemoryBatch(context.Context, *UnregisterMemoryBatchRequest) (*UnregisterMemoryBatchResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method UnregisterMemoryBatch not implemented")
+}
+func (UnimplementedTransportServer) Fence(context.Context, *FenceRequest) (*FenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Fence not implemented")
 }
 func (UnimplementedTransportServer) mustEmbedUnimplementedTransportServer() {}
 func (UnimplementedTransportServer) testEmbeddedByValue()                   {}
@@ -619,6 +645,24 @@ func _Transport_UnregisterMemoryBatch_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transport_Fence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).Fence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_Fence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).Fence(ctx, req.(*FenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transport_ServiceDesc is the grpc.ServiceDesc for Transport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -685,6 +729,10 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "UnregisterMemoryBatch",
 			Handler:    _Transport_UnregisterMemoryBatch_Handler,
+		},
+		{
+			MethodName: "Fence",
+			Handler:    _Transport_Fence_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

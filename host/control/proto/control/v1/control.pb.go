@@ -652,6 +652,160 @@ func (x *CreditResponse) GetMac() []byte {
 	return nil
 }
 
+type FenceRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	From            string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"` // the sender's segment name
+	FromIncarnation uint64                 `protobuf:"varint,2,opt,name=from_incarnation,json=fromIncarnation,proto3" json:"from_incarnation,omitempty"`
+	To              string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"` // the receiver as the sender's handle holds it
+	ToIncarnation   uint64                 `protobuf:"varint,4,opt,name=to_incarnation,json=toIncarnation,proto3" json:"to_incarnation,omitempty"`
+	Transport       string                 `protobuf:"bytes,5,opt,name=transport,proto3" json:"transport,omitempty"` // the plugin (by name) whose connections are fenced
+	Run             uint64                 `protobuf:"varint,6,opt,name=run,proto3" json:"run,omitempty"`            // the sender's plugin run (never 0)
+	SentUnixNano    int64                  `protobuf:"varint,7,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// mac is HMAC-SHA256 under the cluster secret over every field above
+	// (host/control's fenceMAC); empty without a secret.
+	Mac           []byte `protobuf:"bytes,8,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceRequest) Reset() {
+	*x = FenceRequest{}
+	mi := &file_control_v1_control_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceRequest) ProtoMessage() {}
+
+func (x *FenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceRequest.ProtoReflect.Descriptor instead.
+func (*FenceRequest) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *FenceRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetFromIncarnation() uint64 {
+	if x != nil {
+		return x.FromIncarnation
+	}
+	return 0
+}
+
+func (x *FenceRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetToIncarnation() uint64 {
+	if x != nil {
+		return x.ToIncarnation
+	}
+	return 0
+}
+
+func (x *FenceRequest) GetTransport() string {
+	if x != nil {
+		return x.Transport
+	}
+	return ""
+}
+
+func (x *FenceRequest) GetRun() uint64 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *FenceRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *FenceRequest) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
+type FenceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Connections   uint32                 `protobuf:"varint,1,opt,name=connections,proto3" json:"connections,omitempty"` // the run's connections that were open and are fenced now
+	Known         bool                   `protobuf:"varint,2,opt,name=known,proto3" json:"known,omitempty"`             // the receiver's plugin ever served a connection of the run
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FenceResponse) Reset() {
+	*x = FenceResponse{}
+	mi := &file_control_v1_control_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FenceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FenceResponse) ProtoMessage() {}
+
+func (x *FenceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FenceResponse.ProtoReflect.Descriptor instead.
+func (*FenceResponse) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FenceResponse) GetConnections() uint32 {
+	if x != nil {
+		return x.Connections
+	}
+	return 0
+}
+
+func (x *FenceResponse) GetKnown() bool {
+	if x != nil {
+		return x.Known
+	}
+	return false
+}
+
 var File_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_control_v1_control_proto_rawDesc = "" +
@@ -699,13 +853,26 @@ const file_control_v1_control_proto_rawDesc = "" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05bytes\x18\x03 \x01(\x04R\x05bytes\x12\x1a\n" +
 	"\brequests\x18\x04 \x01(\rR\brequests\x12\x10\n" +
-	"\x03mac\x18\x05 \x01(\fR\x03mac2\x99\x03\n" +
+	"\x03mac\x18\x05 \x01(\fR\x03mac\"\xec\x01\n" +
+	"\fFenceRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
+	"\x10from_incarnation\x18\x02 \x01(\x04R\x0ffromIncarnation\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12%\n" +
+	"\x0eto_incarnation\x18\x04 \x01(\x04R\rtoIncarnation\x12\x1c\n" +
+	"\ttransport\x18\x05 \x01(\tR\ttransport\x12\x10\n" +
+	"\x03run\x18\x06 \x01(\x04R\x03run\x12$\n" +
+	"\x0esent_unix_nano\x18\a \x01(\x03R\fsentUnixNano\x12\x10\n" +
+	"\x03mac\x18\b \x01(\fR\x03mac\"G\n" +
+	"\rFenceResponse\x12 \n" +
+	"\vconnections\x18\x01 \x01(\rR\vconnections\x12\x14\n" +
+	"\x05known\x18\x02 \x01(\bR\x05known2\xe3\x03\n" +
 	"\aControl\x12`\n" +
 	"\rGetDescriptor\x12&.ferry.control.v1.GetDescriptorRequest\x1a'.ferry.control.v1.GetDescriptorResponse\x12K\n" +
 	"\x06Notify\x12\x1f.ferry.control.v1.NotifyRequest\x1a .ferry.control.v1.NotifyResponse\x12E\n" +
 	"\x04Ping\x12\x1d.ferry.control.v1.PingRequest\x1a\x1e.ferry.control.v1.PingResponse\x12K\n" +
 	"\x06Status\x12\x1f.ferry.control.v1.StatusRequest\x1a .ferry.control.v1.StatusResponse\x12K\n" +
-	"\x06Credit\x12\x1f.ferry.control.v1.CreditRequest\x1a .ferry.control.v1.CreditResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
+	"\x06Credit\x12\x1f.ferry.control.v1.CreditRequest\x1a .ferry.control.v1.CreditResponse\x12H\n" +
+	"\x05Fence\x12\x1e.ferry.control.v1.FenceRequest\x1a\x1f.ferry.control.v1.FenceResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
 
 var (
 	file_control_v1_control_proto_rawDescOnce sync.Once
@@ -719,7 +886,7 @@ func file_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_control_v1_control_proto_rawDescData
 }
 
-var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_control_v1_control_proto_goTypes = []any{
 	(*GetDescriptorRequest)(nil),  // 0: ferry.control.v1.GetDescriptorRequest
 	(*GetDescriptorResponse)(nil), // 1: ferry.control.v1.GetDescriptorResponse
@@ -731,23 +898,27 @@ var file_control_v1_control_proto_goTypes = []any{
 	(*PingResponse)(nil),          // 7: ferry.control.v1.PingResponse
 	(*CreditRequest)(nil),         // 8: ferry.control.v1.CreditRequest
 	(*CreditResponse)(nil),        // 9: ferry.control.v1.CreditResponse
+	(*FenceRequest)(nil),          // 10: ferry.control.v1.FenceRequest
+	(*FenceResponse)(nil),         // 11: ferry.control.v1.FenceResponse
 }
 var file_control_v1_control_proto_depIdxs = []int32{
-	0, // 0: ferry.control.v1.Control.GetDescriptor:input_type -> ferry.control.v1.GetDescriptorRequest
-	2, // 1: ferry.control.v1.Control.Notify:input_type -> ferry.control.v1.NotifyRequest
-	6, // 2: ferry.control.v1.Control.Ping:input_type -> ferry.control.v1.PingRequest
-	4, // 3: ferry.control.v1.Control.Status:input_type -> ferry.control.v1.StatusRequest
-	8, // 4: ferry.control.v1.Control.Credit:input_type -> ferry.control.v1.CreditRequest
-	1, // 5: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
-	3, // 6: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
-	7, // 7: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
-	5, // 8: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
-	9, // 9: ferry.control.v1.Control.Credit:output_type -> ferry.control.v1.CreditResponse
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: ferry.control.v1.Control.GetDescriptor:input_type -> ferry.control.v1.GetDescriptorRequest
+	2,  // 1: ferry.control.v1.Control.Notify:input_type -> ferry.control.v1.NotifyRequest
+	6,  // 2: ferry.control.v1.Control.Ping:input_type -> ferry.control.v1.PingRequest
+	4,  // 3: ferry.control.v1.Control.Status:input_type -> ferry.control.v1.StatusRequest
+	8,  // 4: ferry.control.v1.Control.Credit:input_type -> ferry.control.v1.CreditRequest
+	10, // 5: ferry.control.v1.Control.Fence:input_type -> ferry.control.v1.FenceRequest
+	1,  // 6: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
+	3,  // 7: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
+	7,  // 8: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
+	5,  // 9: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
+	9,  // 10: ferry.control.v1.Control.Credit:output_type -> ferry.control.v1.CreditResponse
+	11, // 11: ferry.control.v1.Control.Fence:output_type -> ferry.control.v1.FenceResponse
+	6,  // [6:12] is the sub-list for method output_type
+	0,  // [0:6] is the sub-list for method input_type
+	0,  // [0:0] is the sub-list for extension type_name
+	0,  // [0:0] is the sub-list for extension extendee
+	0,  // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_control_v1_control_proto_init() }
@@ -761,7 +932,7 @@ func file_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_v1_control_proto_rawDesc), len(file_control_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

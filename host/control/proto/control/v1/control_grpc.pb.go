@@ -30,6 +30,7 @@ const (
 	Control_Ping_FullMethodName          = "/ferry.control.v1.Control/Ping"
 	Control_Status_FullMethodName        = "/ferry.control.v1.Control/Status"
 	Control_Credit_FullMethodName        = "/ferry.control.v1.Control/Credit"
+	Control_Fence_FullMethodName         = "/ferry.control.v1.Control/Fence"
 )
 
 // ControlClient is the client API for Control service.
@@ -56,6 +57,14 @@ type ControlClient interface {
 	// request and the grant are MACed. An engine without it answers
 	// Unimplemented, and its senders keep their initial credit.
 	Credit(ctx context.Context, in *CreditRequest, opts ...grpc.CallOption) (*CreditResponse, error)
+	// Fence asks the engine to make sure that nothing the sender's plugin
+	// run (of the named transport) sent can still land in its memory: its
+	// plugin stops applying that run's frames and confirms once none is
+	// being applied. A sender asks it before it reports a write ended
+	// whose bytes that run may still carry (the run was killed or died).
+	// With a cluster secret the request is MACed; only the engine that
+	// holds the run's connections can fence them.
+	Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error)
 }
 
 type controlClient struct {
@@ -116,6 +125,16 @@ func (c *controlClient) Credit(ctx context.Context, in *CreditRequest, opts ...g
 	return out, nil
 }
 
+func (c *controlClient) Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FenceResponse)
+	err := c.cc.Invoke(ctx, Control_Fence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -140,6 +159,14 @@ type ControlServer interface {
 	// request and the grant are MACed. An engine without it answers
 	// Unimplemented, and its senders keep their initial credit.
 	Credit(context.Context, *CreditRequest) (*CreditResponse, error)
+	// Fence asks the engine to make sure that nothing the sender's plugin
+	// run (of the named transport) sent can still land in its memory: its
+	// plugin stops applying that run's frames and confirms once none is
+	// being applied. A sender asks it before it reports a write ended
+	// whose bytes that run may still carry (the run was killed or died).
+	// With a cluster secret the request is MACed; only the engine that
+	// holds the run's connections can fence them.
+	Fence(context.Context, *FenceRequest) (*FenceResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -164,6 +191,9 @@ func (UnimplementedControlServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedControlServer) Credit(context.Context, *CreditRequest) (*CreditResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Credit not implemented")
+}
+func (UnimplementedControlServer) Fence(context.Context, *FenceRequest) (*FenceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Fence not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -276,6 +306,24 @@ func _Control_Credit_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_Fence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Fence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Fence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Fence(ctx, req.(*FenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -302,6 +350,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Credit",
 			Handler:    _Control_Credit_Handler,
+		},
+		{
+			MethodName: "Fence",
+			Handler:    _Control_Fence_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,207 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/ferrydev/ferry/host/control"
+	"github.com/ferrydev/ferry/host/fence"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/supervisor"
+	"github.com/ferrydev/ferry/internal/pluginclient"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// Fencing: the engine's wiring of host/fence (its package comment has
+// the why). When a run of a two-sided plugin ends with writes in
+// flight, Down closes the gate of each target those writes went to and
+// leaves the writes pending; they are ended (failed over, failed, or
+// released as the tracker decided) once their target confirmed the
+// fence, or after the retry budget when it cannot be reached. While a
+// gate is closed no write to that target is put on any transport.
+
+// fencePort asks targets over their control services (fence.Port).
+type fencePort struct{ e *Engine }
+
+func (p fencePort) Fence(ctx context.Context, t fence.Target, transport string, run uint64) error {
+	e := p.e
+	if t.Control == "" || e.hc == nil {
+		return fmt.Errorf("segment %q publishes no control service to ask", t.Name)
+	}
+	cl, err := e.hc.Client(t.Control)
+	if err != nil {
+		return err
+	}
+	_, err = cl.Fence(ctx, control.FenceAsk{From: e.name, FromIncarnation: e.incarnation, To: t.Name, ToIncarnation: t.Incarnation,
+		Transport: transport, Run: run})
+	switch status.Code(errors.Unwrap(err)) {
+	case codes.OK:
+		return err // nil, or not a gRPC status
+	case codes.FailedPrecondition:
+		// Another life of the target answers: its plugins, and the old
+		// run's connections to them, died with the life that held them.
+		return nil
+	case codes.NotFound:
+		return nil // the target runs no such plugin: nothing of the run can land through it
+	case codes.Unimplemented:
+		e.log.Warn("the target engine cannot fence (an older engine): a write of an ended plugin run may still land there",
+			"segment", t.Name, "plugin", transport, "run", run)
+		return nil
+	}
+	return err
+}
+
+// fenceServer answers peers' fences with this engine's plugins
+// (control.Fencer).
+type fenceServer struct{ e *Engine }
+
+func (f fenceServer) Fence(ctx context.Context, a control.FenceAsk) (control.FenceResult, error) {
+	ps := f.e.byName[a.Transport]
+	if ps == nil {
+		return control.FenceResult{}, control.ErrFenceUnknownTransport
+	}
+	run := ps.run()
+	if run == nil || run.p == nil || !ps.usable() {
+		// No run of the plugin is up: whichever run held the peer's
+		// connections has exited, and they with it. (A restart replays
+		// no connection; the next run is fenced through a later call
+		// if the peer asks again.)
+		return control.FenceResult{}, nil
+	}
+	if !run.p.Implements(sdk.InterfaceFencer) {
+		return control.FenceResult{}, fmt.Errorf("plugin %q (%s) does not implement sdk.Fencer, so what a peer's ended run sent may still land here; upgrade it", ps.name, run.p.Path)
+	}
+	r, err := run.p.Client.Fence(ctx, a.From, a.Run)
+	if err != nil {
+		if status.Code(errors.Unwrap(err)) == codes.PermissionDenied || errors.Is(err, sdk.ErrFenceNotYours) {
+			return control.FenceResult{}, fmt.Errorf("%w: %v", control.ErrFenceNotYours, err)
+		}
+		var ue *pluginclient.UnimplementedError
+		if errors.As(err, &ue) {
+			return control.FenceResult{}, err
+		}
+		return control.FenceResult{}, err
+	}
+	return control.FenceResult{Connections: r.Connections, Known: r.Known}, nil
+}
+
+// fenceDown is the part of Down for a run r of two-sided plugin ps: it
+// closes the gate of every target that a write in flight on r went to,
+// and returns the keep function FailTransportExcept leaves those writes
+// alone with, and the end to run after it (nil when nothing was kept).
+func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *progress.Batch, i int) bool, end func(err error)) {
+	if !r.Proc.Info.TwoSided {
+		return nil, nil
+	}
+	var tokens []uint64
+	var dones []<-chan struct{}
+	seen := map[string]bool{}
+	keep = func(b *progress.Batch, i int) bool {
+		rec := e.path.lookup(b, i)
+		if rec == nil || rec.req.Op != Write {
+			return false
+		}
+		rem := e.remote(rec.req.Segment)
+		if rem == nil {
+			return false
+		}
+		if !seen[rem.Name] {
+			seen[rem.Name] = true
+			dones = append(dones, e.fences.Close(fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}, ps.name, r.ID))
+		}
+		tokens = append(tokens, b.Token(i))
+		b.Detach(i) // no longer the next run's to hold or fail
+		return true
+	}
+	end = func(err error) {
+		if len(tokens) == 0 {
+			return
+		}
+		e.log.Warn("writes in flight on an ended plugin run: fencing their targets before they end", "plugin", ps.name, "run", r.ID,
+			"targets", len(dones), "tasks", len(tokens))
+		e.wg.Add(1)
+		go e.endFenced(ps, tokens, dones, err)
+	}
+	return keep, end
+}
+
+// endFenced ends the writes of a dead run (tokens) once their targets
+// confirmed its fence (dones), or once the retry budget passed: a target
+// that cannot be reached keeps its gate closed, and the tasks end anyway,
+// as the contract's one exception. Owned by the engine (e.wg).
+func (e *Engine) endFenced(ps *pluginState, tokens []uint64, dones []<-chan struct{}, err error) {
+	defer e.wg.Done()
+	timer := time.NewTimer(e.retryBudget())
+	defer timer.Stop()
+	confirmed := true
+wait:
+	for _, d := range dones {
+		select {
+		case <-d:
+		case <-timer.C:
+			confirmed = false
+			break wait
+		case <-e.quit:
+			confirmed = false
+			break wait
+		}
+	}
+	if !confirmed {
+		e.log.Warn("a target did not confirm the fence of an ended plugin run in time; its writes end now, and new writes to it wait for the fence",
+			"plugin", ps.name, "tasks", len(tokens))
+	}
+	for _, tk := range tokens {
+		e.tracker.FailToken(tk, err)
+	}
+}
+
+// awaitGate holds a write of task i of b to rem while rem's gate is
+// closed (a fence of an ended run is unconfirmed there), up to the
+// task's deadline; a task that ends meanwhile is ended with the reason.
+// It reports whether the write may go on.
+func (e *Engine) awaitGate(b *progress.Batch, i int, r *Request, rem *remote) bool {
+	var until time.Time
+	if d := r.deadline(); d != 0 {
+		until = time.Unix(0, d)
+	}
+	// Should its deadline pass meanwhile, whoever sees it ends the task
+	// TIMEOUT with this reason.
+	why := fmt.Errorf("%w: the write waited for segment %q to confirm the fence of an ended plugin run (%w), until its deadline", ErrDeadlineExceeded, rem.Name, fence.ErrClosed)
+	unblame := b.Blame(i, why)
+	err := e.fences.Wait(rem.Name, until, heldPoll, func() bool { return b.Stopping(i, progress.Now()) })
+	if err == nil {
+		unblame()
+		return true
+	}
+	if b.Stopping(i, progress.Now()) && !until.IsZero() && time.Now().Before(until) {
+		return false // canceled: its state says so
+	}
+	b.Finish(i, progress.Timeout, fmt.Errorf("%w: %w", ErrDeadlineExceeded, err))
+	return false
+}
+
+// fenceStatus is a segment whose writes wait for a fence: an ended
+// plugin run's bytes might still land there, and it has not confirmed
+// that they cannot.
+type fenceStatus struct {
+	Segment     string    `json:"segment"`
+	Incarnation uint64    `json:"incarnation"`
+	Runs        int       `json:"runs"`  // fences not yet confirmed
+	Since       time.Time `json:"since"` // when its writes began to wait
+	Tries       int       `json:"tries"`
+	LastError   string    `json:"last_error,omitempty"`
+}
+
+// fenceStatuses returns the segments whose writes wait for a fence.
+func (e *Engine) fenceStatuses() []fenceStatus {
+	var out []fenceStatus
+	for _, s := range e.fences.Statuses() {
+		out = append(out, fenceStatus{Segment: s.Segment, Incarnation: s.Incarnation, Runs: s.Runs, Since: s.Since, Tries: s.Tries, LastError: s.LastError})
+	}
+	return out
+}
