@@ -313,6 +313,8 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return err
 	}
 	e.signer = signer
+	// With a secret a descriptor's Seq is signed: peers keep the newest.
+	e.segs.Ordered = signer != nil
 	b, err := metastore.Open(ctx, metastore.Options{
 		Kind: m.Kind, Listen: m.Listen, URL: m.URL,
 		Address: m.Address, Endpoints: m.Endpoints, Username: m.Username, Password: m.Password,

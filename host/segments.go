@@ -192,6 +192,10 @@ func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the peer looks down (re-reading its descriptor: %v)", err)
+	case e.staleDescriptor(d):
+		// An earlier publication replayed in the metastore: it says
+		// nothing of the peer now, and must not retire its handle.
+		return fmt.Sprintf("the peer looks down (the metastore holds an older descriptor of %q than this engine has seen, seq %d: replayed by a writer of the metastore; its engine writes the newest back)", d.Name, d.Seq)
 	case d.Name != rem.Name:
 		// Another engine answers where this one's control service was
 		// (its port reused, or an unspecified listen address such as
@@ -204,6 +208,14 @@ func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
 		return fmt.Sprintf("segment %q restarted (now incarnation %#x, this handle is bound to %#x): open it again", rem.Name, d.Incarnation, rem.Desc.Incarnation)
 	}
 	return ""
+}
+
+// staleDescriptor reports whether d, read from the metastore, is older
+// than the newest descriptor of its name this engine has seen.
+func (e *Engine) staleDescriptor(d *segment.Descriptor) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.segs.Stale(d.Name, d)
 }
 
 // peerDescriptor fetches the descriptor the control service at addr

@@ -11,7 +11,8 @@ import (
 
 // recentWrites is how many of its own latest values a Publisher
 // remembers. The guard judges what the key holds when it looks, with
-// publishing held off, so that is the newest unless someone else wrote.
+// publishing held off, so that is the newest unless someone else wrote
+// (an older one of its own is a replay, repaired as a replacement).
 const recentWrites = 8
 
 // repairLogBurst warnings at most per repairLogWindow: under a write or
@@ -31,20 +32,22 @@ func (p *Publisher) remember(b []byte) {
 	p.recent = append(p.recent, b)
 }
 
-// ours reports whether v is a value this engine wrote; p.mu held. With a
-// secret, any validly signed descriptor of this incarnation is ours, since
-// nobody else can sign one.
+// ours reports whether v is the newest value this engine wrote; p.mu
+// held. An older one of its own is a replay (or a write of someone else
+// that happens to equal it): the key must hold the newest, since writes
+// go through the lease one at a time and the guard looks with publishing
+// held off. With a secret, a validly signed descriptor of this
+// incarnation at the newest Seq or above is ours, since nobody else can
+// sign one.
 func (p *Publisher) ours(v []byte) bool {
-	for _, b := range p.recent {
-		if bytes.Equal(b, v) {
-			return true
-		}
+	if n := len(p.recent); n > 0 && bytes.Equal(p.recent[n-1], v) {
+		return true
 	}
 	if p.signer == nil {
 		return false
 	}
 	d, err := p.signer.Decode(p.key, v)
-	return err == nil && d.Incarnation == p.incarnation
+	return err == nil && d.Incarnation == p.incarnation && d.Seq >= p.seq
 }
 
 // Repaired returns how many times the guard wrote the descriptor back
