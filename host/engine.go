@@ -158,6 +158,7 @@ type Engine struct {
 	// unwatch stops it.
 	follow    *remotes.Follower
 	unwatch   context.CancelFunc
+	segWatch  *metastore.Rewatch // nil without a metastore
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up

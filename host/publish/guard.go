@@ -57,27 +57,39 @@ func (p *Publisher) Repaired() uint64 { return p.repaired.Load() }
 // startGuard watches the engine's own key, where the store has watches,
 // so that a replacement or a deletion by someone else is logged and
 // repaired at once instead of lasting until the next lease refresh. The
-// guard ends at Close; p.mu held.
+// watch is retried with backoff for the engine's life (a metastore that
+// is down or busy at the start does not leave the key unguarded; see
+// GuardWatch). The guard ends at Close; p.mu held.
 func (p *Publisher) startGuard(l metastore.Lease) {
 	w, ok := p.store.(metastore.Watcher)
 	if !ok {
 		return
 	}
-	// The watch lives as long as ctx; a store that cannot be reached
-	// fails it at once.
 	ctx, cancel := context.WithCancel(context.Background())
-	events, err := w.Watch(ctx, p.key)
-	if err != nil {
-		cancel()
-		p.log.Warn("not watching the engine's own descriptor; a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
-		return
-	}
+	rw := &metastore.Rewatch{Name: "own descriptor", Prefix: p.key, W: w, OnError: func(err error) {
+		p.log.Warn("the watch of the engine's own descriptor failed; retrying. Meanwhile a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
+	}}
 	p.unguard = cancel
-	p.wg.Add(1)
+	p.guardWatch.Store(rw)
+	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
-		p.guard(ctx, l, events)
+		rw.Run(ctx)
 	}()
+	go func() {
+		defer p.wg.Done()
+		p.guard(ctx, l, rw.Events())
+	}()
+}
+
+// GuardWatch returns the state of the watch on the engine's own key;
+// false before the first publish, or where the store has no watches.
+func (p *Publisher) GuardWatch() (metastore.WatchState, bool) {
+	rw := p.guardWatch.Load()
+	if rw == nil {
+		return metastore.WatchState{}, false
+	}
+	return rw.State(), true
 }
 
 func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan metastore.Event) {

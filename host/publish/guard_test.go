@@ -3,6 +3,8 @@ package publish
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -131,4 +133,60 @@ type feedStore struct {
 
 func (f *feedStore) Watch(context.Context, string) (<-chan metastore.Event, error) {
 	return f.events, nil
+}
+
+// downAtFirstStore is a store whose watches fail until up is closed.
+type downAtFirstStore struct {
+	metastore.Backend
+	up     chan struct{}
+	failed chan struct{} // a token per failed watch, while there is room
+}
+
+func (d *downAtFirstStore) Watch(ctx context.Context, prefix string) (<-chan metastore.Event, error) {
+	select {
+	case <-d.up:
+		return d.Backend.Watch(ctx, prefix)
+	default:
+		select {
+		case d.failed <- struct{}{}:
+		default:
+		}
+		return nil, errors.New("metastore busy: every listing slot held")
+	}
+}
+
+// TestGuardWatchRetried: the watch of the engine's own key fails when
+// the engine starts (the attack held every listing slot). It used to be
+// tried once, leaving the key unguarded for the engine's life; now it is
+// retried, and a replacement after it comes up is repaired.
+func TestGuardWatchRetried(t *testing.T) {
+	ctx := context.Background()
+	mem := metastore.NewMemory()
+	defer mem.Close()
+	store := &downAtFirstStore{Backend: mem, up: make(chan struct{}), failed: make(chan struct{}, 1)}
+	var bufs []segment.Buffer
+	bufs = append(bufs, segment.Buffer{Region: 1, Base: 1 << 20, Length: 4096, Perm: segment.PermRemoteRead, Location: "cpu"})
+	p := publisher(store, 7, &bufs)
+	if err := p.Publish(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-store.failed // the guard's watch failed to start
+	close(store.up)
+	key := segment.Key("ferry", "a")
+	// Replace the key until the guard repairs it: a write before its
+	// watch is up is seen only by the lease's refresh.
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; p.Repaired() == 0; i++ {
+		if err := store.Put(ctx, key, fmt.Appendf(nil, "someone else's %d", i)); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("a replacement was not repaired within 10s of the metastore's watch coming up")
+		}
+		time.Sleep(20 * time.Millisecond) // polling observable state
+	}
+	waitRepaired(t, store, p, 1)
+	if err := p.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
 }

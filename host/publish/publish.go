@@ -63,9 +63,10 @@ type Publisher struct {
 	poke   chan struct{} // a publish failed: watch checks for recovery
 	wg     sync.WaitGroup
 
-	unguard  context.CancelFunc // stops the guard; nil until it runs
-	closing  atomic.Bool
-	repaired atomic.Uint64
+	unguard    context.CancelFunc // stops the guard; nil until it runs
+	guardWatch atomic.Pointer[metastore.Rewatch]
+	closing    atomic.Bool
+	repaired   atomic.Uint64
 }
 
 // Config says what a Publisher publishes, where.
