@@ -164,6 +164,7 @@ type Engine struct {
 	// unwatch stops it.
 	follow    *remotes.Follower
 	unwatch   context.CancelFunc
+	segWatch  *metastore.Rewatch // nil without a metastore
 	closed    atomic.Bool
 	closeOnce sync.Once
 	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
@@ -320,8 +321,16 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return err
 	}
 	e.signer = signer
+	// With a secret a descriptor's Seq is signed: peers keep the newest.
+	e.segs.Ordered = signer != nil
+	var verify func(string, []byte) bool
+	if signer != nil {
+		// The embedded server keeps headroom for engines' signed
+		// descriptors (metastore.ServerOptions).
+		verify = signer.Verify
+	}
 	b, err := metastore.Open(ctx, metastore.Options{
-		Kind: m.Kind, Listen: m.Listen, URL: m.URL,
+		Kind: m.Kind, Listen: m.Listen, URL: m.URL, Server: metastore.ServerOptions{Verify: verify},
 		Address: m.Address, Endpoints: m.Endpoints, Username: m.Username, Password: m.Password,
 		Database: m.Database, TLS: m.TLS, CAFile: m.CAFile,
 	})

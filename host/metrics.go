@@ -3,6 +3,7 @@ package host
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -110,5 +111,9 @@ func (s metricsSource) Segments() metrics.Segments {
 }
 
 func (s metricsSource) Metastore() metrics.Metastore {
-	return metrics.Metastore{Err: s.e.MetastoreHealth(), Refused: s.e.DescriptorsRefused(), Repairs: s.e.PublishRepairs()}
+	m := metrics.Metastore{Err: s.e.MetastoreHealth(), Refused: s.e.DescriptorsRefused(), Repairs: s.e.PublishRepairs()}
+	for _, w := range s.e.MetastoreWatches() {
+		m.Watches = append(m.Watches, metrics.MetastoreWatch{Name: strings.ReplaceAll(w.Name, " ", "_"), Up: w.Watching})
+	}
+	return m
 }

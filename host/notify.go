@@ -97,15 +97,19 @@ func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encod
 type EngineStatus struct {
 	// Format is StatusFormat of the engine that wrote it; a reader that
 	// knows another refuses it rather than misread it.
-	Format      int            `json:"format"`
-	Name        string         `json:"name"`
-	Incarnation uint64         `json:"incarnation"`
-	MachineID   string         `json:"machine_id"`
-	Control     string         `json:"control"`
-	Metastore   string         `json:"metastore"` // kind, and the URL when it has one
-	MetastoreOK string         `json:"metastore_health"`
-	Plugins     []PluginStatus `json:"plugins"`
-	Rails       []RailStatus   `json:"rails"`
+	Format      int    `json:"format"`
+	Name        string `json:"name"`
+	Incarnation uint64 `json:"incarnation"`
+	MachineID   string `json:"machine_id"`
+	Control     string `json:"control"`
+	Metastore   string `json:"metastore"` // kind, and the URL when it has one
+	MetastoreOK string `json:"metastore_health"`
+	// MetastoreWatches says what each metastore watch is doing:
+	// "segments: watching since T", or "retrying since T (N failed
+	// starts): the last error".
+	MetastoreWatches []string       `json:"metastore_watches,omitempty"`
+	Plugins          []PluginStatus `json:"plugins"`
+	Rails            []RailStatus   `json:"rails"`
 	// Segments are the open remote segments; Failures the latest failed
 	// attempts, newest first, of FailuresSeen in all.
 	Segments     []SegmentStatus `json:"segments"`
@@ -135,6 +139,9 @@ func (e *Engine) Status(ctx context.Context) EngineStatus {
 	}
 	if err := e.MetastoreHealth(); err != nil {
 		st.MetastoreOK = err.Error()
+	}
+	for _, w := range e.MetastoreWatches() {
+		st.MetastoreWatches = append(st.MetastoreWatches, w.Name+": "+w.String())
 	}
 	st.Failures, st.FailuresSeen = e.recent.list()
 	st.Traces = e.Traces()

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
@@ -192,6 +193,10 @@ func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
 	switch {
 	case err != nil:
 		return fmt.Sprintf("the peer looks down (re-reading its descriptor: %v)", err)
+	case e.staleDescriptor(d):
+		// An earlier publication replayed in the metastore: it says
+		// nothing of the peer now, and must not retire its handle.
+		return fmt.Sprintf("the peer looks down (the metastore holds an older descriptor of %q than this engine has seen, seq %d: replayed by a writer of the metastore; its engine writes the newest back)", d.Name, d.Seq)
 	case d.Name != rem.Name:
 		// Another engine answers where this one's control service was
 		// (its port reused, or an unspecified listen address such as
@@ -204,6 +209,14 @@ func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
 		return fmt.Sprintf("segment %q restarted (now incarnation %#x, this handle is bound to %#x): open it again", rem.Name, d.Incarnation, rem.Desc.Incarnation)
 	}
 	return ""
+}
+
+// staleDescriptor reports whether d, read from the metastore, is older
+// than the newest descriptor of its name this engine has seen.
+func (e *Engine) staleDescriptor(d *segment.Descriptor) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.segs.Stale(d.Name, d)
 }
 
 // peerDescriptor fetches the descriptor the control service at addr
@@ -219,26 +232,47 @@ func (e *Engine) peerDescriptor(ctx context.Context, addr string) ([]byte, error
 // watchSegments subscribes to the metastore's segment descriptors, so
 // that open segments follow their peers (see remotes.Follower). Without
 // a metastore (kind "none") nothing is watched and a change is learnt
-// when a transfer fails, as in peer-to-peer mode. A watch that cannot
-// start leaves the engine as it would be without one, and says so.
+// when a transfer fails, as in peer-to-peer mode. The watch is retried
+// with backoff for the engine's life (metastore.Rewatch): until it runs,
+// open segments learn of a peer's restart when a transfer to it fails,
+// and MetastoreWatches says so.
 func (e *Engine) watchSegments() {
 	if e.fetch.Store == nil {
 		return
 	}
 	wctx, cancel := context.WithCancel(context.Background())
 	prefix := segment.Key(e.keyPrefix, "")
-	events, err := e.meta.Watch(wctx, prefix)
-	if err != nil {
-		cancel()
-		e.log.Warn("metastore watch not started; open segments learn of a peer's restart when a transfer to it fails", "prefix", prefix, "error", err)
-		return
-	}
+	rw := &metastore.Rewatch{Name: "segments", Prefix: prefix, W: e.meta, OnError: func(err error) {
+		e.log.Warn("metastore watch failed; retrying. Meanwhile open segments learn of a peer's restart when a transfer to it fails", "prefix", prefix, "error", err)
+	}}
 	e.unwatch = cancel
+	e.segWatch = rw
 	f := &remotes.Follower{Table: e.segs, Store: e.meta, Lock: &e.mu, Transports: e.peerPorts, Log: e.log, Timeout: controlTimeout, Signer: e.signer}
 	e.follow = f
-	e.wg.Add(1)
+	e.wg.Add(2)
 	go func() {
 		defer e.wg.Done()
-		f.Run(wctx, events)
+		rw.Run(wctx)
 	}()
+	go func() {
+		defer e.wg.Done()
+		f.Run(wctx, rw.Events())
+	}()
+}
+
+// MetastoreWatches returns the state of the engine's metastore watches:
+// the segments it follows, and its own descriptor's guard. A watch that
+// is retrying leaves peers' restarts to be learnt from failed transfers,
+// or the engine's key unguarded until the next lease refresh.
+func (e *Engine) MetastoreWatches() []metastore.WatchState {
+	var out []metastore.WatchState
+	if e.segWatch != nil {
+		out = append(out, e.segWatch.State())
+	}
+	if e.pub != nil {
+		if s, ok := e.pub.GuardWatch(); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,6 +29,11 @@ func TestStatusShowsSegmentsAndFailures(t *testing.T) {
 	st := a.Status(ctx)
 	if st.Format != host.StatusFormat || st.Name != "st-a" || st.Control != a.ControlAddr() || st.Admission != "pass-through" {
 		t.Errorf("status header %+v", st)
+	}
+	// The metastore watches say what they do: the segments' and the
+	// own descriptor's guard, both running here.
+	if w := st.MetastoreWatches; len(w) != 2 || !strings.HasPrefix(w[0], "segments: watching since") || !strings.HasPrefix(w[1], "own descriptor: watching since") {
+		t.Errorf("metastore watches %q; want the segments' and the own descriptor's, watching", w)
 	}
 	if len(st.Segments) != 1 || st.Segments[0].Name != "st-b" || !st.Segments[0].SameMachine || len(st.Segments[0].Transports) != 2 || st.Segments[0].Buffers != 1 {
 		t.Errorf("segments %+v: want st-b, same machine, fault and tcp open, one buffer", st.Segments)

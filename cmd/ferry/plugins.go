@@ -17,14 +17,9 @@ import (
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/loader"
-	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
 )
-
-func metastoreListen(ctx context.Context, addr string) (*metastore.HTTPServer, error) {
-	return metastore.Listen(ctx, addr)
-}
 
 type pluginReport struct {
 	Name      string   `json:"name"`

@@ -16,6 +16,9 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // readyLine is what `ferry run` prints on stdout once its memory is
@@ -245,10 +248,24 @@ func controlLine(line string, buf []byte) string {
 func cmdMetad(args []string) error {
 	fs := flag.NewFlagSet("metad", flag.ExitOnError)
 	listen := fs.String("listen", "127.0.0.1:7070", "address to serve on")
+	secretFile := fs.String("cluster-secret-file", "", "the engines' cluster secret: their signed descriptors then get the headroom no other writer can use")
+	unleased := fs.Duration("unleased-ttl", metastore.DefaultUnleasedTTL, "how long an entry written without a lease (and not signed) lives")
 	fs.Parse(args)
+	opts := metastore.ServerOptions{UnleasedTTL: *unleased}
+	if *secretFile != "" {
+		secret, err := kit.ReadSecretFile(*secretFile, "make the file readable by ferry metad, or drop --cluster-secret-file")
+		if err != nil {
+			return fmt.Errorf("ferry metad: --cluster-secret-file: %w", err)
+		}
+		signer, err := segment.NewSigner(secret)
+		if err != nil {
+			return fmt.Errorf("ferry metad: --cluster-secret-file %s: %w", *secretFile, err)
+		}
+		opts.Verify = signer.Verify
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	srv, err := metastoreListen(ctx, *listen)
+	srv, err := metastore.ListenWith(ctx, *listen, opts)
 	if err != nil {
 		return err
 	}

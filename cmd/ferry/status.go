@@ -186,8 +186,12 @@ func cmdTop(args []string) error {
 // printStatus writes one screen of st. With prev (the status dt before)
 // the rails show their throughput since then.
 func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt time.Duration) error {
-	fmt.Fprintf(w, "engine %s  incarnation %d  control %s\nmetastore %s (%s)  admission %s\n\n",
+	fmt.Fprintf(w, "engine %s  incarnation %d  control %s\nmetastore %s (%s)  admission %s\n",
 		st.Name, st.Incarnation, st.Control, st.Metastore, st.MetastoreOK, st.Admission)
+	for _, wl := range st.MetastoreWatches {
+		fmt.Fprintf(w, "metastore watch %s\n", wl)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PLUGIN\tSTATE\tPID\tRESTARTS\tSTALLS\tFAULTY\tOUTSTANDING\tREASON")
 	for _, p := range st.Plugins {

@@ -283,8 +283,8 @@ func (c *HTTPClient) errorf(method, key string, cause error) error {
 
 func (c *HTTPClient) statusError(method, key string, code int, body []byte) error {
 	msg := strings.TrimSpace(string(body))
-	if len(msg) > 200 {
-		msg = msg[:200] + "..."
+	if len(msg) > 400 {
+		msg = msg[:400] + "..."
 	}
 	msg = strings.Map(func(r rune) rune {
 		if unicode.IsPrint(r) {
@@ -295,6 +295,11 @@ func (c *HTTPClient) statusError(method, key string, code int, body []byte) erro
 	cause := fmt.Errorf("server answered %d %s", code, http.StatusText(code))
 	if msg != "" {
 		cause = fmt.Errorf("%w: %s", cause, msg)
+	}
+	if code == http.StatusInsufficientStorage {
+		// Ferry's server says which quota; another server's text is
+		// kept as it came.
+		cause = fmt.Errorf("%w (%w); free room there (see its message), or point metastore.url at a metastore of this cluster's own", ErrQuota, cause)
 	}
 	return c.errorf(method, key, cause)
 }

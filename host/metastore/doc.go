@@ -19,6 +19,10 @@
 //     metadata server (GET, PUT, DELETE on /metadata?key=<key>), so a
 //     Mooncake client can use it and NewHTTPClient can use Mooncake's, plus
 //     two extensions for leases (ttl_ms) and polling watches (prefix).
+//     Its quotas (ServerOptions) keep a junk writer from filling it for
+//     engines; it tells engines' descriptors from other entries only
+//     through ServerOptions.Verify, a function the owner of the cluster
+//     secret hands in, and does not otherwise look at values.
 //   - NewHTTPClient: a Store that talks to such a server. Open probes it
 //     (HTTPClient.Probe): Ferry's server has the extensions; on
 //     Mooncake's, which has neither, leases PUT their key again every
@@ -30,6 +34,9 @@
 //     a heartbeat, watches use keyspace notifications or polling.
 //   - NewEtcd: an etcd cluster; leases are etcd leases, watches are etcd
 //     watches.
+//
+// Rewatch keeps a watch for its owner's life, on any backend: a start
+// that fails is retried with backoff, and its state is reported.
 //
 // Errors name the backend, its endpoint, the operation and the key, and
 // wrap the cause. Nothing here panics or exits on a metastore failure:

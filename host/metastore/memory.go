@@ -11,35 +11,85 @@ import (
 // NewMemory returns a Backend holding a map in this process. It is meant
 // for tests and for an engine that runs alone in one process; peers in
 // other processes cannot see it (use Listen or NewHTTPClient for that). It
-// enforces the same rules as the embedded server: keys must not be empty
-// and at most MaxKeySize bytes, values are at most MaxValueSize bytes, and
-// writes past MaxKeys keys or MaxTotalSize bytes fail with ErrQuota. Leased keys expire ttl after
-// their last refresh. Watch is told of every write at once and of expiries
-// when they fall due. Close stops the leases and watches started through
-// the store; Get, Put and Delete stay usable after it.
+// enforces the same rules as the embedded server (see ServerOptions for
+// the quotas): keys must not be empty and at most MaxKeySize bytes,
+// values are at most MaxValueSize bytes, and writes past the quotas fail
+// with ErrQuota. Leased keys expire ttl after their last refresh, other
+// keys DefaultUnleasedTTL after their write. Watch is told of every
+// write at once and of expiries when they fall due. Close stops the
+// leases and watches started through the store; Get, Put and Delete stay
+// usable after it.
 func NewMemory() Backend {
-	return newMemStore(newMemory())
+	return newMemStore(newMemory(ServerOptions{}))
 }
 
-// memory is the map behind both NewMemory and Server. Entries with a
-// non-zero expiry are leased: past it they count as absent.
+// localClient is the client that writes through a memStore: this
+// process, which has no share to keep (see ServerOptions).
+const localClient = ""
+
+// memory is the map behind both NewMemory and Server. Every entry
+// expires: a leased one ttl after its last write, one written without a
+// lease unleasedTTL after its write, unless verify says it is an
+// engine's signed descriptor.
 type memory struct {
 	mu        sync.Mutex
 	m         map[string]entry
 	changed   chan struct{} // closed and replaced at every change
 	lastSweep time.Time
 	total     int // bytes of every key and value in m, expired or not
+	// open counts the entries outside the headroom (not reserved);
+	// clients, per writer, the entries not signed (the local one
+	// excepted). Expired entries count until swept.
+	open    usage
+	clients map[string]usage
 	// maxKeys and maxTotal are the quotas; tests lower them.
 	maxKeys, maxTotal int
+	unleasedTTL       time.Duration
+	verify            func(key string, value []byte) bool
 }
 
 type entry struct {
 	value   []byte
 	expires time.Time // zero: never
+	leased  bool      // written with a ttl (a lease)
+	signed  bool      // verify accepted it
+	client  string    // who wrote it last
 }
 
-func newMemory() *memory {
-	return &memory{m: make(map[string]entry), changed: make(chan struct{}), maxKeys: MaxKeys, maxTotal: MaxTotalSize}
+// usage is what a class of entries holds.
+type usage struct{ keys, bytes int }
+
+func newMemory(o ServerOptions) *memory {
+	o = o.withDefaults()
+	return &memory{m: make(map[string]entry), changed: make(chan struct{}), maxKeys: MaxKeys, maxTotal: MaxTotalSize,
+		clients: make(map[string]usage), unleasedTTL: o.UnleasedTTL, verify: o.Verify}
+}
+
+// reserved reports whether e may use the headroom: a leased engine
+// descriptor, signed when the store can verify signatures.
+func (s *memory) reserved(e entry) bool { return e.leased && (s.verify == nil || e.signed) }
+
+// shared reports whether e counts against its writer's share.
+func (s *memory) shares(e entry) bool { return !e.signed && e.client != localClient }
+
+// account adds (sign 1) or removes (sign -1) e under key from the counts.
+func (s *memory) account(key string, e entry, sign int) {
+	n := len(key) + len(e.value)
+	s.total += sign * n
+	if !s.reserved(e) {
+		s.open.keys += sign
+		s.open.bytes += sign * n
+	}
+	if s.shares(e) {
+		u := s.clients[e.client]
+		u.keys += sign
+		u.bytes += sign * n
+		if u.keys <= 0 {
+			delete(s.clients, e.client)
+		} else {
+			s.clients[e.client] = u
+		}
+	}
 }
 
 // get returns a copy of the value so that callers cannot alias the map.
@@ -53,53 +103,100 @@ func (s *memory) get(key string) ([]byte, bool) {
 	return append([]byte(nil), e.value...), true
 }
 
-func (s *memory) put(key string, value []byte) error { return s.putTTL(key, value, 0) }
+func (s *memory) put(key string, value []byte) error { return s.putTTL(localClient, key, value, 0) }
 
-// putTTL stores value; ttl > 0 makes the key expire ttl from now. It
-// fails, storing nothing, with ErrQuota wrapped when the store would hold
-// more than maxKeys keys or maxTotal bytes.
-func (s *memory) putTTL(key string, value []byte, ttl time.Duration) error {
-	e := entry{value: append(make([]byte, 0, len(value)), value...)}
+// putTTL stores value for client; ttl > 0 makes it a lease that expires
+// ttl from now, and an entry without one that is not signed expires
+// unleasedTTL from now. It fails, storing nothing, with ErrQuota wrapped
+// when a quota would be passed.
+func (s *memory) putTTL(client, key string, value []byte, ttl time.Duration) error {
+	e := entry{value: append(make([]byte, 0, len(value)), value...), leased: ttl > 0, client: client}
+	e.signed = s.verify != nil && s.verify(key, value)
 	now := time.Now()
-	if ttl > 0 {
+	switch {
+	case ttl > 0:
 		e.expires = now.Add(ttl)
+	case !e.signed:
+		e.expires = now.Add(s.unleasedTTL)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.sweepLocked(now)
-	if err := s.fitsLocked(key, len(value), now); err != nil {
+	if err := s.fitsLocked(key, e, now); err != nil {
 		return err
 	}
 	if old, ok := s.m[key]; ok {
-		s.total -= len(key) + len(old.value)
+		s.account(key, old, -1)
 	}
 	s.m[key] = e
-	s.total += len(key) + len(value)
+	s.account(key, e, 1)
 	s.notifyLocked()
 	return nil
 }
 
-// fitsLocked checks the quotas for writing n bytes under key; expired
-// entries are swept first when they are in the way.
-func (s *memory) fitsLocked(key string, n int, now time.Time) error {
+// fitsLocked checks the quotas for writing e under key; expired entries
+// are swept first when they are in the way.
+func (s *memory) fitsLocked(key string, e entry, now time.Time) error {
 	for try := 0; ; try++ {
-		keys, total := len(s.m), s.total+len(key)+n
-		if old, ok := s.m[key]; ok {
-			keys--
-			total -= len(key) + len(old.value)
+		err := s.quotaLocked(key, e)
+		if err == nil || try > 0 {
+			return err
 		}
-		switch {
-		case keys+1 > s.maxKeys && try == 0, total > s.maxTotal && try == 0:
-			s.lastSweep = time.Time{}
-			s.sweepLocked(now)
-			continue
-		case keys+1 > s.maxKeys:
-			return fmt.Errorf("%w: the store holds %d keys, the limit is %d; delete keys, or give each cluster its own metastore", ErrQuota, keys, s.maxKeys)
-		case total > s.maxTotal:
-			return fmt.Errorf("%w: %d bytes more would make %d bytes of keys and values, the limit is %d; delete keys, or give each cluster its own metastore", ErrQuota, len(key)+n, total, s.maxTotal)
-		}
-		return nil
+		s.lastSweep = time.Time{}
+		s.sweepLocked(now)
 	}
+}
+
+// quotaLocked returns why writing e under key would pass a quota, nil
+// when it fits.
+func (s *memory) quotaLocked(key string, e entry) error {
+	n := len(key) + len(e.value)
+	all := usage{keys: len(s.m) + 1, bytes: s.total + n}
+	open := s.open
+	client := s.clients[e.client]
+	if old, ok := s.m[key]; ok {
+		on := len(key) + len(old.value)
+		all.keys--
+		all.bytes -= on
+		if !s.reserved(old) {
+			open.keys--
+			open.bytes -= on
+		}
+		if s.shares(old) && old.client == e.client {
+			client.keys--
+			client.bytes -= on
+		}
+	}
+	const fix = "delete keys no engine uses, or give each cluster its own metastore"
+	switch {
+	case all.keys > s.maxKeys:
+		return fmt.Errorf("%w: the store holds %d keys, the limit is %d; %s", ErrQuota, all.keys-1, s.maxKeys, fix)
+	case all.bytes > s.maxTotal:
+		return fmt.Errorf("%w: %d bytes more would make %d bytes of keys and values, the limit is %d; %s", ErrQuota, n, all.bytes, s.maxTotal, fix)
+	}
+	if !s.reserved(e) {
+		open.keys++
+		open.bytes += n
+		k, b := s.maxKeys*openShare/shareOf, s.maxTotal*openShare/shareOf
+		if open.keys > k || open.bytes > b {
+			what := "leased entries"
+			if s.verify != nil {
+				what = "engines' signed, leased descriptors"
+			}
+			return fmt.Errorf("%w for entries other than %s (the rest is kept for those): they hold %d keys and %d bytes with this one, the limit is %d keys and %d bytes. Entries without a lease expire %v after their write; %s",
+				ErrQuota, what, open.keys, open.bytes, k, b, s.unleasedTTL, fix)
+		}
+	}
+	if s.shares(e) {
+		client.keys++
+		client.bytes += n
+		k, b := s.maxKeys/clientShareOf, s.maxTotal/clientShareOf
+		if client.keys > k || client.bytes > b {
+			return fmt.Errorf("%w for writes from %s: its entries hold %d keys and %d bytes with this one, a client's share is %d keys and %d bytes (engines' signed descriptors do not count). Entries without a lease expire %v after their write; delete this client's keys, or find out why it writes so much",
+				ErrQuota, e.client, client.keys, client.bytes, k, b, s.unleasedTTL)
+		}
+	}
+	return nil
 }
 
 // delete reports whether the key was present.
@@ -108,7 +205,7 @@ func (s *memory) delete(key string) bool {
 	defer s.mu.Unlock()
 	e, ok := s.m[key]
 	if ok {
-		s.total -= len(key) + len(e.value)
+		s.account(key, e, -1)
 	}
 	delete(s.m, key)
 	s.notifyLocked()
@@ -148,7 +245,7 @@ func (s *memory) wake() <-chan struct{} {
 	return s.changed
 }
 
-// untilExpiry returns how long until the next leased entry expires, or
+// untilExpiry returns how long until the next entry expires, or
 // DefaultPollInterval when none does sooner.
 func (s *memory) untilExpiry() time.Duration {
 	now := time.Now()
@@ -177,7 +274,7 @@ func (s *memory) sweepLocked(now time.Time) {
 	s.lastSweep = now
 	for k, e := range s.m {
 		if e.expired(now) {
-			s.total -= len(k) + len(e.value)
+			s.account(k, e, -1)
 			delete(s.m, k)
 		}
 	}
@@ -247,7 +344,7 @@ func (s *memStore) PutLeased(ctx context.Context, key string, value []byte, ttl 
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
 		}
-		if err := s.mem.putTTL(key, v, ttl); err != nil {
+		if err := s.mem.putTTL(localClient, key, v, ttl); err != nil {
 			return fmt.Errorf("metastore memory: PUT key %q: %w", key, err)
 		}
 		return nil

@@ -27,8 +27,55 @@ const (
 )
 
 // ErrQuota is returned, wrapped, by a write that would take the embedded
-// server or the memory store past MaxKeys or MaxTotalSize.
-var ErrQuota = errors.New("metastore quota exceeded")
+// server or the memory store past one of its quotas (see ServerOptions),
+// and by an HTTPClient whose server answered 507 Insufficient Storage.
+var ErrQuota = errors.New("metastore full")
+
+// The shares of the quotas (see ServerOptions): entries outside the
+// headroom hold at most openShare/shareOf of MaxKeys and MaxTotalSize,
+// and one client's entries 1/clientShareOf.
+const (
+	shareOf       = 4
+	openShare     = 3
+	clientShareOf = 8
+)
+
+// DefaultUnleasedTTL is how long the embedded server and the memory
+// store keep an entry written without a lease that is not an engine's
+// signed descriptor.
+const DefaultUnleasedTTL = time.Hour
+
+// ServerOptions configures the embedded server's quotas (NewServerWith,
+// ListenWith, Options.Server); the zero value is the defaults.
+//
+// A writer that is not an engine must not be able to fill the store for
+// engines. So: every entry that is neither leased nor signed expires
+// UnleasedTTL after its write; each client (a remote address; writes
+// from this process are exempt) holds at most 1/8 of MaxKeys and of
+// MaxTotalSize in entries that are not signed; and entries other than
+// leased engine descriptors hold at most 3/4 of them, so that the last
+// quarter is headroom an engine's descriptor always finds. An engine's
+// descriptor is told by Verify, when set (the cluster secret's
+// segment.Signer.Verify); without it, any leased entry counts as one, and
+// a writer with many addresses can still fill the store: set a cluster
+// secret, on the server too (`ferry metad --cluster-secret-file`).
+type ServerOptions struct {
+	// UnleasedTTL is how long an entry written without a lease, and not
+	// signed, lives; 0 means DefaultUnleasedTTL. Mooncake's clients,
+	// which write without a lease, must refresh their keys within it.
+	UnleasedTTL time.Duration
+	// Verify reports whether value, written under key, is an engine's
+	// descriptor signed under the cluster secret; nil when the server has
+	// no secret. It must not keep value.
+	Verify func(key string, value []byte) bool `json:"-"`
+}
+
+func (o ServerOptions) withDefaults() ServerOptions {
+	if o.UnleasedTTL <= 0 {
+		o.UnleasedTTL = DefaultUnleasedTTL
+	}
+	return o
+}
 
 // Store is a key/value store for segment descriptors. Implementations are
 // safe for concurrent use. Keys must not be empty.

@@ -65,7 +65,10 @@ func (c *HTTPClient) Dialect() Dialect { return Dialect(c.dialect.Load()) }
 // and its watches by polling the keys it knows. A server that fails a step
 // gets an error wrapping ErrNotMetastore that names the URL, the step,
 // what the server answered and what was expected; an unreachable one
-// gets the request's error. Open with KindHTTP probes; PutLeased and
+// gets the request's error. A server that answers the PUT 507 is full,
+// not something else: Ferry's (its extension header on the answer) is
+// taken as it is, since its headroom may still take an engine's signed
+// descriptor; another gets an error wrapping ErrQuota. Open with KindHTTP probes; PutLeased and
 // Watch probe a client that has not been probed.
 func (c *HTTPClient) Probe(ctx context.Context) (Dialect, error) {
 	var nonce [8]byte
@@ -76,6 +79,16 @@ func (c *HTTPClient) Probe(ctx context.Context) (Dialect, error) {
 	code, body, hdr, err := c.doQuery(ctx, http.MethodPut, key, url.Values{"key": {key}, "ttl_ms": {probeTTL}}, value, MaxValueSize)
 	if err != nil {
 		return DialectUnknown, err
+	}
+	if code == http.StatusInsufficientStorage {
+		if hdr.Get(ExtensionHeader) != "" {
+			// Ferry's server, full for this client's entries: its
+			// headroom may still take an engine's signed descriptor,
+			// so the store is usable; a write it refuses says why.
+			c.dialect.Store(int32(DialectFerry))
+			return DialectFerry, nil
+		}
+		return DialectUnknown, c.statusError(http.MethodPut, key, code, body)
 	}
 	if code/100 != 2 {
 		return DialectUnknown, c.notMetastore(step("PUT"), code, hdr, body, "200")

@@ -26,6 +26,8 @@ type Options struct {
 	Kind string
 
 	Listen string // embedded: host:port to serve on
+	// Server is the embedded server's quotas (embedded only).
+	Server ServerOptions
 	URL    string // http: like http://10.0.0.1:7070/metadata
 
 	Address   string   // redis: host:port
@@ -59,7 +61,7 @@ func Open(ctx context.Context, opts Options) (Backend, error) {
 	}
 	switch opts.Kind {
 	case KindEmbedded:
-		srv, err := Listen(ctx, opts.Listen)
+		srv, err := ListenWith(ctx, opts.Listen, opts.Server)
 		if err != nil {
 			return nil, err
 		}

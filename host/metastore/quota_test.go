@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 )
@@ -21,22 +22,30 @@ func quotaDo(t *testing.T, method, base string, q url.Values, body []byte) (int,
 	return code, string(b), h
 }
 
+// signedPrefix marks the values testVerify takes for engines' signed
+// descriptors.
+const signedPrefix = "signed:"
+
+func testVerify(_ string, v []byte) bool { return bytes.HasPrefix(v, []byte(signedPrefix)) }
+
 // TestServerTotalQuota fills a real embedded server over HTTP with values
-// of the largest size: the write that would pass MaxTotalSize is refused
-// with 507 and a message naming the limit, a replacement of a key already
-// counted still fits, and a delete makes room again. Before the quota, 400
-// such values grew `ferry metad` without bound.
+// of the largest size, signed and leased (so that no share applies): the
+// write that would pass MaxTotalSize is refused with 507 and a message
+// naming the limit, a replacement of a key already counted still fits,
+// and a delete makes room again. Before the quota, 400 such values grew
+// `ferry metad` without bound.
 func TestServerTotalQuota(t *testing.T) {
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
+	srv, err := ListenWith(context.Background(), "127.0.0.1:0", ServerOptions{Verify: testVerify})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	val := bytes.Repeat([]byte{'x'}, MaxValueSize)
+	val := append([]byte(signedPrefix), bytes.Repeat([]byte{'x'}, MaxValueSize-len(signedPrefix))...)
 	fits := MaxTotalSize / (MaxValueSize + len("k00")) // keys that fit
+	lease := url.Values{"ttl_ms": {"60000"}}
 	for i := 0; ; i++ {
 		key := fmt.Sprintf("k%02d", i)
-		code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {key}}, val)
+		code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {key}, "ttl_ms": lease["ttl_ms"]}, val)
 		if i < fits {
 			if code != http.StatusOK {
 				t.Fatalf("PUT %d of %d bytes: %d %s; want 200 below the quota", i, len(val), code, body)
@@ -51,37 +60,40 @@ func TestServerTotalQuota(t *testing.T) {
 		}
 		break
 	}
-	if code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {"k00"}}, val); code != http.StatusOK {
+	if code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {"k00"}, "ttl_ms": lease["ttl_ms"]}, val); code != http.StatusOK {
 		t.Fatalf("replacing a counted key with a value of the same size: %d %s", code, body)
 	}
 	if code, body, _ := quotaDo(t, http.MethodDelete, srv.URL(), url.Values{"key": {"k01"}}, nil); code != http.StatusOK {
 		t.Fatalf("DELETE: %d %s", code, body)
 	}
-	if code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {"new"}}, val); code != http.StatusOK {
+	if code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {"new"}, "ttl_ms": lease["ttl_ms"]}, val); code != http.StatusOK {
 		t.Fatalf("PUT after a DELETE made room: %d %s", code, body)
 	}
 }
 
 // TestServerKeyQuota: past MaxKeys keys, a new key is refused with 507
-// (over HTTP with the cap lowered; the store at the real cap below), and
-// a long key with 414.
+// (over HTTP with the cap lowered, with signed leased keys that no share
+// limits; the store at the real cap below), and a long key with 414.
 func TestServerKeyQuota(t *testing.T) {
-	srv, err := Listen(context.Background(), "127.0.0.1:0")
+	srv, err := ListenWith(context.Background(), "127.0.0.1:0", ServerOptions{Verify: testVerify})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer srv.Close()
-	srv.server.mem.maxKeys = 3
-	for i := 0; i < 3; i++ {
-		if code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {fmt.Sprint(i)}}, []byte("v")); code != http.StatusOK {
+	srv.server.mem.maxKeys = 16
+	put := func(key string) (int, string) {
+		code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {key}, "ttl_ms": {"60000"}}, []byte(signedPrefix+"v"))
+		return code, body
+	}
+	for i := 0; i < 16; i++ {
+		if code, body := put(fmt.Sprint(i)); code != http.StatusOK {
 			t.Fatalf("PUT %d: %d %s", i, code, body)
 		}
 	}
-	code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {"3"}, "ttl_ms": {"60000"}}, []byte("v"))
-	if code != http.StatusInsufficientStorage || !strings.Contains(body, "3 keys, the limit is 3") {
-		t.Fatalf("a fourth key: %d %q; want 507 naming the key limit", code, body)
+	if code, body := put("16"); code != http.StatusInsufficientStorage || !strings.Contains(body, "16 keys, the limit is 16") {
+		t.Fatalf("a 17th key: %d %q; want 507 naming the key limit", code, body)
 	}
-	if code, body, _ := quotaDo(t, http.MethodPut, srv.URL(), url.Values{"key": {"2"}}, []byte("w")); code != http.StatusOK {
+	if code, body := put("2"); code != http.StatusOK {
 		t.Fatalf("replacing a key at the key limit: %d %s", code, body)
 	}
 	long := strings.Repeat("k", MaxKeySize+1)
@@ -90,21 +102,34 @@ func TestServerKeyQuota(t *testing.T) {
 	}
 }
 
+// TestMemoryKeyQuota: the memory store (this process's writes, which no
+// client share limits) takes entries without a lease up to 3/4 of
+// MaxKeys, leased ones (the engines' descriptors, without a verifier) up
+// to MaxKeys.
 func TestMemoryKeyQuota(t *testing.T) {
 	ctx := context.Background()
 	m := NewMemory()
 	defer m.Close()
-	for i := 0; i < MaxKeys; i++ {
+	open := MaxKeys * openShare / shareOf
+	for i := 0; i < open; i++ {
 		if err := m.Put(ctx, fmt.Sprint(i), nil); err != nil {
 			t.Fatalf("Put %d: %v", i, err)
 		}
 	}
 	err := m.Put(ctx, "one more", nil)
-	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), `"one more"`) {
-		t.Fatalf("Put past MaxKeys: err = %v, want ErrQuota naming the key", err)
+	if !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), `"one more"`) || !strings.Contains(err.Error(), "other than leased entries") {
+		t.Fatalf("Put past the headroom: err = %v, want ErrQuota naming the key and the headroom", err)
 	}
-	if _, err := m.PutLeased(ctx, "one more", nil, MinLeaseTTL); !errors.Is(err, ErrQuota) {
-		t.Fatalf("PutLeased past MaxKeys: err = %v, want ErrQuota", err)
+	var leases []Lease
+	for i := open; i < MaxKeys; i++ {
+		l, err := m.PutLeased(ctx, fmt.Sprint(i), nil, time.Minute)
+		if err != nil {
+			t.Fatalf("PutLeased %d, in the headroom: %v", i, err)
+		}
+		leases = append(leases, l)
+	}
+	if _, err := m.PutLeased(ctx, "one more", nil, MinLeaseTTL); !errors.Is(err, ErrQuota) || !strings.Contains(err.Error(), "the limit is 16384") {
+		t.Fatalf("PutLeased past MaxKeys: err = %v, want ErrQuota naming the key limit", err)
 	}
 	if err := m.Delete(ctx, "0"); err != nil {
 		t.Fatal(err)
@@ -114,6 +139,9 @@ func TestMemoryKeyQuota(t *testing.T) {
 	}
 	if err := m.Put(ctx, strings.Repeat("k", MaxKeySize+1), nil); err == nil {
 		t.Fatal("a key longer than MaxKeySize was stored")
+	}
+	for _, l := range leases {
+		l.Close(ctx)
 	}
 }
 

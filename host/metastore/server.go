@@ -22,7 +22,10 @@ const Path = "/metadata"
 //
 //	GET    <path>?key=K   200 with the value as body; 404 when absent
 //	PUT    <path>?key=K   body is the value; 200; 413 beyond MaxValueSize;
-//	                      507 past MaxKeys keys or MaxTotalSize bytes
+//	                      507 past a quota (ServerOptions: the keys and
+//	                      bytes of the store, its headroom for engines'
+//	                      descriptors, a client's share), with a text
+//	                      that says which and what to do
 //	DELETE <path>?key=K   200; 404 when absent (as Mooncake answers)
 //
 // Ferry adds two extensions that Mooncake's clients never send:
@@ -32,7 +35,10 @@ const Path = "/metadata"
 //	GET <path>?prefix=P         200 with a JSON object {"entries": [{"key":
 //	                            K, "value": base64}, ...]} of every live key
 //	                            under P (for polling watchers); at
-//	                            most maxListings at once, 503 beyond
+//	                            most maxListings at once and
+//	                            maxClientListings from one address,
+//	                            503 beyond; each written within
+//	                            listingTimeout or cut
 //
 // Answers to the extensions carry the header X-Ferry-Metastore: 1, so a
 // client can tell a server that ignored them. An empty or missing key
@@ -44,17 +50,37 @@ type Server struct {
 	mem      *memory
 	store    *memStore
 	listings chan struct{} // one token per listing being answered
+
+	mu      sync.Mutex
+	listing map[string]int // listings being answered, per client address
+	// listingTimeout bounds writing one listing; tests lower it.
+	listingTimeout time.Duration
 }
 
-// maxListings bounds the prefix listings answered at once. A listing is
-// written entry by entry from the map's own values, so each holds at most
-// the store (MaxTotalSize) alive and one entry's encoding.
-const maxListings = 4
+// maxListings bounds the prefix listings answered at once, and
+// maxClientListings those of one client address. A listing is written
+// entry by entry from the map's own values, so each holds at most the
+// store (MaxTotalSize) alive and one entry's encoding.
+const (
+	maxListings       = 16
+	maxClientListings = 2
+)
 
-// NewServer returns an empty Server. Its map lives as long as the Server.
-func NewServer() *Server {
-	m := newMemory()
-	return &Server{mem: m, store: newMemStore(m), listings: make(chan struct{}, maxListings)}
+// listingTimeout bounds how long one listing may take to be written: a
+// client that does not read it (or reads it slowly) has its connection
+// cut then, and its slot freed. A polling watcher lists every second,
+// and a listing of the whole store at its quota is 64 MiB.
+const listingTimeout = 10 * time.Second
+
+// NewServer returns an empty Server with the default quotas. Its map
+// lives as long as the Server.
+func NewServer() *Server { return NewServerWith(ServerOptions{}) }
+
+// NewServerWith returns an empty Server with the quotas of o.
+func NewServerWith(o ServerOptions) *Server {
+	m := newMemory(o)
+	return &Server{mem: m, store: newMemStore(m), listings: make(chan struct{}, maxListings),
+		listing: make(map[string]int), listingTimeout: listingTimeout}
 }
 
 // Store returns the server's map as a Backend, so that the engine that
@@ -91,7 +117,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	q := r.URL.Query()
 	if r.Method == http.MethodGet && q.Has("prefix") && !q.Has("key") {
-		s.serveList(w, q.Get("prefix"))
+		s.serveList(w, clientOf(r), q.Get("prefix"))
 		return
 	}
 	key := q.Get("key")
@@ -138,13 +164,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					q.Get("ttl_ms"), MinLeaseTTL.Milliseconds(), MaxLeaseTTL.Milliseconds()), http.StatusBadRequest)
 				return
 			}
-			if err := s.mem.putTTL(key, v, time.Duration(ms)*time.Millisecond); err != nil {
-				http.Error(w, err.Error(), http.StatusInsufficientStorage)
+			if err := s.mem.putTTL(clientOf(r), key, v, time.Duration(ms)*time.Millisecond); err != nil {
+				full(w, err)
 				return
 			}
 			w.Header().Set(ExtensionHeader, "1")
-		} else if err := s.mem.put(key, v); err != nil {
-			http.Error(w, err.Error(), http.StatusInsufficientStorage)
+		} else if err := s.mem.putTTL(clientOf(r), key, v, 0); err != nil {
+			full(w, err)
 			return
 		}
 		writeText(w, http.StatusOK, "metadata updated")
@@ -158,17 +184,63 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// serveList writes the listAnswer of prefix one entry at a time, so that
-// answering it costs one entry's encoding beyond the map.
-func (s *Server) serveList(w http.ResponseWriter, prefix string) {
+// clientOf returns the address a request came from, without its port:
+// the client whose share its writes count against.
+func clientOf(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil || host == "" {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// full answers a write refused by a quota: 507, with the text of err
+// (which quota, and what to do) and the extension header, so that a
+// client can tell a full Ferry metastore from another server.
+func full(w http.ResponseWriter, err error) {
+	w.Header().Set(ExtensionHeader, "1")
+	http.Error(w, err.Error(), http.StatusInsufficientStorage)
+}
+
+// takeListing takes a listing slot for client, or says why not.
+func (s *Server) takeListing(client string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listing[client] >= maxClientListings {
+		return fmt.Sprintf("busy: %d prefix listings for %s are being answered, the limit for one client", maxClientListings, client)
+	}
 	select {
 	case s.listings <- struct{}{}:
-		defer func() { <-s.listings }()
 	default:
+		return fmt.Sprintf("busy: %d prefix listings are being answered, the limit", maxListings)
+	}
+	s.listing[client]++
+	return ""
+}
+
+func (s *Server) giveListing(client string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	<-s.listings
+	if s.listing[client]--; s.listing[client] <= 0 {
+		delete(s.listing, client)
+	}
+}
+
+// serveList writes the listAnswer of prefix one entry at a time, so that
+// answering it costs one entry's encoding beyond the map. The whole
+// answer must be written within listingTimeout: a client that does not
+// read it has its connection cut, so that it cannot hold the slot.
+func (s *Server) serveList(w http.ResponseWriter, client, prefix string) {
+	if why := s.takeListing(client); why != "" {
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("busy: %d prefix listings are being answered, the limit; try again in a second", maxListings), http.StatusServiceUnavailable)
+		http.Error(w, why+"; try again in a second", http.StatusServiceUnavailable)
 		return
 	}
+	defer s.giveListing(client)
+	// Where the writer cannot take a deadline (a test's recorder), the
+	// server's own WriteTimeout still bounds the listing.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.listingTimeout))
 	m := s.mem.shared(prefix)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set(ExtensionHeader, "1")
@@ -224,12 +296,17 @@ const shutdownGrace = 5 * time.Second
 // picks a free port) and serves it at Path until Close. ctx bounds only the
 // listen itself; cancelling it later does not stop the server.
 func Listen(ctx context.Context, addr string) (*HTTPServer, error) {
+	return ListenWith(ctx, addr, ServerOptions{})
+}
+
+// ListenWith is Listen with the quotas of o.
+func ListenWith(ctx context.Context, addr string, o ServerOptions) (*HTTPServer, error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metastore: listen on %q: %w", addr, err)
 	}
-	s := NewServer()
+	s := NewServerWith(o)
 	mux := http.NewServeMux()
 	mux.Handle(Path, s)
 	h := &HTTPServer{
@@ -238,7 +315,8 @@ func Listen(ctx context.Context, addr string) (*HTTPServer, error) {
 			Handler:           mux,
 			ReadHeaderTimeout: 10 * time.Second,
 			ReadTimeout:       2 * time.Minute,
-			// A reader that stalls a listing gives its slot back.
+			// A reader that stalls a listing gives its slot back
+			// sooner: listingTimeout.
 			WriteTimeout: 2 * time.Minute,
 			IdleTimeout:  2 * time.Minute,
 		},

@@ -57,6 +57,15 @@ type Metastore struct {
 	// signed; Repairs, writes of our own descriptor back after someone
 	// else replaced or deleted it.
 	Refused, Repairs uint64
+	// Watches are the engine's metastore watches.
+	Watches []MetastoreWatch
+}
+
+// MetastoreWatch is one metastore watch: Up while it runs, false while
+// it is retried.
+type MetastoreWatch struct {
+	Name string
+	Up   bool
 }
 
 // Bounds on what a plugin's Stats may add to a scrape: more counters, or
@@ -93,7 +102,7 @@ type Collector struct {
 	pluginUp, pluginState, pluginRestarts, pluginStalls, pluginFaulty, pluginOutstanding, pluginCounter *prometheus.Desc
 	railBytes, railSlices, railErrors, railInFlight, railPaused, railGbps                               *prometheus.Desc
 	segOpen, segOpened, segRetired                                                                      *prometheus.Desc
-	metaUp, metaRefused, metaRepairs                                                                    *prometheus.Desc
+	metaUp, metaRefused, metaRepairs, metaWatchUp                                                       *prometheus.Desc
 	credit                                                                                              creditDescs // credit.go
 }
 
@@ -136,6 +145,7 @@ func NewCollector(src Source, timeout time.Duration, constLabels prometheus.Labe
 		metaUp:      d("metastore_up", "1 while the engine's descriptor is kept alive in the metastore."),
 		metaRefused: d("descriptors_refused_total", "Peer descriptors refused as unsigned or badly signed."),
 		metaRepairs: d("publish_repairs_total", "Times the engine wrote its descriptor back after someone else replaced or deleted it."),
+		metaWatchUp: d("metastore_watch_up", "1 while the metastore watch runs, 0 while it is retried: segments (peers' changes) or own_descriptor (the guard of the engine's key).", "watch"),
 	}
 	c.credit = newCreditDescs(d)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
@@ -153,7 +163,7 @@ func (c *Collector) Close() {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.pluginUp, c.pluginState, c.pluginRestarts, c.pluginStalls, c.pluginFaulty, c.pluginOutstanding, c.pluginCounter,
 		c.railBytes, c.railSlices, c.railErrors, c.railInFlight, c.railPaused, c.railGbps,
-		c.segOpen, c.segOpened, c.segRetired, c.metaUp, c.metaRefused, c.metaRepairs} {
+		c.segOpen, c.segOpened, c.segRetired, c.metaUp, c.metaRefused, c.metaRepairs, c.metaWatchUp} {
 		ch <- d
 	}
 	c.credit.describe(ch)
@@ -194,6 +204,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.metaUp, prometheus.GaugeValue, b2f(m.Err == nil))
 	ch <- prometheus.MustNewConstMetric(c.metaRefused, prometheus.CounterValue, float64(m.Refused))
 	ch <- prometheus.MustNewConstMetric(c.metaRepairs, prometheus.CounterValue, float64(m.Repairs))
+	for _, w := range m.Watches {
+		ch <- prometheus.MustNewConstMetric(c.metaWatchUp, prometheus.GaugeValue, b2f(w.Up), w.Name)
+	}
 	c.credit.collect(ch, c.src)
 	c.timeouts.Collect(ch)
 	c.dropped.Collect(ch)

@@ -52,7 +52,8 @@ func (f *fakeSource) Segments() Segments {
 }
 
 func (f *fakeSource) Metastore() Metastore {
-	return Metastore{Err: errors.New("unreachable"), Refused: 2, Repairs: 3}
+	return Metastore{Err: errors.New("unreachable"), Refused: 2, Repairs: 3,
+		Watches: []MetastoreWatch{{Name: "segments", Up: true}, {Name: "own_descriptor"}}}
 }
 
 func TestCollector(t *testing.T) {
@@ -236,6 +237,11 @@ func TestExporterServesAndUnregisters(t *testing.T) {
 	body := scrape(t, "http://"+x.Addr()+Path)
 	if !strings.Contains(body, `ferry_metastore_up{engine="a"} 0`) {
 		t.Fatalf("scrape lacks the collector's series:\n%s", body)
+	}
+	for _, want := range []string{`ferry_metastore_watch_up{engine="a",watch="segments"} 1`, `ferry_metastore_watch_up{engine="a",watch="own_descriptor"} 0`} {
+		if !strings.Contains(body, want) {
+			t.Fatalf("scrape lacks %s:\n%s", want, body)
+		}
 	}
 	if _, err := Start(Config{Meter: NewMeter(nil, prometheus.Labels{"engine": "a"}), Source: &fakeSource{}, Registerer: reg,
 		ConstLabels: prometheus.Labels{"engine": "a"}}); err == nil || !strings.Contains(err.Error(), "engine label") {

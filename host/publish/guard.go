@@ -11,7 +11,8 @@ import (
 
 // recentWrites is how many of its own latest values a Publisher
 // remembers. The guard judges what the key holds when it looks, with
-// publishing held off, so that is the newest unless someone else wrote.
+// publishing held off, so that is the newest unless someone else wrote
+// (an older one of its own is a replay, repaired as a replacement).
 const recentWrites = 8
 
 // repairLogBurst warnings at most per repairLogWindow: under a write or
@@ -31,20 +32,22 @@ func (p *Publisher) remember(b []byte) {
 	p.recent = append(p.recent, b)
 }
 
-// ours reports whether v is a value this engine wrote; p.mu held. With a
-// secret, any validly signed descriptor of this incarnation is ours, since
-// nobody else can sign one.
+// ours reports whether v is the newest value this engine wrote; p.mu
+// held. An older one of its own is a replay (or a write of someone else
+// that happens to equal it): the key must hold the newest, since writes
+// go through the lease one at a time and the guard looks with publishing
+// held off. With a secret, a validly signed descriptor of this
+// incarnation at the newest Seq or above is ours, since nobody else can
+// sign one.
 func (p *Publisher) ours(v []byte) bool {
-	for _, b := range p.recent {
-		if bytes.Equal(b, v) {
-			return true
-		}
+	if n := len(p.recent); n > 0 && bytes.Equal(p.recent[n-1], v) {
+		return true
 	}
 	if p.signer == nil {
 		return false
 	}
 	d, err := p.signer.Decode(p.key, v)
-	return err == nil && d.Incarnation == p.incarnation
+	return err == nil && d.Incarnation == p.incarnation && d.Seq >= p.seq
 }
 
 // Repaired returns how many times the guard wrote the descriptor back
@@ -54,27 +57,39 @@ func (p *Publisher) Repaired() uint64 { return p.repaired.Load() }
 // startGuard watches the engine's own key, where the store has watches,
 // so that a replacement or a deletion by someone else is logged and
 // repaired at once instead of lasting until the next lease refresh. The
-// guard ends at Close; p.mu held.
+// watch is retried with backoff for the engine's life (a metastore that
+// is down or busy at the start does not leave the key unguarded; see
+// GuardWatch). The guard ends at Close; p.mu held.
 func (p *Publisher) startGuard(l metastore.Lease) {
 	w, ok := p.store.(metastore.Watcher)
 	if !ok {
 		return
 	}
-	// The watch lives as long as ctx; a store that cannot be reached
-	// fails it at once.
 	ctx, cancel := context.WithCancel(context.Background())
-	events, err := w.Watch(ctx, p.key)
-	if err != nil {
-		cancel()
-		p.log.Warn("not watching the engine's own descriptor; a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
-		return
-	}
+	rw := &metastore.Rewatch{Name: "own descriptor", Prefix: p.key, W: w, OnError: func(err error) {
+		p.log.Warn("the watch of the engine's own descriptor failed; retrying. Meanwhile a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
+	}}
 	p.unguard = cancel
-	p.wg.Add(1)
+	p.guardWatch.Store(rw)
+	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
-		p.guard(ctx, l, events)
+		rw.Run(ctx)
 	}()
+	go func() {
+		defer p.wg.Done()
+		p.guard(ctx, l, rw.Events())
+	}()
+}
+
+// GuardWatch returns the state of the watch on the engine's own key;
+// false before the first publish, or where the store has no watches.
+func (p *Publisher) GuardWatch() (metastore.WatchState, bool) {
+	rw := p.guardWatch.Load()
+	if rw == nil {
+		return metastore.WatchState{}, false
+	}
+	return rw.State(), true
 }
 
 func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan metastore.Event) {

@@ -52,16 +52,21 @@ type Publisher struct {
 	// recent holds the last values this engine wrote, newest last, so
 	// that the guard tells its own writes from someone else's.
 	recent [][]byte
-	lease  metastore.Lease // nil until the first publish succeeds
+	// seq is the Seq of the newest descriptor written (mu held): it only
+	// grows, across restarts too (segment.NextSeq), so that peers refuse
+	// an older one replayed.
+	seq   uint64
+	lease metastore.Lease // nil until the first publish succeeds
 	// health is the latest metastore trouble the lease or a publish
 	// reported, nil once the descriptor is back.
 	health atomic.Pointer[error]
 	poke   chan struct{} // a publish failed: watch checks for recovery
 	wg     sync.WaitGroup
 
-	unguard  context.CancelFunc // stops the guard; nil until it runs
-	closing  atomic.Bool
-	repaired atomic.Uint64
+	unguard    context.CancelFunc // stops the guard; nil until it runs
+	guardWatch atomic.Pointer[metastore.Rewatch]
+	closing    atomic.Bool
+	repaired   atomic.Uint64
 }
 
 // Config says what a Publisher publishes, where.
@@ -108,13 +113,17 @@ func (p *Publisher) Publish(ctx context.Context) error {
 		return nil // a write that started after this call carried its change
 	}
 	upto := p.asked.Load() // every call so far changed the state before it asked
-	b, err := p.signer.Encode(p.describe())
+	d := p.describe()
+	seq := segment.NextSeq(p.seq, time.Now().UnixNano())
+	d.Seq = seq
+	b, err := p.signer.Encode(d)
 	if err != nil {
 		return fmt.Errorf("engine %q: encode descriptor: %w", p.name, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	p.remember(b)
+	p.seq = seq
 	p.writes.Add(1)
 	if p.lease != nil {
 		p.covered = upto // on an outage too: the lease writes b when the metastore returns

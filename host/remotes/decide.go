@@ -36,10 +36,16 @@ func (a Action) String() string { return enum.String(a, actionNames[:], "Action"
 type Change struct {
 	Deleted bool
 	Desc    *segment.Descriptor
+	// Ordered says that Desc's Seq was verified under the cluster
+	// secret, so that one older than the handle's is a replay and is
+	// kept out (segment.Older).
+	Ordered bool
 }
 
 // Decide returns what c does to a live handle that caches cached and is
-// marked gone or not.
+// marked gone or not. An ordered descriptor older than cached changes
+// nothing, even of another incarnation: a peer never goes back to an
+// earlier publication than the newest it has seen.
 func Decide(cached *segment.Descriptor, gone bool, c Change) Action {
 	switch {
 	case c.Deleted:
@@ -48,6 +54,11 @@ func Decide(cached *segment.Descriptor, gone bool, c Change) Action {
 		}
 		return Gone
 	case c.Desc == nil:
+		return Keep
+	case c.Ordered && segment.Older(c.Desc, cached):
+		// A replay of an earlier publication (of this life or a
+		// previous one): the handle keeps the newest it has; the
+		// owner's guard writes its newest back.
 		return Keep
 	case c.Desc.Incarnation != cached.Incarnation:
 		return Retire

@@ -14,6 +14,11 @@ func desc(inc uint64, bases ...uint64) *segment.Descriptor {
 	return d
 }
 
+func seqd(d *segment.Descriptor, seq uint64) *segment.Descriptor {
+	d.Seq = seq
+	return d
+}
+
 func TestDecide(t *testing.T) {
 	moved := desc(7, 0x1000)
 	moved.Transports["tcp"] = []byte("ep2")
@@ -35,6 +40,12 @@ func TestDecide(t *testing.T) {
 		{"back, same life, same descriptor", desc(7, 0x1000), true, Change{Desc: desc(7, 0x1000)}, Refresh},
 		{"not a descriptor", desc(7, 0x1000), false, Change{}, Keep},
 		{"not a descriptor while gone", desc(7, 0x1000), true, Change{}, Keep},
+		{"an older publication replayed", seqd(desc(7, 0x1000, 0x9000), 20), false, Change{Desc: seqd(desc(7, 0x1000), 10), Ordered: true}, Keep},
+		{"the previous life replayed", seqd(desc(8, 0x1000), 20), false, Change{Desc: seqd(desc(7, 0x1000), 10), Ordered: true}, Keep},
+		{"the previous life replayed while gone", seqd(desc(8, 0x1000), 20), true, Change{Desc: seqd(desc(7, 0x1000), 10), Ordered: true}, Keep},
+		{"a newer publication", seqd(desc(7, 0x1000), 10), false, Change{Desc: seqd(desc(7, 0x1000, 0x9000), 20), Ordered: true}, Refresh},
+		{"the next life", seqd(desc(7, 0x1000), 10), false, Change{Desc: seqd(desc(8), 20), Ordered: true}, Retire},
+		{"older, but not ordered (no secret)", seqd(desc(8, 0x1000), 20), false, Change{Desc: seqd(desc(7, 0x1000), 10)}, Retire},
 	}
 	for _, c := range cases {
 		if got := Decide(c.cached, c.gone, c.c); got != c.want {

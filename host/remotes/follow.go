@@ -99,7 +99,7 @@ func (f *Follower) change(ev metastore.Event) Change {
 		f.Log.Warn("metastore watch: ignoring a value that is not a descriptor, or not validly signed; open segments keep the descriptor they have", "key", ev.Key, "error", err)
 		return Change{}
 	}
-	return Change{Desc: d}
+	return Change{Desc: d, Ordered: f.Signer != nil}
 }
 
 func (f *Follower) reread(ctx context.Context, key string) {

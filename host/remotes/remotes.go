@@ -60,11 +60,62 @@ type Handle struct {
 // Table is the set of open remote segments. Get is lock-free; the other
 // methods are writers, serialised by the caller.
 type Table struct {
+	// Ordered says that descriptors read from the metastore were
+	// verified under the cluster secret, so their Seq can be trusted:
+	// the table then never takes one older than the newest it has seen
+	// for the name (see Newest). Set it before the first Open.
+	Ordered bool
+
 	machineID string        // this engine's, for same-machine-only transports
 	timeout   time.Duration // bounds one call to one plugin
 	handles   atomicHandles
 	changed   changeSignal
 	counts    lifeCounts // see counts.go
+	// newest is the newest descriptor read from the metastore for each
+	// name, when Ordered: kept after its handles close, at most
+	// maxNewest names.
+	newest map[string]*segment.Descriptor
+}
+
+// maxNewest bounds the names whose newest descriptor the table keeps.
+const maxNewest = 4096
+
+// Newest returns the newest descriptor of name read from the metastore
+// that the table has seen (nil when none, or when not Ordered): what it
+// keeps when the metastore shows an older one, an invalid one or none.
+func (t *Table) Newest(name string) *segment.Descriptor {
+	if !t.Ordered {
+		return nil
+	}
+	return t.newest[name]
+}
+
+// Stale reports whether d, just read from the metastore for name, is
+// older than the newest the table has seen: a replay, from which nothing
+// is learnt.
+func (t *Table) Stale(name string, d *segment.Descriptor) bool {
+	n := t.Newest(name)
+	return n != nil && segment.Older(d, n)
+}
+
+// saw records d as seen for name, when it is the newest.
+func (t *Table) saw(name string, d *segment.Descriptor) {
+	if !t.Ordered {
+		return
+	}
+	if n := t.newest[name]; n != nil && segment.Older(d, n) {
+		return
+	}
+	if t.newest == nil {
+		t.newest = make(map[string]*segment.Descriptor)
+	}
+	if _, ok := t.newest[name]; !ok && len(t.newest) >= maxNewest {
+		for k := range t.newest { // forget one, any
+			delete(t.newest, k)
+			break
+		}
+	}
+	t.newest[name] = d
 }
 
 // New returns an empty table for an engine on machineID; timeout bounds
@@ -104,7 +155,9 @@ func (t *Table) set(id uint32, h *Handle) {
 // key; "" in peer-to-peer mode). A handle open on the same life of the
 // peer takes d and is returned; one open on a previous life is retired;
 // otherwise every usable transport that d offers opens the peer under a
-// new handle, which fails when none does.
+// new handle, which fails when none does. When the table is Ordered and
+// d came from the metastore but is older than the newest descriptor seen
+// for name (a replay), the newest is used instead.
 func (t *Table) Open(ctx context.Context, name, key string, d *segment.Descriptor, ts []Transport) (*Handle, error) {
 	return t.open(ctx, name, key, d, ts, false)
 }
@@ -117,6 +170,12 @@ func (t *Table) Import(ctx context.Context, d *segment.Descriptor, ts []Transpor
 }
 
 func (t *Table) open(ctx context.Context, name, key string, d *segment.Descriptor, ts []Transport, imported bool) (*Handle, error) {
+	if key != "" {
+		if n := t.Newest(name); n != nil && segment.Older(d, n) {
+			d = n
+		}
+		t.saw(name, d)
+	}
 	for _, h := range t.handles.load() {
 		if h == nil || h.Name != name || h.Retired != "" {
 			continue
@@ -220,6 +279,9 @@ func (t *Table) Apply(ctx context.Context, key string, c Change, ts []Transport,
 			continue
 		}
 		a := Decide(h.Desc, h.Gone != "", c)
+		if a == Refresh || a == Retire {
+			t.saw(h.Name, c.Desc)
+		}
 		switch a {
 		case Refresh:
 			h2 := *h

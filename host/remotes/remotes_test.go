@@ -354,3 +354,108 @@ func TestImport(t *testing.T) {
 		t.Fatalf("an opened handle retired as %q", r)
 	}
 }
+
+// signedDesc is desc(inc, bases...) published as publication seq, signed
+// under s.
+func signedDesc(t *testing.T, s *segment.Signer, inc, seq uint64, bases ...uint64) (*segment.Descriptor, []byte) {
+	t.Helper()
+	d := desc(inc, bases...)
+	d.Seq = seq
+	b, err := s.Encode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d, b
+}
+
+// TestReplayKeepsTheNewest is the attack of a metastore writer who holds
+// no secret but replays what the victim once published: its own older
+// signed descriptor of this life (fewer buffers), one of its previous
+// life (which would retire the handle to the live one), an unsigned
+// forgery, and a DELETE. A peer that has seen the newest keeps it through
+// each, in its open handle and when it opens the segment again.
+func TestReplayKeepsTheNewest(t *testing.T) {
+	ctx := context.Background()
+	s, err := segment.NewSigner([]byte("0123456789abcdef-cluster"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := []Transport{newTransport("tcp")}
+	f := newFollower(t, ts)
+	f.Signer = s
+	tb, store := f.Table, f.Store
+	tb.Ordered = true
+	newest, nb := signedDesc(t, s, 8, 300, 0x1000, 0x2000)
+	_, sameLife := signedDesc(t, s, 8, 200, 0x1000)
+	_, lastLife := signedDesc(t, s, 7, 100, 0x1000)
+	forged, _ := desc(9, 0x5000).Encode()
+	if err := store.Put(ctx, "segments/b", nb); err != nil {
+		t.Fatal(err)
+	}
+	h, err := tb.Open(ctx, "b", "segments/b", newest, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string) {
+		t.Helper()
+		h := tb.Get(h.ID)
+		if h.Retired != "" || h.Desc.Incarnation != 8 || h.Desc.Seq != 300 || len(h.Desc.Buffers) != 2 || !h.Opened[0] {
+			t.Fatalf("after %s: handle %+v; want the newest descriptor (incarnation 8, seq 300, 2 buffers) kept, open", what, h)
+		}
+	}
+	for _, c := range []struct {
+		what string
+		raw  []byte
+	}{{"a replay of an older publication of this life", sameLife}, {"a replay of the previous life", lastLife}, {"an unsigned forgery", forged}} {
+		if err := store.Put(ctx, "segments/b", c.raw); err != nil {
+			t.Fatal(err)
+		}
+		events := make(chan metastore.Event, 2)
+		events <- metastore.Event{Kind: metastore.Put, Key: "segments/b", Value: c.raw}
+		events <- metastore.Event{Kind: metastore.Resync}
+		close(events)
+		f.Run(ctx, events)
+		check(c.what)
+	}
+	if err := store.Delete(ctx, "segments/b"); err != nil {
+		t.Fatal(err)
+	}
+	events := make(chan metastore.Event, 1)
+	events <- metastore.Event{Kind: metastore.Delete, Key: "segments/b"}
+	close(events)
+	f.Run(ctx, events)
+	if h := tb.Get(h.ID); h.Retired != "" || h.Desc.Seq != 300 || !h.Opened[0] {
+		t.Fatalf("after a DELETE: %+v; want the newest descriptor kept and the handle open", h)
+	}
+	// Opening the segment again on a replayed descriptor: the handle
+	// stays on the newest, and so does a new handle after a close.
+	old, _ := s.Decode("segments/b", lastLife)
+	h2, err := tb.Open(ctx, "b", "segments/b", old, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h2.ID != h.ID || h2.Desc.Seq != 300 || h2.Retired != "" {
+		t.Fatalf("OpenSegment on a replay of the previous life: %+v; want handle %d kept on seq 300", h2, h.ID)
+	}
+	if !tb.Stale("b", old) || tb.Stale("b", newest) {
+		t.Fatal("Stale does not tell the replay from the newest")
+	}
+	if err := tb.Close(ctx, h.ID, ts); err != nil {
+		t.Fatal(err)
+	}
+	h3, err := tb.Open(ctx, "b", "segments/b", old, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h3.Desc.Seq != 300 || h3.Desc.Incarnation != 8 {
+		t.Fatalf("reopened after a close on a replay: %+v; want the newest seen (seq 300)", h3.Desc)
+	}
+	// A table that never saw the name cannot tell a replay from a first
+	// view: it takes what it reads.
+	fresh := New("here", time.Second)
+	fresh.Ordered = true
+	h4, err := fresh.Open(ctx, "b", "segments/b", old, ts)
+	if err != nil || h4.Desc.Seq != 100 {
+		t.Fatalf("a fresh table: %+v, %v; want the descriptor it read", h4, err)
+	}
+}

@@ -55,7 +55,31 @@ type Descriptor struct {
 	// schema 1, optional.
 	Topology *Topology             `json:"topology,omitempty"`
 	Rails    map[string][]RailInfo `json:"rails,omitempty"`
+	// Seq orders the publications of one name: it only grows, across
+	// the engine's restarts too (see Newer). A signed descriptor's MAC
+	// covers it with the rest of the JSON, so that a peer with the
+	// cluster secret can refuse an older one replayed. Added within
+	// schema 1, optional: 0 is an engine that predates it.
+	Seq uint64 `json:"seq,omitempty"`
 }
+
+// NextSeq returns the Seq of a publication that follows one of prev: the
+// publisher's wall clock in nanoseconds, or prev+1 when the clock has not
+// passed prev. An engine that restarts therefore publishes above its
+// previous life, unless the clock stepped back by more than the time
+// between the two lives (peers that saw the previous life then take the
+// new one once the clock passes it).
+func NextSeq(prev uint64, nowUnixNano int64) uint64 {
+	if now := uint64(max(nowUnixNano, 0)); now > prev {
+		return now
+	}
+	return prev + 1
+}
+
+// Older reports whether d was published before seen, as their Seq say.
+// Only a signed Seq means anything: a reader without the cluster secret
+// must not order by it, since anyone could write the largest.
+func Older(d, seen *Descriptor) bool { return d.Seq < seen.Seq }
 
 // Topology is a machine's NUMA nodes and network interfaces.
 type Topology struct {

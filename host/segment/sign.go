@@ -61,7 +61,7 @@ func NewSigner(secret []byte) (*Signer, error) {
 }
 
 // Encode returns d as JSON, signed when s is not nil: the MAC covers the
-// JSON, the engine name and the incarnation.
+// JSON (its Seq with the rest), the engine name and the incarnation.
 func (s *Signer) Encode(d *Descriptor) ([]byte, error) {
 	b, err := d.Encode()
 	if s == nil || err != nil {
@@ -88,28 +88,43 @@ func (s *Signer) Decode(key string, raw []byte) (*Descriptor, error) {
 	if s == nil {
 		return Decode(key, raw)
 	}
+	d, err := s.verify(key, raw)
+	if err != nil {
+		s.refused.Add(1)
+	}
+	return d, err
+}
+
+// Verify reports whether raw, read from key, is a descriptor that Decode
+// accepts, without counting a refusal: a metastore server asks it of
+// every write (metastore.ServerOptions.Verify), to tell engines'
+// descriptors from other entries.
+func (s *Signer) Verify(key string, raw []byte) bool {
+	if s == nil {
+		return false
+	}
+	_, err := s.verify(key, raw)
+	return err == nil
+}
+
+func (s *Signer) verify(key string, raw []byte) (*Descriptor, error) {
 	n := len(raw)
 	if n < macTail+2 || !bytes.Equal(raw[n-macTail:n-macTail+len(macField)], []byte(macField)) || !bytes.HasSuffix(raw, []byte(`"}`)) {
-		s.refused.Add(1)
 		return nil, fmt.Errorf("%w: the descriptor at %q carries no MAC, and this engine has a cluster secret: it refuses unsigned descriptors. Give the engine that publishes it the same cluster_secret_file, or find out who else writes to the metastore", ErrUnsigned, key)
 	}
 	body := append(raw[:n-macTail:n-macTail], '}')
 	want := make([]byte, sha256.Size)
 	if _, err := hex.Decode(want, raw[n-macTail+len(macField):n-2]); err != nil {
-		s.refused.Add(1)
 		return nil, fmt.Errorf("%w: the descriptor at %q has a MAC that is not hex: %w", ErrBadSignature, key, err)
 	}
 	d, err := Decode(key, body)
 	if err != nil {
-		s.refused.Add(1)
 		return nil, fmt.Errorf("%w: %w", ErrBadSignature, err)
 	}
 	if !hmac.Equal(want, s.mac(d.Name, d.Incarnation, body)) {
-		s.refused.Add(1)
 		return nil, fmt.Errorf("%w: the descriptor at %q (engine %q, incarnation %#x) is not signed with this engine's cluster secret: it was forged or replaced, or its engine has another secret; give every engine the same cluster_secret_file", ErrBadSignature, key, d.Name, d.Incarnation)
 	}
 	if strings.Contains(key, "segments/") && key != "segments/"+d.Name && !strings.HasSuffix(key, "/segments/"+d.Name) {
-		s.refused.Add(1)
 		return nil, fmt.Errorf("%w: the descriptor at %q is engine %q's, copied to another name", ErrBadSignature, key, d.Name)
 	}
 	return d, nil

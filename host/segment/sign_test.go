@@ -116,3 +116,52 @@ func TestDecodeCaps(t *testing.T) {
 		t.Fatalf("a descriptor of %d buffers (the cap): %v", len(d.Buffers), err)
 	}
 }
+
+// TestSignerCoversSeq: the publication counter is signed with the rest,
+// so a writer without the secret can neither raise an old descriptor's
+// Seq (to outrank the owner's newer one) nor lower a new one's.
+func TestSignerCoversSeq(t *testing.T) {
+	s := mustSigner(t, "0123456789abcdef-cluster")
+	d := signTestDesc()
+	d.Seq = 1000
+	b, err := s.Encode(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Decode("ferry/segments/a", b)
+	if err != nil || got.Seq != 1000 {
+		t.Fatalf("Decode = %+v, %v; want Seq 1000", got, err)
+	}
+	raised := bytes.Replace(b, []byte(`"seq":1000`), []byte(`"seq":9000`), 1)
+	if bytes.Equal(raised, b) {
+		t.Fatal("test setup: seq not found in the encoding")
+	}
+	if _, err := s.Decode("ferry/segments/a", raised); !errors.Is(err, ErrBadSignature) {
+		t.Fatalf("a descriptor with its Seq raised: %v; want ErrBadSignature", err)
+	}
+	if s.Verify("ferry/segments/a", raised) || !s.Verify("ferry/segments/a", b) {
+		t.Fatal("Verify disagrees with Decode")
+	}
+	if n := s.Refused(); n != 1 {
+		t.Fatalf("Refused = %d; want 1 (Verify counts nothing)", n)
+	}
+}
+
+func TestNextSeq(t *testing.T) {
+	cases := []struct {
+		prev uint64
+		now  int64
+		want uint64
+	}{
+		{0, 100, 100},
+		{100, 200, 200},
+		{200, 200, 201}, // the clock did not move
+		{500, 300, 501}, // the clock stepped back
+		{0, -1, 1},
+	}
+	for _, c := range cases {
+		if got := NextSeq(c.prev, c.now); got != c.want {
+			t.Errorf("NextSeq(%d, %d) = %d, want %d", c.prev, c.now, got, c.want)
+		}
+	}
+}
