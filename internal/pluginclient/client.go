@@ -133,6 +133,9 @@ func (c *Client) Probe(ctx context.Context) (sdk.ProbeResult, error) {
 		if len(rl.Name) > MaxRailName {
 			return sdk.ProbeResult{}, fmt.Errorf("plugin %q probes out of bounds: its rail %d's name is %d bytes, over the cap of %d; the plugin is faulty or not a Ferry plugin", c.pluginName(), i, len(rl.Name), MaxRailName)
 		}
+		if err := checkRail(c.pluginName(), i, rl.NumaNode, rl.BandwidthGbps); err != nil {
+			return sdk.ProbeResult{}, err
+		}
 		pr.Rails = append(pr.Rails, sdk.Rail{Name: rl.Name, NUMANode: int(rl.NumaNode), BandwidthGbps: rl.BandwidthGbps})
 	}
 	return pr, nil
