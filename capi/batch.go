@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -124,6 +125,9 @@ func request(r *C.ferry_request_t, out *host.Request) error {
 	case r.length == 0:
 		return errors.New("length 0; a request moves at least one byte")
 	}
+	if err := span("source and length", r.source, uint64(r.length), 1); err != nil {
+		return err
+	}
 	in, err := intent(r.intent)
 	if err != nil {
 		return err
@@ -142,6 +146,9 @@ func requests(what string, reqs *C.ferry_request_t, n C.size_t) (*[]host.Request
 		return nil, fail(C.FERRY_ERR_INVALID, "%s: reqs is NULL", what)
 	case n == 0:
 		return nil, fail(C.FERRY_ERR_INVALID, "%s: n is 0; submit at least one request", what)
+	}
+	if err := elems("reqs", unsafe.Pointer(reqs), uint64(n), C.sizeof_ferry_request_t); err != nil {
+		return nil, fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was submitted", what, err)
 	}
 	cs := unsafe.Slice(reqs, int(n))
 	p := reqPool.Get().(*[]host.Request)
@@ -168,6 +175,8 @@ func ferry_go_allocate_batch(h C.ferry_engine_t, capacity C.size_t, out *C.ferry
 		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
 	case capacity == 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: capacity 0; a batch holds at least one task", what)
+	case uint64(capacity) > maxElems:
+		return fail(C.FERRY_ERR_INVALID, "%s: capacity %d, over the limit of %d tasks; allocate smaller batches", what, uint64(capacity), maxElems)
 	}
 	id, err := en.e.AllocateBatch(int(capacity))
 	if err != nil {
@@ -219,11 +228,9 @@ func ferry_go_submit(h C.ferry_engine_t, b C.ferry_batch_t, reqs *C.ferry_reques
 	}
 	var m []byte
 	if name != nil {
-		if msg == nil && msgLen > 0 {
-			return fail(C.FERRY_ERR_INVALID, "%s: msg is NULL with msg_len %d", what, uint64(msgLen))
-		}
-		if msgLen > 0 {
-			m = C.GoBytes(msg, C.int(msgLen))
+		var err error
+		if m, err = message(msg, msgLen); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was submitted", what, err)
 		}
 	}
 	p, rc := requests(what, reqs, n)
@@ -298,13 +305,20 @@ func ferry_go_task_status_list(h C.ferry_engine_t, b C.ferry_batch_t, first C.si
 		return fail(C.FERRY_ERR_INVALID, "%s: out and filled must not be NULL", what)
 	case capacity == 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: cap is 0", what)
+	case uint64(first) > math.MaxInt32:
+		return fail(C.FERRY_ERR_INVALID, "%s: first task %d is past any batch; pass a task index of the batch", what, uint64(first))
 	}
-	sts := make([]host.TaskStatus, capacity)
+	if err := span("out and cap", unsafe.Pointer(out), uint64(capacity), C.sizeof_ferry_task_status_t); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v", what, err)
+	}
+	// A batch never holds more than maxElems tasks: a larger cap is
+	// room that stays unfilled, not memory to allocate here.
+	sts := make([]host.TaskStatus, min(uint64(capacity), maxElems))
 	k, err := en.e.TaskStatusList(id, int(first), sts)
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_INVALID)
 	}
-	cs := unsafe.Slice(out, int(capacity))
+	cs := unsafe.Slice(out, len(sts))
 	for i := range k {
 		taskStatus(sts[i], &cs[i])
 	}

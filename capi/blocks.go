@@ -35,6 +35,9 @@ func ferry_go_prepare_blocks(h C.ferry_engine_t, seg C.ferry_segment_t, local un
 	case ll == nil || rl == nil || out == nil:
 		return fail(C.FERRY_ERR_INVALID, "%s: the layouts and out must not be NULL", what)
 	}
+	if err := span("local_base and local_len", local, uint64(localLen), 1); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v", what, err)
+	}
 	l, err := layout(ll)
 	if err != nil {
 		return fail(C.FERRY_ERR_INVALID, "%s: local layout: %v", what, err)
@@ -114,6 +117,18 @@ func ferry_go_submit_blocks(h C.ferry_engine_t, b C.ferry_batch_t, l C.ferry_blo
 		return fail(C.FERRY_ERR_INVALID, "%s: n is 0; submit at least one block", what)
 	case isRange == 0 && (li == nil || ri == nil):
 		return fail(C.FERRY_ERR_INVALID, "%s: local_idx and remote_idx must not be NULL", what)
+	}
+	if isRange == 0 {
+		for _, a := range []struct {
+			name string
+			p    *C.uint32_t
+		}{{"local_idx", li}, {"remote_idx", ri}} {
+			if err := elems(a.name, unsafe.Pointer(a.p), uint64(n), 4); err != nil {
+				return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was submitted", what, err)
+			}
+		}
+	} else if uint64(n) > maxElems {
+		return fail(C.FERRY_ERR_INVALID, "%s: n %d, over the limit of %d blocks per call; split the call", what, uint64(n), maxElems)
 	}
 	br, err := blockRequest(req)
 	if err != nil {

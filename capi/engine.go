@@ -9,6 +9,7 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"unsafe"
 
@@ -200,6 +201,8 @@ func ferry_go_allocate(h C.ferry_engine_t, size C.size_t, out *unsafe.Pointer) (
 		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the pointer", what)
 	case size == 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: size 0; allocate at least one byte", what)
+	case uint64(size) > math.MaxInt64:
+		return fail(C.FERRY_ERR_INVALID, "%s: size %d overflows the address space; allocate what you need", what, uint64(size))
 	}
 	b, err := en.e.Allocate(int(size))
 	if err != nil {
@@ -266,6 +269,9 @@ func ferry_go_register(h C.ferry_engine_t, p unsafe.Pointer, n C.size_t, pm C.in
 	case !ok:
 		return fail(C.FERRY_ERR_INVALID, "%s: unknown permission %d; use FERRY_PERM_LOCAL, _REMOTE_READ or _REMOTE_READ_WRITE", what, int(pm))
 	}
+	if err := span("ptr and length", p, uint64(n), 1); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was registered", what, err)
+	}
 	a, err := en.e.Register(context.Background(), bytesAt(p, uint64(n)), hp)
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
@@ -286,6 +292,9 @@ func ferry_go_unregister(h C.ferry_engine_t, p unsafe.Pointer) (rc C.int) {
 		return rc
 	case p == nil:
 		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the start of a registered buffer", what)
+	}
+	if err := span("ptr", p, 1, 1); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
 	}
 	if err := en.e.Unregister(context.Background(), bytesAt(p, 1)); err != nil {
 		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
@@ -308,6 +317,19 @@ func ferry_go_register_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, lens *C.s
 	case nperms != 1 && nperms != n:
 		return fail(C.FERRY_ERR_INVALID, "%s: %d permissions for %d buffers; give one per buffer, or one for all", what, uint64(nperms), uint64(n))
 	}
+	for _, a := range []struct {
+		name  string
+		p     unsafe.Pointer
+		n, sz uint64
+	}{
+		{"ptrs", unsafe.Pointer(ptrs), uint64(n), uint64(unsafe.Sizeof(*ptrs))},
+		{"lens", unsafe.Pointer(lens), uint64(n), uint64(unsafe.Sizeof(*lens))},
+		{"perms", unsafe.Pointer(perms), uint64(nperms), uint64(unsafe.Sizeof(*perms))},
+	} {
+		if err := elems(a.name, a.p, a.n, a.sz); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing of the batch was registered", what, err)
+		}
+	}
 	ps := unsafe.Slice(ptrs, int(n))
 	ls := unsafe.Slice(lens, int(n))
 	cp := unsafe.Slice(perms, int(nperms))
@@ -317,6 +339,9 @@ func ferry_go_register_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, lens *C.s
 	for i := range bufs {
 		if ps[i] == nil || ls[i] == 0 {
 			return fail(C.FERRY_ERR_INVALID, "%s: buffer %d is NULL or of length 0; nothing of the batch was registered", what, i)
+		}
+		if err := span(fmt.Sprintf("buffer %d", i), ps[i], uint64(ls[i]), 1); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing of the batch was registered", what, err)
 		}
 		bufs[i] = bytesAt(ps[i], uint64(ls[i]))
 		foreign = foreign || !en.ferryMemory(ps[i], uint64(ls[i]))
@@ -361,11 +386,17 @@ func ferry_go_unregister_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, n C.siz
 	case n == 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: n is 0; unregister at least one buffer", what)
 	}
+	if err := elems("ptrs", unsafe.Pointer(ptrs), uint64(n), uint64(unsafe.Sizeof(*ptrs))); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
+	}
 	ps := unsafe.Slice(ptrs, int(n))
 	bufs := make([][]byte, n)
 	for i, p := range ps {
 		if p == nil {
 			return fail(C.FERRY_ERR_INVALID, "%s: pointer %d is NULL; nothing was unregistered", what, i)
+		}
+		if err := span(fmt.Sprintf("pointer %d", i), p, 1, 1); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
 		}
 		bufs[i] = bytesAt(p, 1)
 	}

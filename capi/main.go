@@ -182,6 +182,9 @@ func putString(what, s string, buf *C.char, capacity C.size_t, n *C.size_t) C.in
 	if uint64(capacity) < uint64(len(s))+1 {
 		return fail(C.FERRY_ERR_TOO_SMALL, "%s: the buffer holds %d bytes; %d are needed (with the NUL)", what, uint64(capacity), len(s)+1)
 	}
+	if err := span("buf and cap", unsafe.Pointer(buf), uint64(capacity), 1); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v", what, err)
+	}
 	dst := unsafe.Slice((*byte)(unsafe.Pointer(buf)), len(s)+1)
 	copy(dst, s)
 	dst[len(s)] = 0

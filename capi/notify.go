@@ -8,10 +8,12 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"time"
 	"unsafe"
 
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/control"
 )
 
 //export ferry_go_send_notif
@@ -24,17 +26,33 @@ func ferry_go_send_notif(h C.ferry_engine_t, seg C.ferry_segment_t, name *C.char
 		return rc
 	case name == nil || *name == 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: name is NULL or empty; a notification needs a name of 1 to 255 bytes", what)
-	case msg == nil && msgLen > 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: msg is NULL with msg_len %d", what, uint64(msgLen))
 	}
-	var m []byte
-	if msgLen > 0 {
-		m = C.GoBytes(msg, C.int(msgLen))
+	m, err := message(msg, msgLen)
+	if err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was sent", what, err)
 	}
 	if err := en.e.Notify(context.Background(), host.SegmentID(seg), C.GoString(name), m); err != nil {
 		return failErr(what, err, C.FERRY_ERR_UNAVAILABLE)
 	}
 	return C.FERRY_OK
+}
+
+// message copies a notification's msg of msgLen bytes, checked first: a
+// length over the cap a notification may carry, or a range that runs
+// past the end of the address space, is refused before it is read.
+func message(msg unsafe.Pointer, msgLen C.size_t) ([]byte, error) {
+	switch {
+	case msgLen == 0:
+		return nil, nil
+	case msg == nil:
+		return nil, fmt.Errorf("msg is NULL with msg_len %d", uint64(msgLen))
+	case uint64(msgLen) > control.MaxMessage:
+		return nil, fmt.Errorf("msg_len %d is over the %d bytes a notification carries", uint64(msgLen), control.MaxMessage)
+	}
+	if err := span("msg and msg_len", msg, uint64(msgLen), 1); err != nil {
+		return nil, err
+	}
+	return C.GoBytes(msg, C.int(msgLen)), nil
 }
 
 // cBytes returns b in C memory, NUL-terminated past its length.

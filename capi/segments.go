@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"context"
+	"math"
 	"unsafe"
 
 	"github.com/ferrydev/ferry/host"
@@ -125,6 +126,11 @@ func ferry_go_import_segment(h C.ferry_engine_t, blob unsafe.Pointer, n C.size_t
 		return fail(C.FERRY_ERR_INVALID, "%s: the blob is NULL or of length 0; pass what ferry_export_segment gave the peer", what)
 	case out == nil:
 		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
+	case uint64(n) > math.MaxInt32:
+		return fail(C.FERRY_ERR_INVALID, "%s: a blob of %d bytes is far over any segment's; pass what ferry_export_segment gave the peer", what, uint64(n))
+	}
+	if err := span("blob and len", blob, uint64(n), 1); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v", what, err)
 	}
 	var opts []host.ImportOption
 	if expect != nil {

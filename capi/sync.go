@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"context"
-	"math"
 	"time"
 	"unsafe"
 
@@ -36,10 +35,11 @@ func ferry_go_transfer_sync(h C.ferry_engine_t, opcode C.int, seg C.ferry_segmen
 		return fail(C.FERRY_ERR_INVALID, "%s: local is NULL; give local registered memory", what)
 	case length == 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: length 0; a transfer moves at least one byte", what)
-	case uint64(length) > math.MaxInt64 || uintptr(local)+uintptr(length) < uintptr(local):
-		return fail(C.FERRY_ERR_INVALID, "%s: length %d from %p runs past the end of the address space", what, uint64(length), local)
 	case timeout < 0:
 		return fail(C.FERRY_ERR_INVALID, "%s: timeout_ns %d is negative; give 0 for the engine's default deadline or a positive limit", what, int64(timeout))
+	}
+	if err := span("local and length", local, uint64(length), 1); err != nil {
+		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was transferred", what, err)
 	}
 	r := host.Request{Op: o, Priority: host.PriorityNormal, Local: bytesAt(local, uint64(length)),
 		Segment: host.SegmentID(seg), Remote: uint64(remote), Transport: goString(hint)}

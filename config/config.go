@@ -143,9 +143,10 @@ type Config struct {
 	// plugins keep reading from their own block.
 	ClusterSecretFile string
 	// Strict makes New fail when an enabled plugin cannot start or no
-	// transport is usable; false runs degraded and says so. Parse and
-	// Default set it; a Config built field by field has it false.
-	Strict bool
+	// transport is usable; false runs degraded and says so. nil is true,
+	// the documented default, so that a Config built field by field is
+	// strict too: read it with IsStrict, set it with SetStrict.
+	Strict *bool
 
 	Metastore Metastore
 	Control   Control
@@ -172,6 +173,13 @@ type Config struct {
 	// Keys are field names as in the file ("transfer.ring_depth").
 	loc map[string]hcl.Range
 }
+
+// IsStrict reports whether New must refuse to start a degraded engine:
+// Strict, or true when it is nil (the default).
+func (c *Config) IsStrict() bool { return c.Strict == nil || *c.Strict }
+
+// SetStrict sets Strict; SetStrict(false) lets the engine start degraded.
+func (c *Config) SetStrict(on bool) { c.Strict = &on }
 
 // Metastore says where segment descriptors are published. It is plain
 // data; host/metastore.Open connects to it.
@@ -368,7 +376,6 @@ func Default(name string) *Config {
 	return &Config{
 		Name:      name,
 		MachineID: DefaultMachineID(),
-		Strict:    true,
 		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
 		Plugins: []Plugin{{
 			Name:       "tcp",

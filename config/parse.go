@@ -82,6 +82,9 @@ func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 		File: d.file,
 		loc:  map[string]hcl.Range{"": {Filename: d.file, Start: hcl.InitialPos, End: hcl.InitialPos}},
 	}
+	// The top level's defaults (strict = true) hold for a file that does
+	// not set them, as a block's do for a block left out.
+	topTable.defaults(c)
 	for _, b := range blocks {
 		if b.preset != nil {
 			b.preset(c) // a block left out still has its defaults

@@ -105,6 +105,9 @@ func TestParseDefaults(t *testing.T) {
 	if c.PluginDir != "" || len(c.Plugins) != 0 {
 		t.Errorf("PluginDir = %q, Plugins = %v; want none", c.PluginDir, c.Plugins)
 	}
+	if c.Strict == nil || !*c.Strict || !c.IsStrict() {
+		t.Errorf("Strict = %v, want true: the documented default", c.Strict)
+	}
 	want := config.Transfer{SliceSize: 1 << 20, RingDepth: 4096, Spin: 20 * time.Microsecond, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, Lanes: 1, Attempts: 3,
 		RetryBackoff: 50 * time.Millisecond, RetryBudget: 5 * time.Second, DefaultDeadline: 30 * time.Second}
 	if c.Transfer != want {
@@ -316,5 +319,36 @@ func TestParseSize(t *testing.T) {
 				t.Fatalf("ParseSize(%q) = %d, %v; want %d", tt.in, got, err, tt.want)
 			}
 		})
+	}
+}
+
+// TestStrictDefault: strict is true unless something says false, wherever
+// the configuration comes from: a file that leaves it out, Default, and a
+// Config built in code.
+func TestStrictDefault(t *testing.T) {
+	off, err := config.Parse([]byte("name = \"x\"\nstrict = false\n"), "x.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	on, err := config.Parse([]byte("name = \"x\"\nstrict = true\n"), "x.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &config.Config{Name: "x"}
+	set.SetStrict(false)
+	for _, c := range []struct {
+		name string
+		c    *config.Config
+		want bool
+	}{
+		{"a file with strict = false", off, false},
+		{"a file with strict = true", on, true},
+		{"Default", config.Default("x"), true},
+		{"a Config built in code", &config.Config{Name: "x"}, true},
+		{"SetStrict(false)", set, false},
+	} {
+		if got := c.c.IsStrict(); got != c.want {
+			t.Errorf("%s: IsStrict() = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -11,21 +11,23 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/segment"
 )
 
 // A plugin whose Probe answer is over the caps (a 1 MiB reason) is kept
-// out with its reason, which names the answer and its size, and the
-// engine runs on its other plugins: a transfer through tcp moves verified
-// bytes.
+// out with its reason, which names the answer and its size, and an engine
+// with strict = false runs on its other plugins: a transfer through tcp
+// moves verified bytes. (A strict engine refuses to start: see
+// TestPluginDeclaringAnAbsurdSliceRefused.)
 func TestPluginOutOfBoundsLeavesEngineRunning(t *testing.T) {
 	t.Setenv("FERRY_TEST_BLOAT", "reason")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	p := filepath.Join(t.TempDir(), "bounds.hcl")
-	src := fmt.Sprintf("name = \"bounds-a\"\nplugin_dir = %q\nmetastore {\n  kind = \"none\"\n}\nplugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\nplugin \"bloat\" {}\n", binDir)
+	src := fmt.Sprintf("name = \"bounds-a\"\nstrict = false\nplugin_dir = %q\nmetastore {\n  kind = \"none\"\n}\nplugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\nplugin \"bloat\" {}\n", binDir)
 	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -147,5 +149,50 @@ func TestOversizedDescriptorRefused(t *testing.T) {
 	}
 	if want := pattern(len(local), 0, 3); !bytes.Equal(local, want) {
 		t.Fatal("the bytes read from the open segment differ from the peer's")
+	}
+}
+
+// A plugin that declares a preferred slice of 2^64-1 keeps a strict
+// engine from starting, with an error that names the plugin, the field,
+// the value and the bound. It used to start: every task routed to the
+// plugin was cut into 0 slices and timed out with 0 bytes moved.
+func TestPluginDeclaringAnAbsurdSliceRefused(t *testing.T) {
+	t.Setenv("FERRY_TEST_BLOAT", "preferred")
+	src := fmt.Sprintf("name = \"bounds-c\"\nplugin_dir = %q\nmetastore {\n  kind = \"none\"\n}\nplugin \"bloat\" {}\n", binDir)
+	cfg, err := config.Parse([]byte(src), "bounds-c.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := host.New(context.Background(), cfg)
+	if err == nil {
+		e.Close()
+		t.Fatal("an engine started on a plugin that declares a preferred slice of 2^64-1 bytes")
+	}
+	for _, want := range []string{`plugin "bloat"`, "PreferredSlice is 18446744073709551615 bytes", "1073741824 bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+}
+
+// A plugin whose Probe is refused (a rail on NUMA node 2^30) has failed:
+// it is not a plugin whose hardware is absent, which a strict engine
+// forgives, so a strict engine does not start on its other plugins.
+func TestPluginProbeOutOfBoundsFailsAStrictEngine(t *testing.T) {
+	t.Setenv("FERRY_TEST_BLOAT", "numa")
+	src := fmt.Sprintf("name = \"bounds-d\"\nplugin_dir = %q\nmetastore {\n  kind = \"none\"\n}\nplugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\nplugin \"bloat\" {}\n", binDir)
+	cfg, err := config.Parse([]byte(src), "bounds-d.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := host.New(context.Background(), cfg)
+	if err == nil {
+		e.Close()
+		t.Fatal("a strict engine started without a plugin whose probe was refused")
+	}
+	for _, want := range []string{`plugin "bloat"`, "probes out of bounds", "NUMA node is 1073741824", "-1 (unknown) to 1023"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
 	}
 }

@@ -345,6 +345,7 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 	e.pub = publish.New(publish.Config{
 		Store: b, Key: segment.Key(e.keyPrefix, e.name), Name: e.name, Incarnation: e.incarnation,
 		TTL: m.LeaseTTL(), Timeout: controlTimeout, Log: e.log, Describe: e.descriptor, Signer: e.signer,
+		Secret: e.secret,
 	})
 	switch x := b.(type) {
 	case *metastore.Embedded:

@@ -189,6 +189,14 @@ func (p pluginPort) RegisterForeign(ctx context.Context, region uint32, pid int,
 	return p.p.Client.RegisterForeign(ctx, region, pid, address, length, perm, location)
 }
 
+// TakesSealed reports whether the plugin takes sealed regions
+// (Describe's sealed_regions).
+func (p pluginPort) TakesSealed() bool { return p.p.SealedRegions }
+
+func (p pluginPort) RegisterSealed(ctx context.Context, region uint32, fd int, length uint64, perm sdk.Perm, location sdk.MemoryKind, pid int, addr uint64) error {
+	return p.p.Client.RegisterSealed(ctx, region, fd, length, perm, location, pid, addr)
+}
+
 func (p pluginPort) UnregisterMemory(ctx context.Context, region uint32) error {
 	return p.p.Client.UnregisterMemory(ctx, region)
 }

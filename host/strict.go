@@ -35,7 +35,7 @@ func (e *Engine) checkStarted() error {
 		return nil
 	}
 	what := strings.Join(problems, "; and ")
-	if !e.cfg.Strict {
+	if !e.cfg.IsStrict() {
 		e.log.Warn("running degraded (strict = false): " + what)
 		return nil
 	}

@@ -19,8 +19,10 @@
  * returned as FERRY_ERR_INTERNAL with its message.
  *
  * Bad arguments are errors, never crashes: a NULL pointer where one is
- * required, a zero length, an unknown handle or option value returns
- * FERRY_ERR_INVALID and touches nothing. A call on an engine handle after
+ * required, a zero length, an unknown handle or option value, a pointer
+ * and length (or element count) that overflow or run past the end of the
+ * address space (SIZE_MAX, (void *)-1), or an array of more than 2^24
+ * elements returns FERRY_ERR_INVALID and touches nothing. A call on an engine handle after
  * ferry_destroy_engine returns FERRY_ERR_CLOSED.
  *
  * HANDLES. ferry_engine_t, ferry_batch_t and ferry_blocks_t are opaque

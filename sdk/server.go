@@ -78,6 +78,9 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	resp.ForeignLocalOnly = info.ForeignMemory && info.ForeignLocalOnly
 	resp.TwoSided = info.TwoSided
 	resp.RegisterBatch = true
+	// A sealed region is written through the host's memory, the path of
+	// foreign memory: a transport that takes that takes sealed regions.
+	resp.SealedRegions = info.ForeignMemory
 	return resp, nil
 }
 
@@ -231,7 +234,16 @@ func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMe
 		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
 	}
 	s.mu.Unlock()
-	m, err := shm.Map(fd, int64(req.Offset), int(req.Length), true)
+	var writer *Foreign
+	if req.WriterPid != 0 {
+		if writer, err = s.sealedWriter(ctx, req); err != nil {
+			unix.Close(fd)
+			return nil, err
+		}
+	}
+	// A sealed region cannot be mapped writable (F_SEAL_FUTURE_WRITE):
+	// it is mapped read-only and written through writer.
+	m, err := shm.Map(fd, int64(req.Offset), int(req.Length), writer == nil)
 	if err != nil {
 		unix.Close(fd)
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
@@ -245,7 +257,7 @@ func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMe
 	}
 	s.regions[req.RegionId] = rm
 	s.mu.Unlock()
-	r := Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: MemoryKind(req.Kind), FD: fd, FDOffset: req.Offset}
+	r := Region{ID: req.RegionId, Mem: m.Mem(), Perm: perm, Kind: MemoryKind(req.Kind), FD: fd, FDOffset: req.Offset, Foreign: writer}
 	if err := s.impl.RegisterMemory(ctx, r); err != nil {
 		s.mu.Lock()
 		delete(s.regions, req.RegionId)
@@ -254,6 +266,29 @@ func (s *server) RegisterMemory(ctx context.Context, req *transportv1.RegisterMe
 		return nil, status.Errorf(codes.InvalidArgument, "register region %d: %v", req.RegionId, err)
 	}
 	return &transportv1.RegisterMemoryResponse{}, nil
+}
+
+// sealedWriter checks a sealed region's writer (the host's memory the
+// plugin writes it through) as registerForeign checks foreign memory: the
+// transport takes foreign memory, and it can reach the range.
+func (s *server) sealedWriter(ctx context.Context, req *transportv1.RegisterMemoryRequest) (*Foreign, error) {
+	if req.Offset != 0 || req.WriterAddress+req.Length < req.WriterAddress {
+		return nil, status.Errorf(codes.InvalidArgument, "register sealed region %d: bad range offset %d, writer address %#x length %d", req.RegionId, req.Offset, req.WriterAddress, req.Length)
+	}
+	info, err := s.impl.Describe(ctx)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "register region %d: describe: %v", req.RegionId, err)
+	}
+	if !info.ForeignMemory {
+		return nil, status.Errorf(codes.FailedPrecondition, "register sealed region %d: %s writes only memory it maps, and a sealed region cannot be mapped writable; the host sends sealed regions only to plugins whose Describe says sealed_regions", req.RegionId, info.Name)
+	}
+	var probe [1]byte
+	for _, at := range [...]uint64{req.WriterAddress, req.WriterAddress + req.Length - 1} {
+		if err := xmem.Read(int(req.WriterPid), at, probe[:]); err != nil {
+			return nil, status.Errorf(codes.PermissionDenied, "register sealed region %d: %s cannot reach the host's memory to write it: %v", req.RegionId, info.Name, err)
+		}
+	}
+	return &Foreign{PID: int(req.WriterPid), Addr: req.WriterAddress, Length: req.Length}, nil
 }
 
 // registerForeign registers memory the host's application allocated

@@ -324,6 +324,15 @@ type Region struct {
 	// ForeignCopy). The SDK delivers such regions only to a plugin whose
 	// Info.ForeignMemory is true, after it read one byte of the range to
 	// prove it may.
+	//
+	// A sealed region has both: the host's remote-read memory that peers
+	// may map, whose memfd (FD) is sealed against new writable mappings
+	// so that no process it is shared with can make it writable. Mem then
+	// maps it read-only: the plugin reads Mem (or Foreign) and must write
+	// through Foreign, the host's own mapping, which stays writable. A
+	// plugin that reaches a region through Foreign whenever it is set is
+	// correct for both kinds. Only a plugin with Info.ForeignMemory gets
+	// sealed regions.
 	Foreign *Foreign
 }
 

@@ -126,6 +126,96 @@ static void thread_messages(ferry_engine_t e) {
     CHECK(a[0].bad == 0 && a[1].bad == 0, "threads read another thread's message: %d, %d", a[0].bad, a[1].bad);
 }
 
+/* EXPECT_INVALID checks that call is refused as a bad argument, with no
+ * panic recovered on the way (the message of one says "internal error"). */
+#define EXPECT_INVALID(call)                                                                        \
+    do {                                                                                            \
+        EXPECT(FERRY_ERR_INVALID, call);                                                            \
+        CHECK(strstr(ferry_last_error(), "internal error") == NULL, "%s: %s", #call, ferry_last_error()); \
+    } while (0)
+
+/* overflows: a length or count that overflows, or a pointer whose range
+ * runs past the end of the address space, is a bad argument in every call
+ * that takes a pointer and a length; p is 4 KiB of e's memory. */
+static void overflows(ferry_engine_t e, void *p) {
+    void *top = (void *)UINTPTR_MAX;
+    EXPECT_INVALID(ferry_register(e, p, SIZE_MAX, FERRY_PERM_LOCAL, NULL));
+    CHECK(strstr(ferry_last_error(), "ferry_register") != NULL && strstr(ferry_last_error(), "overflow") != NULL,
+          "message: %s", ferry_last_error());
+    EXPECT_INVALID(ferry_register(e, top, 64, FERRY_PERM_LOCAL, NULL));
+    CHECK(strstr(ferry_last_error(), "address space") != NULL, "message: %s", ferry_last_error());
+    EXPECT_INVALID(ferry_unregister(e, top));
+    EXPECT_INVALID(ferry_allocate(e, SIZE_MAX, &(void *){NULL}));
+    {
+        void *ptrs[1] = {p};
+        size_t lens[1] = {SIZE_MAX};
+        int perms[1] = {FERRY_PERM_LOCAL};
+        EXPECT_INVALID(ferry_register_batch(e, ptrs, lens, 1, perms, 1));
+        CHECK(strstr(ferry_last_error(), "buffer 0") != NULL, "message: %s", ferry_last_error());
+        EXPECT_INVALID(ferry_register_batch(e, ptrs, lens, SIZE_MAX, perms, 1));
+        ptrs[0] = top;
+        lens[0] = 64;
+        EXPECT_INVALID(ferry_register_batch(e, ptrs, lens, 1, perms, 1));
+        EXPECT_INVALID(ferry_unregister_batch(e, ptrs, 1));
+        EXPECT_INVALID(ferry_unregister_batch(e, ptrs, SIZE_MAX));
+    }
+    EXPECT_INVALID(ferry_allocate_batch(e, SIZE_MAX, &(ferry_batch_t){0}));
+    {
+        ferry_batch_t b = b_live(e);
+        ferry_request_t r = {0};
+        r.opcode = FERRY_WRITE;
+        r.priority = FERRY_PRIORITY_MEDIUM;
+        r.source = p;
+        r.length = SIZE_MAX;
+        EXPECT_INVALID(ferry_submit(e, b, &r, 1));
+        EXPECT_INVALID(ferry_transfer(e, &r, 1));
+        r.source = top;
+        r.length = 64;
+        EXPECT_INVALID(ferry_submit(e, b, &r, 1));
+        r.source = p;
+        EXPECT_INVALID(ferry_submit(e, b, &r, SIZE_MAX));
+        EXPECT_INVALID(ferry_submit_notif(e, b, &r, 1, "n", p, SIZE_MAX));
+        ferry_task_status_t st[2];
+        size_t filled = 0;
+        EXPECT_INVALID(ferry_task_status_list(e, b, 0, st, SIZE_MAX, &filled));
+        EXPECT_INVALID(ferry_task_status_list(e, b, SIZE_MAX, st, 2, &filled));
+        MUST(ferry_free_batch(e, b));
+    }
+    EXPECT_INVALID(ferry_transfer_sync(e, FERRY_WRITE, 999, top, 0, 64, 0, NULL));
+    EXPECT_INVALID(ferry_send_notif(e, 999, "x", p, SIZE_MAX));
+    EXPECT_INVALID(ferry_send_notif(e, 999, "x", top, 64));
+    EXPECT_INVALID(ferry_import_segment(e, p, SIZE_MAX, NULL, &(ferry_segment_t){0}));
+    EXPECT_INVALID(ferry_import_segment(e, top, 64, NULL, &(ferry_segment_t){0}));
+    EXPECT_INVALID(ferry_segment_name(e, (char *)top, 64, &(size_t){0}));
+    {
+        ferry_block_layout_t l = {0};
+        l.block_size = 64;
+        l.blocks = 1;
+        EXPECT_INVALID(ferry_prepare_blocks(e, 999, p, SIZE_MAX, &l, 0, &l, &(ferry_blocks_t){0}));
+        EXPECT_INVALID(ferry_prepare_blocks(e, 999, top, 64, &l, 0, &l, &(ferry_blocks_t){0}));
+    }
+}
+
+/* strict_default: an engine whose configuration leaves strict out is
+ * strict, as the reference says: a plugin pinned to a digest its binary
+ * does not have keeps it from starting. */
+static void strict_default(void) {
+    const char *cfg =
+        "name = \"c-strict\"\n"
+        "metastore {\n  kind = \"none\"\n}\n"
+        "plugin \"tcp\" {\n  sha256 = \"0000000000000000000000000000000000000000000000000000000000000000\"\n"
+        "  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\n"
+        "plugin \"shm\" {}\n";
+    ferry_engine_t e = 0;
+    EXPECT(FERRY_ERR_PLUGIN_FAILED, ferry_create_engine_from_text(cfg, &e));
+    CHECK(strstr(ferry_last_error(), "sha256") != NULL && strstr(ferry_last_error(), "strict = false") != NULL,
+          "message: %s", ferry_last_error());
+    CHECK(e == 0, "a failed create set the handle");
+    if (e != 0) {
+        ferry_destroy_engine(e);
+    }
+}
+
 static void bad_input(void) {
     ferry_engine_t e = 0, none = 0;
     ferry_batch_t b = 0;
@@ -142,6 +232,7 @@ static void bad_input(void) {
     CHECK(strstr(ferry_last_error(), "ferry_create_engine_from_text: <config text>:1:") != NULL,
           "a config error names where: %s", ferry_last_error());
     CHECK(e == 0, "a failed create set the handle");
+    strict_default();
 
     /* Unknown handles. */
     EXPECT(FERRY_ERR_INVALID, ferry_allocate(none, 64, &p));
@@ -248,6 +339,7 @@ static void bad_input(void) {
     CHECK(strstr(ferry_last_error(), "timeout_ns -1") != NULL, "message: %s", ferry_last_error());
     EXPECT(FERRY_ERR_INVALID, ferry_transfer_sync(e, FERRY_READ, 999, p, 0, SIZE_MAX, 0, NULL));
     CHECK(strstr(ferry_last_error(), "address space") != NULL, "message: %s", ferry_last_error());
+    overflows(e, p);
     {
         /* Well formed, to a segment not open, from memory not registered:
          * the code ferry_transfer gives the same request. */

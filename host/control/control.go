@@ -97,6 +97,7 @@ type Stats struct {
 	Forged       uint64 // refused: not signed with the server's secret, or outside the replay window
 	Invalid      uint64 // refused: a field missing or over its bound
 	StatusDenied uint64 // status requests refused: not signed with the server's secret
+	PingDenied   uint64 // pings refused: not signed with the server's secret
 
 	// Credit requests (see Granter).
 	CreditGranted  uint64 // answered with a grant
@@ -117,10 +118,11 @@ type Options struct {
 	// Secret is the cluster secret. With one, a server delivers only
 	// notifications MACed under it (bound to the sender's name and
 	// incarnation, the receiver's incarnation, the name, message, key
-	// and time) and answers Status only to a request MACed under it; a
-	// client signs what it sends. Without one nothing is authenticated:
-	// anyone who reaches the service can send a notification in any
-	// sender's name and read the engine's status.
+	// and time) and answers Status and Ping only to a request MACed
+	// under it; a client signs what it sends. Without one nothing is
+	// authenticated: anyone who reaches the service can send a
+	// notification in any sender's name, read the engine's status and
+	// ping it for its name and incarnation.
 	Secret []byte
 	// Now is the clock for the replay window; nil is time.Now.
 	Now func() time.Time
@@ -245,8 +247,9 @@ func (v *service) Status(_ context.Context, r *controlv1.StatusRequest) (*contro
 		sent := r.GetSentUnixNano()
 		if err := v.s.inWindow(sent); err != nil || !hmac.Equal(r.GetMac(), statusMAC(v.s.o.Secret, sent)) {
 			v.s.count(&v.s.stats.StatusDenied)
-			name, _ := v.s.h.Identity()
-			return nil, status.Errorf(codes.Unauthenticated, "status of %q: the request is not signed with this engine's cluster secret (or its time is more than %v off); call it with the engine's cluster secret (control.DialOptions with Options.Secret)", name, ReplayWindow)
+			// The refusal names nothing of the engine: a caller without
+			// the secret learns neither its name nor its incarnation.
+			return nil, status.Errorf(codes.Unauthenticated, "status: the request is not signed with this engine's cluster secret (or its time is more than %v off); call it with the engine's cluster secret (control.DialOptions with Options.Secret)", ReplayWindow)
 		}
 	}
 	b, err := v.s.h.Status()
@@ -256,7 +259,14 @@ func (v *service) Status(_ context.Context, r *controlv1.StatusRequest) (*contro
 	return &controlv1.StatusResponse{Status: b}, nil
 }
 
-func (v *service) Ping(context.Context, *controlv1.PingRequest) (*controlv1.PingResponse, error) {
+func (v *service) Ping(_ context.Context, r *controlv1.PingRequest) (*controlv1.PingResponse, error) {
+	if v.s.o.Secret != nil {
+		sent := r.GetSentUnixNano()
+		if err := v.s.inWindow(sent); err != nil || !hmac.Equal(r.GetMac(), pingMAC(v.s.o.Secret, sent)) {
+			v.s.count(&v.s.stats.PingDenied)
+			return nil, status.Errorf(codes.Unauthenticated, "ping: the request is not signed with this engine's cluster secret (or its time is more than %v off); call it with the engine's cluster secret (control.DialOptions with Options.Secret)", ReplayWindow)
+		}
+	}
 	name, inc := v.s.h.Identity()
 	return &controlv1.PingResponse{Name: name, Incarnation: inc}, nil
 }
@@ -358,6 +368,15 @@ func statusMAC(secret []byte, sent int64) []byte {
 	return m.Sum(nil)
 }
 
+// pingMAC is HMAC-SHA256 under secret over a domain label of its own
+// (a status request's MAC is no ping's) and the request's time.
+func pingMAC(secret []byte, sent int64) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("ferry control ping v1\x00"))
+	writeUint(m, uint64(sent))
+	return m.Sum(nil)
+}
+
 func writeUint(h hash.Hash, v uint64) {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], v)
@@ -452,9 +471,15 @@ func (c *Client) Status(ctx context.Context) ([]byte, error) {
 	return r.GetStatus(), nil
 }
 
-// Ping returns the peer's name and incarnation.
+// Ping returns the peer's name and incarnation. A peer with a cluster
+// secret answers only a client with the same secret (DialOptions).
 func (c *Client) Ping(ctx context.Context) (name string, incarnation uint64, err error) {
-	r, err := c.c.Ping(ctx, &controlv1.PingRequest{})
+	req := &controlv1.PingRequest{}
+	if c.o.Secret != nil {
+		req.SentUnixNano = c.o.now().UnixNano()
+		req.Mac = pingMAC(c.o.Secret, req.SentUnixNano)
+	}
+	r, err := c.c.Ping(ctx, req)
 	if err != nil {
 		return "", 0, fmt.Errorf("control service %s: ping: %w", c.addr, err)
 	}

@@ -272,6 +272,50 @@ func TestStatusNeedsSecret(t *testing.T) {
 	}
 }
 
+// TestPingNeedsSecret: with a secret, Ping answers only a request signed
+// with it inside the replay window; any other caller learns neither the
+// engine's name nor its incarnation, not even from the refusal.
+func TestPingNeedsSecret(t *testing.T) {
+	secret := []byte("control-test-secret-0123456789")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, good := startSigned(t, &handler{}, control.Options{Secret: secret}, control.Options{Secret: secret})
+	if name, inc, err := good.Ping(ctx); err != nil || name != "engine-b" || inc != 7 {
+		t.Fatalf("signed: %q %d %v; want engine-b 7", name, inc, err)
+	}
+	for what, o := range map[string]control.Options{
+		"unsigned":     {},
+		"other secret": {Secret: []byte("another-secret-0123456789")},
+		"stale":        {Secret: secret, Now: func() time.Time { return time.Now().Add(-control.ReplayWindow - time.Minute) }},
+	} {
+		name, inc, err := dialTo(t, s, o).Ping(ctx)
+		if status.Code(err) != codes.Unauthenticated || name != "" || inc != 0 {
+			t.Fatalf("%s: %q %d %v; want Unauthenticated and nothing", what, name, inc, err)
+		}
+		if strings.Contains(err.Error(), "engine-b") || !strings.Contains(err.Error(), "cluster secret") {
+			t.Fatalf("%s: the refusal %q names the engine, or not what to do", what, err)
+		}
+	}
+	// Nor does a refused Status name it.
+	if _, err := dialTo(t, s, control.Options{}).Status(ctx); err == nil || strings.Contains(err.Error(), "engine-b") {
+		t.Fatalf("unsigned status: %v", err)
+	}
+}
+
+// TestPingDeniedCounted: each refused ping is counted.
+func TestPingDeniedCounted(t *testing.T) {
+	secret := []byte("control-test-secret-0123456789")
+	s, _ := startSigned(t, &handler{}, control.Options{Secret: secret}, control.Options{Secret: secret})
+	for range 2 {
+		if _, _, err := dialTo(t, s, control.Options{}).Ping(t.Context()); err == nil {
+			t.Fatal("an unsigned ping was answered")
+		}
+	}
+	if st := s.Stats(); st.PingDenied != 2 {
+		t.Fatalf("stats %+v, want 2 pings denied", st)
+	}
+}
+
 // TestNotifyBounds: sender, name and key over their bounds are refused
 // InvalidArgument, and at their bounds taken.
 func TestNotifyBounds(t *testing.T) {

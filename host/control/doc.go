@@ -18,13 +18,15 @@
 // if its HMAC-SHA256 under the secret verifies over the sender's name and
 // incarnation, the receiver's incarnation, its name, message, key and
 // send time, and that time is within ReplayWindow of the receiver's
-// clock; Status answers only a request signed the same way, and so does
+// clock; Status and Ping answer only a request signed the same way (a
+// refusal names nothing of the engine), and so does
 // Credit, whose grant the receiver MACs over the request it answers, so
 // that a sender refuses a forged or replayed grant (ErrForgedGrant).
 // Credit goes only to a sender that names this engine's segment and
 // incarnation, as a handle of it holds them. Without a
 // secret nothing here is authenticated: anyone who reaches the listener
 // can notify in any engine's name and read plugin pids and paths, so the
-// engine warns at start. Ping and GetDescriptor stay open: they serve
-// what the metastore publishes anyway.
+// engine warns at start. GetDescriptor stays open: it serves the signed
+// descriptor the metastore publishes anyway, and a peer that opens a
+// segment by its control address needs it first.
 package control

@@ -16,6 +16,24 @@ const (
 	MaxDescribeList   = 64  // entries: ops, memory kinds, interfaces
 )
 
+// What a plugin may declare about slice sizes. The host cuts every request
+// by them (host/slicer), so a value far outside what any transport takes
+// would stall every task on the plugin (a preferred slice of 2^64-1
+// overflows the slice count to 0: nothing is sent and every task times
+// out) or cut a 16 MiB request into millions of descriptors. 0 means "not
+// said" and is always taken.
+const (
+	// MinDeclaredSlice is the least MaxSlice or PreferredSlice: a page,
+	// the least the config's slice_size and tcp's max_frame take.
+	MinDeclaredSlice = 4 << 10
+	// MaxDeclaredSlice bounds MaxSlice: 1 TiB, the most receiver credit
+	// grants (config.MaxCreditBytes).
+	MaxDeclaredSlice = 1 << 40
+	// MaxDeclaredPreferredSlice bounds PreferredSlice: 1 GiB, the most the
+	// config's slice_size takes (config.MaxSliceSize); shm prefers 64 MiB.
+	MaxDeclaredPreferredSlice = 1 << 30
+)
+
 // checkDescription refuses a description with a string or list over its
 // cap. The message names the field and its size, never its content.
 func checkDescription(d pluginclient.Description) error {
@@ -49,6 +67,18 @@ func checkDescription(d pluginclient.Description) error {
 		}
 	}
 	if err := list("interfaces", len(d.Interfaces)); err != nil {
+		return err
+	}
+	slice := func(field string, v, hi uint64) error {
+		if v != 0 && (v < MinDeclaredSlice || v > hi) {
+			return fmt.Errorf("its %s is %d bytes, outside the bounds %d (4 KiB) to %d bytes (0: not declared); the plugin is faulty or not a Ferry plugin", field, v, MinDeclaredSlice, hi)
+		}
+		return nil
+	}
+	if err := slice("MaxSlice", d.MaxSlice, MaxDeclaredSlice); err != nil {
+		return err
+	}
+	if err := slice("PreferredSlice", d.PreferredSlice, MaxDeclaredPreferredSlice); err != nil {
 		return err
 	}
 	for i, n := range d.Interfaces {

@@ -82,6 +82,9 @@ func TestCheckDescriptionBounds(t *testing.T) {
 	desc := func(name, version string, ks []sdk.MemoryKind, o []ring.Op, ifs []string) pluginclient.Description {
 		return pluginclient.Description{Info: sdk.Info{Name: name, Version: version, MemoryKinds: ks, Ops: o}, Interfaces: ifs}
 	}
+	slices := func(maxSlice, preferred uint64) pluginclient.Description {
+		return pluginclient.Description{Info: sdk.Info{Name: "x", Version: "1", MaxSlice: maxSlice, PreferredSlice: preferred}}
+	}
 	cases := []struct {
 		name string
 		d    pluginclient.Description
@@ -95,6 +98,12 @@ func TestCheckDescriptionBounds(t *testing.T) {
 		{"ops", desc("x", "1", nil, ops(MaxDescribeList+1), nil), "it lists 65 ops"},
 		{"interfaces", desc("x", "1", nil, nil, n(MaxDescribeList+1, "Drainer")), "it lists 65 interfaces"},
 		{"one interface", desc("x", "1", nil, nil, []string{over}), "its interface 0 is 257 bytes"},
+		{"slices at the bounds", slices(MinDeclaredSlice, MaxDeclaredPreferredSlice), ""},
+		{"largest MaxSlice", slices(MaxDeclaredSlice, 0), ""},
+		{"MaxSlice over", slices(MaxDeclaredSlice+1, 0), "its MaxSlice is 1099511627777 bytes"},
+		{"MaxSlice under", slices(MinDeclaredSlice-1, 0), "its MaxSlice is 4095 bytes"},
+		{"PreferredSlice over", slices(0, MaxDeclaredPreferredSlice+1), "its PreferredSlice is 1073741825 bytes"},
+		{"PreferredSlice under", slices(0, 1), "its PreferredSlice is 1 bytes"},
 	}
 	for _, c := range cases {
 		err := checkDescription(c.d)
@@ -195,6 +204,52 @@ func TestRunningPluginAnswersCapped(t *testing.T) {
 					if err := f(p); err != nil {
 						t.Errorf("after the refused %s, %s: %v", c.call, name, err)
 					}
+				}
+			}
+		})
+	}
+}
+
+// A plugin that declares a slice size or a rail far outside what any
+// transport has (a MaxSlice or PreferredSlice of 2^64-1, a MaxSlice of one
+// byte, a rail on NUMA node 2^30 or of NaN Gbit/s) is refused at Start or
+// Probe, with an error that names the plugin, the field, the value and
+// the bound. A preferred slice of 2^64-1 used to pass: every task on the
+// plugin then timed out with 0 bytes moved.
+func TestDeclaredNumbersBounded(t *testing.T) {
+	path := filepath.Join(binDir, "ferry-plugin-bloat")
+	ctx := context.Background()
+	cases := []struct {
+		bloat string
+		probe bool // refused by Probe, not by Start
+		want  []string
+	}{
+		{"maxslice", false, []string{"describes itself out of bounds", "its MaxSlice is 18446744073709551615 bytes", "4096 (4 KiB) to 1099511627776 bytes"}},
+		{"preferred", false, []string{"its PreferredSlice is 18446744073709551615 bytes", "to 1073741824 bytes"}},
+		{"tinyslice", false, []string{"its MaxSlice is 1 bytes", "4096 (4 KiB)"}},
+		{"numa", true, []string{"probes out of bounds", "rail 0's NUMA node is 1073741824", "-1 (unknown) to 1023"}},
+		{"bandwidth", true, []string{"probes out of bounds", "rail 0's bandwidth is NaN Gbit/s", "0 (unknown) to 100000"}},
+	}
+	for _, c := range cases {
+		t.Run(c.bloat, func(t *testing.T) {
+			t.Setenv("FERRY_TEST_BLOAT", c.bloat)
+			p, err := Start(ctx, Spec{Name: "bloat", Path: path}, nil)
+			if c.probe {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer p.Kill()
+				_, err = p.Client.Probe(ctx)
+			} else if err == nil {
+				p.Kill()
+				t.Fatalf("Start accepted a plugin that declares %s out of bounds", c.bloat)
+			}
+			if err == nil {
+				t.Fatalf("Probe accepted a plugin that declares %s out of bounds", c.bloat)
+			}
+			for _, w := range append([]string{`plugin "bloat"`}, c.want...) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
 				}
 			}
 		})

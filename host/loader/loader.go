@@ -125,6 +125,8 @@ type Plugin struct {
 	// Interfaces are the optional interfaces the plugin implements
 	// (sdk.InterfaceDrainer, ...); see Implements.
 	Interfaces []string
+	// SealedRegions: the plugin takes sealed regions (RegisterSealed).
+	SealedRegions bool
 }
 
 // Implements reports whether the plugin said it implements the optional
@@ -145,7 +147,7 @@ func (p *Plugin) Describe(ctx context.Context) error {
 	if err := checkDescription(d); err != nil {
 		return &Error{Name: p.Name, Path: p.Path, Reason: "describes itself out of bounds", Err: err}
 	}
-	p.Info, p.Interfaces = d.Info, d.Interfaces
+	p.Info, p.Interfaces, p.SealedRegions = d.Info, d.Interfaces, d.SealedRegions
 	return nil
 }
 
@@ -225,6 +227,6 @@ func Start(ctx context.Context, spec Spec, logger hclog.Logger) (*Plugin, error)
 		return fail(fmt.Sprintf("reports protocol version %d in Describe, but the handshake chose %d", d.Protocol, proc.Protocol),
 			&VersionError{Path: spec.Path, PluginVersions: []int{int(d.Protocol)}, HostVersions: HostVersions()})
 	}
-	p.Info, p.Interfaces = d.Info, d.Interfaces
+	p.Info, p.Interfaces, p.SealedRegions = d.Info, d.Interfaces, d.SealedRegions
 	return p, nil
 }

@@ -31,6 +31,9 @@ type Registration struct {
 	Perm        sdk.Perm
 	Location    sdk.MemoryKind
 	Addr        uint64
+	// Sealed: FD is sealed against writes (seal.go); the region goes to
+	// each plugin alone (SealPlugin.RegisterSealed), written through Addr.
+	Sealed bool
 }
 
 // BatchPlugin is a Plugin that takes many regions in one call. A Plugin
@@ -118,6 +121,7 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 			}
 		}
 	}
+	seal := t.sealing(sdk.PermRemoteRead, plugins) // once for the batch: it reads the ptrace scope
 	for k, b := range added {
 		p, n := uintptr(b.Base), uintptr(b.Length)
 		if b.Foreign {
@@ -127,7 +131,7 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 			undoCarves()
 			return fmt.Errorf("%w: register batch: %d bytes at %#x: an Unregister of this memory is still running; wait for it to return; nothing of the batch was registered", ErrInvalid, n, p)
 		}
-		c, err := t.carveFor(b.alloc, p, n, b.Perm)
+		c, err := t.carveFor(b.alloc, p, n, b.Perm, seal && b.Perm == sdk.PermRemoteRead)
 		if err != nil {
 			undoCarves()
 			return fmt.Errorf("engine %q: register batch: %w; nothing of the batch was registered", t.owner, err)
@@ -143,7 +147,8 @@ func (t *Table) RegisterBatch(ctx context.Context, rs []Range, plugins []Plugin)
 			continue
 		}
 		fd, off := regionFile(b.alloc, carves[k], uintptr(b.Base))
-		regs = append(regs, Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location})
+		regs = append(regs, Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location,
+			Addr: b.Base, Sealed: carves[k] != nil && carves[k].sealed})
 	}
 	// The plugins map the regions at once, each in its own process.
 	errs := eachPlugin(plugins, func(_ int, pl Plugin) error { return t.registerMixed(ctx, pl, regs, fregs) })
@@ -252,8 +257,41 @@ func eachPlugin(plugins []Plugin, f func(k int, pl Plugin) error) []error {
 }
 
 // registerAll registers regs with pl: in one call, or region by region,
-// forgetting those it took when one fails.
+// forgetting those it took when one fails. Sealed regions go one by one
+// (RegisterSealed), after the others.
 func (t *Table) registerAll(ctx context.Context, pl Plugin, regs []Registration) error {
+	var sealed []Registration
+	if slices.ContainsFunc(regs, func(r Registration) bool { return r.Sealed }) {
+		plain := make([]Registration, 0, len(regs))
+		for _, r := range regs {
+			if r.Sealed {
+				sealed = append(sealed, r)
+			} else {
+				plain = append(plain, r)
+			}
+		}
+		regs = plain
+	}
+	if err := t.registerPlain(ctx, pl, regs); err != nil {
+		return err
+	}
+	for k, r := range sealed {
+		if err := t.registerSealed(ctx, pl, r); err != nil {
+			if done := append(regionIDs(regs), regionIDs(sealed[:k])...); len(done) > 0 {
+				t.unregisterAll(context.Background(), pl, done)
+			}
+			return fmt.Errorf("region %d: %w", r.Region, err)
+		}
+	}
+	return nil
+}
+
+// registerPlain registers regs, none sealed, with pl: in one call, or
+// region by region, forgetting those it took when one fails.
+func (t *Table) registerPlain(ctx context.Context, pl Plugin, regs []Registration) error {
+	if len(regs) == 0 {
+		return nil
+	}
 	if bp, ok := pl.(BatchPlugin); ok {
 		cctx, cancel := context.WithTimeout(ctx, t.timeout)
 		defer cancel()

@@ -19,7 +19,9 @@ import (
 // holds exactly its bytes:
 //
 //   - a region that is the whole allocation, whose memfd is exactly its
-//     size (a whole number of pages), goes as the allocation's memfd;
+//     size (a whole number of pages), goes as the allocation's memfd,
+//     unless it is sealed (seal.go: remote-read), when it is carved as
+//     below, since the allocation's memfd must stay writable;
 //   - a region that starts on a page boundary of its allocation and ends on
 //     one, or at the allocation's end, is carved: a new memfd of exactly the
 //     region's length, sealed against shrinking and growing, gets a copy of
@@ -56,6 +58,7 @@ type carve struct {
 	n      uintptr // the region's length, the memfd's size
 	mapped uintptr // bytes mapped over the allocation at off: n rounded up to pages
 	fd     int
+	sealed bool // fd is sealed against writes (seal.go)
 }
 
 // wholeFile reports whether the allocation's memfd is exactly [p, p+n).
@@ -65,10 +68,12 @@ func (a *allocation) wholeFile(p, n uintptr) bool {
 
 // carveFor carves [p, p+n) of a into its own memfd when peers may use it
 // and it can be carved; it returns nil when the region goes as part of
-// the allocation's memfd.
-func (t *Table) carveFor(a *allocation, p, n uintptr, perm sdk.Perm) (*carve, error) {
+// the allocation's memfd. With sealed, the carve is sealed against writes
+// once mapped here (seal.go), and a whole allocation is carved too: its
+// own memfd must stay writable for its other registrations.
+func (t *Table) carveFor(a *allocation, p, n uintptr, perm sdk.Perm, sealed bool) (*carve, error) {
 	off := p - a.base
-	if !perm.AllowsRemoteRead() || a.wholeFile(p, n) || off%pageSize != 0 || (n%pageSize != 0 && p+n != a.base+a.size) {
+	if !perm.AllowsRemoteRead() || !sealed && a.wholeFile(p, n) || off%pageSize != 0 || (n%pageSize != 0 && p+n != a.base+a.size) {
 		return nil, nil
 	}
 	mapped := (n + pageSize - 1) &^ (pageSize - 1)
@@ -96,10 +101,17 @@ func (t *Table) carveFor(a *allocation, p, n uintptr, perm sdk.Perm) (*carve, er
 	if err := mapFixed(mem, off, mapped, fd, 0); err != nil {
 		return fail("map over the allocation (vm.max_map_count may be too low for this many buffers)", err)
 	}
+	if sealed {
+		// After the mapping: this process's stays writable.
+		if err := seal(fd); err != nil {
+			mapFixed(mem, off, mapped, a.region.FD(), int64(off)) // the bytes are still there
+			return fail("seal", err)
+		}
+	}
 	// The allocation's pages of the range are no longer mapped anywhere
 	// that matters: give them back, so the range is not held twice.
 	_ = unix.Fallocate(a.region.FD(), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, int64(off), int64(mapped))
-	return &carve{alloc: a, off: off, n: n, mapped: mapped, fd: fd}, nil
+	return &carve{alloc: a, off: off, n: n, mapped: mapped, fd: fd, sealed: sealed}, nil
 }
 
 // undo puts c's bytes back into its allocation's memfd, maps that over the

@@ -166,17 +166,23 @@ func (t *Table) Register(ctx context.Context, p, n uintptr, perm sdk.Perm, plugi
 	if t.carving(p, n) {
 		return fmt.Errorf("%w: register %d bytes at %#x: an Unregister of this memory is still running; wait for it to return", ErrInvalid, n, p)
 	}
-	c, err := t.carveFor(a, p, n, perm)
+	c, err := t.carveFor(a, p, n, perm, t.sealing(perm, plugins))
 	if err != nil {
 		return fmt.Errorf("engine %q: register %d bytes at %#x: %w", t.owner, n, p, err)
 	}
 	fd, off := regionFile(a, c, p)
 	t.nextReg++
 	id := t.nextReg
+	reg := Registration{Region: id, FD: fd, Off: off, Length: uint64(n), Perm: perm, Location: Location, Addr: uint64(p), Sealed: c != nil && c.sealed}
 	for k, pl := range plugins {
-		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := pl.RegisterMemory(cctx, id, fd, off, uint64(n), perm, Location)
-		cancel()
+		var err error
+		if reg.Sealed {
+			err = t.registerSealed(ctx, pl, reg)
+		} else {
+			cctx, cancel := context.WithTimeout(ctx, t.timeout)
+			err = pl.RegisterMemory(cctx, id, fd, off, uint64(n), perm, Location)
+			cancel()
+		}
 		if err != nil {
 			for _, d := range plugins[:k] {
 				d.UnregisterMemory(context.Background(), id)
@@ -247,8 +253,10 @@ func (t *Table) Replay(ctx context.Context, p Plugin) error {
 		if !live[b.alloc] {
 			continue
 		}
-		fd, off := regionFile(b.alloc, t.carveOf(b.Region), uintptr(b.Base))
-		regs = append(regs, Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location})
+		c := t.carveOf(b.Region)
+		fd, off := regionFile(b.alloc, c, uintptr(b.Base))
+		regs = append(regs, Registration{Region: b.Region, FD: fd, Off: off, Length: b.Length, Perm: b.Perm, Location: b.Location,
+			Addr: b.Base, Sealed: c != nil && c.sealed})
 	}
 	if err := t.registerAll(ctx, p, regs); err != nil {
 		return fmt.Errorf("re-register %d regions: %w", len(regs), err)

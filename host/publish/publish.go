@@ -39,6 +39,7 @@ type Publisher struct {
 	// held, so that the newest write carries the newest state.
 	describe func() *segment.Descriptor
 	signer   *segment.Signer // nil: no cluster secret
+	secret   []byte          // nil: no cluster secret
 
 	// mu is held across each write, so that callers queue behind the
 	// write in flight. asked numbers the Publish calls; covered is the
@@ -82,13 +83,17 @@ type Config struct {
 	// Signer signs what is published and judges what squats the name;
 	// nil without a cluster secret.
 	Signer *segment.Signer
+	// Secret is the cluster secret, nil without one: with it the engine
+	// that holds the name is pinged as a peer with the secret, which is
+	// the only caller it answers.
+	Secret []byte
 }
 
 // New returns a Publisher that has published nothing yet.
 func New(c Config) *Publisher {
 	return &Publisher{
 		store: c.Store, key: c.Key, name: c.Name, incarnation: c.Incarnation, ttl: c.TTL, timeout: c.Timeout,
-		log: c.Log, describe: c.Describe, signer: c.Signer, poke: make(chan struct{}, 1),
+		log: c.Log, describe: c.Describe, signer: c.Signer, secret: c.Secret, poke: make(chan struct{}, 1),
 	}
 }
 
@@ -228,7 +233,7 @@ func (p *Publisher) claim(ctx context.Context) error {
 // inUse returns ErrNameInUse, wrapped, when d is a live engine's other
 // than this incarnation.
 func (p *Publisher) inUse(ctx context.Context, d *segment.Descriptor) error {
-	if d.Incarnation == p.incarnation || !answers(ctx, d) {
+	if d.Incarnation == p.incarnation || !answers(ctx, d, p.secret) {
 		return nil
 	}
 	return fmt.Errorf("%w: engine %q: the name is in use by a live engine (incarnation %#x on machine %q, control %s, key %q); pick another name",
@@ -236,13 +241,14 @@ func (p *Publisher) inUse(ctx context.Context, d *segment.Descriptor) error {
 }
 
 // answers reports whether the engine that published d still answers a
-// ping as that incarnation. Without a control address it is assumed alive
-// until its lease expires.
-func answers(ctx context.Context, d *segment.Descriptor) bool {
+// ping as that incarnation; with secret, the ping is signed (an engine with
+// a secret answers no other). Without a control address it is assumed
+// alive until its lease expires.
+func answers(ctx context.Context, d *segment.Descriptor, secret []byte) bool {
 	if d.Control == "" {
 		return true
 	}
-	c, err := control.Dial(d.Control)
+	c, err := control.DialOptions(d.Control, control.Options{Secret: secret})
 	if err != nil {
 		return false
 	}

@@ -14,6 +14,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"go.uber.org/goleak"
 
+	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/segment"
 )
@@ -237,5 +238,70 @@ func TestPublishCoalescesABurst(t *testing.T) {
 	}
 	if d := stored(t, store); len(d.Buffers) != n+1 {
 		t.Fatalf("the metastore holds %d buffers, want all %d", len(d.Buffers), n+1)
+	}
+}
+
+// liveEngine is the control service of an engine that holds a name: it
+// answers a ping as name and incarnation.
+type liveEngine struct {
+	name string
+	inc  uint64
+}
+
+func (l liveEngine) Descriptor() ([]byte, error)        { return nil, errors.New("not served") }
+func (l liveEngine) Identity() (string, uint64)         { return l.name, l.inc }
+func (l liveEngine) Status() ([]byte, error)            { return []byte("{}"), nil }
+func (l liveEngine) Deliver(control.Notification) error { return nil }
+
+// TestClaimNameWithSecret: with a cluster secret, a live engine's control
+// service answers only signed pings; the claim pings it with the secret,
+// so a live holder of the name is still seen as live and the claim is
+// refused, while a holder that does not answer is replaced.
+func TestClaimNameWithSecret(t *testing.T) {
+	ctx := context.Background()
+	secret := []byte("publish-test-secret-0123456789")
+	signer, err := segment.NewSigner(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := control.Listen("127.0.0.1:0", liveEngine{name: "a", inc: 3}, control.Options{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	for _, c := range []struct {
+		name, control, wantErr string
+	}{
+		{"live", srv.Addr(), "in use by a live engine"},
+		{"dead", "127.0.0.1:1", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			store := metastore.NewMemory()
+			defer store.Close()
+			b, err := signer.Encode(&segment.Descriptor{Schema: 1, Name: "a", Incarnation: 3, Control: c.control})
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := segment.Key("ferry", "a")
+			if err := store.Put(ctx, key, b); err != nil {
+				t.Fatal(err)
+			}
+			var bufs []segment.Buffer
+			p := New(Config{
+				Store: store, Key: key, Name: "a", Incarnation: 7, TTL: time.Minute, Timeout: time.Second,
+				Log: hclog.NewNullLogger(), Signer: signer, Secret: secret,
+				Describe: func() *segment.Descriptor {
+					return &segment.Descriptor{Schema: 1, Name: "a", Incarnation: 7, Buffers: bufs}
+				},
+			})
+			defer p.Close(ctx)
+			err = p.Publish(ctx)
+			switch {
+			case c.wantErr == "" && err != nil:
+				t.Fatalf("claim: %v", err)
+			case c.wantErr != "" && (!errors.Is(err, ErrNameInUse) || !strings.Contains(err.Error(), c.wantErr)):
+				t.Fatalf("claim over a %s holder: %v; want ErrNameInUse mentioning %q", c.name, err, c.wantErr)
+			}
+		})
 	}
 }

@@ -79,9 +79,15 @@ func Rails(allowed, every, avoid uint64) uint64 {
 // Cut returns the plan for in.
 func Cut(in Input) Plan {
 	s := SliceSize(in.Configured, in.Caps)
+	// Length/s rounded up, without Length+s-1, which wraps for a slice
+	// near 2^64 (the loader refuses such caps; this holds without it).
+	n := in.Length / s
+	if in.Length%s != 0 {
+		n++
+	}
 	return Plan{
 		Slice:  s,
-		Slices: int64((in.Length + s - 1) / s),
+		Slices: int64(n),
 		Rails:  Rails(in.Allowed, in.Every, in.Avoid),
 	}
 }

@@ -49,6 +49,10 @@ func TestCutCounts(t *testing.T) {
 		{0, mib, Caps{}, mib, 0},
 		// No overflow near the top of uint64.
 		{math.MaxUint64 / 2, 1 << 62, Caps{}, 1 << 62, 2},
+		// A slice near 2^64 (caps the loader refuses) still cuts one
+		// slice, not 0: Length+Slice-1 would wrap.
+		{4096, mib, Caps{PreferredSlice: math.MaxUint64}, math.MaxUint64, 1},
+		{math.MaxUint64, mib, Caps{PreferredSlice: math.MaxUint64}, math.MaxUint64, 1},
 	} {
 		p := Cut(Input{Length: c.length, Configured: c.configured, Caps: c.caps})
 		if p.Slice != c.slice || p.Slices != c.slices {

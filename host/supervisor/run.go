@@ -33,7 +33,11 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.ControlTimeout)
 	defer cancel()
 	if r.Probe, err = lp.Client.Probe(cctx); err != nil {
-		return fail("probe failed", err)
+		// No run: a run's zero probe would read as "unavailable" (no
+		// hardware), which a strict engine forgives; a plugin whose probe
+		// fails or is refused (out of bounds) has failed.
+		lp.Kill()
+		return nil, &loader.Error{Name: p.name, Path: p.spec.Loader.Path, Reason: "probe failed", Err: err}
 	}
 	if !r.Probe.Available {
 		return fail("unavailable: "+r.Probe.Reason, nil)

@@ -63,6 +63,9 @@ type Description struct {
 	// RegisterBatch: the plugin's SDK takes RegisterMemoryBatch; without
 	// it RegisterMemoryBatch registers region by region.
 	RegisterBatch bool
+	// SealedRegions: the plugin's SDK takes RegisterSealed (and the
+	// transport foreign memory, the path it writes a sealed region by).
+	SealedRegions bool
 }
 
 // Implements reports whether the plugin listed the optional interface
@@ -92,6 +95,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 		Protocol:      r.ProtocolVersion,
 		Interfaces:    r.Interfaces,
 		RegisterBatch: r.RegisterBatch,
+		SealedRegions: r.SealedRegions,
 	}
 	for _, o := range r.Ops {
 		op, err := opFromProto(o)
@@ -132,6 +136,9 @@ func (c *Client) Probe(ctx context.Context) (sdk.ProbeResult, error) {
 	for i, rl := range r.Rails {
 		if len(rl.Name) > MaxRailName {
 			return sdk.ProbeResult{}, fmt.Errorf("plugin %q probes out of bounds: its rail %d's name is %d bytes, over the cap of %d; the plugin is faulty or not a Ferry plugin", c.pluginName(), i, len(rl.Name), MaxRailName)
+		}
+		if err := checkRail(c.pluginName(), i, rl.NumaNode, rl.BandwidthGbps); err != nil {
+			return sdk.ProbeResult{}, err
 		}
 		pr.Rails = append(pr.Rails, sdk.Rail{Name: rl.Name, NUMANode: int(rl.NumaNode), BandwidthGbps: rl.BandwidthGbps})
 	}
@@ -227,6 +234,26 @@ func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, len
 func (c *Client) RegisterForeign(ctx context.Context, id uint32, pid int, addr, length uint64, perm sdk.Perm, kind sdk.MemoryKind) error {
 	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
 		RegionId: id, HostPid: uint32(pid), Address: addr, Length: length, Perm: permToProto(perm), Kind: string(kind),
+	})
+	return rpcErr(err)
+}
+
+// RegisterSealed makes the file fd, sealed with F_SEAL_FUTURE_WRITE and
+// exactly length bytes, known to the plugin as region id: it maps the
+// file read-only and writes the region through [addr, addr+length) of
+// process pid (the host's own, writable, mapping of it) by cross-memory
+// attach. Only for a plugin whose Describe says SealedRegions.
+func (c *Client) RegisterSealed(ctx context.Context, id uint32, fd int, length uint64, perm sdk.Perm, kind sdk.MemoryKind, pid int, addr uint64) error {
+	if c.fds == nil {
+		return errNoFDSocket
+	}
+	aid := c.nextAttach.Add(1)
+	if err := c.fds.Send(aid, fd); err != nil {
+		return fmt.Errorf("send region fd: %w", err)
+	}
+	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
+		RegionId: id, AttachId: aid, Length: length, Perm: permToProto(perm), Kind: string(kind),
+		WriterPid: uint32(pid), WriterAddress: addr,
 	})
 	return rpcErr(err)
 }

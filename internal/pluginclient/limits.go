@@ -2,6 +2,7 @@ package pluginclient
 
 import (
 	"fmt"
+	"math"
 	"unicode/utf8"
 )
 
@@ -28,7 +29,25 @@ const (
 	// MaxErrorText bounds the text of a plugin's error that the host
 	// keeps; the rest is cut, and the cut says how much.
 	MaxErrorText = 1024
+	// MaxRailNUMANode bounds a rail's NUMA node (-1: unknown): Linux
+	// numbers at most 1024 nodes (CONFIG_NODES_SHIFT 10).
+	MaxRailNUMANode = 1023
+	// MaxRailGbps bounds a rail's bandwidth (0: unknown): 100 Tbit/s, far
+	// above any link. The rail picker divides by it; a NaN, an infinity
+	// or a negative rate would make every pick wrong.
+	MaxRailGbps = 100_000
 )
+
+// checkRail refuses a rail whose numbers are out of bounds.
+func checkRail(name string, i int, numa int32, gbps float64) error {
+	if numa < -1 || numa > MaxRailNUMANode {
+		return fmt.Errorf("plugin %q probes out of bounds: its rail %d's NUMA node is %d, outside -1 (unknown) to %d; the plugin is faulty or not a Ferry plugin", name, i, numa, MaxRailNUMANode)
+	}
+	if math.IsNaN(gbps) || gbps < 0 || gbps > MaxRailGbps {
+		return fmt.Errorf("plugin %q probes out of bounds: its rail %d's bandwidth is %v Gbit/s, outside 0 (unknown) to %d; the plugin is faulty or not a Ferry plugin", name, i, gbps, MaxRailGbps)
+	}
+	return nil
+}
 
 func checkProbe(name string, reason string, rails int) error {
 	if len(reason) > MaxProbeReason {

@@ -33,11 +33,13 @@ type Transport struct {
 	unstall chan struct{} // closed by Stop; a stalled plugin never gets there
 	stopOne sync.Once
 
-	// regions holds the mappings a corrupt fault may flip a byte in. A flip
-	// holds regMu for reading, and UnregisterMemory forgets the region
-	// under regMu before the SDK unmaps it.
+	// regions holds the regions a corrupt fault may flip a byte in: in
+	// the mapping, or through the host for foreign memory and sealed
+	// regions (mapped read-only). A flip holds regMu for reading, and
+	// UnregisterMemory forgets the region under regMu before the SDK
+	// unmaps it.
 	regMu   sync.RWMutex
-	regions map[uint32][]byte
+	regions map[uint32]sdk.Region
 
 	// Delayed completions not yet delivered; Stop delivers them at once.
 	delayMu  sync.Mutex
@@ -72,7 +74,7 @@ func New() *Transport {
 		log:     log,
 		exit:    os.Exit,
 		unstall: make(chan struct{}),
-		regions: make(map[uint32][]byte),
+		regions: make(map[uint32]sdk.Region),
 		pending: make(map[*delayed]struct{}),
 		holding: make(map[*held]struct{}),
 	}
@@ -118,7 +120,7 @@ func (t *Transport) RegisterMemory(ctx context.Context, r sdk.Region) error {
 		return err
 	}
 	t.regMu.Lock()
-	t.regions[r.ID] = r.Mem
+	t.regions[r.ID] = r
 	t.regMu.Unlock()
 	return nil
 }
@@ -250,8 +252,8 @@ func (w *wrapped) Complete(token uint64, st ring.Status, n uint64) {
 	if w.corrupt && st == ring.StatusOK {
 		if w.op == ring.OpRead && n > 0 {
 			t.regMu.RLock()
-			if mem, ok := t.regions[w.region]; ok && w.offset < uint64(len(mem)) {
-				mem[w.offset] ^= 0xff
+			if r, ok := t.regions[w.region]; ok && w.offset < r.Len() {
+				flip(r, w.offset)
 			}
 			t.regMu.RUnlock()
 		}
@@ -471,4 +473,19 @@ func (t *Transport) Stop(ctx context.Context) error {
 		return fmt.Errorf("fault: %w", err)
 	}
 	return nil
+}
+
+// flip inverts the byte at off of r: in its mapping, or through the host
+// where the plugin may not write the mapping (foreign memory, a sealed
+// region).
+func flip(r sdk.Region, off uint64) {
+	if r.Foreign == nil {
+		r.Mem[off] ^= 0xff
+		return
+	}
+	var b [1]byte
+	if kit.CopyIn(r.Foreign, off, b[:]) == nil {
+		b[0] ^= 0xff
+		kit.CopyOut(r.Foreign, off, b[:])
+	}
 }

@@ -47,15 +47,22 @@
 // the task to its next transport (tcp). Align such buffers to keep them
 // on shm. A remote-read region
 // goes as the memfd reopened O_RDONLY through /proc/self/fd, which
-// cannot be mapped writable and shared. The residual, honestly: a
-// process of the same user that receives that fd can open its own
-// /proc/self/fd/N read-write again (the kernel checks the memfd inode's
-// mode, 0777, which its owner may chmod anyway), so read-only holds
-// against a cooperating or buggy peer, not a hostile process of the same
-// user; F_SEAL_FUTURE_WRITE would close it, but it also forbids the
-// writable shared mappings the owner's own plugins make when they
-// restart. The cluster secret is what keeps such a process from getting
-// the fd in the first place.
+// cannot be mapped writable and shared. A read-only descriptor alone does
+// not stop a process of the same user that receives it: it can open its
+// own /proc/self/fd/N (or /proc/PID/fd/N of any holder) read-write again,
+// since the kernel checks the memfd inode's mode, not how it was opened.
+// So the host seals such a region's memfd with F_SEAL_FUTURE_WRITE once
+// it has mapped it (host/localmem/seal.go): nobody can write(2) it or map
+// it writable any more, however it opens it, while the application's
+// mapping stays writable. This plugin then gets the region sealed
+// (sdk.Region with Mem read-only and Foreign, the host's memory): it
+// serves peers and sends from Mem, and writes a read into it through the
+// host (process_vm_writev), as it does memory the application allocated;
+// a restarted plugin maps it read-only again. Where a plugin cannot take
+// sealed regions (an older SDK) or the system forbids plugins to attach
+// to the host (ptrace_scope 2 or 3), regions are not sealed and
+// read-only holds only against a peer that does not reopen the file; the
+// cluster secret still keeps a process without it from getting the fd.
 //
 // The dialer never trusts an offer: a file that is not exactly the region
 // the answer describes (offset 0, fstat size = length), or that is sparse

@@ -282,7 +282,12 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	o := t.opPool.Get().(*op)
 	o.token, o.kind, o.c = d.Token, d.Op, c
 	o.local, o.lmem, o.n = r, mem, d.Length
-	o.lf, o.lOff = r.Foreign, d.LocalOffset
+	// The local side goes through the host (runForeign) where kit gave no
+	// bytes: foreign memory, or a read into a sealed region.
+	o.lf, o.lOff = nil, d.LocalOffset
+	if mem == nil {
+		o.lf = r.Foreign
+	}
 	o.rRegion, o.rOff, o.deadline = d.RemoteRegion, d.RemoteOffset, d.Deadline
 	o.low = d.Prio == uint8(sdk.PriorityLow)
 	o.status.Store(0)

@@ -422,7 +422,9 @@ func (sc *serverConn) serveFrames(have int) error {
 			var payload []byte
 			var b *kit.Bounce
 			switch {
-			case st == ring.StatusOK && r.Foreign != nil:
+			case st == ring.StatusOK && r.Foreign != nil && len(r.Mem) == 0:
+				// Foreign memory: staged. A sealed region is read in
+				// place below, from its read-only mapping.
 				var err error
 				if b, err = sc.foreignPayload(r, &h); err != nil {
 					r.Release()

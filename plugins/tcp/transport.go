@@ -335,7 +335,9 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	o.rOffset = d.RemoteOffset
 	o.deadline = d.Deadline
 	o.c = c
-	if r.Foreign != nil && !t.stage(o, r, d.LocalOffset, d.Length) {
+	// mem is nil where the bytes go through the host (foreign memory, or
+	// a read into a sealed region): stage them.
+	if mem == nil && r.Foreign != nil && !t.stage(o, r, d.LocalOffset, d.Length) {
 		*o = op{}
 		t.opPool.Put(o)
 		r.Release()

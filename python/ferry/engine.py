@@ -46,6 +46,24 @@ def _with_plugin_dir(text: str, plugin_dir: Optional[str]) -> str:
     return f"plugin_dir = {json.dumps(os.path.abspath(d))}\n" + text
 
 
+#: One past the highest address: a pointer and a length must end at or
+#: below it (a 64-bit address space; ``ptr=-1`` is not an address).
+_ADDRESS_END = 1 << 64
+
+
+def _span(ptr: int, length: int, what: str) -> None:
+    """Refuse a raw address range that is not one: a negative or too large
+    address, or one whose length runs past the end of the address space.
+    The library refuses it too; checked here, the message names Python's
+    arguments."""
+    if ptr < 0 or ptr >= _ADDRESS_END:
+        raise errors.InvalidRequest(f"{what}: ptr {ptr:#x} is not an address (0 < ptr < 2**64); pass the address of memory you own")
+    if ptr + length > _ADDRESS_END:
+        raise errors.InvalidRequest(
+            f"{what}: {length} bytes from {ptr:#x} run past the end of the address space; pass the address and length of memory you own"
+        )
+
+
 def _deadline(timeout: Optional[float]) -> int:
     if timeout is None:
         return 0
@@ -297,6 +315,7 @@ class Engine:
                 raise errors.InvalidRequest(f"{what}: ptr {ptr!r} is NULL or not an integer address")
             if not isinstance(length, int) or length <= 0:
                 raise errors.InvalidRequest(f"{what}: length {length!r} must be a positive number of bytes")
+            _span(ptr, length, what)
             return ptr, length, None, None
         if ptr is not None:
             raise errors.InvalidRequest(f"{what}: give a buffer or ptr, not both")
@@ -416,6 +435,7 @@ class Engine:
         if isinstance(x, int):
             if x == 0:
                 raise errors.InvalidRequest(f"{what}: NULL address")
+            _span(x, 1, what)
             return x
         c, address, _ = contiguous(x, False, what)
         ffi.release(c)
@@ -538,6 +558,7 @@ class Engine:
                 raise errors.InvalidRequest(f"{what}: NULL local address")
             if not isinstance(length, int) or length <= 0:
                 raise errors.InvalidRequest(f"{what}: length {length!r}: an address needs a positive length")
+            _span(local, length, what)
             if op == 0 and self._readonly:
                 for r in self._readonly:
                     if r.contains(local, length):

@@ -163,3 +163,45 @@ def test_calls_after_close():
             c()
             pytest.fail(f"call {i} after close did not raise")
     b.free()  # freeing after close is harmless
+
+
+def test_addresses_that_overflow(engine):
+    """An address or length past the end of the address space is a bad
+    argument (InvalidRequest, the library's FERRY_ERR_INVALID), never an
+    internal error from a panic the library recovered."""
+    mem = engine.allocate(4096)
+    engine.register(mem)
+    seg = own(engine)
+    for ptr, length in ((-1, 64), (2**64 - 1, 64), (2**64, 64), (mem.address, 2**64 - 1), (mem.address, 2**64)):
+        with pytest.raises(ferry.InvalidRequest, match="address"):
+            engine.register(ptr=ptr, length=length)
+        with pytest.raises(ferry.InvalidRequest, match="address"):
+            engine.register_batch([(ptr, length)])
+        with pytest.raises(ferry.InvalidRequest, match="address"):
+            engine.write(ptr, seg, mem.address, length)
+        with pytest.raises(ferry.InvalidRequest, match="address"):
+            engine.read(ptr, seg, mem.address, length)
+    with pytest.raises(ferry.InvalidRequest, match="address"):
+        engine.unregister(-1)
+    assert [r.address for r in engine.registrations()] == [mem.address]
+    still_works(engine)
+
+
+def test_library_refuses_overflowing_ranges(engine):
+    """The library itself (what C callers and bindings reach) refuses
+    them as invalid, with no recovered panic on the way."""
+    from ferry._ffi import ffi
+
+    lib, h = engine._lib, engine._handle()
+    mem = engine.allocate(4096)
+    top = ffi.cast("void *", -1)
+    size_max = 2**64 - 1
+    for rc in (
+        lib.ferry_register(h, ffi.cast("void *", mem.address), size_max, 0, ffi.NULL),
+        lib.ferry_register(h, top, 64, 0, ffi.NULL),
+        lib.ferry_unregister(h, top),
+        lib.ferry_allocate(h, size_max, ffi.new("void **")),
+    ):
+        msg = ffi.string(lib.ferry_last_error()).decode()
+        assert rc == lib.FERRY_ERR_INVALID, msg
+        assert "internal error" not in msg and "address space" in msg, msg

@@ -337,3 +337,14 @@ def test_threads_write_at_once(engine):
     for k in range(n):
         assert bytes(a[(n + k) * size:(n + k + 1) * size]) == bytes([k + 1]) * size, f"thread {k}'s block"
     del a
+
+
+def test_strict_is_the_default():
+    """A configuration that leaves strict out is strict: an engine whose
+    tcp plugin does not match its pinned sha256 does not start."""
+    from conftest import config
+
+    pinned = config("py-strict").replace('plugin "tcp" {', 'plugin "tcp" {\n  sha256 = "' + "0" * 64 + '"', 1)
+    assert "sha256" in pinned
+    with pytest.raises(ferry.PluginFailed, match="strict = false"):
+        ferry.Engine(config_text=pinned)

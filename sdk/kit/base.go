@@ -260,7 +260,9 @@ func (b *Base[R, P]) Admit(d *ring.Descriptor, c sdk.Completer) (P, bool) {
 // Local resolves d's local side: the region with a reference held (the
 // caller releases it when done with the bytes) and the bytes d names; for
 // a foreign region (a transport with ForeignMemory) the range is checked
-// and the bytes are nil: the caller stages them (CopyIn, CopyOut). It
+// and the bytes are nil: the caller stages them (CopyIn, CopyOut). A
+// sealed region (foreign and mapped read-only) gives its mapped bytes to
+// a write, which only reads them, and nil to a read, which stages. It
 // completes d, counted, with StatusNotRegistered for a region that is not
 // registered, and StatusOutOfBounds for a local range outside it or a
 // remote offset+length that overflows. It allocates nothing.
@@ -283,8 +285,12 @@ func (b *Base[R, P]) Local(d *ring.Descriptor, c sdk.Completer) (R, []byte, bool
 		b.Fail(d, c, ring.StatusOutOfBounds)
 		return zero, nil, false
 	}
-	if f != nil {
-		return r, nil, true // the caller stages it: CopyIn, CopyOut
+	if f != nil && (len(mem) == 0 || d.Op != ring.OpWrite) {
+		// The caller stages it: CopyIn, CopyOut. A sealed region (mapped
+		// read-only, sdk.Region.Foreign) is read in place when the
+		// descriptor only reads it (a write sends it), and written
+		// through the host otherwise.
+		return r, nil, true
 	}
 	return r, mem[d.LocalOffset:end:end], true
 }

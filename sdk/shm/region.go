@@ -213,12 +213,12 @@ func roundUp(n, unit int) (int, bool) {
 // cannot be mapped writable and shared (mmap answers EACCES), for a
 // process that may only read the memory. The caller owns the new fd.
 //
-// It is not a security boundary against a process of the same user: the
-// receiver can open its own /proc/self/fd/N read-write again, because the
-// kernel checks a memfd's inode mode (0777, and its owner may chmod it),
-// not how the descriptor was opened. F_SEAL_FUTURE_WRITE would close that,
-// but it also forbids every later writable mapping, which the owner's
-// plugins need when they restart.
+// Alone it is not a security boundary against a process of the same
+// user: the receiver can open its own /proc/self/fd/N read-write again,
+// because the kernel checks a memfd's inode mode (0777, and its owner may
+// chmod it), not how the descriptor was opened. What closes that is the
+// file's F_SEAL_FUTURE_WRITE, which the host adds to a remote-read
+// region's memfd (a sealed region; see sdk.Region.Foreign).
 func ReadOnly(fd int) (int, error) {
 	ro, err := unix.Open(fmt.Sprintf("/proc/self/fd/%d", fd), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {

@@ -2,12 +2,15 @@
 // Probe, Start, Stats or errors send a string or list far over the
 // host's caps, chosen by the environment variable FERRY_TEST_BLOAT (name,
 // version, kinds, kind, ops; reason, rails, rail; endpoint; counters,
-// counter; error), so that the host's refusal can be tested.
+// counter; error), or declare a number outside the host's bounds
+// (maxslice, preferred, tinyslice; numa, bandwidth), so that the host's
+// refusal can be tested.
 package main
 
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -35,6 +38,12 @@ func main() {
 		for range 10000 {
 			info.Ops = append(info.Ops, ring.OpRead)
 		}
+	case "maxslice":
+		info.MaxSlice = math.MaxUint64
+	case "preferred":
+		info.PreferredSlice = math.MaxUint64
+	case "tinyslice":
+		info.MaxSlice = 1
 	}
 	probe := sdk.ProbeResult{Available: true, Rails: []sdk.Rail{{Name: "r0"}}}
 	endpoint := sdk.Endpoint("ep")
@@ -47,6 +56,10 @@ func main() {
 		probe.Rails = make([]sdk.Rail, 10000)
 	case "rail":
 		probe.Rails = []sdk.Rail{{Name: huge}}
+	case "numa":
+		probe.Rails = []sdk.Rail{{Name: "r0", NUMANode: 1 << 30}}
+	case "bandwidth":
+		probe.Rails = []sdk.Rail{{Name: "r0", BandwidthGbps: math.NaN()}}
 	case "endpoint":
 		endpoint = sdk.Endpoint(huge)
 	case "counters":

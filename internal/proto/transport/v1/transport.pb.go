@@ -202,7 +202,12 @@ type DescribeResponse struct {
 	// meters what it sends with the receiver's credit. False for a
 	// one-sided plugin that writes straight into registered memory (shm,
 	// rdma writes), and for every older plugin: no credit.
-	TwoSided      bool `protobuf:"varint,22,opt,name=two_sided,json=twoSided,proto3" json:"two_sided,omitempty"`
+	TwoSided bool `protobuf:"varint,22,opt,name=two_sided,json=twoSided,proto3" json:"two_sided,omitempty"`
+	// The SDK serving the plugin takes a sealed region (RegisterMemoryRequest
+	// writer_pid): one whose memfd is sealed against new writable mappings,
+	// mapped read-only and written through the host's memory. Only a plugin
+	// that takes foreign memory can (it writes through the same path).
+	SealedRegions bool `protobuf:"varint,23,opt,name=sealed_regions,json=sealedRegions,proto3" json:"sealed_regions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +329,13 @@ func (x *DescribeResponse) GetRegisterBatch() bool {
 func (x *DescribeResponse) GetTwoSided() bool {
 	if x != nil {
 		return x.TwoSided
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetSealedRegions() bool {
+	if x != nil {
+		return x.SealedRegions
 	}
 	return false
 }
@@ -823,8 +835,19 @@ type RegisterMemoryRequest struct {
 	// [address, address+length) of process host_pid with
 	// process_vm_readv/process_vm_writev. Only sent to a plugin whose
 	// Describe says foreign_memory.
-	HostPid       uint32 `protobuf:"varint,16,opt,name=host_pid,json=hostPid,proto3" json:"host_pid,omitempty"`
-	Address       uint64 `protobuf:"varint,17,opt,name=address,proto3" json:"address,omitempty"`
+	HostPid uint32 `protobuf:"varint,16,opt,name=host_pid,json=hostPid,proto3" json:"host_pid,omitempty"`
+	Address uint64 `protobuf:"varint,17,opt,name=address,proto3" json:"address,omitempty"`
+	// Set (writer_pid != 0) for a sealed region: the file sent under
+	// attach_id holds exactly the region (offset 0) and is sealed with
+	// F_SEAL_FUTURE_WRITE, so that no process that gets it (a peer's plugin
+	// it is shared with) can make it writable; the plugin maps it read-only
+	// and writes into the region at [writer_address, writer_address+length)
+	// of process writer_pid (the host, whose mapping stays writable) with
+	// process_vm_writev. Only sent to a plugin whose Describe says
+	// sealed_regions; an older SDK ignores the fields and fails to map the
+	// file writable.
+	WriterPid     uint32 `protobuf:"varint,18,opt,name=writer_pid,json=writerPid,proto3" json:"writer_pid,omitempty"`
+	WriterAddress uint64 `protobuf:"varint,19,opt,name=writer_address,json=writerAddress,proto3" json:"writer_address,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -911,6 +934,20 @@ func (x *RegisterMemoryRequest) GetHostPid() uint32 {
 func (x *RegisterMemoryRequest) GetAddress() uint64 {
 	if x != nil {
 		return x.Address
+	}
+	return 0
+}
+
+func (x *RegisterMemoryRequest) GetWriterPid() uint32 {
+	if x != nil {
+		return x.WriterPid
+	}
+	return 0
+}
+
+func (x *RegisterMemoryRequest) GetWriterAddress() uint64 {
+	if x != nil {
+		return x.WriterAddress
 	}
 	return 0
 }
@@ -2008,7 +2045,7 @@ var File_transport_v1_transport_proto protoreflect.FileDescriptor
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\xe3\x03\n" +
+	"\x0fDescribeRequest\"\x8a\x04\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -2025,7 +2062,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x12foreign_local_only\x18\x15 \x01(\bR\x10foreignLocalOnly\x12%\n" +
 	"\x0eregister_batch\x18\n" +
 	" \x01(\bR\rregisterBatch\x12\x1b\n" +
-	"\ttwo_sided\x18\x16 \x01(\bR\btwoSided\"\x0e\n" +
+	"\ttwo_sided\x18\x16 \x01(\bR\btwoSided\x12%\n" +
+	"\x0esealed_regions\x18\x17 \x01(\bR\rsealedRegions\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
 	"\x04Rail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
@@ -2067,7 +2105,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x12AttachLaneResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\rR\n" +
-	"generation\"\xf8\x01\n" +
+	"generation\"\xbe\x02\n" +
 	"\x15RegisterMemoryRequest\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12\x16\n" +
@@ -2076,7 +2114,10 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x04perm\x18\x05 \x01(\x0e2\x18.ferry.transport.v1.PermR\x04perm\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x19\n" +
 	"\bhost_pid\x18\x10 \x01(\rR\ahostPid\x12\x18\n" +
-	"\aaddress\x18\x11 \x01(\x04R\aaddress\"\x18\n" +
+	"\aaddress\x18\x11 \x01(\x04R\aaddress\x12\x1d\n" +
+	"\n" +
+	"writer_pid\x18\x12 \x01(\rR\twriterPid\x12%\n" +
+	"\x0ewriter_address\x18\x13 \x01(\x04R\rwriterAddress\"\x18\n" +
 	"\x16RegisterMemoryResponse\"6\n" +
 	"\x17UnregisterMemoryRequest\x12\x1b\n" +
 	"\tregion_id\x18\x01 \x01(\rR\bregionId\"\x1a\n" +

@@ -360,7 +360,13 @@ func (x *StatusResponse) GetStatus() []byte {
 }
 
 type PingRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// With a cluster secret, the receiver answers only a request whose mac,
+	// HMAC-SHA256 under the secret over a ping label and sent_unix_nano,
+	// verifies and whose time is inside its replay window; any other gets
+	// Unauthenticated, with neither the engine's name nor its incarnation.
+	SentUnixNano  int64  `protobuf:"varint,1,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	Mac           []byte `protobuf:"bytes,2,opt,name=mac,proto3" json:"mac,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +399,20 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
 	return file_control_v1_control_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PingRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *PingRequest) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
 }
 
 type PingResponse struct {
@@ -831,8 +851,10 @@ const file_control_v1_control_proto_rawDesc = "" +
 	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\x12\x10\n" +
 	"\x03mac\x18\x02 \x01(\fR\x03mac\"(\n" +
 	"\x0eStatusResponse\x12\x16\n" +
-	"\x06status\x18\x01 \x01(\fR\x06status\"\r\n" +
-	"\vPingRequest\"D\n" +
+	"\x06status\x18\x01 \x01(\fR\x06status\"E\n" +
+	"\vPingRequest\x12$\n" +
+	"\x0esent_unix_nano\x18\x01 \x01(\x03R\fsentUnixNano\x12\x10\n" +
+	"\x03mac\x18\x02 \x01(\fR\x03mac\"D\n" +
 	"\fPingResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\"\x9a\x02\n" +

@@ -44,7 +44,8 @@ type ControlClient interface {
 	// has already delivered without delivering it again, so a sender may
 	// retry with the same key.
 	Notify(ctx context.Context, in *NotifyRequest, opts ...grpc.CallOption) (*NotifyResponse, error)
-	// Ping reports the engine's name and incarnation.
+	// Ping reports the engine's name and incarnation. With a cluster secret
+	// it needs the secret, and answers nothing to a caller without it.
 	Ping(ctx context.Context, in *PingRequest, opts ...grpc.CallOption) (*PingResponse, error)
 	// Status reports the engine's plugins (state, process, restarts,
 	// stalls, the reason when not running) and rails, for operators
@@ -146,7 +147,8 @@ type ControlServer interface {
 	// has already delivered without delivering it again, so a sender may
 	// retry with the same key.
 	Notify(context.Context, *NotifyRequest) (*NotifyResponse, error)
-	// Ping reports the engine's name and incarnation.
+	// Ping reports the engine's name and incarnation. With a cluster secret
+	// it needs the secret, and answers nothing to a caller without it.
 	Ping(context.Context, *PingRequest) (*PingResponse, error)
 	// Status reports the engine's plugins (state, process, restarts,
 	// stalls, the reason when not running) and rails, for operators
