@@ -280,6 +280,20 @@ func socketPeers() map[string]socketPeer {
 	return m
 }
 
+// memory reads the process's resident and shared-memory sizes, for the
+// log: each lane's two rings are 512 KiB of shared memory at the default
+// ring depth, mapped with MAP_POPULATE.
+func memory() string {
+	b, _ := os.ReadFile("/proc/self/status")
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "RssShmem:") {
+			out = append(out, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
 // fdNumbers are what differ between two descriptors of one kind.
 var fdNumbers = regexp.MustCompile(`[0-9]+`)
 
@@ -381,7 +395,7 @@ func noLeakPerRestart(t *testing.T, r *leakRig, f fault, rounds int) {
 	stop()
 	r.warm(ctx)
 	base := takeSnapshot(r.metaPort)
-	t.Logf("before: %d fds, %d goroutines", len(base.fds), base.goroutines)
+	t.Logf("before: %d fds, %d goroutines, %s", len(base.fds), base.goroutines, memory())
 
 	stop = r.traffic(ctx)
 	for i := range rounds {
@@ -391,7 +405,7 @@ func noLeakPerRestart(t *testing.T, r *leakRig, f fault, rounds int) {
 	r.warm(ctx)
 	what := fmt.Sprintf("after %d restarts (%s)", rounds, f.name)
 	now := r.settled(base, 10*time.Second, what)
-	t.Logf("%s: %d fds, %d goroutines; %d writes failed while plugins restarted", what, len(now.fds), now.goroutines, r.failed.Load())
+	t.Logf("%s: %d fds, %d goroutines, %s; %d writes failed while plugins restarted", what, len(now.fds), now.goroutines, memory(), r.failed.Load())
 }
 
 // TestPluginRestartLeaksNothing kills tcp and shm with SIGKILL in turn,

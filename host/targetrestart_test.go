@@ -60,7 +60,7 @@ type outcome struct {
 	attempts int
 }
 
-// TestTargetSHMRestartFailsNoTask kills the target's shm plugin three
+// TestTargetSHMRestartFailsNoTask kills the target's shm plugin five
 // times under writes and reads of 4 KiB to 16 MiB, unpinned and pinned
 // to shm or tcp, each with a deadline: every task ends COMPLETED, or
 // TIMEOUT at its deadline; none ends FAILED (as "memory not registered"
@@ -84,7 +84,7 @@ func TestTargetSHMRestartFailsNoTask(t *testing.T) {
 	)
 	tctx, stop := context.WithCancel(ctx)
 	sizes := []int{4 << 10, 1 << 20, 5 << 20, 16 << 20}
-	pins := []string{"", "shm", "tcp", ""}
+	pins := []string{"shm", "", "shm", "tcp"}
 	for g := range 3 {
 		wg.Add(1)
 		go func() {
@@ -136,7 +136,7 @@ func TestTargetSHMRestartFailsNoTask(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // poll interval of the condition above
 		}
 	}
-	for k := range 3 {
+	for k := range 5 {
 		moved()
 		st := b.plugin(t, "shm")
 		if st.State != "running" || st.PID <= 0 {
