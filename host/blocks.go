@@ -377,6 +377,7 @@ func (c *blockCall) record(rec *taskRecord, run *blocks.Run) {
 	rec.req.Remote = c.l.remote + run.RemoteOff
 	rec.hist = failover.History{}
 	rec.defaultDeadline = c.dflt
+	rec.sent = c.rem
 }
 
 // localAt returns the local bytes [off, off+n) of l, capped at their end.

@@ -98,6 +98,10 @@ func (e *Engine) wirePath(o pathOptions) {
 type taskRecord struct {
 	req  Request
 	hist failover.History
+	// sent is the segment handle the current attempt was sent against
+	// (dispatch): a failover after a fault of the target waits for a
+	// newer one, which the target's next descriptor brings.
+	sent *remote
 	// defaultDeadline: req.Deadline is transfer.default_deadline's, the
 	// request set none.
 	defaultDeadline bool

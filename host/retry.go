@@ -1,6 +1,7 @@
 package host
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -8,7 +9,6 @@ import (
 	"github.com/ferrydev/ferry/host/failover"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
-	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -50,6 +50,7 @@ type retryJob struct {
 	rail    int   // of the first failed slice, -1 if none
 	from    int32 // the transport of the failed attempt
 	attempt int   // the failed attempt's number, from 0
+	blame   failover.Blame
 	rec     taskRecord
 }
 
@@ -60,7 +61,8 @@ func (e *Engine) onFailure(b *progress.Batch, i int, cause error) (retried bool)
 	defer func() { e.noteFailure(b, i, cause, retried) }()
 	t := b.Task(i)
 	st := t.SliceStatus()
-	taken := failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, rails.PathFault(st))
+	blame := e.blame(t.Transport(), st, cause)
+	taken := failover.Take(b.Attempt(i), e.cfg.Transfer.Attempts, cause != nil, blame)
 	if st == ring.StatusUnsupported && cause == nil {
 		taken = failover.TakeUnsupported(b.Attempt(i), e.cfg.Transfer.Attempts)
 	}
@@ -73,9 +75,29 @@ func (e *Engine) onFailure(b *progress.Batch, i int, cause error) (retried bool)
 		return false
 	}
 	e.retrying.Add(1)
-	job := retryJob{token: b.Token(i), i: i, cause: cause, status: st, rail: t.FailedRail(), from: t.Transport(), attempt: b.Attempt(i), rec: *e.path.record(b, i)}
+	job := retryJob{token: b.Token(i), i: i, cause: cause, status: st, rail: t.FailedRail(), from: t.Transport(), attempt: b.Attempt(i), blame: blame, rec: *e.path.record(b, i)}
 	go e.failover(job)
 	return true
+}
+
+// blame classifies a failed attempt on transport from: its slices'
+// status st, or, when the attempt failed with cause (its plugin died, or
+// could not take it), the target when the cause is that the target does
+// not offer the transport now (errTargetAway).
+func (e *Engine) blame(from int32, st ring.Status, cause error) failover.Blame {
+	if cause != nil {
+		if errors.Is(cause, errTargetAway) {
+			return failover.BlameTarget
+		}
+		return failover.BlameRequest // died: Take and Decide see the cause
+	}
+	same := false
+	if from >= 0 && int(from) < len(e.plugins) {
+		if p := e.plugins[from].proc(); p != nil {
+			same = p.Info.SameMachineOnly
+		}
+	}
+	return failover.Classify(st, same)
 }
 
 // failover runs the next attempt of a task, or ends it, as the failover
@@ -132,13 +154,14 @@ func (e *Engine) failover(j retryJob) {
 
 // decideFailover asks the failover decider about job j until it says
 // something other than wait, waiting between questions for a plugin to
-// go down or come back (or for the wait's end), and then for a retry's
-// backoff. It records the task's first failure in j's history.
+// go down or come back, or for the segment's descriptor to change (or for
+// the wait's end), and then for a retry's backoff. It records the task's
+// first failure in j's history.
 func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 	r := &j.rec.req
 	budget := e.retryBudget()
 	in := failover.Input{
-		From: j.from, Rail: j.rail, PathFault: rails.PathFault(j.status), Pinned: r.Transport != "",
+		From: j.from, Rail: j.rail, PathFault: j.blame == failover.BlamePath, TargetFault: j.blame == failover.BlameTarget, Pinned: r.Transport != "",
 		Unsupported: j.status == ring.StatusUnsupported && j.cause == nil,
 		History:     j.rec.hist, Deadline: r.deadline(), MaxWait: budget,
 		Retry: j.attempt, Backoff: e.cfg.Transfer.RetryBackoff, Budget: budget, Jitter: e.jitter(),
@@ -156,7 +179,11 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 	}()
 	for {
 		changed := e.supervisor.Changed() // before the facts: a change after them wakes the wait
+		moved := e.segs.Changed()
 		e.failoverFacts(&in, r, cands)
+		// The target published again since the attempt was sent (its
+		// handle is replaced on every descriptor change).
+		in.TargetMoved = e.remote(r.Segment) != j.rec.sent
 		if in.History.FirstFailed == 0 {
 			in.History.FirstFailed = in.Now
 			j.rec.hist.FirstFailed = in.Now
@@ -165,7 +192,7 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 		if d.Kind == failover.Fail {
 			return d
 		}
-		if d.Kind != failover.WaitRestart {
+		if d.Kind != failover.WaitRestart && d.Kind != failover.WaitTarget {
 			if d.At <= in.Now {
 				return d
 			}
@@ -190,6 +217,7 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 		}
 		select {
 		case <-changed: // Reset drops a stale tick (go >= 1.23 timers)
+		case <-moved: // WaitTarget's end; a WaitRestart asks again and waits on
 		case <-timer.C:
 		case <-e.quit:
 			return failover.Decision{Kind: failover.Fail, Transport: -1, Reason: "the engine is closing"}

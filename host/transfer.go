@@ -12,6 +12,7 @@ import (
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk"
@@ -274,7 +275,7 @@ func (e *Engine) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt rout
 	if err == nil {
 		e.note(b, i, observe.Admitted, -1, 0, nil)
 		rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local)))
-		if err != nil && e.awaitPin(b, i, r, rec) {
+		if err != nil && e.awaitPin(b, i, r, rem, rec, err) {
 			return
 		}
 	}
@@ -288,28 +289,47 @@ func (e *Engine) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt rout
 	e.dispatch(b, i, r, rem, rt, 0, sc)
 }
 
-// awaitPin takes task i (request r, valid and admitted, which the
-// selector could not route) for failover when r pins a plugin that is
-// down and being restarted (not failed for good): not INVALID, but a
-// first attempt that failover waits out, within the deadline and the
-// retry budget, as if the plugin had died under it. It reports whether
-// it took the task.
-func (e *Engine) awaitPin(b *progress.Batch, i int, r *Request, rec *taskRecord) bool {
+// awaitPin takes task i (request r to rem, valid and admitted, which
+// the selector could not route: err) for failover when r pins a plugin
+// that is down and being restarted (not failed for good), or one that
+// runs here but that the target does not offer now (its own plugin
+// restarting: its descriptor left it out, or it was opened while it
+// did): not INVALID, but a first attempt that failover waits out, within
+// the deadline and the retry budget, as if the plugin had died under it
+// (or, for the target, until its next descriptor). It reports whether it
+// took the task.
+func (e *Engine) awaitPin(b *progress.Batch, i int, r *Request, rem *remote, rec *taskRecord, err error) bool {
 	if r.Transport == "" {
 		return false
 	}
 	for _, ps := range e.plugins {
-		if ps.name == r.Transport && ps.err == nil && ps.down() {
-			rec.hist.Tried = 1 << ps.idx
-			b.Task(i).SetTransport(ps.idx)
-			e.note(b, i, observe.Routed, ps.idx, 0, nil)
-			b.Cut(i)
-			b.Fail(i, fmt.Errorf("%w: plugin %q, which the request pins, is restarting", ErrPluginFailed, ps.name))
-			return true
+		if ps.name != r.Transport || ps.err != nil {
+			continue
 		}
+		var cause error
+		switch {
+		case ps.down():
+			cause = fmt.Errorf("%w: plugin %q, which the request pins, is restarting", ErrPluginFailed, ps.name)
+		case errors.Is(err, selector.ErrUnreachable) && ps.usable() && !rem.Opened[ps.idx]:
+			cause = fmt.Errorf("%w: %w", err, errTargetAway)
+		default:
+			return false
+		}
+		rec.hist.Tried = 1 << ps.idx
+		rec.sent = rem
+		b.Task(i).SetTransport(ps.idx)
+		e.note(b, i, observe.Routed, ps.idx, 0, nil)
+		b.Cut(i)
+		b.Fail(i, cause)
+		return true
 	}
 	return false
 }
+
+// errTargetAway marks a pinned request's first attempt that awaitPin
+// failed because the target does not offer the pinned transport now:
+// failover waits for the target's next descriptor (failover.BlameTarget).
+var errTargetAway = errors.New("waiting for the target to offer it again")
 
 // admit asks the admission stage about r; nil lets it go on now. Without
 // an admitter the pass-through is not even called.
@@ -339,6 +359,7 @@ func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt 
 		// (awaitGate); one that ended meanwhile puts nothing below.
 		e.awaitGate(b, i, r, rem)
 	}
+	e.path.record(b, i).sent = rem
 	run := rt.ps.run()
 	// Each request's slices are published as one: a plugin works on one
 	// request while the next is cut (holding the lane over a whole batch

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/internal/enum"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // MaxRails is how many rails a rail mask can name.
@@ -39,8 +40,18 @@ type Input struct {
 	From int32
 	// Rail is the rail of the first failing slice, -1 if none.
 	Rail int
-	// PathFault says the failure blames the path the slice took.
+	// PathFault says the failure blames the path the slice took
+	// (BlamePath).
 	PathFault bool
+	// TargetFault says the failure blames the target as this transport
+	// reaches it (BlameTarget): its plugin is gone or restarting, or
+	// this engine's peer on it was being re-opened.
+	TargetFault bool
+	// TargetMoved says the segment's descriptor changed since the failed
+	// attempt was sent: the target published again (a restarted plugin
+	// publishes once it has its registrations back) and this engine
+	// re-opened what moved.
+	TargetMoved bool
 	// Unsupported says the failed transport cannot carry this request at
 	// all (StatusUnsupported: shm and a region it cannot share alone):
 	// only another transport can, and the failed one is not tried again.
@@ -96,9 +107,13 @@ const (
 	// there was nowhere to go. Expired says the task's own deadline
 	// passed meanwhile: it ends TIMEOUT, not FAILED.
 	Fail
+	// WaitTarget: ask again when the segment's descriptor changes (the
+	// target is back) or at Until, whichever comes first. Transport is
+	// the failed attempt's.
+	WaitTarget
 )
 
-var kindNames = [...]string{RetryRail: "retry-rail", NextTransport: "next-transport", WaitRestart: "wait-restart", Fail: "fail"}
+var kindNames = [...]string{RetryRail: "retry-rail", NextTransport: "next-transport", WaitRestart: "wait-restart", Fail: "fail", WaitTarget: "wait-target"}
 
 func (k Kind) String() string { return enum.String(k, kindNames[:], "kind") }
 
@@ -123,18 +138,62 @@ const (
 	ReasonBudget      = "the task's retry budget is spent"
 	ReasonNoTime      = "the task's deadline comes before its retry's backoff ends"
 	ReasonUnsupported = "its transport cannot carry it and no other transport is left to try"
+	ReasonTargetAway  = "the target did not come back through its transport in time (its descriptor did not change)"
 )
 
 // maxDoublings caps the backoff's growth: Backoff<<maxDoublings is the
 // longest pause (the budget bounds it anyway).
 const maxDoublings = 10
 
+// Blame is which side a failed slice's status blames: what decides
+// whether another attempt could fix it, and where that attempt goes.
+type Blame uint8
+
+const (
+	// BlameRequest: what the request asked (a range the target does not
+	// allow, an invalid descriptor, a deadline passed): another attempt
+	// would be refused the same way.
+	BlameRequest Blame = iota
+	// BlamePath: how the slice travelled (a connection lost, I/O, a
+	// timeout in the plugin, a protocol error): another rail or
+	// transport may carry it.
+	BlamePath
+	// BlameTarget: the target as this transport reaches it is changing
+	// under the slice. Its plugin is gone or restarting and does not
+	// know the region yet, or dropped the mapping with the connection
+	// (not registered); a same-machine transport cannot reach its socket
+	// (unreachable: no network lies between, so the plugin is gone); or
+	// this engine's plugin was re-opening the peer at the restarted
+	// plugin's new endpoint (peer not opened, shut down under the
+	// slice). The target publishes again once its restarted plugin has
+	// its registrations back: its next descriptor ends it.
+	BlameTarget
+)
+
+// Classify says what a failed slice's status st blames. sameMachine says
+// the transport reaches only this machine (sdk.Info.SameMachineOnly), so
+// that an unreachable peer is its plugin gone, not a network.
+func Classify(st ring.Status, sameMachine bool) Blame {
+	switch st {
+	case ring.StatusNotRegistered, ring.StatusPeerUnknown, ring.StatusShutdown:
+		return BlameTarget
+	case ring.StatusPeerUnreachable:
+		if sameMachine {
+			return BlameTarget
+		}
+		return BlamePath
+	case ring.StatusIO, ring.StatusTimeout, ring.StatusProtocol:
+		return BlamePath
+	}
+	return BlameRequest
+}
+
 // Take reports whether a failed attempt is taken for failover: attempt
 // (from 0) is not the last of attempts, and the failure is one another
-// attempt could fix: died (the plugin died or refused the slices) or a
-// path fault.
-func Take(attempt, attempts int, died, pathFault bool) bool {
-	return attempt+1 < attempts && (died || pathFault)
+// attempt could fix: died (the plugin died or refused the slices), or a
+// status that blames the path or the target (Classify).
+func Take(attempt, attempts int, died bool, blame Blame) bool {
+	return attempt+1 < attempts && (died || blame != BlameRequest)
 }
 
 // TakeUnsupported is Take for an attempt its transport refused as
@@ -206,11 +265,24 @@ func decide(in *Input) Decision {
 		}
 		return Decision{Kind: Fail, Transport: -1, Reason: ReasonUnsupported}
 	}
+	if in.TargetFault && !in.TargetMoved {
+		// The target is not back yet: any attempt through the same
+		// transport now would meet the same. Another transport may
+		// reach it; else wait for its next descriptor.
+		if !in.Pinned {
+			for _, i := range in.Plan {
+				if i < 64 && in.History.Tried&(1<<i) == 0 {
+					return Decision{Kind: NextTransport, Transport: int32(i)}
+				}
+			}
+		}
+		return in.wait(WaitTarget, in.From, ReasonTargetAway)
+	}
 	if in.Pinned {
 		if in.From >= 0 && in.usable(in.From) {
 			return Decision{Kind: NextTransport, Transport: in.From}
 		}
-		return in.wait(in.From)
+		return in.wait(WaitRestart, in.From, ReasonNoTransport)
 	}
 	if in.Plan != nil {
 		for _, i := range in.Plan {
@@ -222,7 +294,7 @@ func decide(in *Input) Decision {
 			return Decision{Kind: NextTransport, Transport: int32(in.Plan[0])}
 		}
 	}
-	return in.wait(-1)
+	return in.wait(WaitRestart, -1, ReasonNoTransport)
 }
 
 // otherRail returns the rails to avoid when the failed transport can
@@ -252,9 +324,10 @@ func (in *Input) anyRestarting(mask uint64) bool {
 	return false
 }
 
-// wait returns a wait for transport t (-1: any), or the failure that
-// ends it when its time is up.
-func (in *Input) wait(t int32) Decision {
+// wait returns a wait of kind k (WaitRestart, WaitTarget) for transport t
+// (-1: any), or the failure that ends it when its time is up: reason, or
+// the deadline's.
+func (in *Input) wait(k Kind, t int32, reason string) Decision {
 	until := in.WaitUntil
 	if until == 0 {
 		until = in.Now + int64(in.MaxWait)
@@ -270,7 +343,7 @@ func (in *Input) wait(t int32) Decision {
 		if expired {
 			return Decision{Kind: Fail, Transport: -1, Reason: ReasonDeadline, Expired: true}
 		}
-		return Decision{Kind: Fail, Transport: -1, Reason: ReasonNoTransport}
+		return Decision{Kind: Fail, Transport: -1, Reason: reason}
 	}
-	return Decision{Kind: WaitRestart, Transport: t, Until: until}
+	return Decision{Kind: k, Transport: t, Until: until}
 }

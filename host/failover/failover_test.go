@@ -3,6 +3,8 @@ package failover
 import (
 	"testing"
 	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // The tests' transports: 0 and 1 up with rails, 2 restarting.
@@ -23,18 +25,56 @@ func base() Input {
 func TestTake(t *testing.T) {
 	for _, c := range []struct {
 		attempt, attempts int
-		died, path        bool
+		died              bool
+		blame             Blame
 		want              bool
 	}{
-		{0, 3, true, false, true},
-		{0, 3, false, true, true},
-		{1, 3, false, true, true},
-		{2, 3, true, true, false},   // the last attempt
-		{0, 1, true, true, false},   // attempts = 1: no failover at all
-		{0, 3, false, false, false}, // refused for what it asked
+		{0, 3, true, BlameRequest, true},
+		{0, 3, false, BlamePath, true},
+		{1, 3, false, BlamePath, true},
+		{0, 3, false, BlameTarget, true}, // the target's plugin restarting: another attempt fixes it
+		{1, 3, false, BlameTarget, true},
+		{2, 3, true, BlamePath, false},     // the last attempt
+		{2, 3, false, BlameTarget, false},  // the last attempt
+		{0, 1, true, BlamePath, false},     // attempts = 1: no failover at all
+		{0, 3, false, BlameRequest, false}, // refused for what it asked
 	} {
-		if got := Take(c.attempt, c.attempts, c.died, c.path); got != c.want {
-			t.Errorf("Take(attempt %d of %d, died %v, path fault %v) = %v, want %v", c.attempt, c.attempts, c.died, c.path, got, c.want)
+		if got := Take(c.attempt, c.attempts, c.died, c.blame); got != c.want {
+			t.Errorf("Take(attempt %d of %d, died %v, blame %d) = %v, want %v", c.attempt, c.attempts, c.died, c.blame, got, c.want)
+		}
+	}
+}
+
+// The status taxonomy as failover reads it: a region not registered, a
+// peer not opened or shut down under the slice are the target changing
+// (its plugin restarting, or this engine re-opening the peer), never the
+// request's fault; unreachable blames the target on a same-machine
+// transport and the path over a network.
+func TestClassify(t *testing.T) {
+	for _, c := range []struct {
+		st          ring.Status
+		sameMachine bool
+		want        Blame
+	}{
+		{ring.StatusNotRegistered, true, BlameTarget},
+		{ring.StatusNotRegistered, false, BlameTarget},
+		{ring.StatusPeerUnknown, false, BlameTarget},
+		{ring.StatusShutdown, true, BlameTarget},
+		{ring.StatusPeerUnreachable, true, BlameTarget},
+		{ring.StatusPeerUnreachable, false, BlamePath},
+		{ring.StatusIO, true, BlamePath},
+		{ring.StatusTimeout, false, BlamePath},
+		{ring.StatusProtocol, false, BlamePath},
+		{ring.StatusOK, false, BlameRequest},
+		{ring.StatusInvalid, false, BlameRequest},
+		{ring.StatusOutOfBounds, true, BlameRequest},
+		{ring.StatusPermission, true, BlameRequest},
+		{ring.StatusStaleIncarnation, true, BlameRequest}, // the segment is retired: SegmentGone
+		{ring.StatusCanceled, false, BlameRequest},
+		{ring.StatusUnsupported, true, BlameRequest}, // TakeUnsupported
+	} {
+		if got := Classify(c.st, c.sameMachine); got != c.want {
+			t.Errorf("Classify(%v, same machine %v) = %d, want %d", c.st, c.sameMachine, got, c.want)
 		}
 	}
 }
@@ -99,12 +139,67 @@ func TestDecide(t *testing.T) {
 		}, Decision{Kind: NextTransport, Transport: 2}},
 		{"unsupported and pinned: fail", func(in *Input) { in.Unsupported, in.Pinned, in.History.Tried = true, true, 0b1 },
 			Decision{Kind: Fail, Transport: -1, Reason: ReasonUnsupported}},
+		{"target fault: another transport not tried", func(in *Input) { in.TargetFault, in.History.Tried = true, 0b1 },
+			Decision{Kind: NextTransport, Transport: 1}},
+		{"target fault, every transport tried: wait for the target, not the plan's first", func(in *Input) {
+			in.TargetFault, in.History.Tried = true, 0b11
+		}, Decision{Kind: WaitTarget, Transport: 0, Until: 105 * sec}},
+		{"target fault, pinned: wait for the target, not the same transport at once", func(in *Input) {
+			in.TargetFault, in.Pinned, in.History.Tried = true, true, 0b1
+		}, Decision{Kind: WaitTarget, Transport: 0, Until: 105 * sec}},
+		{"target moved, pinned: the same transport again", func(in *Input) {
+			in.TargetFault, in.TargetMoved, in.Pinned, in.History.Tried = true, true, true, 0b1
+		}, Decision{Kind: NextTransport, Transport: 0}},
+		{"target moved, every transport tried: the plan's first", func(in *Input) {
+			in.TargetFault, in.TargetMoved, in.History.Tried = true, true, 0b11
+		}, Decision{Kind: NextTransport, Transport: 0}},
+		{"target fault, segment gone: fail", func(in *Input) { in.TargetFault, in.SegmentGone = true, true },
+			Decision{Kind: Fail, Transport: -1, Reason: ReasonSegmentGone}},
+		{"target fault: the deadline bounds the wait", func(in *Input) {
+			in.TargetFault, in.Pinned, in.Deadline = true, true, 102*sec
+		}, Decision{Kind: WaitTarget, Transport: 0, Until: 102 * sec}},
+		{"target fault: the budget bounds the wait", func(in *Input) {
+			in.TargetFault, in.Pinned, in.Budget, in.History.FirstFailed = true, true, 3*time.Second, 99*sec
+		}, Decision{Kind: WaitTarget, Transport: 0, Until: 102 * sec}},
 	} {
 		in := base()
 		c.edit(&in)
 		if got := Decide(&in); got != c.want {
 			t.Errorf("%s: Decide = %+v, want %+v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestTargetWaitRunsOnAFakeClock walks a pinned task whose target's
+// plugin restarts through time: it waits while the descriptor is the one
+// its attempt was sent against, is retried on its transport as soon as
+// the target published again, and fails with its own reason when the
+// target did not come back by the wait's end (TIMEOUT-bound when its
+// deadline came first).
+func TestTargetWaitRunsOnAFakeClock(t *testing.T) {
+	in := base()
+	in.Pinned, in.TargetFault, in.History.Tried = true, true, 0b1
+	d := Decide(&in)
+	if d.Kind != WaitTarget || d.Transport != 0 || d.Until != 105*sec {
+		t.Fatalf("first decision %+v, want a wait for the target until 105s", d)
+	}
+	in.WaitUntil = d.Until
+	in.Now = 102 * sec // a plugin changed state somewhere; the target did not publish
+	if d := Decide(&in); d.Kind != WaitTarget || d.Until != 105*sec {
+		t.Fatalf("at 102s: %+v, want the same wait", d)
+	}
+	moved := in
+	moved.TargetMoved = true
+	if d := Decide(&moved); d.Kind != NextTransport || d.Transport != 0 {
+		t.Fatalf("target published again at 102s: %+v, want a retry on transport 0", d)
+	}
+	in.Now = 105 * sec
+	if d := Decide(&in); d.Kind != Fail || d.Reason != ReasonTargetAway || d.Expired {
+		t.Fatalf("at 105s: %+v, want fail: %s", d, ReasonTargetAway)
+	}
+	in.Now, in.Deadline = 104*sec, 104*sec
+	if d := Decide(&in); d.Kind != Fail || d.Reason != ReasonDeadline || !d.Expired {
+		t.Fatalf("deadline at 104s: %+v, want fail, expired", d)
 	}
 }
 

@@ -50,6 +50,11 @@
 // registration lock) come before all of these; none is held across a
 // dispatch.
 //
+// A Lane closes with its plugin's run (Lane.Close): a submitter or a
+// waiter that took it from the run before then finds it closed (Put
+// fails with ErrLaneDown, Poll and WaitOn find nothing) and never
+// touches its unmapped rings.
+//
 // It does not choose transports, validate addresses, size slices or
 // decide failover (host/selector, host/validate, host/slicer and
 // host/failover do), and it never touches payload bytes. Submission and

@@ -43,12 +43,19 @@ type Lane struct {
 	// headers (Enter, Leave, WaitBegin, WaitEnd): a waiter may start or
 	// end its wait after the lane closed, and Close unmaps the rings
 	// under wmu.
-	wmu      sync.Mutex
-	reapMu   sync.Mutex // one consumer at a time on cq: the reaper or a waiter
-	down     atomic.Bool
-	closing  atomic.Bool
-	reaped   chan struct{}
-	inFlight atomic.Int64
+	wmu     sync.Mutex
+	reapMu  sync.Mutex // one consumer at a time on cq: the reaper or a waiter
+	down    atomic.Bool
+	closing atomic.Bool
+	reaped  chan struct{}
+	// users counts the goroutines in WaitOn, which read the completion
+	// ring's memory without a lock; Close unmaps the rings only once
+	// none is left, and a WaitOn that starts after Close began leaves at
+	// once. drained is signalled by the last one out of a closing lane.
+	users     atomic.Int32
+	drained   chan struct{}
+	closeOnce sync.Once
+	inFlight  atomic.Int64
 	// unpublished counts the descriptors Put enqueued since the last
 	// publication; they join inFlight as they are published, with one
 	// atomic add per publication rather than one per descriptor (a line
@@ -120,7 +127,7 @@ func NewLane(id uint32, depth int, spin time.Duration) (*Lane, error) {
 	if err == nil {
 		var cq *ring.Ring
 		if cq, err = ring.Init(cqr.Mem(), depth); err == nil {
-			l := &Lane{ID: id, SQ: sqr, CQ: cqr, sq: sq, cq: cq, spin: spin, reaped: make(chan struct{}), standby: make(chan struct{}, 1)}
+			l := &Lane{ID: id, SQ: sqr, CQ: cqr, sq: sq, cq: cq, spin: spin, reaped: make(chan struct{}), standby: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
 			l.reapPause.Store(int64(DefaultReapPause))
 			return l, nil
 		}
@@ -144,6 +151,9 @@ func (l *Lane) Begin() { l.mu.Lock() }
 func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 	if b != nil {
 		b.sent(i, TokenRail(d.Token), d.Length, l.ID)
+	}
+	if l.closing.Load() { // the rings are unmapped, or about to be (see Close)
+		return ErrLaneDown
 	}
 	for !l.sq.Enqueue(d) {
 		l.publish()
@@ -178,8 +188,13 @@ func (l *Lane) EndWaited() {
 
 // publish counts what Put enqueued in flight, then makes it visible to
 // the plugin: a descriptor is counted before its completion can come.
-// l.mu held.
+// l.mu held. On a closed lane (a submitter that took it after its run
+// was retired) there is nothing to publish, and no ring to publish to.
 func (l *Lane) publish() {
+	if l.closing.Load() {
+		l.unpublished = 0
+		return
+	}
 	if l.unpublished != 0 {
 		l.inFlight.Add(l.unpublished)
 		l.unpublished = 0
@@ -259,7 +274,14 @@ func (l *Lane) ProbeAck() uint64 { return l.probeAck.Load() }
 
 // MarkDown records that the plugin behind the lane is gone: producers stop
 // waiting for room.
-func (l *Lane) MarkDown() { l.down.Store(true); l.sq.Wake() }
+func (l *Lane) MarkDown() {
+	l.down.Store(true)
+	l.wmu.Lock()
+	if !l.closing.Load() { // the rings are still mapped (see wmu)
+		l.sq.Wake()
+	}
+	l.wmu.Unlock()
+}
 
 // Down reports whether MarkDown was called.
 func (l *Lane) Down() bool { return l.down.Load() }
@@ -441,6 +463,10 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 			start = Clock()
 		}
 	}
+	if !l.use() {
+		return done()
+	}
+	defer l.unuse()
 	l.Enter()
 	defer l.Leave()
 	for {
@@ -658,14 +684,55 @@ func (l *Lane) Poll(t *Tracker) int {
 	return total
 }
 
-// Close stops the reaper (if it runs) and unmaps the rings. started says
-// whether Reap was started.
+// use registers a goroutine about to read the rings without a lock
+// (WaitOn); false, and nothing registered, once the lane is closing.
+// users is raised before closing is read, and Close sets closing before
+// it reads users: one of the two sees the other.
+func (l *Lane) use() bool {
+	l.users.Add(1)
+	if l.closing.Load() {
+		l.unuse()
+		return false
+	}
+	return true
+}
+
+// unuse ends use; the last user out of a closing lane tells Close.
+func (l *Lane) unuse() {
+	if l.users.Add(-1) == 0 && l.closing.Load() {
+		select {
+		case l.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Close stops the reaper (if it runs), waits for the goroutines in WaitOn
+// to leave (they see closing within waitSlice) and unmaps the rings,
+// closing their memfds. started says whether Reap was started. The lane
+// may still be called afterwards, by a submitter or waiter that took it
+// before its run was retired: Put fails with ErrLaneDown, Poll and WaitOn
+// find nothing, and the counters keep their last values. Only the first
+// call does anything; a later one returns once the first is done.
 func (l *Lane) Close(started bool) {
+	l.closeOnce.Do(func() { l.close(started) })
+}
+
+func (l *Lane) close(started bool) {
 	l.closing.Store(true)
 	l.cq.Wake()
 	l.kick()
 	if started {
 		<-l.reaped
+	}
+	for l.users.Load() > 0 {
+		l.cq.Wake() // a waiter asleep on the ring wakes and sees closing
+		t := time.NewTimer(waitSlice)
+		select {
+		case <-l.drained:
+		case <-t.C:
+		}
+		t.Stop()
 	}
 	l.mu.Lock()
 	l.reapMu.Lock()

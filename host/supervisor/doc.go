@@ -8,7 +8,10 @@
 // each plugin's status (state, restarts, stalls, faulty runs, contract
 // violations, last exit, last error)
 // for Engine.Plugins. Set.Changed tells a waiter that some plugin went up
-// or down without polling.
+// or down without polling. A run's resources end with it: once its
+// process is down the watcher releases the process (client, pidfd, fd
+// socket) and closes its lanes (reapers stopped, rings unmapped, memfds
+// closed), so that restarts leave no descriptor or goroutine behind.
 //
 // What the engine does around a run (build the lanes' observer, fail the
 // dead run's tasks, re-register memory and re-open peers, republish its

@@ -115,7 +115,10 @@ func (s *Set) watch(p *Plugin, r *Run) {
 	if p.hooks.Down != nil {
 		p.hooks.Down(r, why)
 	}
-	r.Proc.Kill() // releases the dead process's client and fds
+	r.Proc.Kill() // releases the dead process's client, pidfd and fd socket
+	// Nothing completes on r's lanes any more and its tasks were failed:
+	// the lanes go with the run (reapers, rings, memfds), not at Close.
+	s.closeLanes(r)
 	sch := s.cfg.Backoff.Start(time.Now())
 	for {
 		t := time.NewTimer(time.Until(sch.Due()))

@@ -38,7 +38,7 @@ type Status struct {
 func (p *Plugin) Status(ctx context.Context) Status {
 	st := Status{State: "running", Restarts: p.restarts.Load(), Stalls: p.stalls.Load(), Faulty: p.faulty.Load()}
 	p.mu.Lock()
-	st.Violations = violations(p.retired)
+	st.Violations = p.past
 	p.mu.Unlock()
 	if m := p.lastExit.Load(); m != nil {
 		st.LastExit = *m

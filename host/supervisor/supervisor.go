@@ -130,10 +130,10 @@ type Plugin struct {
 
 	cur   atomic.Pointer[Run] // nil until a launch got a process
 	state atomic.Uint32       // a State; changed under mu
-	mu    sync.Mutex          // guards state transitions and retired
-	// retired holds the lanes of previous runs: a submitter may still
-	// hold one, so they are unmapped only at Close.
-	retired []*progress.Lane
+	mu    sync.Mutex          // guards state transitions and past
+	// past sums the completion contract violations of the runs before
+	// the current one, whose lanes are closed and forgotten.
+	past progress.Violations
 
 	lastErr  atomic.Pointer[string] // why the latest restart attempt failed
 	lastExit atomic.Pointer[string] // why the latest run ended
@@ -315,7 +315,7 @@ func (s *Set) commit(p *Plugin, r, old *Run) bool {
 	}
 	if old != nil {
 		p.mu.Lock()
-		p.retired = append(p.retired, old.Lanes...)
+		p.past = p.past.Add(violations(old.Lanes))
 		p.mu.Unlock()
 	}
 	if p.hooks.Up != nil {
@@ -345,6 +345,15 @@ func (s *Set) startRun(p *Plugin, r *Run) {
 	if len(r.Lanes) > 0 { // stall detection, and the completion contract
 		s.wg.Add(1)
 		go s.supervise(p, r)
+	}
+}
+
+// closeLanes closes r's lanes: their reapers stopped and waited for,
+// their rings unmapped and their memfds closed. A submitter or waiter
+// that still holds one finds it closed (progress.Lane.Close).
+func (s *Set) closeLanes(r *Run) {
+	for _, l := range r.Lanes {
+		l.Close(s.cfg.Tracker != nil)
 	}
 }
 
@@ -388,9 +397,10 @@ func (s *Set) Stop(ctx context.Context) {
 	}
 }
 
-// Close kills every plugin process, closes every lane (current and
-// retired: unmapped, reapers stopped) and waits for every goroutine of
-// the set. Call it after Stop and after the lanes' tasks were failed.
+// Close kills every plugin process, closes every current run's lanes
+// (unmapped, reapers stopped; a dead run's were closed by its watcher)
+// and waits for every goroutine of the set. Call it after Stop and after
+// the lanes' tasks were failed.
 func (s *Set) Close() {
 	s.Quit()
 	ps := s.Plugins()
@@ -400,16 +410,8 @@ func (s *Set) Close() {
 		}
 	}
 	for _, p := range ps {
-		var lanes []*progress.Lane
 		if r := p.Run(); r != nil && p.err == nil {
-			lanes = r.Lanes
-		}
-		p.mu.Lock()
-		lanes = append(lanes, p.retired...)
-		p.retired = nil
-		p.mu.Unlock()
-		for _, l := range lanes {
-			l.Close(s.cfg.Tracker != nil) // stops and waits for its reaper, if any, then unmaps
+			s.closeLanes(r)
 		}
 	}
 	s.wg.Wait()

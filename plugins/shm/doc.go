@@ -129,6 +129,12 @@
 // publishes the new endpoint once the plugin has every registration back,
 // and a peer engine re-opens the peer there, so transfers resume without
 // ever reaching a plugin that does not know the regions yet.
+// Meanwhile a peer's descriptors meet the old socket gone
+// (StatusPeerUnreachable), chunks not started on a mapping dropped with
+// the lost connection (StatusNotRegistered), or the peer closed and
+// re-opened under them (StatusShutdown, StatusPeerUnknown): its host's
+// failover takes each as the target changing (host/failover Classify)
+// and tries again once the new descriptor has arrived.
 //
 // Limits. Both engines must share a network namespace (abstract sockets
 // live there) and the machine id; engines in different namespaces fail
