@@ -51,7 +51,10 @@ type peerCredit struct {
 	name string
 	acct *credit.Account
 
-	// The keeper's, and the fields it asks with (under mu).
+	// The keeper's, and the fields it asks with (under mu). mu is never
+	// held across the Credit call (the request path takes it when the
+	// receiver changed lives); asking serialises the keeper's asks.
+	asking    sync.Mutex
 	mu        sync.Mutex
 	control   string // the receiver's control address
 	inc       uint64 // its incarnation, as the handle holds it
@@ -366,25 +369,33 @@ func (c *creditState) askTimeout() time.Duration { return max(4*c.interval, 500*
 // service is gone has the credit returned (Reset); one that grants no
 // credit (an older engine, or credit off) leaves the initial credit.
 func (c *creditState) ask(pc *peerCredit) {
+	pc.asking.Lock()
+	defer pc.asking.Unlock()
 	pc.mu.Lock()
-	defer pc.mu.Unlock()
 	st := pc.acct.Stats()
-	if pc.noGrants || pc.control == "" || (st.InUse == 0 && st.Waits == pc.lastWaits) {
+	if pc.noGrants || pc.control == "" || (st.InUse == 0 && st.Waits == pc.lastWaits) || c.e.hc == nil {
+		pc.mu.Unlock()
 		return
 	}
 	pc.lastWaits = st.Waits
-	if c.e.hc == nil {
-		return
-	}
-	cl, err := c.e.hc.Client(pc.control)
+	addr, inc := pc.control, pc.inc
+	r := pc.acct.Request()
+	pc.mu.Unlock()
+
+	cl, err := c.e.hc.Client(addr)
 	if err != nil {
 		return
 	}
-	r := pc.acct.Request()
 	ctx, cancel := context.WithTimeout(context.Background(), c.askTimeout())
-	g, err := cl.Credit(ctx, control.CreditAsk{From: c.e.name, FromIncarnation: c.e.incarnation, To: pc.name, ToIncarnation: pc.inc,
+	g, err := cl.Credit(ctx, control.CreditAsk{From: c.e.name, FromIncarnation: c.e.incarnation, To: pc.name, ToIncarnation: inc,
 		Seq: r.Seq, Drained: r.Drained, InUse: r.InUse, Limited: r.Limited})
 	cancel()
+
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	if pc.inc != inc {
+		return // the receiver changed lives meanwhile: the answer was the old one's
+	}
 	if err == nil {
 		err = pc.acct.Accept(credit.Grant{Epoch: g.Epoch, Seq: g.Seq, Bytes: g.Bytes, Requests: g.Requests})
 		if errors.Is(err, credit.ErrStaleEpoch) {
