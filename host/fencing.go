@@ -114,6 +114,11 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 			seen[rem.Name] = true
 			dones = append(dones, e.fences.Close(fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}, ps.name, r.ID))
 		}
+		if b.Cutting(i) {
+			// Its submitter fails it over itself; the retry waits at the
+			// gate closed above.
+			return false
+		}
 		tokens = append(tokens, b.Token(i))
 		b.Detach(i) // no longer the next run's to hold or fail
 		return true

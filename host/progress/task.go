@@ -83,6 +83,10 @@ type Task struct {
 	// atomic store); atomic, since a plugin's watcher reads it while a
 	// submitter routes.
 	transport atomic.Int32
+	// detached: the plugin run that carried it ended, and its end waits
+	// for something else (a fence): no run of that plugin holds or fails
+	// it (Detach, FailToken).
+	detached atomic.Bool
 	// lane is the ID (its index in its plugin's run) of the lane the
 	// attempt's slices were put on, plus one; 0 before the first is put.
 	// A waiter looks only at the lanes that carry its batch.
@@ -115,11 +119,15 @@ func (b *Batch) Blame(i int, err error) (unblame func()) {
 	return func() { t.err.CompareAndSwap(p, nil) }
 }
 
+// Cutting reports whether task i's current attempt is still being cut:
+// its submitter, not its plugin's end, decides what a failure does.
+func (b *Batch) Cutting(i int) bool { return !b.tasks[i].cut.Load() }
+
 // Detach takes task i off the transport that carried it: a task whose
 // plugin died and whose end waits for something else (a fence) is no
 // longer that plugin's to hold, nor its next run's to fail
 // (FailTransport, HeldBy); FailToken ends it.
-func (b *Batch) Detach(i int) { b.tasks[i].transport.Store(0) }
+func (b *Batch) Detach(i int) { b.tasks[i].detached.Store(true) }
 
 // State returns the task's state as last recorded; Batch.State also
 // expires a task whose deadline passed.
@@ -886,7 +894,7 @@ func (t *Tracker) HeldBy(idx int32) (n int, since int64) {
 	t.Each(func(b *Batch) {
 		for i := range int(b.n.Load()) {
 			tk := &b.tasks[i]
-			if !tk.held.Load() || tk.transport.Load() != idx+1 || State(tk.state.Load()).Terminal() {
+			if !tk.held.Load() || tk.transport.Load() != idx+1 || tk.detached.Load() || State(tk.state.Load()).Terminal() {
 				continue
 			}
 			n++
@@ -1206,14 +1214,16 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 // which keep (called with the tracker read-held: it must not block)
 // returns true: keep detaches them (Detach), and the engine ends them
 // later with FailToken, once the bytes they may still carry can no
-// longer land (host/fence).
+// longer land (host/fence). keep sees tasks still being cut too (Cut
+// not yet called): their submitter fails them over itself, so keep
+// should not detach those.
 func (t *Tracker) FailTransportExcept(idx int32, err error, keep func(b *Batch, i int) bool) int {
 	n := 0
 	now := Now()
 	t.Each(func(b *Batch) {
 		for i := range int(b.n.Load()) {
 			tk := &b.tasks[i]
-			if tk.transport.Load() != idx+1 || (keep != nil && !State(tk.state.Load()).Terminal() && keep(b, i)) {
+			if tk.transport.Load() != idx+1 || tk.detached.Load() || (keep != nil && !State(tk.state.Load()).Terminal() && keep(b, i)) {
 				continue
 			}
 			if b.failTask(i, err, now) {
@@ -1232,8 +1242,11 @@ func (t *Tracker) FailToken(token uint64, err error) bool {
 	t.live.RLock()
 	defer t.live.RUnlock()
 	b, i, _ := t.lookup(token)
-	if b == nil || b.tasks[i].transport.Load() != 0 {
+	if b == nil || !b.tasks[i].detached.CompareAndSwap(true, false) {
 		return false // it moved on: not detached (Detach), or another attempt
+	}
+	if b.tasks[i].failing.Load() {
+		return false // its submitter saw the plugin gone and handed it to failover
 	}
 	return b.failTask(i, err, Now())
 }

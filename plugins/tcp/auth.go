@@ -21,6 +21,8 @@ type transcript struct {
 	from         string // the dialer's engine name, with FlagFrom; "" without
 	incarnation  uint64 // the incarnation the hello asked for
 	run          uint64 // the dialer's plugin run, with FlagRun; 0 without
+	epoch        uint64 // the connection's epoch, with FlagRun
+	fence        bool   // the hello asked for a fence (FlagFence)
 	listenerInc  uint64 // the listener's incarnation, from the reply
 	maxFrame     uint64 // from the reply
 	listenerFlag uint16 // the reply's flags
@@ -61,6 +63,13 @@ func authMAC(secret []byte, label string, tr *transcript) [MACSize]byte {
 	if tr.run != 0 {
 		binary.LittleEndian.PutUint64(b[:], tr.run)
 		m.Write(b[:])
+		binary.LittleEndian.PutUint64(b[:], tr.epoch)
+		m.Write(b[:])
+		if tr.fence {
+			m.Write([]byte{1})
+		} else {
+			m.Write([]byte{0})
+		}
 	}
 	var out [MACSize]byte
 	m.Sum(out[:0])

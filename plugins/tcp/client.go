@@ -458,6 +458,7 @@ func (s *slot) write(cc *clientConn, inline bool) bool {
 		if s.p.ctx.Err() == nil {
 			t.log.Debug("write to peer failed", "peer", s.p.segment, "addr", cc.addr, "error", err)
 		}
+		cc.cause.CompareAndSwap(nil, &err)
 		cc.close()
 		return false
 	}
@@ -487,6 +488,16 @@ func (s *slot) teardown(cc *clientConn, st ring.Status) {
 	s.sendMu.Unlock()
 	s.t.stats.connsOpen.Add(-1)
 	s.rail.connsOpen.Add(-1)
+	if st != ring.StatusShutdown && s.t.run != 0 && s.p.from != "" && hasWrite(list) && !peerClosed(cc.cause.Load()) {
+		// This side gave the connection up (a stall, a bad answer) while
+		// writes were unanswered: the peer may still apply them, after a
+		// newer write to the same range that another connection carries.
+		// They complete once the peer fenced the connection (fence.go).
+		s.p.wg.Add(1)
+		s.t.base.Goroutines.Add(1)
+		go s.fenceThenComplete(cc, list, st)
+		return
+	}
 	s.t.completeList(list, st)
 }
 
@@ -510,7 +521,8 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 			lastErr = err
 			continue
 		}
-		maxFrame, hst, err := s.hello(nc)
+		epoch := t.epochs.Add(1)
+		maxFrame, hst, err := s.hello(nc, epoch, false)
 		if hst != ring.StatusOK {
 			_ = nc.Close()
 			if p.ctx.Err() != nil {
@@ -526,6 +538,7 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 			return nil, hst
 		}
 		cc := newClientConn(s, nc, addr, min(p.maxFrame, maxFrame))
+		cc.epoch = epoch
 		s.mu.Lock()
 		s.cur = cc
 		s.mu.Unlock()
@@ -549,7 +562,7 @@ func (s *slot) connect() (*clientConn, ring.Status) {
 // speaks something else, StatusProtocol). With a cluster secret, the peer
 // must prove it knows it before anything is sent to it, and this side
 // proves it in turn; a mismatch is StatusPermission.
-func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
+func (s *slot) hello(nc net.Conn, epoch uint64, fence bool) (uint64, ring.Status, error) {
 	p, t := s.p, s.t
 	stop := context.AfterFunc(p.ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
@@ -563,7 +576,10 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 		h.Flags, h.From = h.Flags|FlagFrom, p.from
 	}
 	if t.run != 0 {
-		h.Flags, h.Run = h.Flags|FlagRun, t.run
+		h.Flags, h.Run, h.Epoch = h.Flags|FlagRun, t.run, epoch
+		if fence {
+			h.Flags |= FlagFence | FlagFrom
+		}
 	}
 	if _, err := nc.Write(AppendHello(nil, h)); err != nil {
 		return 0, ring.StatusPeerUnreachable, err
@@ -605,7 +621,7 @@ func (s *slot) hello(nc net.Conn) (uint64, ring.Status, error) {
 			return 0, ring.StatusProtocol, err
 		}
 		tr := transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: theirs.Nonce,
-			segment: h.Segment, from: h.From, incarnation: h.Incarnation, run: h.Run,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation, run: h.Run, epoch: h.Epoch, fence: fence,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		ours := Proof{MAC: authMAC(secret, proofByDialer, &tr)}
 		ok := theirs.Status == ring.StatusOK && verifyMAC(secret, proofByListener, &tr, theirs.MAC)
@@ -639,6 +655,9 @@ type clientConn struct {
 	closing    chan struct{}
 	readerDone chan struct{}
 	stopAfter  func() bool
+
+	epoch uint64                // its number in this run, in its hello (FlagRun)
+	cause atomic.Pointer[error] // why it broke, when an error broke it
 
 	mu         sync.Mutex
 	head, tail *op // in flight, in wire order
@@ -721,6 +740,7 @@ func (cc *clientConn) readLoop() {
 	select {
 	case <-cc.closing: // we were told to stop; not an error
 	default:
+		cc.cause.CompareAndSwap(nil, &err)
 		t.stats.errors.Add(1)
 		cc.s.rail.errors.Add(1)
 		t.log.Debug("connection to peer lost", "peer", cc.s.p.segment, "rail", cc.s.rail.idx, "addr", cc.addr, "error", err)

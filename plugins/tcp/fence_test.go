@@ -4,12 +4,18 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -154,5 +160,175 @@ func TestFenceCutsAStuckFrame(t *testing.T) {
 	dropped(t, c)
 	if mem[n/2] == 2 || mem[n-1] == 2 {
 		t.Fatal("the rest of a frame cut by a fence landed")
+	}
+}
+
+// holdProxy forwards connections to target; hold makes the connections
+// open now keep what their dialer sends (read, not forwarded) until
+// release, which forwards it all. Connections opened later flow.
+type holdProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	held   map[*heldConn]bool
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+type heldConn struct {
+	mu      sync.Mutex
+	hold    bool
+	pending [][]byte
+	out     net.Conn
+	done    chan struct{} // closed once release forwarded everything
+}
+
+func newHoldProxy(t *testing.T, target string) *holdProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &holdProxy{ln: ln, target: target, held: map[*heldConn]bool{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			h := &heldConn{out: u, done: make(chan struct{})}
+			p.mu.Lock()
+			p.held[h] = true
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			p.wg.Add(2)
+			go func() { defer p.wg.Done(); io.Copy(c, u) }()
+			go func() {
+				defer p.wg.Done()
+				buf := make([]byte, 64<<10)
+				for {
+					n, err := c.Read(buf)
+					if n > 0 {
+						h.mu.Lock()
+						if h.hold {
+							h.pending = append(h.pending, bytes.Clone(buf[:n]))
+						} else {
+							u.Write(buf[:n])
+						}
+						h.mu.Unlock()
+					}
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// hold holds the connections open now.
+func (p *holdProxy) hold() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for h := range p.held {
+		h.mu.Lock()
+		h.hold = true
+		h.mu.Unlock()
+	}
+}
+
+// release forwards what the held connections kept, and returns once it
+// was written to the target (or could not be).
+func (p *holdProxy) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for h := range p.held {
+		h.mu.Lock()
+		for _, b := range h.pending {
+			h.out.Write(b)
+		}
+		h.pending, h.hold = nil, false
+		h.mu.Unlock()
+	}
+}
+
+func (p *holdProxy) endpoint() sdk.Endpoint {
+	return sdk.Endpoint(fmt.Sprintf(`{"v":1,"addrs":[%q],"from":true}`, p.ln.Addr().String()))
+}
+
+// TestGivenUpConnectionIsFenced: a connection the dialer gives up
+// (io_timeout: the peer stopped answering) with a write unanswered is
+// fenced at the peer before that write completes, so that the write's
+// bytes, still on their way, are never applied after a newer write that
+// a new connection carried.
+func TestGivenUpConnectionIsFenced(t *testing.T) {
+	const n = 256 << 10
+	b := startEngine(t, "gu-b", 7, `listen = ["127.0.0.1:0"]`)
+	a := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
+	if _, err := a.Start(context.Background(), sdk.StartConfig{Engine: "gu-a", Incarnation: 3, Run: 0xabc,
+		Config: []byte(`listen = ["127.0.0.1:0"]` + "\n" + `io_timeout = "300ms"` + "\n" + `connections_per_peer = 1`), ConfigFile: "a.hcl", ConfigLine: 1, ConfigColumn: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Stop(context.Background()) })
+	var ep struct{ Addrs []string }
+	if err := jsonUnmarshal(b.ep, &ep); err != nil {
+		t.Fatal(err)
+	}
+	px := newHoldProxy(t, ep.Addrs[0])
+	src, dst := make([]byte, n), make([]byte, n)
+	if err := a.RegisterMemory(context.Background(), sdk.Region{ID: 1, Mem: src, Perm: sdk.PermLocal, Kind: "cpu"}); err != nil {
+		t.Fatal(err)
+	}
+	b.register(t, 2, dst, sdk.PermRemoteReadWrite)
+	if err := a.OpenPeer(context.Background(), sdk.Peer{ID: 5, Segment: "gu-b", Incarnation: 7, Endpoint: px.endpoint()}); err != nil {
+		t.Fatal(err)
+	}
+	col := plugintest.NewCollector(t)
+	tok := uint64(0)
+	do := func(seed byte) plugintest.Completion {
+		for i := range src {
+			src[i] = seed
+		}
+		tok++
+		a.Submit(&ring.Descriptor{Token: tok, Op: ring.OpWrite, Peer: 5, LocalRegion: 1, RemoteRegion: 2, Length: n}, col)
+		return col.Wait(tok)
+	}
+	if c := do(1); c.Status != ring.StatusOK {
+		t.Fatalf("first write: %+v", c)
+	}
+	px.hold()
+	if c := do(2); c.Status == ring.StatusOK {
+		t.Fatalf("a write whose connection was held completed: %+v", c)
+	}
+	if c := do(3); c.Status != ring.StatusOK {
+		t.Fatalf("the newer write: %+v", c)
+	}
+	px.release() // the given-up connection's bytes reach the peer now
+	// A read of one byte goes after anything the peer had received.
+	tok++
+	a.Submit(&ring.Descriptor{Token: tok, Op: ring.OpRead, Peer: 5, LocalRegion: 1, RemoteRegion: 2, Length: 1}, col)
+	col.Wait(tok)
+	if !bytes.Equal(dst, bytes.Repeat([]byte{3}, n)) {
+		t.Fatalf("the peer's range does not hold the newest completed write (byte 0 is %d)", dst[0])
+	}
+	m, _ := a.Stats(context.Background())
+	if m["conns_fenced"] != 1 || b.stat(t, "fences") != 1 {
+		t.Errorf("conns_fenced %d at the dialer, fences %d at the peer; want 1 and 1", m["conns_fenced"], b.stat(t, "fences"))
 	}
 }

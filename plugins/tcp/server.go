@@ -76,8 +76,10 @@ type serverConn struct {
 	open              bool // counted in conns_open (until closed)
 	peer              peerKey
 
-	dialerRun uint64         // the dialer's plugin run, from its hello (0: it sent none)
-	fence     *kit.FenceConn // its place in Transport.fences, once authenticated
+	dialerRun   uint64         // the dialer's plugin run, from its hello (0: it sent none)
+	dialerEpoch uint64         // the connection's epoch in that run
+	fenceAsk    bool           // the hello asks to fence the dialer's connection dialerEpoch (FlagFence)
+	fence       *kit.FenceConn // its place in Transport.fences, once authenticated
 
 	hdr     [RequestSize]byte
 	scratch []byte // where a rejected write's payload is discarded
@@ -118,6 +120,13 @@ func (sc *serverConn) serve() {
 	if !sc.hello() {
 		return
 	}
+	if sc.fenceAsk {
+		// A fence asks for one answer and carries no frame: it is served
+		// here, its dialer proven by the hello's proof where there is a
+		// cluster secret (as every connection is).
+		sc.serveFence()
+		return
+	}
 	have := 0
 	if t.set.secret == nil {
 		// Without a secret, a connection proves nothing by its hello; it
@@ -132,7 +141,7 @@ func (sc *serverConn) serve() {
 	if !t.authenticated(sc) {
 		return
 	}
-	fc, ok := t.fences.Open(sc.peer.name, sc.dialerRun, func() { shutdown(sc.link.nc) })
+	fc, ok := t.fences.Open(sc.peer.name, sc.dialerRun, sc.dialerEpoch, func() { shutdown(sc.link.nc) })
 	if !ok {
 		t.stats.fencedRefused.Add(1)
 		t.log.Debug("refusing a connection of a fenced run", "remote", sc.link.nc.RemoteAddr().String(), "from", sc.peer.name, "run", sc.dialerRun)
@@ -226,7 +235,7 @@ func (sc *serverConn) hello() bool {
 	secret := t.set.secret
 	theirAuth, ourAuth := h.Flags&FlagAuth != 0, secret != nil
 	sc.peer = peerKey{name: h.From}
-	sc.dialerRun = h.Run
+	sc.dialerRun, sc.dialerEpoch, sc.fenceAsk = h.Run, h.Epoch, h.Flags&FlagFence != 0
 	if h.From == "" {
 		sc.peer.addr = sc.host
 	}
@@ -256,7 +265,7 @@ func (sc *serverConn) hello() bool {
 	var tr transcript
 	if st == ring.StatusOK && ourAuth {
 		tr = transcript{version: ProtocolVersion, dialerNonce: h.Nonce, listenNonce: newNonce(),
-			segment: h.Segment, from: h.From, incarnation: h.Incarnation, run: h.Run,
+			segment: h.Segment, from: h.From, incarnation: h.Incarnation, run: h.Run, epoch: h.Epoch, fence: h.Flags&FlagFence != 0,
 			listenerInc: rep.Incarnation, maxFrame: rep.MaxFrame, listenerFlag: rep.Flags}
 		EncodeProof(msg[HelloReplySize:], &Proof{Nonce: tr.listenNonce, MAC: authMAC(secret, proofByListener, &tr)})
 		out = msg[:]

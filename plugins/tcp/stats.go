@@ -26,9 +26,12 @@ type counters struct {
 	// of fenced runs dropped unapplied; fencedRefused the connections of
 	// fenced runs refused after their hello (fence.go).
 	fences, fencedFrames, fencedRefused atomic.Uint64
-	connsOpen                           atomic.Int64
-	connsAccepted                       atomic.Uint64
-	connsDialed                         atomic.Uint64
+	// connsFenced counts connections this side gave up with writes
+	// unanswered whose fence the peer confirmed before they completed.
+	connsFenced   atomic.Uint64
+	connsOpen     atomic.Int64
+	connsAccepted atomic.Uint64
+	connsDialed   atomic.Uint64
 	// opsAborted counts descriptors given back early by Abort: queued
 	// ones never sent, and reads in flight whose payload went to scratch.
 	opsAborted    atomic.Uint64
@@ -78,6 +81,7 @@ func (c *counters) snapshot() map[string]uint64 {
 		"fences":                  c.fences.Load(),
 		"fenced_frames":           c.fencedFrames.Load(),
 		"fenced_refused":          c.fencedRefused.Load(),
+		"conns_fenced":            c.connsFenced.Load(),
 		"conns_accepted":          c.connsAccepted.Load(),
 		"conns_dialed":            c.connsDialed.Load(),
 		"ops_aborted":             c.opsAborted.Load(),

@@ -48,6 +48,7 @@ type Transport struct {
 	// to fence (fence.go).
 	run    uint64
 	fences kit.Fences
+	epochs atomic.Uint64 // the last connection epoch this run dialed
 }
 
 var _ sdk.Transport = (*Transport)(nil)

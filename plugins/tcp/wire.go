@@ -160,12 +160,22 @@ const FlagAuth = 1
 const FlagFrom = 2
 
 // FlagRun, in a hello, says that it carries the dialer's plugin run
-// (Hello.Run, sdk.StartConfig.Run): 8 bytes after the names, so that the
-// listener can fence what that run sent (sdk.Fencer).
+// (Hello.Run, sdk.StartConfig.Run) and the connection's epoch (Hello.Epoch,
+// a number the run gives each connection it dials): 16 bytes after the
+// names, so that the listener can fence what that run, or that one
+// connection, sent (sdk.Fencer).
 const FlagRun = 4
 
+// FlagFence, in a hello with FlagRun and FlagFrom, asks the listener to
+// fence the dialer's connection Hello.Epoch of run Hello.Run (one the
+// dialer gave up with writes unanswered: nothing more of it may be
+// applied). The connection carries no frames: after the handshake the
+// listener answers with one Response (Seq 0; Length: the connections it
+// fenced) and closes it.
+const FlagFence = 8
+
 // helloFlags are the flags a hello may carry.
-const helloFlags = FlagAuth | FlagFrom | FlagRun
+const helloFlags = FlagAuth | FlagFrom | FlagRun | FlagFence
 
 var (
 	magicHello      = [4]byte{'F', 'R', 'Y', 'H'}
@@ -205,6 +215,7 @@ type Hello struct {
 	Segment     string
 	From        string          // the dialer's engine name: sent with FlagFrom only, empty without it
 	Run         uint64          // the dialer's plugin run: sent with FlagRun only, 0 without it
+	Epoch       uint64          // the connection's epoch in that run: sent with FlagRun only
 	Nonce       [NonceSize]byte // sent with FlagAuth only; zero without it
 }
 
@@ -221,6 +232,7 @@ func AppendHello(b []byte, h Hello) []byte {
 	nameLen := len(b) - n - HelloSize
 	if h.Flags&FlagRun != 0 {
 		b = binary.LittleEndian.AppendUint64(b, h.Run)
+		b = binary.LittleEndian.AppendUint64(b, h.Epoch)
 	}
 	if h.Flags&FlagAuth != 0 {
 		b = append(b, h.Nonce[:]...)
@@ -256,8 +268,11 @@ func HelloRestLen(b []byte) (int, error) {
 	if flags&^helloFlags != 0 {
 		return 0, ErrFlags
 	}
+	if flags&FlagFence != 0 && flags&(FlagRun|FlagFrom) != FlagRun|FlagFrom {
+		return 0, ErrFlags
+	}
 	if flags&FlagRun != 0 {
-		n += 8
+		n += 16
 	}
 	if flags&FlagAuth != 0 {
 		n += NonceSize
@@ -292,8 +307,9 @@ func DecodeHello(b []byte) (Hello, error) {
 		copy(h.Nonce[:], b[len(b)-NonceSize:])
 	}
 	if h.Flags&FlagRun != 0 {
-		h.Run = binary.LittleEndian.Uint64(name[len(name)-8:])
-		name = name[:len(name)-8]
+		h.Run = binary.LittleEndian.Uint64(name[len(name)-16:])
+		h.Epoch = binary.LittleEndian.Uint64(name[len(name)-8:])
+		name = name[:len(name)-16]
 	}
 	if h.Flags&FlagFrom != 0 {
 		i := bytes.IndexByte(name, 0)

@@ -48,6 +48,7 @@ type fenceKey struct {
 type FenceConn struct {
 	f      *Fences
 	key    fenceKey
+	epoch  uint64 // the dialer's number for this connection in its run
 	cut    func()
 	fenced atomic.Bool
 	// applying is set between Begin and End; ended is signalled by an End
@@ -56,13 +57,14 @@ type FenceConn struct {
 	ended    chan struct{}
 }
 
-// Open records a connection whose authenticated hello named engine from
-// and its plugin run. It returns nil and false when that run is fenced:
-// the connection must be refused. cut shuts the connection down so that
-// a frame stuck half applied ends (it is called at most once, from
-// Fence). A run of 0 (a dialer that sends none) is never fenced.
-func (f *Fences) Open(from string, run uint64, cut func()) (*FenceConn, bool) {
-	c := &FenceConn{f: f, key: fenceKey{from, run}, cut: cut, ended: make(chan struct{}, 1)}
+// Open records a connection whose authenticated hello named engine from,
+// its plugin run and the connection's epoch in that run. It returns nil
+// and false when that run is fenced: the connection must be refused. cut
+// shuts the connection down so that a frame stuck half applied ends (it
+// is called at most once, from a fence). A run of 0 (a dialer that sends
+// none) is never fenced.
+func (f *Fences) Open(from string, run, epoch uint64, cut func()) (*FenceConn, bool) {
+	c := &FenceConn{f: f, key: fenceKey{from, run}, epoch: epoch, cut: cut, ended: make(chan struct{}, 1)}
 	if run == 0 {
 		return c, true
 	}
@@ -148,6 +150,22 @@ func (c *FenceConn) Close() {
 // A run whose connections another engine opened is not fenced: the
 // error wraps sdk.ErrFenceNotYours.
 func (f *Fences) Fence(ctx context.Context, from string, run uint64) (sdk.FenceResult, error) {
+	return f.fence(ctx, from, run, 0)
+}
+
+// FenceEpoch fences one connection of engine from's run: the one whose
+// hello gave epoch (the dialer gave it up with writes unanswered). It
+// returns as Fence does. A later connection of the run goes on.
+func (f *Fences) FenceEpoch(ctx context.Context, from string, run, epoch uint64) (sdk.FenceResult, error) {
+	if epoch == 0 {
+		return sdk.FenceResult{}, fmt.Errorf("fence: the request names no connection (epoch 0 is none)")
+	}
+	return f.fence(ctx, from, run, epoch)
+}
+
+// fence fences the connections of from's run, those of epoch only when
+// it is not 0 (else the whole run, remembered).
+func (f *Fences) fence(ctx context.Context, from string, run, epoch uint64) (sdk.FenceResult, error) {
 	if from == "" || run == 0 {
 		return sdk.FenceResult{}, fmt.Errorf("fence: the request names no engine or no run (run 0 is no run)")
 	}
@@ -158,7 +176,7 @@ func (f *Fences) Fence(ctx context.Context, from string, run uint64) (sdk.FenceR
 		return sdk.FenceResult{}, fmt.Errorf("fence of run %#x asked by engine %q: %w (%q); only that engine may fence them", run, from, sdk.ErrFenceNotYours, owner)
 	}
 	_, known := f.owner[run]
-	if _, ok := f.fenced[key]; !ok {
+	if _, ok := f.fenced[key]; !ok && epoch == 0 {
 		if f.fenced == nil {
 			f.fenced = make(map[fenceKey]struct{})
 		}
@@ -171,7 +189,9 @@ func (f *Fences) Fence(ctx context.Context, from string, run uint64) (sdk.FenceR
 	}
 	var conns []*FenceConn
 	for c := range f.conns[key] {
-		conns = append(conns, c)
+		if epoch == 0 || c.epoch == epoch {
+			conns = append(conns, c)
+		}
 	}
 	f.mu.Unlock()
 	res := sdk.FenceResult{Connections: len(conns), Known: known}
