@@ -34,9 +34,10 @@ func (r *runner) injectLoop(ctx context.Context, end time.Time) {
 // inject injects one fault of kind and returns once it is over (a
 // stopped plugin continued, a link up again, a restarted process ready).
 func (r *runner) inject(ctx context.Context, rng *rand.Rand, kind string) {
-	switch kind {
+	base, where, _ := strings.Cut(kind, ":")
+	switch base {
 	case KindKill, KindStop:
-		r.pluginFault(ctx, rng, kind)
+		r.pluginFault(ctx, rng, base, where)
 	case KindRestartTarget:
 		r.restartTarget(ctx)
 	case KindRestartMetastore:
@@ -54,10 +55,20 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, kind string) {
 	}
 }
 
-// pluginFault kills or stops a plugin of a random side and transport.
-func (r *runner) pluginFault(ctx context.Context, rng *rand.Rand, kind string) {
+// pluginFault kills or stops a plugin of a random side and transport,
+// or of the ones where names ("target", "initiator/tcp", "target/shm").
+func (r *runner) pluginFault(ctx context.Context, rng *rand.Rand, kind, where string) {
 	side := []string{"initiator", "target"}[rng.IntN(2)]
 	plugin := r.o.Transports[rng.IntN(len(r.o.Transports))]
+	if where != "" {
+		s, p, _ := strings.Cut(where, "/")
+		if s != "" {
+			side = s
+		}
+		if p != "" {
+			plugin = p
+		}
+	}
 	pid, err := r.pluginPID(ctx, side, plugin)
 	if err == nil && pid == 0 {
 		// Restarting: give it a moment.

@@ -93,3 +93,15 @@ func TestReportDrift(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckKind(t *testing.T) {
+	for k, ok := range map[string]bool{
+		"kill": true, "stop": true, "restart-target": true, "slow-link": true,
+		"stop:target/tcp": true, "kill:initiator": true, "kill:target/shm": true,
+		"restart-target:target": false, "stop:elsewhere": false, "kill:target/rdma": false, "explode": false,
+	} {
+		if err := checkKind(k); (err == nil) != ok {
+			t.Errorf("checkKind(%q) = %v; want ok %v", k, err, ok)
+		}
+	}
+}

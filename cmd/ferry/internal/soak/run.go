@@ -275,14 +275,31 @@ func (o *Options) check() error {
 		return errors.New("no transport")
 	}
 	for _, k := range o.Kinds {
-		if !slices.Contains(AllKinds, k) {
-			return fmt.Errorf("fault kind %q: want one of %s", k, strings.Join(AllKinds, ", "))
+		if err := checkKind(k); err != nil {
+			return err
 		}
 	}
 	for _, t := range o.Transports {
 		if t != "tcp" && t != "shm" {
 			return fmt.Errorf("transport %q: want tcp or shm", t)
 		}
+	}
+	return nil
+}
+
+// checkKind checks one --faults entry: a kind, or kill or stop narrowed
+// to a side and a plugin ("stop:target/tcp", "kill:initiator").
+func checkKind(k string) error {
+	base, where, narrowed := strings.Cut(k, ":")
+	if !slices.Contains(AllKinds, base) {
+		return fmt.Errorf("fault kind %q: want one of %s", k, strings.Join(AllKinds, ", "))
+	}
+	if !narrowed {
+		return nil
+	}
+	side, plugin, _ := strings.Cut(where, "/")
+	if base != KindKill && base != KindStop || side != "initiator" && side != "target" || plugin != "" && plugin != "tcp" && plugin != "shm" {
+		return fmt.Errorf("fault kind %q: only kill and stop take a place, as kill:target or stop:initiator/tcp", k)
 	}
 	return nil
 }
@@ -454,35 +471,62 @@ func (r *runner) writeBatch(ctx context.Context, w int, rng *rand.Rand) []task {
 		off := int64(i)*slot + rng.Int64N((slot-size)/Block+1)*Block
 		tasks[i] = task{off: off, n: size, transport: r.o.Transports[rng.IntN(len(r.o.Transports))], deadline: deadline}
 	}
+	cancel := -1
+	if rng.Float64() < r.o.Cancels {
+		cancel = rng.IntN(n + 1) // n: the whole batch
+	}
+	cancelAfter := time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
+	ended, ok := r.write(w, tasks, deadline, cancel, cancelAfter)
+	if !ok {
+		sleepCtx(ctx, 100*time.Millisecond)
+		return nil
+	}
+	// Write again, at once, what did not complete, as an application
+	// retries a block: the retry races any bytes of the ended write that
+	// are still on their way, which is when a stale write shows.
+	var again []task
+	for i, st := range ended {
+		if st != "COMPLETED" {
+			t := tasks[i]
+			t.transport, t.deadline = r.o.Transports[rng.IntN(len(r.o.Transports))], time.Now().Add(r.o.Deadline)
+			again = append(again, t)
+		}
+	}
+	if len(again) > 0 && ctx.Err() == nil {
+		r.write(w, again, again[0].deadline, -1, 0)
+	}
+	return tasks
+}
+
+// write writes tasks as one batch, each with a fresh write id, cancels
+// task cancel (len(tasks): the whole batch; -1: none) after cancelAfter,
+// and records how each ended; ok is false when the target was down.
+func (r *runner) write(w int, tasks []task, deadline time.Time, cancel int, cancelAfter time.Duration) (ended []string, ok bool) {
 	region := int64(w) * r.o.Span
 	var reqs []host.Request
-	ok := r.snapshot(func(seg host.SegmentID, base uint64) {
+	ok = r.snapshot(func(seg host.SegmentID, base uint64) {
 		for i := range tasks {
 			t := &tasks[i]
 			t.id, t.epoch = r.model.Begin(region+t.off, t.n)
 			local := r.local[2*region+t.off : 2*region+t.off+t.n]
 			Fill(local, r.model.Key(), t.id, uint64(region+t.off))
 			reqs = append(reqs, host.Request{Op: host.Write, Local: local, Segment: seg, Remote: base + uint64(region+t.off),
-				Transport: t.transport, Deadline: t.deadline})
+				Transport: t.transport, Deadline: deadline})
 		}
 	})
 	if !ok {
-		sleepCtx(ctx, 100*time.Millisecond)
-		return nil
+		return nil, false
 	}
-	cancel := rng.Float64() < r.o.Cancels
-	cancelAfter := time.Duration(rng.Int64N(int64(5 * time.Millisecond)))
-	cancelTask := rng.IntN(n + 1) // n: the whole batch
 	ph, submitted := r.tally.Phase(), r.since()
 	states, ok := r.runBatch(w, "write", reqs, deadline, func(id host.BatchID) {
-		if !cancel {
+		if cancel < 0 {
 			return
 		}
 		time.Sleep(cancelAfter)
-		if cancelTask == n {
+		if cancel == len(tasks) {
 			r.e.Cancel(id)
 		} else {
-			r.e.CancelTask(id, cancelTask)
+			r.e.CancelTask(id, cancel)
 		}
 	})
 	for i, t := range tasks {
@@ -496,9 +540,10 @@ func (r *runner) writeBatch(ctx context.Context, w int, rng *rand.Rand) []task {
 		if done {
 			r.tally.Completed(ph, submitted, r.since())
 		}
+		ended = append(ended, st)
 	}
-	r.stats.writes.Add(uint64(n))
-	return tasks
+	r.stats.writes.Add(uint64(len(tasks)))
+	return ended, true
 }
 
 // readRandom reads one or two random ranges of worker w's range.
