@@ -48,7 +48,12 @@ type phase struct {
 	other    uint64
 	hung     int
 	verdicts []string // the first wrong word of each read that had one
+	// errs counts the errors of tasks that ended FAILED or INVALID, by
+	// text (at most maxErrs texts a phase).
+	errs map[string]int
 }
+
+const maxErrs = 8
 
 // Tally gathers a run's outcomes as they happen, by phase: a task counts
 // for the phase it was submitted in.
@@ -76,6 +81,23 @@ func (t *Tally) Task(ph int, state string) {
 	p := t.phases[ph]
 	p.tasks++
 	p.states[state]++
+}
+
+// Failed records why a task of phase ph ended FAILED or INVALID.
+func (t *Tally) Failed(ph int, state, msg string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.phases[ph]
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	msg = state + ": " + msg
+	if p.errs == nil {
+		p.errs = map[string]int{}
+	}
+	if _, ok := p.errs[msg]; ok || len(p.errs) < maxErrs {
+		p.errs[msg]++
+	}
 }
 
 // Read counts what a COMPLETED read of phase ph showed.
@@ -154,6 +176,8 @@ type Row struct {
 	Goroutines float64  `json:"goroutine_delta"`
 	RSS        float64  `json:"rss_delta_bytes"`
 	Wrong      []string `json:"first_wrong,omitempty"`
+	// Errors counts the errors of FAILED and INVALID tasks by text.
+	Errors map[string]int `json:"errors,omitempty"`
 }
 
 // Thresholds are the drift a run may show and still pass.
@@ -221,6 +245,12 @@ func (t *Tally) Report(baseline, final Sample, lim Thresholds) *Report {
 			into.Hung += p.hung
 		}
 		row.Wrong = append(row.Wrong, p.verdicts...)
+		for msg, n := range p.errs {
+			if row.Errors == nil {
+				row.Errors = map[string]int{}
+			}
+			row.Errors[msg] += n
+		}
 		if f := p.fault; f != nil {
 			row.Faults++
 			r.Total.Faults++
@@ -355,6 +385,20 @@ func (r *Report) WriteText(w io.Writer) {
 	for _, row := range r.Rows {
 		for _, s := range row.Wrong {
 			fmt.Fprintf(w, "wrong bytes after %s: %s\n", row.Kind, s)
+		}
+	}
+	for _, row := range r.Rows {
+		msgs := make([]string, 0, len(row.Errors))
+		for m := range row.Errors {
+			msgs = append(msgs, m)
+		}
+		slices.SortFunc(msgs, func(a, b string) int { return row.Errors[b] - row.Errors[a] })
+		when := "after " + row.Kind
+		if row.Kind == "none" {
+			when = "before any fault"
+		}
+		for _, m := range msgs {
+			fmt.Fprintf(w, "%s: %d× %s\n", when, row.Errors[m], m)
 		}
 	}
 	for _, s := range r.Stacks {

@@ -21,6 +21,7 @@ func TestReport(t *testing.T) {
 	ph1 := tl.Inject(Fault{Kind: "kill target/tcp", At: 10 * time.Second}, s(10, 40, 60, 100<<20))
 	tl.Task(ph0, "TIMEOUT") // submitted before the fault, ended after
 	tl.Task(ph1, "FAILED")
+	tl.Failed(ph1, "FAILED", "memory not registered")
 	tl.Completed(ph1, 9*time.Second, 11*time.Second) // submitted before the fault: no recovery
 	tl.Completed(ph1, 12*time.Second, 13*time.Second)
 	tl.Completed(ph1, 14*time.Second, 15*time.Second) // only the first counts
@@ -28,6 +29,7 @@ func TestReport(t *testing.T) {
 	ph2 := tl.Inject(Fault{Kind: "restart-target", At: 30 * time.Second}, s(30, 42, 64, 100<<20))
 	tl.Hung(ph2)
 	ph3 := tl.Inject(Fault{Kind: "kill target/tcp", At: 50 * time.Second}, s(50, 42, 60, 100<<20))
+	tl.Failed(ph3, "FAILED", "memory not registered")
 	tl.Completed(ph3, 51*time.Second, 52*time.Second)
 	tl.Task(ph3, "COMPLETED")
 	r := tl.Report(s(5, 40, 60, 100<<20), s(60, 44, 62, 100<<20), Thresholds{FDs: 10, Goroutines: 10, RSSGrowth: 0.05})
@@ -41,6 +43,9 @@ func TestReport(t *testing.T) {
 	}
 	if kill.Faults != 2 || kill.Tasks != 2 || kill.States["FAILED"] != 1 || kill.Older != 4096 || kill.Other != 0 {
 		t.Errorf("kill: %+v", kill)
+	}
+	if kill.Errors["FAILED: memory not registered"] != 2 || len(kill.Errors) != 1 {
+		t.Errorf("kill errors: %v", kill.Errors)
 	}
 	if kill.RecoverMean != 2500*time.Millisecond || kill.RecoverMax != 3*time.Second || kill.Unrecovered != 0 {
 		t.Errorf("kill recovery: mean %v max %v unrecovered %d; want 2.5s, 3s, 0", kill.RecoverMean, kill.RecoverMax, kill.Unrecovered)
@@ -65,7 +70,7 @@ func TestReport(t *testing.T) {
 	var out bytes.Buffer
 	r.WriteText(&out)
 	for _, want := range []string{"kill target/tcp", "restart-target", "FAIL: 4096 bytes read back COMPLETED were an older write's", "FAIL: 1 calls hung",
-		"wrong bytes after kill target/tcp: offset 0: write 1's bytes"} {
+		"wrong bytes after kill target/tcp: offset 0: write 1's bytes", "after kill target/tcp: 2× FAILED: memory not registered"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}

@@ -537,6 +537,7 @@ func (r *runner) write(w int, tasks []task, deadline time.Time, cancel int, canc
 		done := st == "COMPLETED"
 		r.model.End(t.id, t.epoch, region+t.off, t.n, done)
 		r.tally.Task(ph, st)
+		r.failed(ph, states, i, ok)
 		if done {
 			r.tally.Completed(ph, submitted, r.since())
 		}
@@ -588,6 +589,7 @@ func (r *runner) read(ctx context.Context, w int, tasks []task) bool {
 			st = states[i].State.String()
 		}
 		r.tally.Task(ph, st)
+		r.failed(ph, states, i, ok)
 		if st != "COMPLETED" {
 			continue
 		}
@@ -646,6 +648,16 @@ func (r *runner) runBatch(w int, what string, reqs []host.Request, deadline time
 	done()
 	r.free(w, ph, id)
 	return states, serr == nil && err == nil
+}
+
+// failed records the error of task i when it ended FAILED or INVALID.
+func (r *runner) failed(ph int, states []host.TaskStatus, i int, ok bool) {
+	if !ok || states[i].Err == nil {
+		return
+	}
+	if st := states[i].State.String(); st == "FAILED" || st == "INVALID" {
+		r.tally.Failed(ph, st, states[i].Err.Error())
+	}
 }
 
 func (r *runner) free(w, ph int, id host.BatchID) {
