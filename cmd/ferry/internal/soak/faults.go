@@ -41,6 +41,12 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, kind string) {
 	case KindRestartTarget:
 		r.restartTarget(ctx)
 	case KindRestartMetastore:
+		if r.meta.c == nil { // an earlier restart failed: try again
+			if err := r.meta.start(); err != nil {
+				r.logf("metastore still down: %v", err)
+				return
+			}
+		}
 		down := 500*time.Millisecond + time.Duration(rng.Int64N(int64(2500*time.Millisecond)))
 		ph := r.tally.Inject(Fault{Kind: kind, At: r.since(), Detail: fmt.Sprintf("pid %d, down %v", r.meta.c.pid(), down.Round(time.Millisecond))}, sampleSelf(r.since()))
 		r.logf("fault: kill -9 of the metastore (pid %d), back in %v", r.meta.c.pid(), down.Round(time.Millisecond))

@@ -81,10 +81,15 @@ func (c *child) kill() {
 }
 
 // stop closes the child's stdin (a `ferry run --control-stdin` exits at
-// EOF), then SIGTERM, then SIGKILL.
-func (c *child) stop() {
+// EOF), then sends SIGTERM, then SIGKILL, 10s apart; with term, SIGTERM
+// at once (`ferry metad` does not read its stdin).
+func (c *child) stop(term bool) {
 	c.stdin.Close()
-	for _, sig := range []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL} {
+	sigs := []syscall.Signal{0, syscall.SIGTERM, syscall.SIGKILL}
+	if term {
+		sigs = sigs[1:]
+	}
+	for _, sig := range sigs {
 		if sig != 0 {
 			c.cmd.Process.Signal(sig)
 		}

@@ -154,7 +154,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if err := r.meta.start(); err != nil {
 		return nil, err
 	}
-	defer func() { r.meta.c.stop() }()
+	defer func() {
+		if r.meta.c != nil {
+			r.meta.c.stop(true)
+		}
+	}()
 
 	cfg, err := config.Parse([]byte(r.engineHCL(fmt.Sprintf("soak-initiator-%d", os.Getpid()), addrA)), "soak-initiator.hcl")
 	if err != nil {
@@ -176,7 +180,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer func() {
 		if c := r.tgt.c; c != nil {
-			c.stop()
+			c.stop(false)
 		}
 	}()
 	total := int(int64(o.Workers) * o.Span * 2)
