@@ -9,12 +9,14 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
@@ -201,6 +203,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	wdCtx, stopWatchdog := context.WithCancel(context.Background())
 	defer stopWatchdog()
 	go r.wd.loop(wdCtx)
+	go r.wd.onSignal(wdCtx)
 	for w := range o.Workers {
 		wg.Add(1)
 		go func() { defer wg.Done(); r.worker(runCtx, w) }()
@@ -752,20 +755,53 @@ func (wd *watchdog) check() {
 		wd.r.logf("HUNG: %s has run %v, past its bound %v", c.what, now.Sub(c.start).Round(time.Millisecond), c.bound.Round(time.Millisecond))
 	}
 	if dump {
-		path := filepath.Join(cmpOr(wd.r.o.DumpDir, "."), fmt.Sprintf("ferry-soak-stacks-%d-%s.txt", os.Getpid(), now.Format("150405")))
-		f, err := os.Create(path)
-		if err == nil {
-			err = pprof.Lookup("goroutine").WriteTo(f, 2)
-			f.Close()
-		}
+		path, err := wd.dump(now)
 		if err != nil {
 			wd.r.logf("no call returned for %v (%d in flight); dump of the stacks failed: %v", stallDump, inFlight, err)
 			return
 		}
-		wd.mu.Lock()
-		wd.written = append(wd.written, path)
-		wd.mu.Unlock()
 		wd.r.logf("no call returned for %v (%d in flight): goroutine stacks in %s", stallDump, inFlight, path)
+	}
+}
+
+// dump writes every goroutine's stack to a file in DumpDir and returns
+// its name.
+func (wd *watchdog) dump(now time.Time) (string, error) {
+	path := filepath.Join(cmpOr(wd.r.o.DumpDir, "."), fmt.Sprintf("ferry-soak-stacks-%d-%s.txt", os.Getpid(), now.Format("150405.000")))
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	err = pprof.Lookup("goroutine").WriteTo(f, 2)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return "", err
+	}
+	wd.mu.Lock()
+	wd.written = append(wd.written, path)
+	wd.mu.Unlock()
+	return path, nil
+}
+
+// onSignal dumps the stacks whenever this process gets SIGUSR1, until
+// ctx ends: an operator's look at a run that seems stuck.
+func (wd *watchdog) onSignal(ctx context.Context) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+			if path, err := wd.dump(time.Now()); err != nil {
+				wd.r.logf("SIGUSR1: dump of the stacks failed: %v", err)
+			} else {
+				wd.r.logf("SIGUSR1: goroutine stacks in %s", path)
+			}
+		}
 	}
 }
 
