@@ -19,6 +19,7 @@ var commands = []struct {
 	{"doctor", "check plugins, metastore and machine, and with --peer every path to a peer; says what to do", cmdDoctor},
 	{"version", "print the version and the plugin protocol versions", cmdVersion},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
+	{"soak", "verified traffic between two engines while faults are injected; reports wrong bytes, hangs and leaks", cmdSoak},
 	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},
 }
 
