@@ -265,6 +265,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		return nil, err
 	}
 	e.startCredit()
+	e.wg.Add(1)
+	go e.pruneControl()
 	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
 		e.Close()

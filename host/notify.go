@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/notify"
@@ -242,5 +243,38 @@ func hasTarget(l []notify.Target, seg uint32) bool {
 func (e *Engine) settleNotifies(b *progress.Batch) {
 	if e.hc != nil {
 		e.hc.Settle(b)
+	}
+}
+
+// controlIdle is how long a cached control client of an address no open
+// segment publishes is kept after its last use: longer than one control
+// call (controlTimeout), so that a call in flight keeps its client.
+const controlIdle = controlTimeout + 5*time.Second
+
+// pruneControl closes the cached control clients of peers' old
+// addresses (a restarted peer listens on a new port) as the segment
+// table changes, and every controlIdle, so that a peer's restart leaves
+// no client behind. Owned by the engine (e.wg).
+func (e *Engine) pruneControl() {
+	defer e.wg.Done()
+	tick := time.NewTicker(controlIdle)
+	defer tick.Stop()
+	for {
+		select {
+		case <-e.quit:
+			return
+		case <-e.segs.Changed():
+		case <-tick.C:
+		}
+		if e.hc == nil {
+			continue
+		}
+		live := map[string]bool{}
+		for _, h := range e.segs.All() {
+			if h.Retired == "" {
+				live[h.Desc.Control] = true
+			}
+		}
+		e.hc.Prune(func(addr string) bool { return live[addr] }, controlIdle)
 	}
 }

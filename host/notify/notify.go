@@ -108,6 +108,7 @@ type Service struct {
 
 	mu      sync.Mutex
 	clients map[string]*control.Client // by address; nil once closed
+	used    map[string]time.Time       // when each client was last handed out
 	pending []*pending
 	kick    chan struct{} // the settler has pending work
 }
@@ -281,6 +282,10 @@ func (s *Service) Client(addr string) (*control.Client, error) {
 	if s.clients == nil {
 		return nil, ErrClosed
 	}
+	if s.used == nil {
+		s.used = make(map[string]time.Time)
+	}
+	s.used[addr] = time.Now()
 	if c := s.clients[addr]; c != nil {
 		return c, nil
 	}
@@ -290,6 +295,30 @@ func (s *Service) Client(addr string) (*control.Client, error) {
 	}
 	s.clients[addr] = c
 	return c, nil
+}
+
+// Prune closes the cached clients of the addresses keep says no peer
+// uses any more (a peer that restarted listens on another port) and
+// that nobody asked for within idle, so that each peer restart leaves
+// no connection and no goroutine behind. A client pruned under a caller
+// fails that call; the caller's next Client dials again.
+func (s *Service) Prune(keep func(addr string) bool, idle time.Duration) int {
+	s.mu.Lock()
+	var gone []*control.Client
+	now := time.Now()
+	for addr, c := range s.clients {
+		if keep(addr) || now.Sub(s.used[addr]) < idle {
+			continue
+		}
+		gone = append(gone, c)
+		delete(s.clients, addr)
+		delete(s.used, addr)
+	}
+	s.mu.Unlock()
+	for _, c := range gone {
+		c.Close()
+	}
+	return len(gone)
 }
 
 // NextKey returns a fresh idempotency key: 128 random bits in hex, so
