@@ -20,10 +20,17 @@ import (
 // the credit block cr (zero: the defaults).
 func creditEngine(t *testing.T, name string, cr config.Credit) *host.Engine {
 	t.Helper()
+	return loopEngine(t, name, func(c *config.Config) { c.QoS.Credit = cr })
+}
+
+// loopEngine starts an engine with no metastore and tcp on loopback,
+// its default config changed by mod.
+func loopEngine(t *testing.T, name string, mod func(*config.Config)) *host.Engine {
+	t.Helper()
 	cfg := config.Default(name)
 	cfg.PluginDir = binDir
 	cfg.Metastore = config.Metastore{Kind: config.MetastoreNone}
-	cfg.QoS.Credit = cr
+	mod(cfg)
 	e, err := host.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

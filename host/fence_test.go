@@ -18,16 +18,7 @@ import (
 // after grace.
 func fenceEngine(t *testing.T, name string, grace time.Duration) *host.Engine {
 	t.Helper()
-	cfg := config.Default(name)
-	cfg.PluginDir = binDir
-	cfg.Metastore = config.Metastore{Kind: config.MetastoreNone}
-	cfg.Supervise.EndGrace = grace
-	e, err := host.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { e.Close() })
-	return e
+	return loopEngine(t, name, func(c *config.Config) { c.Supervise.EndGrace = grace })
 }
 
 // TestEndedWriteNeverLandsAfterANewerOne is the stale write found under

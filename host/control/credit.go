@@ -64,11 +64,7 @@ func (v *service) Credit(_ context.Context, r *controlv1.CreditRequest) (*contro
 		return nil, status.Errorf(codes.InvalidArgument, "credit: engine %q: the request needs a sender name of 1 to %d bytes and a sequence number from 1", name, MaxName)
 	}
 	if s.o.Secret != nil {
-		err := s.inWindow(a.Sent)
-		if err == nil && (len(r.GetMac()) == 0 || !hmac.Equal(r.GetMac(), creditAskMAC(s.o.Secret, &a))) {
-			err = errors.New("its MAC does not verify with this engine's cluster secret (unsigned, another secret, or altered)")
-		}
-		if err != nil {
+		if err := s.signed(a.Sent, r.GetMac(), func() []byte { return creditAskMAC(s.o.Secret, &a) }); err != nil {
 			s.count(&s.stats.CreditForged)
 			return nil, status.Errorf(codes.Unauthenticated, "credit: engine %q refused a credit request claiming to be from %q: %v; every engine of the cluster needs the same cluster_secret", name, a.From, err)
 		}
@@ -156,4 +152,16 @@ func boolBit(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// signed checks a request MACed under the server's secret: sent inside
+// the replay window, and mac equal to want's.
+func (s *Server) signed(sent int64, mac []byte, want func() []byte) error {
+	if err := s.inWindow(sent); err != nil {
+		return err
+	}
+	if len(mac) == 0 || !hmac.Equal(mac, want()) {
+		return errors.New("its MAC does not verify with this engine's cluster secret (unsigned, another secret, or altered)")
+	}
+	return nil
 }

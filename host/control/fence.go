@@ -66,11 +66,7 @@ func (v *service) Fence(ctx context.Context, r *controlv1.FenceRequest) (*contro
 		return nil, status.Errorf(codes.InvalidArgument, "fence: engine %q: the request needs a sender name and a transport name of 1 to %d bytes and a run other than 0", name, MaxName)
 	}
 	if s.o.Secret != nil {
-		err := s.inWindow(a.Sent)
-		if err == nil && (len(r.GetMac()) == 0 || !hmac.Equal(r.GetMac(), fenceMAC(s.o.Secret, &a))) {
-			err = errors.New("its MAC does not verify with this engine's cluster secret (unsigned, another secret, or altered)")
-		}
-		if err != nil {
+		if err := s.signed(a.Sent, r.GetMac(), func() []byte { return fenceMAC(s.o.Secret, &a) }); err != nil {
 			s.count(&s.stats.FenceForged)
 			return nil, status.Errorf(codes.Unauthenticated, "fence: engine %q refused a fence request claiming to be from %q: %v; every engine of the cluster needs the same cluster_secret", name, a.From, err)
 		}
