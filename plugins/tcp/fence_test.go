@@ -28,6 +28,19 @@ func runConn(t *testing.T, e *engine, from string, run uint64) (*net.TCPConn, ri
 	return c, r.Status
 }
 
+// waitApplying waits until e's listener is reading a frame into a
+// region.
+func waitApplying(t *testing.T, e *engine) {
+	t.Helper()
+	until := time.Now().Add(waitLimit)
+	for !tcp.ApplyingFrame(e.tr) {
+		if time.Now().After(until) {
+			t.Fatal("the half frame never reached the listener")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestFenceStopsARunsFrames: a fence of a peer's run, asked while a
 // write frame of that run is half applied, waits for that frame (which
 // finishes); from then on no frame of the run is applied (its
@@ -54,13 +67,7 @@ func TestFenceStopsARunsFrames(t *testing.T) {
 	// Half of a second frame: it is being applied when the fence comes.
 	mustWrite(t, c, header(tcp.Header{Op: ring.OpWrite, Seq: 2, Incarnation: 7, Region: 1, Offset: n, Length: n}))
 	mustWrite(t, c, bytes.Repeat([]byte{2}, n/2))
-	waitApplying := time.Now().Add(waitLimit)
-	for mem[n] != 2 { // the listener read the first half into the region
-		if time.Now().After(waitApplying) {
-			t.Fatal("the half frame never reached the region")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitApplying(t, b)
 
 	// Another engine may not fence this run.
 	if _, err := b.tr.Fence(ctx, "fence-x", 0x77); !errors.Is(err, sdk.ErrFenceNotYours) {
@@ -146,13 +153,7 @@ func TestFenceCutsAStuckFrame(t *testing.T) {
 	c, _ := runConn(t, b, "fence-a", 0x55)
 	mustWrite(t, c, header(tcp.Header{Op: ring.OpWrite, Seq: 1, Incarnation: 7, Region: 1, Offset: 0, Length: n}))
 	mustWrite(t, c, bytes.Repeat([]byte{1}, n/2))
-	until := time.Now().Add(waitLimit)
-	for mem[0] != 1 {
-		if time.Now().After(until) {
-			t.Fatal("the half frame never reached the region")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitApplying(t, b)
 	if _, err := b.tr.Fence(context.Background(), "fence-a", 0x55); err != nil {
 		t.Fatal(err)
 	}
