@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -800,6 +801,15 @@ func (wd *watchdog) onSignal(ctx context.Context) {
 				wd.r.logf("SIGUSR1: dump of the stacks failed: %v", err)
 			} else {
 				wd.r.logf("SIGUSR1: goroutine stacks in %s", path)
+			}
+			// And the heap, for a look at what RSS grows by (go tool
+			// pprof -base an earlier one).
+			heap := filepath.Join(cmpOr(wd.r.o.DumpDir, "."), fmt.Sprintf("ferry-soak-heap-%d-%s.pprof", os.Getpid(), time.Now().Format("150405.000")))
+			if f, err := os.Create(heap); err == nil {
+				runtime.GC()
+				err = pprof.Lookup("heap").WriteTo(f, 0)
+				f.Close()
+				wd.r.logf("SIGUSR1: heap profile in %s (%v)", heap, err)
 			}
 		}
 	}
