@@ -311,7 +311,12 @@ func (e *Engine) creditFree(slot, n int) {
 	if c == nil {
 		return
 	}
-	hs := c.holds[slot].Load()
+	// The slot's holds go with the batch: slots are handed out oldest
+	// freed first, so holds kept per slot grew with every slot ever used
+	// (ferry soak's heap profile: +10 MiB in 3 minutes). A completion
+	// still being reaped keeps the old holds alive until it is done; the
+	// slot's next batch gets its own (begin).
+	hs := c.holds[slot].Swap(nil)
 	if hs == nil {
 		return
 	}
