@@ -70,6 +70,10 @@ type pluginState struct {
 	// rails is the current run's rail set; a restart that probes the same
 	// rails keeps it, and what it learnt.
 	rails atomic.Pointer[rails.Set]
+	// deadRun is the ID of the last run of a two-sided plugin that ended
+	// (Down): a write of it that failover moves fences that run at its
+	// target first (fencing.go).
+	deadRun atomic.Uint64
 }
 
 // pluginRun is one run of a plugin process as the request path reads it:

@@ -98,10 +98,17 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 	if !r.Proc.Info.TwoSided {
 		return nil, nil
 	}
+	ps.deadRun.Store(r.ID)
 	var tokens []uint64
 	var dones []<-chan struct{}
 	seen := map[string]bool{}
 	keep = func(b *progress.Batch, i int) bool {
+		if b.Cutting(i) {
+			// Its submitter may still be writing its record, and fails it
+			// over itself: the retry fences this run at its target first
+			// (fenceMoved).
+			return false
+		}
 		rec := e.path.lookup(b, i)
 		if rec == nil || rec.req.Op != Write {
 			return false
@@ -113,11 +120,6 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 		if !seen[rem.Name] {
 			seen[rem.Name] = true
 			dones = append(dones, e.fences.Close(fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}, ps.name, r.ID))
-		}
-		if b.Cutting(i) {
-			// Its submitter fails it over itself; the retry waits at the
-			// gate closed above.
-			return false
 		}
 		tokens = append(tokens, b.Token(i))
 		b.Detach(i) // no longer the next run's to hold or fail
@@ -133,6 +135,19 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 		go e.endFenced(ps, tokens, dones, err)
 	}
 	return keep, end
+}
+
+// fenceMoved closes rem's gate for the last ended run of two-sided
+// plugin ps (a no-op when it is confirmed already, but for one round
+// trip), for a write that failover moves away from that run: one whose
+// submitter was still cutting it when the run ended, which Down left to
+// it. The dispatch that follows waits at the gate.
+func (e *Engine) fenceMoved(ps *pluginState, r *Request, rem *remote) {
+	run := ps.deadRun.Load()
+	if run == 0 || r.Op != Write || rem == nil {
+		return
+	}
+	e.fences.Close(fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}, ps.name, run)
 }
 
 // endFenced ends the writes of a dead run (tokens) once their targets

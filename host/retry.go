@@ -144,6 +144,9 @@ func (e *Engine) failover(j retryJob) {
 	if j.cause == nil {
 		cause = observe.StatusCause(j.status)
 	}
+	if j.cause != nil && j.from >= 0 && int(j.from) < len(e.plugins) {
+		e.fenceMoved(e.plugins[j.from], r, rem) // its plugin died: what it sent may still land
+	}
 	e.noteRetried(b, i, j.from, to, cause, why)
 	e.note(b, i, observe.Routed, to, 0, nil)
 	e.log.Warn("task failed; trying it again", "segment", rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
