@@ -61,13 +61,17 @@ func FuzzDecodeHello(f *testing.F) {
 		uint16(1), uint32(tcp.FlagAuth|tcp.FlagFrom), uint64(7), "engine-b", nonce)
 	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: tcp.FlagFrom, Incarnation: 7, Segment: "engine-b", From: "engine-a"}),
 		uint16(1), uint32(tcp.FlagFrom), uint64(7), "a\x00b", nonce)
-	const known = tcp.FlagAuth | tcp.FlagFrom
+	f.Add(tcp.AppendHello(nil, tcp.Hello{Version: 1, Flags: tcp.FlagFrom | tcp.FlagRun | tcp.FlagFence, Incarnation: 7, Segment: "engine-b", From: "engine-a", Run: 9, Epoch: 3}),
+		uint16(1), uint32(tcp.FlagFrom|tcp.FlagRun|tcp.FlagFence), uint64(7), "engine-b", nonce)
+	const known = tcp.FlagAuth | tcp.FlagFrom | tcp.FlagRun | tcp.FlagFence
 	f.Fuzz(func(t *testing.T, b []byte, ver uint16, flags uint32, inc uint64, name string, nonce []byte) {
-		if n, err := tcp.HelloRestLen(b); err == nil && (n < 0 || n > tcp.MaxNameLen+tcp.NonceSize) {
+		if n, err := tcp.HelloRestLen(b); err == nil && (n < 0 || n > tcp.MaxNameLen+tcp.NonceSize+16) {
 			t.Fatalf("rest length %d", n)
 		}
 		if h, err := tcp.DecodeHello(b); err == nil {
 			if h.Flags&^known != 0 || h.Flags&tcp.FlagAuth == 0 && h.Nonce != [tcp.NonceSize]byte{} ||
+				h.Flags&tcp.FlagRun == 0 && (h.Run != 0 || h.Epoch != 0) ||
+				h.Flags&tcp.FlagFence != 0 && h.Flags&(tcp.FlagRun|tcp.FlagFrom) != tcp.FlagRun|tcp.FlagFrom ||
 				h.Flags&tcp.FlagFrom == 0 && h.From != "" ||
 				h.Flags&tcp.FlagFrom != 0 && (h.From == "" || strings.Contains(h.Segment, "\x00")) {
 				t.Fatalf("decoded %+v", h)
@@ -82,6 +86,16 @@ func FuzzDecodeHello(f *testing.F) {
 		x := tcp.Hello{Version: ver, Flags: flags & known, Incarnation: inc, Segment: name}
 		if x.Flags&tcp.FlagAuth != 0 {
 			copy(x.Nonce[:], nonce)
+		}
+		if x.Flags&tcp.FlagRun != 0 {
+			x.Run, x.Epoch = inc^0x5555, inc+1
+		}
+		if x.Flags&tcp.FlagFence != 0 && x.Flags&(tcp.FlagRun|tcp.FlagFrom) != tcp.FlagRun|tcp.FlagFrom {
+			// A fence names a run and its engine: refused without them.
+			if y, err := tcp.DecodeHello(tcp.AppendHello(nil, x)); err == nil {
+				t.Fatalf("a fence hello without run or sender decoded: %+v", y)
+			}
+			return
 		}
 		if x.Flags&tcp.FlagFrom != 0 {
 			// The dialer's name follows the target's after a NUL, which
