@@ -330,11 +330,7 @@ func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, 
 	if br.Op == Write && e.fences.Closed(c.rem.Name) {
 		// A fence of an ended run is unconfirmed at the target: no task
 		// is made until it is, or the request's deadline passes.
-		var until time.Time
-		if deadline != 0 {
-			until = time.Unix(0, deadline)
-		}
-		if err := e.fences.Wait(c.rem.Name, until, heldPoll, func() bool { return e.closed.Load() }); err != nil {
+		if err := e.fences.Wait(c.rem.Name, deadline, heldPoll, func() bool { return e.closed.Load() }); err != nil {
 			return fmt.Errorf("submit blocks: %w: %w", ErrDeadlineExceeded, err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -119,7 +118,7 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 		}
 		if !seen[rem.Name] {
 			seen[rem.Name] = true
-			dones = append(dones, e.fences.Close(fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}, ps.name, r.ID))
+			dones = append(dones, e.fences.Close(fenceTarget(rem), ps.name, r.ID))
 		}
 		tokens = append(tokens, b.Token(i))
 		b.Detach(i) // no longer the next run's to hold or fail
@@ -131,8 +130,18 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 		}
 		e.log.Warn("writes in flight on an ended plugin run: fencing their targets before they end", "plugin", ps.name, "run", r.ID,
 			"targets", len(dones), "tasks", len(tokens))
-		e.wg.Add(1)
-		go e.endFenced(ps, tokens, dones, err)
+		// They end once their targets confirmed the fence, or after the
+		// retry budget: a target that cannot be reached keeps its gate
+		// closed, and they end anyway, the contract's one exception.
+		e.fences.EndAfter(dones, e.retryBudget(), func(confirmed bool) {
+			if !confirmed {
+				e.log.Warn("a target did not confirm the fence of an ended plugin run in time; its writes end now, and new writes to it wait for the fence",
+					"plugin", ps.name, "tasks", len(tokens))
+			}
+			for _, tk := range tokens {
+				e.tracker.FailToken(tk, err)
+			}
+		})
 	}
 	return keep, end
 }
@@ -147,81 +156,31 @@ func (e *Engine) fenceMoved(ps *pluginState, r *Request, rem *remote) {
 	if run == 0 || r.Op != Write || rem == nil {
 		return
 	}
-	e.fences.Close(fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}, ps.name, run)
+	e.fences.Close(fenceTarget(rem), ps.name, run)
 }
 
-// endFenced ends the writes of a dead run (tokens) once their targets
-// confirmed its fence (dones), or once the retry budget passed: a target
-// that cannot be reached keeps its gate closed, and the tasks end anyway,
-// as the contract's one exception. Owned by the engine (e.wg).
-func (e *Engine) endFenced(ps *pluginState, tokens []uint64, dones []<-chan struct{}, err error) {
-	defer e.wg.Done()
-	timer := time.NewTimer(e.retryBudget())
-	defer timer.Stop()
-	confirmed := true
-wait:
-	for _, d := range dones {
-		select {
-		case <-d:
-		case <-timer.C:
-			confirmed = false
-			break wait
-		case <-e.quit:
-			confirmed = false
-			break wait
-		}
-	}
-	if !confirmed {
-		e.log.Warn("a target did not confirm the fence of an ended plugin run in time; its writes end now, and new writes to it wait for the fence",
-			"plugin", ps.name, "tasks", len(tokens))
-	}
-	for _, tk := range tokens {
-		e.tracker.FailToken(tk, err)
-	}
+// fenceTarget is the segment of handle rem as its gate knows it.
+func fenceTarget(rem *remote) fence.Target {
+	return fence.Target{Name: rem.Name, Incarnation: rem.Desc.Incarnation, Control: rem.Desc.Control}
 }
 
 // awaitGate holds a write of task i of b to rem while rem's gate is
 // closed (a fence of an ended run is unconfirmed there), up to the
-// task's deadline; a task that ends meanwhile is ended with the reason.
-// It reports whether the write may go on.
-func (e *Engine) awaitGate(b *progress.Batch, i int, r *Request, rem *remote) bool {
-	var until time.Time
-	if d := r.deadline(); d != 0 {
-		until = time.Unix(0, d)
-	}
+// task's deadline; a task that ends meanwhile is ended with the reason,
+// and the put after it sends nothing.
+func (e *Engine) awaitGate(b *progress.Batch, i int, r *Request, rem *remote) {
+	deadline := r.deadline()
 	// Should its deadline pass meanwhile, whoever sees it ends the task
 	// TIMEOUT with this reason.
 	why := fmt.Errorf("%w: the write waited for segment %q to confirm the fence of an ended plugin run (%w), until its deadline", ErrDeadlineExceeded, rem.Name, fence.ErrClosed)
 	unblame := b.Blame(i, why)
-	err := e.fences.Wait(rem.Name, until, heldPoll, func() bool { return b.Stopping(i, progress.Now()) })
+	err := e.fences.Wait(rem.Name, deadline, heldPoll, func() bool { return b.Stopping(i, progress.Now()) })
 	if err == nil {
 		unblame()
-		return true
+		return
 	}
-	if b.Stopping(i, progress.Now()) && !until.IsZero() && time.Now().Before(until) {
-		return false // canceled: its state says so
+	if b.Stopping(i, progress.Now()) && (deadline == 0 || progress.Now() < deadline) {
+		return // canceled: its state says so
 	}
 	b.Finish(i, progress.Timeout, fmt.Errorf("%w: %w", ErrDeadlineExceeded, err))
-	return false
-}
-
-// fenceStatus is a segment whose writes wait for a fence: an ended
-// plugin run's bytes might still land there, and it has not confirmed
-// that they cannot.
-type fenceStatus struct {
-	Segment     string    `json:"segment"`
-	Incarnation uint64    `json:"incarnation"`
-	Runs        int       `json:"runs"`  // fences not yet confirmed
-	Since       time.Time `json:"since"` // when its writes began to wait
-	Tries       int       `json:"tries"`
-	LastError   string    `json:"last_error,omitempty"`
-}
-
-// fenceStatuses returns the segments whose writes wait for a fence.
-func (e *Engine) fenceStatuses() []fenceStatus {
-	var out []fenceStatus
-	for _, s := range e.fences.Statuses() {
-		out = append(out, fenceStatus{Segment: s.Segment, Incarnation: s.Incarnation, Runs: s.Runs, Since: s.Since, Tries: s.Tries, LastError: s.LastError})
-	}
-	return out
 }

@@ -60,12 +60,13 @@ type Gates struct {
 	port    Port
 	timeout time.Duration // one Fence call's bound
 
-	closed atomic.Int32 // gates closed now: Closed's fast path
-	mu     sync.Mutex
-	gates  map[string]*gate
-	ctx    context.Context
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
+	closed  atomic.Int32 // gates closed now: Closed's fast path
+	mu      sync.Mutex
+	gates   map[string]*gate
+	stopped bool // Stop began: no goroutine starts (under mu)
+	ctx     context.Context
+	stop    context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 type gate struct {
@@ -109,8 +110,10 @@ func (g *Gates) Close(t Target, transport string, run uint64) <-chan struct{} {
 		gt = &gate{t: t, open: make(chan struct{}), since: time.Now(), done: make(map[pend]chan struct{})}
 		g.gates[t.Name] = gt
 		g.closed.Add(1)
-		g.wg.Add(1)
-		go g.drive(gt)
+		if !g.stopped { // else the engine is closing: nobody asks
+			g.wg.Add(1)
+			go g.drive(gt)
+		}
 	}
 	ch, ok := gt.done[p]
 	if !ok {
@@ -136,11 +139,15 @@ func (g *Gates) Closed(name string) bool {
 // it gave up before the gate opened.
 var ErrClosed = errors.New("the target has not confirmed the fence of an ended plugin run")
 
-// Wait waits until the gate of the segment named name is open, until at most until
-// (the zero time: no bound), polling stop every poll (a task canceled
-// meanwhile). It returns nil once open, else an error wrapping ErrClosed
+// Wait waits until the gate of the segment named name is open, until at
+// most deadline (unix ns; 0: no bound), polling stop every poll (a task
+// canceled meanwhile). It returns nil once open, else an error wrapping ErrClosed
 // that names the target, the fences and the last answer.
-func (g *Gates) Wait(name string, until time.Time, poll time.Duration, stop func() bool) error {
+func (g *Gates) Wait(name string, deadline int64, poll time.Duration, stop func() bool) error {
+	var until time.Time
+	if deadline != 0 {
+		until = time.Unix(0, deadline)
+	}
 	var timer *time.Timer
 	for {
 		g.mu.Lock()
@@ -279,9 +286,44 @@ func (g *Gates) Statuses() []Status {
 	return out
 }
 
+// EndAfter calls end, in a goroutine the gates own, once every channel
+// of dones (from Close) is closed, or bound has passed, or the gates
+// stop first; confirmed says whether every fence was. It is how the
+// writes a fence holds back are ended.
+func (g *Gates) EndAfter(dones []<-chan struct{}, bound time.Duration, end func(confirmed bool)) {
+	g.mu.Lock()
+	if g.stopped {
+		g.mu.Unlock()
+		end(false)
+		return
+	}
+	g.wg.Add(1)
+	g.mu.Unlock()
+	go func() {
+		defer g.wg.Done()
+		timer := time.NewTimer(bound)
+		defer timer.Stop()
+		for _, d := range dones {
+			select {
+			case <-d:
+			case <-timer.C:
+				end(false)
+				return
+			case <-g.ctx.Done():
+				end(false)
+				return
+			}
+		}
+		end(true)
+	}()
+}
+
 // Stop ends every gate's goroutine and waits for them; the gates stay
 // as they are (the engine is closing).
 func (g *Gates) Stop() {
+	g.mu.Lock()
+	g.stopped = true
+	g.mu.Unlock()
 	g.stop()
 	g.wg.Wait()
 }

@@ -57,7 +57,7 @@ func TestGateOpensOnConfirmation(t *testing.T) {
 		t.Fatal("only b's gate should be closed")
 	}
 	<-p.asked // refused once
-	err := g.Wait("b", time.Now().Add(10*time.Millisecond), time.Millisecond, func() bool { return false })
+	err := g.Wait("b", time.Now().Add(10*time.Millisecond).UnixNano(), time.Millisecond, func() bool { return false })
 	if !errors.Is(err, ErrClosed) || !strings.Contains(err.Error(), `segment "b"`) || !strings.Contains(err.Error(), "tcp run 0x7") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("wait on a closed gate: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestGateOpensOnConfirmation(t *testing.T) {
 		t.Fatalf("statuses: %+v", st)
 	}
 	p.open()
-	if err := g.Wait("b", time.Now().Add(time.Minute), time.Millisecond, func() bool { return false }); err != nil {
+	if err := g.Wait("b", time.Now().Add(time.Minute).UnixNano(), time.Millisecond, func() bool { return false }); err != nil {
 		t.Fatalf("wait after the target confirmed: %v", err)
 	}
 	select {
@@ -85,7 +85,7 @@ func TestGateWaitStops(t *testing.T) {
 	g := New(p, time.Second)
 	defer g.Stop()
 	g.Close(Target{Name: "b", Incarnation: 1}, "tcp", 7)
-	if err := g.Wait("b", time.Time{}, time.Millisecond, func() bool { return true }); !errors.Is(err, ErrClosed) {
+	if err := g.Wait("b", 0, time.Millisecond, func() bool { return true }); !errors.Is(err, ErrClosed) {
 		t.Fatalf("a stopped waiter: %v", err)
 	}
 	if !g.Closed("b") {
@@ -119,10 +119,33 @@ func TestGateStop(t *testing.T) {
 	g := New(p, time.Second)
 	g.Close(Target{Name: "b", Incarnation: 1}, "tcp", 7)
 	errc := make(chan error, 1)
-	go func() { errc <- g.Wait("b", time.Time{}, time.Hour, func() bool { return false }) }()
+	go func() { errc <- g.Wait("b", 0, time.Hour, func() bool { return false }) }()
 	<-p.asked
 	g.Stop()
 	if err := <-errc; !errors.Is(err, ErrClosed) {
 		t.Fatalf("a waiter at Stop: %v", err)
+	}
+}
+
+// TestEndAfter: end is told confirmed once every fence is, not
+// confirmed when the bound passes first, and at once after Stop.
+func TestEndAfter(t *testing.T) {
+	p := newPort()
+	g := New(p, time.Second)
+	done := g.Close(Target{Name: "b", Incarnation: 1}, "tcp", 7)
+	got := make(chan bool, 1)
+	g.EndAfter([]<-chan struct{}{done}, time.Millisecond, func(ok bool) { got <- ok })
+	if <-got {
+		t.Fatal("confirmed before the target answered")
+	}
+	p.open()
+	g.EndAfter([]<-chan struct{}{done}, time.Minute, func(ok bool) { got <- ok })
+	if !<-got {
+		t.Fatal("not confirmed after the target answered")
+	}
+	g.Stop()
+	g.EndAfter([]<-chan struct{}{make(chan struct{})}, time.Minute, func(ok bool) { got <- ok })
+	if <-got {
+		t.Fatal("confirmed after Stop")
 	}
 }
