@@ -162,9 +162,9 @@ func (e *Engine) FreeBatch(id BatchID) error {
 			e.log.Warn("batch freed while a plugin still holds slices of its tasks", "error", err)
 		}
 	}
-	e.settleNotifies(id.b) // decide its SubmitWithNotify submissions before reuse
-	e.forgetHeld(id.b)     // none of its tasks held back by admission is taken on after this
-	e.awaitUnpinned(id.b)  // a failover or QoS resume still at one of its tasks lets go
+	e.settleNotifies(id.b)                      // decide its SubmitWithNotify submissions before reuse
+	e.forgetHeld(id.b)                          // none of its tasks held back by admission is taken on after this
+	e.tracker.AwaitUnpinned(id.b, e.endBound()) // a failover or QoS resume still at one of its tasks lets go
 	slot, n := id.b.Slot(), id.b.Len()
 	e.creditFree(slot, n)
 	if e.tracker.Free(id.b) {
@@ -836,21 +836,6 @@ func (e *Engine) awaitEnded(b *progress.Batch) error {
 		}
 	}
 	return nil
-}
-
-// awaitUnpinned waits, up to endBound, until no failover or QoS resume
-// works on a task of b (progress.Tracker.Pin). Its tasks have ended, so
-// such a goroutine sees that at its next look (a credit wait's poll, a
-// full ring's) and lets go. Past the bound, b goes back to the pool at
-// the last Unpin instead.
-func (e *Engine) awaitUnpinned(b *progress.Batch) {
-	if !e.tracker.Pinned(b) {
-		return
-	}
-	deadline := time.Now().Add(e.endBound())
-	for e.tracker.Pinned(b) && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // pollLanes reaps what every running plugin's completion rings hold, for

@@ -1189,6 +1189,21 @@ func (t *Tracker) Unpin(b *Batch) {
 // Pinned reports whether a goroutine works on b (Pin).
 func (t *Tracker) Pinned(b *Batch) bool { return b.pins.Load()&(pinFreed-1) != 0 }
 
+// AwaitUnpinned waits, up to bound, until no goroutine works on a task
+// of b (Pin). b's tasks have ended (its owner frees it), so such a
+// goroutine sees that at its next look (a credit wait's poll, a full
+// ring's) and lets go. Past the bound, Free hands b back to the pool at
+// the last Unpin instead.
+func (t *Tracker) AwaitUnpinned(b *Batch, bound time.Duration) {
+	if !t.Pinned(b) {
+		return
+	}
+	deadline := time.Now().Add(bound)
+	for t.Pinned(b) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // Each calls f for every live batch. It holds live for reading, as a
 // completion does: no batch is freed (and handed to a new owner by the
 // pool) while f looks at it. f must not call Free.
