@@ -270,7 +270,10 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	}
 	e.startCredit()
 	e.wg.Add(1)
-	go e.pruneControl()
+	go func() {
+		defer e.wg.Done()
+		e.hc.PruneWhile(e.quit, e.segs.Changed, e.liveControls, controlIdle)
+	}()
 	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
 		e.Close()

@@ -251,30 +251,15 @@ func (e *Engine) settleNotifies(b *progress.Batch) {
 // call (controlTimeout), so that a call in flight keeps its client.
 const controlIdle = controlTimeout + 5*time.Second
 
-// pruneControl closes the cached control clients of peers' old
-// addresses (a restarted peer listens on a new port) as the segment
-// table changes, and every controlIdle, so that a peer's restart leaves
-// no client behind. Owned by the engine (e.wg).
-func (e *Engine) pruneControl() {
-	defer e.wg.Done()
-	tick := time.NewTicker(controlIdle)
-	defer tick.Stop()
-	for {
-		select {
-		case <-e.quit:
-			return
-		case <-e.segs.Changed():
-		case <-tick.C:
+// liveControls returns the control addresses of the live segment
+// handles: the peers whose cached control clients are kept
+// (notify.Service.PruneWhile; a restarted peer listens on a new port).
+func (e *Engine) liveControls() map[string]bool {
+	live := map[string]bool{}
+	for _, h := range e.segs.All() {
+		if h.Retired == "" {
+			live[h.Desc.Control] = true
 		}
-		if e.hc == nil {
-			continue
-		}
-		live := map[string]bool{}
-		for _, h := range e.segs.All() {
-			if h.Retired == "" {
-				live[h.Desc.Control] = true
-			}
-		}
-		e.hc.Prune(func(addr string) bool { return live[addr] }, controlIdle)
 	}
+	return live
 }

@@ -297,6 +297,25 @@ func (s *Service) Client(addr string) (*control.Client, error) {
 	return c, nil
 }
 
+// PruneWhile prunes (Prune) the clients of addresses that live, asked
+// each time, does not return, idle for longer than idle: whenever
+// changed's channel fires (the peers changed) and every idle, until
+// quit is closed. Its caller owns the goroutine it runs in.
+func (s *Service) PruneWhile(quit <-chan struct{}, changed func() <-chan struct{}, live func() map[string]bool, idle time.Duration) {
+	tick := time.NewTicker(idle)
+	defer tick.Stop()
+	for {
+		select {
+		case <-quit:
+			return
+		case <-changed():
+		case <-tick.C:
+		}
+		keep := live()
+		s.Prune(func(addr string) bool { return keep[addr] }, idle)
+	}
+}
+
 // Prune closes the cached clients of the addresses keep says no peer
 // uses any more (a peer that restarted listens on another port) and
 // that nobody asked for within idle, so that each peer restart leaves
