@@ -39,6 +39,22 @@ func loopEngine(t *testing.T, name string, mod func(*config.Config)) *host.Engin
 	return e
 }
 
+// stopPlugin stops engine e's plugin name with SIGSTOP and returns the
+// call that continues it; the test's cleanup continues it too.
+func stopPlugin(t *testing.T, e *host.Engine, name string) (resume func()) {
+	t.Helper()
+	pid := pluginStatus(e, name).PID
+	if pid == 0 {
+		t.Fatalf("no pid for engine %s's %s plugin", e.Name(), name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	resume = func() { syscall.Kill(pid, syscall.SIGCONT) }
+	t.Cleanup(resume)
+	return resume
+}
+
 // smallCredit lets one 1 MiB slice at a time go (the initial window is
 // below one slice) and asks for grants every millisecond.
 var smallCredit = config.Credit{InitialBytes: 256 << 10, MaxBytes: 2 << 20, InitialRequests: 2, MaxRequests: 8, Interval: time.Millisecond}
@@ -159,14 +175,7 @@ func TestCreditWaitBoundedByDeadline(t *testing.T) {
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Transport: "tcp", Local: la[:4096], Segment: seg.ID, Remote: rb}); err != nil {
 		t.Fatal(err) // the connection is up before the receiver stops
 	}
-	pid := pluginStatus(b, "tcp").PID
-	if pid == 0 {
-		t.Fatal("no pid for the receiver's tcp plugin")
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
+	resume := stopPlugin(t, b, "tcp")
 	id, err := a.AllocateBatch(1)
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +199,7 @@ func TestCreditWaitBoundedByDeadline(t *testing.T) {
 	if st, _ := creditAt(a, "crd-b"); st.Waits == 0 {
 		t.Errorf("no slice waited for credit: %+v", st)
 	}
-	syscall.Kill(pid, syscall.SIGCONT)
+	resume()
 	a.FreeBatch(id)
 	// The receiver drains again: a later write completes.
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Transport: "tcp", Local: la, Segment: seg.ID, Remote: rb, Deadline: time.Now().Add(time.Minute)}); err != nil {

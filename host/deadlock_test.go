@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"runtime/pprof"
-	"syscall"
 	"testing"
 	"time"
 
@@ -94,14 +93,7 @@ func TestFailoverCreditWaitDoesNotBlockFreeBatch(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	pid := pluginStatus(b, "tcp").PID
-	if pid == 0 {
-		t.Fatal("no pid for the receiver's tcp plugin")
-	}
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
+	resume := stopPlugin(t, b, "tcp")
 
 	// A write that fails on the fault plugin and fails over to tcp, where
 	// its first slice takes the receiver's credit (a window below one
@@ -125,7 +117,7 @@ func TestFailoverCreditWaitDoesNotBlockFreeBatch(t *testing.T) {
 		}
 	})
 
-	syscall.Kill(pid, syscall.SIGCONT)
+	resume()
 	returnsWithin(t, time.Minute, "the writes after the receiver resumed", func() {
 		if err := a.Wait(ctx, moved); err != nil {
 			t.Error(err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,11 +55,7 @@ func TestEndedWriteNeverLandsAfterANewerOne(t *testing.T) {
 	}
 	runBefore := pluginStatus(a, "tcp").PID
 
-	pid := pluginStatus(b, "tcp").PID
-	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Kill(pid, syscall.SIGCONT)
+	resume := stopPlugin(t, b, "tcp")
 
 	// The old write: its bytes wait in the stopped plugin's socket; it
 	// times out, its plugin is killed at end_grace and it ends.
@@ -101,7 +96,7 @@ func TestEndedWriteNeverLandsAfterANewerOne(t *testing.T) {
 		}
 		submitted <- id
 	}()
-	syscall.Kill(pid, syscall.SIGCONT)
+	resume()
 	var newest host.BatchID
 	returnsWithin(t, time.Minute, "the newest write", func() {
 		newest = <-submitted
