@@ -53,9 +53,9 @@ func (c *Client) RegisterMemoryBatch(ctx context.Context, regs []Region) error {
 	}
 	for len(fds) > 0 {
 		n := min(len(fds), shm.MaxFDs)
-		aid := c.nextAttach.Add(1)
-		if err := c.fds.Send(aid, fds[:n]...); err != nil {
-			return fmt.Errorf("send %d region fds: %w", n, err)
+		aid, err := c.sendFDs(fmt.Sprintf("%d region fds", n), fds[:n]...)
+		if err != nil {
+			return err
 		}
 		req.AttachIds = append(req.AttachIds, aid)
 		fds = fds[n:]

@@ -173,6 +173,19 @@ type LaneTiming struct {
 
 var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 
+// sendFDs sends fds over the fd socket under a new attach id, which the
+// RPC that follows names; what says what they are, for the error.
+func (c *Client) sendFDs(what string, fds ...int) (uint64, error) {
+	if c.fds == nil {
+		return 0, errNoFDSocket
+	}
+	aid := c.nextAttach.Add(1)
+	if err := c.fds.Send(aid, fds...); err != nil {
+		return 0, fmt.Errorf("send %s: %w", what, err)
+	}
+	return aid, nil
+}
+
 // AttachLane sends the two ring memfds and starts lane id in the plugin.
 // gen is the generation (run number) of this plugin process; the lane
 // stamps it into the Flags of every completion. AttachLane returns the
@@ -181,12 +194,12 @@ var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
 //
 // t is how the lane spins and pauses; see LaneTiming.
 func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Region, t LaneTiming) (uint32, error) {
-	if c.fds == nil {
+	if c.fds == nil { // before the regions are looked at
 		return 0, errNoFDSocket
 	}
-	aid := c.nextAttach.Add(1)
-	if err := c.fds.Send(aid, sq.FD(), cq.FD()); err != nil {
-		return 0, fmt.Errorf("send ring fds: %w", err)
+	aid, err := c.sendFDs("ring fds", sq.FD(), cq.FD())
+	if err != nil {
+		return 0, err
 	}
 	r, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
 		Lane: id, AttachId: aid,
@@ -214,14 +227,11 @@ func permToProto(p sdk.Perm) transportv1.Perm {
 // RegisterMemory shares [off, off+length) of the memfd fd with the plugin
 // as region id.
 func (c *Client) RegisterMemory(ctx context.Context, id uint32, fd int, off, length uint64, perm sdk.Perm, kind sdk.MemoryKind) error {
-	if c.fds == nil {
-		return errNoFDSocket
+	aid, err := c.sendFDs("region fd", fd)
+	if err != nil {
+		return err
 	}
-	aid := c.nextAttach.Add(1)
-	if err := c.fds.Send(aid, fd); err != nil {
-		return fmt.Errorf("send region fd: %w", err)
-	}
-	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
+	_, err = c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
 		RegionId: id, AttachId: aid, Offset: off, Length: length, Perm: permToProto(perm), Kind: string(kind),
 	})
 	return rpcErr(err)
@@ -244,14 +254,11 @@ func (c *Client) RegisterForeign(ctx context.Context, id uint32, pid int, addr, 
 // process pid (the host's own, writable, mapping of it) by cross-memory
 // attach. Only for a plugin whose Describe says SealedRegions.
 func (c *Client) RegisterSealed(ctx context.Context, id uint32, fd int, length uint64, perm sdk.Perm, kind sdk.MemoryKind, pid int, addr uint64) error {
-	if c.fds == nil {
-		return errNoFDSocket
+	aid, err := c.sendFDs("region fd", fd)
+	if err != nil {
+		return err
 	}
-	aid := c.nextAttach.Add(1)
-	if err := c.fds.Send(aid, fd); err != nil {
-		return fmt.Errorf("send region fd: %w", err)
-	}
-	_, err := c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
+	_, err = c.rpc.RegisterMemory(ctx, &transportv1.RegisterMemoryRequest{
 		RegionId: id, AttachId: aid, Length: length, Perm: permToProto(perm), Kind: string(kind),
 		WriterPid: uint32(pid), WriterAddress: addr,
 	})
