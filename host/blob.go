@@ -20,7 +20,7 @@ import (
 // it, so export after registering. It stays valid for this life of the
 // engine (its incarnation); after a restart, export again.
 func (e *Engine) ExportSegment() ([]byte, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return nil, ErrClosed
 	}
 	b, err := segment.EncodeBlob(e.signer, e.descriptor())
@@ -61,7 +61,7 @@ func ExpectName(name string) ImportOption {
 // by its control address. Importing a blob of another life of a segment
 // that is open retires the open handle, as OpenSegment does.
 func (e *Engine) ImportSegment(ctx context.Context, blob []byte, opts ...ImportOption) (Segment, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return Segment{}, ErrClosed
 	}
 	var o importOptions

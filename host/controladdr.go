@@ -92,11 +92,11 @@ func hostIP(hostport string) netip.Addr {
 // address: a tcp rail's name is its listen address.
 func (e *Engine) railAddrs() []string {
 	var out []string
-	for _, ps := range e.plugins {
-		if !ps.usable() {
+	for _, ps := range e.x.Plugins() {
+		if !ps.Usable() {
 			continue
 		}
-		if rs := ps.run().rails; rs != nil {
+		if rs := ps.Rails(); rs != nil {
 			for _, ri := range rs.Rails() {
 				out = append(out, ri.Name)
 			}

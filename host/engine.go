@@ -11,103 +11,55 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/ferrydev/ferry/config"
-	"github.com/ferrydev/ferry/host/fence"
+	"github.com/ferrydev/ferry/host/admission"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/notify"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/publish"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
-	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/topology"
 	"github.com/ferrydev/ferry/host/trace"
 	"github.com/ferrydev/ferry/sdk"
 )
 
-// fenceTimeout bounds one fence request to a target engine (which
-// waits for its plugin's answer).
-const fenceTimeout = 2 * time.Second
-
 // controlTimeout bounds one control call to a plugin.
-const controlTimeout = 10 * time.Second
+const controlTimeout = path.ControlTimeout
 
 // Option adjusts an Engine at New.
 type Option func(*options)
 
 type options struct {
 	logger     hclog.Logger
-	path       pathOptions           // see path.go
+	path       path.Options          // the request path's listeners and admitter
 	metricsReg prometheus.Registerer // see metrics.go
 	locked     bool                  // see locked.go
 }
 
+// WithObserver attaches o to the request path: it sees every stage
+// transition of every task (see observe.Stage). An engine has one
+// observer; one that fans out to several is the caller's.
+func WithObserver(o observe.Observer) Option { return func(op *options) { op.path.Observer = o } }
+
+// WithAdmitter puts a in the request path's admission stage, in place of
+// the pass-through that admits every request now.
+func WithAdmitter(a admission.Admitter) Option { return func(op *options) { op.path.Admit = a } }
+
 // WithLogger sends the engine's and its plugins' logs to l.
 func WithLogger(l hclog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// pluginState is one configured plugin as the engine's request path sees
-// it. Its life (runs, restarts, status) is the supervisor's; the engine
-// keeps what it builds around each run (the rail set) and the names the
-// request path reads.
-type pluginState struct {
-	idx  int32 // position in Engine.plugins
-	name string
-	sv   *supervisor.Plugin
-	err  error                     // why it is not usable; set at New only
-	cur  atomic.Pointer[pluginRun] // nil when it never started
-	next atomic.Uint32
-	// rails is the current run's rail set; a restart that probes the same
-	// rails keeps it, and what it learnt.
-	rails atomic.Pointer[rails.Set]
-	// deadRun is the ID of the last run of a two-sided plugin that ended
-	// (Down): a write of it that failover moves fences that run at its
-	// target first (fencing.go).
-	deadRun atomic.Uint64
-}
-
-// pluginRun is one run of a plugin process as the request path reads it:
-// the supervisor's run, and the rail set the engine built for it. p,
-// lanes and endpoint are sv's, named as the request path reads them.
-type pluginRun struct {
-	sv       *supervisor.Run
-	p        *loader.Plugin
-	lanes    []*progress.Lane
-	endpoint sdk.Endpoint
-	rails    *rails.Set
-}
-
-func (ps *pluginState) run() *pluginRun { return ps.cur.Load() }
-
-// proc returns the current process, nil when the plugin never started.
-func (ps *pluginState) proc() *loader.Plugin {
-	if r := ps.cur.Load(); r != nil {
-		return r.p
-	}
-	return nil
-}
-
-// down reports whether its process exited and it is not back yet.
-func (ps *pluginState) down() bool { return ps.sv.Down() }
-
-func (ps *pluginState) usable() bool { return ps.err == nil && ps.cur.Load() != nil && !ps.sv.Down() }
-
-func (r *pluginRun) lane(ps *pluginState) *progress.Lane {
-	if len(r.lanes) == 1 {
-		return r.lanes[0]
-	}
-	return r.lanes[int(ps.next.Add(1))%len(r.lanes)]
-}
 
 // Engine is one Ferry endpoint: its own segment, its plugins, and its view
 // of remote segments. Methods are safe for concurrent use.
@@ -117,41 +69,27 @@ type Engine struct {
 	name        string
 	incarnation uint64
 	machineID   string
-	sliceSize   uint64
-	// lockedCallers: the callers' goroutines are locked to their threads
-	// (WithLockedCallers), so a waiter's spin never hands its thread to
-	// the scheduler.
-	lockedCallers bool
+
+	// x runs the request path: every task, its plugins' lanes, failover,
+	// admission and credit (host/path). The engine wires it.
+	x          *path.Executor
+	tracker    *progress.Tracker
+	supervisor *supervisor.Set // launches, watches and restarts the plugins
+	meter      *metrics.Meter  // nil without metrics; see metrics.go
+	trace      *trace.Recorder // nil without a trace block; see traces.go
+	admitter   string          // the Admitter's type, for status
 
 	meta      metastore.Backend
 	metaURL   string // of the embedded or HTTP metastore, "" otherwise
 	keyPrefix string
 	pub       *publish.Publisher // our descriptor, kept alive while we run; see presence.go
 
-	plugins    []*pluginState
-	byName     map[string]*pluginState
-	supervisor *supervisor.Set    // launches, watches and restarts them; see pluginHooks
-	sel        *selector.Selector // the policies, compiled; see route.go
-
-	tracker *progress.Tracker
-	path    requestPath  // the request path's stages; see path.go
-	aborts  aborts       // ended tasks' slices to abort; see abort.go
-	fences  *fence.Gates // targets whose writes wait for a fence; see fencing.go
-
 	topo *segment.Topology // this machine, from sysfs; published
-
-	// Failover goroutines (see retry.go): counted so that Close waits
-	// for them; retryClosed, under retryMu, stops new ones.
-	retryMu     sync.Mutex
-	retryClosed bool
-	retrying    sync.WaitGroup
 
 	hc *notify.Service // the control service for peers; see notify.go
 	// controlAddr is hc's address as peers can use it (controladdr.go),
 	// published in the descriptor; set once by startControl.
 	controlAddr string
-	recent      recentFailures  // the latest failed attempts, for status
-	trace       *trace.Recorder // nil without a trace block; see traces.go
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.
@@ -169,13 +107,10 @@ type Engine struct {
 	follow    *remotes.Follower
 	unwatch   context.CancelFunc
 	segWatch  *metastore.Rewatch // nil without a metastore
-	closed    atomic.Bool
 	closeOnce sync.Once
-	quit      chan struct{}  // closed by Close: failovers waiting on a restart give up
-	wg        sync.WaitGroup // the metastore watch that follow runs, and runAborts
+	wg        sync.WaitGroup // the metastore watch that follow runs, and the control clients' pruning
 
 	metricsX *metrics.Exporter
-	credit   *creditState // receiver credit; nil when off (credit.go)
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
@@ -200,22 +135,12 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		name:        cfg.Name,
 		incarnation: newIncarnation(),
 		machineID:   cfg.MachineID,
-		sliceSize:   uint64(cfg.Transfer.SliceSize),
-		byName:      make(map[string]*pluginState),
 		tracker:     progress.NewTracker(0),
-		quit:        make(chan struct{}),
 	}
-	e.fences = fence.New(fencePort{e}, fenceTimeout)
 	if e.machineID == "" {
 		e.machineID = config.DefaultMachineID()
 	}
-	if e.sliceSize == 0 {
-		e.sliceSize = 1 << 20
-	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
-	e.tracker.OnFailure(e.onFailure)
-	e.tracker.OnHold(e.onHold)
-	e.aborts.wake = make(chan struct{}, 1)
 	e.mem = localmem.New(cfg.Name, controlTimeout)
 	e.segs = remotes.New(e.machineID, controlTimeout)
 	sv := cfg.Supervise.WithDefaults()
@@ -229,33 +154,31 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Tracker:        e.tracker,
 		Log:            e.log,
 	})
-	e.lockedCallers = o.locked
 	e.attachMetrics(&o)
 	e.attachTrace(&o)
-	e.wirePath(o.path)
-	if err := e.wireQoS(); err != nil {
+	e.admitter = "pass-through"
+	if _, pass := o.path.Admit.(admission.PassThrough); o.path.Admit != nil && !pass {
+		e.admitter = fmt.Sprintf("%T", o.path.Admit)
+	}
+	x, err := path.New(path.Deps{Config: cfg, Log: e.log, Incarnation: e.incarnation, MachineID: e.machineID, Locked: o.locked,
+		Tracker: e.tracker, Supervisor: e.supervisor, Mem: e.mem, Segs: e.segs, Options: o.path, Recheck: e.recheck})
+	if err != nil {
 		return nil, err
 	}
-	e.credit = newCredit(e)
+	e.x = x
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
 	for _, pc := range cfg.Plugins {
-		if !pc.Enabled {
-			continue
+		if pc.Enabled {
+			e.startPlugin(ctx, pc)
 		}
-		ps := e.startPlugin(ctx, int32(len(e.plugins)), pc)
-		e.plugins = append(e.plugins, ps)
-		e.byName[ps.name] = ps
 	}
-	e.wg.Add(1)
-	go e.runAborts()
-	e.startQoS()
 	if err := e.checkStarted(); err != nil {
 		e.Close()
 		return nil, err
 	}
-	sel, err := newSelector(cfg, e.plugins)
+	err = e.x.Start()
 	if err == nil {
 		err = e.checkPolicyRails()
 	}
@@ -263,16 +186,15 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.Close()
 		return nil, err
 	}
-	e.sel = sel
 	if err := e.startControl(); err != nil {
 		e.Close()
 		return nil, err
 	}
-	e.startCredit()
+	e.x.Serve(e.hc)
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.hc.PruneWhile(e.quit, e.segs.Changed, e.liveControls, controlIdle)
+		e.hc.PruneWhile(e.x.Quit(), e.segs.Changed, e.liveControls, controlIdle)
 	}()
 	e.watchSegments()
 	if err := e.publish(ctx); err != nil {
@@ -365,11 +287,10 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 	return nil
 }
 
-// startPlugin has the supervisor start one plugin. A plugin that cannot
-// run is kept with its reason, so that the engine still runs on the
-// others and `ferry plugins` can say why.
-func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *pluginState {
-	ps := &pluginState{idx: idx, name: pc.Name}
+// startPlugin has the supervisor start one plugin, through the request
+// path (path.Executor.StartPlugin), with the engine's part of its
+// restarts: replaying registrations and open peers, republishing.
+func (e *Engine) startPlugin(ctx context.Context, pc config.Plugin) {
 	dir := ""
 	if e.cfg.File != "" {
 		dir = filepath.Dir(e.cfg.File)
@@ -382,51 +303,20 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 			ClusterSecret: e.secret,
 		},
 	}
-	ps.sv = e.supervisor.Start(ctx, spec, e.pluginHooks(ps))
-	if ps.err = ps.sv.Err(); ps.err != nil {
-		if r := ps.sv.Run(); r != nil { // for Plugins and PluginPID
-			rs := railsOf(r.Observer)
-			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
-			ps.rails.Store(rs)
-		}
-	}
-	return ps
-}
-
-// pluginHooks is what the engine does around each run of ps: the one
-// place where plugin lifecycle meets rails, tasks, memory, peers and the
-// descriptor.
-func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
-	return supervisor.Hooks{
-		Observer: func(probe sdk.ProbeResult) progress.Observer {
-			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
-				return e.observeLanes(rs)
-			}
-			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies))
-		},
-		Up: func(r *supervisor.Run) {
-			rs := railsOf(r.Observer) // Observer built it
-			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
-			ps.rails.Store(rs)
-		},
-		Down: func(r *supervisor.Run, why string) {
-			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
-			keep, fenced := e.fenceDown(ps, r) // writes it may still carry end once their targets fenced it
-			n := e.tracker.FailTransportExcept(ps.idx, err, keep)
-			if fenced != nil {
-				fenced(err)
-			}
-			railsOf(r.Observer).ForgetAll()
-			e.creditDown(r.Proc.Info.TwoSided)
-			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
-		},
-		Replay: func(ctx context.Context, r *supervisor.Run, commit func() bool) error {
+	e.x.StartPlugin(ctx, pc.Name, spec, path.Lifecycle{
+		// A restart's run r of ps comes back to where the previous one
+		// was: every registered region (same ids) and every open peer
+		// (same ids) again, under e.mu.
+		Replay: func(ctx context.Context, ps *path.Plugin, r *supervisor.Run, commit func() bool) error {
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			if e.closed.Load() {
+			if e.x.Closed() {
 				return supervisor.ErrStopped
 			}
-			if err := e.replay(ctx, ps, r); err != nil {
+			if err := e.mem.Replay(ctx, pluginPort{name: ps.Name(), p: r.Proc}); err != nil {
+				return err
+			}
+			if err := e.segs.Replay(ctx, int(ps.Index()), ps.Name(), r.Proc.Client.OpenPeer); err != nil {
 				return err
 			}
 			if !commit() {
@@ -434,22 +324,12 @@ func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 			}
 			return nil
 		},
-		Restarted: func(ctx context.Context, r *supervisor.Run) {
+		Restarted: func(ctx context.Context, ps *path.Plugin, _ *supervisor.Run) {
 			if err := e.publish(ctx); err != nil { // its endpoint may have changed
-				e.log.Warn("descriptor not republished after plugin restart", "plugin", ps.name, "error", err)
+				e.log.Warn("descriptor not republished after plugin restart", "plugin", ps.Name(), "error", err)
 			}
 		},
-	}
-}
-
-// replay brings a restart's run r of ps to where the previous one was:
-// every registered region (same ids) and every open peer (same ids)
-// again; e.mu held.
-func (e *Engine) replay(ctx context.Context, ps *pluginState, r *supervisor.Run) error {
-	if err := e.mem.Replay(ctx, pluginPort{name: ps.name, p: r.Proc}); err != nil {
-		return err
-	}
-	return e.segs.Replay(ctx, int(ps.idx), ps.name, r.Proc.Client.OpenPeer)
+	})
 }
 
 // Name returns the engine's segment name.
@@ -508,8 +388,8 @@ type RailStatus = rails.Status
 func (e *Engine) Rails() []RailStatus {
 	var out []RailStatus
 	now := time.Now()
-	for _, ps := range e.plugins {
-		if rs := ps.rails.Load(); rs != nil && ps.err == nil {
+	for _, ps := range e.x.Plugins() {
+		if rs := ps.Rails(); rs != nil && ps.Err() == nil {
 			out = append(out, rs.Status(now)...)
 		}
 	}
@@ -527,10 +407,10 @@ func (e *Engine) checkPolicyRails() error {
 		for _, name := range p.Rails {
 			found, known := false, true
 			for _, t := range p.Transports {
-				ps := e.byName[t]
-				if ps == nil || ps.rails.Load() == nil {
+				ps := e.x.Plugin(t)
+				if ps == nil || ps.Rails() == nil {
 					known = false
-				} else if ps.rails.Load().Has(name) {
+				} else if ps.Rails().Has(name) {
 					found = true
 				}
 			}
@@ -547,7 +427,7 @@ func (e *Engine) checkPolicyRails() error {
 func (e *Engine) railNames(transports []string) string {
 	var have []string
 	for _, t := range transports {
-		rs := e.byName[t].rails.Load()
+		rs := e.x.Plugin(t).Rails()
 		for _, r := range rs.Rails() {
 			have = append(have, t+":"+r.Name)
 			if r.Label != "" {
@@ -561,10 +441,10 @@ func (e *Engine) railNames(transports []string) string {
 // Plugins reports every configured plugin, with its counters when running.
 func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
 	var out []PluginStatus
-	for _, ps := range e.plugins {
-		st := ps.sv.Status(ctx)
+	for _, ps := range e.x.Plugins() {
+		st := ps.Supervised().Status(ctx)
 		out = append(out, PluginStatus{
-			Name: ps.name, Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
+			Name: ps.Name(), Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
 			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls, Faulty: st.Faulty,
 			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
 			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
@@ -579,7 +459,7 @@ func (e *Engine) Close() error {
 	var errs []error
 	e.closeOnce.Do(func() {
 		e.stopMetrics()
-		e.closed.Store(true)
+		e.x.Closing()       // no task is taken on; waits and failovers give up
 		e.supervisor.Quit() // no plugin exit is acted on, no restart starts
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
 		defer cancel()
@@ -592,22 +472,12 @@ func (e *Engine) Close() error {
 		if e.unwatch != nil {
 			e.unwatch() // e.wg.Wait below waits for the watch to end
 		}
-		close(e.quit)
-		e.fences.Stop() // writes waiting at a gate give up
-		// Failovers in progress give up (they watch quit) or finish
-		// submitting; none starts from here on.
-		e.retryMu.Lock()
-		e.retryClosed = true
-		e.retryMu.Unlock()
-		e.retrying.Wait()
 		// Quit above made the supervisor refuse to commit restarted runs:
 		// the runs it stops here are the last ones.
 		e.supervisor.Stop(ctx)
-		closeErr := fmt.Errorf("%w: engine %q closed", ErrClosed, e.name)
-		for _, ps := range e.plugins {
-			e.tracker.FailTransport(ps.idx, closeErr)
-		}
+		e.x.Close(fmt.Errorf("%w: engine %q closed", ErrClosed, e.name))
 		e.supervisor.Close() // kills the processes, unmaps the lanes, waits
+		e.x.WaitClosed()
 		e.wg.Wait()
 		e.mem.Close()
 		if e.meta != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ferrydev/ferry/host/path"
 	"unsafe"
 
 	"github.com/ferrydev/ferry/host/loader"
@@ -39,24 +40,13 @@ func localmemErr(err error) error {
 	return err
 }
 
-// kindError is err, answering errors.Is for kind as well.
-type kindError struct{ kind, err error }
-
-func (k *kindError) Error() string   { return k.err.Error() }
-func (k *kindError) Unwrap() []error { return []error{k.kind, k.err} }
-
-func asKind(kind, err error) error {
-	if err == nil || errors.Is(err, kind) {
-		return err
-	}
-	return &kindError{kind: kind, err: err}
-}
+func asKind(kind, err error) error { return path.AsKind(kind, err) }
 
 // Allocate returns size bytes of memory that transport plugins can reach:
 // a shared-memory file mapped by this process and, once registered, by each
 // plugin, so that plugins move bytes in place. Free it with Free.
 func (e *Engine) Allocate(size int) ([]byte, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return nil, ErrClosed
 	}
 	b, err := e.mem.Allocate(size)
@@ -100,7 +90,7 @@ func (e *Engine) Free(buf []byte) error {
 // mapped (free() that keeps the page) is still this process's and is
 // read or written as registered, so Unregister before freeing.
 func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return 0, ErrClosed
 	}
 	if len(buf) == 0 {
@@ -169,7 +159,7 @@ type pluginPort struct {
 	p    *loader.Plugin
 }
 
-func portOf(ps *pluginState) pluginPort { return pluginPort{name: ps.name, p: ps.proc()} }
+func portOf(ps *path.Plugin) pluginPort { return pluginPort{name: ps.Name(), p: ps.Proc()} }
 
 func (p pluginPort) Name() string { return p.name }
 
@@ -205,8 +195,8 @@ func (p pluginPort) UnregisterMemory(ctx context.Context, region uint32) error {
 // held, so that a restart (which replays under e.mu) misses none.
 func (e *Engine) memPlugins() []localmem.Plugin {
 	var out []localmem.Plugin
-	for _, ps := range e.plugins {
-		if ps.usable() {
+	for _, ps := range e.x.Plugins() {
+		if ps.Usable() {
 			out = append(out, portOf(ps))
 		}
 	}

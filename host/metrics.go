@@ -43,20 +43,21 @@ func (e *Engine) attachMetrics(o *options) {
 			names = append(names, pc.Name)
 		}
 	}
-	o.path.meter = metrics.NewMeter(names, prometheus.Labels{"engine": e.name})
+	e.meter = metrics.NewMeter(names, prometheus.Labels{"engine": e.name})
+	o.path.Meter = e.meter
 }
 
 // startMetrics registers the engine's metrics and serves them; New
 // calls it last, once the engine is whole (a scrape reads its plugins).
 func (e *Engine) startMetrics(o *options) error {
-	if e.path.meter == nil {
+	if e.meter == nil {
 		return nil
 	}
 	listen := e.cfg.Metrics.Listen
 	x, err := metrics.Start(metrics.Config{
-		Meter: e.path.meter, Source: metricsSource{e}, Registerer: o.metricsReg,
+		Meter: e.meter, Source: metricsSource{e}, Registerer: o.metricsReg,
 		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
-		QoS: e.qosMetrics,
+		QoS: e.x.QoSMetrics,
 	})
 	if err != nil {
 		at := "metrics.listen"

@@ -50,8 +50,8 @@ func (e *Engine) startControl() error {
 	hc, err := notify.Start(notify.Config{
 		Listen: listen, Name: e.name, Incarnation: e.incarnation,
 		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
-		Credit: e.creditGranter(),
-		Fence:  fenceServer{e},
+		Credit: e.x.CreditGranter(),
+		Fence:  e.x.FenceServer(),
 	})
 	if err != nil {
 		return err
@@ -131,10 +131,8 @@ const StatusFormat = 1
 func (e *Engine) Status(ctx context.Context) EngineStatus {
 	st := EngineStatus{Format: StatusFormat, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Control: e.controlAddr,
 		Metastore: e.cfg.Metastore.Kind, MetastoreOK: "ok", Plugins: e.Plugins(ctx), Rails: e.Rails(), Segments: e.segmentStatuses(),
-		Admission: "pass-through"}
-	if e.path.admit != nil {
-		st.Admission = fmt.Sprintf("%T", e.path.admit)
 	}
+	st.Admission = e.admitter
 	if e.metaURL != "" {
 		st.Metastore += " " + e.metaURL
 	}
@@ -144,7 +142,7 @@ func (e *Engine) Status(ctx context.Context) EngineStatus {
 	for _, w := range e.MetastoreWatches() {
 		st.MetastoreWatches = append(st.MetastoreWatches, w.Name+": "+w.String())
 	}
-	st.Failures, st.FailuresSeen = e.recent.list()
+	st.Failures, st.FailuresSeen = e.x.Failures()
 	st.Traces = e.Traces()
 	return st
 }
@@ -170,7 +168,7 @@ func targetOf(r *remote) (notify.Target, error) {
 // delivers it exactly once however many calls reached it; the error, if
 // any, is the last call's.
 func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []byte) error {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return ErrClosed
 	}
 	if name == "" || len(name) > control.MaxName || len(msg) > control.MaxMessage {
@@ -203,9 +201,6 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 // Do not Submit to the same batch concurrently with SubmitWithNotify: the
 // submission is the range of tasks it added.
 func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) error {
-	if id.b == nil {
-		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
-	}
 	if n.Name == "" || len(n.Name) > control.MaxName || len(n.Msg) > control.MaxMessage {
 		return fmt.Errorf("%w: submit with notify: a name of 1 to %d bytes is required and the message holds at most %d bytes", ErrInvalid, control.MaxName, control.MaxMessage)
 	}
@@ -221,11 +216,9 @@ func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) e
 		}
 		targets = append(targets, t)
 	}
-	start := id.b.Len()
-	if err := e.Submit(id, reqs...); err != nil {
-		return err
-	}
-	return notifyErr(e.hc.Pend(id.b, start, id.b.Len(), n, targets))
+	return notifyErr(e.x.SubmitWithNotify(id, reqs, func(b *progress.Batch, start, end int) error {
+		return e.hc.Pend(b, start, end, n, targets)
+	}))
 }
 
 func hasTarget(l []notify.Target, seg uint32) bool {

@@ -18,13 +18,12 @@ func (e *Engine) descriptor() *segment.Descriptor {
 	self := publish.Self{Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Topology: e.topo}
 	self.Control = e.controlAddr
 	var eps []publish.Endpoint
-	for _, ps := range e.plugins {
-		if !ps.usable() {
+	for _, ps := range e.x.Plugins() {
+		if !ps.Usable() {
 			continue
 		}
-		r := ps.run()
-		ep := publish.Endpoint{Transport: ps.name, Endpoint: r.endpoint}
-		if rs := r.rails; rs != nil {
+		ep := publish.Endpoint{Transport: ps.Name(), Endpoint: ps.Endpoint()}
+		if rs := ps.Rails(); rs != nil {
 			for _, ri := range rs.Rails() {
 				ep.Rails = append(ep.Rails, segment.RailInfo{Name: ri.Name, Label: ri.Label, NUMANode: ri.NUMANode, BandwidthGbps: ri.NominalGbps})
 			}

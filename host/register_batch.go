@@ -28,7 +28,7 @@ import (
 // returns once the buffers are in the descriptor written to the
 // metastore.
 func (e *Engine) RegisterBatch(ctx context.Context, bufs [][]byte, perms []Perm) ([]uint64, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return nil, ErrClosed
 	}
 	if len(perms) != 1 && len(perms) != len(bufs) {

@@ -6,7 +6,7 @@ import "fmt"
 // OpenSegment and ImportSegment returned it, from the descriptor it last
 // read (TENT's getSegmentInfo). A segment not open is ErrSegmentNotFound.
 func (e *Engine) SegmentInfo(id SegmentID) (Segment, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return Segment{}, ErrClosed
 	}
 	rem := e.remote(id)

@@ -13,9 +13,6 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// SegmentID names an open remote segment in requests.
-type SegmentID uint32
-
 // remote is an open remote segment, as the request path reads it.
 type remote = remotes.Handle
 
@@ -58,7 +55,7 @@ func remotesErr(err error) error {
 // it again, and the handle of a peer that restarted is retired as soon
 // as the metastore shows the new life.
 func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) {
-	if e.closed.Load() {
+	if e.x.Closed() {
 		return Segment{}, ErrClosed
 	}
 	asked := name
@@ -103,7 +100,7 @@ func (e *Engine) segmentInfo(h *remote) Segment {
 		Topology: h.Desc.Topology, Rails: h.Desc.Rails}
 	for i, ok := range h.Opened {
 		if ok {
-			s.Transports = append(s.Transports, e.plugins[i].name)
+			s.Transports = append(s.Transports, e.x.Plugins()[i].Name())
 		}
 	}
 	return s
@@ -124,9 +121,10 @@ func (e *Engine) remote(id SegmentID) *remote { return e.segs.Get(uint32(id)) }
 // sees it; e.mu held, so that a restart (which replays peers under e.mu)
 // misses no open.
 func (e *Engine) peerPorts() []remotes.Transport {
-	out := make([]remotes.Transport, len(e.plugins))
-	for i, ps := range e.plugins {
-		out[i] = peerPort{pluginPort: portOf(ps), usable: ps.usable()}
+	ps := e.x.Plugins()
+	out := make([]remotes.Transport, len(ps))
+	for i, p := range ps {
+		out[i] = peerPort{pluginPort: portOf(p), usable: p.Usable()}
 	}
 	return out
 }

@@ -6,14 +6,11 @@ import "github.com/ferrydev/ferry/host/segment"
 // Start (its endpoint blob), nil when it has none. Tests use it to reach
 // a plugin's socket the way a process that is not an engine would.
 func PluginEndpoint(e *Engine, name string) []byte {
-	ps := e.byName[name]
+	ps := e.x.Plugin(name)
 	if ps == nil {
 		return nil
 	}
-	if r := ps.run(); r != nil {
-		return r.endpoint
-	}
-	return nil
+	return ps.Endpoint()
 }
 
 // LocalBuffers returns e's registered buffers with their region ids.

@@ -3,6 +3,8 @@ package host
 import (
 	"fmt"
 	"strings"
+
+	"github.com/ferrydev/ferry/host/path"
 )
 
 // checkStarted applies the config's strict rule once every enabled plugin
@@ -15,13 +17,14 @@ import (
 func (e *Engine) checkStarted() error {
 	var failed []string
 	usable := 0
-	for i, ps := range e.plugins {
+	plugins := e.x.Plugins()
+	for i, ps := range plugins {
 		switch {
-		case ps.err == nil:
+		case ps.Err() == nil:
 			usable++
-		case e.unavailable(ps):
+		case unavailable(ps):
 		default:
-			failed = append(failed, fmt.Sprintf("plugin %q (%s): %v", ps.name, e.pluginDecl(i), ps.err))
+			failed = append(failed, fmt.Sprintf("plugin %q (%s): %v", ps.Name(), e.pluginDecl(i), ps.Err()))
 		}
 	}
 	var problems []string
@@ -29,7 +32,7 @@ func (e *Engine) checkStarted() error {
 		problems = append(problems, strings.Join(failed, "; "))
 	}
 	if usable == 0 {
-		problems = append(problems, fmt.Sprintf("no transport is usable (%d plugins enabled, none running)", len(e.plugins)))
+		problems = append(problems, fmt.Sprintf("no transport is usable (%d plugins enabled, none running)", len(plugins)))
 	}
 	if len(problems) == 0 {
 		return nil
@@ -45,8 +48,8 @@ func (e *Engine) checkStarted() error {
 
 // unavailable says whether ps did not start because its probe found no
 // hardware for it.
-func (e *Engine) unavailable(ps *pluginState) bool {
-	r := ps.sv.Run()
+func unavailable(ps *path.Plugin) bool {
+	r := ps.Supervised().Run()
 	return r != nil && !r.Probe.Available
 }
 

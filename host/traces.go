@@ -14,11 +14,7 @@ func (e *Engine) attachTrace(o *options) {
 		return
 	}
 	e.trace = trace.New(e.cfg.Trace.Keep, e.cfg.Trace.SampleEvery)
-	if o.path.obs == nil {
-		o.path.obs = e.trace
-	} else {
-		o.path.obs = teeObserver{o.path.obs, e.trace}
-	}
+	o.path.Trace = e.trace
 }
 
 // Traces returns the stories of the traced tasks: the finished ones,

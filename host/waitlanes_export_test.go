@@ -4,12 +4,12 @@ package host
 // polls (spinWait), one name per lane.
 func WaitLanes(e *Engine, id BatchID) []string {
 	var names []string
-	for _, l := range e.waitLanes(id.b, nil) {
-		for _, ps := range e.plugins {
-			if ps.usable() {
-				for _, pl := range ps.run().lanes {
+	for _, l := range e.x.WaitLanes(id) {
+		for _, ps := range e.x.Plugins() {
+			if ps.Usable() {
+				for _, pl := range ps.Lanes() {
 					if pl == l {
-						names = append(names, ps.name)
+						names = append(names, ps.Name())
 					}
 				}
 			}
@@ -22,9 +22,9 @@ func WaitLanes(e *Engine, id BatchID) []string {
 // sees a caller waiting on it (progress.Lane.Waited).
 func LanesWaited(e *Engine, name string) []bool {
 	var w []bool
-	for _, ps := range e.plugins {
-		if ps.name == name && ps.usable() {
-			for _, l := range ps.run().lanes {
+	for _, ps := range e.x.Plugins() {
+		if ps.Name() == name && ps.Usable() {
+			for _, l := range ps.Lanes() {
 				w = append(w, l.Waited())
 			}
 		}

@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"testing"
@@ -44,7 +44,7 @@ func TestCapsOf(t *testing.T) {
 // per run, as without a qos block; with an observer it is the held
 // watcher the observer needs.
 func TestQoSWatcherBatchesTheMeter(t *testing.T) {
-	e := &Engine{}
+	e := &Executor{}
 	e.path.meter = &metrics.Meter{}
 	w := e.qosWatcher()
 	if _, ok := w.(progress.RunWatcher); !ok {

@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"errors"
@@ -75,7 +75,7 @@ type heldTask struct {
 // wireQoS builds the admission queue of the qos block, if there is one,
 // and has the tracker tell it of every task's end; New calls it after
 // wirePath, before the first batch is allocated.
-func (e *Engine) wireQoS() error {
+func (e *Executor) wireQoS() error {
 	qc := e.cfg.QoS
 	if !qc.On {
 		return nil
@@ -101,7 +101,7 @@ func (e *Engine) wireQoS() error {
 // would otherwise count nothing). Only the observer needs the task's
 // hold; without it the watcher is Unheld, so that a task's end takes no
 // lock for admission's sake.
-func (e *Engine) qosWatcher() progress.Watcher {
+func (e *Executor) qosWatcher() progress.Watcher {
 	switch {
 	case e.path.obs != nil:
 		return qosWatcher{e: e, next: pathWatcher{e}}
@@ -133,7 +133,7 @@ func qosConfig(qc *config.QoS) admission.Config {
 }
 
 // startQoS starts the dispatcher; it ends with the engine (quit).
-func (e *Engine) startQoS() {
+func (e *Executor) startQoS() {
 	if e.path.qos == nil {
 		return
 	}
@@ -160,7 +160,7 @@ func (qq *qosQueue) freed() {
 // dispatcher resumes it), or refused and ended here. sc's time is the
 // request's; wait, false, fails a full queue at once whatever qos.busy
 // says (a block submission holds a lane, which the dispatcher may need).
-func (e *Engine) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *submitCtx, wait bool) bool {
+func (e *Executor) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *submitCtx, wait bool) bool {
 	qq := e.path.qos
 	ar := admission.Request{
 		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name, Tenant: r.Tenant,
@@ -216,7 +216,7 @@ func (e *Engine) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *sub
 // awaitRoom waits, for a submitter of task i of b whose queue is full,
 // until a place frees; false when the task ended meanwhile (canceled, or
 // its deadline, unix ns, passed) or the engine closed.
-func (e *Engine) awaitRoom(b *progress.Batch, i int, deadline int64) bool {
+func (e *Executor) awaitRoom(b *progress.Batch, i int, deadline int64) bool {
 	qq := e.path.qos
 	var tc <-chan time.Time
 	if deadline != 0 {
@@ -263,7 +263,7 @@ func (p *requestPath) grantOf(b *progress.Batch, i int) *taskGrant {
 // granted records that task i of b holds g of the queue's budgets, given
 // back when the task ends (qosWatcher). A task that ended before the
 // grant was recorded (canceled while held, say) gives it back here.
-func (e *Engine) granted(b *progress.Batch, i int, g admission.Grant) {
+func (e *Executor) granted(b *progress.Batch, i int, g admission.Grant) {
 	tg := e.path.grantOf(b, i)
 	tg.grant = g
 	tg.held.Store(1)
@@ -274,7 +274,7 @@ func (e *Engine) granted(b *progress.Batch, i int, g admission.Grant) {
 
 // giveBack returns the budgets tg held, once: sent says whether its
 // bytes moved (for the bandwidth the queue measures).
-func (e *Engine) giveBack(tg *taskGrant, sent bool) {
+func (e *Executor) giveBack(tg *taskGrant, sent bool) {
 	if !tg.held.CompareAndSwap(1, 0) {
 		return
 	}
@@ -297,7 +297,7 @@ func (e *Engine) giveBack(tg *taskGrant, sent bool) {
 // qosWatcher gives a task's budgets back when it ends, then tells the
 // watcher before it (the observer's), if any.
 type qosWatcher struct {
-	e    *Engine
+	e    *Executor
 	next progress.Watcher
 }
 
@@ -350,7 +350,7 @@ const sweepEvery = 100 * time.Millisecond
 
 // runQoS is the dispatcher: it takes held tasks on as the queue lets
 // them go, until the engine closes; then it ends the tasks still held.
-func (e *Engine) runQoS() {
+func (e *Executor) runQoS() {
 	defer e.wg.Done()
 	qq := e.path.qos
 	timer := time.NewTimer(time.Hour)
@@ -400,7 +400,7 @@ func (e *Engine) runQoS() {
 // resume takes held task t on from admission, with grant g: validated
 // again (its memory may have been unregistered while it waited), routed
 // and dispatched, as submitOne does a request admitted at once.
-func (e *Engine) resume(t heldTask, g admission.Grant) {
+func (e *Executor) resume(t heldTask, g admission.Grant) {
 	b, i := t.b, int(t.i)
 	if e.path.qos.grants {
 		e.granted(b, i, g)
@@ -418,7 +418,7 @@ func (e *Engine) resume(t heldTask, g admission.Grant) {
 
 // endHeld ends the tasks still held when the engine closes: they never
 // reached a plugin.
-func (e *Engine) endHeld() {
+func (e *Executor) endHeld() {
 	qq := e.path.qos
 	closeErr := fmt.Errorf("%w: engine %q closed while the request was held back by admission", ErrClosed, e.name)
 	qq.mu.Lock()
@@ -433,7 +433,7 @@ func (e *Engine) endHeld() {
 
 // forgetHeld drops the held tasks of b, which is being freed (FreeBatch
 // ended them), so that the dispatcher never takes one on.
-func (e *Engine) forgetHeld(b *progress.Batch) {
+func (e *Executor) forgetHeld(b *progress.Batch) {
 	qq := e.path.qos
 	if qq == nil {
 		return
@@ -471,9 +471,8 @@ type QoSStatus struct {
 	Tenants []admission.TenantStats
 }
 
-// QoS returns the admission queue's counters; On false without a qos
-// block.
-func (e *Engine) QoS() QoSStatus {
+// QoS is host.Engine.QoS, which documents it.
+func (e *Executor) QoS() QoSStatus {
 	qq := e.path.qos
 	if qq == nil {
 		return QoSStatus{}
@@ -491,7 +490,7 @@ func (e *Engine) QoS() QoSStatus {
 // class has the first lane to itself and the others share the rest, so
 // that a HIGH slice never waits in a ring behind LOW ones; otherwise any
 // lane, round robin.
-func (e *Engine) laneOf(run *pluginRun, ps *pluginState, p Priority) *progress.Lane {
+func (e *Executor) laneOf(run *pluginRun, ps *Plugin, p Priority) *progress.Lane {
 	qq := e.path.qos
 	if qq == nil || !qq.perClass || len(run.lanes) < 2 {
 		return run.lane(ps)
@@ -502,8 +501,8 @@ func (e *Engine) laneOf(run *pluginRun, ps *pluginState, p Priority) *progress.L
 	return run.lanes[1+int(ps.next.Add(1))%(len(run.lanes)-1)]
 }
 
-// qosMetrics is QoS for the metrics exporter.
-func (e *Engine) qosMetrics() (metrics.QoS, bool) {
+// QoSMetrics is QoS for the metrics exporter.
+func (e *Executor) QoSMetrics() (metrics.QoS, bool) {
 	q := e.QoS()
 	if !q.On {
 		return metrics.QoS{}, false

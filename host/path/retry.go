@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ const failoverWait = 5 * time.Second
 
 // retryBudget is the configured transfer.retry_budget, failoverWait when
 // it is 0.
-func (e *Engine) retryBudget() time.Duration {
+func (e *Executor) retryBudget() time.Duration {
 	if b := e.cfg.Transfer.RetryBudget; b > 0 {
 		return b
 	}
@@ -57,7 +57,7 @@ type retryJob struct {
 // onFailure is the tracker's failure hook: it takes a failed attempt for
 // failover when failover.Take says another attempt could fix it. It must
 // not block: the work is done in a goroutine.
-func (e *Engine) onFailure(b *progress.Batch, i int, cause error) (retried bool) {
+func (e *Executor) onFailure(b *progress.Batch, i int, cause error) (retried bool) {
 	defer func() { e.noteFailure(b, i, cause, retried) }()
 	t := b.Task(i)
 	st := t.SliceStatus()
@@ -84,7 +84,7 @@ func (e *Engine) onFailure(b *progress.Batch, i int, cause error) (retried bool)
 // status st, or, when the attempt failed with cause (its plugin died, or
 // could not take it), the target when the cause is that the target does
 // not offer the transport now (errTargetAway).
-func (e *Engine) blame(from int32, st ring.Status, cause error) failover.Blame {
+func (e *Executor) blame(from int32, st ring.Status, cause error) failover.Blame {
 	if cause != nil {
 		if errors.Is(cause, errTargetAway) {
 			return failover.BlameTarget
@@ -102,7 +102,7 @@ func (e *Engine) blame(from int32, st ring.Status, cause error) failover.Blame {
 
 // failover runs the next attempt of a task, or ends it, as the failover
 // decider says.
-func (e *Engine) failover(j retryJob) {
+func (e *Executor) failover(j retryJob) {
 	defer e.retrying.Done()
 	r := &j.rec.req
 	why := j.cause
@@ -160,7 +160,7 @@ func (e *Engine) failover(j retryJob) {
 // go down or come back, or for the segment's descriptor to change (or for
 // the wait's end), and then for a retry's backoff. It records the task's
 // first failure in j's history.
-func (e *Engine) decideFailover(j *retryJob) failover.Decision {
+func (e *Executor) decideFailover(j *retryJob) failover.Decision {
 	r := &j.rec.req
 	budget := e.retryBudget()
 	in := failover.Input{
@@ -231,7 +231,7 @@ func (e *Engine) decideFailover(j *retryJob) failover.Decision {
 // failoverFacts fills in what the decider needs to know now: the time,
 // every plugin's state, whether the segment is still there and, for an
 // unpinned request, the selector's plan with the hint left out.
-func (e *Engine) failoverFacts(in *failover.Input, r *Request, cands []selector.Transport) {
+func (e *Executor) failoverFacts(in *failover.Input, r *Request, cands []selector.Transport) {
 	in.Now = progress.Now()
 	for k, ps := range e.plugins {
 		t := failover.Transport{Usable: ps.usable(), Restarting: ps.err == nil && ps.down()}
@@ -256,7 +256,7 @@ func (e *Engine) failoverFacts(in *failover.Input, r *Request, cands []selector.
 // routeTo is route with the plugin chosen, as a transport hint: the
 // ranges are translated again (the segment may have changed under a
 // restarted peer) and the plugin is checked to reach the segment now.
-func (e *Engine) routeTo(r *Request, rem *remote, ps *pluginState) (routed, error) {
+func (e *Executor) routeTo(r *Request, rem *remote, ps *Plugin) (routed, error) {
 	pinned := *r
 	pinned.Transport = ps.name
 	return e.route(&pinned, rem)
@@ -264,4 +264,4 @@ func (e *Engine) routeTo(r *Request, rem *remote, ps *pluginState) (routed, erro
 
 // jitter draws the failover decider's jitter, in [0, 1): tasks that
 // failed together do not retry together.
-func (e *Engine) jitter() float64 { return rand.Float64() }
+func (e *Executor) jitter() float64 { return rand.Float64() }

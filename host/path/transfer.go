@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"context"
@@ -100,7 +100,7 @@ type BatchID struct {
 
 // live returns the batch id names, or an error saying why there is none
 // (a zero BatchID, or one already freed); what says which call asked.
-func (e *Engine) live(id BatchID, what string) (*progress.Batch, error) {
+func (e *Executor) live(id BatchID, what string) (*progress.Batch, error) {
 	if id.b == nil {
 		return nil, fmt.Errorf("%w: %s: zero BatchID", ErrInvalid, what)
 	}
@@ -132,8 +132,8 @@ type BatchStatus struct {
 // Done reports whether every task of the batch has ended.
 func (s BatchStatus) Done() bool { return s.Pending == 0 }
 
-// AllocateBatch returns a batch that holds up to capacity tasks.
-func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
+// AllocateBatch is host.Engine.AllocateBatch, which documents it.
+func (e *Executor) AllocateBatch(capacity int) (BatchID, error) {
 	if e.closed.Load() {
 		return BatchID{}, ErrClosed
 	}
@@ -145,11 +145,8 @@ func (e *Engine) AllocateBatch(capacity int) (BatchID, error) {
 	return BatchID{b: b, id: b.ID()}, nil
 }
 
-// FreeBatch releases a batch. Tasks still pending are canceled first,
-// and FreeBatch returns once they have ended (no plugin touches their
-// memory), within the bound Wait has after a cancel; freeing a batch
-// twice does nothing.
-func (e *Engine) FreeBatch(id BatchID) error {
+// FreeBatch is host.Engine.FreeBatch, which documents it.
+func (e *Executor) FreeBatch(id BatchID) error {
 	if id.b == nil {
 		return fmt.Errorf("%w: free batch: zero BatchID", ErrInvalid)
 	}
@@ -173,22 +170,15 @@ func (e *Engine) FreeBatch(id BatchID) error {
 	return nil
 }
 
-// Submit validates each request, routes it and publishes its slices. A
-// request that fails validation becomes an INVALID task; it does not stop
-// the others. Submit returns an error only when the batch cannot take the
-// requests at all.
-//
-// A two-sided transport's (tcp's) slices take the receiver's credit first
-// (docs/credit.md): Submit waits for it when the receiver has none to
-// spare, up to each request's deadline.
-func (e *Engine) Submit(id BatchID, reqs ...Request) error {
+// Submit is host.Engine.Submit, which documents it.
+func (e *Executor) Submit(id BatchID, reqs ...Request) error {
 	return e.submit(id, reqs, submitCtx{})
 }
 
 // submit is Submit with sc's settings (Transfer's: a caller's context
 // with a deadline bounds the requests, and the default deadline does not
 // apply).
-func (e *Engine) submit(id BatchID, reqs []Request, sc submitCtx) error {
+func (e *Executor) submit(id BatchID, reqs []Request, sc submitCtx) error {
 	b := id.b
 	if b == nil {
 		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
@@ -241,7 +231,7 @@ func (c *submitCtx) clock() int64 { return progress.ClockOf(c.now()) }
 // submitOne takes one request through the first stages of the path:
 // queued, validated, admitted, routed; then dispatch plans and submits
 // it. A request refused on the way ends INVALID.
-func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
+func (e *Executor) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	deadline := r.deadline()
 	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded
 	if dflt {
@@ -271,7 +261,7 @@ func (e *Engine) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 
 // goOn takes task i (request r, its record rec) on from admission:
 // routed, then dispatched. err, from an earlier stage, ends it INVALID.
-func (e *Engine) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt routed, rec *taskRecord, sc *submitCtx, err error) {
+func (e *Executor) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt routed, rec *taskRecord, sc *submitCtx, err error) {
 	if err == nil {
 		e.note(b, i, observe.Admitted, -1, 0, nil)
 		rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local)))
@@ -298,7 +288,7 @@ func (e *Engine) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt rout
 // the deadline and the retry budget, as if the plugin had died under it
 // (or, for the target, until its next descriptor). It reports whether it
 // took the task.
-func (e *Engine) awaitPin(b *progress.Batch, i int, r *Request, rem *remote, rec *taskRecord, err error) bool {
+func (e *Executor) awaitPin(b *progress.Batch, i int, r *Request, rem *remote, rec *taskRecord, err error) bool {
 	if r.Transport == "" {
 		return false
 	}
@@ -333,7 +323,7 @@ var errTargetAway = errors.New("waiting for the target to offer it again")
 
 // admit asks the admission stage about r; nil lets it go on now. Without
 // an admitter the pass-through is not even called.
-func (e *Engine) admit(r *Request, rem *remote, sc *submitCtx) error {
+func (e *Executor) admit(r *Request, rem *remote, sc *submitCtx) error {
 	if e.path.admit == nil {
 		return nil
 	}
@@ -353,7 +343,7 @@ func (e *Engine) admit(r *Request, rem *remote, sc *submitCtx) error {
 // puts its slices on a lane of its plugin, keeping off the rails in
 // avoid. It ends by marking the attempt cut; if the plugin died
 // meanwhile, it fails the attempt over.
-func (e *Engine) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
+func (e *Executor) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
 	if r.Op == Write && e.fences.Closed(rem.Name) {
 		// A fence of an ended run is unconfirmed there: the write waits
 		// (awaitGate); one that ended meanwhile puts nothing below.
@@ -386,7 +376,7 @@ type putResult struct {
 // the caller, between Begin and End). The caller publishes them (End),
 // then calls cut with the result. pre, when not nil, is the task's plan,
 // its route and cut already set (Batch.ReserveRouted).
-func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx, run *pluginRun, l *progress.Lane, pre *slicer.Plan) putResult {
+func (e *Executor) put(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx, run *pluginRun, l *progress.Lane, pre *slicer.Plan) putResult {
 	deadline := r.deadline()
 	n := uint64(len(r.Local))
 	ps := rt.ps
@@ -446,7 +436,7 @@ func (e *Engine) put(b *progress.Batch, i int, r *Request, rem *remote, rt route
 // One that did not is taken back from its rail; err then says why, nil
 // when the task ended meanwhile (canceled, expired) rather than plugin
 // ps failing.
-func putSlice(d *ring.Descriptor, b *progress.Batch, i int, token, allowed uint64, l *progress.Lane, rs *rails.Set, ps *pluginState, sc *submitCtx) (sent bool, err error) {
+func putSlice(d *ring.Descriptor, b *progress.Batch, i int, token, allowed uint64, l *progress.Lane, rs *rails.Set, ps *Plugin, sc *submitCtx) (sent bool, err error) {
 	rail := rs.Pick(d.Length, allowed, sc.now)
 	d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 	if err := l.Put(d, b, i); err != nil {
@@ -461,7 +451,7 @@ func putSlice(d *ring.Descriptor, b *progress.Batch, i int, token, allowed uint6
 
 // plan is how the slicer cuts n bytes on run's rails that policy
 // allows, keeping off those in avoid.
-func (e *Engine) plan(run *pluginRun, policy int, n, avoid uint64) slicer.Plan {
+func (e *Executor) plan(run *pluginRun, policy int, n, avoid uint64) slicer.Plan {
 	rs := run.rails
 	return slicer.Cut(slicer.Input{
 		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
@@ -474,7 +464,7 @@ func (e *Engine) plan(run *pluginRun, policy int, n, avoid uint64) slicer.Plan {
 // before the lane is looked at, and failed (or handed to failover) before
 // its unsent slices are given up, which could otherwise settle it
 // COMPLETED.
-func (e *Engine) cut(b *progress.Batch, l *progress.Lane, ps *pluginState, c putResult) {
+func (e *Executor) cut(b *progress.Batch, l *progress.Lane, ps *Plugin, c putResult) {
 	i := c.i
 	b.Cut(i)
 	if c.err == nil && l.Down() {
@@ -490,16 +480,8 @@ func (e *Engine) cut(b *progress.Batch, l *progress.Lane, ps *pluginState, c put
 	}
 }
 
-// TaskStatus returns task i of the batch. Of a pending task it first
-// reaps the completion rings of the plugin that carries it (never
-// blocking), so that a caller that submits and polls status drives its
-// transfers to completion itself, as one that waits does; see reapTask.
-//
-// A task canceled or timed out is reported so only once no plugin can
-// touch its memory: until every slice it had out came back (aborted,
-// where the plugin can) or their plugin was killed, it reads PENDING.
-// See the package documentation, "What ended means".
-func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
+// TaskStatus is host.Engine.TaskStatus, which documents it.
+func (e *Executor) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 	if id.b == nil || i < 0 || i >= id.b.Len() {
 		return TaskStatus{}, fmt.Errorf("%w: task %d: no such task", ErrInvalid, i)
 	}
@@ -519,7 +501,7 @@ func (e *Engine) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 // runs nobody waits for: progress.Lane.SetReapPause). It reports whether
 // it reaped anything. It never blocks: a ring another goroutine reaps is
 // skipped.
-func (e *Engine) reapTask(b *progress.Batch, i int) bool {
+func (e *Executor) reapTask(b *progress.Batch, i int) bool {
 	idx := b.Task(i).Transport()
 	if idx < 0 || int(idx) >= len(e.plugins) {
 		return false
@@ -537,28 +519,22 @@ func (e *Engine) reapTask(b *progress.Batch, i int) bool {
 
 // reapBatch is reapTask for the lanes of every plugin that carries a task
 // of b (waitLanes).
-func (e *Engine) reapBatch(b *progress.Batch) {
+func (e *Executor) reapBatch(b *progress.Batch) {
 	var inline [8]*progress.Lane
 	for _, l := range e.waitLanes(b, inline[:0]) {
 		l.Poll(e.tracker)
 	}
 }
 
-func (e *Engine) taskStatus(b *progress.Batch, i int, now int64) TaskStatus {
+func (e *Executor) taskStatus(b *progress.Batch, i int, now int64) TaskStatus {
 	t := b.Task(i)
 	st := TaskStatus{State: b.State(i, now), Bytes: t.Bytes(), Attempts: b.Attempt(i) + 1}
 	st.Err = e.taskErr(b, i, st.State)
 	return st
 }
 
-// TaskStatusList fills out with the statuses of tasks first,
-// first+1, ... of the batch, as many as out holds or the batch has, and
-// returns how many it filled (TENT's tent_task_status_list). It
-// allocates nothing for tasks that are pending or completed; the Err of
-// a task that ended otherwise is built as TaskStatus builds it. When one
-// of them is pending it first reaps the batch's completion rings, as
-// TaskStatus does.
-func (e *Engine) TaskStatusList(id BatchID, first int, out []TaskStatus) (int, error) {
+// TaskStatusList is host.Engine.TaskStatusList, which documents it.
+func (e *Executor) TaskStatusList(id BatchID, first int, out []TaskStatus) (int, error) {
 	b, err := e.live(id, "task status list")
 	if err != nil {
 		return 0, err
@@ -581,15 +557,8 @@ func (e *Engine) TaskStatusList(id BatchID, first int, out []TaskStatus) (int, e
 	return n, nil
 }
 
-// CancelTask cancels task i of the batch, leaving its other tasks
-// alone. The task ends CANCELED, or as it ended if it ended first (it
-// completed, say): once, whichever comes first. Its slices not yet sent
-// never leave; the ones a plugin holds are aborted where the plugin can
-// (sdk.Aborter), and otherwise their completions are dropped. CancelTask
-// does not wait: the task reads CANCELED once no plugin touches its
-// memory (Wait and TaskStatus see it then). Canceling a task that does
-// not exist, or of a freed batch, is an error (ErrInvalid).
-func (e *Engine) CancelTask(id BatchID, i int) error {
+// CancelTask is host.Engine.CancelTask, which documents it.
+func (e *Executor) CancelTask(id BatchID, i int) error {
 	b, err := e.live(id, "cancel task")
 	if err != nil {
 		return fmt.Errorf("task %d: %w", i, err)
@@ -601,7 +570,7 @@ func (e *Engine) CancelTask(id BatchID, i int) error {
 	return nil
 }
 
-func (e *Engine) taskErr(b *progress.Batch, i int, s State) error {
+func (e *Executor) taskErr(b *progress.Batch, i int, s State) error {
 	t := b.Task(i)
 	switch s {
 	case StatePending, StateCompleted:
@@ -624,9 +593,8 @@ func (e *Engine) taskErr(b *progress.Batch, i int, s State) error {
 	return statusErr(t.SliceStatus())
 }
 
-// BatchStatus sums the batch's tasks. Of a batch not done it first reaps
-// the completion rings of the plugins that carry it, as TaskStatus does.
-func (e *Engine) BatchStatus(id BatchID) (BatchStatus, error) {
+// BatchStatus is host.Engine.BatchStatus, which documents it.
+func (e *Executor) BatchStatus(id BatchID) (BatchStatus, error) {
 	if id.b == nil {
 		return BatchStatus{}, fmt.Errorf("%w: zero BatchID", ErrInvalid)
 	}
@@ -652,9 +620,8 @@ func (e *Engine) BatchStatus(id BatchID) (BatchStatus, error) {
 	return s, nil
 }
 
-// Cancel ends every pending task of the batch CANCELED, as CancelTask
-// does each: it does not wait for them to end.
-func (e *Engine) Cancel(id BatchID) error {
+// Cancel is host.Engine.Cancel, which documents it.
+func (e *Executor) Cancel(id BatchID) error {
 	if id.b == nil {
 		return fmt.Errorf("%w: zero BatchID", ErrInvalid)
 	}
@@ -662,19 +629,8 @@ func (e *Engine) Cancel(id BatchID) error {
 	return nil
 }
 
-// Wait blocks until every task of the batch has ended or ctx ends; when
-// ctx ends first, the pending tasks are canceled (TIMEOUT if ctx's deadline
-// passed) and ctx's error is returned once they have ended. A task ends
-// only when no plugin touches its memory any more, so after ctx ends Wait
-// still waits for the slices in flight to come back (aborted, where the
-// plugin can), for at most supervise.end_grace and the kill of a plugin
-// that holds them past it; see "What ended means" in the package
-// documentation.
-//
-// For a short while Wait drains the completion rings itself: a completion
-// that arrives within the spin budget reaches the caller without waking
-// the reaper goroutine and handing over through a channel.
-func (e *Engine) Wait(ctx context.Context, id BatchID) error {
+// Wait is host.Engine.Wait, which documents it.
+func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 	b := id.b
 	if b == nil {
 		return fmt.Errorf("%w: zero BatchID", ErrInvalid)
@@ -792,7 +748,7 @@ const heldPoll = 10 * time.Millisecond
 // abandon ends the batch's pending tasks because ctx ended: TIMEOUT if
 // its deadline passed, else CANCELED. It returns once they have ended
 // (awaitEnded), with ctx's error.
-func (e *Engine) abandon(ctx context.Context, b *progress.Batch) error {
+func (e *Executor) abandon(ctx context.Context, b *progress.Batch) error {
 	s := progress.Canceled
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		s = progress.Timeout
@@ -811,7 +767,7 @@ func (e *Engine) abandon(ctx context.Context, b *progress.Batch) error {
 // holds them past supervise.end_grace to be killed (the supervisor does
 // that). It gives up after endBound, with an error that says how many
 // tasks a plugin still holds; they stay PENDING.
-func (e *Engine) awaitEnded(b *progress.Batch) error {
+func (e *Executor) awaitEnded(b *progress.Batch) error {
 	if b.Done(0) {
 		return nil
 	}
@@ -841,7 +797,7 @@ func (e *Engine) awaitEnded(b *progress.Batch) error {
 // pollLanes reaps what every running plugin's completion rings hold, for
 // a waiter whose completions no reaper may be taking (the supervisor
 // starts reapers; a waiter also takes them itself).
-func (e *Engine) pollLanes() {
+func (e *Executor) pollLanes() {
 	for _, ps := range e.plugins {
 		if ps.usable() {
 			for _, l := range ps.run().lanes {
@@ -854,15 +810,15 @@ func (e *Engine) pollLanes() {
 // endBound is how long awaitEnded waits: the grace a plugin has to give
 // back an ended task's slices, then the supervisor's next looks, which
 // kill a plugin that did not, and its exit.
-func (e *Engine) endBound() time.Duration {
+func (e *Executor) endBound() time.Duration {
 	sv := e.cfg.Supervise.WithDefaults()
-	return 2*sv.EndGrace + 3*sv.Interval + controlTimeout
+	return 2*sv.EndGrace + 3*sv.Interval + ControlTimeout
 }
 
 // soleLane returns the only lane of the only running plugin, or nil when
 // there are several (or none).
-func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
-	var owner *pluginState
+func (e *Executor) soleLane() (*Plugin, *pluginRun, *progress.Lane) {
+	var owner *Plugin
 	var run *pluginRun
 	for _, ps := range e.plugins {
 		if !ps.usable() {
@@ -886,7 +842,7 @@ func (e *Engine) soleLane() (*pluginState, *pluginRun, *progress.Lane) {
 // caller waits for latency, the reapers stand by meanwhile (Lane.Enter),
 // so that plugins post completions without waking them; for a large one
 // that hand-over costs more than it saves.
-func (e *Engine) spinWait(b *progress.Batch, lanes []*progress.Lane, until int64, small bool) bool {
+func (e *Executor) spinWait(b *progress.Batch, lanes []*progress.Lane, until int64, small bool) bool {
 	start := progress.Now()
 	if small {
 		for _, l := range lanes {
@@ -934,7 +890,7 @@ func (e *Engine) spinWait(b *progress.Batch, lanes []*progress.Lane, until int64
 // as before. Only where the waiter looks changes: a task that fails over
 // to another plugin meanwhile is reaped there by that lane's reaper,
 // which wakes b.
-func (e *Engine) waitLanes(b *progress.Batch, lanes []*progress.Lane) []*progress.Lane {
+func (e *Executor) waitLanes(b *progress.Batch, lanes []*progress.Lane) []*progress.Lane {
 	var on, whole uint64 // bit i: plugin i carries a task of b; of which one not on a lane yet
 	type onLane struct{ plugin, lane int32 }
 	var seen [8]onLane
@@ -991,7 +947,7 @@ func (e *Engine) waitLanes(b *progress.Batch, lanes []*progress.Lane) []*progres
 // batchLane returns the lane that carries every task of b, and its
 // plugin and run, when b is of at most waitLanesTasks tasks all put on
 // one lane of one running plugin; else nils.
-func (e *Engine) batchLane(b *progress.Batch) (*pluginState, *pluginRun, *progress.Lane) {
+func (e *Executor) batchLane(b *progress.Batch) (*Plugin, *pluginRun, *progress.Lane) {
 	n := b.Len()
 	if n == 0 || n > waitLanesTasks {
 		return nil, nil, nil
@@ -1031,11 +987,8 @@ type taskResult struct {
 	attempts  int
 }
 
-// Transfer submits reqs as one batch, waits for all of them and returns
-// nil if all completed, or an error listing each task that did not. It
-// returns when ctx ends, canceling what is still pending. Failed tasks
-// are failed over by the engine as in the batch API (see Submit).
-func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
+// Transfer is host.Engine.Transfer, which documents it.
+func (e *Executor) Transfer(ctx context.Context, reqs ...Request) error {
 	res, werr := e.runBatch(ctx, reqs)
 	if res == nil {
 		return werr
@@ -1073,7 +1026,7 @@ func (e *Engine) Transfer(ctx context.Context, reqs ...Request) error {
 
 // runBatch runs reqs as one batch and reports each task's end. It returns
 // a nil slice only when the batch could not be submitted.
-func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, error) {
+func (e *Executor) runBatch(ctx context.Context, reqs []Request) ([]taskResult, error) {
 	id, err := e.AllocateBatch(max(len(reqs), 1))
 	if err != nil {
 		return nil, err
@@ -1104,3 +1057,29 @@ func (e *Engine) runBatch(ctx context.Context, reqs []Request) ([]taskResult, er
 	}
 	return out, werr
 }
+
+// SubmitWithNotify is Submit, then pend for the tasks [start, end) it
+// added to the batch (host.Engine.SubmitWithNotify: the notification
+// that goes out once they all completed).
+func (e *Executor) SubmitWithNotify(id BatchID, reqs []Request, pend func(b *progress.Batch, start, end int) error) error {
+	if id.b == nil {
+		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
+	}
+	start := id.b.Len()
+	if err := e.Submit(id, reqs...); err != nil {
+		return err
+	}
+	return pend(id.b, start, id.b.Len())
+}
+
+// Number is the number observer events give the batch
+// (observe.Event.Batch), 0 for a zero BatchID.
+func (id BatchID) Number() uint64 {
+	if id.b == nil {
+		return 0
+	}
+	return id.b.ID()
+}
+
+// WaitLanes returns the lanes a waiter on id polls (waitLanes).
+func (e *Executor) WaitLanes(id BatchID) []*progress.Lane { return e.waitLanes(id.b, nil) }

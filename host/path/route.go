@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"errors"
@@ -31,7 +31,7 @@ const (
 
 // newSelector compiles the configured policies against the engine's
 // plugins, in the order the engine holds them.
-func newSelector(cfg *config.Config, plugins []*pluginState) (*selector.Selector, error) {
+func newSelector(cfg *config.Config, plugins []*Plugin) (*selector.Selector, error) {
 	names := make([]string, len(plugins))
 	for i, ps := range plugins {
 		names[i] = ps.name
@@ -61,7 +61,7 @@ const maxInlineCandidates = 8
 // selectorFacts fills what the selector needs to know of r against rem:
 // the request's facts and, in cands, every plugin's state for this
 // segment.
-func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []selector.Transport) selector.Request {
+func (e *Executor) selectorFacts(r *Request, rem *remote, n uint64, cands []selector.Transport) selector.Request {
 	for i, ps := range e.plugins {
 		t := selector.Transport{Name: ps.name, Opened: rem.Opened[i], Running: ps.usable()}
 		if p := ps.proc(); p != nil {
@@ -87,7 +87,7 @@ func (e *Engine) selectorFacts(r *Request, rem *remote, n uint64, cands []select
 // choose picks the plugin for r's first attempt: the selector's decision
 // over the configured policies, the hint and the plugins' states. Its
 // errors make the task INVALID.
-func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, int, error) {
+func (e *Executor) choose(r *Request, rem *remote, n uint64) (*Plugin, int, error) {
 	var buf [maxInlineCandidates]selector.Transport
 	cands := buf[:0]
 	if len(e.plugins) <= len(buf) {
@@ -105,7 +105,7 @@ func (e *Engine) choose(r *Request, rem *remote, n uint64) (*pluginState, int, e
 
 // selectErr puts a selector error into the engine's taxonomy, naming the
 // segment.
-func (e *Engine) selectErr(r *Request, rem *remote, err error) error {
+func (e *Executor) selectErr(r *Request, rem *remote, err error) error {
 	switch {
 	case errors.Is(err, selector.ErrUnknownTransport):
 		return fmt.Errorf("%w: transport hint %q: no such plugin configured: %w", ErrTransportUnavailable, r.Transport, err)
@@ -117,12 +117,8 @@ func (e *Engine) selectErr(r *Request, rem *remote, err error) error {
 	return fmt.Errorf("%w: %w", ErrInvalid, err)
 }
 
-// Explain says which transport the engine would choose for req and why:
-// the policy that matched (or that none did), each transport considered
-// and why it was taken or skipped. It submits nothing, and req.Local need
-// not be registered: only its length counts. When the request could not
-// be carried the explanation is returned with the error.
-func (e *Engine) Explain(req Request) (string, error) {
+// Explain is host.Engine.Explain, which documents it.
+func (e *Executor) Explain(req Request) (string, error) {
 	if e.closed.Load() {
 		return "", ErrClosed
 	}
@@ -151,7 +147,7 @@ func checkRequest(r *Request, rem *remote) error {
 // routed is where route sends a request: the plugin, the policy that
 // applies (-1: none) and both ranges as (region, offset).
 type routed struct {
-	ps         *pluginState
+	ps         *Plugin
 	policy     int
 	lreg, rreg uint32
 	loff, roff uint64
@@ -159,7 +155,7 @@ type routed struct {
 
 // validate runs the validation stage on r against rem and returns both
 // ranges translated. Its errors make the task INVALID: nothing was sent.
-func (e *Engine) validate(r *Request, rem *remote) (rt routed, err error) {
+func (e *Executor) validate(r *Request, rem *remote) (rt routed, err error) {
 	n := uint64(len(r.Local))
 	lp := uint64(addr(r.Local))
 	in := validate.Input{Op: validate.Op(r.Op), Length: n, Open: rem != nil, Remote: r.Remote}
@@ -179,7 +175,7 @@ func (e *Engine) validate(r *Request, rem *remote) (rt routed, err error) {
 
 // route validates a request and picks its plugin. Errors here make the
 // task INVALID: nothing was sent.
-func (e *Engine) route(r *Request, rem *remote) (routed, error) {
+func (e *Executor) route(r *Request, rem *remote) (routed, error) {
 	rt, err := e.validate(r, rem)
 	if err != nil {
 		return rt, err

@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"testing"
@@ -14,8 +14,8 @@ import (
 // the meter labels it anyway); a later stamp is timed from it, an older
 // one (the record's previous task's) is not.
 func TestQueuedStampKeepsKind(t *testing.T) {
-	e := &Engine{tracker: progress.NewTracker(1)}
-	e.wirePath(pathOptions{obs: noopObserver{}})
+	e := &Executor{tracker: progress.NewTracker(1)}
+	e.wirePath(Options{Observer: noopObserver{}})
 	b, err := e.tracker.Allocate(8)
 	if err != nil {
 		t.Fatal(err)

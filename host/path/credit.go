@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/credit"
-	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -29,7 +28,7 @@ import (
 
 // creditState is the engine's receiver credit; nil when credit is off.
 type creditState struct {
-	e        *Engine
+	e        *Executor
 	interval time.Duration
 	lim      credit.Limits
 
@@ -79,7 +78,7 @@ type taskHold struct {
 // newCredit returns the engine's receiver credit when the configuration
 // has it on (the default), else nil; New sets it before the first
 // plugin's lanes are observed.
-func newCredit(e *Engine) *creditState {
+func newCredit(e *Executor) *creditState {
 	cfg := e.cfg.QoS.Credit
 	if !cfg.On() {
 		return nil
@@ -100,7 +99,7 @@ func newCredit(e *Engine) *creditState {
 
 // startCredit starts the keeper, once the control service runs; Close
 // stops it (e.quit, e.wg).
-func (e *Engine) startCredit() {
+func (e *Executor) startCredit() {
 	if e.credit != nil {
 		e.wg.Add(1)
 		go e.credit.keep()
@@ -109,7 +108,7 @@ func (e *Engine) startCredit() {
 
 // creditGranter is what the control service grants credit with; nil
 // (Unimplemented to peers) when credit is off.
-func (e *Engine) creditGranter() control.Granter {
+func (e *Executor) CreditGranter() control.Granter {
 	if e.credit == nil {
 		return nil
 	}
@@ -131,7 +130,7 @@ func (c *creditState) Grant(a control.CreditAsk) (control.CreditGrant, error) {
 // creditFor returns the credit of the receiver rem over the plugin run,
 // or nil when the plugin is one-sided or credit is off. A handle of a
 // new incarnation of the receiver returns the old one's credit.
-func (e *Engine) creditFor(run *pluginRun, rem *remote) *peerCredit {
+func (e *Executor) creditFor(run *pluginRun, rem *remote) *peerCredit {
 	c := e.credit
 	if c == nil || !run.p.Info.TwoSided || rem.Desc == nil {
 		return nil
@@ -306,7 +305,7 @@ func (c *creditState) reaped(ds []ring.Descriptor) {
 // creditFree gives back what the tasks of the batch of n tasks freed
 // from slot still hold (slices whose completions never came: their
 // plugin died, say).
-func (e *Engine) creditFree(slot, n int) {
+func (e *Executor) creditFree(slot, n int) {
 	c := e.credit
 	if c == nil {
 		return
@@ -329,7 +328,7 @@ func (e *Engine) creditFree(slot, n int) {
 // when a two-sided plugin's run ended (Hooks.Down): the slices it had in
 // flight never complete, and the peers' plugins dropped what they held
 // of its connections.
-func (e *Engine) creditDown(twoSided bool) {
+func (e *Executor) creditDown(twoSided bool) {
 	c := e.credit
 	if c == nil || !twoSided {
 		return
@@ -439,7 +438,7 @@ func (o laneObserver) Reaped(ds []ring.Descriptor) {
 }
 
 // observeLanes returns the lane observer over rs.
-func (e *Engine) observeLanes(rs *rails.Set) progress.Observer {
+func (e *Executor) observeLanes(rs *rails.Set) progress.Observer {
 	if e.credit == nil {
 		return rs
 	}
@@ -464,9 +463,8 @@ type CreditStats struct {
 	credit.AccountStats
 }
 
-// CreditStats returns the engine's credit at each receiver it sent to
-// over a two-sided transport, in no order; nil when credit is off.
-func (e *Engine) CreditStats() []CreditStats {
+// CreditStats is host.Engine.CreditStats, which documents it.
+func (e *Executor) CreditStats() []CreditStats {
 	c := e.credit
 	if c == nil {
 		return nil
@@ -478,23 +476,4 @@ func (e *Engine) CreditStats() []CreditStats {
 		out = append(out, CreditStats{Segment: pc.name, AccountStats: pc.acct.Stats()})
 	}
 	return out
-}
-
-// Credit reports the engine's receiver credit to the metrics collector
-// (metrics.CreditSource), summed over the receivers.
-func (s metricsSource) Credit() (metrics.Credit, bool) {
-	if s.e.credit == nil {
-		return metrics.Credit{}, false
-	}
-	var m metrics.Credit
-	for _, st := range s.e.CreditStats() {
-		m.Receivers++
-		m.WindowBytes += st.Window
-		m.InUseBytes += st.InUse
-		m.Grants += st.Grants
-		m.Refused += st.Refused
-		m.Waits += st.Waits
-		m.Resets += st.Resets
-	}
-	return m, true
 }

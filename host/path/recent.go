@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"sync"
@@ -50,40 +50,14 @@ func (r *recentFailures) list() ([]Failure, uint64) {
 	return out, r.n
 }
 
-// SegmentStatus is one open remote segment as `ferry status` shows it.
-type SegmentStatus struct {
-	ID          SegmentID `json:"id"`
-	Name        string    `json:"name"`
-	Incarnation uint64    `json:"incarnation"`
-	SameMachine bool      `json:"same_machine"`
-	Transports  []string  `json:"transports"` // open in this engine
-	Buffers     int       `json:"buffers"`
-	Retired     string    `json:"retired,omitempty"`
-	Gone        string    `json:"gone,omitempty"`
-}
-
-// segmentStatuses lists the open remote segments.
-func (e *Engine) segmentStatuses() []SegmentStatus {
-	var out []SegmentStatus
-	for _, h := range e.segs.All() {
-		s := SegmentStatus{ID: SegmentID(h.ID), Name: h.Name, Retired: h.Retired, Gone: h.Gone}
-		if h.Desc != nil {
-			s.Incarnation, s.SameMachine, s.Buffers = h.Desc.Incarnation, h.Desc.MachineID == e.machineID, len(h.Desc.Buffers)
-		}
-		for i, ok := range h.Opened {
-			if ok {
-				s.Transports = append(s.Transports, e.transportName(int32(i)))
-			}
-		}
-		out = append(out, s)
-	}
-	return out
-}
+// Failures returns the latest failed attempts, newest first, and how
+// many there were in all.
+func (e *Executor) Failures() ([]Failure, uint64) { return e.recent.list() }
 
 // noteFailure records attempt failure of task i of b, from the tracker's
 // failure hook; retried says whether the engine takes it for another
 // attempt.
-func (e *Engine) noteFailure(b *progress.Batch, i int, cause error, retried bool) {
+func (e *Executor) noteFailure(b *progress.Batch, i int, cause error, retried bool) {
 	t := b.Task(i)
 	req := &e.path.record(b, i).req
 	f := Failure{Time: time.Now(), Op: req.Op.String(), Length: t.Length, Transport: e.transportName(t.Transport()),

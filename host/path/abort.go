@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"context"
@@ -30,7 +30,7 @@ type aborts struct {
 // onHold is the tracker's hold hook: it queues the tokens of task i's
 // slices for an abort by its plugin, when that plugin can abort. It must
 // not block.
-func (e *Engine) onHold(b *progress.Batch, i int) {
+func (e *Executor) onHold(b *progress.Batch, i int) {
 	t := b.Task(i)
 	idx := t.Transport()
 	if idx < 0 || int(idx) >= len(e.plugins) {
@@ -73,7 +73,7 @@ type abortRetry struct {
 
 // runAborts sends the queued aborts until the engine closes. Owned by the
 // engine (e.wg).
-func (e *Engine) runAborts() {
+func (e *Executor) runAborts() {
 	defer e.wg.Done()
 	a := &e.aborts
 	// Calls in flight end when the engine closes, not at their timeout.
@@ -131,7 +131,7 @@ func (e *Engine) runAborts() {
 			if run == nil || run.p == nil || !ps.usable() {
 				continue // gone: the supervisor's Down hook ends its held tasks
 			}
-			ctx, cancel := context.WithTimeout(base, controlTimeout)
+			ctx, cancel := context.WithTimeout(base, ControlTimeout)
 			n, err := run.p.Client.Abort(ctx, c.tokens)
 			cancel()
 			switch {

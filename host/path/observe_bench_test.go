@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"runtime"
@@ -24,12 +24,12 @@ func BenchmarkObservationPath(b *testing.B) {
 	names := []string{"shm"}
 	for _, c := range []struct {
 		name string
-		opts pathOptions
+		opts Options
 	}{
-		{"none", pathOptions{}},
-		{"meter", pathOptions{meter: metrics.NewMeter(names, nil)}},
-		{"events", pathOptions{obs: metrics.NewObserver(names, nil)}},
-		{"noop-observer", pathOptions{obs: noopObserver{}}},
+		{"none", Options{}},
+		{"meter", Options{Meter: metrics.NewMeter(names, nil)}},
+		{"events", Options{Observer: metrics.NewObserver(names, nil)}},
+		{"noop-observer", Options{Observer: noopObserver{}}},
 	} {
 		b.Run(c.name, func(b *testing.B) { benchObservation(b, c.opts) })
 	}
@@ -44,9 +44,9 @@ type noopObserver struct{}
 
 func (noopObserver) Observe(observe.Event) {}
 
-func benchObservation(b *testing.B, o pathOptions) {
+func benchObservation(b *testing.B, o Options) {
 	const batch, size = 128, 4 << 10
-	e := &Engine{tracker: progress.NewTracker(4), plugins: []*pluginState{{idx: 0, name: "shm"}}}
+	e := &Executor{tracker: progress.NewTracker(4), plugins: []*Plugin{{idx: 0, name: "shm"}}}
 	e.wirePath(o)
 	local := make([]byte, size)
 	req := Request{Op: Write, Local: local, Transport: "shm"}

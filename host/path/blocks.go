@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"errors"
@@ -41,7 +41,7 @@ type BlockPair = blocks.Pair
 // BlockList is a prepared pair of layouts: local memory and a remote
 // segment's. It is safe for concurrent submissions.
 type BlockList struct {
-	e        *Engine
+	e        *Executor
 	seg      SegmentID
 	name     string // the segment's, for errors
 	inc      uint64 // the incarnation it was prepared against
@@ -94,12 +94,8 @@ type BlockTasks struct {
 	First, Count int
 }
 
-// PrepareBlocks describes a block list: local blocks laid out as ll from
-// local[0], remote blocks laid out as rl from address remote of segment
-// seg. Both layouts need one block size. Every layer must lie inside
-// local and inside one buffer registered with this engine, and inside
-// one buffer of the segment's descriptor; this is checked here, once.
-func (e *Engine) PrepareBlocks(seg SegmentID, local []byte, ll BlockLayout, remote uint64, rl BlockLayout) (*BlockList, error) {
+// PrepareBlocks is host.Engine.PrepareBlocks, which documents it.
+func (e *Executor) PrepareBlocks(seg SegmentID, local []byte, ll BlockLayout, remote uint64, rl BlockLayout) (*BlockList, error) {
 	if e.closed.Load() {
 		return nil, ErrClosed
 	}
@@ -209,23 +205,19 @@ func (l *BlockList) check() (*boundBlocks, *remote, error) {
 	return bb, rem, err
 }
 
-// SubmitBlocks submits a block transfer for each pair: task by task as
-// Submit does, but with one check of the call (op, segment, permission,
-// every index) before anything is added, and with pairs merged into runs
-// (see the package comment). An error means nothing was added.
-func (e *Engine) SubmitBlocks(id BatchID, l *BlockList, br BlockRequest, pairs []BlockPair) (BlockTasks, error) {
+// SubmitBlocks is host.Engine.SubmitBlocks, which documents it.
+func (e *Executor) SubmitBlocks(id BatchID, l *BlockList, br BlockRequest, pairs []BlockPair) (BlockTasks, error) {
 	src := blocks.Pairs(pairs)
 	return e.submitBlocks(id, l, &br, &src)
 }
 
-// SubmitBlockRange submits the n pairs (local+k, remote+k), as
-// SubmitBlocks does.
-func (e *Engine) SubmitBlockRange(id BatchID, l *BlockList, br BlockRequest, local, remote uint32, n int) (BlockTasks, error) {
+// SubmitBlockRange is host.Engine.SubmitBlockRange, which documents it.
+func (e *Executor) SubmitBlockRange(id BatchID, l *BlockList, br BlockRequest, local, remote uint32, n int) (BlockTasks, error) {
 	src := blocks.Range(local, remote, n)
 	return e.submitBlocks(id, l, &br, &src)
 }
 
-func (e *Engine) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *blocks.Source) (BlockTasks, error) {
+func (e *Executor) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *blocks.Source) (BlockTasks, error) {
 	b := id.b
 	switch {
 	case b == nil:
@@ -309,7 +301,7 @@ type chunkArrays[R, U, P, I, Q any] struct {
 // putBlocks routes c (source src, request br), gives its tasks their
 // deadline and puts its runs (putRuns, through ch); an error means
 // nothing was added.
-func (e *Engine) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, br *BlockRequest, ch chunk) error {
+func (e *Executor) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source, br *BlockRequest, ch chunk) error {
 	first := &ch.todo[0] // the first chunk's first run: putRuns takes it from there
 	c.bb.list.NextIn(first, src, 0, c.merge)
 	// One route for the call: the selector is asked about its first
@@ -381,7 +373,7 @@ func (l *BlockList) localAt(off, n uint64) []byte { return l.local[off : off+n :
 
 // blockLocal returns where the local bytes [base+off, base+off+n) of c's list
 // are registered now.
-func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) {
+func (e *Executor) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) {
 	if c.whole {
 		return c.lreg, c.loff + off, true
 	}
@@ -392,7 +384,7 @@ func (e *Engine) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) 
 // published together (a plugin is woken once per chunk, not once per
 // run), the chunk's tasks reserved with one call (one lock, one
 // publication of the batch's count). ch.todo[0] holds the first run.
-func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch chunk) {
+func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch chunk) {
 	l, bb, ps := c.l, c.bb, c.route.ps
 	size := l.side.Layout.BlockSize
 	todo, lengths, plans := ch.todo, ch.lengths, ch.plans
@@ -457,7 +449,7 @@ func (e *Engine) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, ch
 // observer, no meter) and the transport takes no receiver credit: what
 // a task needs is its record and its slices on the ring. It returns how
 // many results it left in put.
-func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, put []putResult) int {
+func (e *Executor) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, put []putResult) int {
 	ps, rem := c.route.ps, c.rem
 	d := ring.Descriptor{Op: ring.OpWrite, Prio: uint8(c.req.Priority), LocalRegion: c.lreg, Peer: rem.ID, Deadline: c.deadline}
 	if c.req.Op == Read {
@@ -498,7 +490,7 @@ func (e *Engine) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *p
 // qos queue, or refused) and puts what goes on now on lane ln of run pr;
 // preset says the tasks were reserved routed and cut with the plans in
 // plans. It returns how many results it left in put.
-func (e *Engine) putEach(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, preset bool, put []putResult) int {
+func (e *Executor) putEach(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, preset bool, put []putResult) int {
 	ps, rem, sc := c.route.ps, c.rem, &c.sc
 	nc := 0
 	for j := range todo {
@@ -558,7 +550,7 @@ type blockRoute struct {
 	// The route: plugin ps under policy; run is ps's run when it was
 	// chosen, and plan the slicer's plan of one block on run (kept for
 	// the runs of one block, which most block submissions are).
-	ps     *pluginState
+	ps     *Plugin
 	policy int
 	run    *pluginRun
 	plan   slicer.Plan
@@ -567,7 +559,7 @@ type blockRoute struct {
 // routeBlocks sets c's request, br for the first block of run first, and
 // its route: the list's last route for c's op when it was chosen from
 // the same facts, else the selector's answer, which the list keeps.
-func (e *Engine) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) error {
+func (e *Executor) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run) error {
 	l, size := c.l, c.l.side.Layout.BlockSize
 	r := &c.req // field by field, in place (see submitBlocks)
 	r.Op, r.Local, r.Segment, r.Remote = br.Op, l.localAt(first.LocalOff, size), l.seg, l.remote+first.RemoteOff

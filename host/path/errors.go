@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"errors"
@@ -84,3 +84,19 @@ func statusErr(st ring.Status) error {
 	}
 	return fmt.Errorf("%w: plugin reported %s", base, st)
 }
+
+// kindError is err, answering errors.Is for kind as well.
+type kindError struct{ kind, err error }
+
+func (k *kindError) Error() string   { return k.err.Error() }
+func (k *kindError) Unwrap() []error { return []error{k.kind, k.err} }
+
+// AsKind is err, answering errors.Is for kind as well (nil for nil).
+func AsKind(kind, err error) error {
+	if err == nil || errors.Is(err, kind) {
+		return err
+	}
+	return &kindError{kind: kind, err: err}
+}
+
+func asKind(kind, err error) error { return AsKind(kind, err) }

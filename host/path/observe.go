@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"sync/atomic"
@@ -9,6 +9,7 @@ import (
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/host/trace"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -61,34 +62,35 @@ type requestPath struct {
 	records []*batchRecords
 }
 
-// pathOptions are the request path's Options.
-type pathOptions struct {
-	obs   observe.Observer
-	meter *metrics.Meter
-	admit admission.Admitter
+// Options are the request path's listeners and stages an application
+// may set (host.WithObserver, host.WithAdmitter, metrics, traces).
+type Options struct {
+	Observer observe.Observer
+	Meter    *metrics.Meter
+	Admit    admission.Admitter
+	Trace    *trace.Recorder
 }
-
-// WithObserver attaches o to the request path: it sees every stage
-// transition of every task (see observe.Stage). An engine has one
-// observer; one that fans out to several is the caller's.
-func WithObserver(o observe.Observer) Option { return func(op *options) { op.path.obs = o } }
-
-// WithAdmitter puts a in the request path's admission stage, in place of
-// the pass-through that admits every request now.
-func WithAdmitter(a admission.Admitter) Option { return func(op *options) { op.path.admit = a } }
 
 // wirePath connects the request path's stages; New calls it before the
 // first batch is allocated.
-func (e *Engine) wirePath(o pathOptions) {
-	e.path.obs, e.path.meter, e.path.admit = o.obs, o.meter, o.admit
-	if _, ok := o.admit.(admission.PassThrough); ok {
+func (e *Executor) wirePath(o Options) {
+	e.trace = o.Trace
+	if o.Trace != nil {
+		if o.Observer == nil {
+			o.Observer = o.Trace
+		} else {
+			o.Observer = teeObserver{o.Observer, o.Trace}
+		}
+	}
+	e.path.obs, e.path.meter, e.path.admit = o.Observer, o.Meter, o.Admit
+	if _, ok := o.Admit.(admission.PassThrough); ok {
 		e.path.admit = nil
 	}
 	e.path.records = make([]*batchRecords, e.tracker.Slots())
 	switch {
-	case o.obs != nil:
+	case e.path.obs != nil:
 		e.tracker.Watch(pathWatcher{e})
-	case o.meter != nil: // it only counts: no order to keep, no lock to take
+	case e.path.meter != nil: // it only counts: no order to keep, no lock to take
 		e.tracker.Watch(meterWatcher{pathWatcher{e}})
 	}
 }
@@ -223,7 +225,7 @@ func capsOf(info sdk.Info) slicer.Caps {
 // st costs no call either (the meter counts Queued in noteQueued, a
 // retry in noteRetried, the rest in pathWatcher, and times only
 // Admitted and Submitted here).
-func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
+func (e *Executor) note(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error) {
 	if e.path.obs != nil || e.path.meter != nil && (st == observe.Admitted || st == observe.Submitted) && e.path.timed(b, i) {
 		e.noteTask(b, i, st, tr, slices, err, 0)
 	}
@@ -233,7 +235,7 @@ func (e *Engine) note(b *progress.Batch, i int, st observe.Stage, tr int32, slic
 // call (sc's: one clock read per call, not per request). The meter's
 // count goes into sc's tally, which the call adds to the meter once, at
 // its end (flushQueued).
-func (e *Engine) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
+func (e *Executor) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
 	switch {
 	case e.path.obs != nil:
 		e.noteTask(b, i, observe.Queued, -1, 0, nil, sc.clock())
@@ -247,7 +249,7 @@ func (e *Engine) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
 
 // flushQueued adds the requests a Submit call queued (sc's tally) to the
 // meter; the call ends with it.
-func (e *Engine) flushQueued(sc *submitCtx) {
+func (e *Executor) flushQueued(sc *submitCtx) {
 	if e.path.qos != nil {
 		e.path.qos.q.Count(&sc.admitted) // and to the qos queue's tenants, those it let go
 	}
@@ -257,7 +259,7 @@ func (e *Engine) flushQueued(sc *submitCtx) {
 }
 
 // noteTask is note at now (0: read the clock if st is timed).
-func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error, now int64) {
+func (e *Executor) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, slices int64, err error, now int64) {
 	at, since := e.path.stamp(b, i, st, now)
 	if m := e.path.meter; m != nil && since != 0 && !b.Task(i).State().Terminal() {
 		op, pr := e.path.kind(b, i)
@@ -282,7 +284,7 @@ func (e *Engine) noteTask(b *progress.Batch, i int, st observe.Stage, tr int32, 
 // noteRetried is note for a Retried transition: the attempt on
 // transport from failed (cause, a word: observe.Event.Cause; why), and
 // the next one goes to transport to.
-func (e *Engine) noteRetried(b *progress.Batch, i int, from, to int32, cause string, why error) {
+func (e *Executor) noteRetried(b *progress.Batch, i int, from, to int32, cause string, why error) {
 	if !e.path.watched() {
 		return
 	}
@@ -413,7 +415,7 @@ func (ts *taskStamps) kindOf() (ring.Op, sdk.Priority) {
 
 // event is what every event of task i of b carries, stamped at (since:
 // see stamp). It is called under b.Noting(i), with an observer attached.
-func (e *Engine) event(b *progress.Batch, i int, st observe.Stage, at, since int64) observe.Event {
+func (e *Executor) event(b *progress.Batch, i int, st observe.Stage, at, since int64) observe.Event {
 	ev := observe.Event{Stage: st, Batch: b.ID(), Task: i, Attempt: b.Attempt(i), Length: b.Task(i).Length, At: at, Since: since}
 	r := e.path.records[b.Slot()]
 	if r == nil || i >= len(r.stamps) {
@@ -436,7 +438,7 @@ func (e *Engine) event(b *progress.Batch, i int, st observe.Stage, at, since int
 	return ev
 }
 
-func (e *Engine) transportName(tr int32) string {
+func (e *Executor) transportName(tr int32) string {
 	if tr < 0 || int(tr) >= len(e.plugins) {
 		return ""
 	}
@@ -446,7 +448,7 @@ func (e *Engine) transportName(tr int32) string {
 // pathWatcher passes the tracker's transitions (an attempt's slices all
 // back, a task's end) to the meter and the observer. They happen at the
 // time the tracker hands it (its reaped run's), else now.
-type pathWatcher struct{ e *Engine }
+type pathWatcher struct{ e *Executor }
 
 // meterWatcher is pathWatcher for the meter alone, which the tracker
 // calls without the task's hold (progress.Unheld). A task that ends in a

@@ -1,4 +1,4 @@
-package host
+package path
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // gate is closed no write to that target is put on any transport.
 
 // fencePort asks targets over their control services (fence.Port).
-type fencePort struct{ e *Engine }
+type fencePort struct{ e *Executor }
 
 func (p fencePort) Fence(ctx context.Context, t fence.Target, transport string, run uint64) error {
 	e := p.e
@@ -55,11 +55,14 @@ func (p fencePort) Fence(ctx context.Context, t fence.Target, transport string, 
 	return err
 }
 
-// fenceServer answers peers' fences with this engine's plugins
+// FenceServer answers peers' fences with this engine's plugins
 // (control.Fencer).
-type fenceServer struct{ e *Engine }
+type FenceServer struct{ e *Executor }
 
-func (f fenceServer) Fence(ctx context.Context, a control.FenceAsk) (control.FenceResult, error) {
+// FenceServer returns what answers peers' fences (control.Fencer).
+func (e *Executor) FenceServer() FenceServer { return FenceServer{e} }
+
+func (f FenceServer) Fence(ctx context.Context, a control.FenceAsk) (control.FenceResult, error) {
 	ps := f.e.byName[a.Transport]
 	if ps == nil {
 		return control.FenceResult{}, control.ErrFenceUnknownTransport
@@ -93,7 +96,7 @@ func (f fenceServer) Fence(ctx context.Context, a control.FenceAsk) (control.Fen
 // closes the gate of every target that a write in flight on r went to,
 // and returns the keep function FailTransportExcept leaves those writes
 // alone with, and the end to run after it (nil when nothing was kept).
-func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *progress.Batch, i int) bool, end func(err error)) {
+func (e *Executor) fenceDown(ps *Plugin, r *supervisor.Run) (keep func(b *progress.Batch, i int) bool, end func(err error)) {
 	if !r.Proc.Info.TwoSided {
 		return nil, nil
 	}
@@ -151,7 +154,7 @@ func (e *Engine) fenceDown(ps *pluginState, r *supervisor.Run) (keep func(b *pro
 // trip), for a write that failover moves away from that run: one whose
 // submitter was still cutting it when the run ended, which Down left to
 // it. The dispatch that follows waits at the gate.
-func (e *Engine) fenceMoved(ps *pluginState, r *Request, rem *remote) {
+func (e *Executor) fenceMoved(ps *Plugin, r *Request, rem *remote) {
 	run := ps.deadRun.Load()
 	if run == 0 || r.Op != Write || rem == nil {
 		return
@@ -168,7 +171,7 @@ func fenceTarget(rem *remote) fence.Target {
 // closed (a fence of an ended run is unconfirmed there), up to the
 // task's deadline; a task that ends meanwhile is ended with the reason,
 // and the put after it sends nothing.
-func (e *Engine) awaitGate(b *progress.Batch, i int, r *Request, rem *remote) {
+func (e *Executor) awaitGate(b *progress.Batch, i int, r *Request, rem *remote) {
 	deadline := r.deadline()
 	// Should its deadline pass meanwhile, whoever sees it ends the task
 	// TIMEOUT with this reason.

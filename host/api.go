@@ -1,0 +1,110 @@
+package host
+
+import "github.com/ferrydev/ferry/host/path"
+
+// The request path's types. The request path is host/path's (one stage
+// sequence for every task); the engine is its public face, and these are
+// the names its callers use.
+
+// Op is what a request does: Read or Write.
+type Op = path.Op
+
+const (
+	// Read copies from the remote segment into local memory.
+	Read = path.Read
+	// Write copies from local memory into the remote segment.
+	Write = path.Write
+)
+
+// Priority orders requests under load; the SDK's type, which the ring
+// descriptor carries.
+type Priority = path.Priority
+
+const (
+	PriorityNormal = path.PriorityNormal
+	PriorityHigh   = path.PriorityHigh
+	PriorityLow    = path.PriorityLow
+)
+
+// Request is one transfer between local memory and a remote segment;
+// path.Request documents its fields.
+type Request = path.Request
+
+// SegmentID is a handle from OpenSegment.
+type SegmentID = path.SegmentID
+
+// BatchID names a batch from AllocateBatch.
+type BatchID = path.BatchID
+
+// TaskStatus is one task's state; BatchStatus sums a batch.
+type (
+	TaskStatus  = path.TaskStatus
+	BatchStatus = path.BatchStatus
+)
+
+// Intent says what a request is for; policies match on it.
+type Intent = path.Intent
+
+// Intents a request may declare in Request.Intent; policies match on them.
+const (
+	IntentForegroundGet      = path.IntentForegroundGet
+	IntentBackgroundPrefetch = path.IntentBackgroundPrefetch
+	IntentMigration          = path.IntentMigration
+	IntentCheckpoint         = path.IntentCheckpoint
+	IntentWeightLoading      = path.IntentWeightLoading
+)
+
+// Prepared block lists (PrepareBlocks): layouts, pairs, the list, the
+// request each task copies, and the tasks a submission added.
+type (
+	BlockLayout  = path.BlockLayout
+	BlockPair    = path.BlockPair
+	BlockList    = path.BlockList
+	BlockRequest = path.BlockRequest
+	BlockTasks   = path.BlockTasks
+)
+
+// State is a task's state; see the constants.
+type State = path.State
+
+// Task states.
+const (
+	StatePending   = path.StatePending
+	StateCompleted = path.StateCompleted
+	StateFailed    = path.StateFailed
+	StateCanceled  = path.StateCanceled
+	StateTimeout   = path.StateTimeout
+	StateInvalid   = path.StateInvalid
+)
+
+// TransferError describes why one task of a Transfer did not complete.
+type TransferError = path.TransferError
+
+// The error taxonomy of the public API. Every error the engine returns
+// wraps one of these (errors.Is) and names the segment, plugin or address
+// involved.
+var (
+	ErrNotRegistered        = path.ErrNotRegistered
+	ErrOutOfBounds          = path.ErrOutOfBounds
+	ErrPermission           = path.ErrPermission
+	ErrSegmentNotFound      = path.ErrSegmentNotFound
+	ErrTransportUnavailable = path.ErrTransportUnavailable
+	ErrPluginFailed         = path.ErrPluginFailed
+	ErrDeadlineExceeded     = path.ErrDeadlineExceeded
+	ErrCanceled             = path.ErrCanceled
+	ErrInvalid              = path.ErrInvalid
+	ErrClosed               = path.ErrClosed
+	// ErrBusy is a request refused because the qos block's queue is full
+	// (qos.max_queued) and qos.busy is "error": submit it again later.
+	ErrBusy = path.ErrBusy
+)
+
+// Failure is one failed attempt of a task, as status lists the latest.
+type Failure = path.Failure
+
+// QoSStatus is what the admission queue of the qos block reports.
+type QoSStatus = path.QoSStatus
+
+// CreditStats is this engine's receiver credit at one receiver, as a
+// sender.
+type CreditStats = path.CreditStats

@@ -1,0 +1,335 @@
+// Package path is the request path: the one stage sequence every task
+// of an engine runs through, and the drivers around it (waiting, status,
+// aborts, fencing). The decisions are the stage packages' (host/validate,
+// host/admission, host/selector, host/slicer, host/credit, host/failover);
+// this package runs them in order and carries a task's facts from one
+// to the next. host.Engine is its public face and its wiring.
+//
+// The stages, in the order Executor.run takes them (stages.go):
+//
+//	validate  host/validate   known op, length, open segment, both ranges
+//	admit     host/admission  now, later or never; with a qos block, the queue
+//	route     host/selector   policy -> ordered transports
+//	gate      host/fence      a write waits while its target's fence is unconfirmed
+//	plan      host/slicer     slice size, slice count, rail mask
+//	put       host/credit     receiver credit per slice, then the lane's ring
+//	complete  host/progress   completions folded into task state (the reapers)
+//	retry     host/failover   another rail, next transport, wait, fail
+//	end       host/progress   one terminal state; the hook chain is told
+//
+// Every entry (Submit, a block submission, a QoS resume, a failover)
+// calls run with the stage it starts from; none rebuilds the sequence.
+//
+// Locks: no lock is held across a stage boundary, a wait, or a plugin
+// call. A goroutine that takes a task on from elsewhere (the QoS
+// dispatcher, a failover) pins the task's batch (progress.Tracker.Pin)
+// rather than hold a lock through dispatch. The lock order is in
+// host/progress's package comment and ARCHITECTURE.md.
+package path
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	hclog "github.com/hashicorp/go-hclog"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/fence"
+	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/host/localmem"
+	"github.com/ferrydev/ferry/host/notify"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/remotes"
+	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/host/supervisor"
+	"github.com/ferrydev/ferry/host/trace"
+	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// ControlTimeout bounds one control call to a plugin.
+const ControlTimeout = 10 * time.Second
+
+// fenceTimeout bounds one fence request to a target engine (which
+// waits for its plugin's answer).
+const fenceTimeout = 2 * time.Second
+
+// Deps is what an Executor is built on: the engine's configuration and
+// identity, and the parts it shares with the engine (the tracker, the
+// supervisor, the local memory and remote segment tables).
+type Deps struct {
+	Config      *config.Config
+	Log         hclog.Logger
+	Incarnation uint64
+	MachineID   string
+	Locked      bool // the callers' goroutines are locked to their threads (host.WithLockedCallers)
+	Tracker     *progress.Tracker
+	Supervisor  *supervisor.Set
+	Mem         *localmem.Table
+	Segs        *remotes.Table
+	Options     Options
+	// Recheck looks at a segment again after a plugin failed a task to
+	// it, and says what it found in err (host's segments.go); Transfer
+	// calls it once per segment (checked).
+	Recheck func(ctx context.Context, rem *remotes.Handle, st ring.Status, err error, checked map[SegmentID]string) error
+}
+
+// Executor runs an engine's tasks through the request path. Methods are
+// safe for concurrent use.
+type Executor struct {
+	cfg         *config.Config
+	log         hclog.Logger
+	name        string
+	incarnation uint64
+	machineID   string
+	sliceSize   uint64
+	// lockedCallers: the callers' goroutines are locked to their threads,
+	// so a waiter's spin never hands its thread to the scheduler.
+	lockedCallers bool
+
+	plugins    []*Plugin
+	byName     map[string]*Plugin
+	supervisor *supervisor.Set
+	sel        *selector.Selector // the policies, compiled; see route.go
+
+	tracker *progress.Tracker
+	path    requestPath  // the stages' listeners and the task records; see observe.go
+	aborts  aborts       // ended tasks' slices to abort; see abort.go
+	fences  *fence.Gates // targets whose writes wait for a fence; see fencing.go
+
+	// Failover goroutines (see retry.go): counted so that Close waits
+	// for them; retryClosed, under retryMu, stops new ones.
+	retryMu     sync.Mutex
+	retryClosed bool
+	retrying    sync.WaitGroup
+
+	hc     *notify.Service // the control service, for peers' credit and fences; set by Serve
+	recent recentFailures  // the latest failed attempts, for status
+	trace  *trace.Recorder // nil without a trace block
+
+	mem  *localmem.Table
+	segs *remotes.Table
+
+	closed atomic.Bool
+	quit   chan struct{}  // closed by Close: waits give up
+	wg     sync.WaitGroup // the goroutines the executor owns
+
+	credit *creditState // receiver credit; nil when off (credit.go)
+
+	recheck func(ctx context.Context, rem *remotes.Handle, st ring.Status, err error, checked map[SegmentID]string) error
+}
+
+// New builds the request path of an engine; its plugins are added with
+// StartPlugin, and Start starts its goroutines once they are.
+func New(d Deps) (*Executor, error) {
+	cfg := d.Config
+	e := &Executor{
+		cfg: cfg, log: d.Log, name: cfg.Name, incarnation: d.Incarnation, machineID: d.MachineID,
+		sliceSize: uint64(cfg.Transfer.SliceSize), lockedCallers: d.Locked,
+		byName: make(map[string]*Plugin), supervisor: d.Supervisor, tracker: d.Tracker,
+		mem: d.Mem, segs: d.Segs, quit: make(chan struct{}), recheck: d.Recheck,
+	}
+	if e.sliceSize == 0 {
+		e.sliceSize = 1 << 20
+	}
+	e.fences = fence.New(fencePort{e}, fenceTimeout)
+	e.tracker.OnFailure(e.onFailure)
+	e.tracker.OnHold(e.onHold)
+	e.aborts.wake = make(chan struct{}, 1)
+	e.wirePath(d.Options)
+	if err := e.wireQoS(); err != nil {
+		return nil, err
+	}
+	e.credit = newCredit(e)
+	return e, nil
+}
+
+// Start compiles the policies against the plugins started and starts
+// the executor's goroutines (aborts, the qos dispatcher); Close ends
+// them.
+func (e *Executor) Start() error {
+	sel, err := newSelector(e.cfg, e.plugins)
+	if err != nil {
+		return err
+	}
+	e.sel = sel
+	e.wg.Add(1)
+	go e.runAborts()
+	e.startQoS()
+	return nil
+}
+
+// Serve gives the executor the engine's control service (peers' credit
+// and fences go through it) and starts the credit keeper.
+func (e *Executor) Serve(hc *notify.Service) {
+	e.hc = hc
+	if e.credit != nil {
+		e.wg.Add(1)
+		go e.credit.keep()
+	}
+}
+
+// Closing stops new work: Submit refuses, waits give up, failovers end.
+// Close calls it before the plugins stop.
+func (e *Executor) Closing() {
+	if e.closed.Swap(true) {
+		return
+	}
+	close(e.quit)
+	e.fences.Stop() // writes waiting at a gate give up
+	// Failovers in progress give up (they watch quit) or finish
+	// submitting; none starts from here on.
+	e.retryMu.Lock()
+	e.retryClosed = true
+	e.retryMu.Unlock()
+	e.retrying.Wait()
+}
+
+// Close fails what is still pending on every plugin with closeErr and
+// waits for the executor's goroutines; the engine calls it once its
+// plugins stopped taking work (supervisor Stop).
+func (e *Executor) Close(closeErr error) {
+	e.Closing()
+	for _, ps := range e.plugins {
+		e.tracker.FailTransport(ps.idx, closeErr)
+	}
+}
+
+// Wait waits for the executor's goroutines, after Close and the
+// supervisor's.
+func (e *Executor) WaitClosed() { e.wg.Wait() }
+
+// Closed reports whether Closing was called.
+func (e *Executor) Closed() bool { return e.closed.Load() }
+
+// Plugins returns the plugins in the order they were started (their
+// indices).
+func (e *Executor) Plugins() []*Plugin { return e.plugins }
+
+// Plugin returns the plugin named name, nil for none.
+func (e *Executor) Plugin(name string) *Plugin { return e.byName[name] }
+
+// Plugin is one configured plugin as the request path sees it. Its life
+// (runs, restarts, status) is the supervisor's; the executor keeps what
+// it builds around each run (the rail set) and the names the request path
+// reads.
+type Plugin struct {
+	idx  int32 // position in Executor.plugins
+	name string
+	sv   *supervisor.Plugin
+	err  error                     // why it is not usable; set at start only
+	cur  atomic.Pointer[pluginRun] // nil when it never started
+	next atomic.Uint32
+	// rails is the current run's rail set; a restart that probes the same
+	// rails keeps it, and what it learnt.
+	rails atomic.Pointer[rails.Set]
+	// deadRun is the ID of the last run of a two-sided plugin that ended
+	// (Down): a write of it that failover moves fences that run at its
+	// target first (fencing.go).
+	deadRun atomic.Uint64
+}
+
+// pluginRun is one run of a plugin process as the request path reads it:
+// the supervisor's run, and the rail set built for it.
+type pluginRun struct {
+	sv       *supervisor.Run
+	p        *loader.Plugin
+	lanes    []*progress.Lane
+	endpoint sdk.Endpoint
+	rails    *rails.Set
+}
+
+func (ps *Plugin) run() *pluginRun { return ps.cur.Load() }
+
+// Name is the plugin's configured name.
+func (ps *Plugin) Name() string { return ps.name }
+
+// Index is the plugin's position among the engine's plugins: a task's
+// transport.
+func (ps *Plugin) Index() int32 { return ps.idx }
+
+// Err says why the plugin is not usable, nil when it started.
+func (ps *Plugin) Err() error { return ps.err }
+
+// Supervised is the supervisor's handle of the plugin.
+func (ps *Plugin) Supervised() *supervisor.Plugin { return ps.sv }
+
+// Rails is the current run's rail set, nil before one.
+func (ps *Plugin) Rails() *rails.Set { return ps.rails.Load() }
+
+// Lanes are the current run's lanes, nil when none runs.
+func (ps *Plugin) Lanes() []*progress.Lane {
+	if r := ps.run(); r != nil {
+		return r.lanes
+	}
+	return nil
+}
+
+// Proc returns the current process, nil when the plugin never started.
+func (ps *Plugin) Proc() *loader.Plugin { return ps.proc() }
+
+func (ps *Plugin) proc() *loader.Plugin {
+	if r := ps.cur.Load(); r != nil {
+		return r.p
+	}
+	return nil
+}
+
+// down reports whether its process exited and it is not back yet.
+func (ps *Plugin) down() bool { return ps.sv.Down() }
+
+// Usable reports whether it runs now.
+func (ps *Plugin) Usable() bool { return ps.usable() }
+
+func (ps *Plugin) usable() bool { return ps.err == nil && ps.cur.Load() != nil && !ps.sv.Down() }
+
+func (r *pluginRun) lane(ps *Plugin) *progress.Lane {
+	if len(r.lanes) == 1 {
+		return r.lanes[0]
+	}
+	return r.lanes[int(ps.next.Add(1))%len(r.lanes)]
+}
+
+// remote returns the open segment handle id names, nil for none.
+func (e *Executor) remote(id SegmentID) *remote { return e.segs.Get(uint32(id)) }
+
+// lookupLocal finds the registered buffer holding [p, p+n) without
+// locking or allocating.
+func (e *Executor) lookupLocal(p, n uint64) (region uint32, off uint64, ok bool) {
+	return e.mem.Lookup(p, n)
+}
+
+// SegmentID names an open remote segment (from host.Engine.OpenSegment).
+type SegmentID uint32
+
+type remote = remotes.Handle
+
+func addr(b []byte) uintptr { return localmem.Addr(b) }
+
+// closeErr is what a call on a closed engine returns.
+func (e *Executor) closeErr() error { return fmt.Errorf("%w: engine %q closed", ErrClosed, e.name) }
+
+// settleNotifies decides the SubmitWithNotify submissions of batch b
+// whose tasks all ended; FreeBatch calls it before the batch can be
+// reused (see notify.Service.Settle).
+func (e *Executor) settleNotifies(b *progress.Batch) {
+	if e.hc != nil {
+		e.hc.Settle(b)
+	}
+}
+
+// Quit is closed when the engine starts closing.
+func (e *Executor) Quit() <-chan struct{} { return e.quit }
+
+// Endpoint is the current run's endpoint, as the descriptor publishes
+// it; zero when none runs.
+func (ps *Plugin) Endpoint() sdk.Endpoint {
+	if r := ps.run(); r != nil {
+		return r.endpoint
+	}
+	return sdk.Endpoint{}
+}

@@ -1,0 +1,75 @@
+package path
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/supervisor"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// Around a plugin's runs: the one place where a plugin's life meets the
+// request path (rails, tasks in flight, receiver credit, fences). The
+// engine adds what is its own (replaying registrations and open peers,
+// republishing) through Lifecycle.
+
+// Lifecycle is the engine's part of a plugin's restart: Replay brings a
+// new run to where the last one was (registered memory, open peers)
+// before commit makes it current; Restarted follows a restart.
+type Lifecycle struct {
+	Replay    func(ctx context.Context, ps *Plugin, r *supervisor.Run, commit func() bool) error
+	Restarted func(ctx context.Context, ps *Plugin, r *supervisor.Run)
+}
+
+// StartPlugin has the supervisor start one plugin, appended to the
+// executor's. A plugin that cannot run is kept with its reason, so that
+// the engine still runs on the others and status can say why. Call it
+// before Start.
+func (e *Executor) StartPlugin(ctx context.Context, name string, spec supervisor.Spec, lc Lifecycle) *Plugin {
+	ps := &Plugin{idx: int32(len(e.plugins)), name: name}
+	ps.sv = e.supervisor.Start(ctx, spec, e.hooks(ps, lc))
+	if ps.err = ps.sv.Err(); ps.err != nil {
+		if r := ps.sv.Run(); r != nil { // for status and tests' PluginPID
+			rs := railsOf(r.Observer)
+			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
+			ps.rails.Store(rs)
+		}
+	}
+	e.plugins = append(e.plugins, ps)
+	e.byName[name] = ps
+	return ps
+}
+
+// hooks is what happens around each run of ps.
+func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
+	return supervisor.Hooks{
+		Observer: func(probe sdk.ProbeResult) progress.Observer {
+			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
+				return e.observeLanes(rs)
+			}
+			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies))
+		},
+		Up: func(r *supervisor.Run) {
+			rs := railsOf(r.Observer) // Observer built it
+			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
+			ps.rails.Store(rs)
+		},
+		Down: func(r *supervisor.Run, why string) {
+			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
+			keep, fenced := e.fenceDown(ps, r) // writes it may still carry end once their targets fenced it
+			n := e.tracker.FailTransportExcept(ps.idx, err, keep)
+			if fenced != nil {
+				fenced(err)
+			}
+			railsOf(r.Observer).ForgetAll()
+			e.creditDown(r.Proc.Info.TwoSided)
+			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
+		},
+		Replay: func(ctx context.Context, r *supervisor.Run, commit func() bool) error {
+			return lc.Replay(ctx, ps, r, commit)
+		},
+		Restarted: func(ctx context.Context, r *supervisor.Run) { lc.Restarted(ctx, ps, r) },
+	}
+}
