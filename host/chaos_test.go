@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ferrydev/ferry/host/stages/audit"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -391,7 +392,10 @@ func runChaos(t *testing.T, name, extra string) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), chaosBound)
 	defer cancel()
-	r := startChaosWith(t, ctx, name, crashAfter, extra)
+	// The audit stage sees every task the run submits, each once,
+	// whichever way it went on (held and resumed, failed over).
+	st := audit.New()
+	r := startChaosWith(t, ctx, name, crashAfter, extra, host.WithStage(st))
 	e := r.e
 	for _, want := range []string{"fault", "stall", "tcp"} {
 		if !slices.Contains(r.seg.Transports, want) {
@@ -476,6 +480,15 @@ func runChaos(t *testing.T, name, extra string) {
 	// Nothing wrote the read region.
 	if got, want := r.b.ask(t, "sha256 0 %d", chaosReadSpan), sum(r.pattern); got != want {
 		t.Errorf("the peer's read region changed: sha256 %s, want %s", got, want)
+	}
+
+	passed, twice := st.Counts()
+	t.Logf("chaos: %d tasks passed the audit stage", passed)
+	if len(twice) != 0 {
+		t.Errorf("%d tasks passed the audit stage more than once, the first %+v", len(twice), twice[0])
+	}
+	if held := int(e.QoS().Dropped); passed+held < n {
+		t.Errorf("%d tasks passed the audit stage, %d ended held: want at least the run's %d", passed, held, n)
 	}
 
 	if q := e.QoS(); q.On {

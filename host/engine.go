@@ -488,3 +488,10 @@ func (e *Engine) Close() error {
 	})
 	return errors.Join(errs...)
 }
+
+// WithStage adds s to the request path, after admission and before
+// routing; stages added so run in the order of their options. See
+// path.Stage.
+func WithStage(s path.Stage) Option {
+	return func(o *options) { o.path.Stages = append(o.path.Stages, s) }
+}

@@ -397,11 +397,10 @@ func (e *Executor) runQoS() {
 	}
 }
 
-// resume takes held task t on from admission, with grant g: validated
-// again (its memory may have been unregistered while it waited), routed
-// and dispatched, as submitOne does a request admitted at once.
-func (e *Executor) resume(t heldTask, g admission.Grant) {
-	b, i := t.b, int(t.i)
+// resume takes held task h on from admission, with grant g, through
+// the rest of the stage sequence.
+func (e *Executor) resume(h heldTask, g admission.Grant) {
+	b, i := h.b, int(h.i)
 	if e.path.qos.grants {
 		e.granted(b, i, g)
 	}
@@ -409,11 +408,9 @@ func (e *Executor) resume(t heldTask, g admission.Grant) {
 	if b.Stopping(i, progress.Now()) {
 		return // ended before it was granted: given back above, or by its end
 	}
-	r := &rec.req
-	rem := e.remote(r.Segment)
 	var sc submitCtx
-	rt, err := e.validate(r, rem)
-	e.goOn(b, i, r, rem, rt, rec, &sc, err)
+	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), sc: &sc, admitted: true}
+	e.run(&t, stageValidate) // validated again: its memory may have been unregistered while it waited
 }
 
 // endHeld ends the tasks still held when the engine closes: they never

@@ -8,12 +8,10 @@ import (
 
 	"github.com/ferrydev/ferry/host/blocks"
 	"github.com/ferrydev/ferry/host/failover"
-	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/host/validate"
-	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // Prepared block lists: the request path for many fixed-size blocks (a
@@ -404,7 +402,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		// they are reserved routed and cut (ReserveRouted), their plans
 		// made here; a run of one block takes the plan the route keeps
 		// for it.
-		preset := c.whole && e.path.qos == nil && e.path.admit == nil
+		preset := c.whole && e.path.qos == nil && e.path.admit == nil && len(e.stages) == 0
 		var rt progress.Route
 		if preset {
 			rt = progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
@@ -431,102 +429,25 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
 		nc := 0
-		if preset && e.path.obs == nil && e.path.meter == nil && e.creditFor(pr, c.rem) == nil {
-			nc = e.putPreset(c, b, pr, ln, at, todo[:got], plans, ch.put)
-		} else {
-			nc = e.putEach(c, b, pr, ln, at, todo[:got], plans, preset, ch.put)
+		for j := range todo[:got] {
+			i := at + j
+			rec := e.path.record(b, i)
+			c.record(rec, &todo[j])
+			e.noteQueued(b, i, &c.sc)
+			t := task{b: b, i: i, rec: rec, rem: c.rem, sc: &c.sc, valid: true, blk: c, brn: &todo[j],
+				rt: routed{ps: ps, policy: c.route.policy}, prun: pr, lane: ln, out: &ch.put[nc]}
+			if preset {
+				t.plan, t.planned = plans[j], true
+			}
+			if e.run(&t, stageValidate) {
+				nc++
+			}
 		}
 		ln.End()
 		for _, p := range ch.put[:nc] {
 			e.cut(b, ln, ps, p)
 		}
 	}
-}
-
-// putPreset puts the runs of todo, tasks at, at+1, … of b reserved
-// routed and cut with the plans in plans, on lane ln of run pr; the runs
-// of one slice directly, the others through put. Nobody listens (no
-// observer, no meter) and the transport takes no receiver credit: what
-// a task needs is its record and its slices on the ring. It returns how
-// many results it left in put.
-func (e *Executor) putPreset(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, put []putResult) int {
-	ps, rem := c.route.ps, c.rem
-	d := ring.Descriptor{Op: ring.OpWrite, Prio: uint8(c.req.Priority), LocalRegion: c.lreg, Peer: rem.ID, Deadline: c.deadline}
-	if c.req.Op == Read {
-		d.Op = ring.OpRead
-	}
-	var now int64 // 0: no deadline to check
-	if c.deadline != 0 {
-		now = c.sc.now().UnixNano()
-	}
-	for j := range todo {
-		run, i := &todo[j], at+j
-		rec := e.path.record(b, i)
-		c.record(rec, run)
-		rec.hist.Tried = 1 << ps.idx
-		if plans[j].Slices != 1 {
-			rt := routed{ps: ps, policy: c.route.policy, lreg: c.lreg, loff: c.loff + run.LocalOff, rreg: run.Remote.Region, roff: run.Remote.Offset}
-			put[j] = e.put(b, i, &rec.req, rem, rt, 0, &c.sc, pr, ln, &plans[j])
-			continue
-		}
-		// put, for one slice.
-		p := &put[j]
-		*p = putResult{i: i, slices: 1}
-		if b.Stopping(i, now) { // canceled or expired since it was reserved: it never leaves
-			continue
-		}
-		d.LocalOffset, d.RemoteRegion, d.RemoteOffset, d.Length = c.loff+run.LocalOff, run.Remote.Region, run.Remote.Offset, run.Length
-		if sent, err := putSlice(&d, b, i, b.Token(i), plans[j].Rails, ln, pr.rails, ps, &c.sc); sent {
-			p.sent = 1
-		} else {
-			p.err = err
-		}
-	}
-	return len(todo)
-}
-
-// putEach takes each run of todo (tasks at, at+1, … of b) through the
-// stages a request passes (queued, admitted, routed; held back by the
-// qos queue, or refused) and puts what goes on now on lane ln of run pr;
-// preset says the tasks were reserved routed and cut with the plans in
-// plans. It returns how many results it left in put.
-func (e *Executor) putEach(c *blockCall, b *progress.Batch, pr *pluginRun, ln *progress.Lane, at int, todo []blocks.Run, plans []slicer.Plan, preset bool, put []putResult) int {
-	ps, rem, sc := c.route.ps, c.rem, &c.sc
-	nc := 0
-	for j := range todo {
-		run := &todo[j]
-		i := at + j
-		rec := e.path.record(b, i)
-		c.record(rec, run)
-		r := &rec.req
-		e.noteQueued(b, i, sc)
-		var err error
-		lreg, loff, ok := e.blockLocal(c, run.LocalOff, run.Length)
-		if !ok {
-			err = fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, c.base+run.LocalOff, run.Length)
-		} else {
-			err = e.admit(r, rem, sc)
-		}
-		if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, false) {
-			continue // held back (the dispatcher takes it on), or refused
-		}
-		if err != nil {
-			b.Cut(i)
-			b.Finish(i, progress.Invalid, err)
-			continue
-		}
-		e.note(b, i, observe.Admitted, -1, 0, nil)
-		rec.hist.Tried = 1 << ps.idx
-		e.note(b, i, observe.Routed, ps.idx, 0, nil)
-		rt := routed{ps: ps, policy: c.route.policy, lreg: lreg, loff: loff, rreg: run.Remote.Region, roff: run.Remote.Offset}
-		var pre *slicer.Plan
-		if preset {
-			pre = &plans[j]
-		}
-		put[nc] = e.put(b, i, r, rem, rt, 0, sc, pr, ln, pre)
-		nc++
-	}
-	return nc
 }
 
 // blockRoute is the route a block list's submissions of one op took, with

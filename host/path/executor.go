@@ -119,6 +119,7 @@ type Executor struct {
 	wg     sync.WaitGroup // the goroutines the executor owns
 
 	credit *creditState // receiver credit; nil when off (credit.go)
+	stages []Stage      // the engine's added stages (Options.Stages), in order
 
 	recheck func(ctx context.Context, rem *remotes.Handle, st ring.Status, err error, checked map[SegmentID]string) error
 }

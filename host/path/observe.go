@@ -69,12 +69,15 @@ type Options struct {
 	Meter    *metrics.Meter
 	Admit    admission.Admitter
 	Trace    *trace.Recorder
+	// Stages are added to the request path, in this order, after
+	// admission (Stage).
+	Stages []Stage
 }
 
 // wirePath connects the request path's stages; New calls it before the
 // first batch is allocated.
 func (e *Executor) wirePath(o Options) {
-	e.trace = o.Trace
+	e.trace, e.stages = o.Trace, o.Stages
 	if o.Trace != nil {
 		if o.Observer == nil {
 			o.Observer = o.Trace

@@ -2,7 +2,6 @@ package path
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"time"
 
@@ -126,33 +125,54 @@ func (e *Executor) failover(j retryJob) {
 		b.Finish(i, progress.Failed, why)
 		return
 	}
-	to := d.Transport
-	rem := e.remote(r.Segment)
-	rt, err := e.routeTo(r, rem, e.plugins[to])
+	var sc submitCtx
+	t := task{b: b, i: i, rec: e.path.record(b, i), rem: e.remote(r.Segment), sc: &sc, avoid: d.Avoid,
+		retry: &retryStep{job: &j, d: d, why: why, to: d.Transport}}
+	e.run(&t, stageValidate) // validated again: the segment may have changed under a restarted peer
+}
+
+// retryStep is a failover's next attempt as the stages see it: the
+// failed attempt, the decision and its cause.
+type retryStep struct {
+	job *retryJob
+	d   failover.Decision
+	why error
+	to  int32
+}
+
+// retryRoute is the route stage of a failover's attempt: the decider's
+// transport, checked to reach the segment now, then the attempt's start
+// (Batch.Retry) and what it learnt in the task's history.
+func (e *Executor) retryRoute(t *task) bool {
+	s, r, b, i := t.retry, &t.rec.req, t.b, t.i
+	j, to := s.job, s.to
+	pinned := *r
+	pinned.Transport = e.plugins[to].name
+	ps, policy, err := e.choose(&pinned, t.rem, uint64(len(r.Local)))
 	if err != nil {
-		b.Finish(i, progress.Failed, fmt.Errorf("%w; failover to %q: %w", why, e.plugins[to].name, err))
-		return
+		e.refuse(t, err)
+		return false
 	}
+	t.rt.ps, t.rt.policy = ps, policy
 	if !b.Retry(i) {
-		return // canceled or timed out meanwhile
+		return false // canceled or timed out meanwhile
 	}
-	rec := e.path.record(b, i)
+	rec := t.rec
 	rec.hist.Tried |= 1 << to
-	rec.hist.Avoid = d.Avoid
+	rec.hist.Avoid = s.d.Avoid
 	rec.hist.FirstFailed = j.rec.hist.FirstFailed
 	cause := observe.CausePluginFailed
 	if j.cause == nil {
 		cause = observe.StatusCause(j.status)
 	}
 	if j.cause != nil && j.from >= 0 && int(j.from) < len(e.plugins) {
-		e.fenceMoved(e.plugins[j.from], r, rem) // its plugin died: what it sent may still land
+		e.fenceMoved(e.plugins[j.from], r, t.rem) // its plugin died: what it sent may still land
 	}
-	e.noteRetried(b, i, j.from, to, cause, why)
+	e.noteRetried(b, i, j.from, to, cause, s.why)
 	e.note(b, i, observe.Routed, to, 0, nil)
-	e.log.Warn("task failed; trying it again", "segment", rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
-		"to", e.plugins[to].name, "decision", d.Kind, "attempt", b.Attempt(i)+1, "of", e.cfg.Transfer.Attempts, "error", why)
-	var sc submitCtx
-	e.dispatch(b, i, r, rem, rt, d.Avoid, &sc)
+	e.log.Warn("task failed; trying it again", "segment", t.rem.Name, "from", e.plugins[j.from].name, "failed_rail", j.rail,
+		"to", e.plugins[to].name, "decision", s.d.Kind, "attempt", b.Attempt(i)+1, "of", e.cfg.Transfer.Attempts, "error", s.why)
+	return true
 }
 
 // decideFailover asks the failover decider about job j until it says
@@ -251,15 +271,6 @@ func (e *Executor) failoverFacts(in *failover.Input, r *Request, cands []selecto
 	if p, err := e.sel.Select(&sr, cands); err == nil {
 		in.Plan = p.Index
 	}
-}
-
-// routeTo is route with the plugin chosen, as a transport hint: the
-// ranges are translated again (the segment may have changed under a
-// restarted peer) and the plugin is checked to reach the segment now.
-func (e *Executor) routeTo(r *Request, rem *remote, ps *Plugin) (routed, error) {
-	pinned := *r
-	pinned.Transport = ps.name
-	return e.route(&pinned, rem)
 }
 
 // jitter draws the failover decider's jitter, in [0, 1): tasks that

@@ -228,9 +228,8 @@ func (c *submitCtx) now() time.Time {
 // queued.
 func (c *submitCtx) clock() int64 { return progress.ClockOf(c.now()) }
 
-// submitOne takes one request through the first stages of the path:
-// queued, validated, admitted, routed; then dispatch plans and submits
-// it. A request refused on the way ends INVALID.
+// submitOne adds one request to b as a task (queued) and runs it
+// through the stage sequence.
 func (e *Executor) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	deadline := r.deadline()
 	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded
@@ -246,37 +245,9 @@ func (e *Executor) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	if dflt { // on the engine's copy, which every later stage reads, not on the caller's
 		rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
 	}
-	r = &rec.req
 	e.noteQueued(b, i, sc)
-	rem := e.remote(r.Segment)
-	rt, err := e.validate(r, rem)
-	if err == nil {
-		err = e.admit(r, rem, sc)
-	}
-	if err == nil && e.path.qos != nil && e.hold(b, i, r, rem, sc, true) {
-		return // held back (the queue's dispatcher takes it on: resume), or refused
-	}
-	e.goOn(b, i, r, rem, rt, rec, sc, err)
-}
-
-// goOn takes task i (request r, its record rec) on from admission:
-// routed, then dispatched. err, from an earlier stage, ends it INVALID.
-func (e *Executor) goOn(b *progress.Batch, i int, r *Request, rem *remote, rt routed, rec *taskRecord, sc *submitCtx, err error) {
-	if err == nil {
-		e.note(b, i, observe.Admitted, -1, 0, nil)
-		rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local)))
-		if err != nil && e.awaitPin(b, i, r, rem, rec, err) {
-			return
-		}
-	}
-	if err != nil {
-		b.Cut(i)
-		b.Finish(i, progress.Invalid, err)
-		return
-	}
-	rec.hist.Tried = 1 << rt.ps.idx
-	e.note(b, i, observe.Routed, rt.ps.idx, 0, nil)
-	e.dispatch(b, i, r, rem, rt, 0, sc)
+	t := task{b: b, i: i, rec: rec, rem: e.remote(r.Segment), sc: sc, wait: true}
+	e.run(&t, stageValidate)
 }
 
 // awaitPin takes task i (request r to rem, valid and admitted, which
@@ -339,32 +310,6 @@ func (e *Executor) admit(r *Request, rem *remote, sc *submitCtx) error {
 	return fmt.Errorf("%w: segment %q: admission refused the request (%s)", ErrInvalid, rem.Name, d.Reason)
 }
 
-// dispatch plans task i (request r, routed to rt) with the slicer and
-// puts its slices on a lane of its plugin, keeping off the rails in
-// avoid. It ends by marking the attempt cut; if the plugin died
-// meanwhile, it fails the attempt over.
-func (e *Executor) dispatch(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx) {
-	if r.Op == Write && e.fences.Closed(rem.Name) {
-		// A fence of an ended run is unconfirmed there: the write waits
-		// (awaitGate); one that ended meanwhile puts nothing below.
-		e.awaitGate(b, i, r, rem)
-	}
-	e.path.record(b, i).sent = rem
-	run := rt.ps.run()
-	// Each request's slices are published as one: a plugin works on one
-	// request while the next is cut (holding the lane over a whole batch
-	// measured slower on two cores: the plugin idled until the end).
-	l := e.laneOf(run, rt.ps, r.Priority)
-	l.Begin()
-	c := e.put(b, i, r, rem, rt, avoid, sc, run, l, nil)
-	if sc.waiter {
-		l.EndWaited()
-	} else {
-		l.End()
-	}
-	e.cut(b, l, rt.ps, c)
-}
-
 // putResult is what put did with a task's slices, for cut.
 type putResult struct {
 	i            int
@@ -372,24 +317,16 @@ type putResult struct {
 	err          error
 }
 
-// put plans task i and enqueues its slices on l, a lane of run (held by
-// the caller, between Begin and End). The caller publishes them (End),
-// then calls cut with the result. pre, when not nil, is the task's plan,
-// its route and cut already set (Batch.ReserveRouted).
-func (e *Executor) put(b *progress.Batch, i int, r *Request, rem *remote, rt routed, avoid uint64, sc *submitCtx, run *pluginRun, l *progress.Lane, pre *slicer.Plan) putResult {
+// put enqueues t's slices on l, a lane of t's plugin run (held by the
+// caller, between Begin and End), each taking receiver credit first
+// where the transport is two-sided. The caller publishes them (End),
+// then calls cut with the result.
+func (e *Executor) put(t *task, l *progress.Lane) putResult {
+	b, i, r, rem, rt := t.b, t.i, &t.rec.req, t.rem, &t.rt
 	deadline := r.deadline()
 	n := uint64(len(r.Local))
 	ps := rt.ps
-	rs := run.rails
-	var plan slicer.Plan
-	if pre != nil {
-		plan = *pre // routed and cut when it was reserved (ReserveRouted)
-	} else {
-		b.Task(i).SetTransport(ps.idx)
-		plan = e.plan(run, rt.policy, n, avoid)
-		b.SetSlices(i, plan.Slices)
-	}
-	e.note(b, i, observe.Sliced, ps.idx, plan.Slices, nil)
+	plan := &t.plan
 	op := ring.OpWrite
 	if r.Op == Read {
 		op = ring.OpRead
@@ -402,12 +339,12 @@ func (e *Executor) put(b *progress.Batch, i int, r *Request, rem *remote, rt rou
 	}
 	var now int64 // 0: no deadline to check
 	if deadline != 0 {
-		now = sc.now().UnixNano()
+		now = t.sc.now().UnixNano()
 	}
 	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	res := putResult{i: i, slices: plan.Slices}
 	var hold *taskHold // receiver credit: a two-sided transport's slices take some
-	pc := e.creditFor(run, rem)
+	pc := e.creditFor(t.prun, rem)
 	if pc != nil {
 		hold = e.credit.begin(b, i, pc, plan.Slice)
 	}
@@ -419,7 +356,7 @@ func (e *Executor) put(b *progress.Batch, i int, r *Request, rem *remote, rt rou
 		if hold != nil && !e.credit.take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
 			break // it stopped, or the engine closed, while waiting for credit
 		}
-		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, rs, ps, sc); !sent {
+		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, t.prun.rails, ps, t.sc); !sent {
 			if hold != nil {
 				e.credit.unsent(hold, d.Length)
 			}

@@ -1,0 +1,274 @@
+package path
+
+import (
+	"fmt"
+
+	"github.com/ferrydev/ferry/host/blocks"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/slicer"
+)
+
+// The stage sequence. A task enters run once it exists (reserved in its
+// batch, its record written, Queued noted) and passes the stages in this
+// order; each either passes it on, or ends it (INVALID, FAILED), holds it
+// back (the qos queue) or hands it on (failover waiting out a pinned
+// transport). A stage whose outcome is known before (a block run was
+// validated with its list, and routed and planned with its call; a QoS
+// resume and a failover were admitted at their first pass) passes at the
+// cost of a flag's test, so that every entry runs the one sequence:
+//
+//	Submit            run(validate)                        transfer.go
+//	a block run       run(validate), valid, routed, maybe planned  blocks.go
+//	a QoS resume      run(validate), admitted              admit.go
+//	a failover        run(validate), admitted, retry       retry.go
+//
+// The stages after put (complete, retry, end) are the reapers' and the
+// tracker's: a completion settles the attempt, a failed one goes to the
+// hook chain's failover, which enters run again.
+
+// stage is one step of the sequence, in order.
+type stage uint8
+
+const (
+	stageValidate stage = iota // host/validate: op, length, segment, both ranges
+	stageAdmit                 // host/admission: now, later (the qos queue holds it), never
+	stageAdded                 // the engine's added stages (Options.Stages)
+	stageRoute                 // host/selector; a failover's: the decider's transport
+	stageGate                  // host/fence: a write waits while its target's fence is unconfirmed
+	stagePlan                  // host/slicer: slice size and count, rails
+	stagePut                   // host/credit per slice, then the lane's ring
+)
+
+// task is one task as the stages pass it on: where it is, what the
+// stages decided so far, and how it entered.
+type task struct {
+	b   *progress.Batch
+	i   int
+	rec *taskRecord // its request is rec.req, the engine's copy
+	rem *remote
+	sc  *submitCtx
+	rt  routed // both ranges once valid; rt.ps once routed
+
+	valid    bool // validated already: its ranges are in rt
+	admitted bool // admitted already (a QoS resume): Admitted is still noted
+	wait     bool // a full qos queue blocks the submitter (qos.busy = "block")
+
+	// blk and run are a block run's call and run: the list was checked
+	// when it was prepared and the call's route chosen for it (valid,
+	// rt.ps set); validate looks its local range up again.
+	blk *blockCall
+	brn *blocks.Run
+
+	plan    slicer.Plan
+	planned bool // plan is set: a block run reserved routed and cut
+
+	avoid uint64     // the rails to keep off: a failover's
+	retry *retryStep // a failover's next attempt; nil for a first one
+
+	// lane, when set, is a lane of prun that the caller holds (a block
+	// chunk, between Begin and End): put enqueues on it and leaves its
+	// result in out for the caller to cut after End. Otherwise put
+	// takes a lane of the route's plugin and cuts.
+	prun *pluginRun
+	lane *progress.Lane
+	out  *putResult
+}
+
+// run takes t through the stages from from on. It is the only place
+// that calls them in order. It reports whether the task reached put (its
+// slices, or some, were enqueued, or put found it ended).
+func (e *Executor) run(t *task, from stage) bool {
+	if from <= stageValidate && !e.validateStage(t) {
+		return false
+	}
+	if from <= stageAdmit && !e.admitStage(t) {
+		return false
+	}
+	if from <= stageAdded && len(e.stages) != 0 && !e.addedStages(t) {
+		return false
+	}
+	if from <= stageRoute && !e.routeStage(t) {
+		return false
+	}
+	if from <= stageGate {
+		e.gateStage(t)
+	}
+	if from <= stagePlan {
+		e.planStage(t)
+	}
+	e.putStage(t)
+	return true
+}
+
+// refuse ends t because a stage before put refused it: INVALID, with
+// err; a failover's next attempt ends FAILED with the first failure's
+// cause and why the failover could not go on.
+func (e *Executor) refuse(t *task, err error) {
+	if s := t.retry; s != nil {
+		t.b.Finish(t.i, progress.Failed, fmt.Errorf("%w; failover to %q: %w", s.why, e.plugins[s.to].name, err))
+		return
+	}
+	t.b.Cut(t.i)
+	t.b.Finish(t.i, progress.Invalid, err)
+}
+
+// validateStage translates both ranges (host/validate), or for a block
+// run looks its local range up again: it may have been unregistered
+// since the list was prepared.
+func (e *Executor) validateStage(t *task) bool {
+	if c := t.blk; c != nil {
+		lreg, loff, ok := e.blockLocal(c, t.brn.LocalOff, t.brn.Length)
+		if !ok {
+			e.refuse(t, fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, c.base+t.brn.LocalOff, t.brn.Length))
+			return false
+		}
+		t.rt.lreg, t.rt.loff, t.rt.rreg, t.rt.roff = lreg, loff, t.brn.Remote.Region, t.brn.Remote.Offset
+		return true
+	}
+	if t.valid {
+		return true
+	}
+	rt, err := e.validate(&t.rec.req, t.rem)
+	if err != nil {
+		e.refuse(t, err)
+		return false
+	}
+	t.rt.lreg, t.rt.loff, t.rt.rreg, t.rt.roff = rt.lreg, rt.loff, rt.rreg, rt.roff
+	t.valid = true
+	return true
+}
+
+// admitStage asks admission (the application's Admitter, then the qos
+// block's queue) about t. A failover's attempt was admitted with the
+// task's first.
+func (e *Executor) admitStage(t *task) bool {
+	if t.retry != nil {
+		return true
+	}
+	if !t.admitted {
+		r := &t.rec.req
+		if err := e.admit(r, t.rem, t.sc); err != nil {
+			e.refuse(t, err)
+			return false
+		}
+		if e.path.qos != nil && e.hold(t.b, t.i, r, t.rem, t.sc, t.wait) {
+			return false // held back (the queue's dispatcher resumes it), or refused
+		}
+	}
+	e.note(t.b, t.i, observe.Admitted, -1, 0, nil)
+	return true
+}
+
+// routeStage picks t's plugin (host/selector), unless its call routed
+// it; a failover's attempt goes to the decider's transport.
+func (e *Executor) routeStage(t *task) bool {
+	r := &t.rec.req
+	if t.retry != nil {
+		return e.retryRoute(t)
+	}
+	if t.rt.ps == nil {
+		ps, policy, err := e.choose(r, t.rem, uint64(len(r.Local)))
+		if err != nil {
+			if !e.awaitPin(t.b, t.i, r, t.rem, t.rec, err) {
+				e.refuse(t, err)
+			}
+			return false
+		}
+		t.rt.ps, t.rt.policy = ps, policy
+	}
+	t.rec.hist.Tried = 1 << t.rt.ps.idx
+	e.note(t.b, t.i, observe.Routed, t.rt.ps.idx, 0, nil)
+	return true
+}
+
+// gateStage holds a write while its target's gate is closed (a fence of
+// an ended plugin run is unconfirmed there; host/fence), letting go of
+// a lane the caller holds meanwhile. A task that ends while it waits
+// puts nothing.
+func (e *Executor) gateStage(t *task) {
+	r := &t.rec.req
+	if r.Op == Write && e.fences.Closed(t.rem.Name) {
+		if t.lane != nil {
+			t.lane.End() // what is enqueued goes now; no lane is held across the wait
+			e.awaitGate(t.b, t.i, r, t.rem)
+			t.lane.Begin()
+		} else {
+			e.awaitGate(t.b, t.i, r, t.rem)
+		}
+	}
+	t.rec.sent = t.rem
+}
+
+// planStage cuts t into slices (host/slicer) on its plugin's current
+// run, unless its call planned it.
+func (e *Executor) planStage(t *task) {
+	ps := t.rt.ps
+	if t.prun == nil {
+		t.prun = ps.run()
+	}
+	if !t.planned {
+		t.b.Task(t.i).SetTransport(ps.idx)
+		t.plan = e.plan(t.prun, t.rt.policy, uint64(len(t.rec.req.Local)), t.avoid)
+		t.b.SetSlices(t.i, t.plan.Slices)
+	}
+	e.note(t.b, t.i, observe.Sliced, ps.idx, t.plan.Slices, nil)
+}
+
+// putStage puts t's slices on a lane of its plugin's run, each taking
+// receiver credit first where the transport is two-sided. A task put on
+// a lane the caller holds leaves the result for the caller's cut.
+func (e *Executor) putStage(t *task) {
+	if t.lane != nil {
+		*t.out = e.put(t, t.lane)
+		return
+	}
+	// Each request's slices are published as one: a plugin works on one
+	// request while the next is cut (holding the lane over a whole batch
+	// measured slower on two cores: the plugin idled until the end).
+	l := e.laneOf(t.prun, t.rt.ps, t.rec.req.Priority)
+	l.Begin()
+	c := e.put(t, l)
+	if t.sc.waiter {
+		l.EndWaited()
+	} else {
+		l.End()
+	}
+	e.cut(t.b, l, t.rt.ps, c)
+}
+
+// Stage is a step an engine adds to the request path (host.WithStage):
+// staging through host memory, device copies and file I/O are to be
+// ones. Pass sees each task once, admitted and before it is routed (a
+// failover's next attempt does not pass again); an error ends the task
+// INVALID with it. Pass must not block for long: it runs on the
+// submitter's goroutine (or the qos dispatcher's, for a held task).
+type Stage interface {
+	Name() string
+	Pass(t Task) error
+}
+
+// Task is what an added Stage sees of a task.
+type Task struct {
+	Batch   uint64 // the batch's number (BatchID.Number)
+	Index   int    // in its batch
+	Op      Op
+	Length  uint64
+	Segment string // the remote segment's name
+}
+
+// addedStages passes t through the engine's added stages, in order.
+func (e *Executor) addedStages(t *task) bool {
+	if t.retry != nil {
+		return true
+	}
+	r := &t.rec.req
+	v := Task{Batch: t.b.ID(), Index: t.i, Op: r.Op, Length: uint64(len(r.Local)), Segment: t.rem.Name}
+	for _, s := range e.stages {
+		if err := s.Pass(v); err != nil {
+			e.refuse(t, fmt.Errorf("%w: stage %s refused the request: %w", ErrInvalid, s.Name(), err))
+			return false
+		}
+	}
+	return true
+}
