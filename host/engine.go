@@ -393,6 +393,20 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	return ps
 }
 
+// railFacts is what rails.NewSet reads of the configuration: the rail
+// blocks, and each policy's rails in policy order.
+func railFacts(cfg *config.Config) ([]rails.Block, [][]string) {
+	blocks := make([]rails.Block, len(cfg.Rails))
+	for i, b := range cfg.Rails {
+		blocks[i] = rails.Block{Name: b.Name, Transport: b.Transport, Device: b.Device, NUMANode: b.NUMANode, BandwidthGbps: b.BandwidthGbps}
+	}
+	policyRails := make([][]string, len(cfg.Policies))
+	for i, p := range cfg.Policies {
+		policyRails[i] = p.Rails
+	}
+	return blocks, policyRails
+}
+
 // pluginHooks is what the engine does around each run of ps: the one
 // place where plugin lifecycle meets rails, tasks, memory, peers and the
 // descriptor.
@@ -402,7 +416,8 @@ func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
 				return e.observeLanes(rs)
 			}
-			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies))
+			blocks, policyRails := railFacts(e.cfg)
+			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, blocks, policyRails))
 		},
 		Up: func(r *supervisor.Run) {
 			rs := railsOf(r.Observer) // Observer built it
