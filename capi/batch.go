@@ -164,90 +164,68 @@ func requests(what string, reqs *C.ferry_request_t, n C.size_t) (*[]host.Request
 }
 
 //export ferry_go_allocate_batch
-func ferry_go_allocate_batch(h C.ferry_engine_t, capacity C.size_t, out *C.ferry_batch_t) (rc C.int) {
+func ferry_go_allocate_batch(h C.ferry_engine_t, capacity C.size_t, out *C.ferry_batch_t) C.int {
 	const what = "ferry_allocate_batch"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case out == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
-	case capacity == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: capacity 0; a batch holds at least one task", what)
-	case uint64(capacity) > maxElems:
-		return fail(C.FERRY_ERR_INVALID, "%s: capacity %d, over the limit of %d tasks; allocate smaller batches", what, uint64(capacity), maxElems)
-	}
-	id, err := en.e.AllocateBatch(int(capacity))
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	en.mu.Lock()
-	b := en.handle()
-	en.batches[b] = id
-	en.mu.Unlock()
-	*out = C.ferry_batch_t(b)
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		switch {
+		case out == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
+		case capacity == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: capacity 0; a batch holds at least one task", what)
+		case uint64(capacity) > maxElems:
+			return fail(C.FERRY_ERR_INVALID, "%s: capacity %d, over the limit of %d tasks; allocate smaller batches", what, uint64(capacity), maxElems)
+		}
+		id, err := en.e.AllocateBatch(int(capacity))
+		if err != nil {
+			return failErr(what, err, C.FERRY_ERR_INVALID)
+		}
+		en.mu.Lock()
+		b := en.handle()
+		en.batches[b] = id
+		en.mu.Unlock()
+		*out = C.ferry_batch_t(b)
+		return C.FERRY_OK
+	})
 }
 
 //export ferry_go_free_batch
-func ferry_go_free_batch(h C.ferry_engine_t, b C.ferry_batch_t) (rc C.int) {
+func ferry_go_free_batch(h C.ferry_engine_t, b C.ferry_batch_t) C.int {
 	const what = "ferry_free_batch"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	en.mu.Lock()
-	delete(en.batches, uint64(b))
-	en.mu.Unlock()
-	if err := en.e.FreeBatch(id); err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	return C.FERRY_OK
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		en.mu.Lock()
+		delete(en.batches, uint64(b))
+		en.mu.Unlock()
+		return result(what, en.e.FreeBatch(id), C.FERRY_ERR_INVALID)
+	})
 }
 
 //export ferry_go_submit
-func ferry_go_submit(h C.ferry_engine_t, b C.ferry_batch_t, reqs *C.ferry_request_t, n C.size_t, name *C.char, msg unsafe.Pointer, msgLen C.size_t) (rc C.int) {
+func ferry_go_submit(h C.ferry_engine_t, b C.ferry_batch_t, reqs *C.ferry_request_t, n C.size_t, name *C.char, msg unsafe.Pointer, msgLen C.size_t) C.int {
 	what := "ferry_submit"
 	if name != nil {
 		what = "ferry_submit_notif"
 	}
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	var m []byte
-	if name != nil {
-		var err error
-		if m, err = message(msg, msgLen); err != nil {
-			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was submitted", what, err)
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		var m []byte
+		if name != nil {
+			var err error
+			if m, err = message(msg, msgLen); err != nil {
+				return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was submitted", what, err)
+			}
 		}
-	}
-	p, rc := requests(what, reqs, n)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	defer putRequests(p)
-	var err error
-	if name == nil {
-		err = en.e.Submit(id, *p...)
-	} else {
-		err = en.e.SubmitWithNotify(id, host.Notification{Name: C.GoString(name), Msg: m}, *p...)
-	}
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	return C.FERRY_OK
+		p, rc := requests(what, reqs, n)
+		if rc != C.FERRY_OK {
+			return rc
+		}
+		defer putRequests(p)
+		var err error
+		if name == nil {
+			err = en.e.Submit(id, *p...)
+		} else {
+			err = en.e.SubmitWithNotify(id, host.Notification{Name: C.GoString(name), Msg: m}, *p...)
+		}
+		return result(what, err, C.FERRY_ERR_INVALID)
+	})
 }
 
 // taskStatus fills out from st; it returns the task's message, "" when
@@ -265,157 +243,111 @@ func taskStatus(st host.TaskStatus, out *C.ferry_task_status_t) string {
 }
 
 //export ferry_go_task_status
-func ferry_go_task_status(h C.ferry_engine_t, b C.ferry_batch_t, task C.size_t, out *C.ferry_task_status_t) (rc C.int) {
+func ferry_go_task_status(h C.ferry_engine_t, b C.ferry_batch_t, task C.size_t, out *C.ferry_task_status_t) C.int {
 	const what = "ferry_task_status"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	switch {
-	case rc != C.FERRY_OK:
-		return rc
-	case out == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
-	}
-	st, err := en.e.TaskStatus(id, int(task))
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	if m := taskStatus(st, out); m != "" {
-		setError(fmt.Sprintf("%s: task %d: %s", what, uint64(task), m))
-	}
-	return C.FERRY_OK
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		if out == nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
+		}
+		st, err := en.e.TaskStatus(id, int(task))
+		if err != nil {
+			return failErr(what, err, C.FERRY_ERR_INVALID)
+		}
+		if m := taskStatus(st, out); m != "" {
+			setError(fmt.Sprintf("%s: task %d: %s", what, uint64(task), m))
+		}
+		return C.FERRY_OK
+	})
 }
 
 //export ferry_go_task_status_list
-func ferry_go_task_status_list(h C.ferry_engine_t, b C.ferry_batch_t, first C.size_t, out *C.ferry_task_status_t, capacity C.size_t, filled *C.size_t) (rc C.int) {
+func ferry_go_task_status_list(h C.ferry_engine_t, b C.ferry_batch_t, first C.size_t, out *C.ferry_task_status_t, capacity C.size_t, filled *C.size_t) C.int {
 	const what = "ferry_task_status_list"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	switch {
-	case rc != C.FERRY_OK:
-		return rc
-	case out == nil || filled == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: out and filled must not be NULL", what)
-	case capacity == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: cap is 0", what)
-	case uint64(first) > math.MaxInt32:
-		return fail(C.FERRY_ERR_INVALID, "%s: first task %d is past any batch; pass a task index of the batch", what, uint64(first))
-	}
-	if err := span("out and cap", unsafe.Pointer(out), uint64(capacity), C.sizeof_ferry_task_status_t); err != nil {
-		return fail(C.FERRY_ERR_INVALID, "%s: %v", what, err)
-	}
-	// A batch never holds more than maxElems tasks: a larger cap is
-	// room that stays unfilled, not memory to allocate here.
-	sts := make([]host.TaskStatus, min(uint64(capacity), maxElems))
-	k, err := en.e.TaskStatusList(id, int(first), sts)
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	cs := unsafe.Slice(out, len(sts))
-	for i := range k {
-		taskStatus(sts[i], &cs[i])
-	}
-	*filled = C.size_t(k)
-	return C.FERRY_OK
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		switch {
+		case out == nil || filled == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: out and filled must not be NULL", what)
+		case capacity == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: cap is 0", what)
+		case uint64(first) > math.MaxInt32:
+			return fail(C.FERRY_ERR_INVALID, "%s: first task %d is past any batch; pass a task index of the batch", what, uint64(first))
+		}
+		if err := span("out and cap", unsafe.Pointer(out), uint64(capacity), C.sizeof_ferry_task_status_t); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v", what, err)
+		}
+		// A batch never holds more than maxElems tasks: a larger cap is
+		// room that stays unfilled, not memory to allocate here.
+		sts := make([]host.TaskStatus, min(uint64(capacity), maxElems))
+		k, err := en.e.TaskStatusList(id, int(first), sts)
+		if err != nil {
+			return failErr(what, err, C.FERRY_ERR_INVALID)
+		}
+		cs := unsafe.Slice(out, len(sts))
+		for i := range k {
+			taskStatus(sts[i], &cs[i])
+		}
+		*filled = C.size_t(k)
+		return C.FERRY_OK
+	})
 }
 
 //export ferry_go_batch_status
-func ferry_go_batch_status(h C.ferry_engine_t, b C.ferry_batch_t, out *C.ferry_batch_status_t) (rc C.int) {
+func ferry_go_batch_status(h C.ferry_engine_t, b C.ferry_batch_t, out *C.ferry_batch_status_t) C.int {
 	const what = "ferry_batch_status"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	switch {
-	case rc != C.FERRY_OK:
-		return rc
-	case out == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
-	}
-	s, err := en.e.BatchStatus(id)
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	*out = C.ferry_batch_status_t{tasks: C.uint64_t(s.Tasks), pending: C.uint64_t(s.Pending), completed: C.uint64_t(s.Completed),
-		failed: C.uint64_t(s.Failed), transferred_bytes: C.uint64_t(s.Bytes)}
-	return C.FERRY_OK
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		if out == nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
+		}
+		s, err := en.e.BatchStatus(id)
+		if err != nil {
+			return failErr(what, err, C.FERRY_ERR_INVALID)
+		}
+		*out = C.ferry_batch_status_t{tasks: C.uint64_t(s.Tasks), pending: C.uint64_t(s.Pending), completed: C.uint64_t(s.Completed),
+			failed: C.uint64_t(s.Failed), transferred_bytes: C.uint64_t(s.Bytes)}
+		return C.FERRY_OK
+	})
 }
 
 //export ferry_go_cancel
-func ferry_go_cancel(h C.ferry_engine_t, b C.ferry_batch_t, task C.size_t, all C.int) (rc C.int) {
+func ferry_go_cancel(h C.ferry_engine_t, b C.ferry_batch_t, task C.size_t, all C.int) C.int {
 	what := "ferry_cancel_task"
 	if all != 0 {
 		what = "ferry_cancel_batch"
 	}
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	var err error
-	if all != 0 {
-		err = en.e.Cancel(id)
-	} else {
-		err = en.e.CancelTask(id, int(task))
-	}
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	return C.FERRY_OK
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		var err error
+		if all != 0 {
+			err = en.e.Cancel(id)
+		} else {
+			err = en.e.CancelTask(id, int(task))
+		}
+		return result(what, err, C.FERRY_ERR_INVALID)
+	})
 }
 
 //export ferry_go_wait
-func ferry_go_wait(h C.ferry_engine_t, b C.ferry_batch_t, timeout C.int64_t) (rc C.int) {
+func ferry_go_wait(h C.ferry_engine_t, b C.ferry_batch_t, timeout C.int64_t) C.int {
 	const what = "ferry_wait"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	id, rc := en.batch(b, what)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	ctx := context.Background()
-	if timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
-		defer cancel()
-	}
-	if err := en.e.Wait(ctx, id); err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	return C.FERRY_OK
+	return onBatch(h, b, what, func(en *engine, id host.BatchID) C.int {
+		ctx := context.Background()
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, time.Duration(timeout))
+			defer cancel()
+		}
+		return result(what, en.e.Wait(ctx, id), C.FERRY_ERR_INVALID)
+	})
 }
 
 //export ferry_go_transfer
-func ferry_go_transfer(h C.ferry_engine_t, reqs *C.ferry_request_t, n C.size_t) (rc C.int) {
+func ferry_go_transfer(h C.ferry_engine_t, reqs *C.ferry_request_t, n C.size_t) C.int {
 	const what = "ferry_transfer"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	p, rc := requests(what, reqs, n)
-	if rc != C.FERRY_OK {
-		return rc
-	}
-	defer putRequests(p)
-	if err := en.e.Transfer(context.Background(), *p...); err != nil {
-		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
-	}
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		p, rc := requests(what, reqs, n)
+		if rc != C.FERRY_OK {
+			return rc
+		}
+		defer putRequests(p)
+		return result(what, en.e.Transfer(context.Background(), *p...), C.FERRY_ERR_PLUGIN_FAILED)
+	})
 }

@@ -116,28 +116,22 @@ func ferry_go_create_engine_from_text(text *C.char, out *C.ferry_engine_t) (rc C
 }
 
 //export ferry_go_destroy_engine
-func ferry_go_destroy_engine(h C.ferry_engine_t) (rc C.int) {
+func ferry_go_destroy_engine(h C.ferry_engine_t) C.int {
 	const what = "ferry_destroy_engine"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	engines.Lock()
-	_, live := engines.m[en.h]
-	delete(engines.m, en.h)
-	engines.Unlock()
-	if !live {
-		return fail(C.FERRY_ERR_CLOSED, "%s: engine %d was destroyed already", what, en.h)
-	}
-	if err := en.e.Close(); err != nil {
-		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
-	}
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		engines.Lock()
+		_, live := engines.m[en.h]
+		delete(engines.m, en.h)
+		engines.Unlock()
+		if !live {
+			return fail(C.FERRY_ERR_CLOSED, "%s: engine %d was destroyed already", what, en.h)
+		}
+		return result(what, en.e.Close(), C.FERRY_ERR_PLUGIN_FAILED)
+	})
 }
 
 //export ferry_go_engine_string
-func ferry_go_engine_string(h C.ferry_engine_t, which C.int, buf *C.char, capacity C.size_t, n *C.size_t) (rc C.int) {
+func ferry_go_engine_string(h C.ferry_engine_t, which C.int, buf *C.char, capacity C.size_t, n *C.size_t) C.int {
 	what := "ferry_segment_name"
 	switch which {
 	case 1:
@@ -145,21 +139,18 @@ func ferry_go_engine_string(h C.ferry_engine_t, which C.int, buf *C.char, capaci
 	case 2:
 		what = "ferry_metastore_url"
 	}
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	var s string
-	switch which {
-	case 0:
-		s = en.e.Name()
-	case 1:
-		s = en.e.ControlAddr()
-	default:
-		s = en.e.MetastoreURL()
-	}
-	return putString(what, s, buf, capacity, n)
+	return onEngine(h, what, func(en *engine) C.int {
+		var s string
+		switch which {
+		case 0:
+			s = en.e.Name()
+		case 1:
+			s = en.e.ControlAddr()
+		default:
+			s = en.e.MetastoreURL()
+		}
+		return putString(what, s, buf, capacity, n)
+	})
 }
 
 // perm maps ferry_perm.
@@ -190,54 +181,46 @@ func cPerm(p host.Perm) C.int32_t {
 func bytesAt(p unsafe.Pointer, n uint64) []byte { return unsafe.Slice((*byte)(p), int(n)) }
 
 //export ferry_go_allocate
-func ferry_go_allocate(h C.ferry_engine_t, size C.size_t, out *unsafe.Pointer) (rc C.int) {
+func ferry_go_allocate(h C.ferry_engine_t, size C.size_t, out *unsafe.Pointer) C.int {
 	const what = "ferry_allocate"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case out == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the pointer", what)
-	case size == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: size 0; allocate at least one byte", what)
-	case uint64(size) > math.MaxInt64:
-		return fail(C.FERRY_ERR_INVALID, "%s: size %d overflows the address space; allocate what you need", what, uint64(size))
-	}
-	b, err := en.e.Allocate(int(size))
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	p := unsafe.Pointer(unsafe.SliceData(b))
-	en.mu.Lock()
-	en.allocs[uintptr(p)] = b
-	en.mu.Unlock()
-	*out = p
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		switch {
+		case out == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the pointer", what)
+		case size == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: size 0; allocate at least one byte", what)
+		case uint64(size) > math.MaxInt64:
+			return fail(C.FERRY_ERR_INVALID, "%s: size %d overflows the address space; allocate what you need", what, uint64(size))
+		}
+		b, err := en.e.Allocate(int(size))
+		if err != nil {
+			return failErr(what, err, C.FERRY_ERR_INVALID)
+		}
+		p := unsafe.Pointer(unsafe.SliceData(b))
+		en.mu.Lock()
+		en.allocs[uintptr(p)] = b
+		en.mu.Unlock()
+		*out = p
+		return C.FERRY_OK
+	})
 }
 
 //export ferry_go_free
-func ferry_go_free(h C.ferry_engine_t, p unsafe.Pointer) (rc C.int) {
+func ferry_go_free(h C.ferry_engine_t, p unsafe.Pointer) C.int {
 	const what = "ferry_free"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case p == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass a pointer ferry_allocate returned", what)
-	}
-	en.mu.Lock()
-	b, ok := en.allocs[uintptr(p)]
-	delete(en.allocs, uintptr(p))
-	en.mu.Unlock()
-	if !ok {
-		return fail(C.FERRY_ERR_INVALID, "%s: %p is not a pointer ferry_allocate returned on engine %d (or it was freed); free other memory as you allocated it", what, p, en.h)
-	}
-	if err := en.e.Free(b); err != nil {
-		return failErr(what, err, C.FERRY_ERR_INVALID)
-	}
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		if p == nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass a pointer ferry_allocate returned", what)
+		}
+		en.mu.Lock()
+		b, ok := en.allocs[uintptr(p)]
+		delete(en.allocs, uintptr(p))
+		en.mu.Unlock()
+		if !ok {
+			return fail(C.FERRY_ERR_INVALID, "%s: %p is not a pointer ferry_allocate returned on engine %d (or it was freed); free other memory as you allocated it", what, p, en.h)
+		}
+		return result(what, en.e.Free(b), C.FERRY_ERR_INVALID)
+	})
 }
 
 // ferryMemory reports whether [p, p+n) lies in memory from ferry_allocate.
@@ -253,155 +236,139 @@ func (en *engine) ferryMemory(p unsafe.Pointer, n uint64) bool {
 }
 
 //export ferry_go_register
-func ferry_go_register(h C.ferry_engine_t, p unsafe.Pointer, n C.size_t, pm C.int, remote *C.uint64_t) (rc C.int) {
+func ferry_go_register(h C.ferry_engine_t, p unsafe.Pointer, n C.size_t, pm C.int, remote *C.uint64_t) C.int {
 	const what = "ferry_register"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	if en == nil {
-		return rc
-	}
-	hp, ok := perm(pm)
-	switch {
-	case p == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the memory to register", what)
-	case n == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: length 0 at %p; register at least one byte", what, p)
-	case !ok:
-		return fail(C.FERRY_ERR_INVALID, "%s: unknown permission %d; use FERRY_PERM_LOCAL, _REMOTE_READ or _REMOTE_READ_WRITE", what, int(pm))
-	}
-	if err := span("ptr and length", p, uint64(n), 1); err != nil {
-		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was registered", what, err)
-	}
-	a, err := en.e.Register(context.Background(), bytesAt(p, uint64(n)), hp)
-	if err != nil {
-		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
-	}
-	if remote != nil {
-		*remote = C.uint64_t(a)
-	}
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		hp, ok := perm(pm)
+		switch {
+		case p == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the memory to register", what)
+		case n == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: length 0 at %p; register at least one byte", what, p)
+		case !ok:
+			return fail(C.FERRY_ERR_INVALID, "%s: unknown permission %d; use FERRY_PERM_LOCAL, _REMOTE_READ or _REMOTE_READ_WRITE", what, int(pm))
+		}
+		if err := span("ptr and length", p, uint64(n), 1); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was registered", what, err)
+		}
+		a, err := en.e.Register(context.Background(), bytesAt(p, uint64(n)), hp)
+		if err != nil {
+			return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+		}
+		if remote != nil {
+			*remote = C.uint64_t(a)
+		}
+		return C.FERRY_OK
+	})
 }
 
 //export ferry_go_unregister
-func ferry_go_unregister(h C.ferry_engine_t, p unsafe.Pointer) (rc C.int) {
+func ferry_go_unregister(h C.ferry_engine_t, p unsafe.Pointer) C.int {
 	const what = "ferry_unregister"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case p == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the start of a registered buffer", what)
-	}
-	if err := span("ptr", p, 1, 1); err != nil {
-		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
-	}
-	if err := en.e.Unregister(context.Background(), bytesAt(p, 1)); err != nil {
-		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
-	}
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		if p == nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: ptr is NULL; pass the start of a registered buffer", what)
+		}
+		if err := span("ptr", p, 1, 1); err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
+		}
+		return result(what, en.e.Unregister(context.Background(), bytesAt(p, 1)), C.FERRY_ERR_PLUGIN_FAILED)
+	})
 }
 
 //export ferry_go_register_batch
-func ferry_go_register_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, lens *C.size_t, n C.size_t, perms *C.int, nperms C.size_t) (rc C.int) {
+func ferry_go_register_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, lens *C.size_t, n C.size_t, perms *C.int, nperms C.size_t) C.int {
 	const what = "ferry_register_batch"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case ptrs == nil || lens == nil || perms == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: ptrs, lens and perms must not be NULL", what)
-	case n == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: n is 0; register at least one buffer", what)
-	case nperms != 1 && nperms != n:
-		return fail(C.FERRY_ERR_INVALID, "%s: %d permissions for %d buffers; give one per buffer, or one for all", what, uint64(nperms), uint64(n))
-	}
-	for _, a := range []struct {
-		name  string
-		p     unsafe.Pointer
-		n, sz uint64
-	}{
-		{"ptrs", unsafe.Pointer(ptrs), uint64(n), uint64(unsafe.Sizeof(*ptrs))},
-		{"lens", unsafe.Pointer(lens), uint64(n), uint64(unsafe.Sizeof(*lens))},
-		{"perms", unsafe.Pointer(perms), uint64(nperms), uint64(unsafe.Sizeof(*perms))},
-	} {
-		if err := elems(a.name, a.p, a.n, a.sz); err != nil {
-			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing of the batch was registered", what, err)
+	return onEngine(h, what, func(en *engine) C.int {
+		switch {
+		case ptrs == nil || lens == nil || perms == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: ptrs, lens and perms must not be NULL", what)
+		case n == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: n is 0; register at least one buffer", what)
+		case nperms != 1 && nperms != n:
+			return fail(C.FERRY_ERR_INVALID, "%s: %d permissions for %d buffers; give one per buffer, or one for all", what, uint64(nperms), uint64(n))
 		}
-	}
-	ps := unsafe.Slice(ptrs, int(n))
-	ls := unsafe.Slice(lens, int(n))
-	cp := unsafe.Slice(perms, int(nperms))
-	bufs := make([][]byte, n)
-	hps := make([]host.Perm, nperms)
-	foreign := false
-	for i := range bufs {
-		if ps[i] == nil || ls[i] == 0 {
-			return fail(C.FERRY_ERR_INVALID, "%s: buffer %d is NULL or of length 0; nothing of the batch was registered", what, i)
+		for _, a := range []struct {
+			name  string
+			p     unsafe.Pointer
+			n, sz uint64
+		}{
+			{"ptrs", unsafe.Pointer(ptrs), uint64(n), uint64(unsafe.Sizeof(*ptrs))},
+			{"lens", unsafe.Pointer(lens), uint64(n), uint64(unsafe.Sizeof(*lens))},
+			{"perms", unsafe.Pointer(perms), uint64(nperms), uint64(unsafe.Sizeof(*perms))},
+		} {
+			if err := elems(a.name, a.p, a.n, a.sz); err != nil {
+				return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing of the batch was registered", what, err)
+			}
 		}
-		if err := span(fmt.Sprintf("buffer %d", i), ps[i], uint64(ls[i]), 1); err != nil {
-			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing of the batch was registered", what, err)
+		ps := unsafe.Slice(ptrs, int(n))
+		ls := unsafe.Slice(lens, int(n))
+		cp := unsafe.Slice(perms, int(nperms))
+		bufs := make([][]byte, n)
+		hps := make([]host.Perm, nperms)
+		foreign := false
+		for i := range bufs {
+			if ps[i] == nil || ls[i] == 0 {
+				return fail(C.FERRY_ERR_INVALID, "%s: buffer %d is NULL or of length 0; nothing of the batch was registered", what, i)
+			}
+			if err := span(fmt.Sprintf("buffer %d", i), ps[i], uint64(ls[i]), 1); err != nil {
+				return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing of the batch was registered", what, err)
+			}
+			bufs[i] = bytesAt(ps[i], uint64(ls[i]))
+			foreign = foreign || !en.ferryMemory(ps[i], uint64(ls[i]))
 		}
-		bufs[i] = bytesAt(ps[i], uint64(ls[i]))
-		foreign = foreign || !en.ferryMemory(ps[i], uint64(ls[i]))
-	}
-	for i := range hps {
-		p, ok := perm(cp[i])
-		if !ok {
-			return fail(C.FERRY_ERR_INVALID, "%s: permission %d is unknown (%d); nothing of the batch was registered", what, i, int(cp[i]))
+		for i := range hps {
+			p, ok := perm(cp[i])
+			if !ok {
+				return fail(C.FERRY_ERR_INVALID, "%s: permission %d is unknown (%d); nothing of the batch was registered", what, i, int(cp[i]))
+			}
+			hps[i] = p
 		}
-		hps[i] = p
-	}
-	if !foreign {
-		if _, err := en.e.RegisterBatch(context.Background(), bufs, hps); err != nil {
-			return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+		if !foreign {
+			if _, err := en.e.RegisterBatch(context.Background(), bufs, hps); err != nil {
+				return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
+			}
+			return C.FERRY_OK
+		}
+		// The host's batch takes Ferry memory only: register application
+		// memory one by one, undoing the done ones on a refusal.
+		ctx := context.Background()
+		for i, b := range bufs {
+			if _, err := en.e.Register(ctx, b, hps[min(i, len(hps)-1)]); err != nil {
+				if i > 0 {
+					_ = en.e.UnregisterBatch(ctx, bufs[:i])
+				}
+				return failErr(fmt.Sprintf("%s: buffer %d (nothing of the batch was registered)", what, i), err, C.FERRY_ERR_PLUGIN_FAILED)
+			}
 		}
 		return C.FERRY_OK
-	}
-	// The host's batch takes Ferry memory only: register application
-	// memory one by one, undoing the done ones on a refusal.
-	ctx := context.Background()
-	for i, b := range bufs {
-		if _, err := en.e.Register(ctx, b, hps[min(i, len(hps)-1)]); err != nil {
-			if i > 0 {
-				_ = en.e.UnregisterBatch(ctx, bufs[:i])
-			}
-			return failErr(fmt.Sprintf("%s: buffer %d (nothing of the batch was registered)", what, i), err, C.FERRY_ERR_PLUGIN_FAILED)
-		}
-	}
-	return C.FERRY_OK
+	})
 }
 
 //export ferry_go_unregister_batch
-func ferry_go_unregister_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, n C.size_t) (rc C.int) {
+func ferry_go_unregister_batch(h C.ferry_engine_t, ptrs *unsafe.Pointer, n C.size_t) C.int {
 	const what = "ferry_unregister_batch"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case ptrs == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: ptrs is NULL", what)
-	case n == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: n is 0; unregister at least one buffer", what)
-	}
-	if err := elems("ptrs", unsafe.Pointer(ptrs), uint64(n), uint64(unsafe.Sizeof(*ptrs))); err != nil {
-		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
-	}
-	ps := unsafe.Slice(ptrs, int(n))
-	bufs := make([][]byte, n)
-	for i, p := range ps {
-		if p == nil {
-			return fail(C.FERRY_ERR_INVALID, "%s: pointer %d is NULL; nothing was unregistered", what, i)
+	return onEngine(h, what, func(en *engine) C.int {
+		switch {
+		case ptrs == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: ptrs is NULL", what)
+		case n == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: n is 0; unregister at least one buffer", what)
 		}
-		if err := span(fmt.Sprintf("pointer %d", i), p, 1, 1); err != nil {
+		if err := elems("ptrs", unsafe.Pointer(ptrs), uint64(n), uint64(unsafe.Sizeof(*ptrs))); err != nil {
 			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
 		}
-		bufs[i] = bytesAt(p, 1)
-	}
-	if err := en.e.UnregisterBatch(context.Background(), bufs); err != nil {
-		return failErr(what, err, C.FERRY_ERR_PLUGIN_FAILED)
-	}
-	return C.FERRY_OK
+		ps := unsafe.Slice(ptrs, int(n))
+		bufs := make([][]byte, n)
+		for i, p := range ps {
+			if p == nil {
+				return fail(C.FERRY_ERR_INVALID, "%s: pointer %d is NULL; nothing was unregistered", what, i)
+			}
+			if err := span(fmt.Sprintf("pointer %d", i), p, 1, 1); err != nil {
+				return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was unregistered", what, err)
+			}
+			bufs[i] = bytesAt(p, 1)
+		}
+		return result(what, en.e.UnregisterBatch(context.Background(), bufs), C.FERRY_ERR_PLUGIN_FAILED)
+	})
 }

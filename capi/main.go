@@ -104,13 +104,47 @@ func codeOf(err error, fallback C.int) C.int {
 	return fallback
 }
 
-// guard turns a panic of the export it is deferred in into
-// FERRY_ERR_INTERNAL with the panic and its stack as the message: no Go
-// panic crosses into C.
+// guard turns a panic of the export it is deferred in (or of the body
+// onEngine runs) into FERRY_ERR_INTERNAL with the panic and its stack as
+// the message: no Go panic crosses into C.
 func guard(rc *C.int, what string) {
 	if r := recover(); r != nil {
 		*rc = fail(C.FERRY_ERR_INTERNAL, "%s: internal error (a bug in libferry; please report it with this message): %v\n%s", what, r, debug.Stack())
 	}
+}
+
+// onEngine runs the export what on the engine of handle h, with what
+// every export on an engine shares: a panic becomes FERRY_ERR_INTERNAL
+// (guard), and a handle that names no live engine its code and message
+// (lookup). body is the export's own part.
+func onEngine(h C.ferry_engine_t, what string, body func(en *engine) C.int) (rc C.int) {
+	defer guard(&rc, what)
+	en, rc := lookup(h, what)
+	if en == nil {
+		return rc
+	}
+	return body(en)
+}
+
+// onBatch is onEngine for an export on batch b of the engine: a handle
+// that names no live batch of it is refused as en.batch says.
+func onBatch(h C.ferry_engine_t, b C.ferry_batch_t, what string, body func(en *engine, id host.BatchID) C.int) C.int {
+	return onEngine(h, what, func(en *engine) C.int {
+		id, rc := en.batch(b, what)
+		if rc != C.FERRY_OK {
+			return rc
+		}
+		return body(en, id)
+	})
+}
+
+// result is an export's code for err, what host returned: FERRY_OK for
+// nil, else as failErr.
+func result(what string, err error, fallback C.int) C.int {
+	if err != nil {
+		return failErr(what, err, fallback)
+	}
+	return C.FERRY_OK
 }
 
 // lookup returns the engine of handle h, or the code and message of why

@@ -17,24 +17,18 @@ import (
 )
 
 //export ferry_go_send_notif
-func ferry_go_send_notif(h C.ferry_engine_t, seg C.ferry_segment_t, name *C.char, msg unsafe.Pointer, msgLen C.size_t) (rc C.int) {
+func ferry_go_send_notif(h C.ferry_engine_t, seg C.ferry_segment_t, name *C.char, msg unsafe.Pointer, msgLen C.size_t) C.int {
 	const what = "ferry_send_notif"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case name == nil || *name == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: name is NULL or empty; a notification needs a name of 1 to 255 bytes", what)
-	}
-	m, err := message(msg, msgLen)
-	if err != nil {
-		return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was sent", what, err)
-	}
-	if err := en.e.Notify(context.Background(), host.SegmentID(seg), C.GoString(name), m); err != nil {
-		return failErr(what, err, C.FERRY_ERR_UNAVAILABLE)
-	}
-	return C.FERRY_OK
+	return onEngine(h, what, func(en *engine) C.int {
+		if name == nil || *name == 0 {
+			return fail(C.FERRY_ERR_INVALID, "%s: name is NULL or empty; a notification needs a name of 1 to 255 bytes", what)
+		}
+		m, err := message(msg, msgLen)
+		if err != nil {
+			return fail(C.FERRY_ERR_INVALID, "%s: %v; nothing was sent", what, err)
+		}
+		return result(what, en.e.Notify(context.Background(), host.SegmentID(seg), C.GoString(name), m), C.FERRY_ERR_UNAVAILABLE)
+	})
 }
 
 // message copies a notification's msg of msgLen bytes, checked first: a
@@ -65,49 +59,47 @@ func cBytes(b []byte) *C.uint8_t {
 }
 
 //export ferry_go_recv_notifs
-func ferry_go_recv_notifs(h C.ferry_engine_t, max C.size_t, timeout C.int64_t, out **C.ferry_notif_list_t) (rc C.int) {
+func ferry_go_recv_notifs(h C.ferry_engine_t, max C.size_t, timeout C.int64_t, out **C.ferry_notif_list_t) C.int {
 	const what = "ferry_recv_notifs"
-	defer guard(&rc, what)
-	en, rc := lookup(h, what)
-	switch {
-	case en == nil:
-		return rc
-	case out == nil:
-		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
-	case max == 0:
-		return fail(C.FERRY_ERR_INVALID, "%s: max is 0; take at least one", what)
-	}
-	*out = nil
-	ch := en.e.Notifications()
-	var got []host.Notification
-	if timeout > 0 {
-		t := time.NewTimer(time.Duration(timeout))
-		select {
-		case n := <-ch:
-			got = append(got, n)
-		case <-t.C:
+	return onEngine(h, what, func(en *engine) C.int {
+		switch {
+		case out == nil:
+			return fail(C.FERRY_ERR_INVALID, "%s: out is NULL", what)
+		case max == 0:
+			return fail(C.FERRY_ERR_INVALID, "%s: max is 0; take at least one", what)
 		}
-		t.Stop()
-	}
-drain:
-	for uint64(len(got)) < uint64(max) {
-		select {
-		case n := <-ch:
-			got = append(got, n)
-		default:
-			break drain
+		*out = nil
+		ch := en.e.Notifications()
+		var got []host.Notification
+		if timeout > 0 {
+			t := time.NewTimer(time.Duration(timeout))
+			select {
+			case n := <-ch:
+				got = append(got, n)
+			case <-t.C:
+			}
+			t.Stop()
 		}
-	}
-	if len(got) == 0 {
-		return C.FERRY_ERR_AGAIN
-	}
-	l := (*C.ferry_notif_list_t)(C.calloc(1, C.sizeof_ferry_notif_list_t))
-	l.notifs = (*C.ferry_notif_t)(C.calloc(C.size_t(len(got)), C.sizeof_ferry_notif_t))
-	l.count = C.size_t(len(got))
-	ns := unsafe.Slice(l.notifs, len(got))
-	for i, n := range got {
-		ns[i] = C.ferry_notif_t{from: cString(n.From), name: cString(n.Name), msg: cBytes(n.Msg), msg_len: C.size_t(len(n.Msg))}
-	}
-	*out = l
-	return C.FERRY_OK
+	drain:
+		for uint64(len(got)) < uint64(max) {
+			select {
+			case n := <-ch:
+				got = append(got, n)
+			default:
+				break drain
+			}
+		}
+		if len(got) == 0 {
+			return C.FERRY_ERR_AGAIN
+		}
+		l := (*C.ferry_notif_list_t)(C.calloc(1, C.sizeof_ferry_notif_list_t))
+		l.notifs = (*C.ferry_notif_t)(C.calloc(C.size_t(len(got)), C.sizeof_ferry_notif_t))
+		l.count = C.size_t(len(got))
+		ns := unsafe.Slice(l.notifs, len(got))
+		for i, n := range got {
+			ns[i] = C.ferry_notif_t{from: cString(n.From), name: cString(n.Name), msg: cBytes(n.Msg), msg_len: C.size_t(len(n.Msg))}
+		}
+		*out = l
+		return C.FERRY_OK
+	})
 }

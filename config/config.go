@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // Metastore kinds.
@@ -38,16 +40,18 @@ const (
 	DefaultMetastorePrefix = "ferry/"
 	DefaultSliceSize       = 1 << 20
 	DefaultRingDepth       = 4096
-	DefaultSpin            = 20 * time.Microsecond
-	DefaultSpinSmall       = time.Millisecond
+	// DefaultSpin is the SDK's: a lane sent no budget spins as long.
+	DefaultSpin      = sdk.DefaultSpin
+	DefaultSpinSmall = time.Millisecond
 	// DefaultStreamPause is the pause after a short run in a stream; see
 	// Transfer.StreamPause.
 	DefaultStreamPause = 20 * time.Microsecond
 	// MaxStreamPause bounds StreamPause (a plugin bounds it so too).
 	MaxStreamPause = time.Millisecond
 	// SmallBatch is the most bytes a batch (or a run of descriptors a
-	// plugin lane drained) holds to count as small; see SpinSmall.
-	SmallBatch      = 256 << 10
+	// plugin lane drained) holds to count as small; see SpinSmall. It is
+	// the SDK's: the host and the plugin's lane must agree on it.
+	SmallBatch      = sdk.SmallBatch
 	DefaultLanes    = 1
 	DefaultAttempts = 3
 	// DefaultRetryBackoff is the pause before a task's first retry; each
@@ -88,8 +92,9 @@ const (
 	MinRingDepth = 2
 	MaxRingDepth = 1 << 20
 	// MaxSpin bounds busy-waiting: beyond it a lane burns a core for
-	// nothing, and these machines have two.
-	MaxSpin  = 10 * time.Millisecond
+	// nothing, and these machines have two. It is the SDK's, which holds
+	// a lane's small budget to it.
+	MaxSpin  = sdk.MaxSpin
 	MaxLanes = 64
 	// MaxAttempts is as many attempts as a ring token tells apart.
 	MaxAttempts = 16

@@ -1,44 +1,27 @@
 package config
 
-import "fmt"
+import "github.com/ferrydev/ferry/internal/intent"
 
-// Intent says what a request is for; policies match on it. It never
-// crosses the plugin boundary, so it lives here, beside the policies that
-// name it, and not in sdk/ (where memory kinds, permissions and priorities
-// live: see sdk/vocab.go). The host aliases it as host.Intent.
-type Intent string
+// Intent says what a request is for; policies match on it. It is
+// internal/intent's, which the deciders import in place of config; the
+// host aliases it as host.Intent.
+type Intent = intent.Intent
 
 // Intents a request may declare. "" declares none.
 const (
-	IntentForegroundGet      Intent = "foreground_get"
-	IntentBackgroundPrefetch Intent = "background_prefetch"
-	IntentMigration          Intent = "migration"
-	IntentCheckpoint         Intent = "checkpoint"
-	IntentWeightLoading      Intent = "weight_loading"
+	IntentForegroundGet      = intent.ForegroundGet
+	IntentBackgroundPrefetch = intent.BackgroundPrefetch
+	IntentMigration          = intent.Migration
+	IntentCheckpoint         = intent.Checkpoint
+	IntentWeightLoading      = intent.WeightLoading
 )
 
 // Intents lists every known intent. The selector numbers its match bits by
 // this order.
-var Intents = []Intent{IntentForegroundGet, IntentBackgroundPrefetch, IntentMigration, IntentCheckpoint, IntentWeightLoading}
-
-func (i Intent) String() string { return string(i) }
+var Intents = intent.All
 
 // ParseIntent returns the intent written as s; "" is no intent.
-func ParseIntent(s string) (Intent, error) {
-	if s == "" {
-		return "", nil
-	}
-	for _, in := range Intents {
-		if string(in) == s {
-			return in, nil
-		}
-	}
-	l := make([]string, len(Intents))
-	for i, in := range Intents {
-		l[i] = string(in)
-	}
-	return "", fmt.Errorf("unknown intent %q: want one of %s", s, quoteList(l))
-}
+func ParseIntent(s string) (Intent, error) { return intent.Parse(s) }
 
 // MemoryAny matches every memory kind in a policy. The kinds themselves
 // are sdk.MemoryKind.

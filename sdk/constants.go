@@ -1,6 +1,8 @@
 package sdk
 
 import (
+	"time"
+
 	plugin "github.com/hashicorp/go-plugin"
 )
 
@@ -21,6 +23,24 @@ const ProtocolVersion = 2
 // MinProtocolVersion is the oldest version ServeTransport serves: it serves
 // every version from MinProtocolVersion to ProtocolVersion.
 const MinProtocolVersion = 1
+
+// Lane timing: what a lane does with the spin budgets a host sends at
+// AttachLane. The host's configuration (config's transfer block) defaults
+// and bounds them with these same constants.
+const (
+	// DefaultSpin is how long a lane spins for more work before it sleeps
+	// when the host sends no budget; config.DefaultSpin is this.
+	DefaultSpin = 20 * time.Microsecond
+	// MaxSpin bounds a spin budget: beyond it a lane burns a core for
+	// nothing, and these machines have two. A lane holds the small budget
+	// to it whatever the host asks; config refuses more for either.
+	MaxSpin = 10 * time.Millisecond
+	// SmallBatch is the most bytes a batch, or a run of descriptors a
+	// lane drained, holds to count as small: the host's waiter on a
+	// small batch, and a lane after a small run, spin the small budget
+	// (spin_small) rather than the plain one.
+	SmallBatch = 256 << 10
+)
 
 // KindTransport is the go-plugin plugin-set key for transports.
 const KindTransport = "transport"

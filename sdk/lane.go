@@ -15,16 +15,6 @@ import (
 // a stop even if a wakeup is lost. Idle cost: one wakeup per laneSleep.
 const laneSleep = time.Second
 
-// smallRun is the most bytes a drained run of descriptors holds for the
-// lane to spin spinSmall after it.
-const smallRun = 256 << 10
-
-// maxSpinSmall bounds spinSmall whatever the host asks.
-const maxSpinSmall = 10 * time.Millisecond
-
-// defaultSpin is the spin budget when the host sends none.
-const defaultSpin = 20 * time.Microsecond
-
 // maxPause bounds the pause whatever the host asks.
 const maxPause = time.Millisecond
 
@@ -48,7 +38,7 @@ type lane struct {
 	impl Transport
 	spin time.Duration
 	// spinSmall is the spin after a run of small descriptors (at most
-	// smallRun bytes in all): the next small request of a caller waiting
+	// SmallBatch bytes in all): the next small request of a caller waiting
 	// on its last one comes within a round trip.
 	spinSmall time.Duration
 	// pause is how long the lane leaves the submission ring alone after
@@ -100,9 +90,9 @@ type lane struct {
 
 func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall, pause time.Duration) (*lane, error) {
 	if spin <= 0 {
-		spin = defaultSpin
+		spin = DefaultSpin
 	}
-	spinSmall = min(max(spinSmall, spin), maxSpinSmall)
+	spinSmall = min(max(spinSmall, spin), MaxSpin)
 	pause = min(max(pause, 0), maxPause)
 	if sqBytes == 0 || cqBytes == 0 || sqBytes > 1<<30 || cqBytes > 1<<30 {
 		return nil, fmt.Errorf("ring sizes %d and %d out of range", sqBytes, cqBytes)
@@ -227,9 +217,9 @@ func (l *lane) drain(ds []ring.Descriptor) (spin time.Duration, pausable bool) {
 		}
 		l.impl.Submit(d, l)
 	}
-	l.small.Store(run <= smallRun)
+	l.small.Store(run <= SmallBatch)
 	switch {
-	case run > smallRun:
+	case run > SmallBatch:
 		return l.spin, false
 	case l.assists.Load() && l.outstanding():
 		return 0, pausable

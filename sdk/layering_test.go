@@ -18,7 +18,7 @@ import (
 func TestLayering(t *testing.T) {
 	const mod = "github.com/ferrydev/ferry"
 	forbidden := []string{mod + "/host", mod + "/config", mod + "/cmd"}
-	forEachImport(t, func(string) bool { return false }, func(path, p string) {
+	forEachImport(t, vendorTrees, func(string) bool { return false }, func(path, p string) {
 		for _, bad := range forbidden {
 			if p == bad || strings.HasPrefix(p, bad+"/") {
 				t.Errorf("%s imports %s: sdk/, plugins/ and devices/ must not depend on the host", path, p)
@@ -27,16 +27,33 @@ func TestLayering(t *testing.T) {
 	})
 }
 
+// TestDecidersLayering keeps the host's deciders free of config: they
+// take plain facts (an intent from internal/intent, a rail block as
+// rails.Block), so that a change to the configuration's shape stays in
+// config and in the engine that translates it.
+func TestDecidersLayering(t *testing.T) {
+	const bad = "github.com/ferrydev/ferry/config"
+	deciders := []string{"host/admission", "host/selector", "host/rails", "host/failover", "host/slicer", "host/credit"}
+	forEachImport(t, deciders, func(string) bool { return false }, func(path, p string) {
+		if p == bad || strings.HasPrefix(p, bad+"/") {
+			t.Errorf("%s imports %s: a decider takes plain facts, not the configuration", path, p)
+		}
+	})
+}
+
+// vendorTrees are what a vendor builds a plugin from.
+var vendorTrees = []string{"sdk", "plugins", "devices"}
+
 // forEachImport calls fn with the path and every import of every Go file
-// under sdk/, plugins/ and devices/ (a tree that does not exist is
-// skipped) but those skip says to pass over, given the file's path from
-// the repository root. It fails the test if fewer than ten files were
-// read, which means the walk is not rooted where it should be.
-func forEachImport(t *testing.T, skip func(rel string) bool, fn func(path, imp string)) {
+// under dirs of the repository (a tree that does not exist is skipped)
+// but those skip says to pass over, given the file's path from the
+// repository root. It fails the test if fewer than ten files were read,
+// which means the walk is not rooted where it should be.
+func forEachImport(t *testing.T, dirs []string, skip func(rel string) bool, fn func(path, imp string)) {
 	t.Helper()
 	root := filepath.Join("..")
 	checked := 0
-	for _, dir := range []string{"sdk", "plugins", "devices"} {
+	for _, dir := range dirs {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				if os.IsNotExist(err) && path == filepath.Join(root, dir) {
@@ -81,7 +98,7 @@ func TestVendorView(t *testing.T) {
 	skip := func(rel string) bool {
 		return strings.HasSuffix(rel, "_test.go") || strings.HasPrefix(rel, "sdk/plugintest/")
 	}
-	forEachImport(t, skip, func(path, p string) {
+	forEachImport(t, vendorTrees, skip, func(path, p string) {
 		if p == client {
 			t.Errorf("%s imports %s: only sdk/plugintest and tests may; a plugin carries no host code", path, p)
 		}

@@ -1,8 +1,8 @@
 package admission
 
 import (
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/internal/enum"
+	"github.com/ferrydev/ferry/internal/intent"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -33,7 +33,7 @@ type Request struct {
 	// Deadline in unix ns, 0 for none.
 	Deadline int64
 	// Intent as the request declared it, "" for none.
-	Intent config.Intent
+	Intent intent.Intent
 	// Segment is the remote segment's name.
 	Segment string
 	// Tenant names who the request is for; "" is the default tenant.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/supervisor"
@@ -44,12 +45,13 @@ func (e *Executor) StartPlugin(ctx context.Context, name string, spec supervisor
 
 // hooks is what happens around each run of ps.
 func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
+	blocks, policyRails := railFacts(e.cfg)
 	return supervisor.Hooks{
 		Observer: func(probe sdk.ProbeResult) progress.Observer {
 			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
 				return e.observeLanes(rs)
 			}
-			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies))
+			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, blocks, policyRails))
 		},
 		Up: func(r *supervisor.Run) {
 			rs := railsOf(r.Observer) // Observer built it
@@ -72,4 +74,18 @@ func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
 		},
 		Restarted: func(ctx context.Context, r *supervisor.Run) { lc.Restarted(ctx, ps, r) },
 	}
+}
+
+// railFacts is what rails.NewSet reads of the configuration: the rail
+// blocks, and each policy's rails in policy order.
+func railFacts(cfg *config.Config) ([]rails.Block, [][]string) {
+	blocks := make([]rails.Block, len(cfg.Rails))
+	for i, b := range cfg.Rails {
+		blocks[i] = rails.Block{Name: b.Name, Transport: b.Transport, Device: b.Device, NUMANode: b.NUMANode, BandwidthGbps: b.BandwidthGbps}
+	}
+	policyRails := make([][]string, len(cfg.Policies))
+	for i, p := range cfg.Policies {
+		policyRails[i] = p.Rails
+	}
+	return blocks, policyRails
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
@@ -578,7 +577,7 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 			timer.Stop()
 		}
 	}()
-	small := b.TotalBytes() <= config.SmallBatch
+	small := b.TotalBytes() <= sdk.SmallBatch
 	ps, run, l := e.soleLane()
 	if l == nil && small {
 		ps, run, l = e.batchLane(b)
@@ -975,7 +974,7 @@ func (e *Executor) runBatch(ctx context.Context, reqs []Request) ([]taskResult, 
 		total += uint64(len(reqs[k].Local))
 	}
 	// Wait enters the lanes of a small batch and reaps them itself.
-	waiter := total <= config.SmallBatch
+	waiter := total <= sdk.SmallBatch
 	if err := e.submit(id, reqs, submitCtx{bounded: bounded, waiter: waiter}); err != nil {
 		return nil, err
 	}

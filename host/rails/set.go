@@ -6,7 +6,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -86,11 +85,25 @@ func (f *sentFIFO) pop() (sentSlice, bool) {
 	return s, true
 }
 
+// Block is what a rail block of the configuration says of one rail: the
+// label it gives the rail Device of Transport, and what it overrides of
+// the probe.
+type Block struct {
+	Name      string // the label
+	Transport string
+	Device    string // the plugin's name for the rail
+	// NUMANode overrides the probe's; nil keeps it.
+	NUMANode *int
+	// BandwidthGbps overrides the probe's; 0 keeps it.
+	BandwidthGbps float64
+}
+
 // NewSet builds the rails of transport from its probe, with what the rail
 // blocks of the configuration say about them and the rails each policy
-// allows. A plugin that reports no rail gets one named after it; rails
-// past progress.MaxRails (a token's rail field) are left out.
-func NewSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, policies []config.Policy) *Set {
+// allows (policyRails[i], by label or name, is policy i's list; empty: all).
+// A plugin that reports no rail gets one named after it; rails past
+// progress.MaxRails (a token's rail field) are left out.
+func NewSet(transport string, probed []sdk.Rail, blocks []Block, policyRails [][]string) *Set {
 	if len(probed) == 0 {
 		probed = []sdk.Rail{{Name: transport, NUMANode: -1}}
 	}
@@ -122,8 +135,8 @@ func NewSet(transport string, probed []sdk.Rail, blocks []config.RailBlock, poli
 	}
 	s.sp = New(spec, Options{})
 	s.single = len(s.info) == 1
-	for _, p := range policies {
-		s.policyMask = append(s.policyMask, s.Mask(p.Rails))
+	for _, names := range policyRails {
+		s.policyMask = append(s.policyMask, s.Mask(names))
 	}
 	return s
 }

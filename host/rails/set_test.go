@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -26,12 +25,12 @@ func done(rail int, st ring.Status, n uint64) ring.Descriptor {
 func TestSetFromProbeBlocksAndPolicies(t *testing.T) {
 	node := 1
 	probed := []sdk.Rail{{Name: "eth0", NUMANode: 0, BandwidthGbps: 10}, {Name: "eth1", NUMANode: 0, BandwidthGbps: 10}, {Name: "eth2", NUMANode: -1}}
-	blocks := []config.RailBlock{
+	blocks := []Block{
 		{Name: "fast", Transport: "tcp", Device: "eth1", NUMANode: &node, BandwidthGbps: 100},
 		{Name: "other", Transport: "shm", Device: "eth0", BandwidthGbps: 1}, // another transport's
 	}
-	policies := []config.Policy{{Rails: []string{"fast", "eth2", "nosuch"}}, {}}
-	s := NewSet("tcp", probed, blocks, policies)
+	policyRails := [][]string{{"fast", "eth2", "nosuch"}, nil}
+	s := NewSet("tcp", probed, blocks, policyRails)
 
 	want := []Status{
 		{Transport: "tcp", Index: 0, Name: "eth0", NUMANode: 0, NominalGbps: 10},

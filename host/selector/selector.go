@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/internal/intent"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -26,19 +26,19 @@ var (
 )
 
 // Intents a request may declare, as the selector compares them: the text of
-// config's Intent constants, the one list of them. "" declares none.
+// internal/intent's constants, the one list of them. "" declares none.
 const (
-	IntentForegroundGet      = string(config.IntentForegroundGet)
-	IntentBackgroundPrefetch = string(config.IntentBackgroundPrefetch)
-	IntentMigration          = string(config.IntentMigration)
-	IntentCheckpoint         = string(config.IntentCheckpoint)
-	IntentWeightLoading      = string(config.IntentWeightLoading)
+	IntentForegroundGet      = string(intent.ForegroundGet)
+	IntentBackgroundPrefetch = string(intent.BackgroundPrefetch)
+	IntentMigration          = string(intent.Migration)
+	IntentCheckpoint         = string(intent.Checkpoint)
+	IntentWeightLoading      = string(intent.WeightLoading)
 )
 
 // intentList names the known intents for error messages.
 var intentList = func() string {
-	l := make([]string, len(config.Intents))
-	for i, in := range config.Intents {
+	l := make([]string, len(intent.All))
+	for i, in := range intent.All {
 		l[i] = string(in)
 	}
 	return strings.Join(l, ", ")
@@ -292,7 +292,7 @@ func indexOf(l []string, s string) int {
 	return -1
 }
 
-func (c *compiled) matches(r *Request, intent int) bool {
+func (c *compiled) matches(r *Request, bit int) bool {
 	switch {
 	case c.segment >= 0 && SegmentType(c.segment) != r.Segment:
 		return false
@@ -306,7 +306,7 @@ func (c *compiled) matches(r *Request, intent int) bool {
 		return false
 	case c.prios != 0 && (r.Priority > 7 || c.prios&(1<<r.Priority) == 0):
 		return false
-	case c.intents != 0 && c.intents&intent == 0:
+	case c.intents != 0 && c.intents&bit == 0:
 		return false
 	}
 	return true
@@ -363,8 +363,8 @@ func usable(r *Request, t *Transport) string {
 
 // policy picks the policy for r: its index, or -1 for none.
 func (s *Selector) policy(r *Request) (int, error) {
-	intent := intentBit(r.Intent)
-	if intent < 0 {
+	bit := intentBit(r.Intent)
+	if bit < 0 {
 		return -1, fmt.Errorf("%w: intent %q: want one of %s", ErrBadRequest, r.Intent, intentList)
 	}
 	if r.Policy != "" {
@@ -376,7 +376,7 @@ func (s *Selector) policy(r *Request) (int, error) {
 		return -1, fmt.Errorf("%w: %q is not configured", ErrUnknownPolicy, r.Policy)
 	}
 	for i := range s.policies {
-		if s.policies[i].matches(r, intent) {
+		if s.policies[i].matches(r, bit) {
 			return i, nil
 		}
 	}

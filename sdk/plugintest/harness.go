@@ -84,7 +84,7 @@ func Launch(t testing.TB, binary, name string, inc uint64, cfg []byte) *Instance
 	if in.cq, err = ring.Init(in.cqr.Mem(), depth); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Client.AttachLane(ctx, 0, 0, in.sqr, in.cqr, pluginclient.LaneTiming{Spin: 20 * time.Microsecond}); err != nil {
+	if _, err := p.Client.AttachLane(ctx, 0, 0, in.sqr, in.cqr, pluginclient.LaneTiming{Spin: sdk.DefaultSpin}); err != nil {
 		t.Fatalf("%s: attach lane: %v", name, err)
 	}
 	go in.reap()
@@ -103,7 +103,7 @@ func (in *Instance) reap() {
 		}
 		n := in.cq.Dequeue(buf)
 		if n == 0 {
-			in.cq.Wait(20*time.Microsecond, 50*time.Millisecond)
+			in.cq.Wait(sdk.DefaultSpin, 50*time.Millisecond)
 			continue
 		}
 		in.mu.Lock()
@@ -173,7 +173,7 @@ func (in *Instance) Submit(ds ...ring.Descriptor) []chan ring.Descriptor {
 	for i := range ds {
 		for !in.sq.Enqueue(&ds[i]) {
 			in.sq.Publish()
-			in.sq.WaitSpace(20*time.Microsecond, 10*time.Millisecond)
+			in.sq.WaitSpace(sdk.DefaultSpin, 10*time.Millisecond)
 		}
 	}
 	in.sq.Publish()
