@@ -37,6 +37,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/failover"
 	"github.com/ferrydev/ferry/host/fence"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
@@ -101,11 +102,7 @@ type Executor struct {
 	aborts  aborts       // ended tasks' slices to abort; see abort.go
 	fences  *fence.Gates // targets whose writes wait for a fence; see fencing.go
 
-	// Failover goroutines (see retry.go): counted so that Close waits
-	// for them; retryClosed, under retryMu, stops new ones.
-	retryMu     sync.Mutex
-	retryClosed bool
-	retrying    sync.WaitGroup
+	retries *failover.Runner[retryTask] // failovers (host/failover); see retry.go
 
 	hc     *notify.Service // the control service, for peers' credit and fences; set by Serve
 	recent recentFailures  // the latest failed attempts, for status
@@ -138,6 +135,7 @@ func New(d Deps) (*Executor, error) {
 		e.sliceSize = 1 << 20
 	}
 	e.fences = fence.New(fencePort{e}, fenceTimeout)
+	e.retries = e.newRetries()
 	e.tracker.OnFailure(e.onFailure)
 	e.tracker.OnHold(e.onHold)
 	e.aborts.wake = make(chan struct{}, 1)
@@ -184,10 +182,7 @@ func (e *Executor) Closing() {
 	e.fences.Stop() // writes waiting at a gate give up
 	// Failovers in progress give up (they watch quit) or finish
 	// submitting; none starts from here on.
-	e.retryMu.Lock()
-	e.retryClosed = true
-	e.retryMu.Unlock()
-	e.retrying.Wait()
+	e.retries.Close()
 }
 
 // Close fails what is still pending on every plugin with closeErr and
