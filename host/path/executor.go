@@ -168,7 +168,10 @@ func (e *Executor) Serve(hc *notify.Service) {
 	e.hc = hc
 	if e.credit != nil {
 		e.wg.Add(1)
-		go e.credit.keep()
+		go func() {
+			defer e.wg.Done()
+			e.credit.keeper.Run()
+		}()
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/credit"
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
@@ -342,22 +343,22 @@ func (e *Executor) put(t *task, l *progress.Lane) putResult {
 	}
 	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	res := putResult{i: i, slices: plan.Slices}
-	var hold *taskHold // receiver credit: a two-sided transport's slices take some
+	var hold *credit.Hold // receiver credit: a two-sided transport's slices take some
 	pc := e.creditFor(t.prun, rem)
 	if pc != nil {
-		hold = e.credit.begin(b, i, pc, plan.Slice)
+		hold = e.credit.keeper.Begin(b, i, pc, plan.Slice)
 	}
 	for off := uint64(0); off < n; off += plan.Slice {
 		if b.Stopping(i, now) { // canceled or expired while being cut: the rest never leaves
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
-		if hold != nil && !e.credit.take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
+		if hold != nil && !e.credit.keeper.Take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
 			break // it stopped, or the engine closed, while waiting for credit
 		}
 		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, t.prun.rails, ps, t.sc); !sent {
 			if hold != nil {
-				e.credit.unsent(hold, d.Length)
+				e.credit.keeper.Unsent(hold, d.Length)
 			}
 			res.err = err
 			break
