@@ -3,9 +3,6 @@ package path
 import (
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
@@ -14,62 +11,27 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// The qos block's admission queue, wired into the request path. Without
-// the block none of this runs: e.path.qos is nil and the path costs a nil
-// check. With it, every validated request is offered to the queue: it
-// goes on at once when its class, tenant and total budgets fit and
-// nothing of its class or above is held back; otherwise it is held, and
-// one goroutine the engine owns (runQoS) takes it on when the queue says
-// its turn came: a completion freed a budget, a rate cap refilled, or a
-// deadline brought a promotion. A held task has sent nothing: canceled
-// or past its deadline it ends at once (it holds no plugin), and the
-// dispatcher drops it when it comes up.
-//
-// The unloaded path takes no lock and hands nothing to the dispatcher:
-// a request that nothing binds is let go by the queue's Admit on the
-// submitting goroutine (atomics only), and its end gives its in-flight
-// budgets back with Release, also lock-free. Only when a bound is full,
-// a cap or a queue is in the way, or reject_late is on, does a request
-// take the lock (Offer). A qos block that bounds nothing in flight and
-// does not reject late keeps no grant at all and adds no watcher to the
-// tracker: its path costs the off path plus one Admit.
+// The qos block's admission queue, wired into the request path: the
+// queue and its dispatcher are host/admission's (Dispatcher); here are
+// the admit stage's hold, the resume that enters the stage sequence, the
+// grants kept beside each batch and given back at each task's end, and
+// the lane a class goes on. Without the block none of this runs:
+// e.path.qos is nil and the path costs a nil check. A qos block that
+// bounds nothing in flight and does not reject late keeps no grant at
+// all and adds no watcher to the tracker.
 
 // ErrBusy is a request refused because the qos block's queue is full
 // (qos.max_queued) and qos.busy is "error": submit it again later.
 var ErrBusy = errors.New("ferry: admission queue full")
 
-// qosQueue is the engine's admission queue and what its dispatcher
-// needs.
+// qosQueue is the engine's admission dispatcher, and how lanes are
+// shared between classes.
 type qosQueue struct {
-	mu sync.Mutex // guards q
-	q  *admission.Queue[heldTask]
-	// No lock is held while a task taken from the queue is dispatched
-	// (a dispatch may wait for credit or ring space): the dispatcher
-	// pins the task's batch under mu as Next gives it
-	// (progress.Tracker.PinBatch), so that a FreeBatch meanwhile never
-	// hands the batch to a new owner; FreeBatch waits for the pin
-	// (awaitUnpinned) after forgetHeld.
-	// wake tells the dispatcher to look at the queue; room tells a
-	// submitter waiting on a full queue that a place freed.
-	wake, room chan struct{}
-	block      bool // qos.busy = "block"
+	d *admission.Dispatcher
 	// perClass: qos.lanes = "per_class": the high class alone on each
 	// plugin's first lane.
 	perClass bool
-	// held counts the requests held back so far (Engine.QoS).
-	held atomic.Uint64
-	// grants: a grant holds something to give back (the queue is
-	// Counted), so tasks keep theirs and the tracker's watcher gives
-	// them back; measured: that is Done, under mu, with the time.
-	grants, measured bool
-}
-
-// heldTask is a task held in the queue: its batch (and that batch's id,
-// for a batch freed and reused meanwhile) and index.
-type heldTask struct {
-	b  *progress.Batch
-	id uint64
-	i  int32
+	grants   bool // d.Grants()
 }
 
 // wireQoS builds the admission queue of the qos block, if there is one,
@@ -80,15 +42,12 @@ func (e *Executor) wireQoS() error {
 	if !qc.On {
 		return nil
 	}
-	cfg := qosConfig(&qc)
-	q, err := admission.New[heldTask](cfg, func(t heldTask, now int64) bool {
-		return t.b.ID() != t.id || t.b.Stopping(int(t.i), now)
-	})
+	d, err := admission.NewDispatcher(admission.DispatcherConfig{Queue: qosConfig(&qc), Block: qc.Busy != config.QoSError,
+		Tracker: e.tracker, Port: qosPort{e}, Quit: e.quit})
 	if err != nil {
 		return fmt.Errorf("%w: qos: %w", ErrInvalid, err)
 	}
-	e.path.qos = &qosQueue{q: q, wake: make(chan struct{}, 1), room: make(chan struct{}, 1), block: qc.Busy != config.QoSError,
-		perClass: qc.Lanes == config.QoSLanesPerClass, grants: q.Counted(), measured: q.Measured()}
+	e.path.qos = &qosQueue{d: d, perClass: qc.Lanes == config.QoSLanesPerClass, grants: d.Grants()}
 	if e.path.qos.grants {
 		e.tracker.Watch(e.qosWatcher())
 	}
@@ -138,21 +97,10 @@ func (e *Executor) startQoS() {
 		return
 	}
 	e.wg.Add(1)
-	go e.runQoS()
-}
-
-func (qq *qosQueue) kick() {
-	select {
-	case qq.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (qq *qosQueue) freed() {
-	select {
-	case qq.room <- struct{}{}:
-	default:
-	}
+	go func() {
+		defer e.wg.Done()
+		e.path.qos.d.Run()
+	}()
 }
 
 // hold offers task i of b (request r, validated, for segment rem) to the
@@ -165,94 +113,34 @@ func (e *Executor) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *s
 	ar := admission.Request{
 		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name, Tenant: r.Tenant,
 	}
-	now := sc.now().UnixNano()
-	if g, ok := qq.q.Admit(&ar, now, &sc.admitted); ok {
+	g, goOn, err := qq.d.Hold(admission.Held{B: b, ID: b.ID(), I: int32(i)}, &ar, sc.now().UnixNano(), &sc.admitted, wait)
+	if goOn {
 		if qq.grants {
 			e.granted(b, i, g)
 		}
-		return false // counted for its tenant at the call's end (flushQueued)
+		return false
 	}
-	qq.q.Count(&sc.admitted) // before the queue orders anything
-	for {
-		qq.mu.Lock()
-		g, v, err := qq.q.Offer(heldTask{b: b, id: b.ID(), i: int32(i)}, ar, now)
-		qq.mu.Unlock()
-		if err == nil && v == admission.Now {
-			if qq.grants {
-				e.granted(b, i, g)
-			}
-			return false
-		}
-		if err == nil {
-			qq.held.Add(1)
-			qq.kick()
-			return true
-		}
-		if errors.Is(err, admission.ErrBusy) && qq.block && wait {
-			if e.awaitRoom(b, i, ar.Deadline) {
-				now = progress.Now()
-				continue
-			}
-			if b.Stopping(i, progress.Now()) {
-				return true // canceled or past its deadline while it waited: ended
-			}
-			err = fmt.Errorf("%w: engine %q closed", ErrClosed, e.name)
-		}
-		b.Cut(i)
-		switch {
-		case errors.Is(err, admission.ErrTenant):
-			b.Finish(i, progress.Invalid, fmt.Errorf("%w: segment %q: %w", ErrInvalid, rem.Name, err))
-		case errors.Is(err, admission.ErrLate):
-			b.Finish(i, progress.Failed, fmt.Errorf("%w: segment %q: admission refused the request early: %w", ErrDeadlineExceeded, rem.Name, err))
-		case errors.Is(err, admission.ErrBusy):
-			b.Finish(i, progress.Failed, fmt.Errorf("%w: segment %q: %w", ErrBusy, rem.Name, err))
-		default:
-			b.Finish(i, progress.Failed, err)
-		}
-		return true
+	if err == nil {
+		return true // held back, or ended while it waited for room
 	}
-}
-
-// awaitRoom waits, for a submitter of task i of b whose queue is full,
-// until a place frees; false when the task ended meanwhile (canceled, or
-// its deadline, unix ns, passed) or the engine closed.
-func (e *Executor) awaitRoom(b *progress.Batch, i int, deadline int64) bool {
-	qq := e.path.qos
-	var tc <-chan time.Time
-	if deadline != 0 {
-		t := time.NewTimer(time.Duration(deadline - progress.Now()))
-		defer t.Stop()
-		tc = t.C
+	b.Cut(i)
+	switch {
+	case errors.Is(err, admission.ErrTenant):
+		b.Finish(i, progress.Invalid, fmt.Errorf("%w: segment %q: %w", ErrInvalid, rem.Name, err))
+	case errors.Is(err, admission.ErrLate):
+		b.Finish(i, progress.Failed, fmt.Errorf("%w: segment %q: admission refused the request early: %w", ErrDeadlineExceeded, rem.Name, err))
+	case errors.Is(err, admission.ErrBusy):
+		b.Finish(i, progress.Failed, fmt.Errorf("%w: segment %q: %w", ErrBusy, rem.Name, err))
+	case errors.Is(err, admission.ErrStopped):
+		b.Finish(i, progress.Failed, fmt.Errorf("%w: engine %q closed", ErrClosed, e.name))
+	default:
+		b.Finish(i, progress.Failed, err)
 	}
-	poll := time.NewTicker(heldPoll) // a cancel does not wake this; look at the task now and then
-	defer poll.Stop()
-	for {
-		select {
-		case <-qq.room:
-			qq.freed() // pass it on: several may wait, and room is one signal
-			return true
-		case <-poll.C:
-			if b.Stopping(i, progress.Now()) {
-				return false
-			}
-		case <-tc:
-			b.State(i, progress.Now()) // expire it
-			return false
-		case <-e.quit:
-			return false
-		}
-	}
-}
-
-// taskGrant is what a task holds of the queue's budgets, while held is
-// 1.
-type taskGrant struct {
-	grant admission.Grant
-	held  atomic.Uint32
+	return true
 }
 
 // grantOf returns task i's grant record, nil when b was freed.
-func (p *requestPath) grantOf(b *progress.Batch, i int) *taskGrant {
+func (p *requestPath) grantOf(b *progress.Batch, i int) *admission.TaskGrant {
 	r := p.records[b.Slot()]
 	if r == nil || i >= len(r.grants) {
 		return nil
@@ -261,37 +149,9 @@ func (p *requestPath) grantOf(b *progress.Batch, i int) *taskGrant {
 }
 
 // granted records that task i of b holds g of the queue's budgets, given
-// back when the task ends (qosWatcher). A task that ended before the
-// grant was recorded (canceled while held, say) gives it back here.
+// back when the task ends (qosWatcher).
 func (e *Executor) granted(b *progress.Batch, i int, g admission.Grant) {
-	tg := e.path.grantOf(b, i)
-	tg.grant = g
-	tg.held.Store(1)
-	if b.State(i, 0).Terminal() {
-		e.giveBack(tg, false)
-	}
-}
-
-// giveBack returns the budgets tg held, once: sent says whether its
-// bytes moved (for the bandwidth the queue measures).
-func (e *Executor) giveBack(tg *taskGrant, sent bool) {
-	if !tg.held.CompareAndSwap(1, 0) {
-		return
-	}
-	qq := e.path.qos
-	if qq.measured {
-		qq.mu.Lock()
-		qq.q.Done(tg.grant, sent, progress.Now())
-		qq.mu.Unlock()
-	} else {
-		qq.q.Release(tg.grant)
-	}
-	// The budget freed may let one go; with none held the dispatcher
-	// sleeps on. A request held after this look was kicked for by its
-	// own Offer, and Next sees the budget Release gave back.
-	if qq.q.Held() {
-		qq.kick()
-	}
+	e.path.qos.d.Granted(e.path.grantOf(b, i), g, b.State(i, 0).Terminal())
 }
 
 // qosWatcher gives a task's budgets back when it ends, then tells the
@@ -339,68 +199,20 @@ func (w qosWatcher) Ended(b *progress.Batch, i int, s progress.State, at int64) 
 
 // giveBack gives task i's budgets back at its end (s), if it holds any.
 func (w qosWatcher) giveBack(b *progress.Batch, i int, s progress.State) {
-	if tg := w.e.path.grantOf(b, i); tg != nil && tg.held.Load() != 0 {
-		w.e.giveBack(tg, s == progress.Completed)
+	if tg := w.e.path.grantOf(b, i); tg != nil && tg.Holding() {
+		w.e.path.qos.d.GiveBack(tg, s == progress.Completed)
 	}
 }
 
-// sweepEvery is how often the dispatcher, while tasks are held, drops
-// those that ended while held.
-const sweepEvery = 100 * time.Millisecond
+// qosPort is the executor as the dispatcher resumes and abandons held
+// tasks through it.
+type qosPort struct{ e *Executor }
 
-// runQoS is the dispatcher: it takes held tasks on as the queue lets
-// them go, until the engine closes; then it ends the tasks still held.
-func (e *Executor) runQoS() {
-	defer e.wg.Done()
-	qq := e.path.qos
-	timer := time.NewTimer(time.Hour)
-	timer.Stop()
-	for {
-		swept := false
-		select {
-		case <-e.quit:
-			e.endHeld()
-			return
-		case <-qq.wake:
-		case <-timer.C:
-			swept = true
-		}
-		for {
-			now := progress.Now()
-			qq.mu.Lock()
-			t, g, ok := qq.q.Next(now)
-			pinned := ok && e.tracker.PinBatch(t.b, t.id)
-			var at int64
-			if !ok {
-				if swept {
-					qq.q.Sweep(now) // held tasks canceled or expired behind a budget that is still full
-				}
-				at = qq.q.Wake(now)
-				if qq.q.Len() > 0 && (at == 0 || at-now > int64(sweepEvery)) {
-					at = now + int64(sweepEvery)
-				}
-			}
-			qq.mu.Unlock()
-			if !ok {
-				if at != 0 {
-					timer.Reset(time.Duration(at - now))
-				}
-				break
-			}
-			qq.freed()
-			if !pinned {
-				continue // its batch was freed meanwhile
-			}
-			e.resume(t, g)
-			e.tracker.Unpin(t.b)
-		}
-	}
-}
-
-// resume takes held task h on from admission, with grant g, through
-// the rest of the stage sequence.
-func (e *Executor) resume(h heldTask, g admission.Grant) {
-	b, i := h.b, int(h.i)
+// Resume takes held task h on from admission, with grant g, through the
+// rest of the stage sequence.
+func (p qosPort) Resume(h admission.Held, g admission.Grant) {
+	e := p.e
+	b, i := h.B, int(h.I)
 	if e.path.qos.grants {
 		e.granted(b, i, g)
 	}
@@ -413,59 +225,26 @@ func (e *Executor) resume(h heldTask, g admission.Grant) {
 	e.run(&t, stageValidate) // validated again: its memory may have been unregistered while it waited
 }
 
-// endHeld ends the tasks still held when the engine closes: they never
+// Abandon ends a task still held when the engine closes: it never
 // reached a plugin.
-func (e *Executor) endHeld() {
-	qq := e.path.qos
-	closeErr := fmt.Errorf("%w: engine %q closed while the request was held back by admission", ErrClosed, e.name)
-	qq.mu.Lock()
-	defer qq.mu.Unlock()
-	qq.q.Drain(func(t heldTask) {
-		if t.b.ID() == t.id {
-			t.b.Cut(int(t.i))
-			t.b.Finish(int(t.i), progress.Failed, closeErr)
-		}
-	})
+func (p qosPort) Abandon(h admission.Held) {
+	h.B.Cut(int(h.I))
+	h.B.Finish(int(h.I), progress.Failed, fmt.Errorf("%w: engine %q closed while the request was held back by admission", ErrClosed, p.e.name))
 }
 
 // forgetHeld drops the held tasks of b, which is being freed (FreeBatch
 // ended them), so that the dispatcher never takes one on.
 func (e *Executor) forgetHeld(b *progress.Batch) {
-	qq := e.path.qos
-	if qq == nil {
-		return
+	if qq := e.path.qos; qq != nil {
+		qq.d.Forget(b)
 	}
-	// b's tasks were offered by Submit calls that returned before
-	// FreeBatch (the caller's order), so Held sees them unless the
-	// dispatcher took them: it pinned b then, and FreeBatch waits for
-	// that pin.
-	if !qq.q.Held() {
-		return
-	}
-	qq.mu.Lock()
-	qq.q.Remove(func(t heldTask) bool { return t.b == b })
-	qq.mu.Unlock()
-	qq.freed()
 }
 
 // QoSStatus is what the admission queue of the qos block reports.
 type QoSStatus struct {
 	// On: the configuration has a qos block.
 	On bool
-	// Held is how many requests are held back now; HeldTotal how many
-	// were held back since the engine started.
-	Held      int
-	HeldTotal uint64
-	// Dropped counts held-back requests that ended while held (canceled,
-	// past their deadline) and were never dispatched.
-	Dropped uint64
-	// Bandwidth is the measured bandwidth, bytes per second; 0 before
-	// any. With reject_late, that of completions while something is in
-	// flight; otherwise that of the bytes admitted since the last call
-	// at least 10 ms before (admission.Queue.Bandwidth).
-	Bandwidth float64
-	// Tenants are each tenant's counters, the default tenant's included.
-	Tenants []admission.TenantStats
+	admission.DispatcherStats
 }
 
 // QoS is host.Engine.QoS, which documents it.
@@ -474,12 +253,7 @@ func (e *Executor) QoS() QoSStatus {
 	if qq == nil {
 		return QoSStatus{}
 	}
-	qq.mu.Lock()
-	defer qq.mu.Unlock()
-	now := progress.Now()
-	qq.q.Sweep(now)
-	return QoSStatus{On: true, Held: qq.q.Len(), HeldTotal: qq.held.Load(), Dropped: qq.q.Dropped,
-		Bandwidth: qq.q.Bandwidth(now), Tenants: qq.q.Tenants(nil)}
+	return QoSStatus{On: true, DispatcherStats: qq.d.Stats()}
 }
 
 // laneOf returns the lane of run (of plugin ps) a request of priority p

@@ -120,7 +120,7 @@ type batchRecords struct {
 	// grants[i] is what task i holds of the qos queue's budgets; kept
 	// with a qos block (admit.go). Apart from tasks, which failover
 	// copies.
-	grants []taskGrant
+	grants []admission.TaskGrant
 }
 
 // taskStamps are a task's observe.Clock times: queued; for a task timed
@@ -179,7 +179,7 @@ func (p *requestPath) attach(b *progress.Batch) {
 	}
 	if p.qos != nil && p.qos.grants {
 		if cap(r.grants) < n {
-			r.grants = make([]taskGrant, size)
+			r.grants = make([]admission.TaskGrant, size)
 		}
 		r.grants = r.grants[:n]
 	}
@@ -254,7 +254,7 @@ func (e *Executor) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
 // meter; the call ends with it.
 func (e *Executor) flushQueued(sc *submitCtx) {
 	if e.path.qos != nil {
-		e.path.qos.q.Count(&sc.admitted) // and to the qos queue's tenants, those it let go
+		e.path.qos.d.Count(&sc.admitted) // and to the qos queue's tenants, those it let go
 	}
 	if e.path.meter != nil {
 		e.path.meter.AddQueued(&sc.queued)
