@@ -47,7 +47,9 @@ func newDispatcher(t *testing.T, maxQueued int) (*admission.Dispatcher, *fakeRes
 	return d, port, b, quit
 }
 
-func held(b *progress.Batch, i int) admission.Held { return admission.Held{B: b, ID: b.ID(), I: int32(i)} }
+func held(b *progress.Batch, i int) admission.Held {
+	return admission.Held{B: b, ID: b.ID(), I: int32(i)}
+}
 
 // TestDispatcherResumesWhenABudgetFrees: with one request in flight
 // allowed, the second is held; the first's end gives its grant back and

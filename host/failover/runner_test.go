@@ -106,7 +106,11 @@ func TestRunnerWaitsForAChange(t *testing.T) {
 		t.Fatalf("resumed with %+v while every transport was tried and one restarting", d)
 	default:
 	}
-	p.change(func(in *Input) { in.History.Tried = 0b11; in.Transports[2] = Transport{Usable: true, Rails: 1}; in.Plan = []int{0, 1, 2} })
+	p.change(func(in *Input) {
+		in.History.Tried = 0b11
+		in.Transports[2] = Transport{Usable: true, Rails: 1}
+		in.Plan = []int{0, 1, 2}
+	})
 	if d := <-p.resumed; d.Kind != NextTransport || d.Transport != 2 {
 		t.Fatalf("after the restart: resumed with %+v, want transport 2", d)
 	}
