@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
@@ -15,11 +16,11 @@ import (
 )
 
 // refuseCheckpoints is an admission stage for this test: it refuses
-// checkpoint writes, holds back low-priority requests and admits the
-// rest, counting the calls.
+// checkpoint writes, holds back low-priority requests for two asks and
+// tenant "starved" for ever, and admits the rest, counting the calls.
 type refuseCheckpoints struct {
-	calls  atomic.Int64
-	noTime atomic.Bool
+	calls, low atomic.Int64
+	noTime     atomic.Bool
 }
 
 func (a *refuseCheckpoints) Admit(r admission.Request, now int64) admission.Decision {
@@ -30,7 +31,9 @@ func (a *refuseCheckpoints) Admit(r admission.Request, now int64) admission.Deci
 	switch {
 	case r.Intent == host.IntentCheckpoint:
 		return admission.Decision{Verdict: admission.Reject, Reason: "checkpoints are paused"}
-	case r.Priority == host.PriorityLow:
+	case r.Tenant == "starved":
+		return admission.Decision{Verdict: admission.Later, Reason: "no room for this tenant"}
+	case r.Priority == host.PriorityLow && a.low.Add(1) <= 2:
 		return admission.Decision{Verdict: admission.Later, Reason: "low-priority budget spent"}
 	}
 	return admission.Decision{Verdict: admission.Now}
@@ -38,9 +41,10 @@ func (a *refuseCheckpoints) Admit(r admission.Request, now int64) admission.Deci
 
 // TestAdmissionStage puts an admitter in the path with one line of
 // wiring (host.WithAdmitter) and checks that it is asked about every
-// request, with the time, that what it refuses or holds back ends
-// INVALID naming its reason and is never routed, and that what it admits
-// is carried.
+// request, with the time; that what it refuses ends INVALID naming its
+// reason and is never routed; that what it holds back (Later) stays
+// pending and goes on once it says Now, or ends TIMEOUT at its deadline
+// saying why; and that what it admits is carried.
 func TestAdmissionStage(t *testing.T) {
 	ctx := context.Background()
 	adm := &refuseCheckpoints{}
@@ -72,27 +76,31 @@ func TestAdmissionStage(t *testing.T) {
 	if err := e.Transfer(ctx, req); err != nil {
 		t.Fatalf("admitted request: %v", err)
 	}
-	for _, c := range []struct {
-		edit func(*host.Request)
-		want string
-	}{
-		{func(r *host.Request) { r.Intent = host.IntentCheckpoint }, "admission refused the request (checkpoints are paused)"},
-		{func(r *host.Request) { r.Priority = host.PriorityLow }, "admission held the request back (low-priority budget spent)"},
-	} {
-		r := req
-		c.edit(&r)
-		err := e.Transfer(ctx, r)
-		var te *host.TransferError
-		if !errors.As(err, &te) || te.State != host.StateInvalid || !errors.Is(err, host.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("request %+v: %v; want INVALID saying %q", r.Intent, err, c.want)
-			continue
-		}
-		if te.Transport != "" {
-			t.Errorf("refused request was routed to %q", te.Transport)
-		}
+	refused := req
+	refused.Intent = host.IntentCheckpoint
+	err = e.Transfer(ctx, refused)
+	var te *host.TransferError
+	if !errors.As(err, &te) || te.State != host.StateInvalid || !errors.Is(err, host.ErrInvalid) || !strings.Contains(err.Error(), "admission refused the request (checkpoints are paused)") {
+		t.Errorf("checkpoint: %v; want INVALID saying admission refused it", err)
+	} else if te.Transport != "" {
+		t.Errorf("refused request was routed to %q", te.Transport)
 	}
-	if n := adm.calls.Load(); n != 3 {
-		t.Errorf("admitter asked %d times, want 3 (once per request)", n)
+	low := req
+	low.Priority = host.PriorityLow
+	if err := e.Transfer(ctx, low); err != nil {
+		t.Errorf("a request held back twice, then admitted: %v", err)
+	}
+	if n := adm.low.Load(); n != 3 {
+		t.Errorf("the held-back request was asked about %d times, want 3 (Later, Later, Now)", n)
+	}
+	starved := req
+	starved.Tenant = "starved"
+	starved.Deadline = time.Now().Add(200 * time.Millisecond)
+	err = e.Transfer(ctx, starved)
+	if !errors.As(err, &te) || te.State != host.StateTimeout || !errors.Is(err, host.ErrDeadlineExceeded) || !strings.Contains(err.Error(), "admission held the request back (no room for this tenant) until its deadline") {
+		t.Errorf("starved: %v; want TIMEOUT saying admission held it back", err)
+	} else if te.Transport != "" {
+		t.Errorf("a request held back to its deadline was routed to %q", te.Transport)
 	}
 	if adm.noTime.Load() {
 		t.Error("admitter was not given the time")
@@ -101,10 +109,10 @@ func TestAdmissionStage(t *testing.T) {
 	for _, err := range errs {
 		t.Error(err)
 	}
-	if sum.Tasks != 3 || sum.Ended["INVALID"] != 2 || sum.Ended["COMPLETED"] != 1 {
-		t.Errorf("observer: %v; want 3 tasks, 2 INVALID, 1 COMPLETED", sum)
+	if sum.Tasks != 4 || sum.Ended["INVALID"] != 1 || sum.Ended["COMPLETED"] != 2 || sum.Ended["TIMEOUT"] != 1 {
+		t.Errorf("observer: %v; want 4 tasks, 1 INVALID, 2 COMPLETED, 1 TIMEOUT", sum)
 	}
-	if sum.Stages[observe.Queued] != 3 || sum.Stages[observe.Admitted] != 1 || sum.Stages[observe.Routed] != 1 {
-		t.Errorf("observer: %v; want 3 queued, 1 admitted and routed", sum)
+	if sum.Stages[observe.Queued] != 4 || sum.Stages[observe.Admitted] != 2 || sum.Stages[observe.Routed] != 2 {
+		t.Errorf("observer: %v; want 4 queued, 2 admitted and routed", sum)
 	}
 }

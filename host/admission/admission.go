@@ -12,9 +12,9 @@ type Verdict uint8
 const (
 	// Now lets the request go on at once.
 	Now Verdict = iota
-	// Later holds the request back until capacity frees up. The engine
-	// refuses a request an Admitter holds back, saying so; holding back
-	// and dispatching later is the Queue's (the qos block).
+	// Later holds the request back: it stays PENDING and goes on when
+	// admission lets it (the queue when a budget frees; an Admitter when
+	// asked again says Now: Asker), or ends with its deadline.
 	Later
 	// Reject refuses the request.
 	Reject

@@ -238,6 +238,9 @@ func (e *Executor) forgetHeld(b *progress.Batch) {
 	if qq := e.path.qos; qq != nil {
 		qq.d.Forget(b)
 	}
+	if l := e.path.later; l != nil {
+		l.Forget(b)
+	}
 }
 
 // QoSStatus is what the admission queue of the qos block reports.

@@ -159,6 +159,13 @@ func (e *Executor) Start() error {
 	e.wg.Add(1)
 	go e.runAborts()
 	e.startQoS()
+	if l := e.path.later; l != nil {
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			l.Run()
+		}()
+	}
 	return nil
 }
 

@@ -54,6 +54,9 @@ type requestPath struct {
 	// admit is asked about every request; nil is the pass-through, which
 	// is not called at all.
 	admit admission.Admitter
+	// later holds the requests admit said Later of, and asks it again;
+	// nil without an admitter.
+	later *admission.Asker
 	// qos is the qos block's admission queue, nil without one; see
 	// admit.go.
 	qos *qosQueue
@@ -88,6 +91,9 @@ func (e *Executor) wirePath(o Options) {
 	e.path.obs, e.path.meter, e.path.admit = o.Observer, o.Meter, o.Admit
 	if _, ok := o.Admit.(admission.PassThrough); ok {
 		e.path.admit = nil
+	}
+	if e.path.admit != nil {
+		e.path.later = admission.NewAsker(e.path.admit, e.tracker, laterPort{e}, e.quit)
 	}
 	e.path.records = make([]*batchRecords, e.tracker.Slots())
 	switch {

@@ -52,6 +52,7 @@ type task struct {
 
 	valid    bool // validated already: its ranges are in rt
 	admitted bool // admitted already (a QoS resume): Admitted is still noted
+	asked    bool // the Admitter said Now already (it had said Later)
 	wait     bool // a full qos queue blocks the submitter (qos.busy = "block")
 
 	// blk and run are a block run's call and run: the list was checked
@@ -148,9 +149,8 @@ func (e *Executor) admitStage(t *task) bool {
 	}
 	if !t.admitted {
 		r := &t.rec.req
-		if err := e.admit(r, t.rem, t.sc); err != nil {
-			e.refuse(t, err)
-			return false
+		if !e.admit(t) {
+			return false // held back (the Asker asks again), or refused
 		}
 		if e.path.qos != nil && e.hold(t.b, t.i, r, t.rem, t.sc, t.wait) {
 			return false // held back (the queue's dispatcher resumes it), or refused

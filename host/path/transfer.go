@@ -292,22 +292,68 @@ func (e *Executor) awaitPin(b *progress.Batch, i int, r *Request, rem *remote, r
 // failover waits for the target's next descriptor (failover.BlameTarget).
 var errTargetAway = errors.New("waiting for the target to offer it again")
 
-// admit asks the admission stage about r; nil lets it go on now. Without
-// an admitter the pass-through is not even called.
-func (e *Executor) admit(r *Request, rem *remote, sc *submitCtx) error {
-	if e.path.admit == nil {
-		return nil
+// admit asks the application's Admitter about t (none: the
+// pass-through, which is not even called). It reports whether t goes on
+// now: Later holds it back (the Asker asks again), Reject ends it
+// INVALID.
+func (e *Executor) admit(t *task) bool {
+	if e.path.admit == nil || t.asked {
+		return true
 	}
-	d := e.path.admit.Admit(admission.Request{
-		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: rem.Name, Tenant: r.Tenant,
-	}, sc.now().UnixNano())
+	r := &t.rec.req
+	ar := admission.Request{
+		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: t.rem.Name, Tenant: r.Tenant,
+	}
+	now := t.sc.now().UnixNano()
+	d := e.path.admit.Admit(ar, now)
 	switch d.Verdict {
 	case admission.Now:
-		return nil
+		return true
 	case admission.Later:
-		return fmt.Errorf("%w: segment %q: admission held the request back (%s); the engine does not queue held-back requests yet: submit it again later", ErrInvalid, rem.Name, d.Reason)
+		// Should its deadline pass while held, it ends TIMEOUT saying why.
+		why := fmt.Errorf("%w: segment %q: admission held the request back (%s) until its deadline", ErrDeadlineExceeded, t.rem.Name, d.Reason)
+		e.path.later.Hold(admission.Held{B: t.b, ID: t.b.ID(), I: int32(t.i)}, ar, now, t.b.Blame(t.i, why))
+		return false
 	}
-	return fmt.Errorf("%w: segment %q: admission refused the request (%s)", ErrInvalid, rem.Name, d.Reason)
+	e.refuse(t, admitErr(t.rem.Name, d))
+	return false
+}
+
+// admitErr is the error of a request admission refused.
+func admitErr(segment string, d admission.Decision) error {
+	return fmt.Errorf("%w: segment %q: admission refused the request (%s)", ErrInvalid, segment, d.Reason)
+}
+
+// laterPort is the executor as the Asker takes held tasks on or ends
+// them through it.
+type laterPort struct{ e *Executor }
+
+// Go takes held task h on: the Admitter said Now. It is validated again
+// (its memory may have been unregistered while it waited) and offered to
+// the qos queue, if any.
+func (p laterPort) Go(h admission.Held) {
+	e := p.e
+	b, i := h.B, int(h.I)
+	rec := e.path.record(b, i)
+	var sc submitCtx
+	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), sc: &sc, asked: true}
+	e.run(&t, stageValidate)
+}
+
+// Refuse ends held task h: the Admitter said Reject.
+func (p laterPort) Refuse(h admission.Held, d admission.Decision) {
+	name := ""
+	if rem := p.e.remote(p.e.path.record(h.B, int(h.I)).req.Segment); rem != nil {
+		name = rem.Name
+	}
+	h.B.Cut(int(h.I))
+	h.B.Finish(int(h.I), progress.Invalid, admitErr(name, d))
+}
+
+// Abandon ends held task h: the engine closed.
+func (p laterPort) Abandon(h admission.Held) {
+	h.B.Cut(int(h.I))
+	h.B.Finish(int(h.I), progress.Failed, fmt.Errorf("%w: engine %q closed while the request was held back by admission", ErrClosed, p.e.name))
 }
 
 // putResult is what put did with a task's slices, for cut.
