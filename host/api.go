@@ -1,6 +1,10 @@
 package host
 
-import "github.com/ferrydev/ferry/host/path"
+import (
+	"github.com/ferrydev/ferry/host/path"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/internal/intent"
+)
 
 // The request path's types. The request path is host/path's (one stage
 // sequence for every task); the engine is its public face, and these are
@@ -47,11 +51,11 @@ type Intent = path.Intent
 
 // Intents a request may declare in Request.Intent; policies match on them.
 const (
-	IntentForegroundGet      = path.IntentForegroundGet
-	IntentBackgroundPrefetch = path.IntentBackgroundPrefetch
-	IntentMigration          = path.IntentMigration
-	IntentCheckpoint         = path.IntentCheckpoint
-	IntentWeightLoading      = path.IntentWeightLoading
+	IntentForegroundGet      = intent.ForegroundGet
+	IntentBackgroundPrefetch = intent.BackgroundPrefetch
+	IntentMigration          = intent.Migration
+	IntentCheckpoint         = intent.Checkpoint
+	IntentWeightLoading      = intent.WeightLoading
 )
 
 // Prepared block lists (PrepareBlocks): layouts, pairs, the list, the
@@ -69,12 +73,12 @@ type State = path.State
 
 // Task states.
 const (
-	StatePending   = path.StatePending
-	StateCompleted = path.StateCompleted
-	StateFailed    = path.StateFailed
-	StateCanceled  = path.StateCanceled
-	StateTimeout   = path.StateTimeout
-	StateInvalid   = path.StateInvalid
+	StatePending   = progress.Pending
+	StateCompleted = progress.Completed
+	StateFailed    = progress.Failed
+	StateCanceled  = progress.Canceled
+	StateTimeout   = progress.Timeout
+	StateInvalid   = progress.Invalid
 )
 
 // TransferError describes why one task of a Transfer did not complete.

@@ -27,15 +27,6 @@ var (
 // State is a task's state; see the constants.
 type State = progress.State
 
-// Task states.
-const (
-	StatePending   = progress.Pending
-	StateCompleted = progress.Completed
-	StateFailed    = progress.Failed
-	StateCanceled  = progress.Canceled
-	StateTimeout   = progress.Timeout
-	StateInvalid   = progress.Invalid
-)
 
 // TransferError describes why one task did not complete.
 type TransferError struct {

@@ -8,26 +8,18 @@ import (
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/validate"
+	"github.com/ferrydev/ferry/internal/intent"
 	"github.com/ferrydev/ferry/sdk"
 )
 
 // Intent says what a request is for; policies match on it.
-type Intent = config.Intent
+type Intent = intent.Intent
 
 // Routing: the validate and select stages of the request path, as the
 // engine connects them. host/validate judges a request against the
 // local registry's answer and the segment's descriptor; host/selector
 // orders the transports. Errors here make a task INVALID: nothing was
 // sent.
-
-// Intents a request may declare in Request.Intent; policies match on them.
-const (
-	IntentForegroundGet      = config.IntentForegroundGet
-	IntentBackgroundPrefetch = config.IntentBackgroundPrefetch
-	IntentMigration          = config.IntentMigration
-	IntentCheckpoint         = config.IntentCheckpoint
-	IntentWeightLoading      = config.IntentWeightLoading
-)
 
 // newSelector compiles the configured policies against the engine's
 // plugins, in the order the engine holds them.

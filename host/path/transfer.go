@@ -472,7 +472,7 @@ func (e *Executor) TaskStatus(id BatchID, i int) (TaskStatus, error) {
 		return TaskStatus{}, err
 	}
 	now := progress.Now()
-	if id.b.State(i, now) == StatePending && e.reapTask(id.b, i) {
+	if id.b.State(i, now) == progress.Pending && e.reapTask(id.b, i) {
 		now = progress.Now()
 	}
 	return e.taskStatus(id.b, i, now), nil
@@ -528,7 +528,7 @@ func (e *Executor) TaskStatusList(id BatchID, first int, out []TaskStatus) (int,
 	n := min(len(out), b.Len()-first)
 	now := progress.Now()
 	for k := range n {
-		if b.State(first+k, now) == StatePending {
+		if b.State(first+k, now) == progress.Pending {
 			e.reapBatch(b) // the caller polls: see reapTask
 			now = progress.Now()
 			break
@@ -556,9 +556,9 @@ func (e *Executor) CancelTask(id BatchID, i int) error {
 func (e *Executor) taskErr(b *progress.Batch, i int, s State) error {
 	t := b.Task(i)
 	switch s {
-	case StatePending, StateCompleted:
+	case progress.Pending, progress.Completed:
 		return nil
-	case StateTimeout:
+	case progress.Timeout:
 		if err := t.Err(); err != nil && errors.Is(err, ErrDeadlineExceeded) {
 			return err // it said why it waited (a fence: awaitGate)
 		}
@@ -567,7 +567,7 @@ func (e *Executor) taskErr(b *progress.Batch, i int, s State) error {
 				ErrDeadlineExceeded, e.cfg.Transfer.DefaultDeadline, t.Bytes(), t.Length)
 		}
 		return fmt.Errorf("%w: deadline passed after %d of %d bytes", ErrDeadlineExceeded, t.Bytes(), t.Length)
-	case StateCanceled:
+	case progress.Canceled:
 		return fmt.Errorf("%w after %d of %d bytes", ErrCanceled, t.Bytes(), t.Length)
 	}
 	if err := t.Err(); err != nil {
@@ -592,9 +592,9 @@ func (e *Executor) BatchStatus(id BatchID) (BatchStatus, error) {
 		t := id.b.Task(i)
 		s.Bytes += t.Bytes()
 		switch id.b.State(i, now) {
-		case StatePending:
+		case progress.Pending:
 			s.Pending++
-		case StateCompleted:
+		case progress.Completed:
 			s.Completed++
 		default:
 			s.Failed++
@@ -979,7 +979,7 @@ func (e *Executor) Transfer(ctx context.Context, reqs ...Request) error {
 	var errs []error
 	checked := map[SegmentID]string{} // recheck's findings, once per segment
 	for i, tr := range res {
-		if tr.state == StateCompleted {
+		if tr.state == progress.Completed {
 			continue
 		}
 		r := &reqs[i]
@@ -1032,9 +1032,9 @@ func (e *Executor) runBatch(ctx context.Context, reqs []Request) ([]taskResult, 
 		t := id.b.Task(i)
 		s := id.b.State(i, now)
 		out[i] = taskResult{state: s, transport: t.Transport(), attempts: id.b.Attempt(i) + 1}
-		if s != StateCompleted {
+		if s != progress.Completed {
 			out[i].err = e.taskErr(id.b, i, s)
-			out[i].recheck = t.Err() == nil && s == StateFailed
+			out[i].recheck = t.Err() == nil && s == progress.Failed
 			out[i].status = t.SliceStatus()
 		}
 	}
