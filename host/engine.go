@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,7 +26,6 @@ import (
 	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/publish"
-	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/supervisor"
@@ -345,57 +343,6 @@ func (e *Engine) MachineID() string { return e.machineID }
 // metastore in use, or "".
 func (e *Engine) MetastoreURL() string { return e.metaURL }
 
-// PluginStatus is what the engine knows of one configured plugin.
-type PluginStatus struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
-	SHA256   string `json:"sha256"`
-	Version  string `json:"version"`
-	Protocol int    `json:"protocol"`
-	// State is "running", "restarting" (its process exited; the engine
-	// is starting it again), "unavailable" or "failed"; Reason says why.
-	State    string `json:"state"`
-	Reason   string `json:"reason,omitempty"`
-	Restarts uint64 `json:"restarts"` // runs started after the first
-	// PID is the current run's process id; 0 when none runs.
-	PID int `json:"pid"`
-	// Stalls counts the runs the engine found stalled and killed.
-	Stalls uint64 `json:"stalls"`
-	// Faulty counts the runs the engine found faulty and killed: they
-	// broke the completion contract as often as the supervise block's
-	// contract_violations allow within contract_window.
-	Faulty uint64 `json:"faulty"`
-	// Completions of every run that broke the contract, dropped and
-	// counted: tokens that name no slice the engine sent, duplicates, and
-	// byte counts above what the slice carried (that slice failed).
-	UnknownCompletions   uint64 `json:"unknown_completions"`
-	DuplicateCompletions uint64 `json:"duplicate_completions"`
-	OverlongCompletions  uint64 `json:"overlong_completions"`
-	// Outstanding is how many descriptors the current run holds:
-	// submitted to its lanes and not completed.
-	Outstanding int64 `json:"outstanding"`
-	// LastExit says why the previous run ended, "" while the first runs.
-	LastExit string     `json:"last_exit,omitempty"`
-	Rails    []sdk.Rail `json:"rails,omitempty"`
-	Counters map[string]uint64
-}
-
-// RailStatus is one rail of one transport, as the engine sees it.
-type RailStatus = rails.Status
-
-// Rails reports every rail of every running transport: its statistics
-// (bytes, slices, in flight, learnt bandwidth, errors) and health.
-func (e *Engine) Rails() []RailStatus {
-	var out []RailStatus
-	now := time.Now()
-	for _, ps := range e.x.Plugins() {
-		if rs := ps.Rails(); rs != nil && ps.Err() == nil {
-			out = append(out, rs.Status(now)...)
-		}
-	}
-	return out
-}
-
 // checkPolicyRails fails when a policy names a rail that none of its
 // transports has (by rail block label or the plugin's own rail name).
 // Transports that are not running cannot say which rails they have; a
@@ -436,21 +383,6 @@ func (e *Engine) railNames(transports []string) string {
 		}
 	}
 	return strings.Join(have, ", ")
-}
-
-// Plugins reports every configured plugin, with its counters when running.
-func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
-	var out []PluginStatus
-	for _, ps := range e.x.Plugins() {
-		st := ps.Supervised().Status(ctx)
-		out = append(out, PluginStatus{
-			Name: ps.Name(), Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
-			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls, Faulty: st.Faulty,
-			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
-			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
-		})
-	}
-	return out
 }
 
 // Close stops the engine: unpublishes its descriptor, stops its plugins,

@@ -7,8 +7,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/metrics"
+	"github.com/ferrydev/ferry/host/path"
+	"github.com/ferrydev/ferry/host/publish"
 	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/remotes"
+	"github.com/ferrydev/ferry/host/segment"
 )
 
 // Metrics. With a metrics block (metrics { listen = "127.0.0.1:9464" })
@@ -55,7 +60,7 @@ func (e *Engine) startMetrics(o *options) error {
 	}
 	listen := e.cfg.Metrics.Listen
 	x, err := metrics.Start(metrics.Config{
-		Meter: e.meter, Source: metricsSource{e}, Registerer: o.metricsReg,
+		Meter: e.meter, Source: metricsSource{x: e.x, segs: e.segs, pub: e.pub, signer: e.signer, watch: e.segWatch}, Registerer: o.metricsReg,
 		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
 		QoS: e.x.QoSMetrics,
 	})
@@ -90,12 +95,20 @@ func (e *Engine) MetricsAddr() string {
 	return e.metricsX.Addr()
 }
 
-// metricsSource is what a scrape reads of the engine.
-type metricsSource struct{ e *Engine }
+// metricsSource is what a scrape reads of the engine: the parts that
+// Status reads, without a pointer to the whole engine. The collector
+// asks the plugins (Plugins) once per read.
+type metricsSource struct {
+	x      *path.Executor
+	segs   *remotes.Table
+	pub    *publish.Publisher
+	signer *segment.Signer
+	watch  *metastore.Rewatch // the segments', nil without a metastore
+}
 
 func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 	var out []metrics.Plugin
-	for _, st := range s.e.Plugins(ctx) {
+	for _, st := range pluginStatuses(ctx, s.x.Plugins(), true) {
 		out = append(out, metrics.Plugin{
 			Name: st.Name, State: st.State, Restarts: st.Restarts, Stalls: st.Stalls, Faulty: st.Faulty,
 			Outstanding: st.Outstanding, Counters: st.Counters,
@@ -104,16 +117,16 @@ func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 	return out
 }
 
-func (s metricsSource) Rails() []rails.Status { return s.e.Rails() }
+func (s metricsSource) Rails() []rails.Status { return railStatuses(s.x.Plugins()) }
 
 func (s metricsSource) Segments() metrics.Segments {
-	c := s.e.segs.Counts()
+	c := s.segs.Counts()
 	return metrics.Segments{Open: c.Open, Retired: c.Retired, Gone: c.Gone, Opened: c.Opened, Retirements: c.Retirements}
 }
 
 func (s metricsSource) Metastore() metrics.Metastore {
-	m := metrics.Metastore{Err: s.e.MetastoreHealth(), Refused: s.e.DescriptorsRefused(), Repairs: s.e.PublishRepairs()}
-	for _, w := range s.e.MetastoreWatches() {
+	m := metrics.Metastore{Err: s.pub.Health(), Refused: s.signer.Refused(), Repairs: s.pub.Repaired()}
+	for _, w := range metastoreWatches(s.watch, s.pub) {
 		m.Watches = append(m.Watches, metrics.MetastoreWatch{Name: strings.ReplaceAll(w.Name, " ", "_"), Up: w.Watching})
 	}
 	return m

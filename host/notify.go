@@ -17,15 +17,12 @@ import (
 // (the sender sees ResourceExhausted and retries with backoff) rather
 // than dropping one it acknowledged: a notification is either in the
 // channel or its sender was told it was not taken. Refusals are counted
-// in NotificationStats.Refused.
+// in EngineStatus.Notifications.Refused.
 const NotificationBuffer = 1024
 
 // Notification is a message from a peer engine: its segment name (From), a
 // name and a small message (at most control.MaxMessage bytes).
 type Notification = notify.Notification
-
-// NotificationStats counts notifications sent and received by an engine.
-type NotificationStats = notify.Stats
 
 // notifyErr puts an error of package notify under the public sentinel of
 // the same meaning; its text is unchanged.
@@ -85,67 +82,10 @@ func (e *Engine) ControlAddr() string { return e.controlAddr }
 // Close closes it.
 func (e *Engine) Notifications() <-chan Notification { return e.hc.Notifications() }
 
-// NotificationStats returns the engine's notification counters.
-func (e *Engine) NotificationStats() NotificationStats { return e.hc.Stats() }
-
 // controlSource is the engine as its control service serves it.
 type controlSource Engine
 
 func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encodeDescriptor() }
-
-// EngineStatus is what an engine reports of itself to operators through
-// its control service (`ferry plugins --engine`).
-type EngineStatus struct {
-	// Format is StatusFormat of the engine that wrote it; a reader that
-	// knows another refuses it rather than misread it.
-	Format      int    `json:"format"`
-	Name        string `json:"name"`
-	Incarnation uint64 `json:"incarnation"`
-	MachineID   string `json:"machine_id"`
-	Control     string `json:"control"`
-	Metastore   string `json:"metastore"` // kind, and the URL when it has one
-	MetastoreOK string `json:"metastore_health"`
-	// MetastoreWatches says what each metastore watch is doing:
-	// "segments: watching since T", or "retrying since T (N failed
-	// starts): the last error".
-	MetastoreWatches []string       `json:"metastore_watches,omitempty"`
-	Plugins          []PluginStatus `json:"plugins"`
-	Rails            []RailStatus   `json:"rails"`
-	// Segments are the open remote segments; Failures the latest failed
-	// attempts, newest first, of FailuresSeen in all.
-	Segments     []SegmentStatus `json:"segments"`
-	Failures     []Failure       `json:"failures"`
-	FailuresSeen uint64          `json:"failures_seen"`
-	// Traces are the stories of traced tasks (a trace block), newest
-	// first.
-	Traces []TaskTrace `json:"traces,omitempty"`
-	// Admission says how requests are admitted: "pass-through" (every
-	// request now), or the type of the Admitter the application set.
-	Admission string `json:"admission"`
-}
-
-// StatusFormat is the version of EngineStatus's JSON form.
-const StatusFormat = 1
-
-// Status is what the engine reports of itself (EngineStatus).
-func (e *Engine) Status(ctx context.Context) EngineStatus {
-	st := EngineStatus{Format: StatusFormat, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Control: e.controlAddr,
-		Metastore: e.cfg.Metastore.Kind, MetastoreOK: "ok", Plugins: e.Plugins(ctx), Rails: e.Rails(), Segments: e.segmentStatuses(),
-	}
-	st.Admission = e.admitter
-	if e.metaURL != "" {
-		st.Metastore += " " + e.metaURL
-	}
-	if err := e.MetastoreHealth(); err != nil {
-		st.MetastoreOK = err.Error()
-	}
-	for _, w := range e.MetastoreWatches() {
-		st.MetastoreWatches = append(st.MetastoreWatches, w.Name+": "+w.String())
-	}
-	st.Failures, st.FailuresSeen = e.x.Failures()
-	st.Traces = e.Traces()
-	return st
-}
 
 func (s *controlSource) Status() ([]byte, error) {
 	e := (*Engine)(s)
@@ -195,7 +135,7 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 // data landed, which is then not true for every request; the caller learns
 // of the failure from the batch and decides what to tell the peer. The same
 // holds when the batch is freed or the engine closed before the tasks
-// ended. Such submissions are counted in NotificationStats.NotSent, and
+// ended. Such submissions are counted in EngineStatus.Notifications.NotSent, and
 // sends that fail after the retries in SendFailed (and logged).
 //
 // Do not Submit to the same batch concurrently with SubmitWithNotify: the

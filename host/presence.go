@@ -45,12 +45,6 @@ func (e *Engine) publish(ctx context.Context) error {
 	return err
 }
 
-// MetastoreHealth returns nil while the engine's descriptor is kept alive
-// in the metastore, and the latest error while it cannot be (the
-// metastore is unreachable or lost the lease). Transfers to peers already
-// open go on meanwhile; the error clears once the descriptor is back.
-func (e *Engine) MetastoreHealth() error { return e.pub.Health() }
-
 // openSigner returns the signer of descriptors under the engine's
 // cluster secret; nil, after one loud warning, without one.
 func (e *Engine) openSigner() (*segment.Signer, error) {
@@ -71,12 +65,3 @@ func (e *Engine) openSigner() (*segment.Signer, error) {
 // encodeDescriptor returns the local descriptor as peers read it: signed
 // with a cluster secret.
 func (e *Engine) encodeDescriptor() ([]byte, error) { return e.signer.Encode(e.descriptor()) }
-
-// DescriptorsRefused returns how many peer descriptors this engine has
-// refused as unsigned or badly signed (always 0 without a cluster
-// secret); PublishRepairs, how many times it wrote its own descriptor
-// back after someone else replaced or deleted it.
-func (e *Engine) DescriptorsRefused() uint64 { return e.signer.Refused() }
-
-// PublishRepairs: see DescriptorsRefused.
-func (e *Engine) PublishRepairs() uint64 { return e.pub.Repaired() }

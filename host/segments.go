@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/publish"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
@@ -258,17 +259,16 @@ func (e *Engine) watchSegments() {
 	}()
 }
 
-// MetastoreWatches returns the state of the engine's metastore watches:
-// the segments it follows, and its own descriptor's guard. A watch that
-// is retrying leaves peers' restarts to be learnt from failed transfers,
-// or the engine's key unguarded until the next lease refresh.
-func (e *Engine) MetastoreWatches() []metastore.WatchState {
+// metastoreWatches returns the state of the engine's metastore watches:
+// the segments it follows (segs, nil without a metastore), and its own
+// descriptor's guard.
+func metastoreWatches(segs *metastore.Rewatch, pub *publish.Publisher) []metastore.WatchState {
 	var out []metastore.WatchState
-	if e.segWatch != nil {
-		out = append(out, e.segWatch.State())
+	if segs != nil {
+		out = append(out, segs.State())
 	}
-	if e.pub != nil {
-		if s, ok := e.pub.GuardWatch(); ok {
+	if pub != nil {
+		if s, ok := pub.GuardWatch(); ok {
 			out = append(out, s)
 		}
 	}
