@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"strings"
 
+	hclog "github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/publish"
@@ -33,57 +34,37 @@ func WithMetricsRegistry(reg prometheus.Registerer) Option {
 	return func(o *options) { o.metricsReg = reg }
 }
 
-// metricsOn reports whether the engine exports metrics.
-func (e *Engine) metricsOn(o *options) bool { return e.cfg.Metrics.Listen != "" || o.metricsReg != nil }
-
-// attachMetrics gives the request path its meter; New calls it before
-// wiring the path.
-func (e *Engine) attachMetrics(o *options) {
-	if !e.metricsOn(o) {
-		return
+// newMeter returns the meter the request path adds to, nil when the
+// engine exports no metrics (no metrics block, no registry).
+func newMeter(cfg *config.Config, reg prometheus.Registerer) *metrics.Meter {
+	if cfg.Metrics.Listen == "" && reg == nil {
+		return nil
 	}
 	var names []string
-	for _, pc := range e.cfg.Plugins { // the order New starts them in: plugin indices
+	for _, pc := range cfg.Plugins { // the order New starts them in: plugin indices
 		if pc.Enabled {
 			names = append(names, pc.Name)
 		}
 	}
-	e.meter = metrics.NewMeter(names, prometheus.Labels{"engine": e.name})
-	o.path.Meter = e.meter
+	return metrics.NewMeter(names, prometheus.Labels{"engine": cfg.Name})
 }
 
-// startMetrics registers the engine's metrics and serves them; New
-// calls it last, once the engine is whole (a scrape reads its plugins).
-func (e *Engine) startMetrics(o *options) error {
-	if e.meter == nil {
-		return nil
-	}
-	listen := e.cfg.Metrics.Listen
-	x, err := metrics.Start(metrics.Config{
-		Meter: e.meter, Source: metricsSource{x: e.x, segs: e.segs, pub: e.pub, signer: e.signer, watch: e.segWatch}, Registerer: o.metricsReg,
-		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
-		QoS: e.x.QoSMetrics,
-	})
+// startMetrics registers the engine's metrics and serves them (c); New
+// calls it last, once the engine is whole (a scrape reads its plugins),
+// and Close stops it first, so that no scrape reads a closing engine.
+func startMetrics(cfg *config.Config, log hclog.Logger, c metrics.Config) (*metrics.Exporter, error) {
+	x, err := metrics.Start(c)
 	if err != nil {
 		at := "metrics.listen"
-		if w := e.cfg.Where("metrics.listen"); w != "" {
+		if w := cfg.Where("metrics.listen"); w != "" {
 			at = w + ": " + at
 		}
-		return fmt.Errorf("%w: engine %q: %s: %w; choose a free address, or stop what listens on %s", ErrInvalid, e.name, at, err, listen)
+		return nil, fmt.Errorf("%w: engine %q: %s: %w; choose a free address, or stop what listens on %s", ErrInvalid, cfg.Name, at, err, c.Listen)
 	}
-	e.metricsX = x
 	if a := x.Addr(); a != "" {
-		e.log.Info("serving metrics", "address", "http://"+a+metrics.Path)
+		log.Info("serving metrics", "address", "http://"+a+metrics.Path)
 	}
-	return nil
-}
-
-// stopMetrics stops serving and unregisters; Close calls it first, so
-// that no scrape reads a closing engine.
-func (e *Engine) stopMetrics() {
-	if e.metricsX != nil {
-		e.metricsX.Close()
-	}
+	return x, nil
 }
 
 // MetricsAddr returns the address the engine serves /metrics on, "" when
@@ -103,7 +84,7 @@ type metricsSource struct {
 	segs   *remotes.Table
 	pub    *publish.Publisher
 	signer *segment.Signer
-	watch  *metastore.Rewatch // the segments', nil without a metastore
+	dir    *remotes.Directory
 }
 
 func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
@@ -126,7 +107,7 @@ func (s metricsSource) Segments() metrics.Segments {
 
 func (s metricsSource) Metastore() metrics.Metastore {
 	m := metrics.Metastore{Err: s.pub.Health(), Refused: s.signer.Refused(), Repairs: s.pub.Repaired()}
-	for _, w := range metastoreWatches(s.watch, s.pub) {
+	for _, w := range metastoreWatches(s.dir, s.pub) {
 		m.Watches = append(m.Watches, metrics.MetastoreWatch{Name: strings.ReplaceAll(w.Name, " ", "_"), Up: w.Watching})
 	}
 	return m

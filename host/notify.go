@@ -39,7 +39,7 @@ func notifyErr(err error) error {
 // startControl starts the control service on the configured address; the
 // descriptor published next carries its address.
 func (e *Engine) startControl() error {
-	rails := e.railAddrs()
+	rails := railAddrs(e.x.Plugins())
 	listen, warn := controlListen(e.cfg.Control.Listen, rails)
 	if warn != "" {
 		e.log.Warn(warn)
@@ -62,16 +62,6 @@ func (e *Engine) startControl() error {
 	return nil
 }
 
-// stopControl stops sending, then serving, then closes the channel of
-// received notifications: after Close, a reader of Notifications() drains
-// what was delivered and sees the channel closed. Pending SubmitWithNotify
-// notifications are not sent.
-func (e *Engine) stopControl() {
-	if e.hc != nil {
-		e.hc.Close()
-	}
-}
-
 // ControlAddr returns the address of the engine's control service, which
 // its descriptor publishes and which peers in peer-to-peer mode open as a
 // segment name.
@@ -85,7 +75,11 @@ func (e *Engine) Notifications() <-chan Notification { return e.hc.Notifications
 // controlSource is the engine as its control service serves it.
 type controlSource Engine
 
-func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encodeDescriptor() }
+// Descriptor returns the local descriptor as peers read it: signed with
+// a cluster secret.
+func (s *controlSource) Descriptor() ([]byte, error) {
+	return s.signer.Encode((*Engine)(s).descriptor())
+}
 
 func (s *controlSource) Status() ([]byte, error) {
 	e := (*Engine)(s)
@@ -114,7 +108,7 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 	if name == "" || len(name) > control.MaxName || len(msg) > control.MaxMessage {
 		return fmt.Errorf("%w: notify: a name of 1 to %d bytes is required and the message holds at most %d bytes", ErrInvalid, control.MaxName, control.MaxMessage)
 	}
-	r := e.remote(seg)
+	r := e.segs.Get(uint32(seg))
 	if r == nil {
 		return fmt.Errorf("%w: notify: segment handle %d is not open", ErrSegmentNotFound, seg)
 	}
@@ -146,7 +140,7 @@ func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) e
 	}
 	var targets []notify.Target
 	for k := range reqs {
-		r := e.remote(reqs[k].Segment)
+		r := e.segs.Get(uint32(reqs[k].Segment))
 		if r == nil || hasTarget(targets, r.ID) {
 			continue // an unopened segment makes its task INVALID: nothing is sent
 		}
@@ -170,29 +164,7 @@ func hasTarget(l []notify.Target, seg uint32) bool {
 	return false
 }
 
-// settleNotifies decides the SubmitWithNotify submissions of batch b
-// whose tasks all ended; FreeBatch calls it before the batch can be
-// reused (see notify.Service.Settle).
-func (e *Engine) settleNotifies(b *progress.Batch) {
-	if e.hc != nil {
-		e.hc.Settle(b)
-	}
-}
-
 // controlIdle is how long a cached control client of an address no open
 // segment publishes is kept after its last use: longer than one control
 // call (controlTimeout), so that a call in flight keeps its client.
 const controlIdle = controlTimeout + 5*time.Second
-
-// liveControls returns the control addresses of the live segment
-// handles: the peers whose cached control clients are kept
-// (notify.Service.PruneWhile; a restarted peer listens on a new port).
-func (e *Engine) liveControls() map[string]bool {
-	live := map[string]bool{}
-	for _, h := range e.segs.All() {
-		if h.Retired == "" {
-			live[h.Desc.Control] = true
-		}
-	}
-	return live
-}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/ferrydev/ferry/config"
 
 	"github.com/ferrydev/ferry/host/publish"
@@ -47,21 +49,17 @@ func (e *Engine) publish(ctx context.Context) error {
 
 // openSigner returns the signer of descriptors under the engine's
 // cluster secret; nil, after one loud warning, without one.
-func (e *Engine) openSigner() (*segment.Signer, error) {
-	if e.secret == nil {
-		if e.cfg.Metastore.Kind != config.MetastoreNone {
-			e.log.Warn("no cluster secret: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
-				"engine", e.name)
+func openSigner(secret []byte, cfg *config.Config, log hclog.Logger) (*segment.Signer, error) {
+	if secret == nil {
+		if cfg.Metastore.Kind != config.MetastoreNone {
+			log.Warn("no cluster secret: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
+				"engine", cfg.Name)
 		}
 		return nil, nil
 	}
-	s, err := segment.NewSigner(e.secret)
+	s, err := segment.NewSigner(secret)
 	if err != nil {
-		return nil, fmt.Errorf("engine %q: cluster secret: %w", e.name, err)
+		return nil, fmt.Errorf("engine %q: cluster secret: %w", cfg.Name, err)
 	}
 	return s, nil
 }
-
-// encodeDescriptor returns the local descriptor as peers read it: signed
-// with a cluster secret.
-func (e *Engine) encodeDescriptor() ([]byte, error) { return e.signer.Encode(e.descriptor()) }

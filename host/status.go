@@ -103,7 +103,7 @@ func (e *Engine) Status(ctx context.Context, opts ...StatusOption) EngineStatus 
 	if err := e.pub.Health(); err != nil {
 		st.MetastoreOK = err.Error()
 	}
-	for _, w := range metastoreWatches(e.segWatch, e.pub) {
+	for _, w := range metastoreWatches(e.dir, e.pub) {
 		st.MetastoreWatches = append(st.MetastoreWatches, w.Name+": "+w.String())
 	}
 	for _, r := range railStatuses(ps) {
