@@ -7,6 +7,7 @@ import (
 	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
+	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/trace"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -170,9 +171,11 @@ type PluginStatus struct {
 func pluginStatuses(ctx context.Context, ps []*path.Plugin, ask bool) []PluginStatus {
 	var out []PluginStatus
 	for _, p := range ps {
-		st := p.Supervised().Peek()
+		var st supervisor.Status
 		if ask {
 			st = p.Supervised().Status(ctx)
+		} else {
+			st = p.Supervised().Peek()
 		}
 		out = append(out, PluginStatus{
 			Name: p.Name(), Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
