@@ -116,7 +116,7 @@ var metricsTable = &table[Metrics]{
 
 var traceTable = &table[Trace]{
 	name: "trace",
-	doc:  "The story of chosen transfers: each stage with its time, transport, attempt, slices, the selector's reasons and the cause of each failed attempt, for Engine.Traces and `ferry status --traces`. Without the block nothing is traced and the request path pays nothing for it.",
+	doc:  "The story of chosen transfers: each stage with its time, transport, attempt, slices, the selector's reasons and the cause of each failed attempt, for Engine.Status (its Traces) and `ferry status --traces`. Without the block nothing is traced and the request path pays nothing for it.",
 	fields: []field[Trace]{
 		{name: "keep", typ: tInt, def: 64, min: 1, max: 4096,
 			doc: "How many finished stories are kept (the oldest goes first), and at most how many tasks are traced at once.",

@@ -102,13 +102,3 @@ var (
 	// (qos.max_queued) and qos.busy is "error": submit it again later.
 	ErrBusy = path.ErrBusy
 )
-
-// Failure is one failed attempt of a task, as status lists the latest.
-type Failure = path.Failure
-
-// QoSStatus is what the admission queue of the qos block reports.
-type QoSStatus = path.QoSStatus
-
-// CreditStats is this engine's receiver credit at one receiver, as a
-// sender.
-type CreditStats = path.CreditStats

@@ -75,11 +75,9 @@ func (e *Engine) ImportSegment(ctx context.Context, blob []byte, opts ...ImportO
 		}
 		return Segment{}, fmt.Errorf("%w: import segment: %w", ErrInvalid, err)
 	}
-	e.mu.Lock()
-	h, err := e.segs.Import(ctx, d, e.peerPorts())
-	e.mu.Unlock()
+	h, err := e.dir.Import(ctx, d)
 	if err != nil {
 		return Segment{}, remotesErr(err)
 	}
-	return e.segmentInfo(h), nil
+	return segmentOf(h, e.x.Plugins()), nil
 }

@@ -121,7 +121,7 @@ func TestBlockTasksHeldByQoS(t *testing.T) {
 	}
 	// The first block took the burst; the others wait for the rate,
 	// half a second each.
-	if q := e.QoS(); q.Held < 1 {
+	if q := quick(e).QoS; q.Held < 1 {
 		t.Errorf("QoS() = %+v after the submission, want block tasks held", q)
 	}
 	if err := e.Wait(ctx, id); err != nil {

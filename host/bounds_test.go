@@ -33,7 +33,7 @@ func TestPluginOutOfBoundsLeavesEngineRunning(t *testing.T) {
 	}
 	a := engineFrom(t, p)
 	var reason string
-	for _, st := range a.Plugins(ctx) {
+	for _, st := range a.Status(ctx).Plugins {
 		switch st.Name {
 		case "bloat":
 			if st.State == "running" {

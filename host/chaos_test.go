@@ -487,11 +487,11 @@ func runChaos(t *testing.T, name, extra string) {
 	if len(twice) != 0 {
 		t.Errorf("%d tasks passed the audit stage more than once, the first %+v", len(twice), twice[0])
 	}
-	if held := int(e.QoS().Dropped); passed+held < n {
+	if held := int(quick(e).QoS.Dropped); passed+held < n {
 		t.Errorf("%d tasks passed the audit stage, %d ended held: want at least the run's %d", passed, held, n)
 	}
 
-	if q := e.QoS(); q.On {
+	if q := quick(e).QoS; q.On {
 		t.Logf("chaos: admission held %d tasks back over the run (%d dropped after they ended held); %d held now", q.HeldTotal, q.Dropped, q.Held)
 		if q.HeldTotal == 0 {
 			t.Error("admission held no task back: the qos block did not exercise the queue")
@@ -933,7 +933,7 @@ func startChaosMonitor(e *host.Engine) *chaosMonitor {
 }
 
 func (m *chaosMonitor) sample(e *host.Engine) {
-	for _, st := range e.Plugins(context.Background()) {
+	for _, st := range e.Status(context.Background()).Plugins {
 		if st.Name != "fault" && st.Name != "stall" {
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/path"
 )
 
 // The control service is what peers call to fetch this engine's
@@ -88,15 +89,15 @@ func hostIP(hostport string) netip.Addr {
 	return ip.Unmap()
 }
 
-// railAddrs lists the rail names of the usable plugins, for the control
-// address: a tcp rail's name is its listen address.
-func (e *Engine) railAddrs() []string {
+// railAddrs lists the rail names of the usable plugins of ps, for the
+// control address: a tcp rail's name is its listen address.
+func railAddrs(ps []*path.Plugin) []string {
 	var out []string
-	for _, ps := range e.x.Plugins() {
-		if !ps.Usable() {
+	for _, p := range ps {
+		if !p.Usable() {
 			continue
 		}
-		if rs := ps.Rails(); rs != nil {
+		if rs := p.Rails(); rs != nil {
 			for _, ri := range rs.Rails() {
 				out = append(out, ri.Name)
 			}

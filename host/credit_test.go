@@ -60,7 +60,7 @@ func stopPlugin(t *testing.T, e *host.Engine, name string) (resume func()) {
 var smallCredit = config.Credit{InitialBytes: 256 << 10, MaxBytes: 2 << 20, InitialRequests: 2, MaxRequests: 8, Interval: time.Millisecond}
 
 func creditAt(e *host.Engine, segment string) (host.CreditStats, bool) {
-	for _, s := range e.CreditStats() {
+	for _, s := range quick(e).Credit {
 		if s.Segment == segment {
 			return s, true
 		}
@@ -97,7 +97,7 @@ func TestCreditMetersTCP(t *testing.T) {
 		}
 		var ok bool
 		if st, ok = creditAt(a, "cr-b"); !ok {
-			t.Fatalf("no credit at cr-b: %+v", a.CreditStats())
+			t.Fatalf("no credit at cr-b: %+v", quick(a).Credit)
 		}
 		if st.Grants > 0 || round == 20 {
 			break // a grant came (the keeper asks every millisecond while credit is in use)

@@ -9,9 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
-	"time"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,13 +25,13 @@ import (
 	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/publish"
-	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/topology"
 	"github.com/ferrydev/ferry/host/trace"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // controlTimeout bounds one control call to a plugin.
@@ -74,10 +72,11 @@ type Engine struct {
 	// admission and credit (host/path). The engine wires it.
 	x          *path.Executor
 	tracker    *progress.Tracker
-	supervisor *supervisor.Set // launches, watches and restarts the plugins
-	meter      *metrics.Meter  // nil without metrics; see metrics.go
-	trace      *trace.Recorder // nil without a trace block; see traces.go
-	admitter   string          // the Admitter's type, for status
+	supervisor *supervisor.Set   // launches, watches and restarts the plugins
+	meter      *metrics.Meter    // nil without metrics; see metrics.go
+	metricsX   *metrics.Exporter // serves meter; nil without metrics
+	trace      *trace.Recorder   // nil without a trace block
+	admitter   string            // the Admitter's type, for status
 
 	meta      metastore.Backend
 	metaURL   string // of the embedded or HTTP metastore, "" otherwise
@@ -93,24 +92,19 @@ type Engine struct {
 
 	// mu serialises what a plugin restart must see whole: registrations
 	// (mem's writers), open segments, publishing.
-	mu    sync.Mutex
-	mem   *localmem.Table  // allocations and registered buffers; see memory.go
-	segs  *remotes.Table   // open remote segments; see segments.go
-	fetch *remotes.Fetcher // reads their descriptors
+	mu   sync.Mutex
+	mem  *localmem.Table    // allocations and registered buffers; see memory.go
+	segs *remotes.Table     // open remote segments; see segments.go
+	dir  *remotes.Directory // opens, follows and rechecks them, under mu
 	// signer signs the local descriptor and checks peers'; nil without
 	// a cluster secret.
 	signer *segment.Signer
 	// secret is the cluster secret, nil without one; see secret.go.
 	secret []byte
-	// follow applies the metastore's watch to segs, nil without one;
-	// unwatch stops it.
-	follow    *remotes.Follower
+	// unwatch stops dir's metastore watch.
 	unwatch   context.CancelFunc
-	segWatch  *metastore.Rewatch // nil without a metastore
 	closeOnce sync.Once
-	wg        sync.WaitGroup // the metastore watch that follow runs, and the control clients' pruning
-
-	metricsX *metrics.Exporter
+	wg        sync.WaitGroup // dir's metastore watch, and the control clients' pruning
 }
 
 // New starts an engine: its metastore connection (or embedded metastore),
@@ -154,14 +148,21 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Tracker:        e.tracker,
 		Log:            e.log,
 	})
-	e.attachMetrics(&o)
-	e.attachTrace(&o)
+	e.meter = newMeter(cfg, o.metricsReg)
+	o.path.Meter = e.meter
+	if cfg.Trace.Keep > 0 {
+		e.trace = trace.New(cfg.Trace.Keep, cfg.Trace.SampleEvery)
+		o.path.Trace = e.trace
+	}
 	e.admitter = "pass-through"
 	if _, pass := o.path.Admit.(admission.PassThrough); o.path.Admit != nil && !pass {
 		e.admitter = fmt.Sprintf("%T", o.path.Admit)
 	}
 	x, err := path.New(path.Deps{Config: cfg, Log: e.log, Incarnation: e.incarnation, MachineID: e.machineID, Locked: o.locked,
-		Tracker: e.tracker, Supervisor: e.supervisor, Mem: e.mem, Segs: e.segs, Options: o.path, Recheck: e.recheck})
+		Tracker: e.tracker, Supervisor: e.supervisor, Mem: e.mem, Segs: e.segs, Options: o.path,
+		Recheck: func(ctx context.Context, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
+			return recheck(ctx, e.dir, rem, st, err, checked)
+		}})
 	if err != nil {
 		return nil, err
 	}
@@ -174,13 +175,13 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 			e.startPlugin(ctx, pc)
 		}
 	}
-	if err := e.checkStarted(); err != nil {
+	if err := checkStarted(cfg, e.x.Plugins(), e.log); err != nil {
 		e.Close()
 		return nil, err
 	}
 	err = e.x.Start()
 	if err == nil {
-		err = e.checkPolicyRails()
+		err = checkPolicyRails(cfg.Policies, e.x.Plugin)
 	}
 	if err != nil {
 		e.Close()
@@ -194,16 +195,29 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		e.hc.PruneWhile(e.x.Quit(), e.segs.Changed, e.liveControls, controlIdle)
+		e.hc.PruneWhile(e.x.Quit(), e.segs.Changed, e.segs.Controls, controlIdle)
 	}()
-	e.watchSegments()
+	wctx, unwatch := context.WithCancel(context.Background())
+	e.unwatch = unwatch
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		e.dir.Follow(wctx)
+	}()
 	if err := e.publish(ctx); err != nil {
 		e.Close()
 		return nil, err
 	}
-	if err := e.startMetrics(&o); err != nil {
-		e.Close()
-		return nil, err
+	if e.meter != nil {
+		e.metricsX, err = startMetrics(cfg, e.log, metrics.Config{
+			Meter: e.meter, Source: metricsSource{x: e.x, segs: e.segs, dir: e.dir, pub: e.pub, signer: e.signer}, Registerer: o.metricsReg,
+			Listen: cfg.Metrics.Listen, PluginTimeout: cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
+			QoS: e.x.QoSMetrics,
+		})
+		if err != nil {
+			e.Close()
+			return nil, err
+		}
 	}
 	return e, nil
 }
@@ -247,7 +261,7 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("%w: engine %q: %w", ErrInvalid, e.name, err)
 	}
 	e.secret = secret
-	signer, err := e.openSigner()
+	signer, err := openSigner(secret, e.cfg, e.log)
 	if err != nil {
 		return err
 	}
@@ -269,10 +283,14 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
 	}
 	e.meta = b
-	e.fetch = &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Peer: e.peerDescriptor, Log: e.log, Timeout: controlTimeout, Signer: e.signer}
-	if m.Kind == config.MetastoreNone {
-		e.fetch.Store = nil // peer-to-peer only
+	fetch := &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Log: e.log, Timeout: controlTimeout, Signer: e.signer,
+		// peer-to-peer mode: the control service, started later, asks
+		Peer: func(ctx context.Context, addr string) ([]byte, error) { return e.hc.PeerDescriptor(ctx, addr) },
 	}
+	if m.Kind == config.MetastoreNone {
+		fetch.Store = nil // peer-to-peer only
+	}
+	e.dir = remotes.NewDirectory(remotes.DirectoryConfig{Table: e.segs, Fetch: fetch, Watcher: b, Lock: &e.mu, Transports: e.peerPorts, Log: e.log})
 	e.pub = publish.New(publish.Config{
 		Store: b, Key: segment.Key(e.keyPrefix, e.name), Name: e.name, Incarnation: e.incarnation,
 		TTL: m.LeaseTTL(), Timeout: controlTimeout, Log: e.log, Describe: e.descriptor, Signer: e.signer,
@@ -345,120 +363,14 @@ func (e *Engine) MachineID() string { return e.machineID }
 // metastore in use, or "".
 func (e *Engine) MetastoreURL() string { return e.metaURL }
 
-// PluginStatus is what the engine knows of one configured plugin.
-type PluginStatus struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
-	SHA256   string `json:"sha256"`
-	Version  string `json:"version"`
-	Protocol int    `json:"protocol"`
-	// State is "running", "restarting" (its process exited; the engine
-	// is starting it again), "unavailable" or "failed"; Reason says why.
-	State    string `json:"state"`
-	Reason   string `json:"reason,omitempty"`
-	Restarts uint64 `json:"restarts"` // runs started after the first
-	// PID is the current run's process id; 0 when none runs.
-	PID int `json:"pid"`
-	// Stalls counts the runs the engine found stalled and killed.
-	Stalls uint64 `json:"stalls"`
-	// Faulty counts the runs the engine found faulty and killed: they
-	// broke the completion contract as often as the supervise block's
-	// contract_violations allow within contract_window.
-	Faulty uint64 `json:"faulty"`
-	// Completions of every run that broke the contract, dropped and
-	// counted: tokens that name no slice the engine sent, duplicates, and
-	// byte counts above what the slice carried (that slice failed).
-	UnknownCompletions   uint64 `json:"unknown_completions"`
-	DuplicateCompletions uint64 `json:"duplicate_completions"`
-	OverlongCompletions  uint64 `json:"overlong_completions"`
-	// Outstanding is how many descriptors the current run holds:
-	// submitted to its lanes and not completed.
-	Outstanding int64 `json:"outstanding"`
-	// LastExit says why the previous run ended, "" while the first runs.
-	LastExit string     `json:"last_exit,omitempty"`
-	Rails    []sdk.Rail `json:"rails,omitempty"`
-	Counters map[string]uint64
-}
-
-// RailStatus is one rail of one transport, as the engine sees it.
-type RailStatus = rails.Status
-
-// Rails reports every rail of every running transport: its statistics
-// (bytes, slices, in flight, learnt bandwidth, errors) and health.
-func (e *Engine) Rails() []RailStatus {
-	var out []RailStatus
-	now := time.Now()
-	for _, ps := range e.x.Plugins() {
-		if rs := ps.Rails(); rs != nil && ps.Err() == nil {
-			out = append(out, rs.Status(now)...)
-		}
-	}
-	return out
-}
-
-// checkPolicyRails fails when a policy names a rail that none of its
-// transports has (by rail block label or the plugin's own rail name).
-// Transports that are not running cannot say which rails they have; a
-// name is only refused when every transport of the policy could.
-func (e *Engine) checkPolicyRails() error {
-	var errs []error
-	for i := range e.cfg.Policies {
-		p := &e.cfg.Policies[i]
-		for _, name := range p.Rails {
-			found, known := false, true
-			for _, t := range p.Transports {
-				ps := e.x.Plugin(t)
-				if ps == nil || ps.Rails() == nil {
-					known = false
-				} else if ps.Rails().Has(name) {
-					found = true
-				}
-			}
-			if !found && known {
-				errs = append(errs, fmt.Errorf("%w: %w", ErrInvalid, p.RailsError("%q is not a rail of %s (rails: %s); name a rail block or one of the transports' rails", name, strings.Join(p.Transports, ", "), e.railNames(p.Transports))))
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// railNames lists the rails of transports, as "transport:name" and
-// "transport:label", for messages.
-func (e *Engine) railNames(transports []string) string {
-	var have []string
-	for _, t := range transports {
-		rs := e.x.Plugin(t).Rails()
-		for _, r := range rs.Rails() {
-			have = append(have, t+":"+r.Name)
-			if r.Label != "" {
-				have = append(have, t+":"+r.Label)
-			}
-		}
-	}
-	return strings.Join(have, ", ")
-}
-
-// Plugins reports every configured plugin, with its counters when running.
-func (e *Engine) Plugins(ctx context.Context) []PluginStatus {
-	var out []PluginStatus
-	for _, ps := range e.x.Plugins() {
-		st := ps.Supervised().Status(ctx)
-		out = append(out, PluginStatus{
-			Name: ps.Name(), Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
-			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls, Faulty: st.Faulty,
-			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
-			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
-		})
-	}
-	return out
-}
-
 // Close stops the engine: unpublishes its descriptor, stops its plugins,
 // fails what is still pending, and frees its memory. Safe to call twice.
 func (e *Engine) Close() error {
 	var errs []error
 	e.closeOnce.Do(func() {
-		e.stopMetrics()
+		if e.metricsX != nil {
+			e.metricsX.Close() // first: no scrape reads a closing engine
+		}
 		e.x.Closing()       // no task is taken on; waits and failovers give up
 		e.supervisor.Quit() // no plugin exit is acted on, no restart starts
 		ctx, cancel := context.WithTimeout(context.Background(), controlTimeout)
@@ -468,7 +380,13 @@ func (e *Engine) Close() error {
 				errs = append(errs, err)
 			}
 		}
-		e.stopControl()
+		if e.hc != nil {
+			// Stops sending, then serving, then closes the channel of
+			// received notifications: a reader of Notifications() drains
+			// what was delivered and sees it closed. Pending
+			// SubmitWithNotify notifications are not sent.
+			e.hc.Close()
+		}
 		if e.unwatch != nil {
 			e.unwatch() // e.wg.Wait below waits for the watch to end
 		}

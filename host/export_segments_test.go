@@ -6,7 +6,7 @@ import "github.com/ferrydev/ferry/host/segment"
 // is retired ("" while it is not), whether its descriptor left the
 // metastore, and the buffers it knows. ok is false when id is not open.
 func SegmentHandle(e *Engine, id SegmentID) (retired string, gone bool, bufs []segment.Buffer, ok bool) {
-	h := e.remote(id)
+	h := e.segs.Get(uint32(id))
 	if h == nil {
 		return "", false, nil, false
 	}

@@ -94,7 +94,7 @@ func failoverSegment(t *testing.T, ctx context.Context, a *host.Engine, name str
 }
 
 func pluginStatus(e *host.Engine, name string) host.PluginStatus {
-	for _, st := range e.Plugins(context.Background()) {
+	for _, st := range e.Status(context.Background()).Plugins {
 		if st.Name == name {
 			return st
 		}

@@ -16,7 +16,7 @@ import (
 // pluginCounter is one of plugin's Stats counters.
 func pluginCounter(t *testing.T, e *host.Engine, plugin, name string) uint64 {
 	t.Helper()
-	for _, p := range e.Plugins(context.Background()) {
+	for _, p := range e.Status(context.Background()).Plugins {
 		if p.Name == plugin {
 			return p.Counters[name]
 		}

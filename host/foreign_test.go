@@ -29,7 +29,7 @@ import (
 // memory the application allocated itself.
 func foreignCopied(t *testing.T, e *host.Engine) uint64 {
 	t.Helper()
-	for _, p := range e.Plugins(context.Background()) {
+	for _, p := range e.Status(context.Background()).Plugins {
 		if p.Name == "tcp" {
 			return p.Counters["foreign_bytes_copied"]
 		}

@@ -213,8 +213,8 @@ func TestKillOnlyTCPPlugin(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	a, b, seg, remote, local := killSetup(t, ctx, "k9only", true)
-	if len(a.Plugins(ctx)) != 1 {
-		t.Fatalf("initiator runs %d plugins, want tcp alone", len(a.Plugins(ctx)))
+	if len(a.Status(ctx).Plugins) != 1 {
+		t.Fatalf("initiator runs %d plugins, want tcp alone", len(a.Status(ctx).Plugins))
 	}
 	req := host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}
 

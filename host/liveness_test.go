@@ -203,15 +203,15 @@ func TestRedisOutage(t *testing.T) {
 	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.MetastoreHealth(); err != nil {
-		t.Fatalf("health before the outage: %v", err)
+	if err := quick(a).MetastoreOK; err != "ok" {
+		t.Fatalf("health before the outage: %s", err)
 	}
 	remote := b.Ready.Buffers[0].Base
 
 	srv.Stop()
-	waitFor(t, 10*time.Second, "MetastoreHealth to report the outage", func() bool { return a.MetastoreHealth() != nil })
-	if err := a.MetastoreHealth(); !strings.Contains(err.Error(), srv.Addr) {
-		t.Errorf("outage reported as %v, want it to name %s", err, srv.Addr)
+	waitFor(t, 10*time.Second, "MetastoreHealth to report the outage", func() bool { return quick(a).MetastoreOK != "ok" })
+	if err := quick(a).MetastoreOK; !strings.Contains(err, srv.Addr) {
+		t.Errorf("outage reported as %s, want it to name %s", err, srv.Addr)
 	}
 	for i, off := range []uint64{0, 4099, 1<<20 - 65536} {
 		dst := local[:65536]
@@ -239,7 +239,7 @@ func TestRedisOutage(t *testing.T) {
 	}
 
 	srv.Start(t) // same port, empty: the leases must write the descriptors again
-	waitFor(t, 15*time.Second, "MetastoreHealth to clear", func() bool { return a.MetastoreHealth() == nil })
+	waitFor(t, 15*time.Second, "MetastoreHealth to clear", func() bool { return quick(a).MetastoreOK == "ok" })
 	c := engineFrom(t, engineHCL(t, "out-c", block, "127.0.0.1:0"))
 	var segB host.Segment
 	waitFor(t, 15*time.Second, "the peer's descriptor to be back", func() bool {

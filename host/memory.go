@@ -146,12 +146,6 @@ func (e *Engine) unregister(ctx context.Context, base uint64) error {
 	return e.publish(ctx)
 }
 
-// lookupLocal finds the registered buffer holding [p, p+n) without
-// locking or allocating.
-func (e *Engine) lookupLocal(p, n uint64) (region uint32, off uint64, ok bool) {
-	return e.mem.Lookup(p, n)
-}
-
 // pluginPort is one run of a plugin as the local-memory and
 // remote-segment tables see it: its control client.
 type pluginPort struct {

@@ -165,7 +165,7 @@ func TestMeterCountsWithQoS(t *testing.T) {
 	if completed != n || timed != n || bytes != n*size {
 		t.Errorf("meter counted %v completed requests of %v bytes and timed %d end to end, want %d requests of %d bytes, each timed", completed, bytes, timed, n, n*size)
 	}
-	if q := e.QoS(); !q.On || len(q.Tenants) == 0 || q.Tenants[0].Admitted != n {
+	if q := quick(e).QoS; !q.On || len(q.Tenants) == 0 || q.Tenants[0].Admitted != n {
 		t.Errorf("QoS() = %+v, want the default tenant with %d admitted", q, n)
 	}
 }

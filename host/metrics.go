@@ -5,10 +5,16 @@ import (
 	"fmt"
 	"strings"
 
+	hclog "github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/metrics"
+	"github.com/ferrydev/ferry/host/path"
+	"github.com/ferrydev/ferry/host/publish"
 	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/remotes"
+	"github.com/ferrydev/ferry/host/segment"
 )
 
 // Metrics. With a metrics block (metrics { listen = "127.0.0.1:9464" })
@@ -28,57 +34,37 @@ func WithMetricsRegistry(reg prometheus.Registerer) Option {
 	return func(o *options) { o.metricsReg = reg }
 }
 
-// metricsOn reports whether the engine exports metrics.
-func (e *Engine) metricsOn(o *options) bool { return e.cfg.Metrics.Listen != "" || o.metricsReg != nil }
-
-// attachMetrics gives the request path its meter; New calls it before
-// wiring the path.
-func (e *Engine) attachMetrics(o *options) {
-	if !e.metricsOn(o) {
-		return
+// newMeter returns the meter the request path adds to, nil when the
+// engine exports no metrics (no metrics block, no registry).
+func newMeter(cfg *config.Config, reg prometheus.Registerer) *metrics.Meter {
+	if cfg.Metrics.Listen == "" && reg == nil {
+		return nil
 	}
 	var names []string
-	for _, pc := range e.cfg.Plugins { // the order New starts them in: plugin indices
+	for _, pc := range cfg.Plugins { // the order New starts them in: plugin indices
 		if pc.Enabled {
 			names = append(names, pc.Name)
 		}
 	}
-	e.meter = metrics.NewMeter(names, prometheus.Labels{"engine": e.name})
-	o.path.Meter = e.meter
+	return metrics.NewMeter(names, prometheus.Labels{"engine": cfg.Name})
 }
 
-// startMetrics registers the engine's metrics and serves them; New
-// calls it last, once the engine is whole (a scrape reads its plugins).
-func (e *Engine) startMetrics(o *options) error {
-	if e.meter == nil {
-		return nil
-	}
-	listen := e.cfg.Metrics.Listen
-	x, err := metrics.Start(metrics.Config{
-		Meter: e.meter, Source: metricsSource{e}, Registerer: o.metricsReg,
-		Listen: listen, PluginTimeout: e.cfg.Metrics.PluginWait(), ConstLabels: prometheus.Labels{"engine": e.name},
-		QoS: e.x.QoSMetrics,
-	})
+// startMetrics registers the engine's metrics and serves them (c); New
+// calls it last, once the engine is whole (a scrape reads its plugins),
+// and Close stops it first, so that no scrape reads a closing engine.
+func startMetrics(cfg *config.Config, log hclog.Logger, c metrics.Config) (*metrics.Exporter, error) {
+	x, err := metrics.Start(c)
 	if err != nil {
 		at := "metrics.listen"
-		if w := e.cfg.Where("metrics.listen"); w != "" {
+		if w := cfg.Where("metrics.listen"); w != "" {
 			at = w + ": " + at
 		}
-		return fmt.Errorf("%w: engine %q: %s: %w; choose a free address, or stop what listens on %s", ErrInvalid, e.name, at, err, listen)
+		return nil, fmt.Errorf("%w: engine %q: %s: %w; choose a free address, or stop what listens on %s", ErrInvalid, cfg.Name, at, err, c.Listen)
 	}
-	e.metricsX = x
 	if a := x.Addr(); a != "" {
-		e.log.Info("serving metrics", "address", "http://"+a+metrics.Path)
+		log.Info("serving metrics", "address", "http://"+a+metrics.Path)
 	}
-	return nil
-}
-
-// stopMetrics stops serving and unregisters; Close calls it first, so
-// that no scrape reads a closing engine.
-func (e *Engine) stopMetrics() {
-	if e.metricsX != nil {
-		e.metricsX.Close()
-	}
+	return x, nil
 }
 
 // MetricsAddr returns the address the engine serves /metrics on, "" when
@@ -90,12 +76,20 @@ func (e *Engine) MetricsAddr() string {
 	return e.metricsX.Addr()
 }
 
-// metricsSource is what a scrape reads of the engine.
-type metricsSource struct{ e *Engine }
+// metricsSource is what a scrape reads of the engine: the parts that
+// Status reads, without a pointer to the whole engine. The collector
+// asks the plugins (Plugins) once per read.
+type metricsSource struct {
+	x      *path.Executor
+	segs   *remotes.Table
+	pub    *publish.Publisher
+	signer *segment.Signer
+	dir    *remotes.Directory
+}
 
 func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 	var out []metrics.Plugin
-	for _, st := range s.e.Plugins(ctx) {
+	for _, st := range pluginStatuses(ctx, s.x.Plugins(), true) {
 		out = append(out, metrics.Plugin{
 			Name: st.Name, State: st.State, Restarts: st.Restarts, Stalls: st.Stalls, Faulty: st.Faulty,
 			Outstanding: st.Outstanding, Counters: st.Counters,
@@ -104,16 +98,16 @@ func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 	return out
 }
 
-func (s metricsSource) Rails() []rails.Status { return s.e.Rails() }
+func (s metricsSource) Rails() []rails.Status { return railStatuses(s.x.Plugins()) }
 
 func (s metricsSource) Segments() metrics.Segments {
-	c := s.e.segs.Counts()
+	c := s.segs.Counts()
 	return metrics.Segments{Open: c.Open, Retired: c.Retired, Gone: c.Gone, Opened: c.Opened, Retirements: c.Retirements}
 }
 
 func (s metricsSource) Metastore() metrics.Metastore {
-	m := metrics.Metastore{Err: s.e.MetastoreHealth(), Refused: s.e.DescriptorsRefused(), Repairs: s.e.PublishRepairs()}
-	for _, w := range s.e.MetastoreWatches() {
+	m := metrics.Metastore{Err: s.pub.Health(), Refused: s.signer.Refused(), Repairs: s.pub.Repaired()}
+	for _, w := range metastoreWatches(s.dir, s.pub) {
 		m.Watches = append(m.Watches, metrics.MetastoreWatch{Name: strings.ReplaceAll(w.Name, " ", "_"), Up: w.Watching})
 	}
 	return m

@@ -17,15 +17,12 @@ import (
 // (the sender sees ResourceExhausted and retries with backoff) rather
 // than dropping one it acknowledged: a notification is either in the
 // channel or its sender was told it was not taken. Refusals are counted
-// in NotificationStats.Refused.
+// in EngineStatus.Notifications.Refused.
 const NotificationBuffer = 1024
 
 // Notification is a message from a peer engine: its segment name (From), a
 // name and a small message (at most control.MaxMessage bytes).
 type Notification = notify.Notification
-
-// NotificationStats counts notifications sent and received by an engine.
-type NotificationStats = notify.Stats
 
 // notifyErr puts an error of package notify under the public sentinel of
 // the same meaning; its text is unchanged.
@@ -42,7 +39,7 @@ func notifyErr(err error) error {
 // startControl starts the control service on the configured address; the
 // descriptor published next carries its address.
 func (e *Engine) startControl() error {
-	rails := e.railAddrs()
+	rails := railAddrs(e.x.Plugins())
 	listen, warn := controlListen(e.cfg.Control.Listen, rails)
 	if warn != "" {
 		e.log.Warn(warn)
@@ -65,16 +62,6 @@ func (e *Engine) startControl() error {
 	return nil
 }
 
-// stopControl stops sending, then serving, then closes the channel of
-// received notifications: after Close, a reader of Notifications() drains
-// what was delivered and sees the channel closed. Pending SubmitWithNotify
-// notifications are not sent.
-func (e *Engine) stopControl() {
-	if e.hc != nil {
-		e.hc.Close()
-	}
-}
-
 // ControlAddr returns the address of the engine's control service, which
 // its descriptor publishes and which peers in peer-to-peer mode open as a
 // segment name.
@@ -85,66 +72,13 @@ func (e *Engine) ControlAddr() string { return e.controlAddr }
 // Close closes it.
 func (e *Engine) Notifications() <-chan Notification { return e.hc.Notifications() }
 
-// NotificationStats returns the engine's notification counters.
-func (e *Engine) NotificationStats() NotificationStats { return e.hc.Stats() }
-
 // controlSource is the engine as its control service serves it.
 type controlSource Engine
 
-func (s *controlSource) Descriptor() ([]byte, error) { return (*Engine)(s).encodeDescriptor() }
-
-// EngineStatus is what an engine reports of itself to operators through
-// its control service (`ferry plugins --engine`).
-type EngineStatus struct {
-	// Format is StatusFormat of the engine that wrote it; a reader that
-	// knows another refuses it rather than misread it.
-	Format      int    `json:"format"`
-	Name        string `json:"name"`
-	Incarnation uint64 `json:"incarnation"`
-	MachineID   string `json:"machine_id"`
-	Control     string `json:"control"`
-	Metastore   string `json:"metastore"` // kind, and the URL when it has one
-	MetastoreOK string `json:"metastore_health"`
-	// MetastoreWatches says what each metastore watch is doing:
-	// "segments: watching since T", or "retrying since T (N failed
-	// starts): the last error".
-	MetastoreWatches []string       `json:"metastore_watches,omitempty"`
-	Plugins          []PluginStatus `json:"plugins"`
-	Rails            []RailStatus   `json:"rails"`
-	// Segments are the open remote segments; Failures the latest failed
-	// attempts, newest first, of FailuresSeen in all.
-	Segments     []SegmentStatus `json:"segments"`
-	Failures     []Failure       `json:"failures"`
-	FailuresSeen uint64          `json:"failures_seen"`
-	// Traces are the stories of traced tasks (a trace block), newest
-	// first.
-	Traces []TaskTrace `json:"traces,omitempty"`
-	// Admission says how requests are admitted: "pass-through" (every
-	// request now), or the type of the Admitter the application set.
-	Admission string `json:"admission"`
-}
-
-// StatusFormat is the version of EngineStatus's JSON form.
-const StatusFormat = 1
-
-// Status is what the engine reports of itself (EngineStatus).
-func (e *Engine) Status(ctx context.Context) EngineStatus {
-	st := EngineStatus{Format: StatusFormat, Name: e.name, Incarnation: e.incarnation, MachineID: e.machineID, Control: e.controlAddr,
-		Metastore: e.cfg.Metastore.Kind, MetastoreOK: "ok", Plugins: e.Plugins(ctx), Rails: e.Rails(), Segments: e.segmentStatuses(),
-	}
-	st.Admission = e.admitter
-	if e.metaURL != "" {
-		st.Metastore += " " + e.metaURL
-	}
-	if err := e.MetastoreHealth(); err != nil {
-		st.MetastoreOK = err.Error()
-	}
-	for _, w := range e.MetastoreWatches() {
-		st.MetastoreWatches = append(st.MetastoreWatches, w.Name+": "+w.String())
-	}
-	st.Failures, st.FailuresSeen = e.x.Failures()
-	st.Traces = e.Traces()
-	return st
+// Descriptor returns the local descriptor as peers read it: signed with
+// a cluster secret.
+func (s *controlSource) Descriptor() ([]byte, error) {
+	return s.signer.Encode((*Engine)(s).descriptor())
 }
 
 func (s *controlSource) Status() ([]byte, error) {
@@ -174,7 +108,7 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 	if name == "" || len(name) > control.MaxName || len(msg) > control.MaxMessage {
 		return fmt.Errorf("%w: notify: a name of 1 to %d bytes is required and the message holds at most %d bytes", ErrInvalid, control.MaxName, control.MaxMessage)
 	}
-	r := e.remote(seg)
+	r := e.segs.Get(uint32(seg))
 	if r == nil {
 		return fmt.Errorf("%w: notify: segment handle %d is not open", ErrSegmentNotFound, seg)
 	}
@@ -195,7 +129,7 @@ func (e *Engine) Notify(ctx context.Context, seg SegmentID, name string, msg []b
 // data landed, which is then not true for every request; the caller learns
 // of the failure from the batch and decides what to tell the peer. The same
 // holds when the batch is freed or the engine closed before the tasks
-// ended. Such submissions are counted in NotificationStats.NotSent, and
+// ended. Such submissions are counted in EngineStatus.Notifications.NotSent, and
 // sends that fail after the retries in SendFailed (and logged).
 //
 // Do not Submit to the same batch concurrently with SubmitWithNotify: the
@@ -206,7 +140,7 @@ func (e *Engine) SubmitWithNotify(id BatchID, n Notification, reqs ...Request) e
 	}
 	var targets []notify.Target
 	for k := range reqs {
-		r := e.remote(reqs[k].Segment)
+		r := e.segs.Get(uint32(reqs[k].Segment))
 		if r == nil || hasTarget(targets, r.ID) {
 			continue // an unopened segment makes its task INVALID: nothing is sent
 		}
@@ -230,29 +164,7 @@ func hasTarget(l []notify.Target, seg uint32) bool {
 	return false
 }
 
-// settleNotifies decides the SubmitWithNotify submissions of batch b
-// whose tasks all ended; FreeBatch calls it before the batch can be
-// reused (see notify.Service.Settle).
-func (e *Engine) settleNotifies(b *progress.Batch) {
-	if e.hc != nil {
-		e.hc.Settle(b)
-	}
-}
-
 // controlIdle is how long a cached control client of an address no open
 // segment publishes is kept after its last use: longer than one control
 // call (controlTimeout), so that a call in flight keeps its client.
 const controlIdle = controlTimeout + 5*time.Second
-
-// liveControls returns the control addresses of the live segment
-// handles: the peers whose cached control clients are kept
-// (notify.Service.PruneWhile; a restarted peer listens on a new port).
-func (e *Engine) liveControls() map[string]bool {
-	live := map[string]bool{}
-	for _, h := range e.segs.All() {
-		if h.Retired == "" {
-			live[h.Desc.Control] = true
-		}
-	}
-	return live
-}

@@ -101,7 +101,7 @@ func TestForgedNotificationRefused(t *testing.T) {
 		t.Fatalf("got %+v, want the real notification", n)
 	}
 	expectNone(t, b)
-	if st := b.NotificationStats(); st.Forged != 3 || st.Received != 1 {
+	if st := quick(b).Notifications; st.Forged != 3 || st.Received != 1 {
 		t.Fatalf("receiver stats %+v, want 3 forged and 1 received", st)
 	}
 }
@@ -151,10 +151,10 @@ func TestPreKeyedNotificationsStillDelivered(t *testing.T) {
 				}
 			}
 			expectNone(t, b)
-			if st := a.NotificationStats(); st.Sent != n {
+			if st := quick(a).Notifications; st.Sent != n {
 				t.Fatalf("sender stats %+v, want %d sent", st, n)
 			}
-			if st := b.NotificationStats(); st.Duplicates != 0 {
+			if st := quick(b).Notifications; st.Duplicates != 0 {
 				t.Fatalf("receiver took %d real notifications for duplicates: %+v", st.Duplicates, st)
 			}
 		})
@@ -192,7 +192,7 @@ func TestFloodingSenderCannotStarveOthers(t *testing.T) {
 		}()
 	}
 	// The flood has filled the buffer once refusals begin.
-	for b.NotificationStats().Refused == 0 {
+	for quick(b).Notifications.Refused == 0 {
 		select {
 		case <-ctx.Done():
 			t.Fatal("the flood never filled the receiver's buffer")
@@ -205,9 +205,9 @@ func TestFloodingSenderCannotStarveOthers(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		got, last := 0, b.NotificationStats().Refused
+		got, last := 0, quick(b).Notifications.Refused
 		for got < 20 {
-			r := b.NotificationStats().Refused
+			r := quick(b).Notifications.Refused
 			if r < last+5 {
 				select {
 				case <-stop:
@@ -280,7 +280,7 @@ func TestOversizeNotificationStringsRefused(t *testing.T) {
 	if err := b.Notify(ctx, 1, ok.Name+"n", nil); !errors.Is(err, host.ErrInvalid) {
 		t.Fatalf("sending a name over the bound: %v, want ErrInvalid", err)
 	}
-	if st := b.NotificationStats(); st.Invalid != 7 || st.Received != 1 {
+	if st := quick(b).Notifications; st.Invalid != 7 || st.Received != 1 {
 		t.Fatalf("receiver stats %+v, want 7 invalid and 1 received", st)
 	}
 }
@@ -307,7 +307,7 @@ func TestControlStatusNeedsSecret(t *testing.T) {
 	if err != nil || !bytes.Contains(b, []byte(`"plugins"`)) {
 		t.Fatalf("status with the secret: %s, %v", b, err)
 	}
-	if st := e.NotificationStats(); st.StatusDenied != 2 {
+	if st := quick(e).Notifications; st.StatusDenied != 2 {
 		t.Fatalf("stats %+v, want 2 status calls denied", st)
 	}
 	open := newSecretEngine(t, "status-open", "")

@@ -139,10 +139,10 @@ func TestNotifyArrivesOnce(t *testing.T) {
 	if err := a.Notify(ctx, seg.ID, "", nil); !errors.Is(err, host.ErrInvalid) {
 		t.Fatalf("notify without a name: %v", err)
 	}
-	if st := b.NotificationStats(); st.Received != 1 || st.Duplicates != 0 {
+	if st := quick(b).Notifications; st.Received != 1 || st.Duplicates != 0 {
 		t.Fatalf("receiver stats %+v", st)
 	}
-	if st := a.NotificationStats(); st.Sent != 1 {
+	if st := quick(a).Notifications; st.Sent != 1 {
 		t.Fatalf("sender stats %+v", st)
 	}
 }
@@ -197,10 +197,10 @@ func TestSubmitWithNotify(t *testing.T) {
 	}
 	expectNone(t, b)
 	a.FreeBatch(id)
-	if st := a.NotificationStats(); st.Sent != 1 || st.NotSent != 1 {
+	if st := quick(a).Notifications; st.Sent != 1 || st.NotSent != 1 {
 		t.Fatalf("sender stats %+v, want 1 sent and 1 not sent", st)
 	}
-	if st := b.NotificationStats(); st.Received != 1 || st.Duplicates != 0 {
+	if st := quick(b).Notifications; st.Received != 1 || st.Duplicates != 0 {
 		t.Fatalf("receiver stats %+v", st)
 	}
 }
@@ -226,7 +226,7 @@ func TestSubmitWithNotifyFreedBeforeDone(t *testing.T) {
 	}
 	a.FreeBatch(id)
 	expectNone(t, b)
-	if st := a.NotificationStats(); st.NotSent != 1 {
+	if st := quick(a).Notifications; st.NotSent != 1 {
 		t.Fatalf("stats %+v", st)
 	}
 }

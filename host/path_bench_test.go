@@ -335,7 +335,7 @@ func benchBlocks(b *testing.B, e *host.Engine, list *host.BlockList, br host.Blo
 	// which tells the host path's own cost from its competition with
 	// them for the cores.
 	if os.Getenv("FERRY_BENCH_STOP_PLUGIN") != "" {
-		for _, p := range e.Plugins(ctx) {
+		for _, p := range e.Status(ctx).Plugins {
 			if p.Name == br.Transport {
 				stopPID = p.PID
 			}

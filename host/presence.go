@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	hclog "github.com/hashicorp/go-hclog"
+
 	"github.com/ferrydev/ferry/config"
 
 	"github.com/ferrydev/ferry/host/publish"
@@ -45,38 +47,19 @@ func (e *Engine) publish(ctx context.Context) error {
 	return err
 }
 
-// MetastoreHealth returns nil while the engine's descriptor is kept alive
-// in the metastore, and the latest error while it cannot be (the
-// metastore is unreachable or lost the lease). Transfers to peers already
-// open go on meanwhile; the error clears once the descriptor is back.
-func (e *Engine) MetastoreHealth() error { return e.pub.Health() }
-
 // openSigner returns the signer of descriptors under the engine's
 // cluster secret; nil, after one loud warning, without one.
-func (e *Engine) openSigner() (*segment.Signer, error) {
-	if e.secret == nil {
-		if e.cfg.Metastore.Kind != config.MetastoreNone {
-			e.log.Warn("no cluster secret: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
-				"engine", e.name)
+func openSigner(secret []byte, cfg *config.Config, log hclog.Logger) (*segment.Signer, error) {
+	if secret == nil {
+		if cfg.Metastore.Kind != config.MetastoreNone {
+			log.Warn("no cluster secret: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
+				"engine", cfg.Name)
 		}
 		return nil, nil
 	}
-	s, err := segment.NewSigner(e.secret)
+	s, err := segment.NewSigner(secret)
 	if err != nil {
-		return nil, fmt.Errorf("engine %q: cluster secret: %w", e.name, err)
+		return nil, fmt.Errorf("engine %q: cluster secret: %w", cfg.Name, err)
 	}
 	return s, nil
 }
-
-// encodeDescriptor returns the local descriptor as peers read it: signed
-// with a cluster secret.
-func (e *Engine) encodeDescriptor() ([]byte, error) { return e.signer.Encode(e.descriptor()) }
-
-// DescriptorsRefused returns how many peer descriptors this engine has
-// refused as unsigned or badly signed (always 0 without a cluster
-// secret); PublishRepairs, how many times it wrote its own descriptor
-// back after someone else replaced or deleted it.
-func (e *Engine) DescriptorsRefused() uint64 { return e.signer.Refused() }
-
-// PublishRepairs: see DescriptorsRefused.
-func (e *Engine) PublishRepairs() uint64 { return e.pub.Repaired() }

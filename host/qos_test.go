@@ -112,7 +112,7 @@ func TestQoSHighPassesHeldLow(t *testing.T) {
 					t.Errorf("LOW task %d submitted before the HIGH one is %v, want held PENDING", i, st.State)
 				}
 			}
-			if q := e.QoS(); !q.On || q.Held != 3 {
+			if q := quick(e).QoS; !q.On || q.Held != 3 {
 				t.Errorf("QoS() = %+v, want 3 held", q)
 			}
 			// The one with a deadline ends TIMEOUT once it passes, held.
@@ -163,7 +163,7 @@ func TestQoSHighPassesHeldLow(t *testing.T) {
 			for _, err := range errs {
 				t.Error(err)
 			}
-			if q := e.QoS(); q.Held != 0 {
+			if q := quick(e).QoS; q.Held != 0 {
 				t.Errorf("after the batch ended, %d still held", q.Held)
 			}
 		})
@@ -222,7 +222,7 @@ func TestQoSFairShares(t *testing.T) {
 	if math.Abs(ratio-3)/3 > 0.10 {
 		t.Errorf("a:b = %.2f, want 3 within 10%%", ratio)
 	}
-	q := e.QoS()
+	q := quick(e).QoS
 	for _, ts := range q.Tenants {
 		if (ts.Name == "a" || ts.Name == "b") && (ts.Admitted != n || ts.Bytes != n*size) {
 			t.Errorf("tenant %+v, want %d admitted, %d bytes", ts, n, n*size)
@@ -321,13 +321,13 @@ func TestQoSRejectLate(t *testing.T) {
 	rec := observetest.New()
 	e, src, seg, dst := qosEngine(t, "qos-late", "qos {\n  reject_late = true\n}", 64<<20, host.WithObserver(rec))
 	req := host.Request{Op: host.Write, Local: src, Segment: seg, Remote: dst}
-	for e.QoS().Bandwidth == 0 {
+	for quick(e).QoS.Bandwidth == 0 {
 		if err := e.Transfer(ctx, req); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Half the time 64 MiB takes at the measured bandwidth.
-	need := time.Duration(float64(len(src)) / e.QoS().Bandwidth * 1e9)
+	need := time.Duration(float64(len(src)) / quick(e).QoS.Bandwidth * 1e9)
 	late := req
 	late.Deadline = time.Now().Add(need / 2)
 	err := e.Transfer(ctx, late)
@@ -352,7 +352,7 @@ func TestQoSOffIsPassThrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if q := e.QoS(); q.On {
+	if q := quick(e).QoS; q.On {
 		t.Errorf("QoS() = %+v without a qos block", q)
 	}
 	ctx := context.Background()
@@ -403,7 +403,7 @@ func TestQoSAdmitsInline(t *testing.T) {
 			if err := e.Transfer(context.Background(), reqs...); err != nil {
 				t.Fatal(err)
 			}
-			q := e.QoS()
+			q := quick(e).QoS
 			if c.name == "unbound" && q.HeldTotal != 0 {
 				t.Errorf("a qos block that bounds nothing held %d requests back", q.HeldTotal)
 			}

@@ -44,12 +44,12 @@ policy "fault-only" {
 		t.Fatalf("write with rail 1 failing every slice: %v", err)
 	}
 	b.holds(t, "the write", local)
-	rails := a.Rails()
+	rails := quick(a).Rails
 	if len(rails) != 2 {
 		t.Fatalf("rails %+v, want the fault plugin's two", rails)
 	}
 	r0, r1 := rails[0], rails[1]
-	t.Logf("rail 0: %+v; rail 1: %+v", r0.RailStats, r1.RailStats)
+	t.Logf("rail 0: %+v; rail 1: %+v", r0, r1)
 	if r1.Errors == 0 || r1.Bytes != 0 {
 		t.Errorf("rail 1 failed every slice, yet reports %d errors and %d bytes", r1.Errors, r1.Bytes)
 	}
@@ -68,7 +68,7 @@ policy "fault-only" {
 		t.Fatal(err)
 	}
 	b.holds(t, "second write", local)
-	if after := a.Rails()[1]; after.Errors != r1.Errors {
+	if after := quick(a).Rails[1]; after.Errors != r1.Errors {
 		t.Errorf("the paused rail 1 was sent slices: errors %d -> %d", r1.Errors, after.Errors)
 	}
 }

@@ -131,7 +131,7 @@ func TestReadOnlyRegionCannotBeReopenedWritable(t *testing.T) {
 	// (/proc/self/fd) and each plugin's of either engine (/proc/PID/fd).
 	paths := regionFiles(t, os.Getpid(), "ro-a")
 	for _, e := range []*host.Engine{a, b} {
-		for _, p := range e.Plugins(ctx) {
+		for _, p := range e.Status(ctx).Plugins {
 			if p.PID != 0 {
 				paths = append(paths, regionFiles(t, p.PID, "ro-a")...)
 			}

@@ -42,7 +42,7 @@ func kvBlocks(t testing.TB, e *host.Engine, n int) [][]byte {
 func pluginRegions(t *testing.T, e *host.Engine) map[string]uint64 {
 	t.Helper()
 	out := map[string]uint64{}
-	for _, p := range e.Plugins(context.Background()) {
+	for _, p := range e.Status(context.Background()).Plugins {
 		if p.Counters == nil {
 			t.Fatalf("plugin %s gave no counters", p.Name)
 		}

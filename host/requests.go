@@ -114,11 +114,3 @@ func (e *Engine) SubmitBlockRange(id BatchID, l *BlockList, br BlockRequest, loc
 // not be registered: only its length counts. When the request could not
 // be carried the explanation is returned with the error.
 func (e *Engine) Explain(req Request) (string, error) { return e.x.Explain(req) }
-
-// QoS returns the admission queue's counters; On false without a qos
-// block.
-func (e *Engine) QoS() QoSStatus { return e.x.QoS() }
-
-// CreditStats returns the engine's credit at each receiver it sent to
-// over a two-sided transport, in no order; nil when credit is off.
-func (e *Engine) CreditStats() []CreditStats { return e.x.CreditStats() }

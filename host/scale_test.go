@@ -88,7 +88,7 @@ func TestThousandOpenSegments(t *testing.T) {
 		return b
 	}
 	pids := map[string]string{}
-	for _, p := range a.Plugins(ctx) {
+	for _, p := range a.Status(ctx).Plugins {
 		if p.PID != 0 {
 			pids[p.Name] = strconv.Itoa(p.PID)
 		}

@@ -9,9 +9,9 @@ func (e *Engine) SegmentInfo(id SegmentID) (Segment, error) {
 	if e.x.Closed() {
 		return Segment{}, ErrClosed
 	}
-	rem := e.remote(id)
+	rem := e.segs.Get(uint32(id))
 	if rem == nil {
 		return Segment{}, fmt.Errorf("%w: segment info: segment handle %d is not open", ErrSegmentNotFound, id)
 	}
-	return e.segmentInfo(rem), nil
+	return segmentOf(rem, e.x.Plugins()), nil
 }

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/host/path"
+	"github.com/ferrydev/ferry/host/publish"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
@@ -58,64 +59,24 @@ func (e *Engine) OpenSegment(ctx context.Context, name string) (Segment, error) 
 	if e.x.Closed() {
 		return Segment{}, ErrClosed
 	}
-	asked := name
-	for try := 1; ; try++ {
-		seen := e.seen(segment.Key(e.keyPrefix, asked))
-		d, name, key, err := e.fetch.Fetch(ctx, asked)
-		if err != nil {
-			return Segment{}, remotesErr(err)
-		}
-		e.mu.Lock()
-		h, err := e.segs.Open(ctx, name, key, d, e.peerPorts())
-		// A change the watch reported while the descriptor was read
-		// found no handle to apply to: read it again, so that the
-		// handle is not left on a life the peer has left.
-		again := err == nil && key != "" && e.follow != nil && e.follow.Seen(key) != seen && try < openTries
-		e.mu.Unlock()
-		if err != nil {
-			return Segment{}, remotesErr(err)
-		}
-		if !again {
-			return e.segmentInfo(h), nil
-		}
+	h, err := e.dir.Open(ctx, name)
+	if err != nil {
+		return Segment{}, remotesErr(err)
 	}
+	return segmentOf(h, e.x.Plugins()), nil
 }
 
-// openTries bounds how often OpenSegment reads a descriptor that keeps
-// changing while it is read; the last read's handle is returned.
-const openTries = 3
-
-// seen is e.follow.Seen(key), 0 without a watch.
-func (e *Engine) seen(key string) uint64 {
-	if e.follow == nil {
-		return 0
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.follow.Seen(key)
-}
-
-func (e *Engine) segmentInfo(h *remote) Segment {
-	s := Segment{ID: SegmentID(h.ID), Name: h.Name, Incarnation: h.Desc.Incarnation, MachineID: h.Desc.MachineID, Buffers: h.Desc.Buffers,
-		Topology: h.Desc.Topology, Rails: h.Desc.Rails}
-	for i, ok := range h.Opened {
-		if ok {
-			s.Transports = append(s.Transports, e.x.Plugins()[i].Name())
-		}
-	}
-	return s
+// segmentOf is h as the engine's plugins ps reach it.
+func segmentOf(h *remote, ps []*path.Plugin) Segment {
+	return Segment{ID: SegmentID(h.ID), Name: h.Name, Incarnation: h.Desc.Incarnation, MachineID: h.Desc.MachineID, Buffers: h.Desc.Buffers,
+		Topology: h.Desc.Topology, Rails: h.Desc.Rails, Transports: openIn(h, ps)}
 }
 
 // CloseSegment forgets an open segment; its peers are closed in every
 // plugin.
 func (e *Engine) CloseSegment(ctx context.Context, id SegmentID) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return remotesErr(e.segs.Close(ctx, uint32(id), e.peerPorts()))
+	return remotesErr(e.dir.Close(ctx, uint32(id)))
 }
-
-// remote returns the open segment id, nil when none; lock-free.
-func (e *Engine) remote(id SegmentID) *remote { return e.segs.Get(uint32(id)) }
 
 // peerPorts returns every plugin, in order, as the remote-segment table
 // sees it; e.mu held, so that a restart (which replays peers under e.mu)
@@ -146,20 +107,13 @@ func (p peerPort) ClosePeer(ctx context.Context, id uint32) error {
 	return p.p.Client.ClosePeer(ctx, id)
 }
 
-// recheckTimeout bounds the one descriptor fetch after a peer failed a
-// task, so that a slow metastore cannot hold up the failed Transfer.
-const recheckTimeout = 2 * time.Second
-
 // recheck runs when a plugin failed a task because its peer was
 // unreachable or refused it as addressed to a previous incarnation: the
-// descriptor is fetched again, once per segment and Transfer (checked),
-// to tell the caller whether the peer is gone or restarted. A restarted
-// peer's handle is retired (see remotes.Table.Retire), so that
-// OpenSegment gives a handle to its new life; the failed task stays
-// failed, since a write addressed to a previous incarnation is never
-// applied to the next. Where the metastore's watch got there first, the
-// handle is retired already and the fetch finds the same.
-func (e *Engine) recheck(ctx context.Context, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
+// descriptor is fetched again (remotes.Directory.Recheck), once per
+// segment and Transfer (checked), to tell the caller whether the peer is
+// gone or restarted. The failed task stays failed, since a write
+// addressed to a previous incarnation is never applied to the next.
+func recheck(ctx context.Context, dir *remotes.Directory, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
 	switch st {
 	case ring.StatusStaleIncarnation, ring.StatusPeerUnreachable, ring.StatusPeerUnknown:
 	default:
@@ -168,7 +122,7 @@ func (e *Engine) recheck(ctx context.Context, rem *remote, st ring.Status, err e
 	id := SegmentID(rem.ID)
 	note, ok := checked[id]
 	if !ok {
-		note = e.fetchAgain(ctx, rem)
+		note = dir.Recheck(ctx, rem)
 		checked[id] = note
 	}
 	if note == "" {
@@ -177,98 +131,16 @@ func (e *Engine) recheck(ctx context.Context, rem *remote, st ring.Status, err e
 	return fmt.Errorf("%w; %s", err, note)
 }
 
-func (e *Engine) fetchAgain(ctx context.Context, rem *remote) string {
-	name := rem.Name
-	if e.fetch.Store == nil {
-		name = rem.Desc.Control // peer-to-peer: ask the peer itself
-	}
-	if name == "" {
-		return ""
-	}
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recheckTimeout)
-	defer cancel()
-	d, _, _, err := e.fetch.Fetch(cctx, name)
-	switch {
-	case err != nil:
-		return fmt.Sprintf("the peer looks down (re-reading its descriptor: %v)", err)
-	case e.staleDescriptor(d):
-		// An earlier publication replayed in the metastore: it says
-		// nothing of the peer now, and must not retire its handle.
-		return fmt.Sprintf("the peer looks down (the metastore holds an older descriptor of %q than this engine has seen, seq %d: replayed by a writer of the metastore; its engine writes the newest back)", d.Name, d.Seq)
-	case d.Name != rem.Name:
-		// Another engine answers where this one's control service was
-		// (its port reused, or an unspecified listen address such as
-		// 0.0.0.0 published): nothing is learnt about this peer.
-		return fmt.Sprintf("the peer looks down (its control address %s now answers for engine %q)", name, d.Name)
-	case d.Incarnation != rem.Desc.Incarnation:
-		e.mu.Lock()
-		e.segs.Retire(ctx, rem.ID, d.Incarnation, e.peerPorts())
-		e.mu.Unlock()
-		return fmt.Sprintf("segment %q restarted (now incarnation %#x, this handle is bound to %#x): open it again", rem.Name, d.Incarnation, rem.Desc.Incarnation)
-	}
-	return ""
-}
-
-// staleDescriptor reports whether d, read from the metastore, is older
-// than the newest descriptor of its name this engine has seen.
-func (e *Engine) staleDescriptor(d *segment.Descriptor) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.segs.Stale(d.Name, d)
-}
-
-// peerDescriptor fetches the descriptor the control service at addr
-// serves: peer-to-peer mode.
-func (e *Engine) peerDescriptor(ctx context.Context, addr string) ([]byte, error) {
-	c, err := e.hc.Client(addr)
-	if err != nil {
-		return nil, err
-	}
-	return c.Descriptor(ctx)
-}
-
-// watchSegments subscribes to the metastore's segment descriptors, so
-// that open segments follow their peers (see remotes.Follower). Without
-// a metastore (kind "none") nothing is watched and a change is learnt
-// when a transfer fails, as in peer-to-peer mode. The watch is retried
-// with backoff for the engine's life (metastore.Rewatch): until it runs,
-// open segments learn of a peer's restart when a transfer to it fails,
-// and MetastoreWatches says so.
-func (e *Engine) watchSegments() {
-	if e.fetch.Store == nil {
-		return
-	}
-	wctx, cancel := context.WithCancel(context.Background())
-	prefix := segment.Key(e.keyPrefix, "")
-	rw := &metastore.Rewatch{Name: "segments", Prefix: prefix, W: e.meta, OnError: func(err error) {
-		e.log.Warn("metastore watch failed; retrying. Meanwhile open segments learn of a peer's restart when a transfer to it fails", "prefix", prefix, "error", err)
-	}}
-	e.unwatch = cancel
-	e.segWatch = rw
-	f := &remotes.Follower{Table: e.segs, Store: e.meta, Lock: &e.mu, Transports: e.peerPorts, Log: e.log, Timeout: controlTimeout, Signer: e.signer}
-	e.follow = f
-	e.wg.Add(2)
-	go func() {
-		defer e.wg.Done()
-		rw.Run(wctx)
-	}()
-	go func() {
-		defer e.wg.Done()
-		f.Run(wctx, rw.Events())
-	}()
-}
-
-// MetastoreWatches returns the state of the engine's metastore watches:
-// the segments it follows, and its own descriptor's guard. A watch that
-// is retrying leaves peers' restarts to be learnt from failed transfers,
-// or the engine's key unguarded until the next lease refresh.
-func (e *Engine) MetastoreWatches() []metastore.WatchState {
+// metastoreWatches returns the state of the engine's metastore watches:
+// the segments it follows (none without a metastore), and its own
+// descriptor's guard.
+func metastoreWatches(dir *remotes.Directory, pub *publish.Publisher) []metastore.WatchState {
 	var out []metastore.WatchState
-	if e.segWatch != nil {
-		out = append(out, e.segWatch.State())
+	if s, ok := dir.WatchState(); ok {
+		out = append(out, s)
 	}
-	if e.pub != nil {
-		if s, ok := e.pub.GuardWatch(); ok {
+	if pub != nil {
+		if s, ok := pub.GuardWatch(); ok {
 			out = append(out, s)
 		}
 	}

@@ -165,7 +165,7 @@ func TestSignedDescriptorHijackRefused(t *testing.T) {
 	badlySigned, _ := other.Encode(forge(real, fake))
 
 	for i, forged := range [][]byte{unsigned, badlySigned} {
-		refused, repaired := a.DescriptorsRefused(), b.PublishRepairs()
+		refused, repaired := quick(a).DescriptorsRefused, quick(b).PublishRepairs
 		if code, body := metaDo(t, http.MethodPut, a.MetastoreURL(), key, forged); code != http.StatusOK {
 			t.Fatalf("forgery %d: PUT: %d %s", i, code, body)
 		}
@@ -173,12 +173,12 @@ func TestSignedDescriptorHijackRefused(t *testing.T) {
 			retired, _, bufs, ok := host.SegmentHandle(a, seg.ID)
 			return !ok || retired != "" || len(bufs) != 1 || bufs[0].Base != base
 		}
-		waitFor(t, 10*time.Second, "the peer's watch to see the forged descriptor", func() bool { return a.DescriptorsRefused() > refused || changed() })
+		waitFor(t, 10*time.Second, "the peer's watch to see the forged descriptor", func() bool { return quick(a).DescriptorsRefused > refused || changed() })
 		if changed() {
 			retired, _, bufs, _ := host.SegmentHandle(a, seg.ID)
 			t.Fatalf("forgery %d: the open handle took it: retired %q, buffers %+v; want the real buffer at %#x", i, retired, bufs, base)
 		}
-		waitFor(t, 10*time.Second, "the owner to repair its descriptor", func() bool { return b.PublishRepairs() > repaired })
+		waitFor(t, 10*time.Second, "the owner to repair its descriptor", func() bool { return quick(b).PublishRepairs > repaired })
 		retired, _, bufs, ok := host.SegmentHandle(a, seg.ID)
 		if !ok || retired != "" || len(bufs) != 1 || bufs[0].Base != base {
 			t.Fatalf("forgery %d: the open handle changed: retired %q, buffers %+v; want the real buffer at %#x", i, retired, bufs, base)
@@ -212,14 +212,14 @@ func TestSignedDescriptorHijackRefused(t *testing.T) {
 	if code, body := metaDo(t, http.MethodPut, a.MetastoreURL(), ghostKey, gb); code != http.StatusOK {
 		t.Fatalf("PUT %s: %d %s", ghostKey, code, body)
 	}
-	refused := a.DescriptorsRefused()
+	refused := quick(a).DescriptorsRefused
 	_, err = a.OpenSegment(ctx, "sign-ghost")
 	if !errors.Is(err, host.ErrSegmentNotFound) || !errors.Is(err, segment.ErrUnsigned) ||
 		!strings.Contains(err.Error(), `"sign-ghost"`) || !strings.Contains(err.Error(), ghostKey) {
 		t.Fatalf("OpenSegment of a forged, unsigned descriptor: %v; want ErrSegmentNotFound naming the segment and %q", err, ghostKey)
 	}
-	if a.DescriptorsRefused() != refused+1 {
-		t.Fatalf("DescriptorsRefused = %d, want %d", a.DescriptorsRefused(), refused+1)
+	if quick(a).DescriptorsRefused != refused+1 {
+		t.Fatalf("DescriptorsRefused = %d, want %d", quick(a).DescriptorsRefused, refused+1)
 	}
 	if n := accepted.Load(); n != 0 {
 		t.Fatalf("the fake listener got %d connections", n)
@@ -243,7 +243,7 @@ func TestOwnDescriptorDeleteRepaired(t *testing.T) {
 		{"delete", http.MethodDelete, "was deleted by someone else", nil},
 		{"garbage", http.MethodPut, "was replaced by someone else", []byte("garbage")},
 	} {
-		repaired := a.PublishRepairs()
+		repaired := quick(a).PublishRepairs
 		if code, body := metaDo(t, attack.method, a.MetastoreURL(), key, attack.body); code != http.StatusOK {
 			t.Fatalf("%s: %d %s", attack.name, code, body)
 		}
@@ -252,7 +252,7 @@ func TestOwnDescriptorDeleteRepaired(t *testing.T) {
 			d, err := signer.Decode(key, raw)
 			return code == http.StatusOK && err == nil && d.Incarnation == a.Incarnation()
 		})
-		if a.PublishRepairs() <= repaired {
+		if quick(a).PublishRepairs <= repaired {
 			t.Fatalf("%s: the descriptor is back but PublishRepairs did not count it", attack.name)
 		}
 		if !strings.Contains(alogs.String(), attack.log) {

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +28,16 @@ func TestStatusShowsSegmentsAndFailures(t *testing.T) {
 		t.Fatalf("write through a crashing plugin: %v", err)
 	}
 	st := a.Status(ctx)
+	// A full status asked the running plugins for their counters; a
+	// quick one asked none.
+	if i := slices.IndexFunc(st.Plugins, func(p host.PluginStatus) bool { return p.Counters != nil }); i < 0 {
+		t.Errorf("no plugin's counters in the status: %+v", st.Plugins)
+	}
+	for _, p := range quick(a).Plugins {
+		if p.Counters != nil || p.Name == "" || p.State == "" {
+			t.Errorf("quick status of plugin %+v: want its name and state, no counters", p)
+		}
+	}
 	if st.Format != host.StatusFormat || st.Name != "st-a" || st.Control != a.ControlAddr() || st.Admission != "pass-through" {
 		t.Errorf("status header %+v", st)
 	}
@@ -45,4 +56,10 @@ func TestStatusShowsSegmentsAndFailures(t *testing.T) {
 	if f.Segment != "st-b" || f.Op != "write" || f.Transport != "fault" || !f.Retried || f.Status == "" || f.Time.IsZero() {
 		t.Errorf("latest failure %+v: want a retried write to st-b over fault", f)
 	}
+}
+
+// quick is e's status as a test polls it: without asking the plugins
+// for their counters (host.SkipPluginCounters).
+func quick(e *host.Engine) host.EngineStatus {
+	return e.Status(context.Background(), host.SkipPluginCounters())
 }

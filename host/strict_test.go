@@ -55,7 +55,7 @@ func TestNotStrictRunsDegraded(t *testing.T) {
 	}
 	defer e.Close()
 	states := map[string]string{}
-	for _, p := range e.Plugins(context.Background()) {
+	for _, p := range e.Status(context.Background()).Plugins {
 		states[p.Name] = p.State
 	}
 	if states["rdma"] != "failed" || states["tcp"] != "running" || states["shm"] != "running" {

@@ -24,13 +24,13 @@ func TestTraceTellsTheStory(t *testing.T) {
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
 		t.Fatal(err)
 	}
-	if tr := a.Traces(); len(tr) != 0 {
+	if tr := quick(a).Traces; len(tr) != 0 {
 		t.Fatalf("a request that did not ask was traced: %+v", tr)
 	}
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base, Trace: true}); err != nil {
 		t.Fatalf("write through a crashing plugin: %v", err)
 	}
-	tr := a.Traces()
+	tr := quick(a).Traces
 	if len(tr) != 1 || !tr[0].Done || tr[0].Op != "write" || tr[0].Length != span || tr[0].Took <= 0 {
 		t.Fatalf("traces %+v: want one finished story of the 32 MiB write", tr)
 	}

@@ -407,13 +407,14 @@ func (b benchRun) run() (benchRow, error) {
 	// back through Ferry, and those reads are no part of the run.
 	var pluginCounters map[string]uint64
 	var rails []railRow
-	for _, p := range e.Plugins(ctx) {
+	st := e.Status(ctx)
+	for _, p := range st.Plugins {
 		if p.Name == o.transport {
 			pluginCounters = p.Counters
 		}
 	}
 	var railBytes uint64
-	for _, r := range e.Rails() {
+	for _, r := range st.Rails {
 		if r.Transport == o.transport {
 			rails = append(rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
 				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})

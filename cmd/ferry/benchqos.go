@@ -544,12 +544,13 @@ func (q *qosBench) measure(ctx context.Context, tr string) (qosReport, error) {
 		}
 		rep.Isolation = iso
 	}
-	for _, p := range q.e.Plugins(ctx) {
+	st := q.e.Status(ctx)
+	for _, p := range st.Plugins {
 		if p.Name == tr {
 			rep.PluginCounters = p.Counters
 		}
 	}
-	for _, r := range q.e.Rails() {
+	for _, r := range st.Rails {
 		if r.Transport == tr {
 			rep.Rails = append(rep.Rails, railRow{Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
 				Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors, Paused: r.Paused})

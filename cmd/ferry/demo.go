@@ -102,7 +102,7 @@ func cmdDemo(args []string) error {
 		}
 	}
 	tw.Flush()
-	for _, p := range e.Plugins(ctx) {
+	for _, p := range e.Status(ctx).Plugins {
 		fmt.Printf("plugin %-6s %s", p.Name, p.State)
 		if p.Reason != "" {
 			fmt.Printf(": %s", p.Reason)

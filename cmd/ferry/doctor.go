@@ -378,7 +378,7 @@ func probeRails(ctx context.Context, cfg *config.Config, log hclog.Logger) ([]ho
 		return nil, err
 	}
 	defer e.Close()
-	return e.Rails(), nil
+	return e.Status(ctx, host.SkipPluginCounters()).Rails, nil
 }
 
 func sizeText(n uint64) string {

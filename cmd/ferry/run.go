@@ -54,7 +54,7 @@ type pluginLine struct {
 
 func pluginLines(ctx context.Context, e *host.Engine) []pluginLine {
 	var out []pluginLine
-	for _, p := range e.Plugins(ctx) {
+	for _, p := range e.Status(ctx).Plugins {
 		out = append(out, pluginLine{Name: p.Name, State: p.State, Reason: p.Reason, PID: p.PID,
 			Restarts: p.Restarts, Stalls: p.Stalls, Outstanding: p.Outstanding, LastExit: p.LastExit})
 	}

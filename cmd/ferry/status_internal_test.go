@@ -7,7 +7,6 @@ import (
 
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
-	"github.com/ferrydev/ferry/host/trace"
 )
 
 // futureEngine is a control service that answers status in a format this
@@ -68,7 +67,7 @@ func TestStatusRefusesWhatItCannotRead(t *testing.T) {
 func TestPrintTraces(t *testing.T) {
 	var b strings.Builder
 	printTraces(&b, []host.TaskTrace{{Batch: 3, Task: 1, Op: "write", Length: 4096, Priority: "normal", Done: true, Took: 42,
-		Steps: []trace.Step{
+		Steps: []host.TraceStep{
 			{Stage: "queued"},
 			{Stage: "routed", At: 1.5, Transport: "shm", Reasons: "shm: taken (same machine)\ntcp: usable, a later attempt"},
 			{Stage: "retried", At: 9, Attempt: 1, Transport: "tcp", From: "shm", Cause: "io"},

@@ -297,6 +297,16 @@ func (s *Service) Client(addr string) (*control.Client, error) {
 	return c, nil
 }
 
+// PeerDescriptor fetches the descriptor the control service at addr
+// serves: how a segment is opened in peer-to-peer mode.
+func (s *Service) PeerDescriptor(ctx context.Context, addr string) ([]byte, error) {
+	c, err := s.Client(addr)
+	if err != nil {
+		return nil, err
+	}
+	return c.Descriptor(ctx)
+}
+
 // PruneWhile prunes (Prune) the clients of addresses that live, asked
 // each time, does not return, idle for longer than idle: whenever
 // changed's channel fires (the peers changed) and every idle, until

@@ -12,6 +12,10 @@
 // badly signed is refused, by the fetch with an error naming the segment
 // and the key and by the watch with a warning, and counted.
 //
+// Directory puts these together as the engine's API uses them: open,
+// import and close a segment, follow the metastore, and look again at a
+// peer a transfer failed on.
+//
 // What a watch event does to a handle is decided by Decide, a pure
 // function of the cached descriptor and the event. Follow is the loop
 // that applies it; its owner starts it and stops it by ending its

@@ -322,6 +322,19 @@ func (t *Table) Keys() []string {
 	return keys
 }
 
+// Controls returns the control addresses of the live handles: the
+// peers whose cached control clients the engine keeps (a restarted peer
+// listens on a new port).
+func (t *Table) Controls() map[string]bool {
+	live := map[string]bool{}
+	for _, h := range t.handles.load() {
+		if h != nil && h.Retired == "" {
+			live[h.Desc.Control] = true
+		}
+	}
+	return live
+}
+
 // Replay opens every live handle's peer again, with its id, in
 // transport i, named name, through open: the plugin restarted.
 func (t *Table) Replay(ctx context.Context, i int, name string, open func(ctx context.Context, p sdk.Peer) error) error {

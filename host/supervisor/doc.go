@@ -6,8 +6,8 @@
 // as host/stall's Overdue says) and for completions that break the
 // contract (Contract: logging them, killing a faulty run), restarts a plugin that went down with backoff, and keeps
 // each plugin's status (state, restarts, stalls, faulty runs, contract
-// violations, last exit, last error)
-// for Engine.Plugins. Set.Changed tells a waiter that some plugin went up
+// violations, last exit, last error) for Engine.Status (Peek: without
+// asking the plugin). Set.Changed tells a waiter that some plugin went up
 // or down without polling. A run's resources end with it: once its
 // process is down the watcher releases the process (client, pidfd, fd
 // socket) and closes its lanes (reapers stopped, rings unmapped, memfds

@@ -7,7 +7,7 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 )
 
-// Status is what the set knows of one plugin, for Engine.Plugins.
+// Status is what the set knows of one plugin, for Engine.Status.
 type Status struct {
 	// State is the operator's word: "running", "restarting" (its process
 	// exited; it is being started again), "unavailable" (its probe says
@@ -36,6 +36,27 @@ type Status struct {
 // Status reports p; for a running plugin it asks the plugin for its
 // counters, within the set's control timeout.
 func (p *Plugin) Status(ctx context.Context) Status {
+	st, r := p.status()
+	if r != nil {
+		cctx, cancel := context.WithTimeout(ctx, p.set.cfg.ControlTimeout)
+		c, err := r.Proc.Client.Stats(cctx)
+		cancel()
+		if err == nil {
+			st.Counters = c
+		}
+	}
+	return st
+}
+
+// Peek is Status without asking the plugin anything: Counters is nil.
+func (p *Plugin) Peek() Status {
+	st, _ := p.status()
+	return st
+}
+
+// status is Status but for the counters, and the run to ask for them
+// (nil when none runs).
+func (p *Plugin) status() (Status, *Run) {
 	st := Status{State: "running", Restarts: p.restarts.Load(), Stalls: p.stalls.Load(), Faulty: p.faulty.Load()}
 	p.mu.Lock()
 	st.Violations = p.past
@@ -67,12 +88,7 @@ func (p *Plugin) Status(ctx context.Context) Status {
 		for _, l := range r.Lanes {
 			st.Outstanding += l.InFlight()
 		}
-		cctx, cancel := context.WithTimeout(ctx, p.set.cfg.ControlTimeout)
-		c, err := r.Proc.Client.Stats(cctx)
-		cancel()
-		if err == nil {
-			st.Counters = c
-		}
+		return st, r
 	}
-	return st
+	return st, nil
 }

@@ -134,7 +134,7 @@ func (r *runner) pluginPID(ctx context.Context, side, plugin string) (int, error
 	}
 	got := make(chan int, 1)
 	go func() {
-		for _, p := range r.e.Plugins(ctx) {
+		for _, p := range r.e.Status(ctx).Plugins {
 			if p.Name == plugin {
 				got <- p.PID
 				return
