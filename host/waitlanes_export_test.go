@@ -1,7 +1,7 @@
 package host
 
 // WaitLanes returns the names of the plugins whose lanes a waiter on id
-// polls (spinWait), one name per lane.
+// polls (Tracker.WaitBatch), one name per lane.
 func WaitLanes(e *Engine, id BatchID) []string {
 	var names []string
 	for _, l := range e.x.WaitLanes(id) {

@@ -27,7 +27,6 @@ var (
 // State is a task's state; see the constants.
 type State = progress.State
 
-
 // TransferError describes why one task did not complete.
 type TransferError struct {
 	Task      int    // index in its batch

@@ -14,6 +14,7 @@ import (
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/host/waiting"
 	"github.com/ferrydev/ferry/internal/enum"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -618,12 +619,6 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 	if b == nil {
 		return fmt.Errorf("%w: zero BatchID", ErrInvalid)
 	}
-	var timer *time.Timer
-	defer func() {
-		if timer != nil {
-			timer.Stop()
-		}
-	}()
 	small := b.TotalBytes() <= sdk.SmallBatch
 	ps, run, l := e.soleLane()
 	if l == nil && small {
@@ -636,7 +631,7 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 		// meanwhile is reaped there; WaitOn sees the batch done within
 		// its sleep's bound.)
 		done := func() bool { return b.Done(deadlineClock(b)) }
-		for !l.WaitOn(e.tracker, done, ctx.Done(), waitUntil(b), small, e.lockedCallers) {
+		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline(), small, e.lockedCallers) {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}
@@ -648,55 +643,15 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 			return nil
 		}
 	}
-	now := progress.Now()
-	spin := e.cfg.Transfer.Spin
-	if small {
-		spin = max(spin, e.cfg.Transfer.SpinSmall)
-	}
-	if b.Done(now) {
+	if b.Done(progress.Now()) {
 		return nil
 	}
 	var inline [8]*progress.Lane
-	lanes := e.waitLanes(b, inline[:0])
-	// The plugins do not pause on their submission rings while we wait
-	// (Lane.WaitBegin), spinning or asleep. A small batch's spinWait
-	// enters the lanes, which says so already.
-	if !small {
-		for _, l := range lanes {
-			l.WaitBegin()
-		}
-		defer func() {
-			for _, l := range lanes {
-				l.WaitEnd()
-			}
-		}()
+	w := waiting.Input{Spin: e.cfg.Transfer.Spin, SpinSmall: e.cfg.Transfer.SpinSmall, Small: small, Locked: e.lockedCallers}
+	if err := e.tracker.WaitBatch(ctx, b, e.waitLanes(b, inline[:0]), w); err != nil {
+		return e.abandon(ctx, b)
 	}
-	if e.spinWait(b, lanes, now+int64(spin), small) {
-		return nil
-	}
-	now = progress.Now()
-	for {
-		if b.Done(now) {
-			return nil
-		}
-		var tc <-chan time.Time
-		if md := waitUntil(b); md != 0 {
-			wait := time.Duration(md - now)
-			if timer == nil {
-				timer = time.NewTimer(wait)
-			} else {
-				timer.Reset(wait)
-			}
-			tc = timer.C
-		}
-		select {
-		case <-b.Wake():
-		case <-tc:
-		case <-ctx.Done():
-			return e.abandon(ctx, b)
-		}
-		now = progress.Now()
-	}
+	return nil
 }
 
 // deadlineClock returns the time for b.Done: now when a task of b has a
@@ -709,24 +664,9 @@ func deadlineClock(b *progress.Batch) int64 {
 	return progress.Now()
 }
 
-// waitUntil is when a waiter on b next has a deadline to look at (unix
-// ns, 0 = none): the batch's earliest, or, once that has passed (its
-// task may be held: ended, its slices still out), a short while from
-// now, so that tasks with later deadlines are still expired in time.
-func waitUntil(b *progress.Batch) int64 {
-	md := b.MinDeadline()
-	if md == 0 {
-		return 0
-	}
-	if now := progress.Now(); md <= now {
-		return now + int64(heldPoll)
-	}
-	return md
-}
-
 // heldPoll is how often a waiter looks at the deadlines of a batch whose
 // earliest deadline has passed.
-const heldPoll = 10 * time.Millisecond
+const heldPoll = waiting.HeldPoll
 
 // abandon ends the batch's pending tasks because ctx ended: TIMEOUT if
 // its deadline passed, else CANCELED. It returns once they have ended
@@ -819,50 +759,7 @@ func (e *Executor) soleLane() (*Plugin, *pluginRun, *progress.Lane) {
 	return owner, run, run.lanes[0]
 }
 
-// spinWait polls lanes, the completion rings of the plugins that carry
-// b's tasks (waitLanes), until b is done or until (unix ns) passes; it
-// reports b.Done. For a small batch, whose
-// caller waits for latency, the reapers stand by meanwhile (Lane.Enter),
-// so that plugins post completions without waking them; for a large one
-// that hand-over costs more than it saves.
-func (e *Executor) spinWait(b *progress.Batch, lanes []*progress.Lane, until int64, small bool) bool {
-	start := progress.Now()
-	if small {
-		for _, l := range lanes {
-			l.Enter()
-		}
-		defer func() {
-			for _, l := range lanes {
-				l.Leave()
-			}
-		}()
-	}
-	for {
-		n := 0
-		for _, l := range lanes {
-			n += l.Poll(e.tracker)
-		}
-		now := deadlineClock(b)
-		if b.Done(now) {
-			return true
-		}
-		if now == 0 {
-			now = progress.Now()
-		}
-		if now >= until {
-			return false
-		}
-		if n == 0 {
-			if e.lockedCallers {
-				ring.YieldThread(time.Duration(now - start))
-			} else {
-				ring.Yield(time.Duration(now - start))
-			}
-		}
-	}
-}
-
-// waitLanes appends the lanes spinWait polls for b to lanes: those that
+// waitLanes appends the lanes Wait polls for b to lanes: those that
 // carry b's tasks, so that a 4 KiB write over shm does not also take the
 // tcp lane from its reaper, nor a HIGH read on a lane of its own (qos
 // lanes = "per_class") the bulk lanes from theirs (Enter, and Leave's

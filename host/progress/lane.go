@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrydev/ferry/host/waiting"
 	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
@@ -32,7 +33,8 @@ type Lane struct {
 	// spinSmall is how long a waiter for a small batch spins.
 	spinSmall time.Duration
 	// smallWait follows the median time (ns) a waiter for a small batch
-	// waits on this lane, and smallWaits counts those waits; see WaitOn.
+	// waits on this lane (of the waits that spun), and smallWaits counts
+	// the small batches' waits; see waiting.SmallSpin.
 	smallWait  atomic.Int64
 	smallWaits atomic.Uint32
 	// reapPause is how long (ns) the reaper pauses after a short run with
@@ -88,6 +90,8 @@ type Lane struct {
 	// then gives it work wakes it: a publication with no waiter (End,
 	// Probe), a waiter leaving work in flight, Close.
 	standing atomic.Bool
+	// reaperAct is what the reaper does now, a waiting.Act (reaperAt).
+	reaperAct atomic.Uint32
 
 	// buf receives completions; whoever holds reapMu uses it. A buffer
 	// of the caller's would escape to the heap through Observer, on every
@@ -289,52 +293,77 @@ func (l *Lane) Down() bool { return l.down.Load() }
 // Reap drains the completion ring into t until Close. The engine runs it
 // in a goroutine it owns; it is the only one that sleeps on the ring.
 // Waiters drain it too (Poll), so Reap takes the ring only under reapMu and
-// spins and sleeps on the shared indices alone.
+// spins and sleeps on the shared indices alone. What it does between polls
+// is waiting.Decide's (role Reaper): stand by while a waiter is in, nap
+// after a short run in a stream, spin, sleep.
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
 	idle := time.NewTimer(reapSleep)
 	defer idle.Stop()
-	// hot: the last run came while the reaper spun after the one before
-	// (it did not sleep between): completions stream in.
-	hot := false
+	in := waiting.Input{Role: waiting.Reaper, Spin: l.spin}
 	for !l.closing.Load() {
-		if l.waiters.Load() > 0 {
-			// A waiter reaps; stand by until the last one leaves with work
-			// in flight, or somebody publishes with no waiter (kick). The
-			// timer only bounds the wait should a waiter be stuck, or a
-			// wakeup be lost. standing is set before in-flight work and
-			// waiters are looked at again, and publishers add in-flight
-			// work before they look at standing: one of the two sees the
-			// other.
-			l.standing.Store(true)
-			if l.waiters.Load() > 0 || l.inFlight.Load() == 0 {
-				idle.Reset(standbySleep)
-				select {
-				case <-l.standby:
-				case <-idle.C:
+		// A lane a waiter is in is the waiter's to poll.
+		in.Reaped = 0
+		if in.Waiters = l.waiters.Load() > 0; !in.Waiters {
+			l.reaperAt(waiting.Poll)
+			in.Reaped = l.Poll(t)
+			in.Waiters = l.waiters.Load() > 0
+			in.Pause, in.Waited = time.Duration(l.reapPause.Load()), l.sq.Waiting()
+			if in.Reaped == 0 && !in.Waiters {
+				in.Now = Now()
+				if in.SpinFrom == 0 {
+					in.SpinFrom = in.Now
 				}
 			}
-			l.standing.Store(false)
-			hot = false
-			continue
 		}
-		if n := l.Poll(t); n > 0 {
-			if d := l.reapPause.Load(); hot && n < reapShortRun && d > 0 && l.waiters.Load() == 0 && !l.sq.Waiting() {
-				l.cq.Nap(time.Duration(d)) // see SetReapPause
+		d := waiting.Decide(in)
+		l.reaperAt(d.Act)
+		switch d.Act {
+		case waiting.Standby:
+			l.standBy(idle)
+			in.Hot = false
+		case waiting.Nap:
+			l.cq.Nap(in.Pause) // see SetReapPause
+			in.Hot = true
+		case waiting.Poll:
+			in.Hot = true // the next run, if it comes at once, streams in
+		case waiting.Spin:
+			if !l.spinUntil(d, in.SpinFrom, true) {
+				continue // spun out: the next decision sleeps
 			}
-			hot = true
-			continue
-		}
-		if !l.spinPending(l.spin, false, true) && l.waiters.Load() == 0 {
-			hot = false
+		case waiting.Sleep:
+			in.Hot = false
 			l.cq.Sleep(reapSleep)
 		}
+		in.SpinFrom = 0
 	}
 }
 
-// reapShortRun is the most completions a run may hold for the reaper to
-// pause after it (SetReapPause).
-const reapShortRun = 16
+// standBy leaves the lane to its waiters until the last one leaves with
+// work in flight, or somebody publishes with no waiter (kick). The timer
+// only bounds the wait should a waiter be stuck, or a wakeup be lost.
+// standing is set before in-flight work and waiters are looked at again,
+// and publishers add in-flight work before they look at standing: one of
+// the two sees the other.
+func (l *Lane) standBy(idle *time.Timer) {
+	l.standing.Store(true)
+	if l.waiters.Load() > 0 || l.inFlight.Load() == 0 {
+		idle.Reset(standbySleep)
+		select {
+		case <-l.standby:
+		case <-idle.C:
+		}
+	}
+	l.standing.Store(false)
+}
+
+// reaperAt records what the reaper does now, for the tests (and a
+// debugger): a store only when it changes.
+func (l *Lane) reaperAt(a waiting.Act) {
+	if waiting.Act(l.reaperAct.Load()) != a {
+		l.reaperAct.Store(uint32(a))
+	}
+}
 
 // DefaultReapPause is how long a reaper with no waiter leaves the
 // completion ring alone after a short run in a stream; see SetReapPause.
@@ -342,7 +371,7 @@ const DefaultReapPause = 20 * time.Microsecond
 
 // SetReapPause sets how long the reaper pauses (ring.Nap; the kernel's
 // timer slack adds up to 50 us) after it reaped a short run (under
-// reapShortRun completions) that came while it spun after the run before,
+// waiting.ShortRun completions) that came while it spun after the run before,
 // with nobody waiting on the lane (Enter, WaitBegin); 0 turns the pause
 // off. It takes effect from the reaper's next pause.
 //
@@ -444,35 +473,41 @@ func (l *Lane) kickIdle() {
 func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 
 // WaitOn lets the calling goroutine reap the lane until done reports true,
-// ctx-like stop is closed, or until is reached (unix ns, 0 = none): it
-// polls, then sleeps on the completion ring itself, so that the plugin's
-// wakeup lands on the goroutine that waits. It returns done().
+// ctx-like stop is closed, or its bound passes: deadline (unix ns, 0 =
+// none), or, when that has passed already, waiting.HeldPoll after the
+// wait began. It polls, then sleeps on the completion ring itself, so
+// that the plugin's wakeup lands on the goroutine that waits. It returns
+// done(). What it does between polls is waiting.Decide's (role Lane).
 //
 // small says the batch waited for is small: WaitOn then spins for the
 // lane's small-batch budget (SetSpinSmall) before it sleeps, provided the
 // lane answers small batches quickly (the median wait is at most
-// spinWorth); on a lane that does not (tcp's round trip through two
-// plugins and the kernel), it sleeps at once. locked says the calling
-// goroutine is locked to its OS thread (a call from C): its spin then
-// yields only the thread (ring.YieldThread), never the P.
-func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until int64, small, locked bool) bool {
-	spin := l.spin
-	var start int64
+// waiting.SpinWorth); on a lane that does not (tcp's round trip through
+// two plugins and the kernel), it sleeps at once (waiting.SmallSpin).
+// locked says the calling goroutine is locked to its OS thread (a call
+// from C): its spin then yields only the thread (ring.YieldThread), never
+// the P.
+func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadline int64, small, locked bool) bool {
+	in := waiting.Input{Role: waiting.Lane, Spin: l.spin, SpinSmall: l.spinSmall, Small: small, Deadline: deadline, Locked: locked}
+	timed := false // the wait counts in the lane's median small wait
 	if small {
-		if spin = l.smallSpin(); spin > 0 {
-			start = Clock()
+		in.SmallWait, in.SmallWaits = l.smallWait.Load(), l.smallWaits.Add(1)
+		if timed = in.Budget() > 0; timed {
+			in.Start = Now()
 		}
 	}
 	if !l.use() {
 		return done()
 	}
 	defer l.unuse()
-	l.Enter()
+	l.Enter() // a Lane waiter always reaps the lane itself (waiting.Enter)
 	defer l.Leave()
 	for {
 		if done() {
-			if start != 0 {
-				l.noteSmallWait(Clock() - start)
+			if timed {
+				// Waiters on one lane may race here and lose an update;
+				// the figure only steers a spin.
+				l.smallWait.Store(waiting.Median(l.smallWait.Load(), Now()-in.Start))
 			}
 			return true
 		}
@@ -484,124 +519,81 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, until 
 			return done()
 		default:
 		}
-		if l.Poll(t) > 0 {
-			continue
-		}
-		sleep := waitSlice
-		if until != 0 {
-			left := time.Duration(until - time.Now().UnixNano())
-			if left <= 0 {
-				return done()
+		if in.Reaped = l.Poll(t); in.Reaped == 0 {
+			in.Now = Now()
+			if in.Start == 0 {
+				in.Start = in.Now
 			}
-			sleep = min(sleep, left)
+			if in.SpinFrom == 0 {
+				in.SpinFrom = in.Now
+			}
 		}
-		if !l.spinPending(spin, locked, false) {
+		d := waiting.Decide(in)
+		switch d.Act {
+		case waiting.Return:
+			return done()
+		case waiting.Spin:
+			if !l.spinUntil(d, in.SpinFrom, false) {
+				continue // spun out: the next decision sleeps
+			}
+		case waiting.Sleep:
+			sleep := waitSlice
+			if d.Until != 0 {
+				sleep = min(sleep, time.Duration(d.Until-in.Now))
+			}
 			l.cq.Sleep(sleep)
 		}
+		in.SpinFrom = 0 // it reaped, slept or something came: the next empty poll spins afresh
 	}
 }
-
-// smallSpin is how long a waiter for a small batch spins before it
-// sleeps on the completion ring, from the median wait of the lane's small
-// batches: the lane's spinSmall where that is at most spinWorth; else
-// nothing, except for every probeEvery-th wait, which spins up to
-// 2*spinWorth so that the median still follows the round trip (a wait
-// that slept would count the wakeup too, and a lane once slow would sleep
-// on). A wait that does not spin is not counted in the median.
-//
-// Why: on two cores saturated by bulk copies, a HIGH 4 KiB read over
-// tcp took 100-200 us; its waiter spun, then yielded (sched_yield), and
-// the scheduler, which moves a yielding thread's deadline back a slice at
-// each yield, had it wait behind the bulk threads when its completion
-// came: the last hop, from the plugin's completion to Wait returning,
-// made most of the loaded p99 (docs/qos.md). Asleep on the ring, the
-// plugin's wakeup places it at once. Over shm the round trip is a few
-// microseconds, and spinning through it is what keeps its p99 low.
-func (l *Lane) smallSpin() time.Duration {
-	spin := max(l.spin, l.spinSmall)
-	if l.smallWait.Load() <= int64(spinWorth) {
-		return spin
-	}
-	if l.smallWaits.Add(1)%probeEvery == 0 {
-		return min(spin, 2*spinWorth)
-	}
-	return 0
-}
-
-// noteSmallWait moves the lane's median small wait towards d, by at most
-// medianStep: a median, so that a loaded machine's tail of slow waits
-// does not turn a fast lane's waiters to sleeping. Waiters on one lane
-// may race here and lose an update; the figure only steers a spin.
-func (l *Lane) noteSmallWait(d int64) {
-	m := l.smallWait.Load()
-	switch {
-	case d > m:
-		m += min(d-m, int64(medianStep))
-	case d < m:
-		m -= min(m-d, int64(medianStep))
-	}
-	l.smallWait.Store(m)
-}
-
-const (
-	// spinWorth is the longest median wait a small batch's waiter spins
-	// through: beyond it, sleeping on the completion ring and being woken
-	// costs less than the spin takes from the cores.
-	spinWorth = 50 * time.Microsecond
-	// probeEvery: one in this many waits on a lane whose waiters sleep
-	// spins, to measure the round trip.
-	probeEvery = 16
-	// medianStep is the most one wait moves the median.
-	medianStep = 4 * time.Microsecond
-)
 
 // waitSlice bounds one sleep of a waiter, so that it notices its stop
 // channel; cancellation is seen within this.
 const waitSlice = 5 * time.Millisecond
 
-// spinPending polls the completion ring's indices for up to spin and
-// reports whether something arrived. Between looks it yields with
-// ring.Yield, or, for a goroutine locked to its thread (locked), with
-// ring.YieldThread: there runtime.Gosched hands the thread's P to
-// another thread and waits to get it back, two futex wakes per look.
+// spinUntil peeks at the completion ring's indices until something is
+// there or d.Until passes, reading the clock every spinLooks looks and
+// giving way then as d.Yield says (from is when the spin began); it
+// reports whether something arrived, or the lane is closing.
 //
 // reaper says the reaper spins: it then also stops, reporting true, as
 // soon as a waiter entered (Enter), which reaps from then on. Spinning
 // on would only take a core from the waiter and the plugin (on a
 // machine of two, one of the two they need) for the rest of the spin,
 // after every synchronous call, since a reaper starts its spin when the
-// waiter leaves. And the reaper yields its CPU to other processes from
-// its first look on, not only after ring.YieldAfter: it spins for
-// completions nobody waits on, so it has no latency to win by holding
-// the CPU, and on a small machine the thread it holds the CPU from is
-// the application's own. A reaper woken by the plugin lands on the CPU
-// the submitter runs on, as often as not; spinning there it held the
-// submitter off for its whole spin (BenchmarkBlockSubmit n=1: about
-// 2,600 preemptions a second of 35-40 us each, 9% of the submitter's
-// time, perf sched).
-func (l *Lane) spinPending(spin time.Duration, locked, reaper bool) bool {
-	if spin <= 0 {
-		return l.cq.Pending()
-	}
-	start := time.Now()
+// waiter leaves. (A reaper yields from its first look, waiting.YieldCPU:
+// a reaper woken by the plugin lands on the CPU the submitter runs on, as
+// often as not; spinning there it held the submitter off for its whole
+// spin, BenchmarkBlockSubmit n=1: about 2,600 preemptions a second of
+// 35-40 us each, 9% of the submitter's time, perf sched.)
+func (l *Lane) spinUntil(d waiting.Decision, from int64, reaper bool) bool {
 	for i := 0; ; i++ {
 		if l.cq.Pending() || l.closing.Load() || reaper && l.waiters.Load() > 0 {
 			return true
 		}
-		if i%64 == 63 {
-			spun := time.Since(start)
-			if spun >= spin {
+		if i%spinLooks == spinLooks-1 {
+			now := Now()
+			if now >= d.Until {
 				return false
 			}
-			switch {
-			case reaper:
-				ring.Yield(ring.YieldAfter)
-			case locked:
-				ring.YieldThread(spun)
-			default:
-				ring.Yield(spun)
-			}
+			yield(d.Yield, time.Duration(now-from))
 		}
+	}
+}
+
+// spinLooks is how many looks at the ring a spin makes between looks at
+// the clock.
+const spinLooks = 64
+
+// yield gives way as y says, after a spin of spun.
+func yield(y waiting.Yield, spun time.Duration) {
+	switch y {
+	case waiting.YieldCPU:
+		ring.Yield(ring.YieldAfter)
+	case waiting.YieldThread:
+		ring.YieldThread(spun)
+	default:
+		ring.Yield(spun)
 	}
 }
 

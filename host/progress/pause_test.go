@@ -1,10 +1,11 @@
 package progress
 
 import (
-	"strings"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/host/waiting"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -50,22 +51,18 @@ func TestReaperPausesInAStreamOfShortRuns(t *testing.T) {
 		t.Fatalf("the plugin's ring holds %d descriptors, want 3", len(got))
 	}
 
-	// until waits for task i to complete and the reaper to be at where.
-	until := func(i int, where string) {
+	// until waits for task i to complete and the reaper to do then what
+	// it does.
+	until := func(i int, what waiting.Act) {
 		t.Helper()
-		give := time.Now().Add(10 * time.Second)
-		for b.State(i, Now()) != Completed || !strings.Contains(reaperStack(), where) {
-			if time.Now().After(give) {
-				st, _ := reaperState()
-				t.Fatalf("10 s after completion %d: task %v, reaper %q, not in %s", i, b.State(i, Now()), st, where)
-			}
-			time.Sleep(time.Millisecond)
-		}
+		untilReaper(t, l, fmt.Sprintf("task %d completes and the reaper goes to %v", i, what), func(a waiting.Act) bool {
+			return a == what && b.State(i, Now()) == Completed
+		})
 	}
 	p.complete(b.Token(tasks[0]), 0, 4096)
-	until(tasks[0], "(*Lane).spinPending(")
+	until(tasks[0], waiting.Spin)
 	p.complete(b.Token(tasks[1]), 0, 4096)
-	until(tasks[1], "(*Ring).Nap(")
+	until(tasks[1], waiting.Nap)
 
 	p.complete(b.Token(tasks[2]), 0, 4096)
 	if !l.cq.Pending() || b.State(tasks[2], Now()) != Pending {

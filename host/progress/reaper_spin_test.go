@@ -1,42 +1,23 @@
 package progress
 
 import (
-	"runtime"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/ferrydev/ferry/host/waiting"
 )
 
-// stackOf returns the stack of a goroutine running fn (a frame such as
-// "progress.(*Lane).Reap("), "" when there is none.
-func stackOf(fn string) string {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, fn) {
-			return g
+// untilReaper waits up to 10 s for cond, given what l's reaper does now
+// (reaperAt), and fails the test with what after that.
+func untilReaper(t *testing.T, l *Lane, what string, cond func(waiting.Act) bool) {
+	t.Helper()
+	give := time.Now().Add(10 * time.Second)
+	for a := waiting.Act(l.reaperAct.Load()); !cond(a); a = waiting.Act(l.reaperAct.Load()) {
+		if time.Now().After(give) {
+			t.Fatalf("not within 10 s: %s (the reaper's last act: %v)", what, a)
 		}
+		time.Sleep(time.Millisecond)
 	}
-	return ""
-}
-
-// reaperStack returns the stack of the goroutine running l.Reap, "" when
-// there is none.
-func reaperStack() string { return stackOf("progress.(*Lane).Reap(") }
-
-// reaperState returns the scheduling state of the goroutine running
-// l.Reap ("running", "runnable", "select", ...), "" when there is none,
-// and whether it is in its spin.
-func reaperState() (string, bool) {
-	g := reaperStack()
-	if g == "" {
-		return "", false
-	}
-	head, _, _ := strings.Cut(g, "\n")
-	_, st, _ := strings.Cut(head, "[")
-	st, _, _ = strings.Cut(st, "]")
-	st, _, _ = strings.Cut(st, ",")
-	return st, strings.Contains(g, "progress.(*Lane).spinPending(")
 }
 
 // TestReaperStopsSpinningWhenAWaiterEnters: a reaper spinning on an empty
@@ -44,7 +25,8 @@ func reaperState() (string, bool) {
 // budget next to the waiter, which reaps from then on: on a machine of
 // two cores a reaper spinning after every synchronous call took one of
 // the two the caller and the plugin need. The spin here is an hour, so a
-// reaper that spins it out never stands by.
+// reaper that spins it out never stands by. (The decision is
+// waiting.Decide's; this is the reaper's spin ending on it.)
 func TestReaperStopsSpinningWhenAWaiterEnters(t *testing.T) {
 	l, err := NewLane(0, 64, time.Hour)
 	if err != nil {
@@ -53,20 +35,10 @@ func TestReaperStopsSpinningWhenAWaiterEnters(t *testing.T) {
 	tr := NewTracker(4)
 	go l.Reap(tr)
 	defer l.Close(true)
-	give := time.Now().Add(10 * time.Second)
-	for _, spinning := reaperState(); !spinning; _, spinning = reaperState() {
-		if time.Now().After(give) {
-			t.Fatal("the reaper did not start its spin within 10 s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	untilReaper(t, l, "the reaper starts its spin", func(a waiting.Act) bool { return a == waiting.Spin })
 	l.Enter()
 	defer l.Leave()
-	give = time.Now().Add(10 * time.Second)
-	for st, _ := reaperState(); st != "select"; st, _ = reaperState() {
-		if time.Now().After(give) {
-			t.Fatalf("10 s after a waiter entered, the reaper is %q, not standing by (select)", st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	untilReaper(t, l, "the reaper stands by once a waiter entered", func(a waiting.Act) bool {
+		return a == waiting.Standby && l.standing.Load()
+	})
 }

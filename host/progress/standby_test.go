@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/host/waiting"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -90,13 +91,9 @@ func TestStandingReaperReapsAPublication(t *testing.T) {
 	defer l.Close(true)
 
 	l.Enter()
-	give := time.Now().Add(10 * time.Second)
-	for st, _ := reaperState(); st != "select" || !l.standing.Load(); st, _ = reaperState() {
-		if time.Now().After(give) {
-			t.Fatalf("10 s after a waiter entered, the reaper is %q, not standing by", st)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	untilReaper(t, l, "the reaper stands by once a waiter entered", func(a waiting.Act) bool {
+		return a == waiting.Standby && l.standing.Load()
+	})
 	l.Leave()
 
 	d := ring.Descriptor{Token: b.Token(i), Op: ring.OpWrite, Length: 4096}

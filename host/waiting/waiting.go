@@ -1,0 +1,335 @@
+package waiting
+
+import (
+	"time"
+
+	"github.com/ferrydev/ferry/internal/enum"
+)
+
+// Role says whose wait a decision is for; see the package documentation.
+type Role uint8
+
+const (
+	// Lane: a caller waiting on one lane, which it reaps itself.
+	Lane Role = iota
+	// Batch: a caller waiting for a batch whose tasks are on several
+	// lanes.
+	Batch
+	// Reaper: a lane's reaper goroutine.
+	Reaper
+)
+
+var roleNames = [...]string{Lane: "lane", Batch: "batch", Reaper: "reaper"}
+
+// String names r as the package documentation does.
+func (r Role) String() string { return enum.String(r, roleNames[:], "role") }
+
+// Act is what a waiter does next.
+type Act uint8
+
+const (
+	// Poll: poll the rings again at once.
+	Poll Act = iota
+	// Spin: look at the rings until Until without sleeping, giving way
+	// between looks as Yield says; ask again as soon as something
+	// arrived, or once Until passed. A Lane waiter or a Reaper peeks at
+	// its ring's indices between looks; a Batch waiter polls its lanes
+	// at each look.
+	Spin
+	// Sleep: sleep until woken (a completion on the lane's ring, the
+	// batch's wake) or until Until; 0: until woken.
+	Sleep
+	// Return: a Lane waiter's bound passed: it gives the wait back to
+	// its caller, which looks at its deadlines, its context and its
+	// plugin, and waits again.
+	Return
+	// Standby: a Reaper stands by while a waiter reaps its lane.
+	Standby
+	// Nap: a Reaper leaves its ring alone for its Pause, not marked
+	// asleep: what is posted meanwhile is reaped together after it.
+	Nap
+)
+
+var actNames = [...]string{Poll: "poll", Spin: "spin", Sleep: "sleep", Return: "return", Standby: "standby", Nap: "nap"}
+
+// String names a in lower case: "poll", "spin", ...
+func (a Act) String() string { return enum.String(a, actNames[:], "act") }
+
+// Yield is how a spinner gives way between looks.
+type Yield uint8
+
+const (
+	// YieldSpun: ring.Yield(spun): to other goroutines at each look, and
+	// to other processes too once the spin has lasted ring.YieldAfter.
+	YieldSpun Yield = iota
+	// YieldThread: ring.YieldThread(spun), for a goroutine locked to its
+	// thread: to other processes only, once the spin has lasted
+	// ring.YieldAfter. runtime.Gosched on a locked thread hands its P to
+	// another thread and waits for it back, two futex wakes a look.
+	YieldThread
+	// YieldCPU: ring.Yield(ring.YieldAfter): to goroutines and processes
+	// from the first look, for a spinner with no caller's latency to win
+	// (a Reaper): on a small machine the thread it would hold the CPU
+	// from is the application's own.
+	YieldCPU
+)
+
+var yieldNames = [...]string{YieldSpun: "yield", YieldThread: "yield-thread", YieldCPU: "yield-cpu"}
+
+// String names y: "yield", "yield-thread" or "yield-cpu".
+func (y Yield) String() string { return enum.String(y, yieldNames[:], "yield") }
+
+// Mark is how a waiter holds the lanes it waits on.
+type Mark uint8
+
+const (
+	// None: not at all; their reapers reap them.
+	None Mark = iota
+	// Begin: it tells their plugins that a caller waits
+	// (progress.Lane.WaitBegin): they do not pause on their submission
+	// rings after short runs.
+	Begin
+	// Enter: it reaps them itself and their reapers stand by
+	// (progress.Lane.Enter, which includes Begin), so that a completion
+	// wakes the goroutine that wants it and nobody hands it over.
+	Enter
+)
+
+var markNames = [...]string{None: "none", Begin: "begin", Enter: "enter"}
+
+// String names m: "none", "begin" or "enter".
+func (m Mark) String() string { return enum.String(m, markNames[:], "mark") }
+
+const (
+	// HeldPoll is how often a waiter looks at the deadlines of a batch
+	// whose earliest deadline has passed: its task may be held (ended,
+	// its slices still out), and tasks with later deadlines must still
+	// expire in time.
+	HeldPoll = 10 * time.Millisecond
+	// SpinWorth is the longest median wait a small batch's Lane waiter
+	// spins through: beyond it, sleeping on the completion ring and being
+	// woken costs less than the spin takes from the cores.
+	SpinWorth = 50 * time.Microsecond
+	// ShortRun is the most completions a Reaper's run may hold for it to
+	// nap after it.
+	ShortRun = 16
+	// probeEvery: one in this many small waits on a lane whose waiters
+	// sleep spins, to measure the round trip.
+	probeEvery = 16
+	// medianStep is the most one wait moves a lane's median small wait.
+	medianStep = 4 * time.Microsecond
+)
+
+// Input is what a decision is made from. Times are unix ns. Each role
+// reads the fields its doc names; the others are ignored.
+type Input struct {
+	Role Role
+	// Now is the time of the decision. A Lane waiter or a Reaper whose
+	// last poll reaped, and a Reaper with a waiter in, need not read the
+	// clock for it: their next step does not depend on it.
+	Now int64
+	// Start is when the wait began. Lane: its bound counts from it once
+	// the batch's deadline has passed. Batch: its spin counts from it.
+	Start int64
+	// SpinFrom is when a Lane waiter's or a Reaper's current spin began:
+	// its first empty poll since it last reaped, slept or stood by.
+	SpinFrom int64
+	// Spin is the spin budget (transfer.spin); SpinSmall a small batch's
+	// (transfer.spin_small). See Budget.
+	Spin, SpinSmall time.Duration
+	// Small says the batch waited for is small (at most
+	// config.SmallBatch bytes): its caller waits for latency. Lane and
+	// Batch.
+	Small bool
+	// SmallWait is the median time (ns) the lane's small batches waited
+	// (Median), and SmallWaits this wait's number among them (1, 2, ...).
+	// Lane, small batch.
+	SmallWait  int64
+	SmallWaits uint32
+	// Deadline is the batch's earliest task deadline, 0 for none. Lane
+	// and Batch.
+	Deadline int64
+	// Reaped is how many completions the last poll took.
+	Reaped int
+	// Locked says the caller's goroutine is locked to its OS thread (a
+	// call from C). Lane and Batch.
+	Locked bool
+	// Waiters says a waiter is in the lane (progress.Lane.Enter). Reaper.
+	Waiters bool
+	// Hot says the last run came while the Reaper spun after the one
+	// before (it did not sleep or stand by between): completions stream
+	// in.
+	Hot bool
+	// Waited says a caller waits for what the lane carries
+	// (progress.Lane.WaitBegin), as its plugin sees it. Reaper.
+	Waited bool
+	// Pause is how long a Reaper naps after a short run in a stream
+	// (progress.Lane.SetReapPause); 0: never.
+	Pause time.Duration
+}
+
+// Decision is what a waiter does next.
+type Decision struct {
+	Act Act
+	// Until ends a Spin and bounds a Sleep (unix ns; 0: a sleep until
+	// woken).
+	Until int64
+	// Yield is how a Spin gives way between looks.
+	Yield Yield
+	// Mark is how the waiter holds its lanes while it does Act: a Lane
+	// waiter is always entered, a Reaper holds none.
+	Mark Mark
+}
+
+// Decide returns what the waiter of in does next; see the package
+// documentation for the rules of each role.
+func Decide(in Input) Decision {
+	switch in.Role {
+	case Batch:
+		return batch(in)
+	case Reaper:
+		return reaper(in)
+	}
+	return lane(in)
+}
+
+// Budget returns how long the waiter of in spins: Spin; for a small
+// batch's Lane waiter, SmallSpin; for a small Batch, the larger of Spin
+// and SpinSmall.
+func (in *Input) Budget() time.Duration {
+	if !in.Small {
+		return in.Spin
+	}
+	switch in.Role {
+	case Lane:
+		return SmallSpin(in.Spin, in.SpinSmall, in.SmallWait, in.SmallWaits)
+	case Batch:
+		return max(in.Spin, in.SpinSmall)
+	}
+	return in.Spin
+}
+
+func lane(in Input) Decision {
+	d := Decision{Mark: Enter}
+	if in.Reaped > 0 {
+		d.Act = Poll
+		return d
+	}
+	bound := next(in.Start, in.Deadline)
+	if bound != 0 && in.Now >= bound {
+		d.Act = Return
+		return d
+	}
+	if end := in.SpinFrom + int64(in.Budget()); in.Now < end {
+		if bound != 0 {
+			end = min(end, bound)
+		}
+		d.Act, d.Until, d.Yield = Spin, end, spinYield(in.Locked)
+		return d
+	}
+	d.Act, d.Until = Sleep, bound
+	return d
+}
+
+func batch(in Input) Decision {
+	end := in.Start + int64(in.Budget())
+	spinning := in.Now < end
+	d := Decision{Mark: Begin}
+	if in.Small {
+		// Entering costs the lanes' reapers a hand-over (two thread
+		// wakeups a call), worth it only for a caller waiting for
+		// latency, and only while it reaps.
+		d.Mark = None
+		if spinning {
+			d.Mark = Enter
+		}
+	}
+	switch {
+	case !spinning:
+		d.Act, d.Until = Sleep, next(in.Now, in.Deadline)
+	case in.Reaped > 0:
+		d.Act = Poll
+	default:
+		d.Act, d.Until, d.Yield = Spin, end, spinYield(in.Locked)
+	}
+	return d
+}
+
+func reaper(in Input) Decision {
+	var d Decision
+	switch {
+	case in.Waiters:
+		d.Act = Standby
+	case in.Reaped > 0:
+		d.Act = Poll
+		if in.Hot && in.Reaped < ShortRun && in.Pause > 0 && !in.Waited {
+			d.Act = Nap
+		}
+	case in.Now < in.SpinFrom+int64(in.Spin):
+		d.Act, d.Until, d.Yield = Spin, in.SpinFrom+int64(in.Spin), YieldCPU
+	default:
+		d.Act = Sleep
+	}
+	return d
+}
+
+func spinYield(locked bool) Yield {
+	if locked {
+		return YieldThread
+	}
+	return YieldSpun
+}
+
+// next is when a waiter next has a deadline to look at, from the time
+// from: the batch's earliest deadline while it is ahead, else HeldPoll
+// after from; 0 when the batch has none.
+func next(from, deadline int64) int64 {
+	switch {
+	case deadline == 0:
+		return 0
+	case deadline > from:
+		return deadline
+	}
+	return from + int64(HeldPoll)
+}
+
+// SmallSpin is how long a waiter for a small batch spins on a lane
+// before it sleeps on the completion ring, from the lane's budgets, the
+// median wait of its small batches and this wait's number n among them:
+// the larger budget where the median is at most SpinWorth; else nothing,
+// except for every probeEvery-th wait, which spins up to 2*SpinWorth so
+// that the median still follows the round trip (a wait that slept would
+// count the wakeup too, and a lane once slow would sleep on). A wait
+// that does not spin is not counted in the median.
+//
+// Why: on two cores saturated by bulk copies, a HIGH 4 KiB read over
+// tcp took 100-200 us; its waiter spun, then yielded (sched_yield), and
+// the scheduler, which moves a yielding thread's deadline back a slice at
+// each yield, had it wait behind the bulk threads when its completion
+// came: the last hop, from the plugin's completion to Wait returning,
+// made most of the loaded p99 (docs/qos.md). Asleep on the ring, the
+// plugin's wakeup places it at once. Over shm the round trip is a few
+// microseconds, and spinning through it is what keeps its p99 low.
+func SmallSpin(spin, spinSmall time.Duration, median int64, n uint32) time.Duration {
+	s := max(spin, spinSmall)
+	if median <= int64(SpinWorth) {
+		return s
+	}
+	if n%probeEvery == 0 {
+		return min(s, 2*SpinWorth)
+	}
+	return 0
+}
+
+// Median moves a lane's median small wait m towards a wait of d ns, by at
+// most medianStep: a median, so that a loaded machine's tail of slow
+// waits does not turn a fast lane's waiters to sleeping.
+func Median(m, d int64) int64 {
+	switch {
+	case d > m:
+		m += min(d-m, int64(medianStep))
+	case d < m:
+		m -= min(m-d, int64(medianStep))
+	}
+	return m
+}
