@@ -1,0 +1,328 @@
+package path
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/credit"
+	"github.com/ferrydev/ferry/host/metrics"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/selector"
+	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// Submission: a request becomes a task (submitOne) and enters the stage
+// sequence (stages.go); what the stages call to admit (the Admitter and
+// its Asker), to put slices on a lane and to cut the attempt.
+
+// Submit is host.Engine.Submit, which documents it.
+func (e *Executor) Submit(id BatchID, reqs ...Request) error {
+	return e.submit(id, reqs, submitCtx{})
+}
+
+// submit is Submit with sc's settings (Transfer's: a caller's context
+// with a deadline bounds the requests, and the default deadline does not
+// apply).
+func (e *Executor) submit(id BatchID, reqs []Request, sc submitCtx) error {
+	b := id.b
+	if b == nil {
+		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
+	}
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if b.Len()+len(reqs) > b.Cap() {
+		return fmt.Errorf("%w: submit %d requests: batch holds %d of %d", ErrInvalid, len(reqs), b.Len(), b.Cap())
+	}
+	for k := range reqs {
+		e.submitOne(b, &reqs[k], &sc)
+	}
+	e.flushQueued(&sc)
+	return nil
+}
+
+// submitCtx is what one Submit call carries from request to request: the
+// time, read once, when a request needs it (the clock is a noticeable
+// share of a small request's cost on some machines).
+type submitCtx struct {
+	wall time.Time
+	// bounded: the caller's context has a deadline, which ends the
+	// requests without one; transfer.default_deadline is not given them.
+	bounded bool
+	// queued counts the requests the call queued, for the meter
+	// (flushQueued).
+	queued metrics.Tally
+	// admitted counts the requests the qos queue let go at once, for
+	// their tenants (admit.go's hold; flushQueued).
+	admitted admission.Tally
+	// waiter: the caller waits on the batch's lanes itself right after
+	// the call (runBatch's Wait of a small batch enters them), so its
+	// publications leave a reaper standing by (Lane.EndWaited).
+	waiter bool
+}
+
+// now returns the time the first request that needed it was submitted.
+func (c *submitCtx) now() time.Time {
+	if c.wall.IsZero() {
+		c.wall = time.Now()
+	}
+	return c.wall
+}
+
+// clock is now as a progress.Clock time: when the call's requests are
+// queued.
+func (c *submitCtx) clock() int64 { return progress.ClockOf(c.now()) }
+
+// submitOne adds one request to b as a task (queued) and runs it
+// through the stage sequence.
+func (e *Executor) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
+	deadline := r.deadline()
+	dflt := deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded
+	if dflt {
+		deadline = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano()
+	}
+	i := b.Reserve(uint64(len(r.Local)), deadline)
+	if i < 0 {
+		return // checked by Submit
+	}
+	rec := e.path.record(b, i)
+	*rec = taskRecord{req: *r}
+	if dflt { // on the engine's copy, which every later stage reads, not on the caller's
+		rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
+	}
+	e.noteQueued(b, i, sc)
+	t := task{b: b, i: i, rec: rec, rem: e.remote(r.Segment), sc: sc, wait: true}
+	e.run(&t, stageValidate)
+}
+
+// awaitPin takes task i (request r to rem, valid and admitted, which
+// the selector could not route: err) for failover when r pins a plugin
+// that is down and being restarted (not failed for good), or one that
+// runs here but that the target does not offer now (its own plugin
+// restarting: its descriptor left it out, or it was opened while it
+// did): not INVALID, but a first attempt that failover waits out, within
+// the deadline and the retry budget, as if the plugin had died under it
+// (or, for the target, until its next descriptor). It reports whether it
+// took the task.
+func (e *Executor) awaitPin(b *progress.Batch, i int, r *Request, rem *remote, rec *taskRecord, err error) bool {
+	if r.Transport == "" {
+		return false
+	}
+	for _, ps := range e.plugins {
+		if ps.name != r.Transport || ps.err != nil {
+			continue
+		}
+		var cause error
+		switch {
+		case ps.down():
+			cause = fmt.Errorf("%w: plugin %q, which the request pins, is restarting", ErrPluginFailed, ps.name)
+		case errors.Is(err, selector.ErrUnreachable) && ps.usable() && !rem.Opened[ps.idx]:
+			cause = fmt.Errorf("%w: %w", err, errTargetAway)
+		default:
+			return false
+		}
+		rec.hist.Tried = 1 << ps.idx
+		rec.sent = rem
+		b.Task(i).SetTransport(ps.idx)
+		e.note(b, i, observe.Routed, ps.idx, 0, nil)
+		b.Cut(i)
+		b.Fail(i, cause)
+		return true
+	}
+	return false
+}
+
+// errTargetAway marks a pinned request's first attempt that awaitPin
+// failed because the target does not offer the pinned transport now:
+// failover waits for the target's next descriptor (failover.BlameTarget).
+var errTargetAway = errors.New("waiting for the target to offer it again")
+
+// admit asks the application's Admitter about t (none: the
+// pass-through, which is not even called). It reports whether t goes on
+// now: Later holds it back (the Asker asks again), Reject ends it
+// INVALID.
+func (e *Executor) admit(t *task) bool {
+	if e.path.admit == nil || t.asked {
+		return true
+	}
+	r := &t.rec.req
+	ar := admission.Request{
+		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: t.rem.Name, Tenant: r.Tenant,
+	}
+	now := t.sc.now().UnixNano()
+	d := e.path.admit.Admit(ar, now)
+	switch d.Verdict {
+	case admission.Now:
+		return true
+	case admission.Later:
+		// Should its deadline pass while held, it ends TIMEOUT saying why.
+		why := fmt.Errorf("%w: segment %q: admission held the request back (%s) until its deadline", ErrDeadlineExceeded, t.rem.Name, d.Reason)
+		e.path.later.Hold(admission.Held{B: t.b, ID: t.b.ID(), I: int32(t.i)}, ar, now, t.b.Blame(t.i, why))
+		return false
+	}
+	e.refuse(t, admitErr(t.rem.Name, d))
+	return false
+}
+
+// admitErr is the error of a request admission refused.
+func admitErr(segment string, d admission.Decision) error {
+	return fmt.Errorf("%w: segment %q: admission refused the request (%s)", ErrInvalid, segment, d.Reason)
+}
+
+// laterPort is the executor as the Asker takes held tasks on or ends
+// them through it.
+type laterPort struct{ e *Executor }
+
+// Go takes held task h on: the Admitter said Now. It is validated again
+// (its memory may have been unregistered while it waited) and offered to
+// the qos queue, if any.
+func (p laterPort) Go(h admission.Held) {
+	e := p.e
+	b, i := h.B, int(h.I)
+	rec := e.path.record(b, i)
+	var sc submitCtx
+	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), sc: &sc, asked: true}
+	e.run(&t, stageValidate)
+}
+
+// Refuse ends held task h: the Admitter said Reject.
+func (p laterPort) Refuse(h admission.Held, d admission.Decision) {
+	name := ""
+	if rem := p.e.remote(p.e.path.record(h.B, int(h.I)).req.Segment); rem != nil {
+		name = rem.Name
+	}
+	h.B.Cut(int(h.I))
+	h.B.Finish(int(h.I), progress.Invalid, admitErr(name, d))
+}
+
+// Abandon ends held task h: the engine closed.
+func (p laterPort) Abandon(h admission.Held) {
+	h.B.Cut(int(h.I))
+	h.B.Finish(int(h.I), progress.Failed, fmt.Errorf("%w: engine %q closed while the request was held back by admission", ErrClosed, p.e.name))
+}
+
+// putResult is what put did with a task's slices, for cut.
+type putResult struct {
+	i            int
+	sent, slices int64
+	err          error
+}
+
+// put enqueues t's slices on l, a lane of t's plugin run (held by the
+// caller, between Begin and End), each taking receiver credit first
+// where the transport is two-sided. The caller publishes them (End),
+// then calls cut with the result.
+func (e *Executor) put(t *task, l *progress.Lane) putResult {
+	b, i, r, rem, rt := t.b, t.i, &t.rec.req, t.rem, &t.rt
+	deadline := r.deadline()
+	n := uint64(len(r.Local))
+	ps := rt.ps
+	plan := &t.plan
+	op := ring.OpWrite
+	if r.Op == Read {
+		op = ring.OpRead
+	}
+	token := b.Token(i)
+	d := ring.Descriptor{
+		Op: op, Prio: uint8(r.Priority),
+		LocalRegion: rt.lreg, Peer: rem.ID, RemoteRegion: rt.rreg,
+		Deadline: deadline,
+	}
+	var now int64 // 0: no deadline to check
+	if deadline != 0 {
+		now = t.sc.now().UnixNano()
+	}
+	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
+	res := putResult{i: i, slices: plan.Slices}
+	var hold *credit.Hold // receiver credit: a two-sided transport's slices take some
+	pc := e.creditFor(t.prun, rem)
+	if pc != nil {
+		hold = e.credit.keeper.Begin(b, i, pc, plan.Slice)
+	}
+	for off := uint64(0); off < n; off += plan.Slice {
+		if b.Stopping(i, now) { // canceled or expired while being cut: the rest never leaves
+			break
+		}
+		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
+		if hold != nil && !e.credit.keeper.Take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
+			break // it stopped, or the engine closed, while waiting for credit
+		}
+		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, t.prun.rails, ps, t.sc); !sent {
+			if hold != nil {
+				e.credit.keeper.Unsent(hold, d.Length)
+			}
+			res.err = err
+			break
+		}
+		res.sent++
+	}
+	return res
+}
+
+// putSlice puts slice d of task i of b (token its task's token) on lane
+// l, on the rail rs picks among allowed, and reports whether it went.
+// One that did not is taken back from its rail; err then says why, nil
+// when the task ended meanwhile (canceled, expired) rather than plugin
+// ps failing.
+func putSlice(d *ring.Descriptor, b *progress.Batch, i int, token, allowed uint64, l *progress.Lane, rs *rails.Set, ps *Plugin, sc *submitCtx) (sent bool, err error) {
+	rail := rs.Pick(d.Length, allowed, sc.now)
+	d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
+	if err := l.Put(d, b, i); err != nil {
+		rs.Unsent(rail, d.Length)
+		if errors.Is(err, progress.ErrTaskEnded) {
+			return false, nil
+		}
+		return false, fmt.Errorf("%w: plugin %q: %w", ErrPluginFailed, ps.name, err)
+	}
+	return true, nil
+}
+
+// plan is how the slicer cuts n bytes on run's rails that policy
+// allows, keeping off those in avoid.
+func (e *Executor) plan(run *pluginRun, policy int, n, avoid uint64) slicer.Plan {
+	rs := run.rails
+	return slicer.Cut(slicer.Input{
+		Length: n, Configured: e.sliceSize, Caps: capsOf(run.p.Info),
+		Allowed: rs.Allowed(policy), Every: rs.All(0), Avoid: avoid,
+	})
+}
+
+// cut marks the attempt put enqueued on l (of plugin ps) cut, once its
+// slices are published. The order matters: the attempt is marked cut
+// before the lane is looked at, and failed (or handed to failover) before
+// its unsent slices are given up, which could otherwise settle it
+// COMPLETED.
+func (e *Executor) cut(b *progress.Batch, l *progress.Lane, ps *Plugin, c putResult) {
+	i := c.i
+	b.Cut(i)
+	if c.err == nil && l.Down() {
+		// The plugin died while the slices were being cut: its watcher
+		// may have passed over this task, still being cut.
+		c.err = fmt.Errorf("%w: plugin %q exited", ErrPluginFailed, ps.name)
+	}
+	if c.err != nil {
+		b.Fail(i, c.err)
+	}
+	if c.sent < c.slices {
+		b.Unsent(i, c.slices-c.sent)
+	}
+}
+
+// SubmitWithNotify is Submit, then pend for the tasks [start, end) it
+// added to the batch (host.Engine.SubmitWithNotify: the notification
+// that goes out once they all completed).
+func (e *Executor) SubmitWithNotify(id BatchID, reqs []Request, pend func(b *progress.Batch, start, end int) error) error {
+	if id.b == nil {
+		return fmt.Errorf("%w: submit: zero BatchID", ErrInvalid)
+	}
+	start := id.b.Len()
+	if err := e.Submit(id, reqs...); err != nil {
+		return err
+	}
+	return pend(id.b, start, id.b.Len())
+}
