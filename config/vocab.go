@@ -4,17 +4,9 @@ import "github.com/ferrydev/ferry/internal/intent"
 
 // Intent says what a request is for; policies match on it. It is
 // internal/intent's, which the deciders import in place of config; the
-// host aliases it as host.Intent.
+// host aliases it and its values (host.Intent, host.IntentCheckpoint, ...).
 type Intent = intent.Intent
 
-// Intents a request may declare. "" declares none.
-const (
-	IntentForegroundGet      = intent.ForegroundGet
-	IntentBackgroundPrefetch = intent.BackgroundPrefetch
-	IntentMigration          = intent.Migration
-	IntentCheckpoint         = intent.Checkpoint
-	IntentWeightLoading      = intent.WeightLoading
-)
 
 // Intents lists every known intent. The selector numbers its match bits by
 // this order.

@@ -52,7 +52,7 @@ var ErrForgedGrant = errors.New("the grant does not verify with this engine's cl
 
 func (v *service) Credit(_ context.Context, r *controlv1.CreditRequest) (*controlv1.CreditResponse, error) {
 	s := v.s
-	name, inc := s.h.Identity()
+	name, _ := s.h.Identity()
 	if s.o.Credit == nil {
 		return nil, status.Errorf(codes.Unimplemented, "credit: engine %q grants no receiver credit (credit is off in its configuration)", name)
 	}
@@ -63,15 +63,11 @@ func (v *service) Credit(_ context.Context, r *controlv1.CreditRequest) (*contro
 		s.count(&s.stats.CreditInvalid)
 		return nil, status.Errorf(codes.InvalidArgument, "credit: engine %q: the request needs a sender name of 1 to %d bytes and a sequence number from 1", name, MaxName)
 	}
-	if s.o.Secret != nil {
-		if err := s.signed(a.Sent, r.GetMac(), func() []byte { return creditAskMAC(s.o.Secret, &a) }); err != nil {
-			s.count(&s.stats.CreditForged)
-			return nil, status.Errorf(codes.Unauthenticated, "credit: engine %q refused a credit request claiming to be from %q: %v; every engine of the cluster needs the same cluster_secret", name, a.From, err)
-		}
-	}
-	if a.To != name || a.ToIncarnation == 0 || a.ToIncarnation != inc {
-		s.count(&s.stats.CreditNoHandle)
-		return nil, status.Errorf(codes.FailedPrecondition, "credit: %q asked for credit at segment %q incarnation %#x, but this is %q incarnation %#x: it holds no handle of this engine's segment (or one from before a restart); open the segment again", a.From, a.To, a.ToIncarnation, name, inc)
+	ask := peerAsk{what: "credit", asked: "asked for credit", from: a.From, to: a.To, toInc: a.ToIncarnation, sent: a.Sent, mac: r.GetMac(),
+		want: func() []byte { return creditAskMAC(s.o.Secret, &a) }, forged: &s.stats.CreditForged, elsewhere: &s.stats.CreditNoHandle,
+		hint: ": it holds no handle of this engine's segment (or one from before a restart); open the segment again"}
+	if err := s.checkAsk(&ask); err != nil {
+		return nil, err
 	}
 	g, err := s.o.Credit.Grant(a)
 	if err != nil {
@@ -156,6 +152,40 @@ func boolBit(b bool) uint64 {
 
 // signed checks a request MACed under the server's secret: sent inside
 // the replay window, and mac equal to want's.
+// peerAsk is what checkAsk checks of a peer's call: who sent it, to
+// which life of which engine, when, and its MAC; what names the call in
+// errors, hint ends the error of one addressed elsewhere, and forged and
+// elsewhere are the call's counters of those refusals.
+type peerAsk struct {
+	what, asked       string // "credit", "asked for credit"
+	from, to          string
+	toInc             uint64
+	sent              int64
+	mac               []byte
+	want              func() []byte
+	forged, elsewhere *uint64
+	hint              string
+}
+
+// checkAsk refuses a peer's call not signed with the cluster secret (when
+// the engine has one) and one addressed to another engine, or to another
+// life of this one (its plugins, and what they held for the peer, died
+// with it).
+func (s *Server) checkAsk(a *peerAsk) error {
+	name, inc := s.h.Identity()
+	if s.o.Secret != nil {
+		if err := s.signed(a.sent, a.mac, a.want); err != nil {
+			s.count(a.forged)
+			return status.Errorf(codes.Unauthenticated, "%s: engine %q refused a %s request claiming to be from %q: %v; every engine of the cluster needs the same cluster_secret", a.what, name, a.what, a.from, err)
+		}
+	}
+	if a.to != name || a.toInc == 0 || a.toInc != inc {
+		s.count(a.elsewhere)
+		return status.Errorf(codes.FailedPrecondition, "%s: %q %s at segment %q incarnation %#x, but this is %q incarnation %#x%s", a.what, a.from, a.asked, a.to, a.toInc, name, inc, a.hint)
+	}
+	return nil
+}
+
 func (s *Server) signed(sent int64, mac []byte, want func() []byte) error {
 	if err := s.inWindow(sent); err != nil {
 		return err

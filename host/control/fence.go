@@ -55,7 +55,7 @@ var ErrFenceNotYours = errors.New("the run's connections were opened by another 
 
 func (v *service) Fence(ctx context.Context, r *controlv1.FenceRequest) (*controlv1.FenceResponse, error) {
 	s := v.s
-	name, inc := s.h.Identity()
+	name, _ := s.h.Identity()
 	if s.o.Fence == nil {
 		return nil, status.Errorf(codes.Unimplemented, "fence: engine %q fences nothing (an older engine)", name)
 	}
@@ -65,18 +65,13 @@ func (v *service) Fence(ctx context.Context, r *controlv1.FenceRequest) (*contro
 		s.count(&s.stats.FenceInvalid)
 		return nil, status.Errorf(codes.InvalidArgument, "fence: engine %q: the request needs a sender name and a transport name of 1 to %d bytes and a run other than 0", name, MaxName)
 	}
-	if s.o.Secret != nil {
-		if err := s.signed(a.Sent, r.GetMac(), func() []byte { return fenceMAC(s.o.Secret, &a) }); err != nil {
-			s.count(&s.stats.FenceForged)
-			return nil, status.Errorf(codes.Unauthenticated, "fence: engine %q refused a fence request claiming to be from %q: %v; every engine of the cluster needs the same cluster_secret", name, a.From, err)
-		}
-	}
-	if a.To != name || a.ToIncarnation == 0 || a.ToIncarnation != inc {
-		// Another life of this engine never served the handle's
-		// connections: its plugins died with it. The sender learns that
-		// the segment restarted, which ends its need to fence.
-		s.count(&s.stats.FenceRefused)
-		return nil, status.Errorf(codes.FailedPrecondition, "fence: %q asked to fence at segment %q incarnation %#x, but this is %q incarnation %#x", a.From, a.To, a.ToIncarnation, name, inc)
+	// Another life of this engine never served the handle's connections:
+	// its plugins died with it. The sender learns that the segment
+	// restarted, which ends its need to fence.
+	ask := peerAsk{what: "fence", asked: "asked to fence", from: a.From, to: a.To, toInc: a.ToIncarnation, sent: a.Sent, mac: r.GetMac(),
+		want: func() []byte { return fenceMAC(s.o.Secret, &a) }, forged: &s.stats.FenceForged, elsewhere: &s.stats.FenceRefused}
+	if err := s.checkAsk(&ask); err != nil {
+		return nil, err
 	}
 	res, err := s.o.Fence.Fence(ctx, a)
 	if err != nil {
