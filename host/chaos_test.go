@@ -487,6 +487,9 @@ func runChaos(t *testing.T, name, extra string) {
 	if len(twice) != 0 {
 		t.Errorf("%d tasks passed the audit stage more than once, the first %+v", len(twice), twice[0])
 	}
+	if extra == "" && passed != n+r.stallAll {
+		t.Errorf("%d tasks passed the audit stage, want the run's %d and its %d stall tasks, each once", passed, n, r.stallAll)
+	}
 	if held := int(quick(e).QoS.Dropped); passed+held < n {
 		t.Errorf("%d tasks passed the audit stage, %d ended held: want at least the run's %d", passed, held, n)
 	}
