@@ -424,37 +424,20 @@ func (c *creditState) ask(pc *peerCredit) {
 	}
 }
 
-// laneObserver is what every lane of a plugin reports its completions
-// to: the rail set, and receiver credit when it is on.
-type laneObserver struct {
-	*rails.Set
-	c *creditState
-}
-
-func (o laneObserver) Reaped(ds []ring.Descriptor) {
-	o.Set.Reaped(ds)
-	if o.c != nil && o.c.active.Load() > 0 {
-		o.c.reaped(ds)
-	}
-}
-
-// observeLanes returns the lane observer over rs.
-func (e *Engine) observeLanes(rs *rails.Set) progress.Observer {
-	if e.credit == nil {
-		return rs
-	}
-	return laneObserver{rs, e.credit}
-}
-
-// railsOf returns the rail set under a lane observer observeLanes built.
-func railsOf(o progress.Observer) *rails.Set {
-	switch o := o.(type) {
-	case *rails.Set:
-		return o
-	case laneObserver:
-		return o.Set
-	}
-	return nil
+// reapedHook is the tracker's hook for the completions every lane
+// reaps: they go to the rail set of the plugin run that owns the lane
+// (progress.Lane.Owner, which pluginHooks sets), and to receiver credit
+// when it is on.
+func (e *Engine) reapedHook() progress.Hook {
+	c := e.credit
+	return progress.Hook{Reaped: func(l *progress.Lane, ds []ring.Descriptor) {
+		if rs, ok := l.Owner.(*rails.Set); ok {
+			rs.Reaped(ds)
+		}
+		if c != nil && c.active.Load() > 0 {
+			c.reaped(ds)
+		}
+	}}
 }
 
 // CreditStats is this engine's receiver credit at one receiver, as a

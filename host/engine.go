@@ -213,8 +213,12 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		e.sliceSize = 1 << 20
 	}
 	e.topo = topology.Discover(topology.Root, interfaceAddrs)
-	e.tracker.OnFailure(e.onFailure)
-	e.tracker.OnHold(e.onHold)
+	// The tracker's hooks, in the order it calls them: failover (a
+	// failed attempt), aborts (a held task), admission (grants given back
+	// at a task's end), the meter and the observer, rails and credit (a
+	// lane's reaped completions).
+	e.tracker.Hook(progress.Hook{Failed: e.onFailure})
+	e.tracker.Hook(progress.Hook{Held: e.onHold})
 	e.aborts.wake = make(chan struct{}, 1)
 	e.mem = localmem.New(cfg.Name, controlTimeout)
 	e.segs = remotes.New(e.machineID, controlTimeout)
@@ -232,11 +236,12 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	e.lockedCallers = o.locked
 	e.attachMetrics(&o)
 	e.attachTrace(&o)
-	e.wirePath(o.path)
 	if err := e.wireQoS(); err != nil {
 		return nil, err
 	}
+	e.wirePath(o.path)
 	e.credit = newCredit(e)
+	e.tracker.Hook(e.reapedHook())
 	if err := e.openMetastore(ctx); err != nil {
 		return nil, err
 	}
@@ -385,7 +390,7 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	ps.sv = e.supervisor.Start(ctx, spec, e.pluginHooks(ps))
 	if ps.err = ps.sv.Err(); ps.err != nil {
 		if r := ps.sv.Run(); r != nil { // for Plugins and PluginPID
-			rs := railsOf(r.Observer)
+			rs := railsOf(r.Owner)
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		}
@@ -393,19 +398,26 @@ func (e *Engine) startPlugin(ctx context.Context, idx int32, pc config.Plugin) *
 	return ps
 }
 
+// railsOf returns the rail set a run's lanes are owned by (pluginHooks'
+// Owner built it), nil for none.
+func railsOf(owner any) *rails.Set {
+	rs, _ := owner.(*rails.Set)
+	return rs
+}
+
 // pluginHooks is what the engine does around each run of ps: the one
 // place where plugin lifecycle meets rails, tasks, memory, peers and the
 // descriptor.
 func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 	return supervisor.Hooks{
-		Observer: func(probe sdk.ProbeResult) progress.Observer {
+		Owner: func(probe sdk.ProbeResult) any {
 			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
-				return e.observeLanes(rs)
+				return rs
 			}
-			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies))
+			return rails.NewSet(ps.name, probe.Rails, e.cfg.Rails, e.cfg.Policies)
 		},
 		Up: func(r *supervisor.Run) {
-			rs := railsOf(r.Observer) // Observer built it
+			rs := railsOf(r.Owner) // Owner built it
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		},
@@ -416,7 +428,7 @@ func (e *Engine) pluginHooks(ps *pluginState) supervisor.Hooks {
 			if fenced != nil {
 				fenced(err)
 			}
-			railsOf(r.Observer).ForgetAll()
+			railsOf(r.Owner).ForgetAll()
 			e.creditDown(r.Proc.Info.TwoSided)
 			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
 		},
