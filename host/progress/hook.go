@@ -104,8 +104,10 @@ type hooks struct {
 	endedHeld, endedRunHeld     bool
 	flush                       []func(*Run)
 	reaped                      []func(*Lane, []ring.Descriptor)
-	// timed: a hook is told of transitions, with their times.
-	timed bool
+	// timed: a hook is told of transitions, with their times. ends: a
+	// hook is told of ends (Ended, RunEnded or Flush), so that a chain
+	// of failover and aborts alone costs a task's end one branch.
+	timed, ends bool
 }
 
 // endInRun is one hook's end of a task in a run: its RunEnded, else its
@@ -151,6 +153,7 @@ func chainOf(hs []Hook) *hooks {
 		}
 	}
 	c.timed = len(c.settled)+len(c.endedRun) > 0
+	c.ends = len(c.endedRun)+len(c.flush) > 0
 	if len(c.failed)+len(c.held)+len(c.settled)+len(c.endedRun)+len(c.flush)+len(c.reaped) == 0 {
 		return nil
 	}

@@ -644,7 +644,7 @@ func (b *Batch) ended(i int, s State, at int64, r *Run, settled bool) {
 	if t.held.Load() && t.held.CompareAndSwap(true, false) {
 		b.tracker.held.Add(-1)
 	}
-	if h := b.hooks; h != nil {
+	if h := b.hooks; h != nil && h.ends {
 		b.tellEnded(h, i, s, at, r, settled)
 	}
 	b.taskDone()
