@@ -162,9 +162,12 @@ func chainOf(hs []Hook) *hooks {
 
 // Hook adds h at the end of the tracker's chain: for each event, the
 // hooks registered before h are called before it. Register every hook
-// before the first Allocate and before a lane polls with the tracker:
-// the chain is read without a lock.
+// before the first Allocate (Hook panics after it) and before a lane
+// polls with the tracker: the chain is read without a lock.
 func (t *Tracker) Hook(h Hook) {
+	if t.used.Load() != 0 {
+		panic("progress: Tracker.Hook after the first Allocate")
+	}
 	t.chain = append(t.chain, h)
 	t.hooks = chainOf(t.chain)
 }

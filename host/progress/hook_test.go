@@ -105,6 +105,20 @@ func TestHookOrder(t *testing.T) {
 	}
 }
 
+// TestHookAfterAllocatePanics: a hook registered once batches were
+// handed out would miss their tasks' events; Hook refuses it.
+func TestHookAfterAllocatePanics(t *testing.T) {
+	tr := NewTracker(1)
+	b, _ := tr.Allocate(1)
+	tr.Free(b)
+	defer func() {
+		if recover() == nil {
+			t.Error("Hook after Allocate did not panic")
+		}
+	}()
+	tr.Hook(Hook{Ended: func(*Batch, int, State, int64) {}})
+}
+
 // TestHookFirstTakerWins: a failed attempt is offered down the chain
 // until a hook takes it; the hooks after the taker are not asked, and the
 // task stays pending for the taker. Once nobody takes it, it ends FAILED.
