@@ -617,7 +617,9 @@ func (b *Batch) settle(i int, at int64, r *Run) {
 		s = Failed
 	}
 	// In a run, an attempt that settles without failing ends its task:
-	// a hook with RunEnded hears of both with one call.
+	// a hook with RunEnded hears of both with one call. The hooks are
+	// told only while the task is pending, and under its hold (Noting)
+	// when one of them needs it.
 	settled := r != nil && s != Failed
 	if h := b.hooks; h != nil {
 		fs, held := h.settled, h.settledHeld
@@ -625,7 +627,18 @@ func (b *Batch) settle(i int, at int64, r *Run) {
 			fs, held = h.settledRun, h.settledRunHeld
 		}
 		if len(fs) > 0 {
-			b.tellSettled(i, fs, held, at)
+			if held {
+				t.noting.Lock()
+			}
+			if !State(t.state.Load()).Terminal() {
+				st := ring.Status(t.status.Load())
+				for _, f := range fs {
+					f(b, i, st, at)
+				}
+			}
+			if held {
+				t.noting.Unlock()
+			}
 		}
 	}
 	if s == Failed && b.offer(i, nil) {
@@ -637,15 +650,43 @@ func (b *Batch) settle(i int, at int64, r *Run) {
 }
 
 // ended counts task i, which this caller moved to s, as done and tells
-// the hooks, with at; in run r, those with RunEnded with it (settled:
-// see Hook.RunEnded).
+// the hooks, with at, under the task's hold when one of them needs it;
+// in run r, those with RunEnded with it (settled: see Hook.RunEnded),
+// and then, when it is the batch's last end, the Flush hooks.
 func (b *Batch) ended(i int, s State, at int64, r *Run, settled bool) {
 	t := &b.tasks[i]
 	if t.held.Load() && t.held.CompareAndSwap(true, false) {
 		b.tracker.held.Add(-1)
 	}
 	if h := b.hooks; h != nil && h.ends {
-		b.tellEnded(h, i, s, at, r, settled)
+		held := h.endedHeld
+		if r != nil {
+			held = h.endedRunHeld
+		}
+		if held {
+			t.noting.Lock()
+		}
+		if r == nil {
+			for _, f := range h.ended {
+				f(b, i, s, at)
+			}
+		} else {
+			for k := range h.endedRun {
+				if e := &h.endedRun[k]; e.run != nil {
+					e.run(r, b, i, s, settled)
+				} else {
+					e.end(b, i, s, at)
+				}
+			}
+		}
+		if held {
+			t.noting.Unlock()
+		}
+		if r != nil && len(h.flush) > 0 && b.done.Load()+1 >= b.n.Load() { // the batch's last end: flushed before its waiter sees it done
+			for _, f := range h.flush {
+				f(r)
+			}
+		}
 	}
 	b.taskDone()
 }
