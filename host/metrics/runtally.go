@@ -9,7 +9,7 @@ import (
 )
 
 // RunTally is one lane poller's count of the requests that ended in its
-// current run of completions (progress.RunWatcher): their ends by
+// current run of completions (progress.Hook's RunEnded): their ends by
 // transport, op, priority and state, their bytes and their end_to_end
 // times, in plain integers that Flush adds to the meter's atomics once
 // per run, for each kind of request the run ended (a run of a dozen

@@ -8,7 +8,6 @@ import (
 	"github.com/ferrydev/ferry/host/admission"
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/progress"
-	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // The qos block's admission queue, wired into the request path: the
@@ -35,8 +34,9 @@ type qosQueue struct {
 }
 
 // wireQoS builds the admission queue of the qos block, if there is one,
-// and has the tracker tell it of every task's end; New calls it after
-// wirePath, before the first batch is allocated.
+// and has the tracker tell it of every task's end; New calls it before
+// wirePath (a task's grant goes back before the meter and the observer
+// hear of its end), before the first batch is allocated.
 func (e *Executor) wireQoS() error {
 	qc := e.cfg.QoS
 	if !qc.On {
@@ -49,26 +49,25 @@ func (e *Executor) wireQoS() error {
 	}
 	e.path.qos = &qosQueue{d: d, perClass: qc.Lanes == config.QoSLanesPerClass, grants: d.Grants()}
 	if e.path.qos.grants {
-		e.tracker.Watch(e.qosWatcher())
+		e.tracker.Hook(e.qosHook())
 	}
 	return nil
 }
 
-// qosWatcher is the tracker's watcher with a qos block: it gives each
-// task's budgets back at its end, then passes the transition on to the
-// watcher wirePath set, if any (the observer's, or the meter's, which
-// would otherwise count nothing). Only the observer needs the task's
-// hold; without it the watcher is Unheld, so that a task's end takes no
-// lock for admission's sake.
-func (e *Executor) qosWatcher() progress.Watcher {
-	switch {
-	case e.path.obs != nil:
-		return qosWatcher{e: e, next: pathWatcher{e}}
-	case e.path.meter != nil:
-		m := meterWatcher{pathWatcher{e}}
-		return qosMeter{qosUnheld{qosWatcher{e: e, next: m}}, m}
-	}
-	return qosUnheld{qosWatcher{e: e}}
+// qosHook is the tracker's hook with a qos block: it gives each task's
+// budgets back at its end. Giving a grant back needs no order against
+// the task's other reports (Granted and GiveBack settle who gives it
+// back with one compare-and-swap), so it is Unordered: a task's end
+// takes no lock for admission's sake. It has no RunEnded: in a lane's
+// run of completions it is told with Ended, and the meter after it still
+// counts the run's ends in its tally, once per run.
+func (e *Executor) qosHook() progress.Hook {
+	d := e.path.qos.d
+	return progress.Hook{Unordered: true, Ended: func(b *progress.Batch, i int, s progress.State, _ int64) {
+		if tg := e.path.grantOf(b, i); tg != nil && tg.Holding() {
+			d.GiveBack(tg, s == progress.Completed)
+		}
+	}}
 }
 
 // qosConfig converts the qos block to the queue's settings.
@@ -149,59 +148,9 @@ func (p *requestPath) grantOf(b *progress.Batch, i int) *admission.TaskGrant {
 }
 
 // granted records that task i of b holds g of the queue's budgets, given
-// back when the task ends (qosWatcher).
+// back when the task ends (qosHook).
 func (e *Executor) granted(b *progress.Batch, i int, g admission.Grant) {
 	e.path.qos.d.Granted(e.path.grantOf(b, i), g, b.State(i, 0).Terminal())
-}
-
-// qosWatcher gives a task's budgets back when it ends, then tells the
-// watcher before it (the observer's), if any.
-type qosWatcher struct {
-	e    *Executor
-	next progress.Watcher
-}
-
-// qosUnheld is qosWatcher where nothing after it needs the task's hold
-// (progress.Unheld): giving a grant back needs no order against the
-// task's other reports (granted and giveBack settle who gives it back
-// with one compare-and-swap).
-type qosUnheld struct{ qosWatcher }
-
-func (qosUnheld) Unheld() {}
-
-// qosMeter is qosUnheld before the meter: a progress.RunWatcher, so that
-// the meter counts a lane's run of ends in its tally and publishes it
-// once per run (issue 14's batching), as it does without a qos block.
-type qosMeter struct {
-	qosUnheld
-	m meterWatcher
-}
-
-func (w qosMeter) RunEnded(r *progress.Run, b *progress.Batch, i int, s progress.State, settled bool) {
-	w.giveBack(b, i, s)
-	w.m.RunEnded(r, b, i, s, settled)
-}
-
-func (w qosMeter) Flush(r *progress.Run) { w.m.Flush(r) }
-
-func (w qosWatcher) Settled(b *progress.Batch, i int, st ring.Status, at int64) {
-	if w.next != nil {
-		w.next.Settled(b, i, st, at)
-	}
-}
-
-func (w qosWatcher) Ended(b *progress.Batch, i int, s progress.State, at int64) {
-	w.giveBack(b, i, s)
-	if w.next != nil {
-		w.next.Ended(b, i, s, at)
-	}
-}
-
-// giveBack gives task i's budgets back at its end (s), if it holds any.
-func (w qosWatcher) giveBack(b *progress.Batch, i int, s progress.State) {
-	if tg := w.e.path.grantOf(b, i); tg != nil && tg.Holding() {
-		w.e.path.qos.d.GiveBack(tg, s == progress.Completed)
-	}
 }
 
 // qosPort is the executor as the dispatcher resumes and abandons held

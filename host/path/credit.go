@@ -125,35 +125,30 @@ func (e *Executor) creditDown(twoSided bool) {
 	}
 }
 
-// laneObserver is what every lane of a plugin reports its completions
-// to: the rail set, and receiver credit when it is on.
-type laneObserver struct {
-	*rails.Set
-	k *credit.Keeper
-}
-
-func (o laneObserver) Reaped(ds []ring.Descriptor) {
-	o.Set.Reaped(ds)
-	o.k.Reaped(ds)
-}
-
-// observeLanes returns the lane observer over rs.
-func (e *Executor) observeLanes(rs *rails.Set) progress.Observer {
-	if e.credit == nil {
-		return rs
+// reapedHook is the tracker's hook for the completions every lane
+// reaps: they go to the rail set of the plugin run that owns the lane
+// (progress.Lane.Owner, which the plugins' hooks set), and to receiver
+// credit when it is on.
+func (e *Executor) reapedHook() progress.Hook {
+	var k *credit.Keeper
+	if e.credit != nil {
+		k = e.credit.keeper
 	}
-	return laneObserver{rs, e.credit.keeper}
+	return progress.Hook{Reaped: func(l *progress.Lane, ds []ring.Descriptor) {
+		if rs, ok := l.Owner.(*rails.Set); ok {
+			rs.Reaped(ds)
+		}
+		if k != nil {
+			k.Reaped(ds)
+		}
+	}}
 }
 
-// railsOf returns the rail set under a lane observer observeLanes built.
-func railsOf(o progress.Observer) *rails.Set {
-	switch o := o.(type) {
-	case *rails.Set:
-		return o
-	case laneObserver:
-		return o.Set
-	}
-	return nil
+// railsOf returns the rail set a run's lanes are owned by (the plugins'
+// hooks' Owner built it), nil for none.
+func railsOf(owner any) *rails.Set {
+	rs, _ := owner.(*rails.Set)
+	return rs
 }
 
 // CreditStats is this engine's receiver credit at one receiver, as a

@@ -136,14 +136,20 @@ func New(d Deps) (*Executor, error) {
 	}
 	e.fences = fence.New(fencePort{e}, fenceTimeout)
 	e.retries = e.newRetries()
-	e.tracker.OnFailure(e.onFailure)
-	e.tracker.OnHold(e.onHold)
+	// The tracker's hooks, in the order it calls them: failover (a
+	// failed attempt), aborts (a held task), admission (grants given back
+	// at a task's end, before the meter and the observer hear of it), the
+	// meter and the observer, rails and credit (a lane's reaped
+	// completions).
+	e.tracker.Hook(progress.Hook{Failed: e.onFailure})
+	e.tracker.Hook(progress.Hook{Held: e.onHold})
 	e.aborts.wake = make(chan struct{}, 1)
-	e.wirePath(d.Options)
 	if err := e.wireQoS(); err != nil {
 		return nil, err
 	}
+	e.wirePath(d.Options)
 	e.credit = newCredit(e)
+	e.tracker.Hook(e.reapedHook())
 	return e, nil
 }
 

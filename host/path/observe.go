@@ -39,7 +39,7 @@ import (
 // on two cores). Nor does the meter read the clock per request: a task
 // is queued at its Submit call's time (read once per call, and the one
 // the default deadline is computed from) and settles and ends at its
-// reaped run's (read once per run of completions, progress.Watcher); only
+// reaped run's (read once per run of completions, progress.Hook); only
 // the tasks the meter samples (metrics.SampleEvery) read it at admission
 // and submission.
 
@@ -96,11 +96,8 @@ func (e *Executor) wirePath(o Options) {
 		e.path.later = admission.NewAsker(e.path.admit, e.tracker, laterPort{e}, e.quit)
 	}
 	e.path.records = make([]*batchRecords, e.tracker.Slots())
-	switch {
-	case e.path.obs != nil:
-		e.tracker.Watch(pathWatcher{e})
-	case e.path.meter != nil: // it only counts: no order to keep, no lock to take
-		e.tracker.Watch(meterWatcher{pathWatcher{e}})
+	if e.path.watched() {
+		e.tracker.Hook(pathWatcher{e}.hook())
 	}
 }
 
@@ -460,13 +457,23 @@ func (e *Executor) transportName(tr int32) string {
 type pathWatcher struct{ e *Executor }
 
 // meterWatcher is pathWatcher for the meter alone, which the tracker
-// calls without the task's hold (progress.Unheld). A task that ends in a
-// lane poller's run of completions is counted with one call, RunEnded,
-// into the run's tally (metrics.RunTally), which the poller flushes into
-// the meter at the run's end (progress.RunWatcher).
+// calls without the task's hold (progress.Hook.Unordered). A task that
+// ends in a lane poller's run of completions is counted with one call,
+// RunEnded, into the run's tally (metrics.RunTally), which the poller
+// flushes into the meter at the run's end (Flush).
 type meterWatcher struct{ pathWatcher }
 
-func (meterWatcher) Unheld() {}
+// hook is w as the tracker's hook: the observer's, called under the
+// task's hold, which orders what it is told of the task; without an
+// observer, the meter's, which only counts: no order to keep, no lock to
+// take, and a run's ends counted in its tally.
+func (w pathWatcher) hook() progress.Hook {
+	if w.e.path.obs != nil {
+		return progress.Hook{Settled: w.Settled, Ended: w.Ended}
+	}
+	m := meterWatcher{w}
+	return progress.Hook{Unordered: true, Settled: w.Settled, Ended: w.Ended, RunEnded: m.RunEnded, Flush: m.Flush}
+}
 
 // RunEnded counts task i's end (s) in run r's tally, timed end to end
 // at the run's time; settled, the attempt settled in r as well, which

@@ -5,7 +5,6 @@ import (
 
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
-	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -39,20 +38,25 @@ func TestCapsOf(t *testing.T) {
 }
 
 // TestQoSWatcherBatchesTheMeter: with a qos block that keeps grants and
-// metrics on (no observer), the tracker's watcher is a RunWatcher, so the
-// meter counts a lane's run of ends in its tally and publishes it once
-// per run, as without a qos block; with an observer it is the held
-// watcher the observer needs.
+// metrics on (no observer), the tracker's hooks are the qos hook, told
+// of ends alone and without the task's hold, and the meter's, which
+// counts a lane's run of ends in its tally and publishes it once per run
+// (RunEnded, Flush), as without a qos block; with an observer the path's
+// hook is the held one the observer needs.
 func TestQoSWatcherBatchesTheMeter(t *testing.T) {
 	e := &Executor{}
 	e.path.meter = &metrics.Meter{}
-	w := e.qosWatcher()
-	if _, ok := w.(progress.RunWatcher); !ok {
-		t.Fatalf("qos watcher before the meter is %T, not a progress.RunWatcher", w)
+	q := e.qosHook()
+	if !q.Unordered || q.Ended == nil || q.Settled != nil || q.RunEnded != nil || q.Flush != nil {
+		t.Fatalf("qos hook %+v: want Unordered, told of ends alone", q)
+	}
+	m := pathWatcher{e}.hook()
+	if !m.Unordered || m.RunEnded == nil || m.Flush == nil || m.Ended == nil {
+		t.Fatalf("meter's hook %+v: want Unordered, counting runs (RunEnded, Flush)", m)
 	}
 	e.path.obs = dropEvents{}
-	if _, ok := e.qosWatcher().(progress.Unheld); ok {
-		t.Fatal("with an observer the qos watcher is Unheld; the observer needs the task's hold")
+	if (pathWatcher{e}).hook().Unordered {
+		t.Fatal("with an observer the path's hook is Unordered; the observer needs the task's hold")
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/ferrydev/ferry/config"
-	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/sdk"
@@ -33,7 +32,7 @@ func (e *Executor) StartPlugin(ctx context.Context, name string, spec supervisor
 	ps.sv = e.supervisor.Start(ctx, spec, e.hooks(ps, lc))
 	if ps.err = ps.sv.Err(); ps.err != nil {
 		if r := ps.sv.Run(); r != nil { // for status and tests' PluginPID
-			rs := railsOf(r.Observer)
+			rs := railsOf(r.Owner)
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		}
@@ -47,14 +46,14 @@ func (e *Executor) StartPlugin(ctx context.Context, name string, spec supervisor
 func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
 	blocks, policyRails := railFacts(e.cfg)
 	return supervisor.Hooks{
-		Observer: func(probe sdk.ProbeResult) progress.Observer {
+		Owner: func(probe sdk.ProbeResult) any {
 			if rs := ps.rails.Load(); rs != nil && rs.SameRails(probe.Rails) {
-				return e.observeLanes(rs)
+				return rs
 			}
-			return e.observeLanes(rails.NewSet(ps.name, probe.Rails, blocks, policyRails))
+			return rails.NewSet(ps.name, probe.Rails, blocks, policyRails)
 		},
 		Up: func(r *supervisor.Run) {
-			rs := railsOf(r.Observer) // Observer built it
+			rs := railsOf(r.Owner) // Owner built it
 			ps.cur.Store(&pluginRun{sv: r, p: r.Proc, lanes: r.Lanes, endpoint: r.Endpoint, rails: rs})
 			ps.rails.Store(rs)
 		},
@@ -65,7 +64,7 @@ func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
 			if fenced != nil {
 				fenced(err)
 			}
-			railsOf(r.Observer).ForgetAll()
+			railsOf(r.Owner).ForgetAll()
 			e.creditDown(r.Proc.Info.TwoSided)
 			e.log.Error("plugin down; its in-flight tasks failed; restarting it", "plugin", ps.name, "pid", r.Proc.PID(), "reason", why, "tasks", n)
 		},

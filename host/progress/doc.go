@@ -2,12 +2,16 @@
 // of each plugin lane (submission and completion rings), publishing a
 // task's slices as the slicer planned them, reaping completions, and
 // folding slice outcomes into per-task and per-batch state with exactly
-// one terminal state per task. A Watcher (the engine's observer) is told
-// of each attempt's settling and each task's end, with the time a lane's
-// poller read once for the run of completions it reaped (Clock), so that
-// the engine's metrics read no clock per task; a RunWatcher (the
-// engine's meter) counts a run's ends in a tally of the lane's Run and
-// publishes it once per run (Tracker.ApplyRun, FlushRun). It holds
+// one terminal state per task. It tells the rest of the engine what
+// becomes of tasks through one ordered chain of hooks (Hook,
+// Tracker.Hook): a failed attempt, offered to failover; a task held, for
+// its aborts; each attempt's settling and each task's end, with the time
+// a lane's poller read once for the run of completions it reaped
+// (Clock), so that the engine's metrics read no clock per task, and, for
+// the meter, a run's ends counted in a tally of the lane's Run and
+// published once per run (Tracker.ApplyRun, FlushRun); and each run of
+// completions a lane reaps, for the rail set and credit of its owner
+// (Lane.Owner). It holds
 // plugins to the completion contract: every completion is checked
 // against what was sent (each field of its token, an outstanding
 // slice, its bytes), and what breaks the contract is dropped and counted
@@ -17,7 +21,7 @@
 // of it are out is held, not ended (Batch.Finish), until every slice is
 // back or its plugin is gone (FailTransport, Release); the tracker counts
 // held tasks (Held, HeldBy) for the supervisor's grace rule and tells the
-// engine of each (OnHold) so that the plugin is asked to abort them.
+// engine of each (Hook.Held) so that the plugin is asked to abort them.
 //
 // Freed batches keep their task storage for later ones of their size
 // class (SizeClass, ClassPools), so that a warm engine's batches pay no

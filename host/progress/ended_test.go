@@ -29,9 +29,9 @@ func (w *endWatch) Ended(_ *Batch, i int, s State, _ int64) {
 func TestCancelWaitsForSlicesOut(t *testing.T) {
 	tr := NewTracker(4)
 	w := &endWatch{ended: map[int][]State{}}
-	tr.Watch(w)
+	tr.Hook(Hook{Settled: w.Settled, Ended: w.Ended})
 	var holds []int
-	tr.OnHold(func(b *Batch, i int) { holds = append(holds, i) })
+	tr.Hook(Hook{Held: func(b *Batch, i int) { holds = append(holds, i) }})
 	b, _ := tr.Allocate(2)
 	i := b.Reserve(3<<20, 0)
 	b.SetSlices(i, 3)
@@ -109,7 +109,7 @@ func TestCancelWithNothingOut(t *testing.T) {
 func TestFailTransportReleasesHeld(t *testing.T) {
 	tr := NewTracker(4)
 	offered := 0
-	tr.OnFailure(func(*Batch, int, error) bool { offered++; return true })
+	tr.Hook(Hook{Failed: func(*Batch, int, error) bool { offered++; return true }})
 	b, _ := tr.Allocate(2)
 	i := b.Reserve(10, 0)
 	j := b.Reserve(10, Now()-1)
@@ -163,9 +163,9 @@ func TestCancelRacesCompletions(t *testing.T) {
 	for round := range 50 {
 		tr := NewTracker(4)
 		w := &endWatch{ended: map[int][]State{}}
-		tr.Watch(w)
+		tr.Hook(Hook{Settled: w.Settled, Ended: w.Ended})
 		var holds atomic.Int64
-		tr.OnHold(func(*Batch, int) { holds.Add(1) })
+		tr.Hook(Hook{Held: func(*Batch, int) { holds.Add(1) }})
 		b, _ := tr.Allocate(tasks)
 		for range tasks {
 			i := b.Reserve(slices, 0)

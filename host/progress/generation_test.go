@@ -42,14 +42,20 @@ func (p *pluginEnd) complete(token uint64, gen uint32, length uint64) {
 	}
 }
 
-// seen records the tokens a lane's Observer is shown.
+// seen records the tokens a lane's Reaped hooks are shown: the lane's
+// Owner, as the engine's rail set is.
 type seen struct{ tokens []uint64 }
 
-func (s *seen) Reaped(ds []ring.Descriptor) {
+// seeReaped is the Reaped hook that feeds each lane's seen.
+var seeReaped = Hook{Reaped: func(l *Lane, ds []ring.Descriptor) {
+	s, ok := l.Owner.(*seen)
+	if !ok {
+		return // a lane of another test's
+	}
 	for _, d := range ds {
 		s.tokens = append(s.tokens, d.Token)
 	}
-}
+}}
 
 func newTestLane(tb testing.TB, gen uint32) *Lane {
 	tb.Helper()
@@ -58,7 +64,7 @@ func newTestLane(tb testing.TB, gen uint32) *Lane {
 		tb.Fatal(err)
 	}
 	l.SetGeneration(gen)
-	l.Observer = &seen{}
+	l.Owner = &seen{}
 	tb.Cleanup(func() { l.Close(false) })
 	return l
 }
@@ -67,6 +73,7 @@ func newTestLane(tb testing.TB, gen uint32) *Lane {
 // into one slice: b.Token(i) is the token its completion carries.
 func oneTask(length uint64) (tr *Tracker, b *Batch, i int) {
 	tr = NewTracker(4)
+	tr.Hook(seeReaped)
 	b, _ = tr.Allocate(1)
 	i = b.Reserve(length, 0)
 	b.SetSlices(i, 1)
@@ -104,7 +111,7 @@ func TestStaleGenerationDropped(t *testing.T) {
 	if l.Stale() != 2 || b.Task(i).Bytes() != 100 || b.done.Load() != 1 || l.InFlight() != 0 {
 		t.Fatalf("a second completion reached the task: stale %d, bytes %d, tasks ended %d, in flight %d", l.Stale(), b.Task(i).Bytes(), b.done.Load(), l.InFlight())
 	}
-	if got := l.Observer.(*seen).tokens; len(got) != 1 || got[0] != b.Token(i) {
+	if got := l.Owner.(*seen).tokens; len(got) != 1 || got[0] != b.Token(i) {
 		t.Fatalf("the observer saw %#x, want only the task's own completion", got)
 	}
 }
@@ -151,7 +158,7 @@ func TestProbe(t *testing.T) {
 	if l.ProbeAck() != 1 || l.InFlight() != 0 || l.Completed() != 0 || b.State(i, Now()) != Pending {
 		t.Fatalf("probe ack %d, in flight %d, completed %d, task %v; want 1, 0, 0, PENDING", l.ProbeAck(), l.InFlight(), l.Completed(), b.State(i, Now()))
 	}
-	if got := l.Observer.(*seen).tokens; len(got) != 0 {
+	if got := l.Owner.(*seen).tokens; len(got) != 0 {
 		t.Fatalf("the observer saw probe answers %#x", got)
 	}
 }

@@ -94,26 +94,18 @@ type Lane struct {
 	reaperAct atomic.Uint32
 
 	// buf receives completions; whoever holds reapMu uses it. A buffer
-	// of the caller's would escape to the heap through Observer, on every
-	// wait.
+	// of the caller's would escape to the heap through the Reaped hooks,
+	// on every wait.
 	buf [64]ring.Descriptor
 	// run is the run of completions being reaped, for the tracker's
-	// watcher (Tracker.ApplyRun); whoever holds reapMu uses it.
+	// hooks (Tracker.ApplyRun); whoever holds reapMu uses it.
 	run Run
 
-	// Observer, when set, sees each run of completions the lane reaps,
-	// before the tracker folds them into tasks. Set it before the lane is
-	// reaped or polled; it is called with the reap lock held, so never
-	// concurrently for one lane (but concurrently for different lanes).
-	Observer Observer
-}
-
-// Observer learns of completions as they are reaped, before the tracker
-// folds them into tasks: the engine feeds its rail sprayers from it (a
-// completion's token names its rail). It reads the clock itself, if it
-// needs it: the clock is a noticeable cost on some machines.
-type Observer interface {
-	Reaped(ds []ring.Descriptor)
+	// Owner is whose lane it is, for the tracker's Reaped hooks (see
+	// Hook): the engine sets its plugin run's rail set, which its hook
+	// feeds each run of completions the lane reaps. Set it before the
+	// lane is reaped or polled.
+	Owner any
 }
 
 // NewLane creates the two rings of a lane in sealed memfds.
@@ -635,14 +627,16 @@ func (l *Lane) Poll(t *Tracker) int {
 			k++
 		}
 		tasks := int64(k)
-		if l.Observer != nil && k > 0 {
-			l.Observer.Reaped(buf[:k])
+		if h := t.hooks; h != nil && k > 0 {
+			for _, f := range h.reaped {
+				f(l, buf[:k])
+			}
 		}
 		// One clock read for the run, after it was dequeued (every
 		// completion of it came back before this time), for the tracker's
-		// watcher: the metrics time each task's settling and end from it
-		// rather than read the clock per task, and a RunWatcher counts
-		// the run's ends in its tally, flushed at the run's end.
+		// hooks: the metrics time each task's settling and end from it
+		// rather than read the clock per task, and a hook with RunEnded
+		// counts the run's ends in its tally, flushed at the run's end.
 		run := &l.run
 		run.At = 0
 		if k > 0 && t.Timed() {

@@ -387,13 +387,13 @@ func TestPutGivesUpWhenTaskEnds(t *testing.T) {
 	}
 }
 
-// A failed attempt is offered to the failure hook once and, taken, leaves
+// A failed attempt is offered to the Failed hook once and, taken, leaves
 // the task pending; after Retry, completions of the earlier attempt are
 // dropped and the task ends once, with the new attempt's bytes.
 func TestRetryDropsEarlierAttempt(t *testing.T) {
 	tr := NewTracker(4)
 	offered := 0
-	tr.OnFailure(func(b *Batch, i int, err error) bool { offered++; return true })
+	tr.Hook(Hook{Failed: func(b *Batch, i int, err error) bool { offered++; return true }})
 	b, err := tr.Allocate(1)
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// runWatcher records what a tracker tells a RunWatcher.
+// runWatcher records what a tracker tells a hook with RunEnded.
 type runWatcher struct {
 	settled  map[int]ring.Status
 	ended    map[int]State // told with Ended
@@ -29,7 +29,6 @@ type flush struct {
 
 func (w *runWatcher) Settled(_ *Batch, i int, st ring.Status, _ int64) { w.settled[i] = st }
 func (w *runWatcher) Ended(_ *Batch, i int, s State, _ int64)          { w.ended[i] = s }
-func (*runWatcher) Unheld()                                            {}
 func (w *runWatcher) RunEnded(r *Run, b *Batch, i int, s State, settled bool) {
 	w.runEnded[i] = runEnd{s, settled, r.At}
 	w.last = b
@@ -38,17 +37,22 @@ func (w *runWatcher) Flush(r *Run) {
 	w.flushes = append(w.flushes, flush{r, len(w.runEnded), w.last != nil && w.last.Done(0)})
 }
 
-// TestRunWatcherOneCallPerEnd: a RunWatcher is told of each task that
+// hook is w as the meter registers: unordered, with RunEnded and Flush.
+func (w *runWatcher) hook() Hook {
+	return Hook{Unordered: true, Settled: w.Settled, Ended: w.Ended, RunEnded: w.RunEnded, Flush: w.Flush}
+}
+
+// TestRunWatcherOneCallPerEnd: a hook with RunEnded is told of each task that
 // ends in a run of completions (ApplyRun) with one RunEnded, which stands
 // for the settling too when the attempt did not fail (a failed one is
-// still told with Settled first, as the retry hook comes after it); of
+// still told with Settled first, as the Failed hooks come after it); of
 // the run's end with Flush, and with a Flush before the end that
 // completes the batch is counted (the batch's waiter must find its ends
 // flushed); and of an end outside a run with Ended.
 func TestRunWatcherOneCallPerEnd(t *testing.T) {
 	w := &runWatcher{settled: map[int]ring.Status{}, ended: map[int]State{}, runEnded: map[int]runEnd{}}
 	tr := NewTracker(2)
-	tr.Watch(w)
+	tr.Hook(w.hook())
 	b, err := tr.Allocate(5)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +104,7 @@ func TestRunWatcherOneCallPerEnd(t *testing.T) {
 func TestRunWatcherEndDecidedWhileOut(t *testing.T) {
 	w := &runWatcher{settled: map[int]ring.Status{}, ended: map[int]State{}, runEnded: map[int]runEnd{}}
 	tr := NewTracker(1)
-	tr.Watch(w)
+	tr.Hook(w.hook())
 	b, err := tr.Allocate(1)
 	if err != nil {
 		t.Fatal(err)

@@ -70,17 +70,17 @@ type Task struct {
 	ending atomic.Uint32
 	endAt  atomic.Int64
 	held   atomic.Bool
-	// noting orders what a watcher is told of the task: Ended is
+	// noting orders what the hooks are told of the task: Ended is
 	// reported under it, and so is every other event, only while the
 	// task is pending, so that nothing is reported after Ended. Taken
-	// only when the batch has a watcher.
+	// only when a hook needs it (not Hook.Unordered).
 	noting sync.Mutex
 
 	Length   uint64
 	Deadline int64 // unix ns, 0 = none
 	// transport is the index of the plugin carrying it plus one, 0
 	// before routing (so that a task's reset leaves it unrouted with no
-	// atomic store); atomic, since a plugin's watcher reads it while a
+	// atomic store); atomic, since a plugin's hooks read it while a
 	// submitter routes.
 	transport atomic.Int32
 	// detached: the plugin run that carried it ended, and its end waits
@@ -163,18 +163,9 @@ type Batch struct {
 	total       uint64       // bytes of every task added; under mu
 	notify      chan struct{}
 
-	// retry, when set, is offered each task that failed before it is
-	// ended FAILED; see Tracker.OnFailure.
-	retry func(b *Batch, i int, err error) bool
-	// watch, when set, is told of each task's settling and end; see
-	// Tracker.Watch.
-	watch Watcher
-	// watchHeld: the watcher is called under the task's hold (it is not
-	// Unheld).
-	watchHeld bool
-	// runWatch is watch when it is a RunWatcher, else nil.
-	runWatch RunWatcher
-	// tracker is the batch's owner: its held count and hold hook.
+	// hooks is the tracker's chain (see Hook), nil when it has none.
+	hooks *hooks
+	// tracker is the batch's owner: its held count.
 	tracker *Tracker
 	// pins counts the goroutines working on a task of the batch outside
 	// a caller's call (a failover, a QoS resume: Tracker.Pin), plus
@@ -188,60 +179,6 @@ type Batch struct {
 
 // pinFreed is the bit of Batch.pins that Free sets.
 const pinFreed = 1 << 40
-
-// Watcher is told of the transitions the tracker makes of its tasks: an
-// attempt's slices all came back (Settled, with the first failing
-// status), and the task ended (Ended, once per task, with its terminal
-// state). Both are called while the task's reporting is held (see
-// Batch.Noting), so a watcher must not call back into the batch's task,
-// and must not block.
-//
-// at is when the transition was seen, in Clock nanoseconds, when the
-// caller read the time anyway: a lane's poller reads it once per run of
-// completions it reaps (ApplyAt), and a task that ends as its last slice
-// comes back ends at its settling's time. 0: nobody read it (a Finish, a
-// plugin's end); a watcher that needs the time reads Clock.
-type Watcher interface {
-	Settled(b *Batch, i int, st ring.Status, at int64)
-	Ended(b *Batch, i int, s State, at int64)
-}
-
-// Unheld is implemented by a Watcher that needs no order against the
-// task's other reports, one that only counts (the engine's metrics): the
-// tracker calls it without taking the task's hold, a lock per call.
-// Settled still comes only while the task is pending, and Ended once.
-type Unheld interface{ Unheld() }
-
-// Run is one run of completions that a lane's poller reaps (Lane.Poll):
-// the Clock time it read for them (At, 0 when none), and what a
-// RunWatcher keeps of the tasks they end until the run is over (Tally:
-// the watcher's, set by it; the lane keeps it from run to run). A Run is
-// its poller's alone: the lane's reaper lock covers it.
-type Run struct {
-	At    int64
-	Tally any
-}
-
-// RunWatcher is an Unheld Watcher that counts the ends a poller's run
-// of completions makes in a tally of its own, to publish it once per run
-// rather than once per task (the engine's metrics: plain adds in the
-// run, atomic ones at its end). For a task that ends in a run (ApplyRun)
-// the tracker calls RunEnded, not Ended; when the task ends as its
-// attempt settles with no failure (settled), RunEnded stands for Settled
-// too, which is not called: one call a task. A failed attempt's settling
-// is still told with Settled, before the retry hook sees it. Flush comes
-// at the end of each run (Tracker.FlushRun), and before the end that
-// completes a batch is counted, so that a batch's waiter finds its
-// batch's ends flushed when the batch reaped on one lane (tasks of one
-// batch reaped on other lanes at the same time are flushed at their runs'
-// ends). Tasks that end outside a run (a Finish, a plugin's end) are told
-// with Ended, as by any Watcher.
-type RunWatcher interface {
-	Watcher
-	Unheld
-	RunEnded(r *Run, b *Batch, i int, s State, settled bool)
-	Flush(r *Run)
-}
 
 // ID names the batch among every batch its tracker ever handed out (its
 // slot and the slot's generation): an observer's key for its tasks.
@@ -449,7 +386,7 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route) (first, n in
 			b.tracker.held.Add(-1) // a task of the batch's previous life, freed held
 		}
 		// Nobody reads a task before n counts it (the tracker, the status
-		// calls and the retry hook all look below n), and the store of n
+		// calls and the hooks all look below n), and the store of n
 		// publishes it: plain writes reset it (unrouted, transport 0), a
 		// fraction of the cost of an atomic store per field on the submit
 		// path.
@@ -493,7 +430,7 @@ func (b *Batch) MinDeadline() int64 { return b.minDeadline.Load() }
 // "Ended" means no plugin still touches the task's memory. So a task
 // canceled or timed out while slices of it are out (published, or being
 // cut) is not ended at once: its end is decided (the first of Canceled
-// and Timeout wins), the tracker counts it held and its hold hook is told
+// and Timeout wins), the tracker counts it held and its Held hooks are told
 // (to abort the slices where the plugin can), and it takes that state
 // when its last slice comes back, or when its plugin is gone
 // (FailTransport, Release). Until then State reports it Pending, and a
@@ -540,7 +477,7 @@ func (b *Batch) Release(i int) bool {
 }
 
 // end moves task i to s unless it ended already, and reports whether this
-// call did it; at is the watcher's (see Watcher), r its run (nil: none).
+// call did it; at is the hooks' (see Hook), r its run (nil: none).
 func (b *Batch) end(i int, s State, at int64, r *Run) bool {
 	if !b.tasks[i].finish(s) {
 		return false
@@ -550,7 +487,7 @@ func (b *Batch) end(i int, s State, at int64, r *Run) bool {
 }
 
 // hold counts task i among the tracker's held tasks (its end decided, a
-// plugin still holding slices) and tells the hold hook. The count is
+// plugin still holding slices) and tells the Held hooks. The count is
 // raised before the task's state is looked at again, so that an end that
 // raced with it (ended, which lowers it) is never missed.
 func (b *Batch) hold(i int) {
@@ -567,8 +504,10 @@ func (b *Batch) hold(i int) {
 		}
 		return
 	}
-	if tr.onHold != nil {
-		tr.onHold(b, i)
+	if h := b.hooks; h != nil {
+		for _, f := range h.held {
+			f(b, i)
+		}
 	}
 }
 
@@ -610,8 +549,8 @@ func (b *Batch) Unsent(i int, n int64) {
 // changes) and its bytes must fit the slice and what is left of the task
 // (else Overlong: the slice counts as failed with StatusProtocol and 0
 // bytes, so that its attempt fails over rather than completing on a lie).
-// at is when it was reaped (see Watcher), in run r (nil: none; see
-// RunWatcher).
+// at is when it was reaped (see Hook), in run r (nil: none; see
+// Hook.RunEnded).
 func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64, r *Run) Verdict {
 	t := &b.tasks[i]
 	for {
@@ -655,11 +594,11 @@ func (b *Batch) complete(i int, st ring.Status, bytes uint64, rail int, at int64
 // carry because its deadline had passed ends the task TIMEOUT, as the
 // deadline would have had the host seen it first.
 //
-// An attempt already handed to the retry hook (its submitter failed it,
+// An attempt already handed to a Failed hook (its submitter failed it,
 // then gave up its unsent slices) is the hook's: settling it here would
 // end it COMPLETED with the bytes of the slices that were sent. at is
-// the watcher's (see Watcher), for the settling and the end it makes,
-// in run r (nil: none; see RunWatcher).
+// the hooks' (see Hook), for the settling and the end it makes, in run
+// r (nil: none; see Hook.RunEnded).
 func (b *Batch) settle(i int, at int64, r *Run) {
 	t := &b.tasks[i]
 	if e := State(t.ending.Load()); e != 0 {
@@ -677,69 +616,99 @@ func (b *Batch) settle(i int, at int64, r *Run) {
 	default:
 		s = Failed
 	}
-	if r != nil && b.runWatch != nil && s != Failed {
-		if t.finish(s) {
-			b.ended(i, s, at, r, true) // RunEnded stands for Settled too
+	// In a run, an attempt that settles without failing ends its task:
+	// a hook with RunEnded hears of both with one call. The hooks are
+	// told only while the task is pending, and under its hold (Noting)
+	// when one of them needs it.
+	settled := r != nil && s != Failed
+	if h := b.hooks; h != nil {
+		fs, held := h.settled, h.settledHeld
+		if settled {
+			fs, held = h.settledRun, h.settledRunHeld
 		}
-		return
-	}
-	if b.watch != nil && !b.watchHeld {
-		if !State(t.state.Load()).Terminal() {
-			b.watch.Settled(b, i, ring.Status(t.status.Load()), at)
+		if len(fs) > 0 {
+			if held {
+				t.noting.Lock()
+			}
+			if !State(t.state.Load()).Terminal() {
+				st := ring.Status(t.status.Load())
+				for _, f := range fs {
+					f(b, i, st, at)
+				}
+			}
+			if held {
+				t.noting.Unlock()
+			}
 		}
-	} else if b.watch != nil {
-		if b.Noting(i) {
-			b.watch.Settled(b, i, ring.Status(t.status.Load()), at)
-		}
-		b.Noted(i)
 	}
 	if s == Failed && b.offer(i, nil) {
 		return
 	}
 	if t.finish(s) {
-		b.ended(i, s, at, r, false)
+		b.ended(i, s, at, r, settled)
 	}
 }
 
 // ended counts task i, which this caller moved to s, as done and tells
-// the watcher, with at (see Watcher); in run r, a RunWatcher with
-// RunEnded (settled: see RunWatcher).
+// the hooks, with at, under the task's hold when one of them needs it;
+// in run r, those with RunEnded with it (settled: see Hook.RunEnded),
+// and then, when it is the batch's last end, the Flush hooks.
 func (b *Batch) ended(i int, s State, at int64, r *Run, settled bool) {
 	t := &b.tasks[i]
 	if t.held.Load() && t.held.CompareAndSwap(true, false) {
 		b.tracker.held.Add(-1)
 	}
-	if r != nil && b.runWatch != nil {
-		b.runWatch.RunEnded(r, b, i, s, settled)
-		if b.done.Load()+1 >= b.n.Load() { // the batch's last end: flushed before its waiter sees it done
-			b.runWatch.Flush(r)
+	if h := b.hooks; h != nil && h.ends {
+		held := h.endedHeld
+		if r != nil {
+			held = h.endedRunHeld
 		}
-	} else if b.watch != nil && !b.watchHeld {
-		b.watch.Ended(b, i, s, at)
-	} else if b.watch != nil {
-		t.noting.Lock()
-		b.watch.Ended(b, i, s, at)
-		t.noting.Unlock()
+		if held {
+			t.noting.Lock()
+		}
+		if r == nil {
+			for _, f := range h.ended {
+				f(b, i, s, at)
+			}
+		} else {
+			for k := range h.endedRun {
+				if e := &h.endedRun[k]; e.run != nil {
+					e.run(r, b, i, s, settled)
+				} else {
+					e.end(b, i, s, at)
+				}
+			}
+		}
+		if held {
+			t.noting.Unlock()
+		}
+		if r != nil && len(h.flush) > 0 && b.done.Load()+1 >= b.n.Load() { // the batch's last end: flushed before its waiter sees it done
+			for _, f := range h.flush {
+				f(r)
+			}
+		}
 	}
 	b.taskDone()
 }
 
-// offer hands a failed attempt of task i to the retry hook, once per
-// attempt; it reports whether the hook took it (the task stays pending and
-// the hook resubmits or ends it).
+// offer hands a failed attempt of task i to the Failed hooks, once per
+// attempt, until one takes it; it reports whether one did (the task
+// stays pending and the taker resubmits or ends it).
 func (b *Batch) offer(i int, err error) bool {
 	t := &b.tasks[i]
-	if b.retry == nil || State(t.state.Load()).Terminal() || t.ending.Load() != 0 || !t.failing.CompareAndSwap(false, true) {
+	if b.hooks == nil || len(b.hooks.failed) == 0 || State(t.state.Load()).Terminal() || t.ending.Load() != 0 || !t.failing.CompareAndSwap(false, true) {
 		return false
 	}
-	if b.retry(b, i, err) {
-		return true
+	for _, f := range b.hooks.failed {
+		if f(b, i, err) {
+			return true
+		}
 	}
 	t.failing.Store(false)
 	return false
 }
 
-// Fail ends task i FAILED with err, unless the retry hook takes it for
+// Fail ends task i FAILED with err, unless a Failed hook takes it for
 // another attempt. For the submitter, whose attempt could not be sent.
 func (b *Batch) Fail(i int, err error) {
 	if !b.offer(i, err) {
@@ -829,17 +798,14 @@ type Tracker struct {
 	// a batch is freed, so a batch is never reused under a late completion.
 	live sync.RWMutex
 
-	// retry is copied into every batch; see OnFailure.
-	retry func(b *Batch, i int, err error) bool
-	// watch is copied into every batch, and whether it is held; see
-	// Watch.
-	watch     Watcher
-	watchHeld bool
-	runWatch  RunWatcher
+	// chain is the hooks in the order registered (Hook); hooks is what
+	// each event calls of them, copied into every batch.
+	chain []Hook
+	hooks *hooks
 	// held counts the tasks whose end was decided while a plugin still
-	// held slices of them (see Batch.Finish); onHold is told of each.
-	held   atomic.Int64
-	onHold func(b *Batch, i int)
+	// held slices of them (see Batch.Finish); the Held hooks are told of
+	// each.
+	held atomic.Int64
 
 	mu sync.Mutex
 	// free is a queue of free slots: a ring of len(slots) entries, the
@@ -852,33 +818,6 @@ type Tracker struct {
 	// slot order and is first in, first out, so they are [0, used).
 	used atomic.Uint32
 }
-
-// OnFailure sets the hook offered each task that failed (a slice
-// reported an error; err is nil) or whose plugin died (err says so),
-// once per attempt, before the task is ended FAILED. When it returns true
-// the task stays pending and the hook owns it: it calls Retry and
-// resubmits, or ends the task. It must not block. Set it before the first
-// Allocate.
-func (t *Tracker) OnFailure(f func(b *Batch, i int, err error) bool) { t.retry = f }
-
-// Watch sets the watcher told of every task's settling and end. Set it
-// before the first Allocate. Without one (the default), the tracker
-// takes no lock and makes no call for it.
-//
-// An Unheld watcher is called without the task's hold; a RunWatcher is
-// told of the ends of a poller's runs with RunEnded (see RunWatcher).
-func (t *Tracker) Watch(w Watcher) {
-	_, unheld := w.(Unheld)
-	t.watch, t.watchHeld = w, w != nil && !unheld
-	t.runWatch, _ = w.(RunWatcher)
-}
-
-// OnHold sets the hook told of each task whose end (canceled, timed
-// out) was decided while a plugin still holds slices of it: the engine
-// asks the plugin to abort them. It is called from whoever ended the
-// task (a Cancel, a State that expired it) and must not block. Set it
-// before the first Allocate.
-func (t *Tracker) OnHold(f func(b *Batch, i int)) { t.onHold = f }
 
 // Held returns how many tasks are held: their end decided, a plugin still
 // holding slices of them.
@@ -968,8 +907,7 @@ func (t *Tracker) Allocate(capacity int) (*Batch, error) {
 		}
 	}
 	b.slot, b.gen = slot, gen
-	b.retry = t.retry
-	b.watch, b.watchHeld, b.runWatch = t.watch, t.watchHeld, t.runWatch
+	b.hooks = t.hooks
 	b.tracker = t
 	b.n.Store(0)
 	b.done.Store(0)
@@ -1073,25 +1011,27 @@ func (t *Tracker) Apply(token uint64, st ring.Status, bytes uint64) Verdict {
 	return t.ApplyAt(token, st, bytes, 0)
 }
 
-// ApplyAt is Apply for a completion reaped at at, a Clock time that its
-// watcher is handed (0: none read; see Watcher).
+// ApplyAt is Apply for a completion reaped at at, a Clock time that the
+// hooks are handed (0: none read; see Hook).
 func (t *Tracker) ApplyAt(token uint64, st ring.Status, bytes uint64, at int64) Verdict {
 	return t.apply(token, st, bytes, at, nil)
 }
 
 // ApplyRun is Apply for a completion of poller's run r, reaped at r.At:
-// a RunWatcher counts the ends it makes in r's tally, which the poller
-// publishes with FlushRun at the run's end.
+// a hook with RunEnded counts the ends it makes in r's tally, which the
+// poller has it publish with FlushRun at the run's end.
 func (t *Tracker) ApplyRun(token uint64, st ring.Status, bytes uint64, r *Run) Verdict {
 	return t.apply(token, st, bytes, r.At, r)
 }
 
-// FlushRun ends run r: a RunWatcher publishes what it counted in it. A
-// poller calls it after the run's last ApplyRun, before it looks for
+// FlushRun ends run r: the Flush hooks publish what they counted in it.
+// A poller calls it after the run's last ApplyRun, before it looks for
 // more or sleeps.
 func (t *Tracker) FlushRun(r *Run) {
-	if t.runWatch != nil {
-		t.runWatch.Flush(r)
+	if h := t.hooks; h != nil {
+		for _, f := range h.flush {
+			f(r)
+		}
 	}
 }
 
@@ -1316,7 +1256,7 @@ func Now() int64 { return time.Now().UnixNano() }
 var epoch = time.Now()
 
 // Clock is the engine's monotonic clock, in nanoseconds since the
-// process started (observe.Clock is the same clock): the times a Watcher
+// process started (observe.Clock is the same clock): the times a Hook
 // is handed. A wall clock's steps do not move it.
 func Clock() int64 { return int64(time.Since(epoch)) }
 
@@ -1324,8 +1264,3 @@ func Clock() int64 { return int64(time.Since(epoch)) }
 // caller that read the wall clock anyway gets the Clock time without a
 // second read.
 func ClockOf(t time.Time) int64 { return int64(t.Sub(epoch)) }
-
-// Timed reports whether the tracker's watcher wants the times of
-// completions (it has a watcher), so that a poller reads the clock only
-// then.
-func (t *Tracker) Timed() bool { return t.watch != nil }

@@ -7,26 +7,25 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// timesWatcher keeps the times a tracker hands its watcher, per task.
+// timesWatcher keeps the times a tracker hands its hook, per task.
 type timesWatcher struct {
 	settled, ended map[int]int64
 }
 
 func (w *timesWatcher) Settled(_ *Batch, i int, _ ring.Status, at int64) { w.settled[i] = at }
 func (w *timesWatcher) Ended(_ *Batch, i int, _ State, at int64)         { w.ended[i] = at }
-func (*timesWatcher) Unheld()                                            {}
 
 // TestWatcherGetsTheReapTime: a completion applied with a reap time hands
-// that time to the watcher, for the settling and for the end it makes
+// that time to the hook, for the settling and for the end it makes
 // (the metrics read no clock of their own per task), including an end
 // decided while the slice was out; an end nobody read the time for (a
 // Finish, a completion applied without one) hands 0.
 func TestWatcherGetsTheReapTime(t *testing.T) {
 	w := &timesWatcher{settled: map[int]int64{}, ended: map[int]int64{}}
 	tr := NewTracker(2)
-	tr.Watch(w)
+	tr.Hook(Hook{Unordered: true, Settled: w.Settled, Ended: w.Ended})
 	if !tr.Timed() {
-		t.Fatal("a tracker with a watcher reports that it wants no times")
+		t.Fatal("a tracker with a hook told of ends reports that it wants no times")
 	}
 	b, err := tr.Allocate(4)
 	if err != nil {
@@ -65,7 +64,12 @@ func TestWatcherGetsTheReapTime(t *testing.T) {
 		}
 	}
 	if NewTracker(1).Timed() {
-		t.Error("a tracker without a watcher reports that it wants times")
+		t.Error("a tracker without a hook reports that it wants times")
+	}
+	tr = NewTracker(1)
+	tr.Hook(Hook{Failed: func(*Batch, int, error) bool { return false }, Held: func(*Batch, int) {}})
+	if tr.Timed() {
+		t.Error("a tracker whose hooks are told of no settling or end reports that it wants times")
 	}
 }
 

@@ -17,11 +17,6 @@ type countingWatcher struct {
 	held int
 }
 
-// unheldWatcher is a countingWatcher that needs no hold.
-type unheldWatcher struct{ *countingWatcher }
-
-func (unheldWatcher) Unheld() {}
-
 // holding reports whether task i's hold is taken.
 func holding(b *Batch, i int) bool {
 	if b.tasks[i].noting.TryLock() {
@@ -56,11 +51,11 @@ func (w *countingWatcher) Ended(b *Batch, i int, s State, _ int64) {
 
 // TestWatcherSeesSettleAndEndOnce runs tasks that complete, one that is
 // canceled before its slices come back, and one that fails, and checks
-// that the watcher hears one Ended per task with its terminal state, a
+// that the hook hears one Ended per task with its terminal state, a
 // Settled only for attempts whose slices came back while the task was
-// pending, and that Noting refuses an ended task; the same for an Unheld
-// watcher, which is called without the task's hold (and a watcher that
-// is not Unheld, with it).
+// pending, and that Noting refuses an ended task; the same for an
+// Unordered hook, which is called without the task's hold (and a hook
+// that is not Unordered, with it).
 func TestWatcherSeesSettleAndEndOnce(t *testing.T) {
 	for _, unheld := range []bool{false, true} {
 		t.Run(map[bool]string{false: "held", true: "unheld"}[unheld], func(t *testing.T) { testWatcherSeesSettleAndEndOnce(t, unheld) })
@@ -70,11 +65,7 @@ func TestWatcherSeesSettleAndEndOnce(t *testing.T) {
 func testWatcherSeesSettleAndEndOnce(t *testing.T, unheld bool) {
 	w := newCountingWatcher()
 	tr := NewTracker(4)
-	if unheld {
-		tr.Watch(unheldWatcher{w})
-	} else {
-		tr.Watch(w)
-	}
+	tr.Hook(Hook{Unordered: unheld, Settled: w.Settled, Ended: w.Ended})
 	b, err := tr.Allocate(3)
 	if err != nil {
 		t.Fatal(err)
@@ -147,35 +138,37 @@ func TestBatchIDsDiffer(t *testing.T) {
 	}
 }
 
-// nopWatcher is a watcher that does nothing: what a listening observer
+// nopWatcher is a hook that does nothing: what a listening observer
 // costs the tracker, less the observer's own work.
 type nopWatcher struct{}
 
 func (nopWatcher) Settled(*Batch, int, ring.Status, int64) {}
 func (nopWatcher) Ended(*Batch, int, State, int64)         {}
 
+func (w nopWatcher) hook() Hook { return Hook{Settled: w.Settled, Ended: w.Ended} }
+
 // BenchmarkSubmitCompleteWatched is BenchmarkSubmitComplete with a
-// watcher set: the per-task lock and the two calls. -benchmem must show
+// hook set: the per-task lock and the two calls. -benchmem must show
 // 0 allocs/op.
 func BenchmarkSubmitCompleteWatched(b *testing.B) {
 	r := newRig(b)
-	r.t.Watch(nopWatcher{})
+	r.t.Hook(nopWatcher{}.hook())
 	benchSubmitComplete(b, r)
 }
 
 // BenchmarkTaskLifecycle is one task's bookkeeping without a lane or a
 // goroutine: reserve, cut into one slice, complete it, settle and end.
-// It isolates what a watcher adds (nothing without one: a nil check) from
+// It isolates what a hook adds (nothing without one: a nil check) from
 // the scheduling noise of the ring benchmarks. -benchmem: 0 allocs/op.
 func BenchmarkTaskLifecycle(b *testing.B) {
 	for _, w := range []struct {
 		name string
-		w    Watcher
-	}{{"watcher=none", nil}, {"watcher=nop", nopWatcher{}}} {
+		w    *Hook
+	}{{"watcher=none", nil}, {"watcher=nop", &Hook{Settled: nopWatcher{}.Settled, Ended: nopWatcher{}.Ended}}} {
 		b.Run(w.name, func(b *testing.B) {
 			tr := NewTracker(64)
 			if w.w != nil {
-				tr.Watch(w.w)
+				tr.Hook(*w.w)
 			}
 			benchLifecycle(b, tr)
 		})

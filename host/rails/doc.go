@@ -25,8 +25,9 @@
 // from the plugin's probe, the configuration's rail blocks and the
 // policies' rail lists, with a Sprayer behind a lock, each rail's queue of
 // send times (completions carry none), a lock-free path for a transport of
-// one rail, and the progress.Observer that feeds completions back. It is
-// safe for concurrent use; its clock is the caller's on the pick path and
+// one rail, and Reaped, which feeds completions back (through the
+// engine's progress.Hook, for the lanes its plugin run owns). It is safe
+// for concurrent use; its clock is the caller's on the pick path and
 // time.Now when completions are reaped. Pick and Reaped allocate nothing
 // once a rail's queue has grown. It must not start goroutines, do I/O or
 // import package host.

@@ -247,8 +247,9 @@ func (s *Set) Unsent(i int, bytes uint64) {
 	s.mu.Unlock()
 }
 
-// Reaped implements progress.Observer: each completion ends the oldest
-// slice in flight on its rail, at the time of the call.
+// Reaped is told of a lane's reaped completions (through the engine's
+// progress.Hook): each completion ends the oldest slice in flight on its
+// rail, at the time of the call.
 func (s *Set) Reaped(ds []ring.Descriptor) {
 	if s.single {
 		s.one.reaped(ds)

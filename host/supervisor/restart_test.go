@@ -112,8 +112,8 @@ func TestRestartAfterKill(t *testing.T) {
 	// Each hook notes the plugin's state as it sees it: the order of
 	// marking and calling is part of the contract.
 	h := Hooks{
-		Observer: func(sdk.ProbeResult) progress.Observer { return nil },
-		Up:       func(r *Run) { log.add("up gen %d (%v)", r.Gen, state()) },
+		Owner: func(sdk.ProbeResult) any { return nil },
+		Up:    func(r *Run) { log.add("up gen %d (%v)", r.Gen, state()) },
 		Down: func(r *Run, why string) {
 			log.add("down gen %d (%v, lane down %v): %s", r.Gen, state(), r.Lanes[0].Down(), why)
 		},

@@ -56,15 +56,15 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 	if err := lp.Describe(cctx); err != nil {
 		return fail("describe after start failed", err)
 	}
-	if p.hooks.Observer != nil {
-		r.Observer = p.hooks.Observer(r.Probe)
+	if p.hooks.Owner != nil {
+		r.Owner = p.hooks.Owner(r.Probe)
 	}
 	for id := range s.cfg.Lanes {
 		l, err := progress.NewLane(uint32(id), s.cfg.RingDepth, s.cfg.Spin)
 		if err != nil {
 			return fail("cannot create lane", err)
 		}
-		l.Observer = r.Observer
+		l.Owner = r.Owner
 		l.SetSpinSmall(s.cfg.SpinSmall)
 		l.SetReapPause(s.cfg.StreamPause)
 		r.Lanes = append(r.Lanes, l)

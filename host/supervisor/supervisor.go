@@ -68,13 +68,14 @@ type Spec struct {
 
 // Hooks is what the engine does around a plugin's runs. Every field may
 // be nil. They are called from the plugin's own goroutines; for one
-// plugin, Observer, Up, Down and Replay never run at once (Restarted may
+// plugin, Owner, Up, Down and Replay never run at once (Restarted may
 // overlap the next run's Down, when that run dies at once).
 type Hooks struct {
-	// Observer returns the observer of a new run's lanes, given what the
-	// run probed after Start (its rails). The engine returns the run's
-	// rail set.
-	Observer func(probe sdk.ProbeResult) progress.Observer
+	// Owner returns the owner of a new run's lanes (progress.Lane.Owner),
+	// given what the run probed after Start (its rails): the engine
+	// returns the run's rail set, which its tracker's Reaped hook feeds
+	// the lanes' completions.
+	Owner func(probe sdk.ProbeResult) any
 	// Up is called when r is about to become the plugin's current run,
 	// just before the plugin is marked Running: the engine makes r the
 	// run its request path uses. The set's lock is held: Up must not
@@ -112,8 +113,8 @@ type Run struct {
 	Probe    sdk.ProbeResult
 	Endpoint sdk.Endpoint
 	Lanes    []*progress.Lane
-	// Observer is what Hooks.Observer returned; every lane has it.
-	Observer progress.Observer
+	// Owner is what Hooks.Owner returned; every lane has it.
+	Owner any
 	// stalled is why the supervisor killed this run, nil unless it did;
 	// its watcher reports it.
 	stalled atomic.Pointer[string]
