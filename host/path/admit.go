@@ -62,10 +62,9 @@ func (e *Executor) wireQoS() error {
 // run of completions it is told with Ended, and the meter after it still
 // counts the run's ends in its tally, once per run.
 func (e *Executor) qosHook() progress.Hook {
-	d := e.path.qos.d
 	return progress.Hook{Unordered: true, Ended: func(b *progress.Batch, i int, s progress.State, _ int64) {
 		if tg := e.path.grantOf(b, i); tg != nil && tg.Holding() {
-			d.GiveBack(tg, s == progress.Completed)
+			e.path.qos.d.GiveBack(tg, s == progress.Completed)
 		}
 	}}
 }
