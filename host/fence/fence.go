@@ -127,13 +127,16 @@ func (g *Gates) Close(t Target, transport string, run uint64) <-chan struct{} {
 // Closed reports whether the gate of the segment named name is closed;
 // one atomic load while no gate is.
 func (g *Gates) Closed(name string) bool {
-	if g.closed.Load() == 0 {
+	if !g.Any() {
 		return false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.gates[name] != nil
 }
+
+// Any reports whether any gate is closed: one atomic load.
+func (g *Gates) Any() bool { return g.closed.Load() != 0 }
 
 // ErrClosed is what Wait returns (wrapped, with the target and why) when
 // it gave up before the gate opened.

@@ -169,8 +169,8 @@ func (p qosPort) Resume(h admission.Held, g admission.Grant) {
 		return // ended before it was granted: given back above, or by its end
 	}
 	var sc submitCtx
-	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), sc: &sc, admitted: true}
-	e.run(&t, stageValidate) // validated again: its memory may have been unregistered while it waited
+	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), admitted: true}
+	e.run(&t, &sc, stageValidate) // validated again: its memory may have been unregistered while it waited
 }
 
 // Abandon ends a task still held when the engine closes: it never

@@ -251,12 +251,12 @@ func (e *Executor) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src 
 	// Built in place, field by field: a composite literal is built aside
 	// and copied, a noticeable share of a call of one pair.
 	var c blockCall
-	c.l, c.bb, c.rem, c.merge, c.base = l, bb, rem, merge, uint64(addr(l.local))
+	c.l, c.bb, c.rem, c.merge, c.local.base = l, bb, rem, merge, uint64(addr(l.local))
 	// The local memory may have been unregistered since the list was
 	// prepared: it is looked up again, as any request's is; once for the
 	// call where one registered buffer holds the whole local side (as
 	// PrepareBlocks found it), else run by run.
-	c.lreg, c.loff, c.whole = e.lookupLocal(c.base, l.extent)
+	c.local.lreg, c.local.loff, c.local.whole = e.lookupLocal(c.local.base, l.extent)
 	// A call of a few runs works in small arrays: zeroing the chunk's
 	// arrays is a noticeable share of a call of one pair.
 	if runs <= smallChunk {
@@ -338,16 +338,11 @@ const smallChunk = 4
 // stack (the BlockRequest, the pairs), which would move that to the heap:
 // the request's fields reach the engine's task records.
 type blockCall struct {
-	l     *BlockList
-	bb    *boundBlocks
-	rem   *remote
-	merge bool
-	base  uint64 // the address of the local side's block 0
-	// whole: one registered buffer, region lreg from offset loff, holds
-	// the local side from base to its end (looked up for this call).
-	whole    bool
-	lreg     uint32
-	loff     uint64
+	l        *BlockList
+	bb       *boundBlocks
+	rem      *remote
+	merge    bool
+	local    blockLocal
 	req      Request // the first block's; each task copies it
 	route    *blockRoute
 	deadline int64
@@ -369,9 +364,19 @@ func (c *blockCall) record(rec *taskRecord, run *blocks.Run) {
 // localAt returns the local bytes [off, off+n) of l, capped at their end.
 func (l *BlockList) localAt(off, n uint64) []byte { return l.local[off : off+n : off+n] }
 
-// blockLocal returns where the local bytes [base+off, base+off+n) of c's list
-// are registered now.
-func (e *Executor) blockLocal(c *blockCall, off, n uint64) (uint32, uint64, bool) {
+// blockLocal is where a block call's local side lies: from base, the
+// address of its block 0; whole: one registered buffer, region lreg from
+// offset loff, holds it from base to its end (looked up for the call).
+type blockLocal struct {
+	base  uint64
+	whole bool
+	lreg  uint32
+	loff  uint64
+}
+
+// blockLocal returns where the local bytes [base+off, base+off+n) of a
+// block call's list (lying as c says) are registered now.
+func (e *Executor) blockLocal(c *blockLocal, off, n uint64) (uint32, uint64, bool) {
 	if c.whole {
 		return c.lreg, c.loff + off, true
 	}
@@ -402,7 +407,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		// they are reserved routed and cut (ReserveRouted), their plans
 		// made here; a run of one block takes the plan the route keeps
 		// for it.
-		preset := c.whole && e.path.qos == nil && e.path.admit == nil && len(e.stages) == 0
+		preset := c.local.whole && e.path.qos == nil && e.path.admit == nil && len(e.stages) == 0
 		var rt progress.Route
 		if preset {
 			rt = progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
@@ -429,17 +434,22 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
 		nc := 0
+		// What the chunk's tasks share is set once; each run sets its
+		// own below (the stages leave nothing else of one task behind).
+		t := task{b: b, rem: c.rem, valid: true, block: true, blk: c.local, rt: routed{ps: ps, policy: c.route.policy}, prun: pr, lane: ln, planned: preset}
 		for j := range todo[:got] {
 			i := at + j
+			run := &todo[j]
 			rec := e.path.record(b, i)
-			c.record(rec, &todo[j])
+			c.record(rec, run)
 			e.noteQueued(b, i, &c.sc)
-			t := task{b: b, i: i, rec: rec, rem: c.rem, sc: &c.sc, valid: true, blk: c, brn: &todo[j],
-				rt: routed{ps: ps, policy: c.route.policy}, prun: pr, lane: ln, out: &ch.put[nc]}
+			t.i, t.rec, t.boff, t.blen = i, rec, run.LocalOff, run.Length
+			t.rt.rreg, t.rt.roff = run.Remote.Region, run.Remote.Offset
 			if preset {
-				t.plan, t.planned = plans[j], true
+				t.plan = plans[j]
 			}
-			if e.run(&t, stageValidate) {
+			if res, put := e.run(&t, &c.sc, stageValidate); put {
+				ch.put[nc] = res
 				nc++
 			}
 		}
@@ -485,7 +495,7 @@ func (e *Executor) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run
 	r := &c.req // field by field, in place (see submitBlocks)
 	r.Op, r.Local, r.Segment, r.Remote = br.Op, l.localAt(first.LocalOff, size), l.seg, l.remote+first.RemoteOff
 	r.Priority, r.Deadline, r.Transport, r.Intent, r.Tenant, r.Policy = br.Priority, br.Deadline, br.Transport, br.Intent, br.Tenant, br.Policy
-	lreg, _, lok := e.blockLocal(c, first.LocalOff, size)
+	lreg, _, lok := e.blockLocal(&c.local, first.LocalOff, size)
 	epoch := e.supervisor.Epoch() // before the selector looks at the plugins
 	slot := &l.routes[br.Op&1]
 	if was := slot.Load(); was != nil && was.epoch == epoch && was.rem == c.rem && was.lreg == lreg && was.lok == lok && was.rreg == first.Remote.Region &&

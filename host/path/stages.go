@@ -3,7 +3,6 @@ package path
 import (
 	"fmt"
 
-	"github.com/ferrydev/ferry/host/blocks"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
@@ -47,7 +46,6 @@ type task struct {
 	i   int
 	rec *taskRecord // its request is rec.req, the engine's copy
 	rem *remote
-	sc  *submitCtx
 	rt  routed // both ranges once valid; rt.ps once routed
 
 	valid    bool // validated already: its ranges are in rt
@@ -55,11 +53,14 @@ type task struct {
 	asked    bool // the Admitter said Now already (it had said Later)
 	wait     bool // a full qos queue blocks the submitter (qos.busy = "block")
 
-	// blk and run are a block run's call and run: the list was checked
-	// when it was prepared and the call's route chosen for it (valid,
-	// rt.ps set); validate looks its local range up again.
-	blk *blockCall
-	brn *blocks.Run
+	// block: a block run (its local bytes boff, blen from the call's
+	// block 0; its remote range in rt already) of a call whose local
+	// side lies as blk says: the list was checked when it was prepared
+	// and the call's route chosen for it (valid, rt.ps set); validate
+	// looks its local range up again.
+	block      bool
+	blk        blockLocal
+	boff, blen uint64
 
 	plan    slicer.Plan
 	planned bool // plan is set: a block run reserved routed and cut
@@ -68,38 +69,69 @@ type task struct {
 	retry *retryStep // a failover's next attempt; nil for a first one
 
 	// lane, when set, is a lane of prun that the caller holds (a block
-	// chunk, between Begin and End): put enqueues on it and leaves its
-	// result in out for the caller to cut after End. Otherwise put
-	// takes a lane of the route's plugin and cuts.
+	// chunk, between Begin and End): put enqueues on it and run returns
+	// its result for the caller to cut after End. Otherwise put takes a
+	// lane of the route's plugin and cuts.
+	//
+	// A task points at nothing on its caller's stack (the submission's
+	// context is run's argument, sc): the stages hand its fields to the
+	// tracker, and escape analysis would move what it points at to the
+	// heap, an allocation per call.
 	prun *pluginRun
 	lane *progress.Lane
-	out  *putResult
 }
 
-// run takes t through the stages from from on. It is the only place
-// that calls them in order. It reports whether the task reached put (its
-// slices, or some, were enqueued, or put found it ended).
-func (e *Executor) run(t *task, from stage) bool {
-	if from <= stageValidate && !e.validateStage(t) {
-		return false
+// run takes t, of the submission sc, through the stages from from on.
+// It is the only place that calls them in order. It reports whether the
+// task reached put (its slices, or some, were enqueued, or put found it
+// ended), and, for a task on a lane its caller holds, what put did.
+//
+// Each stage is entered only when it has something to do: what makes it
+// a pass (a fact decided before, nobody listening, no gate closed) is
+// tested here, so that the lean path (a block run, nothing listening)
+// costs flag tests, not calls.
+func (e *Executor) run(t *task, sc *submitCtx, from stage) (putResult, bool) {
+	watched := e.path.watched()
+	if from <= stageValidate {
+		if t.block && t.blk.whole { // the call found one buffer holding the whole local side
+			t.rt.lreg, t.rt.loff = t.blk.lreg, t.blk.loff+t.boff
+		} else if (t.block || !t.valid) && !e.validateStage(t) {
+			return putResult{}, false
+		}
 	}
-	if from <= stageAdmit && !e.admitStage(t) {
-		return false
+	if from <= stageAdmit && t.retry == nil && (e.path.admit != nil || e.path.qos != nil || watched) && !e.admitStage(t, sc) {
+		return putResult{}, false
 	}
 	if from <= stageAdded && len(e.stages) != 0 && !e.addedStages(t) {
-		return false
+		return putResult{}, false
 	}
-	if from <= stageRoute && !e.routeStage(t) {
-		return false
+	if from <= stageRoute {
+		if t.retry != nil || t.rt.ps == nil || watched {
+			if !e.routeStage(t) {
+				return putResult{}, false
+			}
+		} else {
+			t.rec.hist.Tried = 1 << t.rt.ps.idx
+		}
 	}
 	if from <= stageGate {
-		e.gateStage(t)
+		if e.fences.Any() {
+			e.gateStage(t)
+		}
+		t.rec.sent = t.rem
 	}
 	if from <= stagePlan {
-		e.planStage(t)
+		if t.prun == nil {
+			t.prun = t.rt.ps.run()
+		}
+		if !t.planned || watched {
+			e.planStage(t)
+		}
 	}
-	e.putStage(t)
-	return true
+	if t.lane != nil {
+		return e.put(t, t.lane, sc), true
+	}
+	return e.putStage(t, sc), true
 }
 
 // refuse ends t because a stage before put refused it: INVALID, with
@@ -118,13 +150,13 @@ func (e *Executor) refuse(t *task, err error) {
 // run looks its local range up again: it may have been unregistered
 // since the list was prepared.
 func (e *Executor) validateStage(t *task) bool {
-	if c := t.blk; c != nil {
-		lreg, loff, ok := e.blockLocal(c, t.brn.LocalOff, t.brn.Length)
+	if t.block {
+		lreg, loff, ok := e.blockLocal(&t.blk, t.boff, t.blen)
 		if !ok {
-			e.refuse(t, fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, c.base+t.brn.LocalOff, t.brn.Length))
+			e.refuse(t, fmt.Errorf("%w: local blocks %#x+%d are no longer inside one registered buffer; register them again", ErrNotRegistered, t.blk.base+t.boff, t.blen))
 			return false
 		}
-		t.rt.lreg, t.rt.loff, t.rt.rreg, t.rt.roff = lreg, loff, t.brn.Remote.Region, t.brn.Remote.Offset
+		t.rt.lreg, t.rt.loff = lreg, loff
 		return true
 	}
 	if t.valid {
@@ -143,16 +175,16 @@ func (e *Executor) validateStage(t *task) bool {
 // admitStage asks admission (the application's Admitter, then the qos
 // block's queue) about t. A failover's attempt was admitted with the
 // task's first.
-func (e *Executor) admitStage(t *task) bool {
+func (e *Executor) admitStage(t *task, sc *submitCtx) bool {
 	if t.retry != nil {
 		return true
 	}
 	if !t.admitted {
 		r := &t.rec.req
-		if !e.admit(t) {
+		if !e.admit(t, sc) {
 			return false // held back (the Asker asks again), or refused
 		}
-		if e.path.qos != nil && e.hold(t.b, t.i, r, t.rem, t.sc, t.wait) {
+		if e.path.qos != nil && e.hold(t.b, t.i, r, t.rem, sc, t.wait) {
 			return false // held back (the queue's dispatcher resumes it), or refused
 		}
 	}
@@ -197,16 +229,12 @@ func (e *Executor) gateStage(t *task) {
 			e.awaitGate(t.b, t.i, r, t.rem)
 		}
 	}
-	t.rec.sent = t.rem
 }
 
 // planStage cuts t into slices (host/slicer) on its plugin's current
 // run, unless its call planned it.
 func (e *Executor) planStage(t *task) {
 	ps := t.rt.ps
-	if t.prun == nil {
-		t.prun = ps.run()
-	}
 	if !t.planned {
 		t.b.Task(t.i).SetTransport(ps.idx)
 		t.plan = e.plan(t.prun, t.rt.policy, uint64(len(t.rec.req.Local)), t.avoid)
@@ -216,25 +244,22 @@ func (e *Executor) planStage(t *task) {
 }
 
 // putStage puts t's slices on a lane of its plugin's run, each taking
-// receiver credit first where the transport is two-sided. A task put on
-// a lane the caller holds leaves the result for the caller's cut.
-func (e *Executor) putStage(t *task) {
-	if t.lane != nil {
-		*t.out = e.put(t, t.lane)
-		return
-	}
+// receiver credit first where the transport is two-sided (a task on a
+// lane its caller holds goes to put directly: run).
+func (e *Executor) putStage(t *task, sc *submitCtx) putResult {
 	// Each request's slices are published as one: a plugin works on one
 	// request while the next is cut (holding the lane over a whole batch
 	// measured slower on two cores: the plugin idled until the end).
 	l := e.laneOf(t.prun, t.rt.ps, t.rec.req.Priority)
 	l.Begin()
-	c := e.put(t, l)
-	if t.sc.waiter {
+	c := e.put(t, l, sc)
+	if sc.waiter {
 		l.EndWaited()
 	} else {
 		l.End()
 	}
 	e.cut(t.b, l, t.rt.ps, c)
+	return c
 }
 
 // Stage is a step an engine adds to the request path (host.WithStage):

@@ -51,6 +51,7 @@ func (e *Executor) submit(id BatchID, reqs []Request, sc submitCtx) error {
 // share of a small request's cost on some machines).
 type submitCtx struct {
 	wall time.Time
+	unix int64 // wall in unix ns, once read (unixNow)
 	// bounded: the caller's context has a deadline, which ends the
 	// requests without one; transfer.default_deadline is not given them.
 	bounded bool
@@ -72,6 +73,14 @@ func (c *submitCtx) now() time.Time {
 		c.wall = time.Now()
 	}
 	return c.wall
+}
+
+// unixNow is now in unix nanoseconds.
+func (c *submitCtx) unixNow() int64 {
+	if c.unix == 0 {
+		c.unix = c.now().UnixNano()
+	}
+	return c.unix
 }
 
 // clock is now as a progress.Clock time: when the call's requests are
@@ -96,8 +105,8 @@ func (e *Executor) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 		rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
 	}
 	e.noteQueued(b, i, sc)
-	t := task{b: b, i: i, rec: rec, rem: e.remote(r.Segment), sc: sc, wait: true}
-	e.run(&t, stageValidate)
+	t := task{b: b, i: i, rec: rec, rem: e.remote(r.Segment), wait: true}
+	e.run(&t, sc, stageValidate)
 }
 
 // awaitPin takes task i (request r to rem, valid and admitted, which
@@ -146,7 +155,7 @@ var errTargetAway = errors.New("waiting for the target to offer it again")
 // pass-through, which is not even called). It reports whether t goes on
 // now: Later holds it back (the Asker asks again), Reject ends it
 // INVALID.
-func (e *Executor) admit(t *task) bool {
+func (e *Executor) admit(t *task, sc *submitCtx) bool {
 	if e.path.admit == nil || t.asked {
 		return true
 	}
@@ -154,7 +163,7 @@ func (e *Executor) admit(t *task) bool {
 	ar := admission.Request{
 		Length: uint64(len(r.Local)), Priority: r.Priority, Deadline: r.deadline(), Intent: r.Intent, Segment: t.rem.Name, Tenant: r.Tenant,
 	}
-	now := t.sc.now().UnixNano()
+	now := sc.now().UnixNano()
 	d := e.path.admit.Admit(ar, now)
 	switch d.Verdict {
 	case admission.Now:
@@ -186,8 +195,8 @@ func (p laterPort) Go(h admission.Held) {
 	b, i := h.B, int(h.I)
 	rec := e.path.record(b, i)
 	var sc submitCtx
-	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), sc: &sc, asked: true}
-	e.run(&t, stageValidate)
+	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), asked: true}
+	e.run(&t, &sc, stageValidate)
 }
 
 // Refuse ends held task h: the Admitter said Reject.
@@ -217,9 +226,9 @@ type putResult struct {
 // caller, between Begin and End), each taking receiver credit first
 // where the transport is two-sided. The caller publishes them (End),
 // then calls cut with the result.
-func (e *Executor) put(t *task, l *progress.Lane) putResult {
+func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx) putResult {
 	b, i, r, rem, rt := t.b, t.i, &t.rec.req, t.rem, &t.rt
-	deadline := r.deadline()
+	deadline := b.Task(i).Deadline
 	n := uint64(len(r.Local))
 	ps := rt.ps
 	plan := &t.plan
@@ -227,7 +236,6 @@ func (e *Executor) put(t *task, l *progress.Lane) putResult {
 	if r.Op == Read {
 		op = ring.OpRead
 	}
-	token := b.Token(i)
 	d := ring.Descriptor{
 		Op: op, Prio: uint8(r.Priority),
 		LocalRegion: rt.lreg, Peer: rem.ID, RemoteRegion: rt.rreg,
@@ -235,11 +243,25 @@ func (e *Executor) put(t *task, l *progress.Lane) putResult {
 	}
 	var now int64 // 0: no deadline to check
 	if deadline != 0 {
-		now = t.sc.now().UnixNano()
+		now = sc.unixNow()
 	}
-	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	res := putResult{i: i, slices: plan.Slices}
-	var hold *credit.Hold // receiver credit: a two-sided transport's slices take some
+	if plan.Slices == 1 && !e.path.watched() && (e.credit == nil || !t.prun.p.Info.TwoSided) {
+		// One slice, nobody listening, no receiver credit: the lean path
+		// of a block run, or of a small request, is the slice alone.
+		if !b.Stopping(i, now) {
+			d.LocalOffset, d.RemoteOffset, d.Length = rt.loff, rt.roff, n
+			if sent, err := putSlice(&d, b, i, b.Token(i), plan.Rails, l, t.prun.rails, ps, sc); sent {
+				res.sent = 1
+			} else {
+				res.err = err
+			}
+		}
+		return res
+	}
+	token := b.Token(i)
+	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
+	var hold *credit.Hold                                     // receiver credit: a two-sided transport's slices take some
 	pc := e.creditFor(t.prun, rem)
 	if pc != nil {
 		hold = e.credit.keeper.Begin(b, i, pc, plan.Slice)
@@ -252,7 +274,7 @@ func (e *Executor) put(t *task, l *progress.Lane) putResult {
 		if hold != nil && !e.credit.keeper.Take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
 			break // it stopped, or the engine closed, while waiting for credit
 		}
-		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, t.prun.rails, ps, t.sc); !sent {
+		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, t.prun.rails, ps, sc); !sent {
 			if hold != nil {
 				e.credit.keeper.Unsent(hold, d.Length)
 			}
