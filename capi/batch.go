@@ -179,11 +179,7 @@ func ferry_go_allocate_batch(h C.ferry_engine_t, capacity C.size_t, out *C.ferry
 		if err != nil {
 			return failErr(what, err, C.FERRY_ERR_INVALID)
 		}
-		en.mu.Lock()
-		b := en.handle()
-		en.batches[b] = id
-		en.mu.Unlock()
-		*out = C.ferry_batch_t(b)
+		*out = C.ferry_batch_t(keep(en, en.batches, id))
 		return C.FERRY_OK
 	})
 }

@@ -47,11 +47,7 @@ func ferry_go_prepare_blocks(h C.ferry_engine_t, seg C.ferry_segment_t, local un
 		if err != nil {
 			return failErr(what, err, C.FERRY_ERR_INVALID)
 		}
-		en.mu.Lock()
-		k := en.handle()
-		en.blocks[k] = bl
-		en.mu.Unlock()
-		*out = C.ferry_blocks_t(k)
+		*out = C.ferry_blocks_t(keep(en, en.blocks, bl))
 		return C.FERRY_OK
 	})
 }

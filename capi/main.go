@@ -171,6 +171,16 @@ func (en *engine) handle() uint64 {
 	return en.next
 }
 
+// keep stores v in m (one of en's handle tables) under a new handle, and
+// returns it.
+func keep[T any](en *engine, m map[uint64]T, v T) uint64 {
+	en.mu.Lock()
+	defer en.mu.Unlock()
+	h := en.handle()
+	m[h] = v
+	return h
+}
+
 // batch returns the batch of handle b.
 func (en *engine) batch(b C.ferry_batch_t, what string) (host.BatchID, C.int) {
 	en.mu.Lock()

@@ -88,16 +88,33 @@ type TransferError = path.TransferError
 // wraps one of these (errors.Is) and names the segment, plugin or address
 // involved.
 var (
-	ErrNotRegistered        = path.ErrNotRegistered
-	ErrOutOfBounds          = path.ErrOutOfBounds
-	ErrPermission           = path.ErrPermission
-	ErrSegmentNotFound      = path.ErrSegmentNotFound
+	// ErrNotRegistered: a local range is not inside one buffer
+	// registered with this engine (Engine.Register).
+	ErrNotRegistered = path.ErrNotRegistered
+	// ErrOutOfBounds: a remote range runs past its buffer, or lies in
+	// none of the segment's.
+	ErrOutOfBounds = path.ErrOutOfBounds
+	// ErrPermission: the remote buffer does not allow the op (a write to
+	// a read-only region, say).
+	ErrPermission = path.ErrPermission
+	// ErrSegmentNotFound: the segment handle is not open, or the segment
+	// restarted or left (open it again).
+	ErrSegmentNotFound = path.ErrSegmentNotFound
+	// ErrTransportUnavailable: no transport reaches the segment, or the
+	// one the request pins cannot.
 	ErrTransportUnavailable = path.ErrTransportUnavailable
-	ErrPluginFailed         = path.ErrPluginFailed
-	ErrDeadlineExceeded     = path.ErrDeadlineExceeded
-	ErrCanceled             = path.ErrCanceled
-	ErrInvalid              = path.ErrInvalid
-	ErrClosed               = path.ErrClosed
+	// ErrPluginFailed: the plugin that carried the task died, stalled or
+	// failed it, and failover could not move it.
+	ErrPluginFailed = path.ErrPluginFailed
+	// ErrDeadlineExceeded: the task's deadline passed (TIMEOUT).
+	ErrDeadlineExceeded = path.ErrDeadlineExceeded
+	// ErrCanceled: the task was canceled (CANCELED).
+	ErrCanceled = path.ErrCanceled
+	// ErrInvalid: the call or the request is malformed, or admission
+	// refused it.
+	ErrInvalid = path.ErrInvalid
+	// ErrClosed: the engine is closed.
+	ErrClosed = path.ErrClosed
 	// ErrBusy is a request refused because the qos block's queue is full
 	// (qos.max_queued) and qos.busy is "error": submit it again later.
 	ErrBusy = path.ErrBusy
