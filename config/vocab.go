@@ -7,7 +7,6 @@ import "github.com/ferrydev/ferry/internal/intent"
 // host aliases it and its values (host.Intent, host.IntentCheckpoint, ...).
 type Intent = intent.Intent
 
-
 // Intents lists every known intent. The selector numbers its match bits by
 // this order.
 var Intents = intent.All
