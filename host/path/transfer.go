@@ -168,6 +168,9 @@ func (e *Executor) Transfer(ctx context.Context, reqs ...Request) error {
 		}
 		r := &reqs[i]
 		te := &TransferError{Task: i, Op: r.Op, Remote: r.Remote, Length: uint64(len(r.Local)), State: tr.state, Err: tr.err}
+		if te.Err == nil { // still PENDING: the wait gave up (werr says why) while a plugin holds slices of it
+			te.Err = fmt.Errorf("%w: the task had not ended when the wait gave up; its buffer is not safe to reuse", ErrPluginFailed)
+		}
 		if rem := e.remote(r.Segment); rem != nil {
 			te.Segment = rem.Name
 			if tr.recheck {
