@@ -164,13 +164,10 @@ func (p qosPort) Resume(h admission.Held, g admission.Grant) {
 	if e.path.qos.grants {
 		e.granted(b, i, g)
 	}
-	rec := e.path.record(b, i)
 	if b.Stopping(i, progress.Now()) {
 		return // ended before it was granted: given back above, or by its end
 	}
-	var sc submitCtx
-	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), admitted: true}
-	e.run(&t, &sc, stageValidate) // validated again: its memory may have been unregistered while it waited
+	e.resume(task{b: b, i: i, admitted: true})
 }
 
 // Abandon ends a task still held when the engine closes: it never

@@ -211,7 +211,7 @@ func (e *Executor) Close(closeErr error) {
 	}
 }
 
-// Wait waits for the executor's goroutines, after Close and the
+// WaitClosed waits for the executor's goroutines, after Close and the
 // supervisor's.
 func (e *Executor) WaitClosed() { e.wg.Wait() }
 

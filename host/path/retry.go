@@ -158,10 +158,7 @@ func (p failoverPort) Resume(j *retryJob, d failover.Decision) {
 		b.Finish(i, progress.Failed, why)
 		return
 	}
-	var sc submitCtx
-	t := task{b: b, i: i, rec: e.path.record(b, i), rem: e.remote(j.Task.rec.req.Segment), avoid: d.Avoid,
-		retry: &retryStep{job: j, d: d, why: why, to: d.Transport}}
-	e.run(&t, &sc, stageValidate) // validated again: the segment may have changed under a restarted peer
+	e.resume(task{b: b, i: i, avoid: d.Avoid, retry: &retryStep{job: j, d: d, why: why, to: d.Transport}})
 }
 
 // retryStep is a failover's next attempt as the stages see it: the

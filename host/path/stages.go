@@ -134,6 +134,18 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage) (putResult, bool) {
 	return e.putStage(t, sc), true
 }
 
+// resume takes task t (its batch, index and how it enters) on outside a
+// submitter's call: a QoS resume, an Admitter's Now after Later, a
+// failover. It runs the whole sequence from validate, since its memory
+// or its segment may have changed while it waited, with a submission
+// context of its own.
+func (e *Executor) resume(t task) {
+	t.rec = e.path.record(t.b, t.i)
+	t.rem = e.remote(t.rec.req.Segment)
+	var sc submitCtx
+	e.run(&t, &sc, stageValidate)
+}
+
 // refuse ends t because a stage before put refused it: INVALID, with
 // err; a failover's next attempt ends FAILED with the first failure's
 // cause and why the failover could not go on.
@@ -159,9 +171,6 @@ func (e *Executor) validateStage(t *task) bool {
 		t.rt.lreg, t.rt.loff = lreg, loff
 		return true
 	}
-	if t.valid {
-		return true
-	}
 	rt, err := e.validate(&t.rec.req, t.rem)
 	if err != nil {
 		e.refuse(t, err)
@@ -173,12 +182,9 @@ func (e *Executor) validateStage(t *task) bool {
 }
 
 // admitStage asks admission (the application's Admitter, then the qos
-// block's queue) about t. A failover's attempt was admitted with the
-// task's first.
+// block's queue) about t; run does not enter it for a failover's
+// attempt, admitted with the task's first.
 func (e *Executor) admitStage(t *task, sc *submitCtx) bool {
-	if t.retry != nil {
-		return true
-	}
 	if !t.admitted {
 		r := &t.rec.req
 		if !e.admit(t, sc) {

@@ -191,12 +191,7 @@ type laterPort struct{ e *Executor }
 // (its memory may have been unregistered while it waited) and offered to
 // the qos queue, if any.
 func (p laterPort) Go(h admission.Held) {
-	e := p.e
-	b, i := h.B, int(h.I)
-	rec := e.path.record(b, i)
-	var sc submitCtx
-	t := task{b: b, i: i, rec: rec, rem: e.remote(rec.req.Segment), asked: true}
-	e.run(&t, &sc, stageValidate)
+	p.e.resume(task{b: h.B, i: int(h.I), asked: true})
 }
 
 // Refuse ends held task h: the Admitter said Reject.
