@@ -393,7 +393,7 @@ func (e *Engine) Close() error {
 		// Quit above made the supervisor refuse to commit restarted runs:
 		// the runs it stops here are the last ones.
 		e.supervisor.Stop(ctx)
-		e.x.Close(fmt.Errorf("%w: engine %q closed", ErrClosed, e.name))
+		e.x.Close()
 		e.supervisor.Close() // kills the processes, unmaps the lanes, waits
 		e.x.WaitClosed()
 		e.wg.Wait()

@@ -130,7 +130,7 @@ func (e *Executor) hold(b *progress.Batch, i int, r *Request, rem *remote, sc *s
 	case errors.Is(err, admission.ErrBusy):
 		b.Finish(i, progress.Failed, fmt.Errorf("%w: segment %q: %w", ErrBusy, rem.Name, err))
 	case errors.Is(err, admission.ErrStopped):
-		b.Finish(i, progress.Failed, fmt.Errorf("%w: engine %q closed", ErrClosed, e.name))
+		b.Finish(i, progress.Failed, e.closeErr())
 	default:
 		b.Finish(i, progress.Failed, err)
 	}

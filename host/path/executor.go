@@ -201,13 +201,14 @@ func (e *Executor) Closing() {
 	e.retries.Close()
 }
 
-// Close fails what is still pending on every plugin with closeErr and
-// waits for the executor's goroutines; the engine calls it once its
-// plugins stopped taking work (supervisor Stop).
-func (e *Executor) Close(closeErr error) {
+// Close fails what is still pending on every plugin, saying the engine
+// closed; the engine calls it once its plugins stopped taking work
+// (supervisor Stop).
+func (e *Executor) Close() {
 	e.Closing()
+	err := e.closeErr()
 	for _, ps := range e.plugins {
-		e.tracker.FailTransport(ps.idx, closeErr)
+		e.tracker.FailTransport(ps.idx, err)
 	}
 }
 

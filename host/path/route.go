@@ -46,7 +46,7 @@ func newSelector(cfg *config.Config, plugins []*Plugin) (*selector.Selector, err
 	return s, nil
 }
 
-// maxInlineCandidates is how many plugins route describes to the selector
+// maxInlineCandidates is how many plugins choose describes to the selector
 // without allocating.
 const maxInlineCandidates = 8
 
@@ -136,7 +136,7 @@ func checkRequest(r *Request, rem *remote) error {
 	return faultErr(f, r, rem, validate.Result{})
 }
 
-// routed is where route sends a request: the plugin, the policy that
+// routed is where the route stage sends a request: the plugin, the policy that
 // applies (-1: none) and both ranges as (region, offset).
 type routed struct {
 	ps         *Plugin
@@ -162,19 +162,6 @@ func (e *Executor) validate(r *Request, rem *remote) (rt routed, err error) {
 		return rt, faultErr(v.Fault, r, rem, v)
 	}
 	rt.lreg, rt.loff, rt.rreg, rt.roff = v.LocalRegion, v.LocalOffset, v.RemoteRegion, v.RemoteOffset
-	return rt, nil
-}
-
-// route validates a request and picks its plugin. Errors here make the
-// task INVALID: nothing was sent.
-func (e *Executor) route(r *Request, rem *remote) (routed, error) {
-	rt, err := e.validate(r, rem)
-	if err != nil {
-		return rt, err
-	}
-	if rt.ps, rt.policy, err = e.choose(r, rem, uint64(len(r.Local))); err != nil {
-		return rt, err
-	}
 	return rt, nil
 }
 
