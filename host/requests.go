@@ -99,13 +99,13 @@ func (e *Engine) PrepareBlocks(seg SegmentID, local []byte, ll BlockLayout, remo
 // every index) before anything is added, and with pairs merged into runs
 // (see the package comment). An error means nothing was added.
 func (e *Engine) SubmitBlocks(id BatchID, l *BlockList, br BlockRequest, pairs []BlockPair) (BlockTasks, error) {
-	return e.x.SubmitBlocks(id, l, br, pairs)
+	return e.x.SubmitBlocks(id, l, &br, pairs)
 }
 
 // SubmitBlockRange submits the n pairs (local+k, remote+k), as
 // SubmitBlocks does.
 func (e *Engine) SubmitBlockRange(id BatchID, l *BlockList, br BlockRequest, local, remote uint32, n int) (BlockTasks, error) {
-	return e.x.SubmitBlockRange(id, l, br, local, remote, n)
+	return e.x.SubmitBlockRange(id, l, &br, local, remote, n)
 }
 
 // Explain says which transport the engine would choose for req and why:

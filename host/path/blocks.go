@@ -203,16 +203,19 @@ func (l *BlockList) check() (*boundBlocks, *remote, error) {
 	return bb, rem, err
 }
 
-// SubmitBlocks is host.Engine.SubmitBlocks, which documents it.
-func (e *Executor) SubmitBlocks(id BatchID, l *BlockList, br BlockRequest, pairs []BlockPair) (BlockTasks, error) {
+// SubmitBlocks is host.Engine.SubmitBlocks, which documents it; br is
+// the caller's, read during the call (a copy is a noticeable share of
+// a call of one pair).
+func (e *Executor) SubmitBlocks(id BatchID, l *BlockList, br *BlockRequest, pairs []BlockPair) (BlockTasks, error) {
 	src := blocks.Pairs(pairs)
-	return e.submitBlocks(id, l, &br, &src)
+	return e.submitBlocks(id, l, br, &src)
 }
 
-// SubmitBlockRange is host.Engine.SubmitBlockRange, which documents it.
-func (e *Executor) SubmitBlockRange(id BatchID, l *BlockList, br BlockRequest, local, remote uint32, n int) (BlockTasks, error) {
+// SubmitBlockRange is host.Engine.SubmitBlockRange, which documents it;
+// br as SubmitBlocks's.
+func (e *Executor) SubmitBlockRange(id BatchID, l *BlockList, br *BlockRequest, local, remote uint32, n int) (BlockTasks, error) {
 	src := blocks.Range(local, remote, n)
-	return e.submitBlocks(id, l, &br, &src)
+	return e.submitBlocks(id, l, br, &src)
 }
 
 func (e *Executor) submitBlocks(id BatchID, l *BlockList, br *BlockRequest, src *blocks.Source) (BlockTasks, error) {
@@ -391,6 +394,13 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 	l, bb, ps := c.l, c.bb, c.route.ps
 	size := l.side.Layout.BlockSize
 	todo, lengths, plans := ch.todo, ch.lengths, ch.plans
+	// What the call's tasks share is set once, field by field (a
+	// composite literal is built aside and copied); each run sets its
+	// own below, and each chunk its run and lane (the stages leave
+	// nothing else of one task behind).
+	var t task
+	t.b, t.rem, t.valid, t.block, t.blk, t.rt.ps, t.rt.policy, t.described = b, c.rem, true, true, c.local, ps, c.route.policy, true
+	describe(&t.d, c.req.Op, c.req.Priority, c.rem.ID, c.deadline)
 	for k := 0; k < src.Len(); {
 		nr := 0
 		for ; nr < len(todo) && k < src.Len(); nr++ {
@@ -434,9 +444,8 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
 		nc := 0
-		// What the chunk's tasks share is set once; each run sets its
-		// own below (the stages leave nothing else of one task behind).
-		t := task{b: b, rem: c.rem, valid: true, block: true, blk: c.local, rt: routed{ps: ps, policy: c.route.policy}, prun: pr, lane: ln, planned: preset}
+		t.prun, t.lane, t.planned = pr, ln, preset
+		t.passes = e.passes(&t)
 		for j := range todo[:got] {
 			i := at + j
 			run := &todo[j]
@@ -448,8 +457,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			if preset {
 				t.plan = plans[j]
 			}
-			if res, put := e.run(&t, &c.sc, stageValidate); put {
-				ch.put[nc] = res
+			if e.run(&t, &c.sc, stageValidate, &ch.put[nc]) {
 				nc++
 			}
 		}

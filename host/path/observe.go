@@ -242,6 +242,13 @@ func (e *Executor) note(b *progress.Batch, i int, st observe.Stage, tr int32, sl
 // count goes into sc's tally, which the call adds to the meter once, at
 // its end (flushQueued).
 func (e *Executor) noteQueued(b *progress.Batch, i int, sc *submitCtx) {
+	if e.path.watched() { // inlined: nobody listening costs no call
+		e.noteQueuedWatched(b, i, sc)
+	}
+}
+
+// noteQueuedWatched is noteQueued when an observer or the meter listens.
+func (e *Executor) noteQueuedWatched(b *progress.Batch, i int, sc *submitCtx) {
 	switch {
 	case e.path.obs != nil:
 		e.noteTask(b, i, observe.Queued, -1, 0, nil, sc.clock())

@@ -6,6 +6,7 @@ import (
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // The stage sequence. A task enters run once it exists (reserved in its
@@ -64,6 +65,13 @@ type task struct {
 
 	plan    slicer.Plan
 	planned bool // plan is set: a block run reserved routed and cut
+	passes  bool // every stage before put passes it (Executor.passes)
+
+	// d is the descriptor put fills for each slice; described: what
+	// the tasks of a block chunk share (op, priority, peer, deadline)
+	// is set in it already, once for the chunk.
+	d         ring.Descriptor
+	described bool
 
 	avoid uint64     // the rails to keep off: a failover's
 	retry *retryStep // a failover's next attempt; nil for a first one
@@ -84,31 +92,44 @@ type task struct {
 // run takes t, of the submission sc, through the stages from from on.
 // It is the only place that calls them in order. It reports whether the
 // task reached put (its slices, or some, were enqueued, or put found it
-// ended), and, for a task on a lane its caller holds, what put did.
+// ended); for a task on a lane its caller holds, what put did is left in
+// out, for the caller to cut after End.
 //
 // Each stage is entered only when it has something to do: what makes it
 // a pass (a fact decided before, nobody listening, no gate closed) is
 // tested here, so that the lean path (a block run, nothing listening)
 // costs flag tests, not calls.
-func (e *Executor) run(t *task, sc *submitCtx, from stage) (putResult, bool) {
+func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool {
+	if t.passes {
+		// Every stage before put passes it (passes, asked once for its
+		// chunk): what their passes do, then put.
+		t.rt.lreg, t.rt.loff = t.blk.lreg, t.blk.loff+t.boff
+		t.rec.hist.Tried = 1 << t.rt.ps.idx
+		if t.plan.Slices == 1 {
+			putOne(t, t.lane, sc, out)
+		} else {
+			e.put(t, t.lane, sc, out)
+		}
+		return true
+	}
 	watched := e.path.watched()
 	if from <= stageValidate {
 		if t.block && t.blk.whole { // the call found one buffer holding the whole local side
 			t.rt.lreg, t.rt.loff = t.blk.lreg, t.blk.loff+t.boff
 		} else if (t.block || !t.valid) && !e.validateStage(t) {
-			return putResult{}, false
+			return false
 		}
 	}
 	if from <= stageAdmit && t.retry == nil && (e.path.admit != nil || e.path.qos != nil || watched) && !e.admitStage(t, sc) {
-		return putResult{}, false
+		return false
 	}
 	if from <= stageAdded && len(e.stages) != 0 && !e.addedStages(t) {
-		return putResult{}, false
+		return false
 	}
 	if from <= stageRoute {
 		if t.retry != nil || t.rt.ps == nil || watched {
 			if !e.routeStage(t) {
-				return putResult{}, false
+				return false
 			}
 		} else {
 			t.rec.hist.Tried = 1 << t.rt.ps.idx
@@ -129,9 +150,24 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage) (putResult, bool) {
 		}
 	}
 	if t.lane != nil {
-		return e.put(t, t.lane, sc), true
+		e.put(t, t.lane, sc, out)
+	} else {
+		e.putStage(t, sc)
 	}
-	return e.putStage(t, sc), true
+	return true
+}
+
+// passes reports whether every stage before put passes t, and every
+// task of a block chunk like it, at the cost of its flags: its local
+// side is one registered buffer looked up for its call, its route and
+// plan were its call's, no admission or qos queue asks, no stage was
+// added, nothing listens, no gate is closed, and its plugin takes no
+// receiver credit. A caller of many such tasks (putRuns) asks once and
+// sets task.passes; run then does only what the stages' passes do.
+func (e *Executor) passes(t *task) bool {
+	return t.block && t.blk.whole && t.rt.ps != nil && t.planned && t.lane != nil && t.retry == nil &&
+		e.path.admit == nil && e.path.qos == nil && len(e.stages) == 0 && !e.path.watched() &&
+		!e.fences.Any() && e.creditFor(t.prun, t.rem) == nil
 }
 
 // resume takes task t (its batch, index and how it enters) on outside a
@@ -143,7 +179,7 @@ func (e *Executor) resume(t task) {
 	t.rec = e.path.record(t.b, t.i)
 	t.rem = e.remote(t.rec.req.Segment)
 	var sc submitCtx
-	e.run(&t, &sc, stageValidate)
+	e.run(&t, &sc, stageValidate, nil)
 }
 
 // refuse ends t because a stage before put refused it: INVALID, with
@@ -252,20 +288,20 @@ func (e *Executor) planStage(t *task) {
 // putStage puts t's slices on a lane of its plugin's run, each taking
 // receiver credit first where the transport is two-sided (a task on a
 // lane its caller holds goes to put directly: run).
-func (e *Executor) putStage(t *task, sc *submitCtx) putResult {
+func (e *Executor) putStage(t *task, sc *submitCtx) {
 	// Each request's slices are published as one: a plugin works on one
 	// request while the next is cut (holding the lane over a whole batch
 	// measured slower on two cores: the plugin idled until the end).
 	l := e.laneOf(t.prun, t.rt.ps, t.rec.req.Priority)
 	l.Begin()
-	c := e.put(t, l, sc)
+	var c putResult
+	e.put(t, l, sc, &c)
 	if sc.waiter {
 		l.EndWaited()
 	} else {
 		l.End()
 	}
 	e.cut(t.b, l, t.rt.ps, c)
-	return c
 }
 
 // Stage is a step an engine adds to the request path (host.WithStage):

@@ -77,11 +77,14 @@ func (c *submitCtx) now() time.Time {
 
 // unixNow is now in unix nanoseconds.
 func (c *submitCtx) unixNow() int64 {
-	if c.unix == 0 {
-		c.unix = c.now().UnixNano()
+	if c.unix == 0 { // inlined: a read time costs no call
+		c.readUnix()
 	}
 	return c.unix
 }
+
+// readUnix sets unix from now.
+func (c *submitCtx) readUnix() { c.unix = c.now().UnixNano() }
 
 // clock is now as a progress.Clock time: when the call's requests are
 // queued.
@@ -106,7 +109,7 @@ func (e *Executor) submitOne(b *progress.Batch, r *Request, sc *submitCtx) {
 	}
 	e.noteQueued(b, i, sc)
 	t := task{b: b, i: i, rec: rec, rem: e.remote(r.Segment), wait: true}
-	e.run(&t, sc, stageValidate)
+	e.run(&t, sc, stageValidate, nil)
 }
 
 // awaitPin takes task i (request r to rem, valid and admitted, which
@@ -219,41 +222,27 @@ type putResult struct {
 
 // put enqueues t's slices on l, a lane of t's plugin run (held by the
 // caller, between Begin and End), each taking receiver credit first
-// where the transport is two-sided. The caller publishes them (End),
-// then calls cut with the result.
-func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx) putResult {
+// where the transport is two-sided, and leaves in res what it did. The
+// caller publishes them (End), then calls cut with res.
+func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx, res *putResult) {
 	b, i, r, rem, rt := t.b, t.i, &t.rec.req, t.rem, &t.rt
-	deadline := b.Task(i).Deadline
+	d := &t.d
+	if !t.described {
+		describe(d, r.Op, r.Priority, rem.ID, b.Task(i).Deadline)
+	}
+	if t.plan.Slices == 1 && !e.path.watched() && (e.credit == nil || !t.prun.p.Info.TwoSided) {
+		putOne(t, l, sc, res)
+		return
+	}
 	n := uint64(len(r.Local))
 	ps := rt.ps
 	plan := &t.plan
-	op := ring.OpWrite
-	if r.Op == Read {
-		op = ring.OpRead
-	}
-	d := ring.Descriptor{
-		Op: op, Prio: uint8(r.Priority),
-		LocalRegion: rt.lreg, Peer: rem.ID, RemoteRegion: rt.rreg,
-		Deadline: deadline,
-	}
+	d.LocalRegion, d.RemoteRegion = rt.lreg, rt.rreg
 	var now int64 // 0: no deadline to check
-	if deadline != 0 {
+	if d.Deadline != 0 {
 		now = sc.unixNow()
 	}
-	res := putResult{i: i, slices: plan.Slices}
-	if plan.Slices == 1 && !e.path.watched() && (e.credit == nil || !t.prun.p.Info.TwoSided) {
-		// One slice, nobody listening, no receiver credit: the lean path
-		// of a block run, or of a small request, is the slice alone.
-		if !b.Stopping(i, now) {
-			d.LocalOffset, d.RemoteOffset, d.Length = rt.loff, rt.roff, n
-			if sent, err := putSlice(&d, b, i, b.Token(i), plan.Rails, l, t.prun.rails, ps, sc); sent {
-				res.sent = 1
-			} else {
-				res.err = err
-			}
-		}
-		return res
-	}
+	*res = putResult{i: i, slices: plan.Slices}
 	token := b.Token(i)
 	e.note(b, i, observe.Submitted, ps.idx, plan.Slices, nil) // before any slice is visible to the plugin
 	var hold *credit.Hold                                     // receiver credit: a two-sided transport's slices take some
@@ -269,7 +258,7 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx) putResult {
 		if hold != nil && !e.credit.keeper.Take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
 			break // it stopped, or the engine closed, while waiting for credit
 		}
-		if sent, err := putSlice(&d, b, i, token, plan.Rails, l, t.prun.rails, ps, sc); !sent {
+		if sent, err := putSlice(d, b, i, token, plan.Rails, l, t.prun.rails, ps, sc); !sent {
 			if hold != nil {
 				e.credit.keeper.Unsent(hold, d.Length)
 			}
@@ -278,7 +267,37 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx) putResult {
 		}
 		res.sent++
 	}
-	return res
+}
+
+// putOne is put of a task of one slice, nobody listening, no receiver
+// credit: the lean path of a block run, or of a small request, is the
+// slice alone.
+func putOne(t *task, l *progress.Lane, sc *submitCtx, res *putResult) {
+	b, i, rt, d := t.b, t.i, &t.rt, &t.d
+	*res = putResult{i: i, slices: 1}
+	var now int64 // 0: no deadline to check
+	if d.Deadline != 0 {
+		now = sc.unixNow()
+	}
+	if b.Stopping(i, now) {
+		return
+	}
+	d.LocalRegion, d.RemoteRegion = rt.lreg, rt.rreg
+	d.LocalOffset, d.RemoteOffset, d.Length = rt.loff, rt.roff, uint64(len(t.rec.req.Local))
+	if sent, err := putSlice(d, b, i, b.Token(i), t.plan.Rails, l, t.prun.rails, rt.ps, sc); sent {
+		res.sent = 1
+	} else {
+		res.err = err
+	}
+}
+
+// describe sets in d what every slice of a task shares: the op, the
+// priority, the peer and the deadline.
+func describe(d *ring.Descriptor, op Op, prio Priority, peer uint32, deadline int64) {
+	d.Op, d.Prio, d.Peer, d.Deadline = ring.OpWrite, uint8(prio), peer, deadline
+	if op == Read {
+		d.Op = ring.OpRead
+	}
 }
 
 // putSlice puts slice d of task i of b (token its task's token) on lane
