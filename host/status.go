@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
@@ -115,7 +116,11 @@ func (e *Engine) Status(ctx context.Context, opts ...StatusOption) EngineStatus 
 	fs, seen := e.x.Failures()
 	st.Failures, st.FailuresSeen = make([]Failure, len(fs)), seen
 	for i, f := range fs {
-		st.Failures[i] = Failure(f)
+		st.Failures[i] = Failure{Time: f.Time, Segment: f.Segment, Op: f.Op.String(), Length: f.Length, Transport: f.Transport, Rail: f.Rail,
+			Status: f.Status.String(), Retried: f.Retried}
+		if f.Cause != nil {
+			st.Failures[i].Cause = f.Cause.Error()
+		}
 	}
 	if e.trace != nil {
 		for _, s := range e.trace.Stories() {
@@ -311,11 +316,39 @@ type TraceStep struct {
 	Reasons string `json:"reasons,omitempty"`
 }
 
+// taskTrace formats s, a trace.Recorder's story of one task.
 func taskTrace(s trace.Story) TaskTrace {
-	t := TaskTrace{Batch: s.Batch, Task: s.Task, Op: s.Op, Length: s.Length, Priority: s.Priority, Started: s.Started, Done: s.Done, Took: s.Took,
-		Steps: make([]TraceStep, len(s.Steps))}
-	for i, st := range s.Steps {
-		t.Steps[i] = TraceStep(st)
+	t := TaskTrace{Started: s.Started, Done: s.Done(), Steps: make([]TraceStep, len(s.Events))}
+	var start int64 // the clock at Queued
+	if len(s.Events) > 0 {
+		q := &s.Events[0]
+		t.Batch, t.Task, t.Length, t.Priority, start = q.Batch, q.Task, q.Length, q.Priority.String(), q.At
+		if q.Op != 0 {
+			t.Op = q.Op.String()
+		}
+	}
+	since := func(at int64) float64 { // in microseconds; 0 when untimed
+		if at == 0 || start == 0 {
+			return 0
+		}
+		return float64(at-start) / 1e3
+	}
+	for i, ev := range s.Events {
+		st := TraceStep{Stage: ev.Stage.String(), At: since(ev.At), Attempt: ev.Attempt, Transport: ev.Transport, Slices: ev.Slices,
+			From: ev.From, Cause: ev.Cause, Reasons: ev.Reasons}
+		switch ev.Stage {
+		case observe.Completed:
+			if ev.Status != 0 {
+				st.Status = ev.Status.String()
+			}
+		case observe.Ended:
+			st.State = ev.State.String()
+			t.Took = st.At
+		}
+		if ev.Err != nil {
+			st.Err = ev.Err.Error()
+		}
+		t.Steps[i] = st
 	}
 	return t
 }

@@ -1,33 +1,62 @@
 package host
 
 import (
+	"errors"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ferrydev/ferry/host/path"
-	"github.com/ferrydev/ferry/host/rails"
+	"github.com/ferrydev/ferry/host/observe"
+	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/trace"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// TestStatusKeys: EngineStatus's own types keep the JSON keys of the
-// sub-package types they replaced, so that a `ferry status` of either
-// build reads the other's (StatusFormat 1).
+// TestStatusKeys: EngineStatus's rails, failures and traces keep the
+// JSON keys of StatusFormat 1 (those of the sub-package types they
+// replaced), so that a `ferry status` of either build reads the other's.
 func TestStatusKeys(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		was, now any
+		name string
+		v    any
+		want []string
 	}{
-		{"rail", rails.Status{}, RailStatus{}},
-		{"failure", path.Failure{}, Failure{}},
-		{"trace", trace.Story{}, TaskTrace{}},
+		{"rail", RailStatus{}, []string{"PausedUntil", "bytes", "errors", "ewma_gbps", "in_flight", "index", "label", "name", "nominal_gbps", "numa_node", "paused", "slices", "transport"}},
+		{"failure", Failure{}, []string{"cause", "length", "op", "rail", "retried", "segment", "status", "time", "transport"}},
+		{"trace", TaskTrace{}, []string{"batch", "done", "length", "op", "priority", "started", "steps", "steps.at_us", "steps.attempt", "steps.cause", "steps.error",
+			"steps.from", "steps.reasons", "steps.slices", "steps.stage", "steps.state", "steps.status", "steps.transport", "task", "took_us"}},
 	} {
-		was, now := jsonKeys(reflect.TypeOf(c.was), ""), jsonKeys(reflect.TypeOf(c.now), "")
-		if !slices.Equal(was, now) {
-			t.Errorf("%s: JSON keys %q, were %q", c.name, now, was)
+		if got := jsonKeys(reflect.TypeOf(c.v), ""); !slices.Equal(got, c.want) {
+			t.Errorf("%s: JSON keys %q, format 1 has %q", c.name, got, c.want)
 		}
+	}
+}
+
+// TestTaskTrace: a story's events become its steps: times in
+// microseconds since Queued, the first failing status of a Completed,
+// an Ended's state and the task's time end to end, a retry's cause.
+func TestTaskTrace(t *testing.T) {
+	at := int64(1e6)
+	s := trace.Story{Events: []observe.Event{
+		{Stage: observe.Queued, Batch: 2, Trace: true, At: at, Op: ring.OpWrite, Length: 4096},
+		{Stage: observe.Routed, Transport: "shm", Reasons: "shm: taken"},
+		{Stage: observe.Completed, Transport: "shm", Status: ring.StatusIO, At: at + 2000},
+		{Stage: observe.Retried, Transport: "tcp", From: "shm", Cause: "io", Err: errors.New("boom"), Attempt: 1, At: at + 3000},
+		{Stage: observe.Ended, State: progress.Completed, At: at + 5000},
+	}}
+	got := taskTrace(s)
+	if !got.Done || got.Batch != 2 || got.Op != "write" || got.Length != 4096 || got.Took != 5 || len(got.Steps) != 5 {
+		t.Fatalf("trace %+v", got)
+	}
+	st := got.Steps
+	if st[0].Stage != "queued" || st[1].Reasons != "shm: taken" || st[1].At != 0 || st[2].At != 2 || st[2].Status == "" ||
+		st[3].From != "shm" || st[3].Err != "boom" || st[4].State != "COMPLETED" {
+		t.Errorf("steps %+v", st)
+	}
+	if open := taskTrace(trace.Story{Events: s.Events[:2]}); open.Done || open.Took != 0 {
+		t.Errorf("a story without Ended: done %v, took %v", open.Done, open.Took)
 	}
 }
 

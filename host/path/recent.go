@@ -5,21 +5,23 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// Failure is one failed attempt of a task, as `ferry status` lists the
-// latest: when, to which segment, over what, and why; Retried says the
-// engine took it for another attempt.
+// Failure is one failed attempt of a task: when, to which segment, over
+// what (a transport's name; rail -1 when none was named), its first
+// failing slice status and cause; Retried says the engine took it for
+// another attempt. The engine's status formats it (host.Failure).
 type Failure struct {
-	Time      time.Time `json:"time"`
-	Segment   string    `json:"segment"`
-	Op        string    `json:"op"`
-	Length    uint64    `json:"length"`
-	Transport string    `json:"transport,omitempty"`
-	Rail      int       `json:"rail"` // -1 when no rail was named
-	Status    string    `json:"status"`
-	Cause     string    `json:"cause,omitempty"`
-	Retried   bool      `json:"retried"`
+	Time      time.Time
+	Segment   string
+	Op        Op
+	Length    uint64
+	Transport string
+	Rail      int
+	Status    ring.Status
+	Cause     error
+	Retried   bool
 }
 
 // recentFailures keeps the last len(ring) failures. It is written on the
@@ -60,11 +62,8 @@ func (e *Executor) Failures() ([]Failure, uint64) { return e.recent.list() }
 func (e *Executor) noteFailure(b *progress.Batch, i int, cause error, retried bool) {
 	t := b.Task(i)
 	req := &e.path.record(b, i).req
-	f := Failure{Time: time.Now(), Op: req.Op.String(), Length: t.Length, Transport: e.transportName(t.Transport()),
-		Rail: t.FailedRail(), Status: t.SliceStatus().String(), Retried: retried}
-	if cause != nil {
-		f.Cause = cause.Error()
-	}
+	f := Failure{Time: time.Now(), Op: req.Op, Length: t.Length, Transport: e.transportName(t.Transport()),
+		Rail: t.FailedRail(), Status: t.SliceStatus(), Cause: cause, Retried: retried}
 	if h := e.remote(req.Segment); h != nil {
 		f.Segment = h.Name
 	}

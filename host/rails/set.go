@@ -11,15 +11,16 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// Status is one rail of one transport, as the engine sees it.
+// Status is one rail of one transport, as the engine sees it; the
+// engine's status formats it (host.RailStatus).
 type Status struct {
-	Transport string `json:"transport"`
-	Index     int    `json:"index"`           // the rail's number in the transport (descriptor Rail)
-	Name      string `json:"name"`            // the plugin's name for it (tcp: the listen address)
-	Label     string `json:"label,omitempty"` // the rail block naming it, "" if none
-	NUMANode  int    `json:"numa_node"`       // -1 when unknown
+	Transport string
+	Index     int    // the rail's number in the transport (descriptor Rail)
+	Name      string // the plugin's name for it (tcp: the listen address)
+	Label     string // the rail block naming it, "" if none
+	NUMANode  int    // -1 when unknown
 	// NominalGbps is what the probe or the rail block said; 0 unknown.
-	NominalGbps float64 `json:"nominal_gbps"`
+	NominalGbps float64
 	RailStats
 	// PausedUntil is when a paused rail is tried again.
 	PausedUntil time.Time

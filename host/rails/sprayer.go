@@ -53,13 +53,13 @@ const (
 
 // RailStats is one rail's counters.
 type RailStats struct {
-	Name     string  `json:"-"`
-	Bytes    uint64  `json:"bytes"`     // bytes of slices that completed successfully
-	Slices   uint64  `json:"slices"`    // slices that completed successfully
-	InFlight uint64  `json:"in_flight"` // bytes sent and not yet done
-	EWMAGbps float64 `json:"ewma_gbps"`
-	Errors   uint64  `json:"errors"` // failed slices
-	Paused   bool    `json:"paused"`
+	Name     string
+	Bytes    uint64 // bytes of slices that completed successfully
+	Slices   uint64 // slices that completed successfully
+	InFlight uint64 // bytes sent and not yet done
+	EWMAGbps float64
+	Errors   uint64 // failed slices
+	Paused   bool
 }
 
 // Sprayer chooses a rail for each slice. See the package documentation.

@@ -7,40 +7,18 @@ import (
 	"github.com/ferrydev/ferry/host/observe"
 )
 
-// Step is one stage of a traced task.
-type Step struct {
-	Stage string `json:"stage"`
-	// At is when, in microseconds since the task was queued.
-	At        float64 `json:"at_us"`
-	Attempt   int     `json:"attempt"`
-	Transport string  `json:"transport,omitempty"`
-	Slices    int64   `json:"slices,omitempty"`
-	// Status is a Completed step's first failing slice status ("" when
-	// all slices were OK); State an Ended step's terminal state.
-	Status string `json:"status,omitempty"`
-	State  string `json:"state,omitempty"`
-	// From and Cause are a Retried step's failed transport and why.
-	From  string `json:"from,omitempty"`
-	Cause string `json:"cause,omitempty"`
-	Err   string `json:"error,omitempty"`
-	// Reasons is a Routed step's selector explanation: why this
-	// transport, and why not each other.
-	Reasons string `json:"reasons,omitempty"`
+// Story is the trace of one task: its events from Queued on (at most
+// maxSteps, and its Ended), and when it was queued by the wall clock.
+// The engine's status formats it (host.TaskTrace).
+type Story struct {
+	Started time.Time
+	Events  []observe.Event
 }
 
-// Story is the trace of one task, from Queued to Ended.
-type Story struct {
-	Batch    uint64    `json:"batch"`
-	Task     int       `json:"task"`
-	Op       string    `json:"op"`
-	Length   uint64    `json:"length"`
-	Priority string    `json:"priority"`
-	Started  time.Time `json:"started"`
-	// Done says the task ended; Took is how long from Queued to Ended.
-	Done  bool    `json:"done"`
-	Took  float64 `json:"took_us,omitempty"`
-	Steps []Step  `json:"steps"`
-	start int64   // observe.Clock at Queued
+// Done reports whether the story's task ended.
+func (s *Story) Done() bool {
+	n := len(s.Events)
+	return n > 0 && s.Events[n-1].Stage == observe.Ended
 }
 
 // maxSteps bounds one story: a task that keeps failing over adds steps
@@ -88,24 +66,19 @@ func (r *Recorder) Observe(ev observe.Event) {
 		if len(r.active) >= r.keep {
 			return // as many in progress as kept: the newest is not traced
 		}
-		s = &Story{Batch: ev.Batch, Task: ev.Task, Op: opName(ev), Length: ev.Length, Priority: ev.Priority.String(),
-			Started: time.Now(), start: ev.At}
+		s = &Story{Started: time.Now()}
 		r.active[k] = s
 	}
 	if s == nil {
 		return
 	}
-	if len(s.Steps) < maxSteps || ev.Stage == observe.Ended {
-		s.Steps = append(s.Steps, step(ev, s.start))
+	if len(s.Events) < maxSteps || ev.Stage == observe.Ended {
+		s.Events = append(s.Events, ev)
 	}
 	if ev.Stage != observe.Ended {
 		return
 	}
 	delete(r.active, k)
-	s.Done = true
-	if ev.At != 0 && s.start != 0 {
-		s.Took = float64(ev.At-s.start) / 1e3
-	}
 	if len(r.done) < r.keep {
 		r.done = append(r.done, *s)
 	} else {
@@ -113,33 +86,6 @@ func (r *Recorder) Observe(ev observe.Event) {
 	}
 	r.next = (r.next + 1) % r.keep
 	r.total++
-}
-
-func step(ev observe.Event, start int64) Step {
-	st := Step{Stage: ev.Stage.String(), Attempt: ev.Attempt, Transport: ev.Transport, Slices: ev.Slices,
-		From: ev.From, Cause: ev.Cause, Reasons: ev.Reasons}
-	if ev.At != 0 && start != 0 {
-		st.At = float64(ev.At-start) / 1e3
-	}
-	switch ev.Stage {
-	case observe.Completed:
-		if ev.Status != 0 {
-			st.Status = ev.Status.String()
-		}
-	case observe.Ended:
-		st.State = ev.State.String()
-	}
-	if ev.Err != nil {
-		st.Err = ev.Err.Error()
-	}
-	return st
-}
-
-func opName(ev observe.Event) string {
-	if ev.Op == 0 {
-		return ""
-	}
-	return ev.Op.String()
 }
 
 // Stories returns the finished stories, newest first, and those still in
@@ -158,7 +104,7 @@ func (r *Recorder) Stories() []Story {
 }
 
 func cloneStory(s Story) Story {
-	s.Steps = append([]Step(nil), s.Steps...)
+	s.Events = append([]observe.Event(nil), s.Events...)
 	return s
 }
 

@@ -30,19 +30,18 @@ func TestRecorderKeepsAskedAndSampled(t *testing.T) {
 	}
 	run(r, 2, true, 1e6)
 	got := r.Stories()
-	if len(got) != 1 || !got[0].Done || got[0].Batch != 2 || got[0].Took != 5 || len(got[0].Steps) != 5 {
+	if len(got) != 1 || !got[0].Done() || got[0].Started.IsZero() || len(got[0].Events) != 5 {
 		t.Fatalf("stories %+v", got)
 	}
-	s := got[0].Steps
-	if s[1].Reasons != "shm: taken" || s[1].At != 1 || s[2].Status == "" || s[3].From != "shm" || s[3].Err != "boom" || s[4].State != "COMPLETED" {
-		t.Errorf("steps %+v", s)
+	if e := got[0].Events; e[0].Batch != 2 || e[1].Reasons != "shm: taken" || e[4].Stage != observe.Ended {
+		t.Errorf("events %+v", e)
 	}
 	// A ring of 2: the third traced task pushes out the first, newest first.
 	run(r, 3, true, 1e6)
 	run(r, 4, true, 1e6)
 	got = r.Stories()
-	if len(got) != 2 || got[0].Batch != 4 || got[1].Batch != 3 {
-		t.Errorf("after 3 stories with keep 2: batches %d, %d; want 4, 3", got[0].Batch, got[1].Batch)
+	if len(got) != 2 || got[0].Events[0].Batch != 4 || got[1].Events[0].Batch != 3 {
+		t.Errorf("after 3 stories with keep 2: batches %d, %d; want 4, 3", got[0].Events[0].Batch, got[1].Events[0].Batch)
 	}
 
 	sampled := New(8, 3) // one in 3 besides those that ask
@@ -59,7 +58,7 @@ func TestRecorderBoundsWhatIsInProgress(t *testing.T) {
 	for b := uint64(1); b <= 5; b++ {
 		r.Observe(observe.Event{Stage: observe.Queued, Batch: b, Trace: true, At: 1})
 	}
-	if got := r.Stories(); len(got) != 2 || got[0].Done {
+	if got := r.Stories(); len(got) != 2 || got[0].Done() {
 		t.Fatalf("5 tasks in progress with keep 2: %d stories kept", len(got))
 	}
 	if !r.Tracing(1, 0) || r.Tracing(5, 0) {
@@ -71,8 +70,8 @@ func TestRecorderBoundsWhatIsInProgress(t *testing.T) {
 	}
 	r.Observe(observe.Event{Stage: observe.Ended, Batch: one, At: 3})
 	for _, s := range r.Stories() {
-		if s.Batch == one && (len(s.Steps) != maxSteps+1 || s.Steps[len(s.Steps)-1].Stage != "ended") {
-			t.Errorf("a long story has %d steps, want %d ending with ended", len(s.Steps), maxSteps+1)
+		if s.Events[0].Batch == one && (len(s.Events) != maxSteps+1 || !s.Done()) {
+			t.Errorf("a long story has %d steps, want %d ending with ended", len(s.Events), maxSteps+1)
 		}
 	}
 }
