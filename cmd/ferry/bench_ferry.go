@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/ferrydev/ferry/host"
@@ -143,19 +142,7 @@ func (m targetMem) fill(seed uint64) error {
 	return nil
 }
 
-func (m targetMem) sum() ([sha256.Size]byte, error) {
-	var sum [sha256.Size]byte
-	ans, err := m.t.ask(fmt.Sprintf("sha256 0 %d", m.n))
-	if err != nil {
-		return sum, fmt.Errorf("checksum the target's buffer: %w", err)
-	}
-	b, err := hex.DecodeString(ans)
-	if err != nil || len(b) != sha256.Size {
-		return sum, fmt.Errorf("checksum the target's buffer: it answered %q, want a hex sha256", ans)
-	}
-	copy(sum[:], b)
-	return sum, nil
-}
+func (m targetMem) sum() ([sha256.Size]byte, error) { return targetSum(m.t, 0, m.n) }
 
 // ferryMem is a remote engine that bench did not start (--target): Ferry
 // itself writes the pattern there from a scratch buffer and reads it back

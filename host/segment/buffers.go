@@ -199,24 +199,17 @@ type packReader struct {
 	err error
 }
 
-func (r *packReader) uvarint(what string) uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = fmt.Errorf("%w: %s truncated or too long", errPacked, what)
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *packReader) uvarint(what string) uint64 { return readVarint(r, what, binary.Uvarint) }
 
-func (r *packReader) varint(what string) int64 {
+func (r *packReader) varint(what string) int64 { return readVarint(r, what, binary.Varint) }
+
+// readVarint reads one varint of r with read (binary.Uvarint or
+// binary.Varint); what names it in the error.
+func readVarint[T uint64 | int64](r *packReader, what string, read func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := read(r.b)
 	if n <= 0 {
 		r.err = fmt.Errorf("%w: %s truncated or too long", errPacked, what)
 		return 0

@@ -316,11 +316,15 @@ func (t *Transport) later(d time.Duration, c sdk.Completer, token uint64, st rin
 
 // take removes p from the pending set and reports whether it was there:
 // whoever takes it delivers it.
-func (t *Transport) take(p *delayed) bool {
-	t.delayMu.Lock()
-	defer t.delayMu.Unlock()
-	_, ok := t.pending[p]
-	delete(t.pending, p)
+func (t *Transport) take(p *delayed) bool { return takeFrom(&t.delayMu, t.pending, p) }
+
+// takeFrom removes k from set, under mu, and reports whether it was
+// there.
+func takeFrom[K comparable](mu *sync.Mutex, set map[K]struct{}, k K) bool {
+	mu.Lock()
+	defer mu.Unlock()
+	_, ok := set[k]
+	delete(set, k)
 	return ok
 }
 
@@ -363,13 +367,7 @@ func (t *Transport) hold(d ring.Descriptor, c sdk.Completer, wait time.Duration,
 
 // takeHeld removes h from the held set and reports whether it was there:
 // whoever takes it completes it.
-func (t *Transport) takeHeld(h *held) bool {
-	t.holdMu.Lock()
-	defer t.holdMu.Unlock()
-	_, ok := t.holding[h]
-	delete(t.holding, h)
-	return ok
-}
+func (t *Transport) takeHeld(h *held) bool { return takeFrom(&t.holdMu, t.holding, h) }
 
 // Abort (sdk.Aborter) takes back the held descriptors with those tokens,
 // which complete StatusCanceled without being carried (unless their

@@ -43,30 +43,7 @@ func (t *Transport) Abort(_ context.Context, tokens []uint64) (int, error) {
 // abortQueued completes StatusCanceled the queued ops whose tokens are in
 // set, and returns how many.
 func (s *slot) abortQueued(set map[uint64]struct{}) int {
-	var out *op
-	n := 0
-	s.mu.Lock()
-	var prev *op
-	for o := s.head; o != nil; {
-		next := o.next
-		if _, ok := set[o.token]; ok {
-			if prev == nil {
-				s.head = next
-			} else {
-				prev.next = next
-			}
-			if s.tail == o {
-				s.tail = prev
-			}
-			o.next = out
-			out = o
-			n++
-		} else {
-			prev = o
-		}
-		o = next
-	}
-	s.mu.Unlock()
+	out, n := s.takeIf(func(o *op) bool { _, ok := set[o.token]; return ok })
 	s.t.stats.opsAborted.Add(uint64(n))
 	s.t.completeList(out, ring.StatusCanceled)
 	return n

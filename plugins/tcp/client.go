@@ -247,12 +247,19 @@ func (s *slot) takeAll() *op {
 
 // purge completes the queued ops that use region r.
 func (s *slot) purge(r *region) {
-	var out *op
+	out, _ := s.takeIf(func(o *op) bool { return o.local == r })
+	s.t.completeList(out, ring.StatusNotRegistered)
+}
+
+// takeIf takes the queued ops that match out of the queue, keeping the
+// others in order, and returns them as a list (in reverse) and how many.
+func (s *slot) takeIf(match func(*op) bool) (out *op, n int) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	var prev *op
 	for o := s.head; o != nil; {
 		next := o.next
-		if o.local == r {
+		if match(o) {
 			if prev == nil {
 				s.head = next
 			} else {
@@ -263,13 +270,13 @@ func (s *slot) purge(r *region) {
 			}
 			o.next = out
 			out = o
+			n++
 		} else {
 			prev = o
 		}
 		o = next
 	}
-	s.mu.Unlock()
-	s.t.completeList(out, ring.StatusNotRegistered)
+	return out, n
 }
 
 // usesRegion reports whether a frame in flight on the slot's connection
