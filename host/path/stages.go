@@ -100,9 +100,10 @@ type task struct {
 // tested here, so that the lean path (a block run, nothing listening)
 // costs flag tests, not calls.
 func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool {
-	if t.passes {
+	if t.passes && !e.fences.Any() {
 		// Every stage before put passes it (passes, asked once for its
-		// chunk): what their passes do, then put.
+		// chunk; a gate that closed since is looked at for each task):
+		// what their passes do, then put.
 		t.rt.lreg, t.rt.loff = t.blk.lreg, t.blk.loff+t.boff
 		t.rec.hist.Tried = 1 << t.rt.ps.idx
 		if t.plan.Slices == 1 {
@@ -161,7 +162,8 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 // task of a block chunk like it, at the cost of its flags: its local
 // side is one registered buffer looked up for its call, its route and
 // plan were its call's, no admission or qos queue asks, no stage was
-// added, nothing listens, no gate is closed, and its plugin takes no
+// added, nothing listens, no gate is closed (run looks again for each
+// task: a gate may close meanwhile), and its plugin takes no
 // receiver credit. A caller of many such tasks (putRuns) asks once and
 // sets task.passes; run then does only what the stages' passes do.
 func (e *Executor) passes(t *task) bool {
