@@ -274,3 +274,19 @@ func localBuffer(t *testing.T, ctx context.Context, a *host.Engine, n int) []byt
 	}
 	return local
 }
+
+// remoteBuffer allocates n bytes of b's memory and registers them for
+// remote reads and writes, for the far side of transfers; it returns them
+// and their base.
+func remoteBuffer(t *testing.T, ctx context.Context, b *host.Engine, n int) ([]byte, uint64) {
+	t.Helper()
+	mem, err := b.Allocate(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := b.Register(ctx, mem, host.RemoteReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, base
+}
