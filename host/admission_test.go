@@ -56,22 +56,7 @@ func TestAdmissionStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	mem, err := e.Allocate(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := mem[:512<<10], mem[512<<10:]
-	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := e.OpenSegment(ctx, e.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, _, seg, base := ownSegment(t, e, 512<<10)
 	req := host.Request{Op: host.Write, Local: src[:4096], Segment: seg.ID, Remote: base}
 	if err := e.Transfer(ctx, req); err != nil {
 		t.Fatalf("admitted request: %v", err)

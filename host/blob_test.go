@@ -76,13 +76,9 @@ func TestBlobsWithoutMetastore(t *testing.T) {
 	if _, err := a.Register(ctx, la, host.LocalOnly); err != nil {
 		t.Fatal(err)
 	}
-	lb, _ := b.Allocate(n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb, rb := remoteBuffer(t, ctx, b, n)
 
-	_, err = a.OpenSegment(ctx, "blob-b")
+	_, err := a.OpenSegment(ctx, "blob-b")
 	if !errors.Is(err, host.ErrSegmentNotFound) || !strings.Contains(err.Error(), "no metastore") || !strings.Contains(err.Error(), "import a blob") {
 		t.Fatalf("OpenSegment by name with no metastore: %v; want ErrSegmentNotFound saying no metastore: import a blob", err)
 	}

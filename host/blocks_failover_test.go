@@ -60,19 +60,7 @@ func TestBlockTasksFailOver(t *testing.T) {
 	if err != nil || got.Count != tasks {
 		t.Fatalf("submit blocks: %+v, %v; want %d tasks", got, err, tasks)
 	}
-	if err := a.Wait(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	failedOver := 0
-	for k := range tasks {
-		st, err := a.TaskStatus(id, k)
-		if err != nil || st.State != host.StateCompleted || st.Bytes != part {
-			t.Fatalf("task %d: %+v, %v; want COMPLETED with %d bytes", k, st, err, part)
-		}
-		if st.Attempts > 1 {
-			failedOver++
-		}
-	}
+	failedOver := failedOverTasks(t, ctx, a, id, tasks, part)
 	if failedOver == 0 {
 		t.Fatalf("no block task needed a second attempt: the fault plugin did not crash under them")
 	}

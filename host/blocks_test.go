@@ -214,15 +214,7 @@ func TestBlockListBadInput(t *testing.T) {
 	_, err = a.PrepareBlocks(host.SegmentID(999), p.local, bl, p.base, bl)
 	wantErr(t, "a segment never opened", err, host.ErrSegmentNotFound, "segment handle 999 is not open")
 
-	list, err := a.PrepareBlocks(p.seg.ID, p.local, bl, p.base, bl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := a.AllocateBatch(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.FreeBatch(id)
+	list, id := p.prepare(t, bl, 64)
 	w := host.BlockRequest{Op: host.Write}
 	// Indices out of range: the call is refused whole, before anything.
 	_, err = a.SubmitBlocks(id, list, w, []host.BlockPair{{Local: 0, Remote: 0}, {Local: 1, Remote: 1}, {Local: 2, Remote: 64}})
@@ -288,15 +280,7 @@ func TestBlockListRetiredSegment(t *testing.T) {
 	p := newBlockPeers(t, "retblocks", host.RemoteReadWrite)
 	a := p.a
 	bl := host.BlockLayout{BlockSize: 4096, Blocks: 64}
-	list, err := a.PrepareBlocks(p.seg.ID, p.local, bl, p.base, bl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := a.AllocateBatch(64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.FreeBatch(id)
+	list, id := p.prepare(t, bl, 64)
 	p.closed = true
 	if err := p.b.Close(); err != nil {
 		t.Fatal(err)
@@ -328,6 +312,22 @@ func TestBlockListRetiredSegment(t *testing.T) {
 	}
 }
 
+// prepare prepares layout bl on both sides (p.local and p.base) and
+// allocates a batch of tasks tasks, freed when the test ends.
+func (p *blockPeers) prepare(t *testing.T, bl host.BlockLayout, tasks int) (*host.BlockList, host.BatchID) {
+	t.Helper()
+	list, err := p.a.PrepareBlocks(p.seg.ID, p.local, bl, p.base, bl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := p.a.AllocateBatch(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.a.FreeBatch(id) })
+	return list, id
+}
+
 // TestBlockListPermission: a write into blocks of a read-only buffer is
 // refused whole; a read from them moves verified bytes.
 func TestBlockListPermission(t *testing.T) {
@@ -335,16 +335,8 @@ func TestBlockListPermission(t *testing.T) {
 	a := p.a
 	rand.Read(p.bmem)
 	bl := host.BlockLayout{BlockSize: 1024, Blocks: 256, Stride: 1024}
-	list, err := a.PrepareBlocks(p.seg.ID, p.local, bl, p.base, bl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := a.AllocateBatch(256)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.FreeBatch(id)
-	_, err = a.SubmitBlockRange(id, list, host.BlockRequest{Op: host.Write}, 0, 0, 4)
+	list, id := p.prepare(t, bl, 256)
+	_, err := a.SubmitBlockRange(id, list, host.BlockRequest{Op: host.Write}, 0, 0, 4)
 	wantErr(t, "a write into read-only blocks", err, host.ErrPermission, "does not allow a write")
 	tasks, err := a.SubmitBlocks(id, list, host.BlockRequest{Op: host.Read}, []host.BlockPair{{Local: 10, Remote: 200}, {Local: 11, Remote: 201}, {Local: 255, Remote: 0}})
 	if err != nil {

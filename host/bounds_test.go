@@ -51,11 +51,7 @@ func TestPluginOutOfBoundsLeavesEngineRunning(t *testing.T) {
 	}
 
 	b := blobEngine(t, "bounds-b", "")
-	lb, _ := b.Allocate(4096)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb, rb := remoteBuffer(t, ctx, b, 4096)
 	seg, _, err := exchange(t, b, a)
 	if err != nil {
 		t.Fatal(err)

@@ -80,11 +80,7 @@ func TestCreditMetersTCP(t *testing.T) {
 	a, b := creditEngine(t, "cr-a", smallCredit), creditEngine(t, "cr-b", smallCredit)
 	la := localBuffer(t, ctx, a, n)
 	copy(la, pattern(n, 0, 5))
-	lb, _ := b.Allocate(n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb, rb := remoteBuffer(t, ctx, b, n)
 	seg := openByControl(t, a, b)
 	var st host.CreditStats
 	for round := 0; ; round++ {
@@ -131,11 +127,7 @@ func TestCreditRefusesTooLargeGrant(t *testing.T) {
 	// halve its grants down into what the sender may accept.
 	a, b := creditEngine(t, "crg-a", smallCredit), creditEngine(t, "crg-b", config.Credit{TargetDelay: config.MaxCreditTargetDelay})
 	la := localBuffer(t, ctx, a, n)
-	lb, _ := b.Allocate(n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb, rb := remoteBuffer(t, ctx, b, n)
 	seg := openByControl(t, a, b)
 	var st host.CreditStats
 	for round := 0; round < 20 && st.Refused == 0; round++ {
@@ -166,11 +158,7 @@ func TestCreditWaitBoundedByDeadline(t *testing.T) {
 	defer cancel()
 	a, b := creditEngine(t, "crd-a", smallCredit), creditEngine(t, "crd-b", config.Credit{})
 	la := localBuffer(t, ctx, a, n)
-	lb, _ := b.Allocate(n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rb := remoteBuffer(t, ctx, b, n)
 	seg := openByControl(t, a, b)
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Transport: "tcp", Local: la[:4096], Segment: seg.ID, Remote: rb}); err != nil {
 		t.Fatal(err) // the connection is up before the receiver stops
@@ -215,22 +203,14 @@ func TestCreditRestartReturns(t *testing.T) {
 	defer cancel()
 	a, b := creditEngine(t, "crr-a", smallCredit), creditEngine(t, "crr-b", config.Credit{})
 	la := localBuffer(t, ctx, a, n)
-	lb, _ := b.Allocate(n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rb := remoteBuffer(t, ctx, b, n)
 	seg := openByControl(t, a, b)
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Transport: "tcp", Local: la, Segment: seg.ID, Remote: rb}); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
 	b2 := creditEngine(t, "crr-b", config.Credit{})
-	lb2, _ := b2.Allocate(n)
-	rb2, err := b2.Register(ctx, lb2, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb2, rb2 := remoteBuffer(t, ctx, b2, n)
 	seg2 := openByControl(t, a, b2)
 	copy(la, pattern(n, 0, 9))
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Transport: "tcp", Local: la, Segment: seg2.ID, Remote: rb2}); err != nil {

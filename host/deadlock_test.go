@@ -75,11 +75,7 @@ func TestFailoverCreditWaitDoesNotBlockFreeBatch(t *testing.T) {
 	b := dropEngine(t, "dl-b", false, config.Credit{})
 	la := localBuffer(t, ctx, a, 3*n)
 	copy(la, pattern(3*n, 0, 11))
-	lb, _ := b.Allocate(3 * n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb, rb := remoteBuffer(t, ctx, b, 3*n)
 	seg := openByControl(t, a, b)
 	// A batch that completes now, to be freed while the failover waits.
 	done, err := a.AllocateBatch(1)

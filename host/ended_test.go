@@ -25,13 +25,15 @@ import (
 // endedEngine starts an initiator whose fault plugin holds each
 // descriptor for hold (abortable says whether Abort takes a held one
 // back), supervised with end_grace grace and a look every 50ms, and a
-// peer exposing span bytes (zeros) over tcp.
-func endedEngine(t *testing.T, ctx context.Context, name, hold string, abortable bool, grace string, span int) (*host.Engine, *peer, host.Segment) {
+// peer exposing span bytes (zeros) over tcp; it returns them, the
+// peer's segment and span bytes of the initiator's memory registered
+// local-only.
+func endedEngine(t *testing.T, ctx context.Context, name, hold string, abortable bool, grace string, span int) (*host.Engine, *peer, host.Segment, []byte) {
 	t.Helper()
 	a := faultEngine(t, name+"-a", fmt.Sprintf("fault \"hold\" {\n      delay = %q\n      abort = %v\n    }", hold, abortable),
 		fmt.Sprintf("supervise {\n  end_grace = %q\n  interval  = \"50ms\"\n}", grace))
 	b, seg := failoverSegment(t, ctx, a, name+"-b", span)
-	return a, b, seg
+	return a, b, seg, localBuffer(t, ctx, a, span)
 }
 
 // waitHeldDone waits until every descriptor the fault plugin held has
@@ -64,6 +66,30 @@ func submitOne(t *testing.T, a *host.Engine, r host.Request) host.BatchID {
 	return id
 }
 
+// timesOut runs r by a Transfer whose context ends after 50ms and fails
+// the test, naming r as what, unless it ended TIMEOUT.
+func timesOut(t *testing.T, ctx context.Context, a *host.Engine, r host.Request, what string) {
+	t.Helper()
+	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	err := a.Transfer(tctx, r)
+	tcancel()
+	var te *host.TransferError
+	if !errors.As(err, &te) || te.State != host.StateTimeout {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+// submitCanceled submits r alone in a batch of one, cancels the batch
+// and returns it.
+func submitCanceled(t *testing.T, a *host.Engine, r host.Request) host.BatchID {
+	t.Helper()
+	id := submitOne(t, a, r)
+	if err := a.Cancel(id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // reuse overwrites buf with the application's own bytes and returns a
 // copy of them.
 func reuse(buf []byte) []byte {
@@ -82,15 +108,11 @@ func TestBufferReuseAfterEndWithAbort(t *testing.T) {
 	const n = 256 << 10
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, b, seg := endedEngine(t, ctx, "end-abort", "10m", true, "10m", 4*n)
+	a, b, seg, local := endedEngine(t, ctx, "end-abort", "10m", true, "10m", 4*n)
 	remote := b.Ready.Buffers[0].Base
-	local := localBuffer(t, ctx, a, 4*n)
 
 	// A read canceled through the batch API.
-	id := submitOne(t, a, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote})
-	if err := a.Cancel(id); err != nil {
-		t.Fatal(err)
-	}
+	id := submitCanceled(t, a, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote})
 	if err := a.Wait(ctx, id); err != nil {
 		t.Fatal(err)
 	}
@@ -100,23 +122,12 @@ func TestBufferReuseAfterEndWithAbort(t *testing.T) {
 	kept := map[string][]byte{"canceled read": reuse(local[:n])}
 
 	// A read whose Transfer's context times out.
-	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err := a.Transfer(tctx, host.Request{Op: host.Read, Local: local[n : 2*n], Segment: seg.ID, Remote: remote + n})
-	tcancel()
-	var te *host.TransferError
-	if !errors.As(err, &te) || te.State != host.StateTimeout {
-		t.Fatalf("timed-out read: %v", err)
-	}
+	timesOut(t, ctx, a, host.Request{Op: host.Read, Local: local[n : 2*n], Segment: seg.ID, Remote: remote + n}, "timed-out read")
 	kept["timed-out read"] = reuse(local[n : 2*n])
 
 	// A write whose Transfer's context times out: it never lands.
 	rand.Read(local[2*n : 3*n])
-	tctx, tcancel = context.WithTimeout(ctx, 50*time.Millisecond)
-	err = a.Transfer(tctx, host.Request{Op: host.Write, Local: local[2*n : 3*n], Segment: seg.ID, Remote: remote + 2*n})
-	tcancel()
-	if !errors.As(err, &te) || te.State != host.StateTimeout {
-		t.Fatalf("timed-out write: %v", err)
-	}
+	timesOut(t, ctx, a, host.Request{Op: host.Write, Local: local[2*n : 3*n], Segment: seg.ID, Remote: remote + 2*n}, "timed-out write")
 	kept["timed-out write's source"] = reuse(local[2*n : 3*n])
 
 	st := waitHeldDone(t, a)
@@ -143,14 +154,10 @@ func TestBufferReuseAfterEndWithoutAbort(t *testing.T) {
 	const n = 256 << 10
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, b, seg := endedEngine(t, ctx, "end-wait", "300ms", false, "1m", 2*n)
+	a, b, seg, local := endedEngine(t, ctx, "end-wait", "300ms", false, "1m", 2*n)
 	remote := b.Ready.Buffers[0].Base
-	local := localBuffer(t, ctx, a, 2*n)
 
-	id := submitOne(t, a, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote})
-	if err := a.Cancel(id); err != nil {
-		t.Fatal(err)
-	}
+	id := submitCanceled(t, a, host.Request{Op: host.Read, Local: local[:n], Segment: seg.ID, Remote: remote})
 	if st, _ := a.TaskStatus(id, 0); st.State != host.StatePending && st.State != host.StateCanceled {
 		t.Fatalf("canceled read with its slice held: %v", st.State)
 	}
@@ -165,13 +172,7 @@ func TestBufferReuseAfterEndWithoutAbort(t *testing.T) {
 
 	rand.Read(local[n:])
 	sent := bytes.Clone(local[n:])
-	tctx, tcancel := context.WithTimeout(ctx, 50*time.Millisecond)
-	err := a.Transfer(tctx, host.Request{Op: host.Write, Local: local[n:], Segment: seg.ID, Remote: remote + n})
-	tcancel()
-	var te *host.TransferError
-	if !errors.As(err, &te) || te.State != host.StateTimeout {
-		t.Fatalf("timed-out write: %v", err)
-	}
+	timesOut(t, ctx, a, host.Request{Op: host.Write, Local: local[n:], Segment: seg.ID, Remote: remote + n}, "timed-out write")
 	if c := pluginStatus(a, "fault").Counters; c["held_done"] != c["held"] {
 		t.Fatalf("write reported TIMEOUT while the plugin had completed %d of its %d held descriptors", c["held_done"], c["held"])
 	}
@@ -196,8 +197,7 @@ func TestHeldPastGraceKillsPlugin(t *testing.T) {
 	const n = 64 << 10
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, b, seg := endedEngine(t, ctx, "end-kill", "10m", false, "300ms", n)
-	local := localBuffer(t, ctx, a, n)
+	a, b, seg, local := endedEngine(t, ctx, "end-kill", "10m", false, "300ms", n)
 	before := pluginStatus(a, "fault")
 	id := submitOne(t, a, host.Request{Op: host.Read, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base})
 	st, _ := a.TaskStatus(id, 0)
@@ -228,9 +228,8 @@ func TestCancelTask(t *testing.T) {
 	const n = 64 << 10
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a, b, seg := endedEngine(t, ctx, "end-one", "200ms", true, "1m", 3*n)
+	a, b, seg, local := endedEngine(t, ctx, "end-one", "200ms", true, "1m", 3*n)
 	remote := b.Ready.Buffers[0].Base
-	local := localBuffer(t, ctx, a, 3*n)
 	rand.Read(local)
 	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote}); err != nil {
 		t.Fatal(err)
@@ -323,8 +322,7 @@ func TestCancelTask(t *testing.T) {
 func TestTaskStatusListAllocatesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a, b, seg := endedEngine(t, ctx, "end-list", "1ms", true, "1m", 1<<16)
-	local := localBuffer(t, ctx, a, 1<<16)
+	a, b, seg, local := endedEngine(t, ctx, "end-list", "1ms", true, "1m", 1<<16)
 	id, err := a.AllocateBatch(64)
 	if err != nil {
 		t.Fatal(err)

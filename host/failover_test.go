@@ -56,9 +56,14 @@ func failoverConfig(name string, crash, onlyFault bool) string {
 	return s + fmt.Sprintf("policy \"prefer-fault\" {\n  transports = %s\n}\n", transports)
 }
 
-func failoverEngine(t *testing.T, name string, onlyFault bool) *host.Engine {
+// failoverPair starts the initiator name (failoverConfig; onlyFault: no
+// tcp to fail over to) and the peer engine peerName exposing span bytes,
+// and opens the peer's segment.
+func failoverPair(t *testing.T, ctx context.Context, name, peerName string, onlyFault bool, span int) (*host.Engine, *peer, host.Segment) {
 	t.Helper()
-	return hclEngine(t, context.Background(), failoverConfig(name, true, onlyFault), name+".hcl")
+	a := hclEngine(t, context.Background(), failoverConfig(name, true, onlyFault), name+".hcl")
+	b, seg := failoverSegment(t, ctx, a, peerName, span)
+	return a, b, seg
 }
 
 // failoverPeer starts a peer engine offering both fault (with no faults)
@@ -126,8 +131,7 @@ func TestFailoverOnPluginCrash(t *testing.T) {
 	const span = 128 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a := failoverEngine(t, "fo-a", false)
-	b, seg := failoverSegment(t, ctx, a, "fo-b", span)
+	a, b, seg := failoverPair(t, ctx, "fo-a", "fo-b", false, span)
 	if len(seg.Transports) != 2 {
 		t.Fatalf("segment offers %v, want fault and tcp", seg.Transports)
 	}
@@ -164,8 +168,7 @@ func TestCrashWithoutFailoverTarget(t *testing.T) {
 	const span = 128 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	a := failoverEngine(t, "fo-c", true)
-	b, seg := failoverSegment(t, ctx, a, "fo-d", span)
+	a, b, seg := failoverPair(t, ctx, "fo-c", "fo-d", true, span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: remote})
@@ -195,8 +198,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	const span, tasks = 64 << 20, 8
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a := failoverEngine(t, "fo-e", false)
-	b, seg := failoverSegment(t, ctx, a, "fo-f", span)
+	a, b, seg := failoverPair(t, ctx, "fo-e", "fo-f", false, span)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, span)
 	id, err := a.AllocateBatch(tasks)
@@ -212,19 +214,7 @@ func TestBatchAPIFailsOver(t *testing.T) {
 	if err := a.Submit(id, reqs...); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Wait(ctx, id); err != nil {
-		t.Fatal(err)
-	}
-	failedOver := 0
-	for k := range tasks {
-		st, err := a.TaskStatus(id, k)
-		if err != nil || st.State != host.StateCompleted || st.Bytes != part {
-			t.Fatalf("task %d: %+v, %v; want COMPLETED with %d bytes", k, st, err, part)
-		}
-		if st.Attempts > 1 {
-			failedOver++
-		}
-	}
+	failedOver := failedOverTasks(t, ctx, a, id, tasks, part)
 	if failedOver == 0 {
 		t.Fatalf("no task needed a second attempt: the fault plugin did not crash under them")
 	}
@@ -234,6 +224,26 @@ func TestBatchAPIFailsOver(t *testing.T) {
 		t.Fatalf("batch status %+v, want %d completed", bs, tasks)
 	}
 	t.Logf("%d of %d tasks failed over", failedOver, tasks)
+}
+
+// failedOverTasks waits for batch id, checks that each of its tasks
+// completed with part bytes, and returns how many took a second attempt.
+func failedOverTasks(t *testing.T, ctx context.Context, a *host.Engine, id host.BatchID, tasks, part int) int {
+	t.Helper()
+	if err := a.Wait(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	failedOver := 0
+	for k := range tasks {
+		st, err := a.TaskStatus(id, k)
+		if err != nil || st.State != host.StateCompleted || st.Bytes != uint64(part) {
+			t.Fatalf("task %d: %+v, %v; want COMPLETED with %d bytes", k, st, err, part)
+		}
+		if st.Attempts > 1 {
+			failedOver++
+		}
+	}
+	return failedOver
 }
 
 // hclEngine starts an engine from HCL source (file names it in errors) and
@@ -273,4 +283,20 @@ func localBuffer(t *testing.T, ctx context.Context, a *host.Engine, n int) []byt
 		t.Fatal(err)
 	}
 	return local
+}
+
+// remoteBuffer allocates n bytes of b's memory and registers them for
+// remote reads and writes, for the far side of transfers; it returns them
+// and their base.
+func remoteBuffer(t *testing.T, ctx context.Context, b *host.Engine, n int) ([]byte, uint64) {
+	t.Helper()
+	mem, err := b.Allocate(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := b.Register(ctx, mem, host.RemoteReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mem, base
 }

@@ -12,14 +12,6 @@ import (
 	"github.com/ferrydev/ferry/host"
 )
 
-// fenceEngine starts an engine with no metastore and tcp on loopback
-// whose supervisor kills a plugin that holds an ended task's slices
-// after grace.
-func fenceEngine(t *testing.T, name string, grace time.Duration) *host.Engine {
-	t.Helper()
-	return loopEngine(t, name, func(c *config.Config) { c.Supervise.EndGrace = grace })
-}
-
 // TestEndedWriteNeverLandsAfterANewerOne is the stale write found under
 // faults: a write stuck in a stopped target plugin's socket times out,
 // the initiator kills its own tcp plugin at end_grace and reports the
@@ -32,14 +24,12 @@ func TestEndedWriteNeverLandsAfterANewerOne(t *testing.T) {
 	const n = 8 << 20
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	a := fenceEngine(t, "fw-a", 300*time.Millisecond)
-	b := fenceEngine(t, "fw-b", 0)
+	// Each engine's supervisor kills a plugin that holds an ended task's
+	// slices after its end_grace.
+	a := loopEngine(t, "fw-a", func(c *config.Config) { c.Supervise.EndGrace = 300 * time.Millisecond })
+	b := loopEngine(t, "fw-b", func(c *config.Config) { c.Supervise.EndGrace = 0 })
 	la := localBuffer(t, ctx, a, n)
-	lb, _ := b.Allocate(n)
-	rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	lb, rb := remoteBuffer(t, ctx, b, n)
 	seg := openByControl(t, a, b)
 	write := func(seed uint64, deadline time.Duration) (host.BatchID, error) {
 		copy(la, pattern(n, 0, seed))

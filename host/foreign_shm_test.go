@@ -3,7 +3,6 @@ package host_test
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strings"
@@ -36,12 +35,7 @@ func TestForeignMemoryOverShm(t *testing.T) {
 	const seed = 26
 	const span = 16<<20 + 8192
 	ctx := context.Background()
-	a := newEngine(t, "shm-app-a")
-	b := startPeer(t, "--name", "shm-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
-	seg, err := a.OpenSegment(ctx, "shm-app-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "shm-app", "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
 	remote := b.Ready.Buffers[0].Base
 	kinds := []struct {
 		name string
@@ -68,43 +62,9 @@ func TestForeignMemoryOverShm(t *testing.T) {
 					t.Errorf("unregister: %v", err)
 				}
 			}()
-			why, err := a.Explain(host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: remote})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, want := range []string{"shm: taken", "straight to or from the peer's mapping, no extra copy", "tcp: usable, a later attempt", "one extra copy here"} {
-				if !strings.Contains(why, want) {
-					t.Errorf("explain lacks %q:\n%s", want, why)
-				}
-			}
+			explainHas(t, a, host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: remote}, "shm: taken", "straight to or from the peer's mapping, no extra copy", "tcp: usable, a later attempt", "one extra copy here")
 			shmBefore, tcpBefore := pluginCounter(t, a, "shm", "foreign_bytes_copied"), pluginCounter(t, a, "tcp", "foreign_bytes_copied")
-			var moved uint64
-			// Inline, pooled and split copies, at unaligned offsets.
-			for _, n := range []int{1, 4097, 1<<20 + 7, 16<<20 + 1} {
-				for _, off := range [][2]int{{0, 0}, {13, 4093}} {
-					loff, roff := off[0], off[1]
-					if loff+n > span || roff+n > span {
-						continue
-					}
-					dst := local[loff : loff+n]
-					clear(dst)
-					if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
-						t.Fatalf("read %d@%d: %v", n, roff, err)
-					}
-					if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
-						t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
-					}
-					rand.Read(dst)
-					if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff)}); err != nil {
-						t.Fatalf("write %d@%d: %v", n, roff, err)
-					}
-					if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(dst); got != want {
-						t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
-					}
-					b.ask(t, "fill %d", seed)
-					moved += 2 * uint64(n)
-				}
-			}
+			moved := moveVerified(t, a, b, seg.ID, local, remote, seed, "")
 			if got := pluginCounter(t, a, "shm", "foreign_bytes_copied") - shmBefore; got != moved {
 				t.Errorf("shm copied %d bytes of app memory, want the %d moved", got, moved)
 			}
@@ -122,15 +82,10 @@ func TestForeignMemoryOverShm(t *testing.T) {
 func TestForeignMemoryAtThePeerNotShm(t *testing.T) {
 	const seed, span = 27, 1 << 20
 	ctx := context.Background()
-	a := newEngine(t, "peer-app-shm-a")
-	b := startPeer(t, "--name", "peer-app-shm-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--app-memory")
-	seg, err := a.OpenSegment(ctx, "peer-app-shm-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "peer-app-shm", "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--app-memory")
 	remote := b.Ready.Buffers[0].Base
 	local := localBuffer(t, ctx, a, span)
-	_, err = a.Explain(host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: remote, Transport: "shm"})
+	_, err := a.Explain(host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: remote, Transport: "shm"})
 	if !errors.Is(err, host.ErrTransportUnavailable) || !strings.Contains(err.Error(), "unsupported") || !strings.Contains(err.Error(), "Engine.Allocate") {
 		t.Errorf("shm hinted for the peer's app memory: %v, want ErrTransportUnavailable saying unsupported and naming Engine.Allocate", err)
 	}

@@ -29,13 +29,73 @@ import (
 // memory the application allocated itself.
 func foreignCopied(t *testing.T, e *host.Engine) uint64 {
 	t.Helper()
-	for _, p := range e.Status(context.Background()).Plugins {
-		if p.Name == "tcp" {
-			return p.Counters["foreign_bytes_copied"]
+	return pluginCounter(t, e, "tcp", "foreign_bytes_copied")
+}
+
+// peerPair starts an engine name+"-a" here and a peer engine name+"-b"
+// on its metastore, with args after those, and opens the peer's segment.
+func peerPair(t *testing.T, name string, args ...string) (*host.Engine, *peer, host.Segment) {
+	t.Helper()
+	a := newEngine(t, name+"-a")
+	b := startPeer(t, append([]string{"--name", name + "-b", "--metastore", a.MetastoreURL()}, args...)...)
+	seg, err := a.OpenSegment(context.Background(), name+"-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, b, seg
+}
+
+// explainHas checks that a's explanation of req names each of wants.
+func explainHas(t *testing.T, a *host.Engine, req host.Request, wants ...string) {
+	t.Helper()
+	why, err := a.Explain(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range wants {
+		if !strings.Contains(why, want) {
+			t.Errorf("explain lacks %q:\n%s", want, why)
 		}
 	}
-	t.Fatal("no tcp plugin")
-	return 0
+}
+
+// moveVerified reads into local from the peer b's buffer at remote and
+// writes back, at sizes from one byte to 16 MiB and unaligned offsets that
+// fit len(local), over transport ("" lets the engine choose); it checks
+// each read against the peer's pattern seed and each write against the
+// peer's hash, refills the peer, and returns the bytes moved.
+func moveVerified(t *testing.T, a *host.Engine, b *peer, seg host.SegmentID, local []byte, remote, seed uint64, transport string) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	span := len(local)
+	var moved uint64
+	// Inline, pooled and split copies, at unaligned offsets.
+	for _, n := range []int{1, 4097, 1<<20 + 7, 16<<20 + 1} {
+		for _, off := range [][2]int{{0, 0}, {13, 4093}} {
+			loff, roff := off[0], off[1]
+			if loff+n > span || roff+n > span {
+				continue
+			}
+			dst := local[loff : loff+n]
+			clear(dst)
+			if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg, Remote: remote + uint64(roff), Transport: transport}); err != nil {
+				t.Fatalf("read %d@%d: %v", n, roff, err)
+			}
+			if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
+				t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
+			}
+			rand.Read(dst)
+			if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: dst, Segment: seg, Remote: remote + uint64(roff), Transport: transport}); err != nil {
+				t.Fatalf("write %d@%d: %v", n, roff, err)
+			}
+			if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(dst); got != want {
+				t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
+			}
+			b.ask(t, "fill %d", seed)
+			moved += 2 * uint64(n)
+		}
+	}
+	return moved
 }
 
 // TestForeignMemoryTwoProcesses moves verified bytes between Go heap and
@@ -47,12 +107,7 @@ func TestForeignMemoryTwoProcesses(t *testing.T) {
 	const seed = 21
 	const span = 16<<20 + 8192
 	ctx := context.Background()
-	a := newEngine(t, "foreign-a")
-	b := startPeer(t, "--name", "foreign-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
-	seg, err := a.OpenSegment(ctx, "foreign-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "foreign", "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
 	remote := b.Ready.Buffers[0].Base
 
 	cbuf, err := cmem.Malloc(span)
@@ -79,43 +134,9 @@ func TestForeignMemoryTwoProcesses(t *testing.T) {
 					t.Errorf("unregister: %v", err)
 				}
 			}()
-			why, err := a.Explain(host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: remote})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, want := range []string{"shm: taken", "no extra copy", "tcp: usable, a later attempt", "one extra copy here", "Engine.Allocate", "one extra copy"} {
-				if !strings.Contains(why, want) {
-					t.Errorf("explain lacks %q:\n%s", want, why)
-				}
-			}
+			explainHas(t, a, host.Request{Op: host.Read, Local: local[:4096], Segment: seg.ID, Remote: remote}, "shm: taken", "no extra copy", "tcp: usable, a later attempt", "one extra copy here", "Engine.Allocate", "one extra copy")
 			copied := foreignCopied(t, a)
-			var moved uint64
-			for _, n := range []int{1, 4097, 1<<20 + 7, 16<<20 + 1} {
-				for _, off := range [][2]int{{0, 0}, {13, 4093}} {
-					loff, roff := off[0], off[1]
-					if loff+n > span || roff+n > span {
-						continue
-					}
-					dst := local[loff : loff+n]
-					clear(dst)
-					if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: dst, Segment: seg.ID, Remote: remote + uint64(roff), Transport: "tcp"}); err != nil {
-						t.Fatalf("read %d@%d: %v", n, roff, err)
-					}
-					if want := pattern(n, uint64(roff), seed); !bytes.Equal(dst, want) {
-						t.Fatalf("read %d bytes at %d: bytes differ from the peer's pattern", n, roff)
-					}
-					src := local[loff : loff+n]
-					rand.Read(src)
-					if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: remote + uint64(roff), Transport: "tcp"}); err != nil {
-						t.Fatalf("write %d@%d: %v", n, roff, err)
-					}
-					if got, want := b.ask(t, "sha256 %d %d", roff, n), sum(src); got != want {
-						t.Fatalf("write %d bytes at %d: peer has sha256 %s, sent %s", n, roff, got, want)
-					}
-					b.ask(t, "fill %d", seed)
-					moved += 2 * uint64(n)
-				}
-			}
+			moved := moveVerified(t, a, b, seg.ID, local, remote, seed, "tcp")
 			if got := foreignCopied(t, a) - copied; got < moved {
 				t.Errorf("tcp copied %d bytes of app memory, want at least the %d moved: shm or no copy carried them", got, moved)
 			}
@@ -186,12 +207,7 @@ func TestForeignMemoryBadInput(t *testing.T) {
 func TestForeignMemoryFreedWhileRegistered(t *testing.T) {
 	const seed = 22
 	ctx := context.Background()
-	a := newEngine(t, "freed-a")
-	b := startPeer(t, "--name", "freed-b", "--metastore", a.MetastoreURL(), "--expose", "1MiB", "--pattern", fmt.Sprint(seed))
-	seg, err := a.OpenSegment(ctx, "freed-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "freed", "--expose", "1MiB", "--pattern", fmt.Sprint(seed))
 	remote := b.Ready.Buffers[0].Base
 	m, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -227,12 +243,7 @@ func TestForeignMemoryFreedWhileRegistered(t *testing.T) {
 func TestUnregisterForeignInFlight(t *testing.T) {
 	const tasks, size = 64, 256 << 10
 	ctx := context.Background()
-	a := newEngine(t, "inflight-a")
-	b := startPeer(t, "--name", "inflight-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(tasks*size), "--pattern", "23")
-	seg, err := a.OpenSegment(ctx, "inflight-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "inflight", "--expose", fmt.Sprint(tasks*size), "--pattern", "23")
 	local := make([]byte, tasks*size)
 	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
 		t.Fatal(err)
@@ -290,23 +301,10 @@ func TestUnregisterForeignInFlight(t *testing.T) {
 func TestForeignMemoryAtThePeer(t *testing.T) {
 	const seed, span = 24, 4<<20 + 4096
 	ctx := context.Background()
-	a := newEngine(t, "peer-app-a")
-	b := startPeer(t, "--name", "peer-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--app-memory")
-	seg, err := a.OpenSegment(ctx, "peer-app-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "peer-app", "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed), "--app-memory")
 	remote := b.Ready.Buffers[0].Base
 	local := localBuffer(t, ctx, a, span)
-	why, err := a.Explain(host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: remote})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"tcp: taken", "shm: considered, skipped: maps memory for zero copy and cannot reach the target buffer", "one extra copy there"} {
-		if !strings.Contains(why, want) {
-			t.Errorf("explain lacks %q:\n%s", want, why)
-		}
-	}
+	explainHas(t, a, host.Request{Op: host.Write, Local: local[:4096], Segment: seg.ID, Remote: remote}, "tcp: taken", "shm: considered, skipped: maps memory for zero copy and cannot reach the target buffer", "one extra copy there")
 	for _, n := range []int{1, 65537, 4 << 20} {
 		dst := local[7 : 7+n]
 		clear(dst)
@@ -335,12 +333,7 @@ func TestForeignMemoryAtThePeer(t *testing.T) {
 func TestForeignMemoryAfterPluginRestart(t *testing.T) {
 	const seed, span = 25, 1 << 20
 	ctx := context.Background()
-	a := newEngine(t, "restart-app-a")
-	b := startPeer(t, "--name", "restart-app-b", "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
-	seg, err := a.OpenSegment(ctx, "restart-app-b")
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, b, seg := peerPair(t, "restart-app", "--expose", fmt.Sprint(span), "--pattern", fmt.Sprint(seed))
 	local := make([]byte, span)
 	if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
 		t.Fatal(err)

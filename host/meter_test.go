@@ -28,22 +28,7 @@ func TestMeterTimesEveryStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	mem, err := e.Allocate(2 * batch * size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := mem[:batch*size], mem[batch*size:]
-	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := e.OpenSegment(ctx, e.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, _, seg, base := ownSegment(t, e, batch*size)
 	reqs := make([]host.Request, batch)
 	for k := range reqs {
 		reqs[k] = host.Request{Op: host.Read, Priority: host.PriorityHigh, Local: src[k*size : (k+1)*size], Segment: seg.ID, Remote: base + uint64(k*size), Transport: "shm"}

@@ -328,22 +328,7 @@ func TestMetricsRegistry(t *testing.T) {
 	if e.MetricsAddr() != "" {
 		t.Fatalf("an engine with a registry and no metrics block listens on %s", e.MetricsAddr())
 	}
-	mem, err := e.Allocate(2 * size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	src, dst := mem[:size], mem[size:]
-	if _, err := e.Register(ctx, src, host.LocalOnly); err != nil {
-		t.Fatal(err)
-	}
-	base, err := e.Register(ctx, dst, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seg, err := e.OpenSegment(ctx, e.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, _, seg, base := ownSegment(t, e, size)
 	for range n {
 		if err := e.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: base, Transport: "shm"}); err != nil {
 			t.Fatal(err)

@@ -69,11 +69,7 @@ func TestEnginesOnMooncakeMetadataServer(t *testing.T) {
 			}
 			moved := func(b *host.Engine, seed uint64) {
 				t.Helper()
-				lb, _ := b.Allocate(n)
-				rb, err := b.Register(ctx, lb, host.RemoteReadWrite)
-				if err != nil {
-					t.Fatal(err)
-				}
+				lb, rb := remoteBuffer(t, ctx, b, n)
 				seg, err := a.OpenSegment(ctx, "moon-b")
 				if err != nil {
 					t.Fatal(err)

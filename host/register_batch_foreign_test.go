@@ -50,21 +50,8 @@ func TestRegisterBatchGoHeap(t *testing.T) {
 	}
 
 	b := newJoinedEngine(t, "heapbatch-b", a.MetastoreURL())
-	seg, err := b.OpenSegment(ctx, "heapbatch-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(seg.Buffers) != n {
-		t.Fatalf("the peer sees %d buffers, want %d", len(seg.Buffers), n)
-	}
-	src, err := b.Allocate(size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcAddr, err := b.Register(ctx, src, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	seg := openSeeing(t, ctx, b, "heapbatch-a", n)
+	src, srcAddr := remoteBuffer(t, ctx, b, size)
 	for _, i := range []int{0, 1, 517, n - 1} {
 		rand.Read(src)
 		if err := b.Transfer(ctx, host.Request{Op: host.Write, Local: src[:size-3], Segment: seg.ID, Remote: addrs[i] + 3}); err != nil {
@@ -96,13 +83,7 @@ func TestRegisterBatchGoHeap(t *testing.T) {
 		}
 	}
 
-	writes = host.PublishWrites(a)
-	if err := a.UnregisterBatch(ctx, bufs); err != nil {
-		t.Fatal(err)
-	}
-	if w := host.PublishWrites(a) - writes; w != 1 || host.RegisteredBuffers(a) != 0 {
-		t.Fatalf("UnregisterBatch published %d times and left %d buffers, want once and none", w, host.RegisteredBuffers(a))
-	}
+	unregisterBatchOnce(t, ctx, a, bufs)
 	for name, got := range pluginRegions(t, a) {
 		if got != before[name] {
 			t.Fatalf("plugin %s holds %d regions after UnregisterBatch, %d before", name, got, before[name])

@@ -37,6 +37,33 @@ func kvBlocks(t testing.TB, e *host.Engine, n int) [][]byte {
 	return bufs
 }
 
+// openSeeing opens segment name from b and checks that it holds n
+// buffers.
+func openSeeing(t *testing.T, ctx context.Context, b *host.Engine, name string, n int) host.Segment {
+	t.Helper()
+	seg, err := b.OpenSegment(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(seg.Buffers) != n {
+		t.Fatalf("the peer sees %d buffers, want %d", len(seg.Buffers), n)
+	}
+	return seg
+}
+
+// unregisterBatchOnce unregisters bufs from a in one call and checks that
+// it published once and left no buffer registered.
+func unregisterBatchOnce(t *testing.T, ctx context.Context, a *host.Engine, bufs [][]byte) {
+	t.Helper()
+	writes := host.PublishWrites(a)
+	if err := a.UnregisterBatch(ctx, bufs); err != nil {
+		t.Fatal(err)
+	}
+	if w := host.PublishWrites(a) - writes; w != 1 || host.RegisteredBuffers(a) != 0 {
+		t.Fatalf("UnregisterBatch published %d times and left %d buffers, want once and none", w, host.RegisteredBuffers(a))
+	}
+}
+
 // pluginRegions is how many regions each plugin of e holds, as the SDK
 // counts them.
 func pluginRegions(t *testing.T, e *host.Engine) map[string]uint64 {
@@ -85,24 +112,11 @@ func TestRegisterTenThousandBuffers(t *testing.T) {
 	}
 
 	b := newJoinedEngine(t, "batch10k-b", a.MetastoreURL())
-	seg, err := b.OpenSegment(ctx, "batch10k-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(seg.Buffers) != n {
-		t.Fatalf("the peer sees %d buffers, want %d", len(seg.Buffers), n)
-	}
+	seg := openSeeing(t, ctx, b, "batch10k-a", n)
 	if len(seg.Transports) < 2 {
 		t.Fatalf("segment offers %v, want tcp and shm", seg.Transports)
 	}
-	src, err := b.Allocate(batchBlock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srcAddr, err := b.Register(ctx, src, host.RemoteReadWrite)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, srcAddr := remoteBuffer(t, ctx, b, batchBlock)
 	for _, tr := range seg.Transports {
 		for _, i := range []int{0, 1, 4321, n - 1} {
 			rand.Read(src)
@@ -151,13 +165,7 @@ func TestRegisterTenThousandBuffers(t *testing.T) {
 		t.Fatal("the peer does not hold the bytes written from a replayed buffer")
 	}
 
-	writes = host.PublishWrites(a)
-	if err := a.UnregisterBatch(ctx, bufs); err != nil {
-		t.Fatal(err)
-	}
-	if w := host.PublishWrites(a) - writes; w != 1 || host.RegisteredBuffers(a) != 0 {
-		t.Fatalf("UnregisterBatch published %d times and left %d buffers, want once and none", w, host.RegisteredBuffers(a))
-	}
+	unregisterBatchOnce(t, ctx, a, bufs)
 	for name, got := range pluginRegions(t, a) {
 		if got != 0 {
 			t.Fatalf("plugin %s still holds %d regions", name, got)

@@ -36,9 +36,10 @@ import (
 // traffic: small, so that a round of traffic takes milliseconds.
 const leakSpan = 4 << 20
 
-// leakConfig is an engine with tcp and shm that uses the HTTP metastore
-// at url, and extra top-level HCL.
-func leakConfig(name, url, extra string) string {
+// tcpShmConfig is an engine with tcp and shm (shm: the body of its
+// plugin block, often empty) that uses the HTTP metastore at url, and
+// extra top-level HCL.
+func tcpShmConfig(name, url, shm, extra string) string {
 	return fmt.Sprintf(`name = %q
 plugin_dir = %q
 metastore {
@@ -50,9 +51,9 @@ plugin "tcp" {
     listen = ["127.0.0.1:0"]
   }
 }
-plugin "shm" {}
+plugin "shm" {%s}
 %s
-`, name, binDir, url, extra)
+`, name, binDir, url, shm, extra)
 }
 
 // startMetad runs `ferry metad` in a child process and returns its URL:
@@ -100,7 +101,7 @@ type leakRig struct {
 func newLeakRig(t *testing.T, ctx context.Context, name, extra string) *leakRig {
 	t.Helper()
 	url := startMetad(t)
-	a := hclEngine(t, ctx, leakConfig(name+"-a", url, extra), name+".hcl")
+	a := hclEngine(t, ctx, tcpShmConfig(name+"-a", url, "", extra), name+".hcl")
 	b := startPeer(t, "--name", name+"-b", "--metastore", url, "--expose", fmt.Sprint(leakSpan))
 	seg, err := a.OpenSegment(ctx, name+"-b")
 	if err != nil {

@@ -18,8 +18,7 @@ func TestStatusShowsSegmentsAndFailures(t *testing.T) {
 	const span = 32 << 20 // 32 slices: past crashAfter
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	a := failoverEngine(t, "st-a", false)
-	b, seg := failoverSegment(t, ctx, a, "st-b", span)
+	a, b, seg := failoverPair(t, ctx, "st-a", "st-b", false, span)
 	if st := a.Status(ctx); st.FailuresSeen != 0 || len(st.Failures) != 0 {
 		t.Fatalf("failures before any transfer: %+v", st.Failures)
 	}

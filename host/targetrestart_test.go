@@ -201,21 +201,7 @@ func TestPinnedReadWaitsForTargetToOfferTransport(t *testing.T) {
 	if err := os.Link(filepath.Join(binDir, "ferry-plugin-shm"), shmBin); err != nil {
 		t.Fatal(err)
 	}
-	b := hclEngine(t, ctx, fmt.Sprintf(`name = "away-b"
-plugin_dir = %q
-metastore {
-  kind = "http"
-  url  = %q
-}
-plugin "tcp" {
-  config {
-    listen = ["127.0.0.1:0"]
-  }
-}
-plugin "shm" {
-  path = %q
-}
-`, binDir, a.MetastoreURL(), shmBin), "away-b.hcl")
+	b := hclEngine(t, ctx, tcpShmConfig("away-b", a.MetastoreURL(), fmt.Sprintf("\n  path = %q\n", shmBin), ""), "away-b.hcl")
 	const n = 1 << 20
 	mem, err := b.Allocate(n)
 	if err != nil {

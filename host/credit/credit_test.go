@@ -19,19 +19,33 @@ func closed(c <-chan struct{}) bool {
 	}
 }
 
+// mustTake takes n through take (an Account's Take or TakeBulk) and
+// fails the test with msg if it would wait.
+func mustTake(t *testing.T, take func(uint64) (uint64, bool), n uint64, msg string) uint64 {
+	t.Helper()
+	tk, ok := take(n)
+	if !ok {
+		t.Fatal(msg)
+	}
+	return tk
+}
+
+// mustWait fails the test with msg if taking n through take (an
+// Account's Take or TakeBulk) passes instead of waiting.
+func mustWait(t *testing.T, take func(uint64) (uint64, bool), n uint64, msg string) {
+	t.Helper()
+	if _, ok := take(n); ok {
+		t.Fatal(msg)
+	}
+}
+
 func TestAccountTakeGive(t *testing.T) {
 	a := credit.NewAccount(lim, 7)
 	var eps []uint64
 	for range 4 {
-		ep, ok := a.Take(256 << 10)
-		if !ok {
-			t.Fatal("Take found no credit in the initial window")
-		}
-		eps = append(eps, ep)
+		eps = append(eps, mustTake(t, a.Take, 256<<10, "Take found no credit in the initial window"))
 	}
-	if _, ok := a.Take(1); ok {
-		t.Fatal("a fifth Take passed a window of 1 MiB and 4 requests")
-	}
+	mustWait(t, a.Take, 1, "a fifth Take passed a window of 1 MiB and 4 requests")
 	w := a.Wait()
 	if closed(w) {
 		t.Fatal("Wait closed with no credit back")
@@ -57,13 +71,8 @@ func TestAccountTakeGive(t *testing.T) {
 // a small grant slows a sender, it never stops it.
 func TestAccountOversizeSlice(t *testing.T) {
 	a := credit.NewAccount(lim, 1)
-	tk, ok := a.Take(4 << 20)
-	if !ok {
-		t.Fatal("an oversize slice with nothing in flight waited")
-	}
-	if _, ok := a.Take(1); ok {
-		t.Fatal("a second slice passed beside an oversize one")
-	}
+	tk := mustTake(t, a.Take, 4<<20, "an oversize slice with nothing in flight waited")
+	mustWait(t, a.Take, 1, "a second slice passed beside an oversize one")
 	a.Give(tk, 4<<20)
 	if s := a.Stats(); s.InUse != 0 || s.InFlight != 0 {
 		t.Errorf("after Give: %+v, want nothing in use", s)
@@ -309,19 +318,10 @@ func TestAccountHighReserve(t *testing.T) {
 	a := credit.NewAccount(lim, 1)
 	var bulk []uint64
 	for range 3 {
-		tk, ok := a.TakeBulk(256 << 10)
-		if !ok {
-			t.Fatal("a bulk slice found no credit in its part of the initial window")
-		}
-		bulk = append(bulk, tk)
+		bulk = append(bulk, mustTake(t, a.TakeBulk, 256<<10, "a bulk slice found no credit in its part of the initial window"))
 	}
-	if _, ok := a.TakeBulk(4 << 10); ok {
-		t.Fatal("a bulk slice took the high class's reserved request")
-	}
-	hi, ok := a.Take(4 << 10)
-	if !ok {
-		t.Fatal("a high slice waited while bulk slices held all they may")
-	}
+	mustWait(t, a.TakeBulk, 4<<10, "a bulk slice took the high class's reserved request")
+	hi := mustTake(t, a.Take, 4<<10, "a high slice waited while bulk slices held all they may")
 	if s := a.Stats(); s.InUse != 3*256<<10+4<<10 || s.InFlight != 4 || s.Waits != 1 {
 		t.Errorf("stats %+v, want 772 KiB and 4 requests in use, 1 wait", s)
 	}
@@ -344,15 +344,11 @@ func TestAccountHighReserveBytes(t *testing.T) {
 	if _, ok := a.TakeBulk(512 << 10); !ok {
 		t.Fatal("a bulk slice of half the window waited")
 	}
-	if _, ok := a.TakeBulk(400 << 10); ok {
-		t.Fatal("bulk slices took 912 KiB of a 1 MiB window: past its 896 KiB")
-	}
+	mustWait(t, a.TakeBulk, 400<<10, "bulk slices took 912 KiB of a 1 MiB window: past its 896 KiB")
 	if _, ok := a.Take(400 << 10); !ok {
 		t.Fatal("a high slice of 400 KiB waited with 512 KiB of 1 MiB in use")
 	}
-	if _, ok := a.Take(200 << 10); ok {
-		t.Fatal("a high slice passed the whole window")
-	}
+	mustWait(t, a.Take, 200<<10, "a high slice passed the whole window")
 }
 
 // A bulk slice larger than the window goes when nothing is in flight, as
@@ -360,20 +356,10 @@ func TestAccountHighReserveBytes(t *testing.T) {
 // a time beyond it.
 func TestAccountHighReserveBesideOversize(t *testing.T) {
 	a := credit.NewAccount(lim, 1)
-	big, ok := a.TakeBulk(4 << 20)
-	if !ok {
-		t.Fatal("an oversize bulk slice with nothing in flight waited")
-	}
-	if _, ok := a.TakeBulk(1); ok {
-		t.Fatal("a second bulk slice passed beside an oversize one")
-	}
-	hi, ok := a.Take(4 << 10)
-	if !ok {
-		t.Fatal("a high slice waited beside an oversize bulk slice")
-	}
-	if _, ok := a.Take(4 << 10); ok {
-		t.Fatal("a second high slice passed a reserve of one request with the window overdrawn")
-	}
+	big := mustTake(t, a.TakeBulk, 4<<20, "an oversize bulk slice with nothing in flight waited")
+	mustWait(t, a.TakeBulk, 1, "a second bulk slice passed beside an oversize one")
+	hi := mustTake(t, a.Take, 4<<10, "a high slice waited beside an oversize bulk slice")
+	mustWait(t, a.Take, 4<<10, "a second high slice passed a reserve of one request with the window overdrawn")
 	// A high slice larger than the reserve goes when no other high one
 	// is in flight.
 	a.Give(hi, 4<<10)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
@@ -37,12 +36,7 @@ func (f *batchFake) UnregisterMemoryBatch(_ context.Context, ids []uint32) error
 
 func TestRegisterBatch(t *testing.T) {
 	ctx := context.Background()
-	tb := New("t", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(1 << 20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, mem := allocTable(t, "t", 1<<20)
 	p := Addr(mem)
 	single, batch := newFake("single"), &batchFake{fakePlugin: newFake("batch")}
 	plugins := []Plugin{single, batch}
@@ -115,12 +109,7 @@ func TestRegisterBatch(t *testing.T) {
 // Each refusal leaves the table and every plugin as they were.
 func TestRegisterBatchAllOrNothing(t *testing.T) {
 	ctx := context.Background()
-	tb := New("t", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(1 << 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, mem := allocTable(t, "t", 1<<16)
 	p := Addr(mem)
 	if err := tb.Register(ctx, p, 4096, sdk.PermLocal, nil); err != nil {
 		t.Fatal(err)
@@ -167,12 +156,7 @@ func TestRegisterBatchAllOrNothing(t *testing.T) {
 }
 
 func TestRegisterBatchCapsTheSegment(t *testing.T) {
-	tb := New("t", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(segment.MaxBuffers + 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, mem := allocTable(t, "t", segment.MaxBuffers+1)
 	rs := make([]Range, segment.MaxBuffers+1)
 	for i := range rs {
 		rs[i] = Range{P: Addr(mem) + uintptr(i), N: 1, Perm: sdk.PermLocal}

@@ -42,6 +42,15 @@ func fill(b []byte, seed byte) {
 	}
 }
 
+// filledTable is allocTable's table and memory, with the memory filled
+// by fill with seed and a copy of those bytes in want.
+func filledTable(t *testing.T, owner string, size int, seed byte) (tb *Table, mem, want []byte) {
+	t.Helper()
+	tb, mem = allocTable(t, owner, size)
+	fill(mem, seed)
+	return tb, mem, bytes.Clone(mem)
+}
+
 // TestCarveSharesExactlyTheRegion registers a page-aligned remote-read
 // sub-range of an allocation: the plugin gets a memfd of exactly the
 // region's bytes at offset 0, the application's slice keeps its address
@@ -49,14 +58,7 @@ func fill(b []byte, seed byte) {
 // memfd no longer holds the range.
 func TestCarveSharesExactlyTheRegion(t *testing.T) {
 	ctx := context.Background()
-	tb := New("carve", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(4 * page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill(mem, 1)
-	want := bytes.Clone(mem)
+	tb, mem, want := filledTable(t, "carve", 4*page, 1)
 	p := Addr(mem)
 	allocFD := tb.allocs[p].region.FD()
 	pl := newFake("shm")
@@ -149,14 +151,7 @@ func TestCarveRules(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			tb := New("rules", time.Second)
-			defer tb.Close()
-			mem, err := tb.Allocate(c.alloc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fill(mem, 3)
-			want := bytes.Clone(mem)
+			tb, mem, want := filledTable(t, "rules", c.alloc, 3)
 			p := Addr(mem)
 			pl := newFake("shm")
 			if err := tb.Register(ctx, p+c.off, c.n, c.perm, []Plugin{pl}); err != nil {
@@ -180,14 +175,7 @@ func TestCarveRules(t *testing.T) {
 // leaves the memory as it was, in the allocation's memfd.
 func TestCarveUndoneWhenAPluginRefuses(t *testing.T) {
 	ctx := context.Background()
-	tb := New("refuse", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(2 * page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fill(mem, 9)
-	want := bytes.Clone(mem)
+	tb, mem, want := filledTable(t, "refuse", 2*page, 9)
 	p := Addr(mem)
 	bad := newFake("bad")
 	bad.refuse = true

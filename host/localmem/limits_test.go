@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
@@ -17,12 +16,7 @@ import (
 // registering 32,768 buffers one by one costs minutes.
 func TestRegisterRefusedPastMaxBuffers(t *testing.T) {
 	ctx := context.Background()
-	tb := New("t", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(1 << 16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tb, mem := allocTable(t, "t", 1<<16)
 	p := Addr(mem)
 	fill := make([]Buf, segment.MaxBuffers-1)
 	for i := range fill {
@@ -33,7 +27,7 @@ func TestRegisterRefusedPastMaxBuffers(t *testing.T) {
 	if err := tb.Register(ctx, p, 4096, sdk.PermRemoteRead, []Plugin{pl}); err != nil {
 		t.Fatalf("the last buffer under the cap: %v", err)
 	}
-	err = tb.Register(ctx, p+4096, 4096, sdk.PermRemoteRead, []Plugin{pl})
+	err := tb.Register(ctx, p+4096, 4096, sdk.PermRemoteRead, []Plugin{pl})
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a buffer past the cap: %v, want ErrInvalid", err)
 	}

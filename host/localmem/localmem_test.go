@@ -41,14 +41,22 @@ func (f *fakePlugin) UnregisterMemory(_ context.Context, region uint32) error {
 	return nil
 }
 
-func TestRegisterLookupRemoveReplay(t *testing.T) {
-	ctx := context.Background()
-	tb := New("t", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(1 << 16)
+// allocTable is a new table of owner's, closed when the test ends, and
+// size bytes allocated from it.
+func allocTable(t testing.TB, owner string, size int) (*Table, []byte) {
+	t.Helper()
+	tb := New(owner, time.Second)
+	t.Cleanup(tb.Close)
+	mem, err := tb.Allocate(size)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tb, mem
+}
+
+func TestRegisterLookupRemoveReplay(t *testing.T) {
+	ctx := context.Background()
+	tb, mem := allocTable(t, "t", 1<<16)
 	a, b := newFake("a"), newFake("b")
 	p := Addr(mem)
 	if err := tb.Register(ctx, p+4096, 4096, sdk.PermRemoteRead, []Plugin{a, b}); err != nil {
@@ -143,12 +151,7 @@ func TestRegisterLookupRemoveReplay(t *testing.T) {
 
 func BenchmarkLookup(b *testing.B) {
 	ctx := context.Background()
-	tb := New("b", time.Second)
-	defer tb.Close()
-	mem, err := tb.Allocate(64 << 12)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tb, mem := allocTable(b, "b", 64<<12)
 	p := Addr(mem)
 	for i := range 64 {
 		if err := tb.Register(ctx, p+uintptr(i)<<12, 4096, sdk.PermLocal, nil); err != nil {

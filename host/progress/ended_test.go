@@ -156,6 +156,22 @@ func TestFreeForgetsHeld(t *testing.T) {
 	}
 }
 
+// cutBatch allocates a batch of tasks tasks from tr, each of slices
+// bytes in as many slices and cut, as its submitter leaves it.
+func cutBatch(t *testing.T, tr *Tracker, tasks, slices int) *Batch {
+	t.Helper()
+	b, err := tr.Allocate(tasks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range tasks {
+		i := b.Reserve(uint64(slices), 0)
+		b.SetSlices(i, int64(slices))
+		b.Cut(i)
+	}
+	return b
+}
+
 // Cancels racing completions: every task ends exactly once, in a state
 // that one of them explains, and the held count returns to 0.
 func TestCancelRacesCompletions(t *testing.T) {
@@ -166,12 +182,7 @@ func TestCancelRacesCompletions(t *testing.T) {
 		tr.Hook(Hook{Settled: w.Settled, Ended: w.Ended})
 		var holds atomic.Int64
 		tr.Hook(Hook{Held: func(*Batch, int) { holds.Add(1) }})
-		b, _ := tr.Allocate(tasks)
-		for range tasks {
-			i := b.Reserve(slices, 0)
-			b.SetSlices(i, slices)
-			b.Cut(i)
-		}
+		b := cutBatch(t, tr, tasks, slices)
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {

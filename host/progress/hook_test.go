@@ -281,12 +281,7 @@ func TestHookEndsOnce(t *testing.T) {
 			RunEnded: func(_ *Run, _ *Batch, i int, s State, _ bool) { end(1, i, s) },
 			Flush:    func(*Run) {}})
 		tr.Hook(Hook{Settled: func(*Batch, int, ring.Status, int64) {}, Ended: func(_ *Batch, i int, s State, _ int64) { end(2, i, s) }})
-		b, _ := tr.Allocate(tasks)
-		for range tasks {
-			i := b.Reserve(slices, 0)
-			b.SetSlices(i, slices)
-			b.Cut(i)
-		}
+		b := cutBatch(t, tr, tasks, slices)
 		var wg sync.WaitGroup
 		for w := range 2 { // two pollers: one in runs, one without
 			wg.Add(1)

@@ -15,20 +15,18 @@ import (
 	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
-// TestAcceptSurvivesFDExhaustion runs the plugin binary under an open
-// files limit of 64 (prlimit, as `ulimit -n 64` would) and opens
-// connections to it until its accept fails: once they close, a real peer
-// still connects and reads, and the plugin reports accepting.
-func TestAcceptSurvivesFDExhaustion(t *testing.T) {
-	bin := pluginBinary(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+// startVictim launches the plugin bin and starts it with cfg, and creates
+// the 1 MiB region "victim-region" for it to serve; both end with the
+// test. It returns the plugin, the endpoint Start returned, its socket and
+// the region.
+func startVictim(t *testing.T, ctx context.Context, bin string, cfg sdk.StartConfig) (*pluginclient.Process, []byte, string, *sdkshm.Region) {
+	t.Helper()
 	p, err := pluginclient.Launch(ctx, bin, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Kill()
-	epb, err := p.Client.Start(ctx, sdk.StartConfig{Engine: "victim", Incarnation: 3, MachineID: machine, Config: []byte("max_conns = 100000"), ConfigFile: "t.hcl", ConfigLine: 1, ConfigColumn: 1})
+	t.Cleanup(p.Kill)
+	epb, err := p.Client.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +38,19 @@ func TestAcceptSurvivesFDExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
+	t.Cleanup(func() { r.Close() })
+	return p, epb, ep.Socket, r
+}
+
+// TestAcceptSurvivesFDExhaustion runs the plugin binary under an open
+// files limit of 64 (prlimit, as `ulimit -n 64` would) and opens
+// connections to it until its accept fails: once they close, a real peer
+// still connects and reads, and the plugin reports accepting.
+func TestAcceptSurvivesFDExhaustion(t *testing.T) {
+	bin := pluginBinary(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	p, epb, socket, r := startVictim(t, ctx, bin, sdk.StartConfig{Engine: "victim", Incarnation: 3, MachineID: machine, Config: []byte("max_conns = 100000"), ConfigFile: "t.hcl", ConfigLine: 1, ConfigColumn: 1})
 	fill(r.Mem(), 11)
 	if err := p.Client.RegisterMemory(ctx, 1, r.FD(), 0, 1<<20, sdk.PermRemoteRead, "cpu"); err != nil {
 		t.Fatal(err)
@@ -61,7 +71,7 @@ func TestAcceptSurvivesFDExhaustion(t *testing.T) {
 		if len(held) == 2000 {
 			t.Fatalf("2000 connections open and the plugin's accept never failed")
 		}
-		c, err := net.Dial("unixpacket", ep.Socket)
+		c, err := net.Dial("unixpacket", socket)
 		if err != nil {
 			t.Fatalf("dial under pressure: %v", err)
 		}

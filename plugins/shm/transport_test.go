@@ -3,7 +3,6 @@ package shm_test
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -16,12 +15,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
-	sdkshm "github.com/ferrydev/ferry/sdk/shm"
 )
 
 func TestDescribeProbe(t *testing.T) {
@@ -360,24 +357,7 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	tmp := listDir(t, os.TempDir())
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	p, err := pluginclient.Launch(ctx, bin, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Kill()
-	epb, err := p.Client.Start(ctx, sdk.StartConfig{Engine: "victim", Incarnation: 3, MachineID: machine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ep struct{ Socket string }
-	if err := json.Unmarshal(epb, &ep); err != nil {
-		t.Fatal(err)
-	}
-	r, err := sdkshm.Create("victim-region", 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
+	p, epb, socket, r := startVictim(t, ctx, bin, sdk.StartConfig{Engine: "victim", Incarnation: 3, MachineID: machine})
 	if err := p.Client.RegisterMemory(ctx, 1, r.FD(), 0, 1<<20, sdk.PermRemoteReadWrite, "cpu"); err != nil {
 		t.Fatal(err)
 	}
@@ -389,15 +369,15 @@ func TestSIGKILLLeavesNothing(t *testing.T) {
 	if c := a.do(t, ring.Descriptor{Op: ring.OpRead, LocalRegion: 1, Peer: 1, RemoteRegion: 1, Length: 4096}); c.Status != ring.StatusOK {
 		t.Fatalf("read from the plugin's region: %v", c.Status)
 	}
-	if !abstractSocketListed(t, ep.Socket) {
-		t.Fatalf("socket %s not in /proc/net/unix while the plugin runs", ep.Socket)
+	if !abstractSocketListed(t, socket) {
+		t.Fatalf("socket %s not in /proc/net/unix while the plugin runs", socket)
 	}
 	if err := syscall.Kill(p.PID(), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	<-p.Exited()
-	if abstractSocketListed(t, ep.Socket) {
-		t.Fatalf("socket %s still listed after SIGKILL", ep.Socket)
+	if abstractSocketListed(t, socket) {
+		t.Fatalf("socket %s still listed after SIGKILL", socket)
 	}
 	if got := listDir(t, "/dev/shm"); !sameSet(got, devShm) {
 		t.Fatalf("/dev/shm changed: %v, was %v", got, devShm)

@@ -23,45 +23,70 @@ type slowPeer struct {
 	ln      net.Listener
 	helloGo chan struct{}
 	answer  func(c net.Conn, h tcp.Header) error
-	wg      sync.WaitGroup
 	mu      sync.Mutex
-	cs      []net.Conn
 	got     []tcp.Header
 }
 
-func newSlowPeer(t *testing.T, answer func(c net.Conn, h tcp.Header) error) *slowPeer {
+// serveLoopback listens on loopback and runs serve on each connection it
+// accepts, on a goroutine of its own; serve may pass more connections to
+// track, which reports whether they are still to be used. When the test
+// ends it closes the listener and every connection accepted or tracked
+// (one accepted or tracked later is closed at once), and waits for the
+// serve calls to return.
+func serveLoopback(t *testing.T, serve func(c net.Conn, track func(net.Conn) bool)) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &slowPeer{ln: ln, helloGo: make(chan struct{}), answer: answer}
-	p.wg.Add(1)
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		conns  []net.Conn
+		closed bool
+	)
+	track := func(c net.Conn) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			c.Close()
+			return false
+		}
+		conns = append(conns, c)
+		return true
+	}
+	wg.Add(1)
 	go func() {
-		defer p.wg.Done()
+		defer wg.Done()
 		for {
 			c, err := ln.Accept()
-			if err != nil {
+			if err != nil || !track(c) {
 				return
 			}
-			p.mu.Lock()
-			p.cs = append(p.cs, c)
-			p.mu.Unlock()
-			p.wg.Add(1)
+			wg.Add(1)
 			go func() {
-				defer p.wg.Done()
-				p.serve(c)
+				defer wg.Done()
+				serve(c, track)
 			}()
 		}
 	}()
 	t.Cleanup(func() {
 		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.cs {
+		mu.Lock()
+		closed = true
+		for _, c := range conns {
 			c.Close()
 		}
-		p.mu.Unlock()
-		p.wg.Wait()
+		mu.Unlock()
+		wg.Wait()
 	})
+	return ln
+}
+
+func newSlowPeer(t *testing.T, answer func(c net.Conn, h tcp.Header) error) *slowPeer {
+	t.Helper()
+	p := &slowPeer{helloGo: make(chan struct{}), answer: answer}
+	p.ln = serveLoopback(t, func(c net.Conn, _ func(net.Conn) bool) { p.serve(c) })
 	return p
 }
 

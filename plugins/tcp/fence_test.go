@@ -172,8 +172,6 @@ type holdProxy struct {
 	target string
 	mu     sync.Mutex
 	held   map[*heldConn]bool
-	conns  []net.Conn
-	wg     sync.WaitGroup
 }
 
 type heldConn struct {
@@ -185,60 +183,40 @@ type heldConn struct {
 }
 
 func newHoldProxy(t *testing.T, target string) *holdProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &holdProxy{ln: ln, target: target, held: map[*heldConn]bool{}}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
+	t.Helper()
+	p := &holdProxy{target: target, held: map[*heldConn]bool{}}
+	p.ln = serveLoopback(t, func(c net.Conn, track func(net.Conn) bool) {
+		u, err := net.Dial("tcp", target)
+		if err != nil {
+			c.Close()
+			return
+		}
+		if !track(u) {
+			return
+		}
+		h := &heldConn{out: u, done: make(chan struct{})}
+		p.mu.Lock()
+		p.held[h] = true
+		p.mu.Unlock()
+		back := make(chan struct{})
+		go func() { defer close(back); io.Copy(c, u) }()
+		defer func() { <-back }()
+		buf := make([]byte, 64<<10)
 		for {
-			c, err := ln.Accept()
+			n, err := c.Read(buf)
+			if n > 0 {
+				h.mu.Lock()
+				if h.hold {
+					h.pending = append(h.pending, bytes.Clone(buf[:n]))
+				} else {
+					u.Write(buf[:n])
+				}
+				h.mu.Unlock()
+			}
 			if err != nil {
 				return
 			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			h := &heldConn{out: u, done: make(chan struct{})}
-			p.mu.Lock()
-			p.held[h] = true
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); io.Copy(c, u) }()
-			go func() {
-				defer p.wg.Done()
-				buf := make([]byte, 64<<10)
-				for {
-					n, err := c.Read(buf)
-					if n > 0 {
-						h.mu.Lock()
-						if h.hold {
-							h.pending = append(h.pending, bytes.Clone(buf[:n]))
-						} else {
-							u.Write(buf[:n])
-						}
-						h.mu.Unlock()
-					}
-					if err != nil {
-						return
-					}
-				}
-			}()
 		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		for _, c := range p.conns {
-			c.Close()
-		}
-		p.mu.Unlock()
-		p.wg.Wait()
 	})
 	return p
 }

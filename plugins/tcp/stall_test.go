@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sync"
 	"testing"
 	"time"
 
@@ -64,62 +63,23 @@ func TestUnregisterWithStalledPeer(t *testing.T) {
 // silentPeer accepts connections, answers the hello and then reads
 // everything and answers nothing.
 type silentPeer struct {
-	ln     net.Listener
-	wg     sync.WaitGroup
-	mu     sync.Mutex
-	cs     []net.Conn
-	closed bool // the cleanup closed cs: a connection accepted after it is closed at once
+	ln net.Listener
 }
 
 func newSilentPeer(t *testing.T, segment string, incarnation uint64) *silentPeer {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &silentPeer{ln: ln}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			p.mu.Lock()
-			if p.closed { // accepted before ln.Close, seen after the cleanup closed the others
-				p.mu.Unlock()
-				c.Close()
-				return
-			}
-			p.cs = append(p.cs, c)
-			p.mu.Unlock()
-			p.wg.Add(1)
-			go func() {
-				defer p.wg.Done()
-				var h [tcp.HelloSize + 64]byte
-				if _, err := io.ReadFull(c, h[:tcp.HelloSize+len(segment)]); err != nil {
-					return
-				}
-				var r [tcp.HelloReplySize]byte
-				tcp.EncodeHelloReply(r[:], tcp.HelloReply{Version: tcp.ProtocolVersion, Incarnation: incarnation, MaxFrame: 1 << 20})
-				if _, err := c.Write(r[:]); err != nil {
-					return
-				}
-				io.Copy(io.Discard, c)
-			}()
+	t.Helper()
+	return &silentPeer{ln: serveLoopback(t, func(c net.Conn, _ func(net.Conn) bool) {
+		var h [tcp.HelloSize + 64]byte
+		if _, err := io.ReadFull(c, h[:tcp.HelloSize+len(segment)]); err != nil {
+			return
 		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		p.mu.Lock()
-		p.closed = true
-		for _, c := range p.cs {
-			c.Close()
+		var r [tcp.HelloReplySize]byte
+		tcp.EncodeHelloReply(r[:], tcp.HelloReply{Version: tcp.ProtocolVersion, Incarnation: incarnation, MaxFrame: 1 << 20})
+		if _, err := c.Write(r[:]); err != nil {
+			return
 		}
-		p.mu.Unlock()
-		p.wg.Wait()
-	})
-	return p
+		io.Copy(io.Discard, c)
+	})}
 }
 
 // openSilentPeer opens a silent peer (segment "mute", incarnation 5) as
