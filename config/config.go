@@ -43,11 +43,11 @@ const (
 	// DefaultSpin is the SDK's: a lane sent no budget spins as long.
 	DefaultSpin      = sdk.DefaultSpin
 	DefaultSpinSmall = time.Millisecond
-	// DefaultStreamPause is the pause after a short run in a stream; see
-	// Transfer.StreamPause.
-	DefaultStreamPause = 20 * time.Microsecond
-	// MaxStreamPause bounds StreamPause (a plugin bounds it so too).
-	MaxStreamPause = time.Millisecond
+	// DefaultStreamPause is the SDK's: the pause after a short run in a
+	// stream; see Transfer.StreamPause.
+	DefaultStreamPause = sdk.DefaultStreamPause
+	// MaxStreamPause bounds StreamPause, as a plugin's lane does.
+	MaxStreamPause = sdk.MaxStreamPause
 	// SmallBatch is the most bytes a batch (or a run of descriptors a
 	// plugin lane drained) holds to count as small; see SpinSmall. It is
 	// the SDK's: the host and the plugin's lane must agree on it.

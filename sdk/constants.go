@@ -40,6 +40,13 @@ const (
 	// small batch, and a lane after a small run, spin the small budget
 	// (spin_small) rather than the plain one.
 	SmallBatch = 256 << 10
+	// DefaultStreamPause is how long a lane (and the host's reaper of its
+	// completions) leaves its ring alone after a short run in a stream
+	// when the host sends no pause; config.DefaultStreamPause is this.
+	DefaultStreamPause = 20 * time.Microsecond
+	// MaxStreamPause bounds that pause whatever the host asks; config
+	// refuses more.
+	MaxStreamPause = time.Millisecond
 )
 
 // KindTransport is the go-plugin plugin-set key for transports.

@@ -15,9 +15,6 @@ import (
 // a stop even if a wakeup is lost. Idle cost: one wakeup per laneSleep.
 const laneSleep = time.Second
 
-// maxPause bounds the pause whatever the host asks.
-const maxPause = time.Millisecond
-
 // pauseRun is the most descriptors a run taken in a stream holds for the
 // lane to pause after it (see lane.pause).
 const pauseRun = 16
@@ -93,7 +90,7 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 		spin = DefaultSpin
 	}
 	spinSmall = min(max(spinSmall, spin), MaxSpin)
-	pause = min(max(pause, 0), maxPause)
+	pause = min(max(pause, 0), MaxStreamPause)
 	if sqBytes == 0 || cqBytes == 0 || sqBytes > 1<<30 || cqBytes > 1<<30 {
 		return nil, fmt.Errorf("ring sizes %d and %d out of range", sqBytes, cqBytes)
 	}

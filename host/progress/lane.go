@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host/waiting"
+	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
 )
@@ -358,8 +359,9 @@ func (l *Lane) reaperAt(a waiting.Act) {
 }
 
 // DefaultReapPause is how long a reaper with no waiter leaves the
-// completion ring alone after a short run in a stream; see SetReapPause.
-const DefaultReapPause = 20 * time.Microsecond
+// completion ring alone after a short run in a stream (the SDK's lane
+// pause); see SetReapPause.
+const DefaultReapPause = sdk.DefaultStreamPause
 
 // SetReapPause sets how long the reaper pauses (ring.Nap; the kernel's
 // timer slack adds up to 50 us) after it reaped a short run (under
