@@ -86,8 +86,11 @@ type lane struct {
 }
 
 func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall, pause time.Duration) (*lane, error) {
-	if spin <= 0 {
+	switch {
+	case spin == 0: // a host that sends none
 		spin = DefaultSpin
+	case spin < 0: // a host's spin = "0s": sleep at once
+		spin = 0
 	}
 	spinSmall = min(max(spinSmall, spin), MaxSpin)
 	pause = min(max(pause, 0), MaxStreamPause)

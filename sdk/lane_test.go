@@ -454,3 +454,15 @@ func TestLaneDoesNotPause(t *testing.T) {
 		})
 	}
 }
+
+// TestLaneSpinBudgets: a spin budget the host did not send (0) is the
+// SDK's default; a negative one, the host's spin = "0s", is none: the
+// lane sleeps at once; the small budget is at least the plain one.
+func TestLaneSpinBudgets(t *testing.T) {
+	for _, c := range []struct{ sent, want time.Duration }{{0, DefaultSpin}, {-1, 0}, {5 * time.Microsecond, 5 * time.Microsecond}} {
+		r := newLaneRigSpin(t, &clockTransport{}, 0, c.sent)
+		if r.l.spin != c.want || r.l.spinSmall < r.l.spin {
+			t.Errorf("sent %v: the lane spins %v (small %v), want %v", c.sent, r.l.spin, r.l.spinSmall, c.want)
+		}
+	}
+}

@@ -157,9 +157,20 @@ func (c *Client) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, 
 	return r.Endpoint, nil
 }
 
+// spinNs is a spin budget as AttachLaneRequest.spin_ns says it: 0 is
+// sent as -1 (none), since 0 there is "the SDK's default".
+func spinNs(d time.Duration) int64 {
+	if d <= 0 {
+		return -1
+	}
+	return int64(d)
+}
+
 // LaneTiming is how a plugin lane spins and pauses (AttachLane).
 type LaneTiming struct {
-	// Spin is the lane's spin budget before it sleeps on its futex.
+	// Spin is the lane's spin budget before it sleeps on its futex; 0:
+	// none, the lane sleeps at once (sent as a negative budget, since an
+	// unset one is the SDK's default).
 	Spin time.Duration
 	// SpinSmall is its budget after a run of small descriptors (0: Spin);
 	// a lane whose transport assists (sdk.Assister) sleeps instead while
@@ -204,7 +215,7 @@ func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Reg
 	r, err := c.rpc.AttachLane(ctx, &transportv1.AttachLaneRequest{
 		Lane: id, AttachId: aid,
 		SubmitBytes: uint64(sq.Size()), CompleteBytes: uint64(cq.Size()),
-		SpinNs: int64(t.Spin), SpinSmallNs: int64(t.SpinSmall), PauseNs: int64(t.Pause), Generation: gen,
+		SpinNs: spinNs(t.Spin), SpinSmallNs: int64(t.SpinSmall), PauseNs: int64(t.Pause), Generation: gen,
 	})
 	if err != nil {
 		return 0, rpcErr(err)

@@ -669,6 +669,8 @@ type AttachLaneRequest struct {
 	SubmitBytes   uint64 `protobuf:"varint,3,opt,name=submit_bytes,json=submitBytes,proto3" json:"submit_bytes,omitempty"`
 	CompleteBytes uint64 `protobuf:"varint,4,opt,name=complete_bytes,json=completeBytes,proto3" json:"complete_bytes,omitempty"`
 	// Spin budget in nanoseconds before the lane sleeps on its futex.
+	// 0: the SDK's default (sdk.DefaultSpin); negative: none, the lane
+	// sleeps at once (the host's spin = "0s").
 	SpinNs int64 `protobuf:"varint,5,opt,name=spin_ns,json=spinNs,proto3" json:"spin_ns,omitempty"`
 	// The generation (run number) of this plugin process as the host counts
 	// them; the lane stamps it into the Flags of every completion it posts,
