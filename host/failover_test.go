@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -299,4 +301,53 @@ func remoteBuffer(t *testing.T, ctx context.Context, b *host.Engine, n int) ([]b
 		t.Fatal(err)
 	}
 	return mem, base
+}
+
+// TestCanceledWhileFailingOverEnds: a write whose plugin crashes under
+// its slices is taken by failover, which waits out its backoff; the
+// task is canceled meanwhile. Its slices were on the crashed run and
+// will never come back, so it must end CANCELED (once the target
+// confirmed the dead run's fence), not stay PENDING while the plugin's
+// next run is blamed for holding it and killed (supervise.end_grace).
+func TestCanceledWhileFailingOverEnds(t *testing.T) {
+	const span = 128 << 20
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg := failoverConfig("cfo-a", true, true) + "transfer {\n  retry_backoff = \"1s\"\n}\nsupervise {\n  end_grace = \"300ms\"\n}\n"
+	a := hclEngine(t, context.Background(), cfg, "cfo-a.hcl")
+	b, seg := failoverSegment(t, ctx, a, "cfo-b", span)
+	local := randomLocal(t, ctx, a, span)
+	id, err := a.AllocateBatch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.FreeBatch(id)
+	if err := a.Submit(id, host.Request{Op: host.Write, Local: local, Segment: seg.ID, Remote: b.Ready.Buffers[0].Base}); err != nil {
+		t.Fatal(err)
+	}
+	// Failover took the failed attempt once it is listed as retried.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Millisecond) {
+		st := a.Status(ctx, host.SkipPluginCounters())
+		if slices.ContainsFunc(st.Failures, func(f host.Failure) bool { return f.Retried }) {
+			break
+		}
+		if ts, _ := a.TaskStatus(id, 0); ts.State != host.StatePending || time.Now().After(deadline) {
+			t.Fatalf("the crash was not taken for failover: task %+v, failures %+v", ts, st.Failures)
+		}
+	}
+	if err := a.CancelTask(id, 0); err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if err := a.Wait(wctx, id); err != nil {
+		ts, _ := a.TaskStatus(id, 0)
+		t.Fatalf("a task canceled while failing over did not end: %v (task %+v, fault plugin %+v)", err, ts, pluginStatus(a, "fault"))
+	}
+	if ts, _ := a.TaskStatus(id, 0); ts.State != host.StateCanceled && ts.State != host.StateCompleted {
+		t.Fatalf("task %+v, want CANCELED (or COMPLETED, had the retry won)", ts)
+	}
+	if st := pluginStatus(a, "fault"); strings.Contains(st.LastExit, "held slices") {
+		t.Errorf("the fault plugin's next run was killed for the canceled task's slices: %s", st.LastExit)
+	}
 }

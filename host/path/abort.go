@@ -36,6 +36,10 @@ func (e *Executor) onHold(b *progress.Batch, i int) {
 	if idx < 0 || int(idx) >= len(e.plugins) {
 		return
 	}
+	if b.Failing(i) {
+		e.endOrphan(b, i, e.plugins[idx]) // its slices are on a lane that went down: no abort brings them back
+		return
+	}
 	run := e.plugins[idx].run()
 	if run == nil || run.p == nil || !run.p.Implements(sdk.InterfaceAborter) {
 		return

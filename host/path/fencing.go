@@ -149,6 +149,43 @@ func (e *Executor) fenceDown(ps *Plugin, r *supervisor.Run) (keep func(b *progre
 	return keep, end
 }
 
+// endOrphan ends task i of b, carried by plugin ps, whose end (canceled,
+// timed out) was decided while slices of its attempt were out on a lane
+// that went down: they will never come back, so nothing else would end
+// it, and its plugin's next run would be blamed for holding it
+// (supervise.end_grace). It is released in its decided state; a write
+// on a two-sided plugin once its target confirmed the fence of the
+// lane's run, as Down ends the writes it kept, since what that run sent
+// may still land. A lane whose run's Down has not run yet is left to
+// it: the task is cut, so Down keeps it and ends it so.
+func (e *Executor) endOrphan(b *progress.Batch, i int, ps *Plugin) {
+	rec := e.path.lookup(b, i)
+	cur := ps.run()
+	if rec == nil || rec.req.Op != Write || cur == nil || cur.p == nil || !cur.p.Info.TwoSided {
+		b.Release(i)
+		return
+	}
+	run := ps.deadRun.Load()
+	for _, l := range cur.lanes {
+		if int32(l.ID) == b.Task(i).Lane() {
+			if run != cur.sv.ID {
+				return // its run's Down is yet to come
+			}
+			break
+		}
+	}
+	rem := e.remote(rec.req.Segment)
+	if run == 0 || rem == nil {
+		b.Release(i)
+		return
+	}
+	done := e.fences.Close(fenceTarget(rem), ps.name, run)
+	token := b.Token(i)
+	b.Detach(i) // no longer the next run's to hold
+	err := fmt.Errorf("%w: plugin %q: its run ended under the task's slices", ErrPluginFailed, ps.name)
+	e.fences.EndAfter([]<-chan struct{}{done}, e.retryBudget(), func(bool) { e.tracker.FailToken(token, err) })
+}
+
 // fenceMoved closes rem's gate for the last ended run of two-sided
 // plugin ps (a no-op when it is confirmed already, but for one round
 // trip), for a write that failover moves away from that run: one whose

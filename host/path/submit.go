@@ -343,6 +343,11 @@ func (e *Executor) cut(b *progress.Batch, l *progress.Lane, ps *Plugin, c putRes
 	}
 	if c.err != nil {
 		b.Fail(i, c.err)
+		if s, _ := b.Ending(i); s != progress.Pending {
+			// Its end was decided while it was being cut, and its lane
+			// went down under the slices it sent: nothing ends it else.
+			e.endOrphan(b, i, ps)
+		}
 	}
 	if c.sent < c.slices {
 		b.Unsent(i, c.slices-c.sent)

@@ -211,3 +211,44 @@ func TestCancelRacesCompletions(t *testing.T) {
 		}
 	}
 }
+
+// A task whose failed attempt failover took while slices of it were
+// still out (its lane went down under them), then canceled, reads
+// Failing and held; once its plugin's fence is confirmed, FailToken
+// releases it CANCELED although failover took it: no later attempt
+// will, and none of its slices will come back.
+func TestFailTokenReleasesEndedFailoverTask(t *testing.T) {
+	tr := NewTracker(4)
+	tr.Hook(Hook{Failed: func(*Batch, int, error) bool { return true }}) // failover takes it, and waits
+	b, _ := tr.Allocate(1)
+	i := b.Reserve(2<<20, 0)
+	b.SetSlices(i, 2)
+	b.Task(i).SetTransport(3)
+	b.Cut(i)
+	b.Fail(i, errors.New("lane down while cutting")) // two slices out on the dead lane
+	if !b.Failing(i) {
+		t.Fatal("an attempt failover took does not read Failing")
+	}
+	b.Finish(i, Canceled, nil)
+	if s := b.State(i, Now()); s != Pending || tr.Held() != 1 {
+		t.Fatalf("canceled with slices out: %v, held %d; want PENDING, 1", s, tr.Held())
+	}
+	b.Detach(i)
+	if !tr.FailToken(b.Token(i), errors.New("plugin killed")) {
+		t.Fatal("FailToken left a canceled task that failover had taken")
+	}
+	if s := b.State(i, Now()); s != Canceled || tr.Held() != 0 || !b.Done(Now()) {
+		t.Fatalf("after FailToken: %v, held %d, done %v; want CANCELED, 0, done", s, tr.Held(), b.Done(Now()))
+	}
+	// One still failover's (its end not decided) is left to it.
+	j, _ := tr.Allocate(1)
+	k := j.Reserve(1<<20, 0)
+	j.SetSlices(k, 1)
+	j.Task(k).SetTransport(3)
+	j.Cut(k)
+	j.Fail(k, errors.New("lane down"))
+	j.Detach(k)
+	if tr.FailToken(j.Token(k), errors.New("plugin killed")) || j.State(k, Now()) != Pending {
+		t.Fatalf("FailToken ended a task failover owns: %v", j.State(k, Now()))
+	}
+}

@@ -708,6 +708,14 @@ func (b *Batch) offer(i int, err error) bool {
 	return false
 }
 
+// Failing reports whether a failed attempt of task i was handed to a
+// Failed hook (failover) and no new attempt started since. With slices
+// of it still out, that attempt's lane went down under them (Lane.Put
+// fails only so): they will never come back, so a task whose end is
+// decided meanwhile is released by the engine (Release), not by its
+// last slice.
+func (b *Batch) Failing(i int) bool { return b.tasks[i].failing.Load() }
+
 // Fail ends task i FAILED with err, unless a Failed hook takes it for
 // another attempt. For the submitter, whose attempt could not be sent.
 func (b *Batch) Fail(i int, err error) {
@@ -1200,8 +1208,11 @@ func (t *Tracker) FailToken(token uint64, err error) bool {
 	if b == nil || !b.tasks[i].detached.CompareAndSwap(true, false) {
 		return false // it moved on: not detached (Detach), or another attempt
 	}
-	if b.tasks[i].failing.Load() {
-		return false // its submitter saw the plugin gone and handed it to failover
+	if b.tasks[i].failing.Load() && b.tasks[i].ending.Load() == 0 {
+		// Its submitter saw the plugin gone and handed it to failover,
+		// which resubmits or ends it. One whose end was decided since
+		// (canceled, timed out) is failover's no more: released below.
+		return false
 	}
 	return b.failTask(i, err, Now())
 }
