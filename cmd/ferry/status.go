@@ -183,6 +183,36 @@ func cmdTop(args []string) error {
 	return nil
 }
 
+// printFlows writes what st says of admission (the qos queue and its
+// tenants), receiver credit, notifications and the engine's descriptor:
+// each part only where the engine has it.
+func printFlows(w io.Writer, tw *tabwriter.Writer, st host.EngineStatus) {
+	if q := st.QoS; q.On {
+		fmt.Fprintf(w, "\nqos: %d held now, %d held since start, %d dropped while held, bandwidth %.3f Gb/s\n", q.Held, q.HeldTotal, q.Dropped, q.Bandwidth*8/1e9)
+		if len(q.Tenants) > 0 {
+			fmt.Fprintln(tw, "TENANT\tADMITTED\tREJECTED\tBYTES\tQUEUED")
+			for _, t := range q.Tenants {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\n", t.Name, t.Admitted, t.Rejected, t.Bytes, t.Queued)
+			}
+			tw.Flush()
+		}
+	}
+	if len(st.Credit) > 0 {
+		fmt.Fprintln(w, "\nreceiver credit:")
+		fmt.Fprintln(tw, "SEGMENT\tWINDOW\tREQUESTS\tIN USE\tIN FLIGHT\tGRANTS\tREFUSED\tWAITS\tRESETS")
+		for _, c := range st.Credit {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Segment, c.Window, c.Requests, c.InUse, c.InFlight, c.Grants, c.Refused, c.Waits, c.Resets)
+		}
+		tw.Flush()
+	}
+	n := st.Notifications
+	fmt.Fprintf(w, "\nnotifications: %d sent, %d send failed, %d not sent; %d received, %d duplicates, %d refused, %d forged, %d invalid; %d status calls denied\n",
+		n.Sent, n.SendFailed, n.NotSent, n.Received, n.Duplicates, n.Refused, n.Forged, n.Invalid, n.StatusDenied)
+	if st.DescriptorsRefused != 0 || st.PublishRepairs != 0 {
+		fmt.Fprintf(w, "descriptors: %d peer descriptors refused (unsigned or badly signed), %d times this engine's own written back\n", st.DescriptorsRefused, st.PublishRepairs)
+	}
+}
+
 // printStatus writes one screen of st. With prev (the status dt before)
 // the rails show their throughput since then.
 func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt time.Duration) error {
@@ -239,6 +269,7 @@ func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt 
 		}
 		tw.Flush()
 	}
+	printFlows(w, tw, st)
 	fmt.Fprintf(w, "\n%d failed attempts since start", st.FailuresSeen)
 	if len(st.Failures) == 0 {
 		fmt.Fprintln(w)

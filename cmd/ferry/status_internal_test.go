@@ -85,3 +85,33 @@ func TestPrintTraces(t *testing.T) {
 		t.Errorf("no traces: %q", b.String())
 	}
 }
+
+// TestPrintFlows: `ferry status` shows the qos queue and its tenants,
+// each receiver's credit, the notification counters and refused
+// descriptors, and leaves out the parts an engine does not have.
+func TestPrintFlows(t *testing.T) {
+	st := host.EngineStatus{
+		QoS:                host.QoSStatus{On: true, Held: 2, HeldTotal: 9, Dropped: 1, Bandwidth: 125e6, Tenants: []host.TenantStats{{Name: "decode", Admitted: 7, Rejected: 3, Bytes: 4096, Queued: 2}}},
+		Credit:             []host.CreditStats{{Segment: "decode-0", Window: 1 << 20, Requests: 64, InUse: 4096, InFlight: 1, Grants: 5, Waits: 2}},
+		Notifications:      host.NotificationStats{Sent: 4, Received: 6, Forged: 1},
+		DescriptorsRefused: 3,
+	}
+	var b strings.Builder
+	if err := printStatus(&b, st, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"qos: 2 held now, 9 held since start, 1 dropped while held, bandwidth 1.000 Gb/s", "decode  7         3         4096   2", "decode-0  1048576",
+		"notifications: 4 sent", "6 received", "1 forged", "3 peer descriptors refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status lacks %q:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	if err := printStatus(&b, host.EngineStatus{}, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "qos:") || strings.Contains(out, "receiver credit") || strings.Contains(out, "descriptors:") {
+		t.Errorf("an engine without qos, credit or refused descriptors shows them:\n%s", out)
+	}
+}
