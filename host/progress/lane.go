@@ -125,7 +125,7 @@ func NewLane(id uint32, depth int, spin time.Duration) (*Lane, error) {
 		var cq *ring.Ring
 		if cq, err = ring.Init(cqr.Mem(), depth); err == nil {
 			l := &Lane{ID: id, SQ: sqr, CQ: cqr, sq: sq, cq: cq, spin: spin, reaped: make(chan struct{}), standby: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
-			l.reapPause.Store(int64(DefaultReapPause))
+			l.reapPause.Store(int64(sdk.DefaultStreamPause)) // a plugin lane's default, until SetReapPause
 			return l, nil
 		}
 	}
@@ -357,11 +357,6 @@ func (l *Lane) reaperAt(a waiting.Act) {
 		l.reaperAct.Store(uint32(a))
 	}
 }
-
-// DefaultReapPause is how long a reaper with no waiter leaves the
-// completion ring alone after a short run in a stream (the SDK's lane
-// pause); see SetReapPause.
-const DefaultReapPause = sdk.DefaultStreamPause
 
 // SetReapPause sets how long the reaper pauses (ring.Nap; the kernel's
 // timer slack adds up to 50 us) after it reaped a short run (under
