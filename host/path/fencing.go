@@ -133,20 +133,25 @@ func (e *Executor) fenceDown(ps *Plugin, r *supervisor.Run) (keep func(b *progre
 		}
 		e.log.Warn("writes in flight on an ended plugin run: fencing their targets before they end", "plugin", ps.name, "run", r.ID,
 			"targets", len(dones), "tasks", len(tokens))
-		// They end once their targets confirmed the fence, or after the
-		// retry budget: a target that cannot be reached keeps its gate
-		// closed, and they end anyway, the contract's one exception.
-		e.fences.EndAfter(dones, e.retryBudget(), func(confirmed bool) {
-			if !confirmed {
-				e.log.Warn("a target did not confirm the fence of an ended plugin run in time; its writes end now, and new writes to it wait for the fence",
-					"plugin", ps.name, "tasks", len(tokens))
-			}
-			for _, tk := range tokens {
-				e.tracker.FailToken(tk, err)
-			}
-		})
+		e.endAfterFence(ps, dones, tokens, err)
 	}
 	return keep, end
+}
+
+// endAfterFence ends the detached writes of tokens (FailToken, with err)
+// once the fences in dones, of plugin ps's ended run, are confirmed, or
+// after the retry budget: a target that cannot be reached keeps its gate
+// closed, and they end anyway, the contract's one exception.
+func (e *Executor) endAfterFence(ps *Plugin, dones []<-chan struct{}, tokens []uint64, err error) {
+	e.fences.EndAfter(dones, e.retryBudget(), func(confirmed bool) {
+		if !confirmed {
+			e.log.Warn("a target did not confirm the fence of an ended plugin run in time; its writes end now, and new writes to it wait for the fence",
+				"plugin", ps.name, "tasks", len(tokens))
+		}
+		for _, tk := range tokens {
+			e.tracker.FailToken(tk, err)
+		}
+	})
 }
 
 // endOrphan ends task i of b, carried by plugin ps, whose end (canceled,
@@ -180,10 +185,9 @@ func (e *Executor) endOrphan(b *progress.Batch, i int, ps *Plugin) {
 		return
 	}
 	done := e.fences.Close(fenceTarget(rem), ps.name, run)
-	token := b.Token(i)
 	b.Detach(i) // no longer the next run's to hold
 	err := fmt.Errorf("%w: plugin %q: its run ended under the task's slices", ErrPluginFailed, ps.name)
-	e.fences.EndAfter([]<-chan struct{}{done}, e.retryBudget(), func(bool) { e.tracker.FailToken(token, err) })
+	e.endAfterFence(ps, []<-chan struct{}{done}, []uint64{b.Token(i)}, err)
 }
 
 // fenceMoved closes rem's gate for the last ended run of two-sided
