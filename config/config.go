@@ -156,10 +156,16 @@ type Config struct {
 	Metastore Metastore
 	Control   Control
 	// Metrics is the metrics block; Listen "" when the file has none.
-	Metrics   Metrics
-	Trace     Trace
-	Plugins   []Plugin
-	Transfer  Transfer
+	Metrics Metrics
+	Trace   Trace
+	Plugins []Plugin
+	// Devices are the device blocks: device plugins (Plugin's fields,
+	// binaries named ferry-device-<name>), started on first use.
+	Devices  []Plugin
+	Transfer Transfer
+	// Staging is the staging block: the host memory through which
+	// requests on device memory travel where no transport reaches it.
+	Staging   Staging
 	Supervise Supervise
 	// Policies choose transports per request, in file order, first match
 	// wins; see Policy.
@@ -332,6 +338,30 @@ type Transfer struct {
 	DefaultDeadline time.Duration
 }
 
+// Staging is the staging block (host/staging): a bounded pool of
+// pinned host slots on each engine that has device memory, through which
+// a request travels when no transport reaches its memory directly (GPU
+// memory at either end and tcp between the hosts).
+type Staging struct {
+	// Pool is the bytes of host memory an engine stages through, for its
+	// own requests and for its peers' (the receiving side's slots); the
+	// engine allocates it when device memory is first registered.
+	Pool int64
+	// SliceSize is the bytes of one slot: a staged request is pipelined
+	// in slices of this size.
+	SliceSize int64
+	// Depth is how many slices of one request may be in its pipeline at
+	// once.
+	Depth int
+}
+
+// Staging defaults and bounds.
+const (
+	DefaultStagingPool  = 256 << 20
+	DefaultStagingSlice = 4 << 20
+	DefaultStagingDepth = 4
+)
+
 // Supervise says how the engine watches its plugins for stalls: a plugin
 // whose process runs but whose lane holds work and completes nothing for
 // StallAfter, and that then does not answer a liveness probe within
@@ -399,7 +429,14 @@ func Default(name string) *Config {
 			BodyColumn: 1,
 			DeclRange:  defaultFile,
 		}},
+		// GPU memory is reached through these, started when device
+		// memory is first registered; without a GPU they say why.
+		Devices: []Plugin{
+			{Name: "cuda", Enabled: true, BodyFile: defaultFile, BodyLine: 1, BodyColumn: 1, DeclRange: defaultFile},
+			{Name: "rocm", Enabled: true, BodyFile: defaultFile, BodyLine: 1, BodyColumn: 1, DeclRange: defaultFile},
+		},
 		Transfer: defaultTransfer(),
+		Staging:  Staging{Pool: DefaultStagingPool, SliceSize: DefaultStagingSlice, Depth: DefaultStagingDepth},
 	}
 }
 

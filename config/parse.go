@@ -138,10 +138,10 @@ func (d *decoder) strings(a *hcl.Attribute, field, example string) ([]string, bo
 	return out, true
 }
 
-// addPlugin cuts a decoded plugin block's config block out of the source
-// for the plugin, and adds the plugin to c.
-func (d *decoder) addPlugin(c *Config, b *hcl.Block, p Plugin) {
-	field := "plugin." + p.Name
+// pluginBody cuts a decoded plugin or device block's config block out of
+// the source for the plugin, and returns p with it.
+func (d *decoder) pluginBody(b *hcl.Block, kind string, p Plugin) Plugin {
+	field := kind + "." + p.Name
 	// The config block's text is cut from the source between its braces,
 	// which only the native-syntax block records.
 	var blocks []*hclsyntax.Block
@@ -167,7 +167,7 @@ func (d *decoder) addPlugin(c *Config, b *hcl.Block, p Plugin) {
 		p.BodyFile = d.file
 		p.BodyLine, p.BodyColumn, p.BodyByte = start.Line, start.Column, start.Byte
 	}
-	c.Plugins = append(c.Plugins, p)
+	return p
 }
 
 // path resolves a path written in the file against the file's directory.

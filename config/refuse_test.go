@@ -19,16 +19,6 @@ func TestRefusedSettings(t *testing.T) {
 	}{
 		{"file segment", `segment = "file"`, 6, 15, "policy.x.match.segment",
 			`"file" cannot take effect yet: file segments are not implemented, so the policy would never match; remove segment, or use "memory"`},
-		{"cuda remote memory", `remote_memory = "cuda"`, 6, 21, "policy.x.match.remote_memory",
-			`"cuda" cannot take effect yet: no device plugin for cuda memory exists yet, so no buffer is cuda memory and the policy would never match; remove remote_memory, or use "cpu" or "*"`},
-		{"rocm remote memory", `remote_memory = "rocm"`, 6, 21, "policy.x.match.remote_memory",
-			`"rocm" cannot take effect yet: no device plugin for rocm memory exists yet`},
-		// Engine.Register takes host memory only: every local buffer is
-		// cpu, so local_memory can only ever hold for cpu and "*".
-		{"cuda local memory", `local_memory = "cuda"`, 6, 20, "policy.x.match.local_memory",
-			`"cuda" cannot take effect yet: no device plugin for cuda memory exists yet, so no buffer is cuda memory and the policy would never match; remove local_memory, or use "cpu" or "*"`},
-		{"rocm local memory", `local_memory = "rocm"`, 6, 20, "policy.x.match.local_memory",
-			`"rocm" cannot take effect yet: no device plugin for rocm memory exists yet`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,7 +38,9 @@ func TestRefusedSettings(t *testing.T) {
 	}
 
 	// What does take effect stays accepted.
-	for _, ok := range []string{`segment = "memory"`, `local_memory = "cpu"`, `local_memory = "*"`, `remote_memory = "cpu"`, `remote_memory = "*"`} {
+	// Device memory matches since device plugins exist (device blocks).
+	for _, ok := range []string{`segment = "memory"`, `local_memory = "cpu"`, `local_memory = "*"`, `remote_memory = "cpu"`, `remote_memory = "*"`,
+		`local_memory = "cuda"`, `remote_memory = "rocm"`} {
 		src := policyPlugins + "policy \"x\" {\n  match {\n    " + ok + "\n  }\n  transports = [\"tcp\"]\n}\n"
 		if _, err := config.Parse([]byte(src), "p.hcl"); err != nil {
 			t.Errorf("%s: %v", ok, err)
@@ -59,7 +51,7 @@ func TestRefusedSettings(t *testing.T) {
 	c := config.Default("a")
 	c.Policies = []config.Policy{{Name: "p", Transports: []string{"tcp"}, Match: config.PolicyMatch{Segment: "file", RemoteMemory: "cuda"}}}
 	err := c.Validate()
-	for _, want := range []string{`policy.p.match.segment: "file" cannot take effect yet`, `policy.p.match.remote_memory: "cuda" cannot take effect yet`} {
+	for _, want := range []string{`policy.p.match.segment: "file" cannot take effect yet`} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("in code: err = %v, want it to contain %q", err, want)
 		}

@@ -127,23 +127,53 @@ var traceTable = &table[Trace]{
 	},
 }
 
-var pluginTable = &table[Plugin]{
-	name: "plugin", label: "name", many: true,
-	doc: "A plugin the engine loads; the label is its name (the binary is `ferry-plugin-<name>`): " +
-		"1 to 63 lower-case letters, digits, '-' or '_'.",
-	fields: []field[Plugin]{
-		{name: "path", typ: tPath, defDoc: "`<plugin_dir>/ferry-plugin-<name>`",
-			doc: "The plugin binary; relative to the file's directory.",
-			at:  func(p *Plugin) any { return &p.Path }},
-		{name: "sha256", typ: tHex,
-			doc: "The binary's expected digest, 64 hex digits (`sha256sum ferry-plugin-<name>`); the loader checks it when set.",
-			at:  func(p *Plugin) any { return &p.SHA256 }},
-		{name: "enabled", typ: tBool, def: true,
-			doc: "false keeps the block but does not load the plugin.",
-			at:  func(p *Plugin) any { return &p.Enabled }},
+var pluginTable = binaryTable("plugin", "ferry-plugin-", "A plugin the engine loads; the label is its name (the binary is `ferry-plugin-<name>`): "+
+	"1 to 63 lower-case letters, digits, '-' or '_'.")
+
+// deviceTable is the device block: a device plugin (devices/cuda,
+// devices/rocm, the simulated plugins/simdev), started when device memory
+// is first registered or allocated, not with the engine.
+var deviceTable = binaryTable("device", "ferry-device-", "A device plugin the engine loads when device memory is first registered or allocated; "+
+	"the label is its name (the binary is `ferry-device-<name>`): 1 to 63 lower-case letters, digits, '-' or '_'. "+
+	"Without its driver (no GPU) it says why and the engine runs on CPU memory.")
+
+// binaryTable is the table of a block that names a plugin binary:
+// plugin and device.
+func binaryTable(name, prefix, doc string) *table[Plugin] {
+	return &table[Plugin]{
+		name: name, label: "name", many: true,
+		doc: doc,
+		fields: []field[Plugin]{
+			{name: "path", typ: tPath, defDoc: "`<plugin_dir>/" + prefix + "<name>`",
+				doc: "The " + name + " binary; relative to the file's directory.",
+				at:  func(p *Plugin) any { return &p.Path }},
+			{name: "sha256", typ: tHex,
+				doc: "The binary's expected digest, 64 hex digits (`sha256sum " + prefix + "<name>`); the loader checks it when set.",
+				at:  func(p *Plugin) any { return &p.SHA256 }},
+			{name: "enabled", typ: tBool, def: true,
+				doc: "false keeps the block but does not load the " + name + ".",
+				at:  func(p *Plugin) any { return &p.Enabled }},
+		},
+		raw: []rawBlock{{name: "config", doc: "The " + name + "'s own settings, handed to it undecoded with their position; " +
+			"the " + name + " decodes and checks them (sdk.DecodeConfig), so its errors point into this file."}},
+	}
+}
+
+var stagingTable = &table[Staging]{
+	name: "staging",
+	doc: "Staging through host memory: a request on device memory that no transport reaches directly goes device → host slot → " +
+		"network → host slot → device, pipelined by slice, as one request.",
+	fields: []field[Staging]{
+		{name: "pool", typ: tSize, def: int64(DefaultStagingPool), min: int64(MinSliceSize), max: int64(1 << 40),
+			doc: "Bytes of host memory the engine stages through (its own requests' slots and its peers'); allocated when device memory is first registered.",
+			at:  func(c *Staging) any { return &c.Pool }},
+		{name: "slice_size", typ: tSize, def: int64(DefaultStagingSlice), min: int64(MinSliceSize), max: int64(MaxSliceSize),
+			doc: "Bytes per staging slot: a staged request is pipelined in slices of this size.",
+			at:  func(c *Staging) any { return &c.SliceSize }},
+		{name: "depth", typ: tInt, def: DefaultStagingDepth, min: 1, max: 64,
+			doc: "Slices of one staged request in its pipeline at once.",
+			at:  func(c *Staging) any { return &c.Depth }},
 	},
-	raw: []rawBlock{{name: "config", doc: "The plugin's own settings, handed to it undecoded with their position; " +
-		"the plugin decodes and checks them (sdk.DecodeConfig), so its errors point into this file."}},
 }
 
 var transferTable = &table[Transfer]{
@@ -218,17 +248,11 @@ var superviseTable = &table[Supervise]{
 	},
 }
 
-// noDevice is why a policy cannot match device memory of kind k yet.
-func noDevice(k sdk.MemoryKind) string {
-	return "no device plugin for " + string(k) + " memory exists yet, so no buffer is " + string(k) +
-		" memory and the policy would never match"
-}
-
 // policyMemory are the words of local_memory and remote_memory.
 var policyMemory = []choice{
 	{word: string(sdk.MemoryCPU), doc: "host memory"},
-	{word: string(sdk.MemoryCUDA), doc: "NVIDIA GPU memory", refuse: noDevice(sdk.MemoryCUDA)},
-	{word: string(sdk.MemoryROCm), doc: "AMD GPU memory", refuse: noDevice(sdk.MemoryROCm)},
+	{word: string(sdk.MemoryCUDA), doc: "NVIDIA GPU memory (a device block: devices/cuda)"},
+	{word: string(sdk.MemoryROCm), doc: "AMD GPU memory (a device block: devices/rocm)"},
 	{word: MemoryAny, doc: "any kind"},
 }
 
@@ -336,8 +360,16 @@ var blocks = []block{
 	single(controlTable, func(c *Config) *Control { return &c.Control }),
 	single(metricsTable, func(c *Config) *Metrics { return &c.Metrics }),
 	presence(traceTable, func(c *Config) *Trace { return &c.Trace }),
-	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} }, (*decoder).addPlugin),
+	many(pluginTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} },
+		func(d *decoder, c *Config, b *hcl.Block, p Plugin) {
+			c.Plugins = append(c.Plugins, d.pluginBody(b, "plugin", p))
+		}),
+	many(deviceTable, func(l labelled) Plugin { return Plugin{Name: l.name, DeclRange: l.decl, loc: l.loc} },
+		func(d *decoder, c *Config, b *hcl.Block, p Plugin) {
+			c.Devices = append(c.Devices, d.pluginBody(b, "device", p))
+		}),
 	single(transferTable, func(c *Config) *Transfer { return &c.Transfer }),
+	single(stagingTable, func(c *Config) *Staging { return &c.Staging }),
 	single(superviseTable, func(c *Config) *Supervise { return &c.Supervise }),
 	many(policyTable, func(l labelled) Policy { return Policy{Name: l.name, DeclRange: l.decl, loc: l.loc} },
 		func(_ *decoder, c *Config, _ *hcl.Block, p Policy) { c.Policies = append(c.Policies, p) }),

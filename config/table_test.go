@@ -16,7 +16,9 @@ func TestTables(t *testing.T) {
 	checkFields(t, "metrics", metricsTable, &Metrics{})
 	checkFields(t, "trace", traceTable, &Trace{})
 	checkFields(t, "plugin", pluginTable, &Plugin{})
+	checkFields(t, "device", deviceTable, &Plugin{})
 	checkFields(t, "transfer", transferTable, &Transfer{})
+	checkFields(t, "staging", stagingTable, &Staging{})
 	checkFields(t, "supervise", superviseTable, &Supervise{})
 	checkFields(t, "policy", policyTable, &Policy{})
 	checkFields(t, "rail", railTable, &RailBlock{})
@@ -24,8 +26,8 @@ func TestTables(t *testing.T) {
 	checkFields(t, "qos.class", qosClassTable, &QoSClass{})
 	checkFields(t, "qos.tenant", qosTenantTable, &QoSTenant{})
 	checkFields(t, "credit", creditTable, &Credit{})
-	if len(blocks) != 10 {
-		t.Errorf("%d blocks; this test checks 10: add the new block's table above", len(blocks))
+	if len(blocks) != 12 {
+		t.Errorf("%d blocks; this test checks 12: add the new block's table above", len(blocks))
 	}
 }
 

@@ -61,7 +61,11 @@ func (c *Config) Validate() error {
 
 	first := map[string]string{}
 	for i := range c.Plugins {
-		errs = append(errs, c.validatePlugin(i, first)...)
+		errs = append(errs, validatePlugin(&c.Plugins[i], pluginTable, "ferry-plugin-", first)...)
+	}
+	firstDevice := map[string]string{}
+	for i := range c.Devices {
+		errs = append(errs, validatePlugin(&c.Devices[i], deviceTable, "ferry-device-", firstDevice)...)
 	}
 	firstPolicy := map[string]string{}
 	for i := range c.Policies {
@@ -199,15 +203,16 @@ func checkEndpoint(s string) (https bool, err error) {
 	return u.Scheme == "https", nil
 }
 
-func (c *Config) validatePlugin(i int, first map[string]string) []error {
-	p := &c.Plugins[i]
+// validatePlugin checks a plugin or device block (t is its table, prefix
+// its binaries' name).
+func validatePlugin(p *Plugin, t *table[Plugin], prefix string, first map[string]string) []error {
 	var errs []error
-	l := labelled{kind: "plugin", name: p.Name, decl: p.DeclRange, loc: p.loc}
+	l := labelled{kind: t.name, name: p.Name, decl: p.DeclRange, loc: p.loc}
 	fail := l.failer(&errs)
-	l.checkIdentity(fail, first, " (the binary is ferry-plugin-<name>)", "remove one or merge them")
-	checkTable(pluginTable, p, "", l.has, fail)
+	l.checkIdentity(fail, first, " (the binary is "+prefix+"<name>)", "remove one or merge them")
+	checkTable(t, p, "", l.has, fail)
 	if p.SHA256 != "" && !isHex64(p.SHA256) {
-		fail("sha256", "want 64 hex digits, the output of `sha256sum ferry-plugin-%s`; got %d characters", p.Name, len(p.SHA256))
+		fail("sha256", "want 64 hex digits, the output of `sha256sum %s%s`; got %d characters", prefix, p.Name, len(p.SHA256))
 	}
 	if p.Body != nil {
 		start := hcl.Pos{Line: max(p.BodyLine, 1), Column: max(p.BodyColumn, 1), Byte: p.BodyByte}
