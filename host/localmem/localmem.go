@@ -308,3 +308,15 @@ func (t *Table) Close() {
 	t.allocs = nil
 	t.dropCarvesLocked(nil)
 }
+
+// Memfd returns the memfd holding [p, p+n) of an allocation and the
+// range's offset in it, for a device plugin that registers the memory
+// for DMA (staging slots); ok is false outside Allocate's memory. The
+// table owns the fd: it stays open until the allocation is released.
+func (t *Table) Memfd(p, n uintptr) (fd int, off uint64, ok bool) {
+	a := t.findAlloc(p, n)
+	if a == nil {
+		return -1, 0, false
+	}
+	return a.region.FD(), uint64(p - a.base), true
+}
