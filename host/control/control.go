@@ -132,6 +132,10 @@ type Options struct {
 	// Fence, on a server, fences a peer's plugin run in this engine's
 	// plugins; nil answers the Fence RPC Unimplemented.
 	Fence Fencer
+	// Stage, on a server, serves peers' staged requests into and out of
+	// this engine's device memory; nil answers the Stage RPC
+	// Unimplemented.
+	Stage Stager
 }
 
 func (o Options) now() time.Time {

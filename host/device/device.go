@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -116,7 +118,8 @@ type Set struct {
 
 	mu      sync.Mutex
 	plugins []*plugin // in configuration order: the first that serves a kind is asked first
-	regions []Region  // sorted by Base
+	regions []Region  // sorted by Base; snap is a copy for readers without the lock
+	snap    atomic.Pointer[[]Region]
 	hosts   []hostReg
 	next    uint32
 	closed  bool
@@ -392,6 +395,7 @@ func (s *Set) Register(ctx context.Context, pid int, addr, length uint64, ref Re
 	}
 	s.regions = append(s.regions, r)
 	sort.Slice(s.regions, func(i, j int) bool { return s.regions[i].Base < s.regions[j].Base })
+	s.publish()
 	s.mu.Unlock()
 	return r, nil
 }
@@ -422,6 +426,7 @@ func (s *Set) Unregister(ctx context.Context, base uint64) (Region, error) {
 	}
 	r := s.regions[i]
 	s.regions = slices.Delete(s.regions, i, i+1)
+	s.publish()
 	s.mu.Unlock()
 	if pr := s.running(r.Plugin); pr != nil {
 		if err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Unimport(ctx, r.ID) }); err != nil {
@@ -443,11 +448,40 @@ func (s *Set) running(name string) *Proc {
 	return nil
 }
 
-// Lookup finds the registered device region holding [addr, addr+n).
-func (s *Set) Lookup(addr, n uint64) (Region, uint64, bool) {
+// publish makes the regions what readers see; s.mu held.
+func (s *Set) publish() {
+	c := slices.Clone(s.regions)
+	s.snap.Store(&c)
+}
+
+// Died reports whether the plugin's last run is gone (it exited, or was
+// killed for not answering): it is started again on next use.
+func (s *Set) Died(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range s.regions {
+	p := s.byName(name)
+	if p == nil || p.proc == nil {
+		return p != nil && p.runs > 0
+	}
+	select {
+	case <-p.proc.Exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Lookup finds the registered device region holding [addr, addr+n),
+// without a lock: an engine without device memory pays a load for it.
+func (s *Set) Lookup(addr, n uint64) (Region, uint64, bool) {
+	if s == nil {
+		return Region{}, 0, false
+	}
+	p := s.snap.Load()
+	if p == nil {
+		return Region{}, 0, false
+	}
+	for _, r := range *p {
 		if addr >= r.Base && addr+n <= r.Base+r.Length && addr+n >= addr {
 			return r, addr - r.Base, true
 		}
@@ -457,9 +491,14 @@ func (s *Set) Lookup(addr, n uint64) (Region, uint64, bool) {
 
 // ByID returns the region numbered id.
 func (s *Set) ByID(id uint32) (Region, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.regions {
+	if s == nil {
+		return Region{}, false
+	}
+	p := s.snap.Load()
+	if p == nil {
+		return Region{}, false
+	}
+	for _, r := range *p {
 		if r.ID == id {
 			return r, true
 		}
@@ -469,9 +508,22 @@ func (s *Set) ByID(id uint32) (Region, bool) {
 
 // Regions returns the registered device regions, by base.
 func (s *Set) Regions() []Region {
+	if s == nil {
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.regions)
+}
+
+// Buffers returns the registered device regions as a descriptor lists
+// them: their kind is their location.
+func (s *Set) Buffers() []segment.Buffer {
+	var out []segment.Buffer
+	for _, r := range s.Regions() {
+		out = append(out, segment.Buffer{Region: r.ID, Base: r.Base, Length: r.Length, Perm: r.Perm, Location: r.Kind})
+	}
+	return out
 }
 
 // Allocate has a device plugin of ref's kind allocate size bytes on

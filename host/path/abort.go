@@ -34,6 +34,7 @@ func (e *Executor) onHold(b *progress.Batch, i int) {
 	t := b.Task(i)
 	idx := t.Transport()
 	if idx < 0 || int(idx) >= len(e.plugins) {
+		e.cancelStaged(b, i) // a staged task has no transport of its own: its run stops
 		return
 	}
 	if b.Failing(i) {

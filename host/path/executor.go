@@ -37,6 +37,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/device"
 	"github.com/ferrydev/ferry/host/failover"
 	"github.com/ferrydev/ferry/host/fence"
 	"github.com/ferrydev/ferry/host/loader"
@@ -72,7 +73,10 @@ type Deps struct {
 	Supervisor  *supervisor.Set
 	Mem         *localmem.Table
 	Segs        *remotes.Table
-	Options     Options
+	// Devices is the engine's device memory (host/device); requests on
+	// it are routed to a transport that reaches it, or staged.
+	Devices *device.Set
+	Options Options
 	// Recheck looks at a segment again after a plugin failed a task to
 	// it, and says what it found in err (host's segments.go); Transfer
 	// calls it once per segment (checked).
@@ -116,6 +120,7 @@ type Executor struct {
 	wg     sync.WaitGroup // the goroutines the executor owns
 
 	credit *creditState // receiver credit; nil when off (credit.go)
+	stg    stagingState // staged requests and their pool (staged.go)
 	stages []Stage      // the engine's added stages (Options.Stages), in order
 
 	recheck func(ctx context.Context, rem *remotes.Handle, st ring.Status, err error, checked map[SegmentID]string) error
@@ -131,6 +136,7 @@ func New(d Deps) (*Executor, error) {
 		byName: make(map[string]*Plugin), supervisor: d.Supervisor, tracker: d.Tracker,
 		mem: d.Mem, segs: d.Segs, quit: make(chan struct{}), recheck: d.Recheck,
 	}
+	e.stg.devs = d.Devices
 	if e.sliceSize == 0 {
 		e.sliceSize = 1 << 20
 	}
@@ -313,7 +319,11 @@ func (e *Executor) remote(id SegmentID) *remote { return e.segs.Get(uint32(id)) 
 // lookupLocal finds the registered buffer holding [p, p+n) without
 // locking or allocating.
 func (e *Executor) lookupLocal(p, n uint64) (region uint32, off uint64, ok bool) {
-	return e.mem.Lookup(p, n)
+	if region, off, ok = e.mem.Lookup(p, n); ok {
+		return region, off, true
+	}
+	r, off, ok := e.stg.devs.Lookup(p, n) // device memory: its region ids are apart from host memory's
+	return r.ID, off, ok
 }
 
 // SegmentID names an open remote segment (from host.Engine.OpenSegment).

@@ -71,9 +71,46 @@ func (e *Executor) selectorFacts(r *Request, rem *remote, n uint64, cands []sele
 		sr.RemoteForeign = rem.Desc.Buffers[i].Foreign
 	}
 	if len(r.Local) > 0 {
-		sr.LocalForeign = e.mem.Foreign(uint64(addr(r.Local)), uint64(len(r.Local)))
+		lp, ln := uint64(addr(r.Local)), uint64(len(r.Local))
+		if reg, _, ok := e.stg.devs.Lookup(lp, ln); ok {
+			sr.LocalKind = reg.Kind
+		} else {
+			sr.LocalForeign = e.mem.Foreign(lp, ln)
+		}
 	}
 	return sr
+}
+
+// chooseOrStage picks the plugin for r's first attempt as choose does;
+// when none reaches its memory and one end is device memory, it picks
+// the transport that carries the staged request's network hop between
+// host slots (staged true).
+func (e *Executor) chooseOrStage(r *Request, rem *remote, n uint64) (ps *Plugin, policy int, staged bool, err error) {
+	ps, policy, err = e.choose(r, rem, n)
+	if err == nil || e.stg.devs == nil || !errors.Is(err, ErrTransportUnavailable) || r.Transport != "" && !errors.Is(err, selector.ErrNoTransport) {
+		return ps, policy, false, err
+	}
+	if why := e.stagingWhy(r, rem); why != "" {
+		return nil, -1, false, err
+	}
+	ps, policy, serr := e.chooseHost(r, rem, n)
+	if serr != nil {
+		return nil, -1, false, fmt.Errorf("%w: %w; and no transport carries it staged through host memory: %w", ErrInvalid, err, serr)
+	}
+	return ps, policy, true, nil
+}
+
+// chooseHost picks the transport for the network hop of a staged r:
+// host memory at both ends.
+func (e *Executor) chooseHost(r *Request, rem *remote, n uint64) (*Plugin, int, error) {
+	cands := make([]selector.Transport, len(e.plugins))
+	sr := e.selectorFacts(r, rem, n, cands)
+	sr.LocalKind, sr.RemoteKind, sr.LocalForeign, sr.RemoteForeign = sdk.MemoryCPU, sdk.MemoryCPU, false, false
+	i, pol, err := e.sel.Route(&sr, cands)
+	if err != nil {
+		return nil, -1, e.selectErr(r, rem, err)
+	}
+	return e.plugins[i], pol, nil
 }
 
 // choose picks the plugin for r's first attempt: the selector's decision
@@ -141,6 +178,7 @@ func checkRequest(r *Request, rem *remote) error {
 type routed struct {
 	ps         *Plugin
 	policy     int
+	staged     bool // ps carries the network hop of a staged request (staged.go)
 	lreg, rreg uint32
 	loff, roff uint64
 }

@@ -136,6 +136,10 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 			t.rec.hist.Tried = 1 << t.rt.ps.idx
 		}
 	}
+	if t.rt.staged {
+		e.stagedStage(t) // its hops are requests of their own, which pass gate, plan and put
+		return true
+	}
 	if from <= stageGate {
 		if e.fences.Any() {
 			e.gateStage(t)
@@ -244,14 +248,14 @@ func (e *Executor) routeStage(t *task) bool {
 		return e.retryRoute(t)
 	}
 	if t.rt.ps == nil {
-		ps, policy, err := e.choose(r, t.rem, uint64(len(r.Local)))
+		ps, policy, staged, err := e.chooseOrStage(r, t.rem, uint64(len(r.Local)))
 		if err != nil {
 			if !e.awaitPin(t.b, t.i, r, t.rem, t.rec, err) {
 				e.refuse(t, err)
 			}
 			return false
 		}
-		t.rt.ps, t.rt.policy = ps, policy
+		t.rt.ps, t.rt.policy, t.rt.staged = ps, policy, staged
 	}
 	t.rec.hist.Tried = 1 << t.rt.ps.idx
 	e.note(t.b, t.i, observe.Routed, t.rt.ps.idx, 0, nil)

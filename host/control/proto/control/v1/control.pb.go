@@ -826,6 +826,179 @@ func (x *FenceResponse) GetKnown() bool {
 	return false
 }
 
+type StageRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	From            string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"` // the sender's segment name
+	FromIncarnation uint64                 `protobuf:"varint,2,opt,name=from_incarnation,json=fromIncarnation,proto3" json:"from_incarnation,omitempty"`
+	To              string                 `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"` // the receiver as the sender's handle holds it
+	ToIncarnation   uint64                 `protobuf:"varint,4,opt,name=to_incarnation,json=toIncarnation,proto3" json:"to_incarnation,omitempty"`
+	// op: 1 reserve a slot of length bytes; 2 land the slot into device
+	// memory at addr; 3 fetch device memory at addr into a new slot; 4
+	// release the slot.
+	Op               uint32 `protobuf:"varint,5,opt,name=op,proto3" json:"op,omitempty"`
+	Slot             uint64 `protobuf:"varint,6,opt,name=slot,proto3" json:"slot,omitempty"` // the slot's address in the receiver's segment (land, release)
+	Addr             uint64 `protobuf:"varint,7,opt,name=addr,proto3" json:"addr,omitempty"` // device memory's address in the receiver's segment (land, fetch)
+	Length           uint64 `protobuf:"varint,8,opt,name=length,proto3" json:"length,omitempty"`
+	DeadlineUnixNano int64  `protobuf:"varint,9,opt,name=deadline_unix_nano,json=deadlineUnixNano,proto3" json:"deadline_unix_nano,omitempty"` // the request's deadline: a reserve waits for a slot until then
+	SentUnixNano     int64  `protobuf:"varint,10,opt,name=sent_unix_nano,json=sentUnixNano,proto3" json:"sent_unix_nano,omitempty"`
+	// mac is HMAC-SHA256 under the cluster secret over every field above
+	// (host/control's stageMAC); empty without a secret.
+	Mac           []byte `protobuf:"bytes,11,opt,name=mac,proto3" json:"mac,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageRequest) Reset() {
+	*x = StageRequest{}
+	mi := &file_control_v1_control_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageRequest) ProtoMessage() {}
+
+func (x *StageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageRequest.ProtoReflect.Descriptor instead.
+func (*StageRequest) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StageRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *StageRequest) GetFromIncarnation() uint64 {
+	if x != nil {
+		return x.FromIncarnation
+	}
+	return 0
+}
+
+func (x *StageRequest) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *StageRequest) GetToIncarnation() uint64 {
+	if x != nil {
+		return x.ToIncarnation
+	}
+	return 0
+}
+
+func (x *StageRequest) GetOp() uint32 {
+	if x != nil {
+		return x.Op
+	}
+	return 0
+}
+
+func (x *StageRequest) GetSlot() uint64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *StageRequest) GetAddr() uint64 {
+	if x != nil {
+		return x.Addr
+	}
+	return 0
+}
+
+func (x *StageRequest) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+func (x *StageRequest) GetDeadlineUnixNano() int64 {
+	if x != nil {
+		return x.DeadlineUnixNano
+	}
+	return 0
+}
+
+func (x *StageRequest) GetSentUnixNano() int64 {
+	if x != nil {
+		return x.SentUnixNano
+	}
+	return 0
+}
+
+func (x *StageRequest) GetMac() []byte {
+	if x != nil {
+		return x.Mac
+	}
+	return nil
+}
+
+type StageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Slot          uint64                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"` // the slot's address (reserve, fetch)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageResponse) Reset() {
+	*x = StageResponse{}
+	mi := &file_control_v1_control_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageResponse) ProtoMessage() {}
+
+func (x *StageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_control_v1_control_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageResponse.ProtoReflect.Descriptor instead.
+func (*StageResponse) Descriptor() ([]byte, []int) {
+	return file_control_v1_control_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *StageResponse) GetSlot() uint64 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
 var File_control_v1_control_proto protoreflect.FileDescriptor
 
 const file_control_v1_control_proto_rawDesc = "" +
@@ -887,14 +1060,30 @@ const file_control_v1_control_proto_rawDesc = "" +
 	"\x03mac\x18\b \x01(\fR\x03mac\"G\n" +
 	"\rFenceResponse\x12 \n" +
 	"\vconnections\x18\x01 \x01(\rR\vconnections\x12\x14\n" +
-	"\x05known\x18\x02 \x01(\bR\x05known2\xe3\x03\n" +
+	"\x05known\x18\x02 \x01(\bR\x05known\"\xba\x02\n" +
+	"\fStageRequest\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12)\n" +
+	"\x10from_incarnation\x18\x02 \x01(\x04R\x0ffromIncarnation\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\tR\x02to\x12%\n" +
+	"\x0eto_incarnation\x18\x04 \x01(\x04R\rtoIncarnation\x12\x0e\n" +
+	"\x02op\x18\x05 \x01(\rR\x02op\x12\x12\n" +
+	"\x04slot\x18\x06 \x01(\x04R\x04slot\x12\x12\n" +
+	"\x04addr\x18\a \x01(\x04R\x04addr\x12\x16\n" +
+	"\x06length\x18\b \x01(\x04R\x06length\x12,\n" +
+	"\x12deadline_unix_nano\x18\t \x01(\x03R\x10deadlineUnixNano\x12$\n" +
+	"\x0esent_unix_nano\x18\n" +
+	" \x01(\x03R\fsentUnixNano\x12\x10\n" +
+	"\x03mac\x18\v \x01(\fR\x03mac\"#\n" +
+	"\rStageResponse\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\x04R\x04slot2\xad\x04\n" +
 	"\aControl\x12`\n" +
 	"\rGetDescriptor\x12&.ferry.control.v1.GetDescriptorRequest\x1a'.ferry.control.v1.GetDescriptorResponse\x12K\n" +
 	"\x06Notify\x12\x1f.ferry.control.v1.NotifyRequest\x1a .ferry.control.v1.NotifyResponse\x12E\n" +
 	"\x04Ping\x12\x1d.ferry.control.v1.PingRequest\x1a\x1e.ferry.control.v1.PingResponse\x12K\n" +
 	"\x06Status\x12\x1f.ferry.control.v1.StatusRequest\x1a .ferry.control.v1.StatusResponse\x12K\n" +
 	"\x06Credit\x12\x1f.ferry.control.v1.CreditRequest\x1a .ferry.control.v1.CreditResponse\x12H\n" +
-	"\x05Fence\x12\x1e.ferry.control.v1.FenceRequest\x1a\x1f.ferry.control.v1.FenceResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
+	"\x05Fence\x12\x1e.ferry.control.v1.FenceRequest\x1a\x1f.ferry.control.v1.FenceResponse\x12H\n" +
+	"\x05Stage\x12\x1e.ferry.control.v1.StageRequest\x1a\x1f.ferry.control.v1.StageResponseBCZAgithub.com/ferrydev/ferry/host/control/proto/control/v1;controlv1b\x06proto3"
 
 var (
 	file_control_v1_control_proto_rawDescOnce sync.Once
@@ -908,7 +1097,7 @@ func file_control_v1_control_proto_rawDescGZIP() []byte {
 	return file_control_v1_control_proto_rawDescData
 }
 
-var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_control_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_control_v1_control_proto_goTypes = []any{
 	(*GetDescriptorRequest)(nil),  // 0: ferry.control.v1.GetDescriptorRequest
 	(*GetDescriptorResponse)(nil), // 1: ferry.control.v1.GetDescriptorResponse
@@ -922,6 +1111,8 @@ var file_control_v1_control_proto_goTypes = []any{
 	(*CreditResponse)(nil),        // 9: ferry.control.v1.CreditResponse
 	(*FenceRequest)(nil),          // 10: ferry.control.v1.FenceRequest
 	(*FenceResponse)(nil),         // 11: ferry.control.v1.FenceResponse
+	(*StageRequest)(nil),          // 12: ferry.control.v1.StageRequest
+	(*StageResponse)(nil),         // 13: ferry.control.v1.StageResponse
 }
 var file_control_v1_control_proto_depIdxs = []int32{
 	0,  // 0: ferry.control.v1.Control.GetDescriptor:input_type -> ferry.control.v1.GetDescriptorRequest
@@ -930,14 +1121,16 @@ var file_control_v1_control_proto_depIdxs = []int32{
 	4,  // 3: ferry.control.v1.Control.Status:input_type -> ferry.control.v1.StatusRequest
 	8,  // 4: ferry.control.v1.Control.Credit:input_type -> ferry.control.v1.CreditRequest
 	10, // 5: ferry.control.v1.Control.Fence:input_type -> ferry.control.v1.FenceRequest
-	1,  // 6: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
-	3,  // 7: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
-	7,  // 8: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
-	5,  // 9: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
-	9,  // 10: ferry.control.v1.Control.Credit:output_type -> ferry.control.v1.CreditResponse
-	11, // 11: ferry.control.v1.Control.Fence:output_type -> ferry.control.v1.FenceResponse
-	6,  // [6:12] is the sub-list for method output_type
-	0,  // [0:6] is the sub-list for method input_type
+	12, // 6: ferry.control.v1.Control.Stage:input_type -> ferry.control.v1.StageRequest
+	1,  // 7: ferry.control.v1.Control.GetDescriptor:output_type -> ferry.control.v1.GetDescriptorResponse
+	3,  // 8: ferry.control.v1.Control.Notify:output_type -> ferry.control.v1.NotifyResponse
+	7,  // 9: ferry.control.v1.Control.Ping:output_type -> ferry.control.v1.PingResponse
+	5,  // 10: ferry.control.v1.Control.Status:output_type -> ferry.control.v1.StatusResponse
+	9,  // 11: ferry.control.v1.Control.Credit:output_type -> ferry.control.v1.CreditResponse
+	11, // 12: ferry.control.v1.Control.Fence:output_type -> ferry.control.v1.FenceResponse
+	13, // 13: ferry.control.v1.Control.Stage:output_type -> ferry.control.v1.StageResponse
+	7,  // [7:14] is the sub-list for method output_type
+	0,  // [0:7] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name
@@ -954,7 +1147,7 @@ func file_control_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_control_v1_control_proto_rawDesc), len(file_control_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,6 +31,7 @@ const (
 	Control_Status_FullMethodName        = "/ferry.control.v1.Control/Status"
 	Control_Credit_FullMethodName        = "/ferry.control.v1.Control/Credit"
 	Control_Fence_FullMethodName         = "/ferry.control.v1.Control/Fence"
+	Control_Stage_FullMethodName         = "/ferry.control.v1.Control/Stage"
 )
 
 // ControlClient is the client API for Control service.
@@ -66,6 +67,11 @@ type ControlClient interface {
 	// With a cluster secret the request is MACed; only the engine that
 	// holds the run's connections can fence them.
 	Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error)
+	// Stage is the receiving half of a staged request (host/staging): the
+	// sender reserves a slot of this engine's staging pool, writes into it
+	// over a transport and has it landed into device memory here, or has
+	// device memory fetched into a slot and reads it; then releases the slot.
+	Stage(ctx context.Context, in *StageRequest, opts ...grpc.CallOption) (*StageResponse, error)
 }
 
 type controlClient struct {
@@ -136,6 +142,16 @@ func (c *controlClient) Fence(ctx context.Context, in *FenceRequest, opts ...grp
 	return out, nil
 }
 
+func (c *controlClient) Stage(ctx context.Context, in *StageRequest, opts ...grpc.CallOption) (*StageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StageResponse)
+	err := c.cc.Invoke(ctx, Control_Stage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ControlServer is the server API for Control service.
 // All implementations must embed UnimplementedControlServer
 // for forward compatibility.
@@ -169,6 +185,11 @@ type ControlServer interface {
 	// With a cluster secret the request is MACed; only the engine that
 	// holds the run's connections can fence them.
 	Fence(context.Context, *FenceRequest) (*FenceResponse, error)
+	// Stage is the receiving half of a staged request (host/staging): the
+	// sender reserves a slot of this engine's staging pool, writes into it
+	// over a transport and has it landed into device memory here, or has
+	// device memory fetched into a slot and reads it; then releases the slot.
+	Stage(context.Context, *StageRequest) (*StageResponse, error)
 	mustEmbedUnimplementedControlServer()
 }
 
@@ -196,6 +217,9 @@ func (UnimplementedControlServer) Credit(context.Context, *CreditRequest) (*Cred
 }
 func (UnimplementedControlServer) Fence(context.Context, *FenceRequest) (*FenceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fence not implemented")
+}
+func (UnimplementedControlServer) Stage(context.Context, *StageRequest) (*StageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Stage not implemented")
 }
 func (UnimplementedControlServer) mustEmbedUnimplementedControlServer() {}
 func (UnimplementedControlServer) testEmbeddedByValue()                 {}
@@ -326,6 +350,24 @@ func _Control_Fence_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Control_Stage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ControlServer).Stage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Control_Stage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ControlServer).Stage(ctx, req.(*StageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Control_ServiceDesc is the grpc.ServiceDesc for Control service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -356,6 +398,10 @@ var Control_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Fence",
 			Handler:    _Control_Fence_Handler,
+		},
+		{
+			MethodName: "Stage",
+			Handler:    _Control_Stage_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
