@@ -16,6 +16,7 @@ import (
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
+	"github.com/ferrydev/ferry/host/device"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
@@ -94,6 +95,7 @@ type Engine struct {
 	// (mem's writers), open segments, publishing.
 	mu   sync.Mutex
 	mem  *localmem.Table    // allocations and registered buffers; see memory.go
+	devs *device.Set        // device plugins and device memory; see devices.go
 	segs *remotes.Table     // open remote segments; see segments.go
 	dir  *remotes.Directory // opens, follows and rechecks them, under mu
 	// signer signs the local descriptor and checks peers'; nil without
@@ -158,8 +160,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	if _, pass := o.path.Admit.(admission.PassThrough); o.path.Admit != nil && !pass {
 		e.admitter = fmt.Sprintf("%T", o.path.Admit)
 	}
+	e.devs = e.newDevices()
 	x, err := path.New(path.Deps{Config: cfg, Log: e.log, Incarnation: e.incarnation, MachineID: e.machineID, Locked: o.locked,
-		Tracker: e.tracker, Supervisor: e.supervisor, Mem: e.mem, Segs: e.segs, Options: o.path,
+		Tracker: e.tracker, Supervisor: e.supervisor, Mem: e.mem, Segs: e.segs, Devices: e.devs, Options: o.path,
 		Recheck: func(ctx context.Context, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
 			return recheck(ctx, e.dir, rem, st, err, checked)
 		}})
@@ -396,6 +399,7 @@ func (e *Engine) Close() error {
 		e.x.Close()
 		e.supervisor.Close() // kills the processes, unmaps the lanes, waits
 		e.x.WaitClosed()
+		e.devs.Close() // after the staged requests, which copy through them, ended
 		e.wg.Wait()
 		e.mem.Close()
 		if e.meta != nil {

@@ -49,6 +49,7 @@ func (e *Engine) startControl() error {
 		Buffer: NotificationBuffer, Secret: e.secret, Source: (*controlSource)(e), Log: e.log,
 		Credit: e.x.CreditGranter(),
 		Fence:  e.x.FenceServer(),
+		Stage:  e.x.StageServer(),
 	})
 	if err != nil {
 		return err

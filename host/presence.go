@@ -32,7 +32,7 @@ func (e *Engine) descriptor() *segment.Descriptor {
 		}
 		eps = append(eps, ep)
 	}
-	return publish.Descriptor(self, e.mem.Buffers(), eps)
+	return publish.Descriptor(self, append(e.mem.Buffers(), e.devs.Buffers()...), eps)
 }
 
 // publish writes the local descriptor to the metastore, bound to a lease

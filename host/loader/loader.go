@@ -66,10 +66,23 @@ func DefaultDir() string {
 // application embedding the engine is rarely installed beside them.
 const DirEnv = "FERRY_PLUGIN_DIR"
 
+// DevicePrefix is how device plugin executables are named:
+// ferry-device-<name>.
+const DevicePrefix = "ferry-device-"
+
 // Resolve returns the binary path for a plugin: path if set (relative to
 // baseDir when relative), else dir/ferry-plugin-<name>, dir being, when
 // empty, $FERRY_PLUGIN_DIR or else the directory of the running binary.
 func Resolve(name, path, dir, baseDir string) string {
+	return resolve(BinaryPrefix, name, path, dir, baseDir)
+}
+
+// ResolveDevice is Resolve for a device plugin: dir/ferry-device-<name>.
+func ResolveDevice(name, path, dir, baseDir string) string {
+	return resolve(DevicePrefix, name, path, dir, baseDir)
+}
+
+func resolve(prefix, name, path, dir, baseDir string) string {
 	if path != "" {
 		if !filepath.IsAbs(path) && baseDir != "" {
 			return filepath.Join(baseDir, path)
@@ -82,7 +95,7 @@ func Resolve(name, path, dir, baseDir string) string {
 	if dir == "" {
 		dir = DefaultDir()
 	}
-	return filepath.Join(dir, BinaryPrefix+name)
+	return filepath.Join(dir, prefix+name)
 }
 
 // FileSHA256 returns the hex sha256 of the file at path.

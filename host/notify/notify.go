@@ -85,6 +85,9 @@ type Config struct {
 	// Fence fences peers' plugin runs in this engine's plugins
 	// (control.Options.Fence); nil answers Fence Unimplemented.
 	Fence control.Fencer
+	// Stage serves peers' staged requests into this engine's device
+	// memory (control.Options.Stage); nil answers Stage Unimplemented.
+	Stage control.Stager
 }
 
 // Service is an engine's control service and its notifications.
@@ -132,7 +135,7 @@ func Start(c Config) (*Service, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret, Credit: c.Credit, Fence: c.Fence})
+	srv, err := control.Listen(c.Listen, (*handler)(s), control.Options{Secret: c.Secret, Credit: c.Credit, Fence: c.Fence, Stage: c.Stage})
 	if err != nil {
 		s.cancel()
 		return nil, fmt.Errorf("engine %q: %w", c.Name, err)

@@ -3,6 +3,7 @@ package path
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/segment"
@@ -159,11 +160,39 @@ func (e *Executor) Explain(req Request) (string, error) {
 	cands := make([]selector.Transport, len(e.plugins))
 	sr := e.selectorFacts(&req, rem, n, cands)
 	p, err := e.sel.Select(&sr, cands)
-	text := fmt.Sprintf("segment %q on machine %q (this engine: %q)\n", rem.Name, rem.Desc.MachineID, e.machineID) + p.Explain()
-	if err != nil {
-		return text, e.selectErr(&req, rem, err)
+	text := fmt.Sprintf("segment %q on machine %q (this engine: %q)\n", rem.Name, rem.Desc.MachineID, e.machineID)
+	if reg, _, ok := e.stg.devs.Lookup(uint64(addr(req.Local)), n); ok {
+		text += fmt.Sprintf("local memory: %s\n", reg.Name())
 	}
-	return text, nil
+	text += p.Explain()
+	if err == nil {
+		return text, nil
+	}
+	_, _, staged, serr := e.chooseOrStage(&req, rem, n)
+	if serr != nil || !staged {
+		if serr == nil {
+			serr = err
+		}
+		return text, e.selectErr(&req, rem, serr)
+	}
+	return text + e.explainStaged(&req, rem, n), nil
+}
+
+// explainStaged says how a request that no transport reaches directly
+// is staged: its hops, and the transport of the network hop.
+func (e *Executor) explainStaged(r *Request, rem *remote, n uint64) string {
+	ps, _, err := e.chooseHost(r, rem, n)
+	if err != nil {
+		return "staged through host memory: no transport carries host memory to the segment: " + err.Error() + "\n"
+	}
+	j := stagedJob{req: *r, rem: rem, net: ps}
+	var b strings.Builder
+	fmt.Fprintf(&b, "staged through host memory (no transport reaches this memory directly), pipelined in slices of %s, %d in flight:\n",
+		selector.FormatSize(uint64(e.cfg.Staging.SliceSize)), e.cfg.Staging.Depth)
+	for i, h := range e.stagedHopNames(&j) {
+		fmt.Fprintf(&b, "  %d. %s\n", i+1, h)
+	}
+	return b.String()
 }
 
 // checkRequest checks what a request must be before anything else is

@@ -192,7 +192,7 @@ func (e *Executor) runStaged(ctx context.Context, j *stagedJob) {
 	for attempt := 1; attempt <= stagedAttempts; attempt++ {
 		var hops []staging.Hop
 		var plan staging.Plan
-		hops, plan, err = e.stagedHops(j)
+		hops, plan, err = e.stagedHops(j, false)
 		if err == nil {
 			_, err = staging.Run(ctx, plan, hops)
 		}
@@ -222,8 +222,22 @@ func (e *Executor) runStaged(ctx context.Context, j *stagedJob) {
 // errDeviceDied marks a hop whose device plugin died under it.
 var errDeviceDied = errors.New("device plugin died")
 
-// stagedHops builds j's hops and plan.
-func (e *Executor) stagedHops(j *stagedJob) ([]staging.Hop, staging.Plan, error) {
+// stagedHopNames names j's hops, in order, for an explanation.
+func (e *Executor) stagedHopNames(j *stagedJob) []string {
+	hops, _, err := e.stagedHops(j, true)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	names := make([]string, len(hops))
+	for i, h := range hops {
+		names[i] = h.Name
+	}
+	return names
+}
+
+// stagedHops builds j's hops and plan; dry builds them only to name
+// them (Explain), without a task or a control client.
+func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Plan, error) {
 	r := &j.req
 	n := uint64(len(r.Local))
 	laddr := uint64(addr(r.Local))
@@ -235,19 +249,20 @@ func (e *Executor) stagedHops(j *stagedJob) ([]staging.Hop, staging.Plan, error)
 	if plan.SliceSize == 0 {
 		plan.SliceSize = 4 << 20
 	}
-	if localDev {
-		if pool == nil {
-			return nil, plan, errors.New("this engine has no staging pool")
-		}
+	if localDev && pool != nil {
 		plan.Pool = pool
 		plan.SliceSize = min(plan.SliceSize, pool.SlotSize())
+	} else if localDev && !dry {
+		return nil, plan, errors.New("this engine has no staging pool")
 	}
 	deadline := time.Time{}
-	if d := j.b.Task(j.i).Deadline; d != 0 {
-		deadline = time.Unix(0, d)
+	if j.b != nil {
+		if d := j.b.Task(j.i).Deadline; d != 0 {
+			deadline = time.Unix(0, d)
+		}
 	}
 	var cl *control.Client
-	if remoteDev {
+	if remoteDev && !dry {
 		if j.rem.Desc == nil || j.rem.Desc.Control == "" || e.hc == nil {
 			return nil, plan, fmt.Errorf("segment %q publishes no control service to stage through", j.rem.Name)
 		}

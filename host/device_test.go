@@ -1,0 +1,217 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/plugins/simdev/simmem"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// simdevConfig is an engine named name with tcp only (so that a staged
+// request's network hop is tcp), the simulated device (plugins/simdev, a
+// test tool standing in for a GPU) and a small staging pool. url, when
+// set, is another engine's metastore to join.
+func simdevConfig(name, url, simdev string) *config.Config {
+	cfg := config.Default(name)
+	if url != "" {
+		cfg = joinConfig(name, url)
+	}
+	cfg.PluginDir = binDir
+	cfg.Plugins = cfg.Plugins[:1] // tcp
+	cfg.Devices = []config.Plugin{{Name: "simdev", Enabled: true, Body: []byte(simdev), BodyFile: "test", BodyLine: 1, BodyColumn: 1}}
+	cfg.Staging = config.Staging{Pool: 8 << 20, SliceSize: 1 << 20, Depth: 3}
+	return cfg
+}
+
+func newSimdevEngine(t *testing.T, name, url, simdev string) *host.Engine {
+	t.Helper()
+	e, err := host.New(context.Background(), simdevConfig(name, url, simdev))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	return e
+}
+
+// simBuffer is simulated device memory of engine e: allocated by its
+// simdev plugin, mapped here through the handle as an application maps
+// GPU memory with its own driver, and registered with perm.
+type simBuffer struct {
+	mem  host.DeviceMemory
+	view []byte // the application's view, for filling and checking
+	base uint64
+}
+
+func newSimBuffer(t *testing.T, e *host.Engine, kind string, n uint64, perm host.Perm) *simBuffer {
+	t.Helper()
+	ctx := context.Background()
+	m, err := e.AllocateDevice(ctx, kind, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, err := simmem.Open(m.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { mp.Close() })
+	base, err := e.RegisterDevice(ctx, host.DeviceBuffer{Addr: m.Addr, Length: n, Kind: kind}, perm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &simBuffer{mem: m, view: mp.Bytes()[:n], base: base}
+}
+
+func (b *simBuffer) local(off, n uint64) []byte { return host.DeviceBytes(b.mem.Addr+off, n) }
+
+// TestStagedDeviceTransfers moves verified bytes between simulated GPU
+// memory of two engines over tcp, staged through host memory on both
+// sides, and between GPU and host memory, in both directions, at sizes
+// that are not multiples of the slice and at odd offsets.
+func TestStagedDeviceTransfers(t *testing.T) {
+	ctx := context.Background()
+	a := newSimdevEngine(t, "stage-a", "", "")
+	b := newSimdevEngine(t, "stage-b", a.MetastoreURL(), "")
+	const n = 5<<20 + 4099
+	src := newSimBuffer(t, a, "cuda:0", n+64, host.LocalOnly)
+	back := newSimBuffer(t, a, "cuda:1", n+64, host.LocalOnly)
+	dst := newSimBuffer(t, b, "cuda", n+64, host.RemoteReadWrite)
+	hostMem, err := b.Allocate(n + 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostBase, err := b.Register(ctx, hostMem, host.RemoteReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := a.OpenSegment(ctx, "stage-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(src.view, pattern(len(src.view), 0, 41))
+
+	check := func(t *testing.T, got, want []byte) {
+		t.Helper()
+		if !bytes.Equal(got, want) {
+			t.Fatalf("bytes differ (sums %s, want %s)", sum(got), sum(want))
+		}
+	}
+	t.Run("gpu to remote gpu", func(t *testing.T) {
+		if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(3, n), Segment: seg, Remote: dst.base + 7}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, dst.view[7:7+n], src.view[3:3+n])
+	})
+	t.Run("gpu from remote gpu", func(t *testing.T) {
+		if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: back.local(1, n), Segment: seg, Remote: dst.base + 7}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, back.view[1:1+n], src.view[3:3+n])
+	})
+	t.Run("gpu to remote host", func(t *testing.T) {
+		if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, n), Segment: seg, Remote: hostBase + 5}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, hostMem[5:5+n], src.view[:n])
+	})
+	t.Run("host to remote gpu", func(t *testing.T) {
+		local, err := a.Allocate(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Register(ctx, local, host.LocalOnly); err != nil {
+			t.Fatal(err)
+		}
+		copy(local, pattern(n, 0, 42))
+		if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: local, Segment: seg, Remote: dst.base}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, dst.view[:n], local)
+		clear(local)
+		if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: local, Segment: seg, Remote: dst.base}); err != nil {
+			t.Fatal(err)
+		}
+		check(t, local, dst.view[:n])
+	})
+	t.Run("explain names the staged path", func(t *testing.T) {
+		text, err := a.Explain(host.Request{Op: host.Write, Local: src.local(0, n), Segment: seg, Remote: dst.base})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"memory cuda -> cuda", "staged", "cuda:0 (device plugin simdev)"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("explanation lacks %q:\n%s", want, text)
+			}
+		}
+	})
+}
+
+// TestDeviceBadInput: each wrong registration gets a clear error and
+// leaves nothing registered.
+func TestDeviceBadInput(t *testing.T) {
+	ctx := context.Background()
+	a := newSimdevEngine(t, "devbad-a", "", "")
+	m, err := a.AllocateDevice(ctx, "cuda:1", 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		buf  host.DeviceBuffer
+		kind error
+		msg  string
+	}{
+		{"not device memory", host.DeviceBuffer{Addr: 0x1000, Length: 4096, Kind: "cuda"}, host.ErrInvalid, "not device memory"},
+		{"wrong device", host.DeviceBuffer{Addr: m.Addr, Length: 4096, Kind: "cuda:0"}, host.ErrInvalid, "is on cuda:1"},
+		{"past the allocation", host.DeviceBuffer{Addr: m.Addr, Length: 2 << 20, Kind: "cuda:1"}, host.ErrInvalid, "not device memory"},
+		{"no such kind", host.DeviceBuffer{Addr: m.Addr, Length: 4096, Kind: "rocm"}, host.ErrTransportUnavailable, "no device plugin serves rocm"},
+		{"bad kind", host.DeviceBuffer{Addr: m.Addr, Length: 4096, Kind: "tpu:0"}, host.ErrInvalid, "want cuda, rocm"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := a.RegisterDevice(ctx, c.buf, host.RemoteReadWrite)
+			if !errors.Is(err, c.kind) || err == nil || !strings.Contains(err.Error(), c.msg) {
+				t.Fatalf("err = %v, want %v saying %q", err, c.kind, c.msg)
+			}
+		})
+	}
+	t.Run("handle of freed memory", func(t *testing.T) {
+		f, err := a.AllocateDevice(ctx, "cuda:0", 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.FreeDevice(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		h := f.Handle
+		_, err = a.RegisterDevice(ctx, host.DeviceBuffer{Addr: f.Addr, Length: h.Length, Kind: "cuda:0", Handle: &h}, host.RemoteRead)
+		if !errors.Is(err, host.ErrInvalid) || !errors.Is(err, sdk.ErrStaleHandle) {
+			t.Fatalf("err = %v, want a stale handle", err)
+		}
+	})
+	if n := len(host.DeviceRegions(a)); n != 0 {
+		t.Fatalf("%d device regions registered after only bad registrations", n)
+	}
+	// A good one still works after them.
+	if _, err := a.RegisterDevice(ctx, host.DeviceBuffer{Addr: m.Addr, Length: 4096, Kind: "cuda:1"}, host.RemoteRead); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDeviceKindNoPathServes: device memory at a peer that stages
+// nothing, and a peer without device blocks, end INVALID with the reason.
+func TestStagedRequestWithoutStaging(t *testing.T) {
+	ctx := context.Background()
+	a := newEngine(t, "nostage-a") // default config: cuda and rocm device blocks, no GPU here
+	_, err := a.RegisterDevice(ctx, host.DeviceBuffer{Addr: 0x7e0000000000, Length: 4096, Kind: "cuda:0"}, host.RemoteRead)
+	if !errors.Is(err, host.ErrTransportUnavailable) || !strings.Contains(err.Error(), "unavailable") {
+		t.Fatalf("err = %v, want the cuda plugin's unavailability", err)
+	}
+	fmt.Sprint(err) // the message names the reason: checked above
+}
