@@ -22,6 +22,7 @@
 package devicev1
 
 import (
+	v1 "github.com/ferrydev/ferry/internal/proto/transport/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -336,122 +337,6 @@ func (x *ProbeResponse) GetReason() string {
 	return ""
 }
 
-type StartRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Engine        string                 `protobuf:"bytes,1,opt,name=engine,proto3" json:"engine,omitempty"`
-	Incarnation   uint64                 `protobuf:"varint,2,opt,name=incarnation,proto3" json:"incarnation,omitempty"`
-	MachineId     string                 `protobuf:"bytes,3,opt,name=machine_id,json=machineId,proto3" json:"machine_id,omitempty"`
-	Config        []byte                 `protobuf:"bytes,4,opt,name=config,proto3" json:"config,omitempty"`
-	ConfigFile    string                 `protobuf:"bytes,5,opt,name=config_file,json=configFile,proto3" json:"config_file,omitempty"`
-	ConfigLine    int32                  `protobuf:"varint,6,opt,name=config_line,json=configLine,proto3" json:"config_line,omitempty"`
-	ConfigColumn  int32                  `protobuf:"varint,7,opt,name=config_column,json=configColumn,proto3" json:"config_column,omitempty"`
-	ConfigByte    int32                  `protobuf:"varint,8,opt,name=config_byte,json=configByte,proto3" json:"config_byte,omitempty"`
-	ClusterSecret []byte                 `protobuf:"bytes,9,opt,name=cluster_secret,json=clusterSecret,proto3" json:"cluster_secret,omitempty"`
-	Run           uint64                 `protobuf:"varint,10,opt,name=run,proto3" json:"run,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *StartRequest) Reset() {
-	*x = StartRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[5]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *StartRequest) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*StartRequest) ProtoMessage() {}
-
-func (x *StartRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[5]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use StartRequest.ProtoReflect.Descriptor instead.
-func (*StartRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{5}
-}
-
-func (x *StartRequest) GetEngine() string {
-	if x != nil {
-		return x.Engine
-	}
-	return ""
-}
-
-func (x *StartRequest) GetIncarnation() uint64 {
-	if x != nil {
-		return x.Incarnation
-	}
-	return 0
-}
-
-func (x *StartRequest) GetMachineId() string {
-	if x != nil {
-		return x.MachineId
-	}
-	return ""
-}
-
-func (x *StartRequest) GetConfig() []byte {
-	if x != nil {
-		return x.Config
-	}
-	return nil
-}
-
-func (x *StartRequest) GetConfigFile() string {
-	if x != nil {
-		return x.ConfigFile
-	}
-	return ""
-}
-
-func (x *StartRequest) GetConfigLine() int32 {
-	if x != nil {
-		return x.ConfigLine
-	}
-	return 0
-}
-
-func (x *StartRequest) GetConfigColumn() int32 {
-	if x != nil {
-		return x.ConfigColumn
-	}
-	return 0
-}
-
-func (x *StartRequest) GetConfigByte() int32 {
-	if x != nil {
-		return x.ConfigByte
-	}
-	return 0
-}
-
-func (x *StartRequest) GetClusterSecret() []byte {
-	if x != nil {
-		return x.ClusterSecret
-	}
-	return nil
-}
-
-func (x *StartRequest) GetRun() uint64 {
-	if x != nil {
-		return x.Run
-	}
-	return 0
-}
-
 type StartResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -460,7 +345,7 @@ type StartResponse struct {
 
 func (x *StartResponse) Reset() {
 	*x = StartResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[6]
+	mi := &file_device_v1_device_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -472,7 +357,7 @@ func (x *StartResponse) String() string {
 func (*StartResponse) ProtoMessage() {}
 
 func (x *StartResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[6]
+	mi := &file_device_v1_device_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -485,7 +370,7 @@ func (x *StartResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartResponse.ProtoReflect.Descriptor instead.
 func (*StartResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{6}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{5}
 }
 
 type DevicesRequest struct {
@@ -496,7 +381,7 @@ type DevicesRequest struct {
 
 func (x *DevicesRequest) Reset() {
 	*x = DevicesRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[7]
+	mi := &file_device_v1_device_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +393,7 @@ func (x *DevicesRequest) String() string {
 func (*DevicesRequest) ProtoMessage() {}
 
 func (x *DevicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[7]
+	mi := &file_device_v1_device_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +406,7 @@ func (x *DevicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicesRequest.ProtoReflect.Descriptor instead.
 func (*DevicesRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{7}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{6}
 }
 
 type DeviceAttr struct {
@@ -540,7 +425,7 @@ type DeviceAttr struct {
 
 func (x *DeviceAttr) Reset() {
 	*x = DeviceAttr{}
-	mi := &file_device_v1_device_proto_msgTypes[8]
+	mi := &file_device_v1_device_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -552,7 +437,7 @@ func (x *DeviceAttr) String() string {
 func (*DeviceAttr) ProtoMessage() {}
 
 func (x *DeviceAttr) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[8]
+	mi := &file_device_v1_device_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -565,7 +450,7 @@ func (x *DeviceAttr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceAttr.ProtoReflect.Descriptor instead.
 func (*DeviceAttr) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{8}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeviceAttr) GetIndex() int32 {
@@ -633,7 +518,7 @@ type DevicesResponse struct {
 
 func (x *DevicesResponse) Reset() {
 	*x = DevicesResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[9]
+	mi := &file_device_v1_device_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -645,7 +530,7 @@ func (x *DevicesResponse) String() string {
 func (*DevicesResponse) ProtoMessage() {}
 
 func (x *DevicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[9]
+	mi := &file_device_v1_device_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -658,7 +543,7 @@ func (x *DevicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DevicesResponse.ProtoReflect.Descriptor instead.
 func (*DevicesResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{9}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DevicesResponse) GetDevices() []*DeviceAttr {
@@ -682,7 +567,7 @@ type Handle struct {
 
 func (x *Handle) Reset() {
 	*x = Handle{}
-	mi := &file_device_v1_device_proto_msgTypes[10]
+	mi := &file_device_v1_device_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +579,7 @@ func (x *Handle) String() string {
 func (*Handle) ProtoMessage() {}
 
 func (x *Handle) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[10]
+	mi := &file_device_v1_device_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +592,7 @@ func (x *Handle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Handle.ProtoReflect.Descriptor instead.
 func (*Handle) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{10}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Handle) GetType() string {
@@ -763,7 +648,7 @@ type IdentifyRequest struct {
 
 func (x *IdentifyRequest) Reset() {
 	*x = IdentifyRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[11]
+	mi := &file_device_v1_device_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +660,7 @@ func (x *IdentifyRequest) String() string {
 func (*IdentifyRequest) ProtoMessage() {}
 
 func (x *IdentifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[11]
+	mi := &file_device_v1_device_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +673,7 @@ func (x *IdentifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentifyRequest.ProtoReflect.Descriptor instead.
 func (*IdentifyRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{11}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *IdentifyRequest) GetPid() uint32 {
@@ -822,7 +707,7 @@ type IdentifyResponse struct {
 
 func (x *IdentifyResponse) Reset() {
 	*x = IdentifyResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[12]
+	mi := &file_device_v1_device_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +719,7 @@ func (x *IdentifyResponse) String() string {
 func (*IdentifyResponse) ProtoMessage() {}
 
 func (x *IdentifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[12]
+	mi := &file_device_v1_device_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +732,7 @@ func (x *IdentifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IdentifyResponse.ProtoReflect.Descriptor instead.
 func (*IdentifyResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{12}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *IdentifyResponse) GetDevice() int32 {
@@ -874,7 +759,7 @@ type AllocateRequest struct {
 
 func (x *AllocateRequest) Reset() {
 	*x = AllocateRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[13]
+	mi := &file_device_v1_device_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -886,7 +771,7 @@ func (x *AllocateRequest) String() string {
 func (*AllocateRequest) ProtoMessage() {}
 
 func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[13]
+	mi := &file_device_v1_device_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -899,7 +784,7 @@ func (x *AllocateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateRequest.ProtoReflect.Descriptor instead.
 func (*AllocateRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{13}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AllocateRequest) GetDevice() int32 {
@@ -928,7 +813,7 @@ type AllocateResponse struct {
 
 func (x *AllocateResponse) Reset() {
 	*x = AllocateResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[14]
+	mi := &file_device_v1_device_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +825,7 @@ func (x *AllocateResponse) String() string {
 func (*AllocateResponse) ProtoMessage() {}
 
 func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[14]
+	mi := &file_device_v1_device_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +838,7 @@ func (x *AllocateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocateResponse.ProtoReflect.Descriptor instead.
 func (*AllocateResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{14}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AllocateResponse) GetDevice() int32 {
@@ -993,7 +878,7 @@ type FreeRequest struct {
 
 func (x *FreeRequest) Reset() {
 	*x = FreeRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[15]
+	mi := &file_device_v1_device_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +890,7 @@ func (x *FreeRequest) String() string {
 func (*FreeRequest) ProtoMessage() {}
 
 func (x *FreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[15]
+	mi := &file_device_v1_device_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +903,7 @@ func (x *FreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeRequest.ProtoReflect.Descriptor instead.
 func (*FreeRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{15}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FreeRequest) GetAddress() uint64 {
@@ -1036,7 +921,7 @@ type FreeResponse struct {
 
 func (x *FreeResponse) Reset() {
 	*x = FreeResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[16]
+	mi := &file_device_v1_device_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +933,7 @@ func (x *FreeResponse) String() string {
 func (*FreeResponse) ProtoMessage() {}
 
 func (x *FreeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[16]
+	mi := &file_device_v1_device_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +946,7 @@ func (x *FreeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FreeResponse.ProtoReflect.Descriptor instead.
 func (*FreeResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{16}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{15}
 }
 
 type ImportRequest struct {
@@ -1074,7 +959,7 @@ type ImportRequest struct {
 
 func (x *ImportRequest) Reset() {
 	*x = ImportRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[17]
+	mi := &file_device_v1_device_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +971,7 @@ func (x *ImportRequest) String() string {
 func (*ImportRequest) ProtoMessage() {}
 
 func (x *ImportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[17]
+	mi := &file_device_v1_device_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +984,7 @@ func (x *ImportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportRequest.ProtoReflect.Descriptor instead.
 func (*ImportRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{17}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ImportRequest) GetRegionId() uint32 {
@@ -1124,7 +1009,7 @@ type ImportResponse struct {
 
 func (x *ImportResponse) Reset() {
 	*x = ImportResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[18]
+	mi := &file_device_v1_device_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1021,7 @@ func (x *ImportResponse) String() string {
 func (*ImportResponse) ProtoMessage() {}
 
 func (x *ImportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[18]
+	mi := &file_device_v1_device_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1034,7 @@ func (x *ImportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportResponse.ProtoReflect.Descriptor instead.
 func (*ImportResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{18}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{17}
 }
 
 type UnimportRequest struct {
@@ -1161,7 +1046,7 @@ type UnimportRequest struct {
 
 func (x *UnimportRequest) Reset() {
 	*x = UnimportRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[19]
+	mi := &file_device_v1_device_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1058,7 @@ func (x *UnimportRequest) String() string {
 func (*UnimportRequest) ProtoMessage() {}
 
 func (x *UnimportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[19]
+	mi := &file_device_v1_device_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1071,7 @@ func (x *UnimportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnimportRequest.ProtoReflect.Descriptor instead.
 func (*UnimportRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{19}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UnimportRequest) GetRegionId() uint32 {
@@ -1204,7 +1089,7 @@ type UnimportResponse struct {
 
 func (x *UnimportResponse) Reset() {
 	*x = UnimportResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[20]
+	mi := &file_device_v1_device_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1101,7 @@ func (x *UnimportResponse) String() string {
 func (*UnimportResponse) ProtoMessage() {}
 
 func (x *UnimportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[20]
+	mi := &file_device_v1_device_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1114,7 @@ func (x *UnimportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnimportResponse.ProtoReflect.Descriptor instead.
 func (*UnimportResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{20}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{19}
 }
 
 type RegisterHostRequest struct {
@@ -1244,7 +1129,7 @@ type RegisterHostRequest struct {
 
 func (x *RegisterHostRequest) Reset() {
 	*x = RegisterHostRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[21]
+	mi := &file_device_v1_device_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1141,7 @@ func (x *RegisterHostRequest) String() string {
 func (*RegisterHostRequest) ProtoMessage() {}
 
 func (x *RegisterHostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[21]
+	mi := &file_device_v1_device_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1154,7 @@ func (x *RegisterHostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterHostRequest.ProtoReflect.Descriptor instead.
 func (*RegisterHostRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{21}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterHostRequest) GetRegionId() uint32 {
@@ -1308,7 +1193,7 @@ type RegisterHostResponse struct {
 
 func (x *RegisterHostResponse) Reset() {
 	*x = RegisterHostResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[22]
+	mi := &file_device_v1_device_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1320,7 +1205,7 @@ func (x *RegisterHostResponse) String() string {
 func (*RegisterHostResponse) ProtoMessage() {}
 
 func (x *RegisterHostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[22]
+	mi := &file_device_v1_device_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1333,7 +1218,7 @@ func (x *RegisterHostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterHostResponse.ProtoReflect.Descriptor instead.
 func (*RegisterHostResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{22}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{21}
 }
 
 type UnregisterHostRequest struct {
@@ -1345,7 +1230,7 @@ type UnregisterHostRequest struct {
 
 func (x *UnregisterHostRequest) Reset() {
 	*x = UnregisterHostRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[23]
+	mi := &file_device_v1_device_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1242,7 @@ func (x *UnregisterHostRequest) String() string {
 func (*UnregisterHostRequest) ProtoMessage() {}
 
 func (x *UnregisterHostRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[23]
+	mi := &file_device_v1_device_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1255,7 @@ func (x *UnregisterHostRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterHostRequest.ProtoReflect.Descriptor instead.
 func (*UnregisterHostRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{23}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UnregisterHostRequest) GetRegionId() uint32 {
@@ -1388,7 +1273,7 @@ type UnregisterHostResponse struct {
 
 func (x *UnregisterHostResponse) Reset() {
 	*x = UnregisterHostResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[24]
+	mi := &file_device_v1_device_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1285,7 @@ func (x *UnregisterHostResponse) String() string {
 func (*UnregisterHostResponse) ProtoMessage() {}
 
 func (x *UnregisterHostResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[24]
+	mi := &file_device_v1_device_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1298,7 @@ func (x *UnregisterHostResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnregisterHostResponse.ProtoReflect.Descriptor instead.
 func (*UnregisterHostResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{24}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{23}
 }
 
 type MemRef struct {
@@ -1426,7 +1311,7 @@ type MemRef struct {
 
 func (x *MemRef) Reset() {
 	*x = MemRef{}
-	mi := &file_device_v1_device_proto_msgTypes[25]
+	mi := &file_device_v1_device_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1323,7 @@ func (x *MemRef) String() string {
 func (*MemRef) ProtoMessage() {}
 
 func (x *MemRef) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[25]
+	mi := &file_device_v1_device_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1336,7 @@ func (x *MemRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemRef.ProtoReflect.Descriptor instead.
 func (*MemRef) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{25}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *MemRef) GetRegionId() uint32 {
@@ -1480,7 +1365,7 @@ type DeviceCopy struct {
 
 func (x *DeviceCopy) Reset() {
 	*x = DeviceCopy{}
-	mi := &file_device_v1_device_proto_msgTypes[26]
+	mi := &file_device_v1_device_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1377,7 @@ func (x *DeviceCopy) String() string {
 func (*DeviceCopy) ProtoMessage() {}
 
 func (x *DeviceCopy) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[26]
+	mi := &file_device_v1_device_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1390,7 @@ func (x *DeviceCopy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceCopy.ProtoReflect.Descriptor instead.
 func (*DeviceCopy) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{26}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeviceCopy) GetToken() uint64 {
@@ -1545,7 +1430,7 @@ type CopyRequest struct {
 
 func (x *CopyRequest) Reset() {
 	*x = CopyRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[27]
+	mi := &file_device_v1_device_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +1442,7 @@ func (x *CopyRequest) String() string {
 func (*CopyRequest) ProtoMessage() {}
 
 func (x *CopyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[27]
+	mi := &file_device_v1_device_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +1455,7 @@ func (x *CopyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyRequest.ProtoReflect.Descriptor instead.
 func (*CopyRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{27}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CopyRequest) GetCopies() []*DeviceCopy {
@@ -1591,7 +1476,7 @@ type CopyResult struct {
 
 func (x *CopyResult) Reset() {
 	*x = CopyResult{}
-	mi := &file_device_v1_device_proto_msgTypes[28]
+	mi := &file_device_v1_device_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1603,7 +1488,7 @@ func (x *CopyResult) String() string {
 func (*CopyResult) ProtoMessage() {}
 
 func (x *CopyResult) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[28]
+	mi := &file_device_v1_device_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1616,7 +1501,7 @@ func (x *CopyResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResult.ProtoReflect.Descriptor instead.
 func (*CopyResult) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{28}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CopyResult) GetToken() uint64 {
@@ -1649,7 +1534,7 @@ type CopyResponse struct {
 
 func (x *CopyResponse) Reset() {
 	*x = CopyResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[29]
+	mi := &file_device_v1_device_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1546,7 @@ func (x *CopyResponse) String() string {
 func (*CopyResponse) ProtoMessage() {}
 
 func (x *CopyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[29]
+	mi := &file_device_v1_device_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1559,7 @@ func (x *CopyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyResponse.ProtoReflect.Descriptor instead.
 func (*CopyResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{29}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CopyResponse) GetResults() []*CopyResult {
@@ -1692,7 +1577,7 @@ type StopRequest struct {
 
 func (x *StopRequest) Reset() {
 	*x = StopRequest{}
-	mi := &file_device_v1_device_proto_msgTypes[30]
+	mi := &file_device_v1_device_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1589,7 @@ func (x *StopRequest) String() string {
 func (*StopRequest) ProtoMessage() {}
 
 func (x *StopRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[30]
+	mi := &file_device_v1_device_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1602,7 @@ func (x *StopRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopRequest.ProtoReflect.Descriptor instead.
 func (*StopRequest) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{30}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{29}
 }
 
 type StopResponse struct {
@@ -1728,7 +1613,7 @@ type StopResponse struct {
 
 func (x *StopResponse) Reset() {
 	*x = StopResponse{}
-	mi := &file_device_v1_device_proto_msgTypes[31]
+	mi := &file_device_v1_device_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +1625,7 @@ func (x *StopResponse) String() string {
 func (*StopResponse) ProtoMessage() {}
 
 func (x *StopResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_device_v1_device_proto_msgTypes[31]
+	mi := &file_device_v1_device_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,14 +1638,14 @@ func (x *StopResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopResponse.ProtoReflect.Descriptor instead.
 func (*StopResponse) Descriptor() ([]byte, []int) {
-	return file_device_v1_device_proto_rawDescGZIP(), []int{31}
+	return file_device_v1_device_proto_rawDescGZIP(), []int{30}
 }
 
 var File_device_v1_device_proto protoreflect.FileDescriptor
 
 const file_device_v1_device_proto_rawDesc = "" +
 	"\n" +
-	"\x16device/v1/device.proto\x12\x0fferry.device.v1\"\xcf\x01\n" +
+	"\x16device/v1/device.proto\x12\x0fferry.device.v1\x1a\x1ctransport/v1/transport.proto\"\xcf\x01\n" +
 	"\vErrorDetail\x12;\n" +
 	"\x06reason\x18\x01 \x01(\x0e2#.ferry.device.v1.ErrorDetail.ReasonR\x06reason\"\x82\x01\n" +
 	"\x06Reason\x12\x16\n" +
@@ -1779,23 +1664,7 @@ const file_device_v1_device_proto_rawDesc = "" +
 	"\fProbeRequest\"E\n" +
 	"\rProbeResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"\xc0\x02\n" +
-	"\fStartRequest\x12\x16\n" +
-	"\x06engine\x18\x01 \x01(\tR\x06engine\x12 \n" +
-	"\vincarnation\x18\x02 \x01(\x04R\vincarnation\x12\x1d\n" +
-	"\n" +
-	"machine_id\x18\x03 \x01(\tR\tmachineId\x12\x16\n" +
-	"\x06config\x18\x04 \x01(\fR\x06config\x12\x1f\n" +
-	"\vconfig_file\x18\x05 \x01(\tR\n" +
-	"configFile\x12\x1f\n" +
-	"\vconfig_line\x18\x06 \x01(\x05R\n" +
-	"configLine\x12#\n" +
-	"\rconfig_column\x18\a \x01(\x05R\fconfigColumn\x12\x1f\n" +
-	"\vconfig_byte\x18\b \x01(\x05R\n" +
-	"configByte\x12%\n" +
-	"\x0ecluster_secret\x18\t \x01(\fR\rclusterSecret\x12\x10\n" +
-	"\x03run\x18\n" +
-	" \x01(\x04R\x03run\"\x0f\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"\x0f\n" +
 	"\rStartResponse\"\x10\n" +
 	"\x0eDevicesRequest\"\xc7\x01\n" +
 	"\n" +
@@ -1871,11 +1740,11 @@ const file_device_v1_device_proto_rawDesc = "" +
 	"\fCopyResponse\x125\n" +
 	"\aresults\x18\x01 \x03(\v2\x1b.ferry.device.v1.CopyResultR\aresults\"\r\n" +
 	"\vStopRequest\"\x0e\n" +
-	"\fStopResponse2\x84\b\n" +
+	"\fStopResponse2\x87\b\n" +
 	"\x06Device\x12O\n" +
 	"\bDescribe\x12 .ferry.device.v1.DescribeRequest\x1a!.ferry.device.v1.DescribeResponse\x12F\n" +
-	"\x05Probe\x12\x1d.ferry.device.v1.ProbeRequest\x1a\x1e.ferry.device.v1.ProbeResponse\x12F\n" +
-	"\x05Start\x12\x1d.ferry.device.v1.StartRequest\x1a\x1e.ferry.device.v1.StartResponse\x12L\n" +
+	"\x05Probe\x12\x1d.ferry.device.v1.ProbeRequest\x1a\x1e.ferry.device.v1.ProbeResponse\x12I\n" +
+	"\x05Start\x12 .ferry.transport.v1.StartRequest\x1a\x1e.ferry.device.v1.StartResponse\x12L\n" +
 	"\aDevices\x12\x1f.ferry.device.v1.DevicesRequest\x1a .ferry.device.v1.DevicesResponse\x12O\n" +
 	"\bIdentify\x12 .ferry.device.v1.IdentifyRequest\x1a!.ferry.device.v1.IdentifyResponse\x12O\n" +
 	"\bAllocate\x12 .ferry.device.v1.AllocateRequest\x1a!.ferry.device.v1.AllocateResponse\x12C\n" +
@@ -1900,7 +1769,7 @@ func file_device_v1_device_proto_rawDescGZIP() []byte {
 }
 
 var file_device_v1_device_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_device_v1_device_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_device_v1_device_proto_goTypes = []any{
 	(ErrorDetail_Reason)(0),        // 0: ferry.device.v1.ErrorDetail.Reason
 	(*ErrorDetail)(nil),            // 1: ferry.device.v1.ErrorDetail
@@ -1908,70 +1777,70 @@ var file_device_v1_device_proto_goTypes = []any{
 	(*DescribeResponse)(nil),       // 3: ferry.device.v1.DescribeResponse
 	(*ProbeRequest)(nil),           // 4: ferry.device.v1.ProbeRequest
 	(*ProbeResponse)(nil),          // 5: ferry.device.v1.ProbeResponse
-	(*StartRequest)(nil),           // 6: ferry.device.v1.StartRequest
-	(*StartResponse)(nil),          // 7: ferry.device.v1.StartResponse
-	(*DevicesRequest)(nil),         // 8: ferry.device.v1.DevicesRequest
-	(*DeviceAttr)(nil),             // 9: ferry.device.v1.DeviceAttr
-	(*DevicesResponse)(nil),        // 10: ferry.device.v1.DevicesResponse
-	(*Handle)(nil),                 // 11: ferry.device.v1.Handle
-	(*IdentifyRequest)(nil),        // 12: ferry.device.v1.IdentifyRequest
-	(*IdentifyResponse)(nil),       // 13: ferry.device.v1.IdentifyResponse
-	(*AllocateRequest)(nil),        // 14: ferry.device.v1.AllocateRequest
-	(*AllocateResponse)(nil),       // 15: ferry.device.v1.AllocateResponse
-	(*FreeRequest)(nil),            // 16: ferry.device.v1.FreeRequest
-	(*FreeResponse)(nil),           // 17: ferry.device.v1.FreeResponse
-	(*ImportRequest)(nil),          // 18: ferry.device.v1.ImportRequest
-	(*ImportResponse)(nil),         // 19: ferry.device.v1.ImportResponse
-	(*UnimportRequest)(nil),        // 20: ferry.device.v1.UnimportRequest
-	(*UnimportResponse)(nil),       // 21: ferry.device.v1.UnimportResponse
-	(*RegisterHostRequest)(nil),    // 22: ferry.device.v1.RegisterHostRequest
-	(*RegisterHostResponse)(nil),   // 23: ferry.device.v1.RegisterHostResponse
-	(*UnregisterHostRequest)(nil),  // 24: ferry.device.v1.UnregisterHostRequest
-	(*UnregisterHostResponse)(nil), // 25: ferry.device.v1.UnregisterHostResponse
-	(*MemRef)(nil),                 // 26: ferry.device.v1.MemRef
-	(*DeviceCopy)(nil),             // 27: ferry.device.v1.DeviceCopy
-	(*CopyRequest)(nil),            // 28: ferry.device.v1.CopyRequest
-	(*CopyResult)(nil),             // 29: ferry.device.v1.CopyResult
-	(*CopyResponse)(nil),           // 30: ferry.device.v1.CopyResponse
-	(*StopRequest)(nil),            // 31: ferry.device.v1.StopRequest
-	(*StopResponse)(nil),           // 32: ferry.device.v1.StopResponse
+	(*StartResponse)(nil),          // 6: ferry.device.v1.StartResponse
+	(*DevicesRequest)(nil),         // 7: ferry.device.v1.DevicesRequest
+	(*DeviceAttr)(nil),             // 8: ferry.device.v1.DeviceAttr
+	(*DevicesResponse)(nil),        // 9: ferry.device.v1.DevicesResponse
+	(*Handle)(nil),                 // 10: ferry.device.v1.Handle
+	(*IdentifyRequest)(nil),        // 11: ferry.device.v1.IdentifyRequest
+	(*IdentifyResponse)(nil),       // 12: ferry.device.v1.IdentifyResponse
+	(*AllocateRequest)(nil),        // 13: ferry.device.v1.AllocateRequest
+	(*AllocateResponse)(nil),       // 14: ferry.device.v1.AllocateResponse
+	(*FreeRequest)(nil),            // 15: ferry.device.v1.FreeRequest
+	(*FreeResponse)(nil),           // 16: ferry.device.v1.FreeResponse
+	(*ImportRequest)(nil),          // 17: ferry.device.v1.ImportRequest
+	(*ImportResponse)(nil),         // 18: ferry.device.v1.ImportResponse
+	(*UnimportRequest)(nil),        // 19: ferry.device.v1.UnimportRequest
+	(*UnimportResponse)(nil),       // 20: ferry.device.v1.UnimportResponse
+	(*RegisterHostRequest)(nil),    // 21: ferry.device.v1.RegisterHostRequest
+	(*RegisterHostResponse)(nil),   // 22: ferry.device.v1.RegisterHostResponse
+	(*UnregisterHostRequest)(nil),  // 23: ferry.device.v1.UnregisterHostRequest
+	(*UnregisterHostResponse)(nil), // 24: ferry.device.v1.UnregisterHostResponse
+	(*MemRef)(nil),                 // 25: ferry.device.v1.MemRef
+	(*DeviceCopy)(nil),             // 26: ferry.device.v1.DeviceCopy
+	(*CopyRequest)(nil),            // 27: ferry.device.v1.CopyRequest
+	(*CopyResult)(nil),             // 28: ferry.device.v1.CopyResult
+	(*CopyResponse)(nil),           // 29: ferry.device.v1.CopyResponse
+	(*StopRequest)(nil),            // 30: ferry.device.v1.StopRequest
+	(*StopResponse)(nil),           // 31: ferry.device.v1.StopResponse
+	(*v1.StartRequest)(nil),        // 32: ferry.transport.v1.StartRequest
 }
 var file_device_v1_device_proto_depIdxs = []int32{
 	0,  // 0: ferry.device.v1.ErrorDetail.reason:type_name -> ferry.device.v1.ErrorDetail.Reason
-	9,  // 1: ferry.device.v1.DevicesResponse.devices:type_name -> ferry.device.v1.DeviceAttr
-	11, // 2: ferry.device.v1.IdentifyResponse.handle:type_name -> ferry.device.v1.Handle
-	11, // 3: ferry.device.v1.AllocateResponse.handle:type_name -> ferry.device.v1.Handle
-	11, // 4: ferry.device.v1.ImportRequest.handle:type_name -> ferry.device.v1.Handle
-	26, // 5: ferry.device.v1.DeviceCopy.src:type_name -> ferry.device.v1.MemRef
-	26, // 6: ferry.device.v1.DeviceCopy.dst:type_name -> ferry.device.v1.MemRef
-	27, // 7: ferry.device.v1.CopyRequest.copies:type_name -> ferry.device.v1.DeviceCopy
-	29, // 8: ferry.device.v1.CopyResponse.results:type_name -> ferry.device.v1.CopyResult
+	8,  // 1: ferry.device.v1.DevicesResponse.devices:type_name -> ferry.device.v1.DeviceAttr
+	10, // 2: ferry.device.v1.IdentifyResponse.handle:type_name -> ferry.device.v1.Handle
+	10, // 3: ferry.device.v1.AllocateResponse.handle:type_name -> ferry.device.v1.Handle
+	10, // 4: ferry.device.v1.ImportRequest.handle:type_name -> ferry.device.v1.Handle
+	25, // 5: ferry.device.v1.DeviceCopy.src:type_name -> ferry.device.v1.MemRef
+	25, // 6: ferry.device.v1.DeviceCopy.dst:type_name -> ferry.device.v1.MemRef
+	26, // 7: ferry.device.v1.CopyRequest.copies:type_name -> ferry.device.v1.DeviceCopy
+	28, // 8: ferry.device.v1.CopyResponse.results:type_name -> ferry.device.v1.CopyResult
 	2,  // 9: ferry.device.v1.Device.Describe:input_type -> ferry.device.v1.DescribeRequest
 	4,  // 10: ferry.device.v1.Device.Probe:input_type -> ferry.device.v1.ProbeRequest
-	6,  // 11: ferry.device.v1.Device.Start:input_type -> ferry.device.v1.StartRequest
-	8,  // 12: ferry.device.v1.Device.Devices:input_type -> ferry.device.v1.DevicesRequest
-	12, // 13: ferry.device.v1.Device.Identify:input_type -> ferry.device.v1.IdentifyRequest
-	14, // 14: ferry.device.v1.Device.Allocate:input_type -> ferry.device.v1.AllocateRequest
-	16, // 15: ferry.device.v1.Device.Free:input_type -> ferry.device.v1.FreeRequest
-	18, // 16: ferry.device.v1.Device.Import:input_type -> ferry.device.v1.ImportRequest
-	20, // 17: ferry.device.v1.Device.Unimport:input_type -> ferry.device.v1.UnimportRequest
-	22, // 18: ferry.device.v1.Device.RegisterHost:input_type -> ferry.device.v1.RegisterHostRequest
-	24, // 19: ferry.device.v1.Device.UnregisterHost:input_type -> ferry.device.v1.UnregisterHostRequest
-	28, // 20: ferry.device.v1.Device.Copy:input_type -> ferry.device.v1.CopyRequest
-	31, // 21: ferry.device.v1.Device.Stop:input_type -> ferry.device.v1.StopRequest
+	32, // 11: ferry.device.v1.Device.Start:input_type -> ferry.transport.v1.StartRequest
+	7,  // 12: ferry.device.v1.Device.Devices:input_type -> ferry.device.v1.DevicesRequest
+	11, // 13: ferry.device.v1.Device.Identify:input_type -> ferry.device.v1.IdentifyRequest
+	13, // 14: ferry.device.v1.Device.Allocate:input_type -> ferry.device.v1.AllocateRequest
+	15, // 15: ferry.device.v1.Device.Free:input_type -> ferry.device.v1.FreeRequest
+	17, // 16: ferry.device.v1.Device.Import:input_type -> ferry.device.v1.ImportRequest
+	19, // 17: ferry.device.v1.Device.Unimport:input_type -> ferry.device.v1.UnimportRequest
+	21, // 18: ferry.device.v1.Device.RegisterHost:input_type -> ferry.device.v1.RegisterHostRequest
+	23, // 19: ferry.device.v1.Device.UnregisterHost:input_type -> ferry.device.v1.UnregisterHostRequest
+	27, // 20: ferry.device.v1.Device.Copy:input_type -> ferry.device.v1.CopyRequest
+	30, // 21: ferry.device.v1.Device.Stop:input_type -> ferry.device.v1.StopRequest
 	3,  // 22: ferry.device.v1.Device.Describe:output_type -> ferry.device.v1.DescribeResponse
 	5,  // 23: ferry.device.v1.Device.Probe:output_type -> ferry.device.v1.ProbeResponse
-	7,  // 24: ferry.device.v1.Device.Start:output_type -> ferry.device.v1.StartResponse
-	10, // 25: ferry.device.v1.Device.Devices:output_type -> ferry.device.v1.DevicesResponse
-	13, // 26: ferry.device.v1.Device.Identify:output_type -> ferry.device.v1.IdentifyResponse
-	15, // 27: ferry.device.v1.Device.Allocate:output_type -> ferry.device.v1.AllocateResponse
-	17, // 28: ferry.device.v1.Device.Free:output_type -> ferry.device.v1.FreeResponse
-	19, // 29: ferry.device.v1.Device.Import:output_type -> ferry.device.v1.ImportResponse
-	21, // 30: ferry.device.v1.Device.Unimport:output_type -> ferry.device.v1.UnimportResponse
-	23, // 31: ferry.device.v1.Device.RegisterHost:output_type -> ferry.device.v1.RegisterHostResponse
-	25, // 32: ferry.device.v1.Device.UnregisterHost:output_type -> ferry.device.v1.UnregisterHostResponse
-	30, // 33: ferry.device.v1.Device.Copy:output_type -> ferry.device.v1.CopyResponse
-	32, // 34: ferry.device.v1.Device.Stop:output_type -> ferry.device.v1.StopResponse
+	6,  // 24: ferry.device.v1.Device.Start:output_type -> ferry.device.v1.StartResponse
+	9,  // 25: ferry.device.v1.Device.Devices:output_type -> ferry.device.v1.DevicesResponse
+	12, // 26: ferry.device.v1.Device.Identify:output_type -> ferry.device.v1.IdentifyResponse
+	14, // 27: ferry.device.v1.Device.Allocate:output_type -> ferry.device.v1.AllocateResponse
+	16, // 28: ferry.device.v1.Device.Free:output_type -> ferry.device.v1.FreeResponse
+	18, // 29: ferry.device.v1.Device.Import:output_type -> ferry.device.v1.ImportResponse
+	20, // 30: ferry.device.v1.Device.Unimport:output_type -> ferry.device.v1.UnimportResponse
+	22, // 31: ferry.device.v1.Device.RegisterHost:output_type -> ferry.device.v1.RegisterHostResponse
+	24, // 32: ferry.device.v1.Device.UnregisterHost:output_type -> ferry.device.v1.UnregisterHostResponse
+	29, // 33: ferry.device.v1.Device.Copy:output_type -> ferry.device.v1.CopyResponse
+	31, // 34: ferry.device.v1.Device.Stop:output_type -> ferry.device.v1.StopResponse
 	22, // [22:35] is the sub-list for method output_type
 	9,  // [9:22] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
@@ -1990,7 +1859,7 @@ func file_device_v1_device_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_device_v1_device_proto_rawDesc), len(file_device_v1_device_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

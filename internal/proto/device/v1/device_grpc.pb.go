@@ -23,6 +23,7 @@ package devicev1
 
 import (
 	context "context"
+	v1 "github.com/ferrydev/ferry/internal/proto/transport/v1"
 	grpc "google.golang.org/grpc"
 	codes "google.golang.org/grpc/codes"
 	status "google.golang.org/grpc/status"
@@ -55,7 +56,9 @@ const (
 type DeviceClient interface {
 	Describe(ctx context.Context, in *DescribeRequest, opts ...grpc.CallOption) (*DescribeResponse, error)
 	Probe(ctx context.Context, in *ProbeRequest, opts ...grpc.CallOption) (*ProbeResponse, error)
-	Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error)
+	// Start takes the transport's StartRequest: a device block's config is
+	// decoded as a transport block's is.
+	Start(ctx context.Context, in *v1.StartRequest, opts ...grpc.CallOption) (*StartResponse, error)
 	Devices(ctx context.Context, in *DevicesRequest, opts ...grpc.CallOption) (*DevicesResponse, error)
 	Identify(ctx context.Context, in *IdentifyRequest, opts ...grpc.CallOption) (*IdentifyResponse, error)
 	Allocate(ctx context.Context, in *AllocateRequest, opts ...grpc.CallOption) (*AllocateResponse, error)
@@ -101,7 +104,7 @@ func (c *deviceClient) Probe(ctx context.Context, in *ProbeRequest, opts ...grpc
 	return out, nil
 }
 
-func (c *deviceClient) Start(ctx context.Context, in *StartRequest, opts ...grpc.CallOption) (*StartResponse, error) {
+func (c *deviceClient) Start(ctx context.Context, in *v1.StartRequest, opts ...grpc.CallOption) (*StartResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StartResponse)
 	err := c.cc.Invoke(ctx, Device_Start_FullMethodName, in, out, cOpts...)
@@ -217,7 +220,9 @@ func (c *deviceClient) Stop(ctx context.Context, in *StopRequest, opts ...grpc.C
 type DeviceServer interface {
 	Describe(context.Context, *DescribeRequest) (*DescribeResponse, error)
 	Probe(context.Context, *ProbeRequest) (*ProbeResponse, error)
-	Start(context.Context, *StartRequest) (*StartResponse, error)
+	// Start takes the transport's StartRequest: a device block's config is
+	// decoded as a transport block's is.
+	Start(context.Context, *v1.StartRequest) (*StartResponse, error)
 	Devices(context.Context, *DevicesRequest) (*DevicesResponse, error)
 	Identify(context.Context, *IdentifyRequest) (*IdentifyResponse, error)
 	Allocate(context.Context, *AllocateRequest) (*AllocateResponse, error)
@@ -249,7 +254,7 @@ func (UnimplementedDeviceServer) Describe(context.Context, *DescribeRequest) (*D
 func (UnimplementedDeviceServer) Probe(context.Context, *ProbeRequest) (*ProbeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Probe not implemented")
 }
-func (UnimplementedDeviceServer) Start(context.Context, *StartRequest) (*StartResponse, error) {
+func (UnimplementedDeviceServer) Start(context.Context, *v1.StartRequest) (*StartResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Start not implemented")
 }
 func (UnimplementedDeviceServer) Devices(context.Context, *DevicesRequest) (*DevicesResponse, error) {
@@ -340,7 +345,7 @@ func _Device_Probe_Handler(srv interface{}, ctx context.Context, dec func(interf
 }
 
 func _Device_Start_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(StartRequest)
+	in := new(v1.StartRequest)
 	if err := dec(in); err != nil {
 		return nil, err
 	}
@@ -352,7 +357,7 @@ func _Device_Start_Handler(srv interface{}, ctx context.Context, dec func(interf
 		FullMethod: Device_Start_FullMethodName,
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(DeviceServer).Start(ctx, req.(*StartRequest))
+		return srv.(DeviceServer).Start(ctx, req.(*v1.StartRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
