@@ -5,6 +5,8 @@ PROTO_DIR := internal/proto
 # Each directory is an include root; its .proto files are generated in place.
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
 PLUGINS   := tcp shm fault
+# Device plugins, built as ferry-device-<name>.
+DEVICES   := simdev
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
@@ -20,6 +22,10 @@ build:
 	@for p in $(PLUGINS); do \
 		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
 		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
+	done
+	@for d in $(DEVICES); do \
+		echo "$(GO) build -o $(BIN)/ferry-device-$$d ./plugins/$$d/cmd/ferry-device-$$d"; \
+		$(GO) build -o $(BIN)/ferry-device-$$d ./plugins/$$d/cmd/ferry-device-$$d || exit 1; \
 	done
 
 # The main job: two engines in two processes move verified data through

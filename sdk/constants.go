@@ -24,6 +24,11 @@ const ProtocolVersion = 2
 // every version from MinProtocolVersion to ProtocolVersion.
 const MinProtocolVersion = 1
 
+// DeviceProtocolVersion is the protocol version that added device plugins
+// (the Device service of internal/proto/device): ServeDevice serves it to
+// ProtocolVersion, and a host dispenses devices only at those versions.
+const DeviceProtocolVersion = 2
+
 // Lane timing: what a lane does with the spin budgets a host sends at
 // AttachLane. The host's configuration (config's transfer block) defaults
 // and bounds them with these same constants.

@@ -83,10 +83,10 @@ type Device interface {
 	// Copy starts one copy between two regions the plugin knows (device
 	// to host, host to device, device to device). It must not block:
 	// queue the work and return. The plugin calls done.Complete exactly
-	// once per copy with c.Token, also on failure: StatusNotRegistered
-	// for a region it does not know, StatusOutOfBounds for a range outside
-	// one, StatusIO for a driver failure (logged with the driver's error
-	// name).
+	// once per copy with c.Token, also on failure: StatusInvalid for a
+	// region it does not know or a range out of bounds, StatusIO for a
+	// driver failure. Over gRPC the SDK answers the host's batch once
+	// every copy of it completed.
 	Copy(c DeviceCopy, done Completer)
 
 	// Stop ends all work: copies in flight complete (StatusShutdown for

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	hclog "github.com/hashicorp/go-hclog"
 	plugin "github.com/hashicorp/go-plugin"
 
 	"github.com/ferrydev/ferry/sdk/shm"
@@ -34,16 +35,7 @@ const pluginSlice = 20 * time.Millisecond
 // host also speaks. It returns only after the host asked the
 // plugin to stop or went away; a plugin whose host died exits.
 func ServeTransport(impl Transport) {
-	logger := NewLogger("") // go-plugin parses its JSON lines and re-logs them under the plugin's name
-	fds, err := openFDSocket()
-	if err != nil {
-		// Without the fd socket no memory can be shared: refuse to run.
-		fmt.Fprintf(os.Stderr, "ferry plugin: %v\n", err)
-		os.Exit(1)
-	}
-	if err := requestSlice(pluginSlice); err != nil {
-		logger.Warn("could not ask the kernel for a longer scheduler slice; small-request latency may suffer", "slice", pluginSlice, "error", err)
-	}
+	logger, fds := servePrelude()
 	sets := make(map[int]plugin.PluginSet)
 	var tps []*TransportPlugin
 	for v := MinProtocolVersion; v <= ProtocolVersion; v++ {
@@ -51,23 +43,68 @@ func ServeTransport(impl Transport) {
 		tps = append(tps, tp)
 		sets[v] = plugin.PluginSet{KindTransport: tp}
 	}
-	// The host going away (EOF on the fd socket) stops the plugin even if
-	// go-plugin's own connection lingers. go-plugin serves one of the
-	// sets; the one whose server runs stops the lanes, else impl stops.
+	// go-plugin serves one of the sets; the one whose server runs stops
+	// the lanes, else impl stops.
+	serve(logger, fds, sets, func(ctx context.Context) {
+		for _, tp := range tps {
+			if tp.srv.Load() != nil {
+				tp.Stop(ctx)
+				return
+			}
+		}
+		impl.Stop(ctx)
+	})
+}
+
+// ServeDevice serves impl as a Ferry device plugin, as ServeTransport
+// serves a transport: same fd socket (host memory arrives on it), same
+// exit when the host goes away. It serves protocol versions
+// DeviceProtocolVersion to ProtocolVersion.
+func ServeDevice(impl Device) {
+	logger, fds := servePrelude()
+	sets := make(map[int]plugin.PluginSet)
+	var dps []*DevicePlugin
+	for v := DeviceProtocolVersion; v <= ProtocolVersion; v++ {
+		dp := &DevicePlugin{Impl: impl, FDs: fds}
+		dps = append(dps, dp)
+		sets[v] = plugin.PluginSet{KindDevice: dp}
+	}
+	serve(logger, fds, sets, func(ctx context.Context) {
+		for _, dp := range dps {
+			if dp.srv.Load() != nil {
+				dp.Stop(ctx)
+				return
+			}
+		}
+		impl.Stop(ctx)
+	})
+}
+
+// servePrelude is what every plugin process does before it serves: a
+// logger go-plugin re-logs under the plugin's name, the fd socket (or
+// exit: without it no memory can be shared) and a longer scheduler slice.
+func servePrelude() (hclog.Logger, *shm.FDReceiver) {
+	logger := NewLogger("")
+	fds, err := openFDSocket()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "ferry plugin: %v\n", err)
+		os.Exit(1)
+	}
+	if err := requestSlice(pluginSlice); err != nil {
+		logger.Warn("could not ask the kernel for a longer scheduler slice; small-request latency may suffer", "slice", pluginSlice, "error", err)
+	}
+	return logger, fds
+}
+
+// serve serves sets through go-plugin until the host stops the plugin.
+// The host going away (EOF on the fd socket) runs stop and exits the
+// process even if go-plugin's own connection lingers.
+func serve(logger hclog.Logger, fds *shm.FDReceiver, sets map[int]plugin.PluginSet, stop func(context.Context)) {
 	go func() {
 		<-fds.Done()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		stopped := false
-		for _, tp := range tps {
-			if tp.srv.Load() != nil {
-				tp.Stop(ctx)
-				stopped = true
-			}
-		}
-		if !stopped {
-			impl.Stop(ctx)
-		}
+		stop(ctx)
 		logger.Info("host closed the fd socket; exiting")
 		os.Exit(0)
 	}()

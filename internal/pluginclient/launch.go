@@ -25,7 +25,21 @@ import (
 type Process struct {
 	Client   *Client
 	Protocol int // negotiated protocol version
+	*lifecycle
+}
 
+// DeviceProcess is a device plugin process started by LaunchDevice: its
+// control client with the fd socket attached, and the same lifecycle as a
+// transport's Process (Exited, ExitState, PID, Abort, Kill).
+type DeviceProcess struct {
+	Client   *DeviceClient
+	Protocol int // negotiated protocol version
+	*lifecycle
+}
+
+// lifecycle is a started plugin process of any kind: go-plugin's client,
+// the process, and the host end of its fd socket.
+type lifecycle struct {
 	gp       *plugin.Client
 	run      *cmdRunner
 	fds      *shm.FDSender
@@ -80,16 +94,50 @@ var TestHookBeforeExec func(path string)
 // the highest the plugin serves. A plugin that serves none of them fails
 // with a *VersionError naming both sides' versions.
 func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process, error) {
+	lc, raw, err := launch(img, logger, PluginSets(), sdk.KindTransport)
+	if err != nil {
+		return nil, err
+	}
+	client, ok := raw.(*Client)
+	if !ok {
+		lc.Kill()
+		return nil, fmt.Errorf("dispensed %T, not a transport client", raw)
+	}
+	client.SetFDSender(lc.fds)
+	return &Process{Client: client, Protocol: lc.gp.NegotiatedVersion(), lifecycle: lc}, nil
+}
+
+// LaunchDevice starts the device plugin held by img as LaunchImage starts
+// a transport (same process, fd socket and lifecycle) and dispenses its
+// DeviceClient. The handshake offers the host's versions from
+// sdk.DeviceProtocolVersion on. img may be closed once it returns.
+func LaunchDevice(ctx context.Context, img *Image, logger hclog.Logger) (*DeviceProcess, error) {
+	lc, raw, err := launch(img, logger, DevicePluginSets(), sdk.KindDevice)
+	if err != nil {
+		return nil, err
+	}
+	client, ok := raw.(*DeviceClient)
+	if !ok {
+		lc.Kill()
+		return nil, fmt.Errorf("dispensed %T, not a device client", raw)
+	}
+	client.fds = lc.fds
+	return &DeviceProcess{Client: client, Protocol: lc.gp.NegotiatedVersion(), lifecycle: lc}, nil
+}
+
+// launch starts the plugin held by img with go-plugin, offering sets, and
+// dispenses kind from it: what LaunchImage and LaunchDevice share.
+func launch(img *Image, logger hclog.Logger, sets map[int]plugin.PluginSet, kind string) (*lifecycle, any, error) {
 	path := img.Path
 	hostEnd, childEnd, err := shm.Socketpair()
 	if err != nil {
-		return nil, fmt.Errorf("create fd socket: %w", err)
+		return nil, nil, fmt.Errorf("create fd socket: %w", err)
 	}
 	defer childEnd.Close() // the child holds its own copy once started
 	sender, err := shm.NewFDSender(hostEnd)
 	if err != nil {
 		hostEnd.Close()
-		return nil, fmt.Errorf("create fd socket: %w", err)
+		return nil, nil, fmt.Errorf("create fd socket: %w", err)
 	}
 	if logger == nil {
 		logger = hclog.NewNullLogger()
@@ -104,7 +152,7 @@ func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process
 	var run *cmdRunner
 	cc := &plugin.ClientConfig{
 		HandshakeConfig:  sdk.Handshake,
-		VersionedPlugins: PluginSets(),
+		VersionedPlugins: sets,
 		// Our own runner, to execute the image rather than the path and
 		// to see the handshake line go-plugin reads: it names the version
 		// the plugin chose, which go-plugin's error does not carry as a
@@ -126,10 +174,10 @@ func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process
 		StartTimeout:     15 * time.Second,
 	}
 	gp := plugin.NewClient(cc)
-	fail := func(err error) (*Process, error) {
+	fail := func(err error) (*lifecycle, any, error) {
 		gp.Kill()
 		sender.Close()
-		return nil, err
+		return nil, nil, err
 	}
 	rpc, err := gp.Client()
 	if err != nil {
@@ -144,29 +192,23 @@ func LaunchImage(ctx context.Context, img *Image, logger hclog.Logger) (*Process
 		}
 		return fail(err)
 	}
-	raw, err := rpc.Dispense(sdk.KindTransport)
+	raw, err := rpc.Dispense(kind)
 	if err != nil {
-		return fail(fmt.Errorf("dispense transport: %w", err))
+		return fail(fmt.Errorf("dispense %s: %w", kind, err))
 	}
-	client, ok := raw.(*Client)
-	if !ok {
-		return fail(fmt.Errorf("dispensed %T, not a transport client", raw))
-	}
-	client.SetFDSender(sender)
-	p := &Process{
-		Client: client, Protocol: gp.NegotiatedVersion(),
+	p := &lifecycle{
 		gp: gp, run: run, fds: sender,
 		exited: make(chan struct{}), stopped: make(chan struct{}),
 	}
 	p.pidf = p.pidfd()
 	go p.watch()
-	return p, nil
+	return p, raw, nil
 }
 
 // watch closes exited when the process is gone or killed. It waits on a
 // pidfd through the netpoller, so an idle host spends nothing on it; where
 // pidfds are missing (Linux < 5.3) it falls back to polling.
-func (p *Process) watch() {
+func (p *lifecycle) watch() {
 	defer close(p.exited)
 	if f := p.pidf; f != nil {
 		gone := make(chan struct{})
@@ -222,7 +264,7 @@ func pidfdReadable(fd int) bool {
 var pollPidfd = unix.Poll
 
 // pidfd opens a non-blocking pidfd for the plugin process, or nil.
-func (p *Process) pidfd() *os.File {
+func (p *lifecycle) pidfd() *os.File {
 	pid := p.PID()
 	if pid <= 0 {
 		return nil
@@ -235,12 +277,12 @@ func (p *Process) pidfd() *os.File {
 }
 
 // Exited is closed when the plugin process has exited or was killed.
-func (p *Process) Exited() <-chan struct{} { return p.exited }
+func (p *lifecycle) Exited() <-chan struct{} { return p.exited }
 
 // ExitState says how the exited process ended, as os.ProcessState does
 // ("exit status 2", "signal: segmentation fault"), waiting up to d for
 // it to be reaped; "" when it was not within d (call after Exited).
-func (p *Process) ExitState(d time.Duration) string {
+func (p *lifecycle) ExitState(d time.Duration) string {
 	if p.run == nil || p.run.waited == nil {
 		return ""
 	}
@@ -248,7 +290,7 @@ func (p *Process) ExitState(d time.Duration) string {
 }
 
 // PID returns the plugin's process id, or 0.
-func (p *Process) PID() int {
+func (p *lifecycle) PID() int {
 	if p.run == nil {
 		return 0
 	}
@@ -259,7 +301,7 @@ func (p *Process) PID() int {
 // tries first: for a plugin that no longer answers. Exited is closed once
 // it is gone; Kill still releases the client and the fd socket. A plugin
 // already gone is not an error.
-func (p *Process) Abort() error {
+func (p *lifecycle) Abort() error {
 	select {
 	case <-p.exited:
 		return nil
@@ -291,7 +333,7 @@ func (p *Process) Abort() error {
 
 // Kill stops the plugin (gracefully, then SIGKILL) and closes the fd
 // socket. Safe to call more than once and concurrently.
-func (p *Process) Kill() {
+func (p *lifecycle) Kill() {
 	p.killOnce.Do(func() {
 		close(p.stopped)
 		p.gp.Kill()

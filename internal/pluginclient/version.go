@@ -82,3 +82,33 @@ func joinInts(vs []int) string {
 	}
 	return strings.Join(s, ", ")
 }
+
+// hostDevicePlugin is the host side of the device plugin: Dispense returns
+// a *DeviceClient from it.
+type hostDevicePlugin struct {
+	plugin.NetRPCUnsupportedPlugin
+}
+
+var _ plugin.GRPCPlugin = hostDevicePlugin{}
+
+func (hostDevicePlugin) GRPCServer(*plugin.GRPCBroker, *grpc.Server) error {
+	return fmt.Errorf("the host side of the device plugin serves nothing; plugins serve with sdk.ServeDevice")
+}
+
+func (hostDevicePlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, c *grpc.ClientConn) (any, error) {
+	return NewDevice(c, nil), nil
+}
+
+// DevicePluginSets returns the VersionedPlugins map LaunchDevice passes to
+// go-plugin: the versions of HostVersions from sdk.DeviceProtocolVersion
+// on, each with the device kind only. A transport binary launched as a
+// device passes the handshake and fails its first call (Unimplemented).
+func DevicePluginSets() map[int]plugin.PluginSet {
+	sets := make(map[int]plugin.PluginSet)
+	for _, v := range HostVersions() {
+		if v >= sdk.DeviceProtocolVersion {
+			sets[v] = plugin.PluginSet{sdk.KindDevice: hostDevicePlugin{}}
+		}
+	}
+	return sets
+}

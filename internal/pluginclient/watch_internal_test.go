@@ -36,7 +36,7 @@ func TestWatchRetriesInterruptedPoll(t *testing.T) {
 	}
 	defer func() { pollPidfd = unix.Poll }()
 
-	p := &Process{run: &cmdRunner{pid: cmd.Process.Pid}, exited: make(chan struct{}), stopped: make(chan struct{})}
+	p := &lifecycle{run: &cmdRunner{pid: cmd.Process.Pid}, exited: make(chan struct{}), stopped: make(chan struct{})}
 	if p.pidf = p.pidfd(); p.pidf == nil {
 		t.Fatal("no pidfd for a running child: this kernel lacks pidfd_open (Linux >= 5.3 is required here)")
 	}
