@@ -211,6 +211,9 @@ func (p *Plugin) Start(ctx context.Context, cfg sdk.StartConfig) error {
 
 	attrs, err := p.enumerate(lib)
 	if err != nil {
+		p.mu.Lock()
+		p.started = false // a failed Start may be tried again
+		p.mu.Unlock()
 		return fmt.Errorf("%s device plugin: %w", p.info.Name, err)
 	}
 	var devs []*device
@@ -220,6 +223,9 @@ func (p *Plugin) Start(ctx context.Context, cfg sdk.StartConfig) error {
 			for _, d := range devs {
 				p.stopDevice(d)
 			}
+			p.mu.Lock()
+			p.started = false
+			p.mu.Unlock()
 			return fmt.Errorf("%s device plugin: device %d: %w", p.info.Name, i, err)
 		}
 		devs = append(devs, d)
