@@ -1,0 +1,32 @@
+package cuda
+
+import (
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/ferrydev/ferry/devices/internal/gpu"
+	"github.com/ferrydev/ferry/sdk"
+)
+
+// Version is the plugin's own version.
+const Version = "0.1.0"
+
+// Option configures New.
+type Option = gpu.Option
+
+// WithLibrary loads the CUDA driver from path instead of DefaultLibrary;
+// the config's `library` still wins at Start.
+func WithLibrary(path string) Option { return gpu.WithLibrary(path) }
+
+// WithLogger logs through l: copies that fail, with the driver's error
+// name (a completion carries only a status).
+func WithLogger(l hclog.Logger) Option { return gpu.WithLogger(l) }
+
+// New returns the cuda device plugin.
+func New(opts ...Option) sdk.Device {
+	return gpu.New(sdk.DeviceInfo{
+		Name:    "cuda",
+		Version: Version,
+		Kind:    sdk.MemoryCUDA,
+		Handles: []sdk.HandleType{sdk.HandleCUDAFD, sdk.HandleCUDAIPC},
+	}, &driverAPI{}, opts...)
+}
