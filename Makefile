@@ -4,7 +4,7 @@ BIN       := bin
 PROTO_DIR := internal/proto
 # Each directory is an include root; its .proto files are generated in place.
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
-PLUGINS   := tcp shm fault
+PLUGINS   := tcp shm fault nvlink
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 

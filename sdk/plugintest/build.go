@@ -16,10 +16,11 @@ import (
 // its plugins) to the Go package it is built from; Main builds the ones a
 // test package names. A test's own fixtures go in Main.Extra.
 var Binaries = map[string]string{
-	"ferry":              "github.com/ferrydev/ferry/cmd/ferry",
-	"ferry-plugin-shm":   "github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm",
-	"ferry-plugin-tcp":   "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp",
-	"ferry-plugin-fault": "github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault",
+	"ferry":               "github.com/ferrydev/ferry/cmd/ferry",
+	"ferry-plugin-shm":    "github.com/ferrydev/ferry/plugins/shm/cmd/ferry-plugin-shm",
+	"ferry-plugin-tcp":    "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp",
+	"ferry-plugin-fault":  "github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault",
+	"ferry-plugin-nvlink": "github.com/ferrydev/ferry/plugins/nvlink/cmd/ferry-plugin-nvlink",
 }
 
 // IgnoreLogStderr is the goleak option for go-plugin's stderr reader, which
