@@ -4,9 +4,9 @@ BIN       := bin
 PROTO_DIR := internal/proto
 # Each directory is an include root; its .proto files are generated in place.
 PROTO_DIRS := $(PROTO_DIR) host/control/proto
-PLUGINS   := tcp shm fault
-# Device plugins, built as ferry-device-<name>.
-DEVICES   := simdev
+PLUGINS   := tcp shm fault nvlink
+# Device plugins' directories, each built as ferry-device-<its name>.
+DEVICES   := devices/cuda devices/rocm plugins/simdev
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
@@ -23,9 +23,9 @@ build:
 		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
 		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
 	done
-	@for d in $(DEVICES); do \
-		echo "$(GO) build -o $(BIN)/ferry-device-$$d ./plugins/$$d/cmd/ferry-device-$$d"; \
-		$(GO) build -o $(BIN)/ferry-device-$$d ./plugins/$$d/cmd/ferry-device-$$d || exit 1; \
+	@for d in $(DEVICES); do n=$$(basename $$d); \
+		echo "$(GO) build -o $(BIN)/ferry-device-$$n ./$$d/cmd/ferry-device-$$n"; \
+		$(GO) build -o $(BIN)/ferry-device-$$n ./$$d/cmd/ferry-device-$$n || exit 1; \
 	done
 
 # The main job: two engines in two processes move verified data through

@@ -84,6 +84,9 @@ const (
 	InterfaceConfigChecker = "config_checker"
 	// InterfaceFencer: the Transport implements Fencer (protocol 2).
 	InterfaceFencer = "fencer"
+	// InterfaceDeviceImporter: the Transport implements DeviceImporter
+	// (protocol 2): the host may register device memory with it.
+	InterfaceDeviceImporter = "device_importer"
 )
 
 // implemented lists the optional interfaces impl has, by type assertion.
@@ -100,6 +103,9 @@ func implemented(impl Transport) []string {
 	}
 	if _, ok := impl.(Fencer); ok {
 		names = append(names, InterfaceFencer)
+	}
+	if _, ok := impl.(DeviceImporter); ok {
+		names = append(names, InterfaceDeviceImporter)
 	}
 	return names
 }

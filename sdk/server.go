@@ -480,6 +480,59 @@ func (s *server) Fence(ctx context.Context, req *transportv1.FenceRequest) (*tra
 	return &transportv1.FenceResponse{Connections: uint32(max(r.Connections, 0)), Known: r.Known}, nil
 }
 
+// RegisterDevice is the DeviceImporter's RPC; a Transport without it
+// answers Unimplemented. The region joins the SDK's table with nothing
+// mapped (the transport imports the handle itself), so UnregisterMemory,
+// its batch form and Stop forget it as any other.
+func (s *server) RegisterDevice(ctx context.Context, req *transportv1.RegisterDeviceRequest) (*transportv1.RegisterDeviceResponse, error) {
+	d, ok := s.impl.(DeviceImporter)
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "register device: the plugin's Transport does not implement sdk.DeviceImporter")
+	}
+	perm, err := permFromProto(req.Perm)
+	if err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register device region %d: %v", req.RegionId, err)
+	}
+	h := handleFromProto(req.GetHandle())
+	if err := h.Check(); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "register device region %d: %v", req.RegionId, err)
+	}
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return nil, status.Error(codes.FailedPrecondition, "register device: plugin stopped")
+	}
+	if _, ok := s.regions[req.RegionId]; ok {
+		s.mu.Unlock()
+		return nil, status.Errorf(codes.AlreadyExists, "region %d already registered", req.RegionId)
+	}
+	s.regions[req.RegionId] = &regionMap{fd: -1} // nothing mapped, no fd
+	s.mu.Unlock()
+	if err := d.RegisterDevice(ctx, req.RegionId, perm, MemoryKind(req.Kind), h); err != nil {
+		s.mu.Lock()
+		delete(s.regions, req.RegionId)
+		s.mu.Unlock()
+		code := codes.InvalidArgument
+		switch {
+		case errors.Is(err, ErrStaleHandle):
+			code = codes.FailedPrecondition
+		case errors.Is(err, ErrNoDevice):
+			code = codes.NotFound
+		}
+		return nil, status.Errorf(code, "register device region %d: %v", req.RegionId, err)
+	}
+	return &transportv1.RegisterDeviceResponse{}, nil
+}
+
+// handleFromProto is h as the SDK's type; a missing handle is the zero
+// Handle, which Check refuses.
+func handleFromProto(h *transportv1.DeviceHandle) Handle {
+	if h == nil {
+		return Handle{}
+	}
+	return Handle{Type: HandleType(h.Type), Device: int(h.Device), Data: h.Data, Size: h.Size, Offset: h.Offset, Length: h.Length}
+}
+
 func (s *server) Stop(ctx context.Context, _ *transportv1.StopRequest) (*transportv1.StopResponse, error) {
 	if err := s.stop(ctx); err != nil {
 		return nil, status.Errorf(codes.Internal, "stop: %v", err)

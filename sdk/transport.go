@@ -177,6 +177,32 @@ type FenceResult struct {
 	Known       bool // a connection of the run was ever served here
 }
 
+// DeviceImporter is an optional interface (protocol 2) of a Transport
+// that moves device memory (plugins/nvlink): the host registers a range
+// of GPU memory with it as an exported handle (Handle: a CUDA IPC handle,
+// a VMM allocation's fd, a simulated device's memfd) instead of a memfd
+// of host memory. RegisterDevice opens (imports) h, or checks that it
+// can, and names its range [h.Offset, h.Offset+h.Length) region from now
+// on: descriptors take it as a local region, peers as a remote one, as
+// Perm allows. kind is the region's memory kind (MemoryCUDA). An import
+// can be slow (legacy CUDA IPC: 142 ms), so the host registers once and
+// the plugin caches.
+//
+// A handle that no longer opens (its allocation was freed, its exporter
+// is gone) fails with an error wrapping ErrStaleHandle, one of a device
+// the plugin cannot reach with one wrapping ErrNoDevice; both leave no
+// region behind. UnregisterMemory forgets a device region as any other:
+// after it returns the plugin (and the peers it handed the handle to)
+// no longer touch the range.
+//
+// The SDK lists DeviceImporter in Describe (InterfaceDeviceImporter); a
+// plugin without it, and every plugin of an older SDK, answers the
+// host's RegisterDevice with codes.Unimplemented, which the host reports
+// as "plugin X does not import device memory".
+type DeviceImporter interface {
+	RegisterDevice(ctx context.Context, region uint32, perm Perm, kind MemoryKind, h Handle) error
+}
+
 // ConfigChecker is an optional interface of a Transport: CheckConfig
 // decodes and checks cfg.Config as Start would, with the same errors
 // (file:line:col into the operator's file), and starts nothing: no

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -274,6 +275,46 @@ func (c *Client) RegisterSealed(ctx context.Context, id uint32, fd int, length u
 		WriterPid: uint32(pid), WriterAddress: addr,
 	})
 	return rpcErr(err)
+}
+
+// RegisterDevice makes the device memory h exports ([h.Offset,
+// h.Offset+h.Length) of its allocation) known to the plugin as region id
+// (sdk.DeviceImporter): no fd is sent, the plugin imports the handle.
+// UnregisterMemory forgets it. A plugin without sdk.DeviceImporter, or
+// of an older SDK, gives an error that says it does not import device
+// memory and matches ErrUnimplemented; a handle that no longer opens, one
+// that matches sdk.ErrStaleHandle.
+func (c *Client) RegisterDevice(ctx context.Context, id uint32, perm sdk.Perm, kind sdk.MemoryKind, h sdk.Handle) error {
+	if err := h.Check(); err != nil {
+		return fmt.Errorf("register device region %d with plugin %q: %w", id, c.pluginName(), err)
+	}
+	_, err := c.rpc.RegisterDevice(ctx, &transportv1.RegisterDeviceRequest{
+		RegionId: id, Perm: permToProto(perm), Kind: string(kind),
+		Handle: &transportv1.DeviceHandle{Type: string(h.Type), Device: int32(h.Device), Data: h.Data, Size: h.Size, Offset: h.Offset, Length: h.Length},
+	})
+	switch status.Code(err) {
+	case codes.OK:
+		return nil
+	case codes.Unimplemented:
+		return &noDeviceImportError{UnimplementedError{Plugin: c.pluginName(), Method: "RegisterDevice", Interface: "sdk.DeviceImporter", Protocol: 2, Err: rpcErr(err)}}
+	case codes.FailedPrecondition:
+		if strings.Contains(status.Convert(err).Message(), sdk.ErrStaleHandle.Error()) {
+			return fmt.Errorf("plugin %q: %w: %w", c.pluginName(), sdk.ErrStaleHandle, rpcErr(err))
+		}
+	case codes.NotFound:
+		if strings.Contains(status.Convert(err).Message(), sdk.ErrNoDevice.Error()) {
+			return fmt.Errorf("plugin %q: %w: %w", c.pluginName(), sdk.ErrNoDevice, rpcErr(err))
+		}
+	}
+	return fmt.Errorf("plugin %q: %w", c.pluginName(), rpcErr(err))
+}
+
+// noDeviceImportError is the UnimplementedError of RegisterDevice, with
+// the words an operator looks for.
+type noDeviceImportError struct{ UnimplementedError }
+
+func (e *noDeviceImportError) Error() string {
+	return fmt.Sprintf("plugin %q does not import device memory: its Transport does not implement sdk.DeviceImporter (or it was built with an SDK older than it); register host memory with it, or use a device transport (nvlink)", e.Plugin)
 }
 
 // UnregisterMemory makes the plugin forget and unmap region id.

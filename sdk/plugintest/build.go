@@ -21,6 +21,9 @@ var Binaries = map[string]string{
 	"ferry-plugin-tcp":    "github.com/ferrydev/ferry/plugins/tcp/cmd/ferry-plugin-tcp",
 	"ferry-plugin-fault":  "github.com/ferrydev/ferry/plugins/fault/cmd/ferry-plugin-fault",
 	"ferry-device-simdev": "github.com/ferrydev/ferry/plugins/simdev/cmd/ferry-device-simdev",
+	"ferry-plugin-nvlink": "github.com/ferrydev/ferry/plugins/nvlink/cmd/ferry-plugin-nvlink",
+	"ferry-device-cuda":   "github.com/ferrydev/ferry/devices/cuda/cmd/ferry-device-cuda",
+	"ferry-device-rocm":   "github.com/ferrydev/ferry/devices/rocm/cmd/ferry-device-rocm",
 }
 
 // IgnoreLogStderr is the goleak option for go-plugin's stderr reader, which

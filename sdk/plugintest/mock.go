@@ -141,3 +141,20 @@ func (m *MockDrainer) Drain(ctx context.Context) error {
 	}
 	return nil
 }
+
+// MockDeviceImporter is a Mock that also implements sdk.DeviceImporter.
+type MockDeviceImporter struct {
+	Mock
+	// RegisterDeviceFunc: nil succeeds.
+	RegisterDeviceFunc func(ctx context.Context, region uint32, perm sdk.Perm, kind sdk.MemoryKind, h sdk.Handle) error
+}
+
+var _ sdk.DeviceImporter = (*MockDeviceImporter)(nil)
+
+// RegisterDevice calls RegisterDeviceFunc, or succeeds.
+func (m *MockDeviceImporter) RegisterDevice(ctx context.Context, region uint32, perm sdk.Perm, kind sdk.MemoryKind, h sdk.Handle) error {
+	if m.RegisterDeviceFunc != nil {
+		return m.RegisterDeviceFunc(ctx, region, perm, kind, h)
+	}
+	return nil
+}

@@ -2042,6 +2042,201 @@ func (x *FenceResponse) GetKnown() bool {
 	return false
 }
 
+// DeviceHandle is sdk.Handle on the wire: an exported range of one device
+// allocation. data is opaque to all but the plugins that import type.
+type DeviceHandle struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "cuda-fd", "cuda-ipc", "hip-ipc", "sim" (sdk.HandleType).
+	Type string `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	// The exporting device's index.
+	Device int32  `protobuf:"varint,2,opt,name=device,proto3" json:"device,omitempty"`
+	Data   []byte `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// Bytes of the whole exported allocation.
+	Size uint64 `protobuf:"varint,4,opt,name=size,proto3" json:"size,omitempty"`
+	// The range: [offset, offset+length) of the allocation.
+	Offset        uint64 `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64 `protobuf:"varint,6,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeviceHandle) Reset() {
+	*x = DeviceHandle{}
+	mi := &file_transport_v1_transport_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeviceHandle) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeviceHandle) ProtoMessage() {}
+
+func (x *DeviceHandle) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeviceHandle.ProtoReflect.Descriptor instead.
+func (*DeviceHandle) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *DeviceHandle) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *DeviceHandle) GetDevice() int32 {
+	if x != nil {
+		return x.Device
+	}
+	return 0
+}
+
+func (x *DeviceHandle) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *DeviceHandle) GetSize() uint64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *DeviceHandle) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *DeviceHandle) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+type RegisterDeviceRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	RegionId uint32                 `protobuf:"varint,1,opt,name=region_id,json=regionId,proto3" json:"region_id,omitempty"`
+	Perm     Perm                   `protobuf:"varint,2,opt,name=perm,proto3,enum=ferry.transport.v1.Perm" json:"perm,omitempty"`
+	// The region's memory kind ("cuda").
+	Kind          string        `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Handle        *DeviceHandle `protobuf:"bytes,4,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterDeviceRequest) Reset() {
+	*x = RegisterDeviceRequest{}
+	mi := &file_transport_v1_transport_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterDeviceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterDeviceRequest) ProtoMessage() {}
+
+func (x *RegisterDeviceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterDeviceRequest.ProtoReflect.Descriptor instead.
+func (*RegisterDeviceRequest) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *RegisterDeviceRequest) GetRegionId() uint32 {
+	if x != nil {
+		return x.RegionId
+	}
+	return 0
+}
+
+func (x *RegisterDeviceRequest) GetPerm() Perm {
+	if x != nil {
+		return x.Perm
+	}
+	return Perm_PERM_UNSPECIFIED
+}
+
+func (x *RegisterDeviceRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RegisterDeviceRequest) GetHandle() *DeviceHandle {
+	if x != nil {
+		return x.Handle
+	}
+	return nil
+}
+
+type RegisterDeviceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterDeviceResponse) Reset() {
+	*x = RegisterDeviceResponse{}
+	mi := &file_transport_v1_transport_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterDeviceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterDeviceResponse) ProtoMessage() {}
+
+func (x *RegisterDeviceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_transport_v1_transport_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterDeviceResponse.ProtoReflect.Descriptor instead.
+func (*RegisterDeviceResponse) Descriptor() ([]byte, []int) {
+	return file_transport_v1_transport_proto_rawDescGZIP(), []int{36}
+}
+
 var File_transport_v1_transport_proto protoreflect.FileDescriptor
 
 const file_transport_v1_transport_proto_rawDesc = "" +
@@ -2175,7 +2370,20 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x03run\x18\x02 \x01(\x04R\x03run\"G\n" +
 	"\rFenceResponse\x12 \n" +
 	"\vconnections\x18\x01 \x01(\rR\vconnections\x12\x14\n" +
-	"\x05known\x18\x02 \x01(\bR\x05known*3\n" +
+	"\x05known\x18\x02 \x01(\bR\x05known\"\x92\x01\n" +
+	"\fDeviceHandle\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x16\n" +
+	"\x06device\x18\x02 \x01(\x05R\x06device\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x12\n" +
+	"\x04size\x18\x04 \x01(\x04R\x04size\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x06 \x01(\x04R\x06length\"\xb0\x01\n" +
+	"\x15RegisterDeviceRequest\x12\x1b\n" +
+	"\tregion_id\x18\x01 \x01(\rR\bregionId\x12,\n" +
+	"\x04perm\x18\x02 \x01(\x0e2\x18.ferry.transport.v1.PermR\x04perm\x12\x12\n" +
+	"\x04kind\x18\x03 \x01(\tR\x04kind\x128\n" +
+	"\x06handle\x18\x04 \x01(\v2 .ferry.transport.v1.DeviceHandleR\x06handle\"\x18\n" +
+	"\x16RegisterDeviceResponse*3\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bOP_WRITE\x10\x01\x12\v\n" +
@@ -2185,7 +2393,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"PERM_LOCAL\x10\x01\x12\x14\n" +
 	"\x10PERM_REMOTE_READ\x10\x02\x12\x1a\n" +
-	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xb7\v\n" +
+	"\x16PERM_REMOTE_READ_WRITE\x10\x032\xa0\f\n" +
 	"\tTransport\x12U\n" +
 	"\bDescribe\x12#.ferry.transport.v1.DescribeRequest\x1a$.ferry.transport.v1.DescribeResponse\x12L\n" +
 	"\x05Probe\x12 .ferry.transport.v1.ProbeRequest\x1a!.ferry.transport.v1.ProbeResponse\x12L\n" +
@@ -2203,7 +2411,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\vCheckConfig\x12 .ferry.transport.v1.StartRequest\x1a'.ferry.transport.v1.CheckConfigResponse\x12v\n" +
 	"\x13RegisterMemoryBatch\x12..ferry.transport.v1.RegisterMemoryBatchRequest\x1a/.ferry.transport.v1.RegisterMemoryBatchResponse\x12|\n" +
 	"\x15UnregisterMemoryBatch\x120.ferry.transport.v1.UnregisterMemoryBatchRequest\x1a1.ferry.transport.v1.UnregisterMemoryBatchResponse\x12L\n" +
-	"\x05Fence\x12 .ferry.transport.v1.FenceRequest\x1a!.ferry.transport.v1.FenceResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
+	"\x05Fence\x12 .ferry.transport.v1.FenceRequest\x1a!.ferry.transport.v1.FenceResponse\x12g\n" +
+	"\x0eRegisterDevice\x12).ferry.transport.v1.RegisterDeviceRequest\x1a*.ferry.transport.v1.RegisterDeviceResponseBCZAgithub.com/ferrydev/ferry/internal/proto/transport/v1;transportv1b\x06proto3"
 
 var (
 	file_transport_v1_transport_proto_rawDescOnce sync.Once
@@ -2218,7 +2427,7 @@ func file_transport_v1_transport_proto_rawDescGZIP() []byte {
 }
 
 var file_transport_v1_transport_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_transport_v1_transport_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_transport_v1_transport_proto_goTypes = []any{
 	(Op)(0),                               // 0: ferry.transport.v1.Op
 	(Perm)(0),                             // 1: ferry.transport.v1.Perm
@@ -2256,53 +2465,60 @@ var file_transport_v1_transport_proto_goTypes = []any{
 	(*BatchFailure)(nil),                  // 33: ferry.transport.v1.BatchFailure
 	(*FenceRequest)(nil),                  // 34: ferry.transport.v1.FenceRequest
 	(*FenceResponse)(nil),                 // 35: ferry.transport.v1.FenceResponse
-	nil,                                   // 36: ferry.transport.v1.StatsResponse.CountersEntry
+	(*DeviceHandle)(nil),                  // 36: ferry.transport.v1.DeviceHandle
+	(*RegisterDeviceRequest)(nil),         // 37: ferry.transport.v1.RegisterDeviceRequest
+	(*RegisterDeviceResponse)(nil),        // 38: ferry.transport.v1.RegisterDeviceResponse
+	nil,                                   // 39: ferry.transport.v1.StatsResponse.CountersEntry
 }
 var file_transport_v1_transport_proto_depIdxs = []int32{
 	0,  // 0: ferry.transport.v1.DescribeResponse.ops:type_name -> ferry.transport.v1.Op
 	5,  // 1: ferry.transport.v1.ProbeResponse.rails:type_name -> ferry.transport.v1.Rail
 	1,  // 2: ferry.transport.v1.RegisterMemoryRequest.perm:type_name -> ferry.transport.v1.Perm
-	36, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
+	39, // 3: ferry.transport.v1.StatsResponse.counters:type_name -> ferry.transport.v1.StatsResponse.CountersEntry
 	1,  // 4: ferry.transport.v1.BatchRegion.perm:type_name -> ferry.transport.v1.Perm
 	28, // 5: ferry.transport.v1.RegisterMemoryBatchRequest.regions:type_name -> ferry.transport.v1.BatchRegion
 	33, // 6: ferry.transport.v1.UnregisterMemoryBatchResponse.failed:type_name -> ferry.transport.v1.BatchFailure
-	2,  // 7: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
-	4,  // 8: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
-	7,  // 9: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
-	9,  // 10: ferry.transport.v1.Transport.AttachLane:input_type -> ferry.transport.v1.AttachLaneRequest
-	11, // 11: ferry.transport.v1.Transport.RegisterMemory:input_type -> ferry.transport.v1.RegisterMemoryRequest
-	13, // 12: ferry.transport.v1.Transport.UnregisterMemory:input_type -> ferry.transport.v1.UnregisterMemoryRequest
-	15, // 13: ferry.transport.v1.Transport.OpenPeer:input_type -> ferry.transport.v1.OpenPeerRequest
-	17, // 14: ferry.transport.v1.Transport.ClosePeer:input_type -> ferry.transport.v1.ClosePeerRequest
-	19, // 15: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
-	21, // 16: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
-	23, // 17: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
-	26, // 18: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
-	7,  // 19: ferry.transport.v1.Transport.CheckConfig:input_type -> ferry.transport.v1.StartRequest
-	29, // 20: ferry.transport.v1.Transport.RegisterMemoryBatch:input_type -> ferry.transport.v1.RegisterMemoryBatchRequest
-	31, // 21: ferry.transport.v1.Transport.UnregisterMemoryBatch:input_type -> ferry.transport.v1.UnregisterMemoryBatchRequest
-	34, // 22: ferry.transport.v1.Transport.Fence:input_type -> ferry.transport.v1.FenceRequest
-	3,  // 23: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
-	6,  // 24: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
-	8,  // 25: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
-	10, // 26: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
-	12, // 27: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
-	14, // 28: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
-	16, // 29: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
-	18, // 30: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
-	20, // 31: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
-	22, // 32: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
-	24, // 33: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
-	27, // 34: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
-	25, // 35: ferry.transport.v1.Transport.CheckConfig:output_type -> ferry.transport.v1.CheckConfigResponse
-	30, // 36: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
-	32, // 37: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
-	35, // 38: ferry.transport.v1.Transport.Fence:output_type -> ferry.transport.v1.FenceResponse
-	23, // [23:39] is the sub-list for method output_type
-	7,  // [7:23] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	1,  // 7: ferry.transport.v1.RegisterDeviceRequest.perm:type_name -> ferry.transport.v1.Perm
+	36, // 8: ferry.transport.v1.RegisterDeviceRequest.handle:type_name -> ferry.transport.v1.DeviceHandle
+	2,  // 9: ferry.transport.v1.Transport.Describe:input_type -> ferry.transport.v1.DescribeRequest
+	4,  // 10: ferry.transport.v1.Transport.Probe:input_type -> ferry.transport.v1.ProbeRequest
+	7,  // 11: ferry.transport.v1.Transport.Start:input_type -> ferry.transport.v1.StartRequest
+	9,  // 12: ferry.transport.v1.Transport.AttachLane:input_type -> ferry.transport.v1.AttachLaneRequest
+	11, // 13: ferry.transport.v1.Transport.RegisterMemory:input_type -> ferry.transport.v1.RegisterMemoryRequest
+	13, // 14: ferry.transport.v1.Transport.UnregisterMemory:input_type -> ferry.transport.v1.UnregisterMemoryRequest
+	15, // 15: ferry.transport.v1.Transport.OpenPeer:input_type -> ferry.transport.v1.OpenPeerRequest
+	17, // 16: ferry.transport.v1.Transport.ClosePeer:input_type -> ferry.transport.v1.ClosePeerRequest
+	19, // 17: ferry.transport.v1.Transport.Stats:input_type -> ferry.transport.v1.StatsRequest
+	21, // 18: ferry.transport.v1.Transport.Stop:input_type -> ferry.transport.v1.StopRequest
+	23, // 19: ferry.transport.v1.Transport.Drain:input_type -> ferry.transport.v1.DrainRequest
+	26, // 20: ferry.transport.v1.Transport.Abort:input_type -> ferry.transport.v1.AbortRequest
+	7,  // 21: ferry.transport.v1.Transport.CheckConfig:input_type -> ferry.transport.v1.StartRequest
+	29, // 22: ferry.transport.v1.Transport.RegisterMemoryBatch:input_type -> ferry.transport.v1.RegisterMemoryBatchRequest
+	31, // 23: ferry.transport.v1.Transport.UnregisterMemoryBatch:input_type -> ferry.transport.v1.UnregisterMemoryBatchRequest
+	34, // 24: ferry.transport.v1.Transport.Fence:input_type -> ferry.transport.v1.FenceRequest
+	37, // 25: ferry.transport.v1.Transport.RegisterDevice:input_type -> ferry.transport.v1.RegisterDeviceRequest
+	3,  // 26: ferry.transport.v1.Transport.Describe:output_type -> ferry.transport.v1.DescribeResponse
+	6,  // 27: ferry.transport.v1.Transport.Probe:output_type -> ferry.transport.v1.ProbeResponse
+	8,  // 28: ferry.transport.v1.Transport.Start:output_type -> ferry.transport.v1.StartResponse
+	10, // 29: ferry.transport.v1.Transport.AttachLane:output_type -> ferry.transport.v1.AttachLaneResponse
+	12, // 30: ferry.transport.v1.Transport.RegisterMemory:output_type -> ferry.transport.v1.RegisterMemoryResponse
+	14, // 31: ferry.transport.v1.Transport.UnregisterMemory:output_type -> ferry.transport.v1.UnregisterMemoryResponse
+	16, // 32: ferry.transport.v1.Transport.OpenPeer:output_type -> ferry.transport.v1.OpenPeerResponse
+	18, // 33: ferry.transport.v1.Transport.ClosePeer:output_type -> ferry.transport.v1.ClosePeerResponse
+	20, // 34: ferry.transport.v1.Transport.Stats:output_type -> ferry.transport.v1.StatsResponse
+	22, // 35: ferry.transport.v1.Transport.Stop:output_type -> ferry.transport.v1.StopResponse
+	24, // 36: ferry.transport.v1.Transport.Drain:output_type -> ferry.transport.v1.DrainResponse
+	27, // 37: ferry.transport.v1.Transport.Abort:output_type -> ferry.transport.v1.AbortResponse
+	25, // 38: ferry.transport.v1.Transport.CheckConfig:output_type -> ferry.transport.v1.CheckConfigResponse
+	30, // 39: ferry.transport.v1.Transport.RegisterMemoryBatch:output_type -> ferry.transport.v1.RegisterMemoryBatchResponse
+	32, // 40: ferry.transport.v1.Transport.UnregisterMemoryBatch:output_type -> ferry.transport.v1.UnregisterMemoryBatchResponse
+	35, // 41: ferry.transport.v1.Transport.Fence:output_type -> ferry.transport.v1.FenceResponse
+	38, // 42: ferry.transport.v1.Transport.RegisterDevice:output_type -> ferry.transport.v1.RegisterDeviceResponse
+	26, // [26:43] is the sub-list for method output_type
+	9,  // [9:26] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_transport_v1_transport_proto_init() }
@@ -2316,7 +2532,7 @@ func file_transport_v1_transport_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_transport_v1_transport_proto_rawDesc), len(file_transport_v1_transport_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   35,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

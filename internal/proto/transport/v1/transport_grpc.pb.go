@@ -42,6 +42,7 @@ const (
 	Transport_RegisterMemoryBatch_FullMethodName   = "/ferry.transport.v1.Transport/RegisterMemoryBatch"
 	Transport_UnregisterMemoryBatch_FullMethodName = "/ferry.transport.v1.Transport/UnregisterMemoryBatch"
 	Transport_Fence_FullMethodName                 = "/ferry.transport.v1.Transport/Fence"
+	Transport_RegisterDevice_FullMethodName        = "/ferry.transport.v1.Transport/RegisterDevice"
 )
 
 // TransportClient is the client API for Transport service.
@@ -85,6 +86,12 @@ type TransportClient interface {
 	// applying frames of that run's connections, and answers once no frame
 	// of them is being applied.
 	Fence(ctx context.Context, in *FenceRequest, opts ...grpc.CallOption) (*FenceResponse, error)
+	// RegisterDevice (protocol 2, optional: listed as "device_importer" in
+	// Describe's interfaces) makes a range of device memory, exported as a
+	// handle, known to the plugin as a region. No fd travels: the handle
+	// names the memory. UnregisterMemory forgets it as any region. A plugin
+	// without it, and every older plugin, answers UNIMPLEMENTED.
+	RegisterDevice(ctx context.Context, in *RegisterDeviceRequest, opts ...grpc.CallOption) (*RegisterDeviceResponse, error)
 }
 
 type transportClient struct {
@@ -255,6 +262,16 @@ func (c *transportClient) Fence(ctx context.Context, in *FenceRequest, opts ...g
 	return out, nil
 }
 
+func (c *transportClient) RegisterDevice(ctx context.Context, in *RegisterDeviceRequest, opts ...grpc.CallOption) (*RegisterDeviceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterDeviceResponse)
+	err := c.cc.Invoke(ctx, Transport_RegisterDevice_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TransportServer is the server API for Transport service.
 // All implementations must embed UnimplementedTransportServer
 // for forward compatibility.
@@ -296,6 +313,12 @@ type TransportServer interface {
 	// applying frames of that run's connections, and answers once no frame
 	// of them is being applied.
 	Fence(context.Context, *FenceRequest) (*FenceResponse, error)
+	// RegisterDevice (protocol 2, optional: listed as "device_importer" in
+	// Describe's interfaces) makes a range of device memory, exported as a
+	// handle, known to the plugin as a region. No fd travels: the handle
+	// names the memory. UnregisterMemory forgets it as any region. A plugin
+	// without it, and every older plugin, answers UNIMPLEMENTED.
+	RegisterDevice(context.Context, *RegisterDeviceRequest) (*RegisterDeviceResponse, error)
 	mustEmbedUnimplementedTransportServer()
 }
 
@@ -353,6 +376,9 @@ func (UnimplementedTransportServer) UnregisterMemoryBatch(context.Context, *Unre
 }
 func (UnimplementedTransportServer) Fence(context.Context, *FenceRequest) (*FenceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Fence not implemented")
+}
+func (UnimplementedTransportServer) RegisterDevice(context.Context, *RegisterDeviceRequest) (*RegisterDeviceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RegisterDevice not implemented")
 }
 func (UnimplementedTransportServer) mustEmbedUnimplementedTransportServer() {}
 func (UnimplementedTransportServer) testEmbeddedByValue()                   {}
@@ -663,6 +689,24 @@ func _Transport_Fence_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Transport_RegisterDevice_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterDeviceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(TransportServer).RegisterDevice(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Transport_RegisterDevice_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(TransportServer).RegisterDevice(ctx, req.(*RegisterDeviceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Transport_ServiceDesc is the grpc.ServiceDesc for Transport service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -733,6 +777,10 @@ var Transport_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Fence",
 			Handler:    _Transport_Fence_Handler,
+		},
+		{
+			MethodName: "RegisterDevice",
+			Handler:    _Transport_RegisterDevice_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
