@@ -55,7 +55,11 @@ type DeviceMemory struct {
 // process may read or write them through the slice (it would fault);
 // the engine only uses its address and length.
 func DeviceBytes(addr, n uint64) []byte {
-	return unsafe.Slice((*byte)(unsafe.Pointer(uintptr(addr))), n)
+	// The address is a number from another address space (the device's
+	// or its driver's), never Go memory: its bits become the slice's
+	// pointer as they are, which the garbage collector ignores.
+	p := uintptr(addr)
+	return unsafe.Slice(*(**byte)(unsafe.Pointer(&p)), n)
 }
 
 // RegisterDevice registers device memory so that requests can name it

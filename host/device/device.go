@@ -85,9 +85,9 @@ type Region struct {
 }
 
 // Name is how errors and explanations name the region's device:
-// "cuda:0 (plugin simdev)".
+// "cuda:0, device plugin simdev".
 func (r Region) Name() string {
-	return fmt.Sprintf("%s:%d (device plugin %s)", r.Kind, r.Device, r.Plugin)
+	return fmt.Sprintf("%s:%d, device plugin %s", r.Kind, r.Device, r.Plugin)
 }
 
 // hostReg is host memory registered with a plugin, to give again to a
