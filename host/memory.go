@@ -71,6 +71,11 @@ func (e *Engine) Free(buf []byte) error {
 // returns the buffer's address as peers see it in this engine's
 // descriptor.
 //
+// An address that is not host memory of this process (buf from
+// DeviceBytes) is device memory: Register asks the device plugins which
+// (RegisterDevice with no kind), as Mooncake's register_memory detects a
+// GPU pointer.
+//
 // buf is best memory from Allocate (or part of it): plugins map it and
 // move bytes in place. It may also be memory the application allocated
 // itself: a Go slice, C malloc memory, an anonymous mapping. Plugins run
@@ -102,6 +107,11 @@ func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, e
 		return 0, fmt.Errorf("%w: register: unknown permission %d", ErrInvalid, perm)
 	}
 	p, n := addr(buf), uintptr(len(buf))
+	if e.devs.Configured() && !localmem.Mapped(p) {
+		// Not host memory of this process: device memory, if a device
+		// plugin knows the address (as Mooncake detects a GPU pointer).
+		return e.RegisterDevice(ctx, DeviceBuffer{Addr: uint64(p), Length: uint64(n)}, perm)
+	}
 	e.mu.Lock()
 	var err error
 	if e.mem.InAllocation(p, n) {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"unsafe"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
 )
@@ -213,4 +215,17 @@ func (t *Table) replayForeign(ctx context.Context, p Plugin, b Buf) error {
 		return fmt.Errorf("re-register region %d (memory the application allocated): %w", b.Region, err)
 	}
 	return nil
+}
+
+// Mapped reports whether the byte at p is host memory of this process
+// that it may read: false for an address nothing maps here (a GPU's
+// device address, or garbage), which Register then asks the device
+// plugins about. It reads the byte with process_vm_readv, which reports
+// EFAULT instead of faulting.
+func Mapped(p uintptr) bool {
+	var b [1]byte
+	local := []unix.Iovec{{Base: &b[0], Len: 1}}
+	remote := []unix.RemoteIovec{{Base: p, Len: 1}}
+	n, err := unix.ProcessVMReadv(os.Getpid(), local, remote, 0)
+	return err == nil && n == 1
 }
