@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
@@ -211,5 +213,133 @@ func TestStagedRequestWithoutStaging(t *testing.T) {
 	_, err := a.RegisterDevice(ctx, host.DeviceBuffer{Addr: 0x7e0000000000, Length: 4096, Kind: "cuda:0"}, host.RemoteRead)
 	if !errors.Is(err, host.ErrTransportUnavailable) || !strings.Contains(err.Error(), "unavailable") {
 		t.Fatalf("err = %v, want the cuda plugin's unavailability", err)
+	}
+}
+
+// TestStagedHintNamesTheNetworkHop: a transport hint that cannot reach
+// device memory names the transport of the staged request's network hop.
+func TestStagedHintNamesTheNetworkHop(t *testing.T) {
+	ctx := context.Background()
+	a := newSimdevEngine(t, "hint-a", "", "")
+	b := newSimdevEngine(t, "hint-b", a.MetastoreURL(), "")
+	src := newSimBuffer(t, a, "cuda", 3<<20, host.LocalOnly)
+	dst := newSimBuffer(t, b, "cuda", 3<<20, host.RemoteReadWrite)
+	copy(src.view, pattern(len(src.view), 0, 5))
+	seg, err := a.OpenSegment(ctx, "hint-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, 3<<20), Segment: seg.ID, Remote: dst.base, Transport: "tcp"}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.view, src.view) {
+		t.Fatal("bytes differ")
+	}
+	// A hint that cannot reach the segment even for host memory: no
+	// transport and no staging path serves it, and it says why.
+	_, err = a.Explain(host.Request{Op: host.Write, Local: src.local(0, 4096), Segment: seg.ID, Remote: dst.base, Transport: "fault"})
+	if err == nil || !strings.Contains(err.Error(), "fault") {
+		t.Fatalf("err = %v, want the hint refused", err)
+	}
+	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, 4096), Segment: seg.ID, Remote: dst.base, Transport: "fault"})
+	var te *host.TransferError
+	if !errors.As(err, &te) || te.State != host.StateInvalid || !strings.Contains(err.Error(), "fault") {
+		t.Fatalf("err = %v, want INVALID naming the hint", err)
+	}
+}
+
+// TestStagingPoolExhausted: with the one slot of the pool held by a slow
+// staged request, another waits within its deadline and ends TIMEOUT,
+// saying the pool was exhausted; the first completes.
+func TestStagingPoolExhausted(t *testing.T) {
+	ctx := context.Background()
+	cfg := simdevConfig("pool-a", "", `copy_bandwidth = "4MB/s"`)
+	cfg.Staging = config.Staging{Pool: 1 << 20, SliceSize: 1 << 20, Depth: 1}
+	a, err := host.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	src := newSimBuffer(t, a, "cuda", 2<<20, host.LocalOnly)
+	dstMem, err := a.Allocate(2 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, err := a.Register(ctx, dstMem, host.RemoteReadWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg, err := a.OpenSegment(ctx, "pool-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(src.view, pattern(len(src.view), 0, 9))
+	slow := make(chan error, 1)
+	go func() {
+		slow <- a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, 2<<20), Segment: seg.ID, Remote: dst})
+	}()
+	waitFor(t, 10*time.Second, "the slow request to take the pool's slot", func() bool { return host.StagingSlotsInUse(a) == 1 })
+	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, 4096), Segment: seg.ID, Remote: dst, Deadline: time.Now().Add(100 * time.Millisecond)})
+	var te *host.TransferError
+	if !errors.As(err, &te) || te.State != host.StateTimeout || !strings.Contains(err.Error(), "staging pool exhausted") {
+		t.Fatalf("err = %v, want TIMEOUT with the pool exhausted", err)
+	}
+	if err := <-slow; err != nil {
+		t.Fatalf("the slow request: %v", err)
+	}
+	if !bytes.Equal(dstMem, src.view) {
+		t.Fatal("the slow request's bytes differ")
+	}
+}
+
+// TestStagedDevicePluginKilled: the device plugin killed (kill -9) under
+// a staged request ends it FAILED naming the device hop, or COMPLETED,
+// never a hang; the plugin is started again on next use.
+func TestStagedDevicePluginKilled(t *testing.T) {
+	ctx := context.Background()
+	a := newSimdevEngine(t, "kill-a", "", `copy_bandwidth = "20MB/s"`)
+	b := newSimdevEngine(t, "kill-b", a.MetastoreURL(), "")
+	src := newSimBuffer(t, a, "cuda", 8<<20, host.LocalOnly)
+	dst := newSimBuffer(t, b, "cuda", 8<<20, host.RemoteReadWrite)
+	seg, err := a.OpenSegment(ctx, "kill-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := host.DevicePID(a, "simdev")
+	done := make(chan error, 1)
+	go func() {
+		done <- a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, 8<<20), Segment: seg.ID, Remote: dst.base})
+	}()
+	waitFor(t, 10*time.Second, "the staged request to start", func() bool { return host.StagingSlotsInUse(a) > 0 })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the staged request did not end after its device plugin was killed")
+	}
+	if err == nil {
+		t.Fatal("completed although the plugin that owned the source memory died (its simulated memory went with it)")
+	}
+	var te *host.TransferError
+	if !errors.As(err, &te) || te.State != host.StateFailed || !strings.Contains(err.Error(), "device plugin simdev") {
+		t.Fatalf("err = %v, want FAILED naming the device plugin", err)
+	}
+	// Started again on next use: the lost memory is unregistered, and
+	// new device memory moves.
+	if err := a.UnregisterDevice(ctx, src.base); err != nil {
+		t.Fatal(err)
+	}
+	src2 := newSimBuffer(t, a, "cuda", 1<<20, host.LocalOnly)
+	copy(src2.view, pattern(len(src2.view), 0, 3))
+	if err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src2.local(0, 1<<20), Segment: seg.ID, Remote: dst.base}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.view[:1<<20], src2.view) {
+		t.Fatal("bytes differ after the restart")
+	}
+	if host.DevicePID(a, "simdev") == pid {
+		t.Fatal("the same device plugin process after the kill")
 	}
 }

@@ -82,6 +82,11 @@ type Region struct {
 	Plugin string // the device plugin that imported it
 	Handle sdk.Handle
 	Perm   sdk.Perm
+	// Lost says why the region's memory is gone, "" while it is not: its
+	// handle no longer opened when the plugin was started again (the
+	// memory was the dead plugin's own allocation). Requests on it fail
+	// with this reason until it is unregistered.
+	Lost string
 }
 
 // Name is how errors and explanations name the region's device:
@@ -154,7 +159,12 @@ func (s *Set) get(ctx context.Context, p *plugin) (*Proc, error) {
 		if pr := p.proc; pr != nil {
 			select {
 			case <-pr.Exited:
-				p.proc = nil // died: start it again below
+				// Died: its client is let go of (outside the lock), and
+				// it is started again below.
+				p.proc = nil
+				s.mu.Unlock()
+				pr.Kill()
+				continue
 			default:
 				s.mu.Unlock()
 				return pr, nil
@@ -217,11 +227,33 @@ func (s *Set) start(ctx context.Context, p *plugin, hosts []hostReg, regions []R
 			return nil, fmt.Errorf("%w: device plugin %q (restarted): register host region %d again: %w", ErrUnavailable, p.name, h.region, err)
 		}
 	}
+	var lost []Region
 	for _, r := range regions {
-		if err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Import(ctx, r.ID, r.Handle) }); err != nil {
+		if r.Lost != "" {
+			continue
+		}
+		err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Import(ctx, r.ID, r.Handle) })
+		if errors.Is(err, sdk.ErrStaleHandle) {
+			r.Lost = fmt.Sprintf("its memory is gone: device plugin %s exited and the handle no longer opens (%v); unregister it and register new memory", p.name, err)
+			lost = append(lost, r)
+			continue
+		}
+		if err != nil {
 			pr.Kill()
 			return nil, fmt.Errorf("%w: device plugin %q (restarted): import %s region %d again: %w", ErrUnavailable, p.name, r.Name(), r.ID, err)
 		}
+	}
+	if len(lost) > 0 {
+		s.mu.Lock()
+		for _, l := range lost {
+			for i := range s.regions {
+				if s.regions[i].ID == l.ID {
+					s.regions[i].Lost = l.Lost
+				}
+			}
+		}
+		s.publish()
+		s.mu.Unlock()
 	}
 	return pr, nil
 }
@@ -428,9 +460,15 @@ func (s *Set) Unregister(ctx context.Context, base uint64) (Region, error) {
 	s.regions = slices.Delete(s.regions, i, i+1)
 	s.publish()
 	s.mu.Unlock()
-	if pr := s.running(r.Plugin); pr != nil {
-		if err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Unimport(ctx, r.ID) }); err != nil {
-			return r, fmt.Errorf("device plugin %s: unimport region %d: %w", r.Plugin, r.ID, err)
+	if pr := s.running(r.Plugin); pr != nil && r.Lost == "" {
+		err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Unimport(ctx, r.ID) })
+		select {
+		case <-pr.Exited:
+			// It died meanwhile: nothing of it holds the region.
+		default:
+			if err != nil {
+				return r, fmt.Errorf("device plugin %s: unimport region %d: %w", r.Plugin, r.ID, err)
+			}
 		}
 	}
 	return r, nil
@@ -441,8 +479,13 @@ func (s *Set) running(name string) *Proc {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, p := range s.plugins {
-		if p.name == name {
-			return p.proc
+		if p.name == name && p.proc != nil {
+			select {
+			case <-p.proc.Exited:
+				return nil // gone: what it held went with it
+			default:
+				return p.proc
+			}
 		}
 	}
 	return nil
@@ -635,6 +678,7 @@ type Status struct {
 	Devices   []sdk.DeviceAttr
 	Runs      int
 	Regions   int
+	Pid       int // of the running process, 0 when none
 }
 
 // Statuses returns every configured device plugin's state.
@@ -651,7 +695,7 @@ func (s *Set) Statuses() []Status {
 			st.State = "starting"
 		case p.proc != nil:
 			st.State = "running"
-			st.Kind, st.Simulated, st.Devices = p.proc.Info.Kind, p.proc.Info.Simulated, p.proc.Devices
+			st.Kind, st.Simulated, st.Devices, st.Pid = p.proc.Info.Kind, p.proc.Info.Simulated, p.proc.Devices, p.proc.Pid
 		}
 		for _, r := range s.regions {
 			if r.Plugin == p.name {

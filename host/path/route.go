@@ -88,7 +88,10 @@ func (e *Executor) selectorFacts(r *Request, rem *remote, n uint64, cands []sele
 // host slots (staged true).
 func (e *Executor) chooseOrStage(r *Request, rem *remote, n uint64) (ps *Plugin, policy int, staged bool, err error) {
 	ps, policy, err = e.choose(r, rem, n)
-	if err == nil || e.stg.devs == nil || !errors.Is(err, ErrTransportUnavailable) || r.Transport != "" && !errors.Is(err, selector.ErrNoTransport) {
+	// A hinted transport that cannot reach device memory may still
+	// carry the staged request between host slots: the hint then names
+	// the network hop's transport.
+	if err == nil || e.stg.devs == nil || !errors.Is(err, selector.ErrNoTransport) && !errors.Is(err, selector.ErrUnreachable) {
 		return ps, policy, false, err
 	}
 	if why := e.stagingWhy(r, rem); why != "" {

@@ -242,6 +242,9 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 	n := uint64(len(r.Local))
 	laddr := uint64(addr(r.Local))
 	lreg, loff, localDev := e.devs().Lookup(laddr, n)
+	if localDev && lreg.Lost != "" {
+		return nil, staging.Plan{}, fmt.Errorf("%w: local %s: %s", ErrNotRegistered, lreg.Name(), lreg.Lost)
+	}
 	rk := remoteKind(r, j.rem)
 	remoteDev := isDevice(rk)
 	pool, _, poolRegion, _ := e.stg.current()
@@ -383,6 +386,9 @@ func (c stagingCopier) region(at, n uint64, write bool, what string) (device.Reg
 	r, off, ok := c.e.devs().Lookup(at, n)
 	if !ok {
 		return r, 0, fmt.Errorf("%w: %#x+%d", control.ErrStageNoDevice, at, n)
+	}
+	if r.Lost != "" {
+		return r, 0, fmt.Errorf("%w: %s at %#x: %s", control.ErrStageNoDevice, r.Name(), at, r.Lost)
 	}
 	if write && !r.Perm.AllowsRemoteWrite() || !write && !r.Perm.AllowsRemoteRead() {
 		return r, 0, fmt.Errorf("%w: %s at %#x+%d: %s does not allow it (registered %s)", control.ErrStageNoDevice, what, at, n, r.Name(), r.Perm)
