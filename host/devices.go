@@ -12,6 +12,7 @@ import (
 
 	hclog "github.com/hashicorp/go-hclog"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/device"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/staging"
@@ -308,4 +309,45 @@ func (c deviceClient) Copy(ctx context.Context, copies []sdk.DeviceCopy) ([]devi
 		out[i] = device.CopyResult{Status: r.Status, Bytes: r.Bytes}
 	}
 	return out, err
+}
+
+// DeviceProbe is what ProbeDevices found of one device block.
+type DeviceProbe struct {
+	Name, Path string
+	Available  bool
+	Reason     string // why not, or why it failed
+	Failed     bool   // the binary did not start or answer
+	Kind       sdk.MemoryKind
+	Simulated  bool
+	Devices    []sdk.DeviceAttr
+}
+
+// ProbeDevices starts each enabled device plugin of cfg alone, asks
+// what it drives here, and stops it: what `ferry doctor` reports.
+func ProbeDevices(ctx context.Context, cfg *config.Config) []DeviceProbe {
+	dir := ""
+	if cfg.File != "" {
+		dir = filepath.Dir(cfg.File)
+	}
+	var out []DeviceProbe
+	for _, d := range cfg.Devices {
+		if !d.Enabled {
+			continue
+		}
+		spec := loader.Spec{Name: d.Name, Path: loader.ResolveDevice(d.Name, d.Path, cfg.PluginDir, dir), SHA256: d.SHA256}
+		start := sdk.StartConfig{Engine: cfg.Name, MachineID: cfg.MachineID, Config: d.Body, ConfigFile: d.BodyFile, ConfigLine: d.BodyLine, ConfigColumn: d.BodyColumn, ConfigByte: d.BodyByte}
+		p := DeviceProbe{Name: d.Name, Path: spec.Path}
+		pr, err := launchDevice(ctx, spec, start, hclog.NewNullLogger())
+		switch {
+		case err != nil:
+			p.Failed, p.Reason = true, err.Error()
+		case !pr.Probe.Available:
+			p.Reason = pr.Probe.Reason
+		default:
+			p.Available, p.Kind, p.Simulated, p.Devices = true, pr.Info.Kind, pr.Info.Simulated, pr.Devices
+			pr.Kill()
+		}
+		out = append(out, p)
+	}
+	return out
 }

@@ -67,6 +67,47 @@ type EngineStatus struct {
 	Credit []CreditStats `json:"credit,omitempty"`
 	// Notifications counts the notifications sent and received.
 	Notifications NotificationStats `json:"notifications"`
+	// Devices are the configured device plugins (device blocks): not
+	// started until device memory is first used, running with their
+	// devices, or unavailable with the reason. Staging is the staging
+	// pool, once device memory made the engine allocate it.
+	Devices []DeviceStatus `json:"devices,omitempty"`
+	Staging *StagingStatus `json:"staging,omitempty"`
+}
+
+// DeviceStatus is one configured device plugin.
+type DeviceStatus struct {
+	Name      string `json:"name"`
+	State     string `json:"state"` // "not started", "running", "unavailable: <reason>"
+	Kind      string `json:"kind,omitempty"`
+	Simulated bool   `json:"simulated,omitempty"`
+	Pid       int    `json:"pid,omitempty"`
+	Runs      int    `json:"runs"`
+	// Regions is how many registered device ranges it imported.
+	Regions int                `json:"regions"`
+	Devices []DeviceAttrStatus `json:"devices,omitempty"`
+}
+
+// DeviceAttrStatus is one device of a device plugin.
+type DeviceAttrStatus struct {
+	Index    int    `json:"index"`
+	Name     string `json:"name"`
+	UUID     string `json:"uuid,omitempty"`
+	PCIBusID string `json:"pci_bus_id,omitempty"`
+	NUMANode int    `json:"numa_node"`
+	Memory   uint64 `json:"memory"`
+	Peers    []int  `json:"peers,omitempty"`
+	Link     string `json:"link,omitempty"`
+}
+
+// StagingStatus is the staging pool: its slots, how many are out (this
+// engine's staged requests and its peers'), and how often a request
+// waited for one.
+type StagingStatus struct {
+	Slots    int    `json:"slots"`
+	SlotSize uint64 `json:"slot_size"`
+	Used     int    `json:"used"`
+	Waits    uint64 `json:"waits"`
 }
 
 // StatusFormat is the version of EngineStatus's JSON form. Fields added
@@ -126,6 +167,18 @@ func (e *Engine) Status(ctx context.Context, opts ...StatusOption) EngineStatus 
 		for _, s := range e.trace.Stories() {
 			st.Traces = append(st.Traces, taskTrace(s))
 		}
+	}
+	for _, d := range e.devs.Statuses() {
+		ds := DeviceStatus{Name: d.Name, State: d.State, Kind: string(d.Kind), Simulated: d.Simulated, Pid: d.Pid, Runs: d.Runs, Regions: d.Regions}
+		for _, a := range d.Devices {
+			ds.Devices = append(ds.Devices, DeviceAttrStatus{Index: a.Index, Name: a.Name, UUID: a.UUID, PCIBusID: a.PCIBusID, NUMANode: a.NUMANode,
+				Memory: a.Memory, Peers: a.Peers, Link: a.Link})
+		}
+		st.Devices = append(st.Devices, ds)
+	}
+	if pool, _ := e.x.StagingPool(); pool != nil {
+		ps := pool.Stats()
+		st.Staging = &StagingStatus{Slots: ps.Slots, SlotSize: pool.SlotSize(), Used: ps.Used, Waits: ps.Waits}
 	}
 	for _, c := range e.x.CreditStats() {
 		st.Credit = append(st.Credit, CreditStats{Segment: c.Segment, Window: c.Window, Requests: c.Requests, InUse: c.InUse, InFlight: c.InFlight,

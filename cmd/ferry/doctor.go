@@ -55,6 +55,7 @@ func cmdDoctor(args []string) error {
 	ctx := context.Background()
 	var out []finding
 	out = append(out, pluginFindings(ctx, cfg)...)
+	out = append(out, deviceFindings(ctx, cfg)...)
 	out = append(out, metastoreFinding(ctx, cfg))
 	out = append(out, hostFindings(os.ReadFile)...)
 	if *peer != "" {
@@ -126,6 +127,37 @@ func pluginFindings(ctx context.Context, cfg *config.Config) []finding {
 	}
 	if len(out) == 0 {
 		out = append(out, finding{Area: "plugin", Item: "-", Status: statusFail, Detail: "no plugin is enabled", Fix: "enable at least one transport plugin block"})
+	}
+	return out
+}
+
+// deviceFindings starts each enabled device plugin of cfg alone and
+// reports what it drives: a GPU machine's devices, or why there are none
+// (a warning: the engine runs on host memory without them).
+func deviceFindings(ctx context.Context, cfg *config.Config) []finding {
+	var out []finding
+	for _, p := range host.ProbeDevices(ctx, cfg) {
+		f := finding{Area: "device", Item: p.Name}
+		switch {
+		case p.Failed:
+			f.Status, f.Detail = statusFail, p.Reason
+			f.Fix = "build the device plugins (make build), point plugin_dir or the block's path at them; or disable the block (enabled = false)"
+		case !p.Available:
+			f.Status, f.Detail = statusWarn, "unavailable: "+p.Reason
+			f.Fix = "this machine lacks the driver or device; GPU memory of this kind cannot be registered, host memory moves as before"
+		default:
+			f.Status = statusOK
+			var devs []string
+			for _, d := range p.Devices {
+				devs = append(devs, fmt.Sprintf("%d: %s, %s, numa %d", d.Index, d.Name, sizeText(d.Memory), d.NUMANode))
+			}
+			kind := string(p.Kind)
+			if p.Simulated {
+				kind += " (simulated)"
+			}
+			f.Detail = fmt.Sprintf("%s, %d devices [%s], %s", kind, len(p.Devices), strings.Join(devs, "; "), p.Path)
+		}
+		out = append(out, f)
 	}
 	return out
 }

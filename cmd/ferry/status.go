@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/control"
 )
 
@@ -204,6 +205,25 @@ func printFlows(w io.Writer, tw *tabwriter.Writer, st host.EngineStatus) {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", c.Segment, c.Window, c.Requests, c.InUse, c.InFlight, c.Grants, c.Refused, c.Waits, c.Resets)
 		}
 		tw.Flush()
+	}
+	if len(st.Devices) > 0 {
+		fmt.Fprintln(w, "\ndevices:")
+		fmt.Fprintln(tw, "PLUGIN\tSTATE\tKIND\tREGIONS\tDEVICES")
+		for _, d := range st.Devices {
+			kind := d.Kind
+			if d.Simulated {
+				kind += " (simulated)"
+			}
+			var devs []string
+			for _, a := range d.Devices {
+				devs = append(devs, fmt.Sprintf("%d:%s %s numa %d", a.Index, a.Name, selector.FormatSize(a.Memory), a.NUMANode))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", d.Name, d.State, kind, d.Regions, strings.Join(devs, "; "))
+		}
+		tw.Flush()
+	}
+	if s := st.Staging; s != nil {
+		fmt.Fprintf(w, "staging: %d of %d slots of %s in use, %d waits for a slot\n", s.Used, s.Slots, selector.FormatSize(s.SlotSize), s.Waits)
 	}
 	n := st.Notifications
 	fmt.Fprintf(w, "\nnotifications: %d sent, %d send failed, %d not sent; %d received, %d duplicates, %d refused, %d forged, %d invalid; %d status calls denied\n",
