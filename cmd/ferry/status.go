@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/host"
-	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/control"
+	"github.com/ferrydev/ferry/host/selector"
 )
 
 // statusFlags are the flags of status and top: which engine, and the
