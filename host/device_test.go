@@ -343,3 +343,53 @@ func TestStagedDevicePluginKilled(t *testing.T) {
 		t.Fatal("the same device plugin process after the kill")
 	}
 }
+
+// TestNvlinkMovesDeviceMemoryDirectly: with plugins/nvlink configured,
+// device memory of two engines on one machine moves through it (its
+// simulated backend opens the simulated device's handles), not staged.
+func TestNvlinkMovesDeviceMemoryDirectly(t *testing.T) {
+	ctx := context.Background()
+	withNvlink := func(cfg *config.Config) *config.Config {
+		cfg.Plugins = append(cfg.Plugins, config.Plugin{Name: "nvlink", Enabled: true, BodyFile: "test", BodyLine: 1, BodyColumn: 1})
+		return cfg
+	}
+	a, err := host.New(ctx, withNvlink(simdevConfig("nvl-a", "", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := host.New(ctx, withNvlink(simdevConfig("nvl-b", a.MetastoreURL(), "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	const n = 9<<20 + 13
+	src := newSimBuffer(t, a, "cuda:0", n, host.LocalOnly)
+	dst := newSimBuffer(t, b, "cuda:1", n, host.RemoteReadWrite)
+	copy(src.view, pattern(n, 0, 77))
+	seg, err := a.OpenSegment(ctx, "nvl-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := host.Request{Op: host.Write, Local: src.local(0, n), Segment: seg.ID, Remote: dst.base}
+	text, err := a.Explain(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "nvlink: taken") || strings.Contains(text, "staged") {
+		t.Fatalf("want nvlink taken and nothing staged:\n%s", text)
+	}
+	if err := a.Transfer(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.view, src.view) {
+		t.Fatal("bytes differ")
+	}
+	clear(src.view)
+	if err := a.Transfer(ctx, host.Request{Op: host.Read, Local: src.local(0, n), Segment: seg.ID, Remote: dst.base}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(dst.view, src.view) {
+		t.Fatal("bytes differ after the read back")
+	}
+}

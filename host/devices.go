@@ -133,6 +133,23 @@ func (e *Engine) deviceRegistered(ctx context.Context, r device.Region) error {
 	return nil
 }
 
+// replayDevices gives a restarted transport that moves device memory
+// (nvlink) the device ranges registered with it before.
+func (e *Engine) replayDevices(ctx context.Context, p *loader.Plugin) error {
+	if !p.Implements(sdk.InterfaceDeviceImporter) {
+		return nil
+	}
+	for _, r := range e.devs.Regions() {
+		if r.Lost != "" {
+			continue
+		}
+		if err := p.Client.RegisterDevice(ctx, r.ID, r.Perm, r.Kind, r.Handle); err != nil {
+			return fmt.Errorf("register %s region %d again: %w", r.Name(), r.ID, err)
+		}
+	}
+	return nil
+}
+
 // stagingPool returns the engine's staging pool and its host region,
 // allocating and registering it (with every transport, for peers' reads
 // and writes of its slots) the first time.

@@ -337,6 +337,9 @@ func (e *Engine) startPlugin(ctx context.Context, pc config.Plugin) {
 			if err := e.mem.Replay(ctx, pluginPort{name: ps.Name(), p: r.Proc}); err != nil {
 				return err
 			}
+			if err := e.replayDevices(ctx, r.Proc); err != nil {
+				return err
+			}
 			if err := e.segs.Replay(ctx, int(ps.Index()), ps.Name(), r.Proc.Client.OpenPeer); err != nil {
 				return err
 			}
