@@ -107,7 +107,7 @@ func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, e
 		return 0, fmt.Errorf("%w: register: unknown permission %d", ErrInvalid, perm)
 	}
 	p, n := addr(buf), uintptr(len(buf))
-	if e.devs.Configured() && !localmem.Mapped(p) {
+	if e.devs.Configured() && !localmem.Mapped(p) && !localmem.Mapped(p+n-1) {
 		// Not host memory of this process: device memory, if a device
 		// plugin knows the address (as Mooncake detects a GPU pointer).
 		return e.RegisterDevice(ctx, DeviceBuffer{Addr: uint64(p), Length: uint64(n)}, perm)
