@@ -327,7 +327,7 @@ typedef struct ferry_device_handle {
                               "hip-ipc", "sim" */
     int32_t device;        /* the exporting device's index */
     uint32_t data_len;     /* bytes of data used, 1..FERRY_DEVICE_HANDLE_MAX */
-    uint8_t data[FERRY_DEVICE_HANDLE_MAX]; /* the handle itself (64 bytes
+    uint8_t data[128];     /* FERRY_DEVICE_HANDLE_MAX: the handle (64 bytes
                               for cuda-ipc; for "sim": pid u32, fd u32,
                               allocation id u64, little-endian) */
     uint64_t size;         /* bytes of the whole exported allocation */
