@@ -15,7 +15,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry-plugin-shm", "ferry-plugin-tcp"}}
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-shm", "ferry-plugin-tcp", "ferry-device-simdev"}}
 	os.Exit(build.Run(m, func(dir string) {
 		bin = dir
 		// The C programs find the plugins as an embedding application
@@ -81,6 +81,16 @@ func TestCABI(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("the C test did not print %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestCDevice runs examples/c/device_test.c: simulated GPU memory
+// (plugins/simdev) allocated, mapped through its handle, registered and
+// moved GPU to remote GPU and back, staged over tcp; bad registrations.
+func TestCDevice(t *testing.T) {
+	out := run(t, compile(t, "device_test"))
+	if !strings.Contains(out, "device_test: ok") {
+		t.Errorf("the C device test printed:\n%s", out)
 	}
 }
 

@@ -70,7 +70,7 @@ func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
 		engines.m = make(map[uint64]*engine)
 	}
 	engines.next++
-	en := &engine{h: engines.next, e: e, allocs: make(map[uintptr][]byte), batches: make(map[uint64]host.BatchID), blocks: make(map[uint64]*host.BlockList)}
+	en := &engine{h: engines.next, e: e, allocs: make(map[uintptr][]byte), devAllocs: make(map[uint64]host.DeviceMemory), batches: make(map[uint64]host.BatchID), blocks: make(map[uint64]*host.BlockList)}
 	engines.m[en.h] = en
 	engines.Unlock()
 	*out = C.ferry_engine_t(en.h)

@@ -118,6 +118,21 @@ int ferry_free(ferry_engine_t e, void *ptr) { return ferry_go_free(e, ptr); }
 int ferry_register(ferry_engine_t e, void *ptr, size_t len, int perm, uint64_t *remote_addr) {
     return ferry_go_register(e, ptr, len, perm, remote_addr);
 }
+// Device addresses cross as numbers: they are not this process's memory.
+int ferry_register_device(ferry_engine_t e, void *ptr, size_t len, const char *kind, int perm,
+                          const ferry_device_handle_t *handle, uint64_t *out_base) {
+    return ferry_go_register_device(e, (uint64_t)(uintptr_t)ptr, len, (char *)kind, perm,
+                                    (ferry_device_handle_t *)handle, out_base);
+}
+int ferry_unregister_device(ferry_engine_t e, void *ptr) {
+    return ferry_go_unregister_device(e, (uint64_t)(uintptr_t)ptr);
+}
+int ferry_allocate_device(ferry_engine_t e, const char *kind, size_t size, ferry_device_memory_t *out) {
+    return ferry_go_allocate_device(e, (char *)kind, size, out);
+}
+int ferry_free_device(ferry_engine_t e, void *addr) {
+    return ferry_go_free_device(e, (uint64_t)(uintptr_t)addr);
+}
 int ferry_unregister(ferry_engine_t e, void *ptr) { return ferry_go_unregister(e, ptr); }
 int ferry_register_batch(ferry_engine_t e, void *const *ptrs, const size_t *lens, size_t n,
                          const int *perms, size_t nperms) {

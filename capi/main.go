@@ -32,11 +32,13 @@ type engine struct {
 	h uint64
 	e *host.Engine
 
-	mu      sync.Mutex
-	next    uint64 // the last batch or block-list handle handed out
-	allocs  map[uintptr][]byte
-	batches map[uint64]host.BatchID
-	blocks  map[uint64]*host.BlockList
+	mu     sync.Mutex
+	next   uint64 // the last batch or block-list handle handed out
+	allocs map[uintptr][]byte
+	// devAllocs is the memory of ferry_allocate_device, by address.
+	devAllocs map[uint64]host.DeviceMemory
+	batches   map[uint64]host.BatchID
+	blocks    map[uint64]*host.BlockList
 }
 
 // engines maps the live handles; next is the last handed out. A handle

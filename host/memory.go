@@ -130,8 +130,15 @@ func (e *Engine) Register(ctx context.Context, buf []byte, perm Perm) (uint64, e
 }
 
 // Unregister removes the registration that starts at buf.
+//
+// A buf that starts a device registration (Register of a device address,
+// or RegisterDevice) removes that one, as UnregisterDevice does.
 func (e *Engine) Unregister(ctx context.Context, buf []byte) error {
-	return e.unregister(ctx, uint64(addr(buf)))
+	base := uint64(addr(buf))
+	if _, off, ok := e.devs.Lookup(base, 1); ok && off == 0 {
+		return e.UnregisterDevice(ctx, base)
+	}
+	return e.unregister(ctx, base)
 }
 
 func (e *Engine) unregister(ctx context.Context, base uint64) error {

@@ -83,7 +83,7 @@
 extern "C" {
 #endif
 
-#define FERRY_ABI_VERSION 2
+#define FERRY_ABI_VERSION 3
 
 /* ---- error codes ------------------------------------------------------ */
 
@@ -301,6 +301,84 @@ int ferry_register_batch(ferry_engine_t e, void *const *ptrs,
  * ptrs. When one is not the start of a registered buffer, none is
  * removed. */
 int ferry_unregister_batch(ferry_engine_t e, void *const *ptrs, size_t n);
+
+/* ---- device memory (ABI version 3) ----------------------------------- */
+
+/* Device memory (a GPU's) is registered by its device address with a kind
+ * ("cuda", "cuda:1", "rocm:0"; NULL or "" asks the engine's device plugins
+ * which it is) and, where the application made the export, a handle. A
+ * device plugin serves the kind: the configuration's device blocks
+ * (docs/config.md). Requests name device memory as they name host memory:
+ * ferry_request_t.source (or ferry_transfer_sync's local) is the device
+ * address; the engine never dereferences it. Where no transport moves
+ * device memory directly, the engine stages it through host memory (the
+ * staging block). ferry_register of an address that is not host memory of
+ * this process is ferry_register_device with no kind and no handle, and
+ * ferry_unregister of the start of a device registration removes it. */
+
+/* The most bytes a device handle's data holds. */
+#define FERRY_DEVICE_HANDLE_MAX 128
+
+/* A device range exported to other processes: what cuIpcGetMemHandle,
+ * cuMemExportToShareableHandle or hipIpcGetMemHandle made, or what
+ * ferry_allocate_device returns. A plain value: copy it freely. */
+typedef struct ferry_device_handle {
+    char type[16];         /* NUL-terminated: "cuda-ipc", "cuda-fd",
+                              "hip-ipc", "sim" */
+    int32_t device;        /* the exporting device's index */
+    uint32_t data_len;     /* bytes of data used, 1..FERRY_DEVICE_HANDLE_MAX */
+    uint8_t data[128];     /* FERRY_DEVICE_HANDLE_MAX: the handle (64 bytes
+                              for cuda-ipc; for "sim": pid u32, fd u32,
+                              allocation id u64, little-endian) */
+    uint64_t size;         /* bytes of the whole exported allocation */
+    uint64_t offset;       /* where the range starts in the allocation */
+    uint64_t length;       /* the range's bytes */
+} ferry_device_handle_t;
+
+/* Device memory from ferry_allocate_device. A plain value. */
+typedef struct ferry_device_memory {
+    void *addr;            /* the device address: register it, name it in
+                              requests; never dereference it */
+    uint64_t size;
+    char kind[32];         /* NUL-terminated: "cuda:0" */
+    ferry_device_handle_t handle; /* exports the whole allocation: map it
+                              with the device's own driver */
+} ferry_device_memory_t;
+
+/* ferry_register_device registers len bytes of device memory at ptr so
+ * that requests (and, per perm, peers) can use them. kind: "cuda",
+ * "cuda:N", "rocm", "rocm:N", or NULL/"" for the device plugins to find
+ * it. handle, when not NULL, exports the range (its length must be len):
+ * needed for memory of the application's own driver (cudaMalloc, as
+ * PyTorch allocates) that a plugin in another process cannot look into;
+ * NULL for memory of ferry_allocate_device or a device whose plugin finds
+ * it. *out_base, when not NULL, is set to the address peers use (ptr).
+ * Nothing is registered on an error: FERRY_ERR_INVALID for memory that is
+ * not device memory, a device index that is not the memory's, a bad or
+ * stale handle, or an unknown kind; FERRY_ERR_UNAVAILABLE when no device
+ * plugin serves the kind here. The message names the kind, the device
+ * and the plugin. */
+int ferry_register_device(ferry_engine_t e, void *ptr, size_t len,
+                          const char *kind, int perm,
+                          const ferry_device_handle_t *handle,
+                          uint64_t *out_base);
+
+/* ferry_unregister_device removes the device registration that starts at
+ * ptr. */
+int ferry_unregister_device(ferry_engine_t e, void *ptr);
+
+/* ferry_allocate_device has the device plugin of kind ("cuda", "cuda:1")
+ * allocate size (> 0) bytes of device memory and fills *out: its address,
+ * size, kind and a handle that exports it, for the application to map
+ * with its own driver. It is not registered yet. It is freed by
+ * ferry_free_device or ferry_destroy_engine. */
+int ferry_allocate_device(ferry_engine_t e, const char *kind, size_t size,
+                          ferry_device_memory_t *out);
+
+/* ferry_free_device frees memory of ferry_allocate_device (addr is its
+ * out->addr). Unregister it first. Mappings the application made of its
+ * handle stay valid until it unmaps them; new opens of the handle fail. */
+int ferry_free_device(ferry_engine_t e, void *addr);
 
 /* ---- segments --------------------------------------------------------- */
 

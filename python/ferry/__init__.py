@@ -34,11 +34,12 @@ from .errors import (
     Unavailable,
     Unimplemented,
 )
+from .device import DeviceHandle, DeviceMemory, DeviceSpan
 from .memory import Memory, Registration
 from .values import BatchStatus, BlockLayout, BufferInfo, Notification, Op, Perm, Priority, Request, State, TaskStatus
 
 __all__ = [
-    "Engine", "Segment", "Memory", "Registration", "Batch", "BlockList",
+    "Engine", "Segment", "Memory", "Registration", "Batch", "BlockList", "DeviceMemory", "DeviceSpan", "DeviceHandle",
     "Op", "Perm", "Priority", "State", "Request", "TaskStatus", "BatchStatus", "BufferInfo",
     "Notification", "BlockLayout", "version", "library_path", "library_candidates", "errors",
     "FerryError", "InvalidRequest", "NotRegistered", "OutOfBounds", "PermissionDenied", "SegmentNotFound",

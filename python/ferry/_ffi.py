@@ -26,7 +26,7 @@ import cffi
 
 from . import errors
 
-ABI_VERSION = 2  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync)
+ABI_VERSION = 3  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync, 3: device memory)
 
 CDEF = """
 typedef enum ferry_error {
@@ -118,6 +118,29 @@ int ferry_register_batch(ferry_engine_t e, void *const *ptrs,
                          const size_t *lens, size_t n, const int *perms,
                          size_t nperms);
 int ferry_unregister_batch(ferry_engine_t e, void *const *ptrs, size_t n);
+typedef struct ferry_device_handle {
+    char type[16];
+    int32_t device;
+    uint32_t data_len;
+    uint8_t data[128];
+    uint64_t size;
+    uint64_t offset;
+    uint64_t length;
+} ferry_device_handle_t;
+typedef struct ferry_device_memory {
+    void *addr;
+    uint64_t size;
+    char kind[32];
+    ferry_device_handle_t handle;
+} ferry_device_memory_t;
+int ferry_register_device(ferry_engine_t e, void *ptr, size_t len,
+                          const char *kind, int perm,
+                          const ferry_device_handle_t *handle,
+                          uint64_t *out_base);
+int ferry_unregister_device(ferry_engine_t e, void *ptr);
+int ferry_allocate_device(ferry_engine_t e, const char *kind, size_t size,
+                          ferry_device_memory_t *out);
+int ferry_free_device(ferry_engine_t e, void *addr);
 int ferry_open_segment(ferry_engine_t e, const char *name,
                        ferry_segment_t *out);
 int ferry_close_segment(ferry_engine_t e, ferry_segment_t seg);

@@ -11,8 +11,9 @@ import time
 import warnings
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from . import _ffi, errors
+from . import _cuda, _ffi, errors
 from ._ffi import ffi
+from .device import DeviceHandle, DeviceMemory, DeviceSpan, device_range, is_device
 from .memory import Memory, Registration, contiguous
 from .values import BlockLayout, BufferInfo, Notification, Perm, Priority, Request
 
@@ -62,6 +63,24 @@ def _span(ptr: int, length: int, what: str) -> None:
         raise errors.InvalidRequest(
             f"{what}: {length} bytes from {ptr:#x} run past the end of the address space; pass the address and length of memory you own"
         )
+
+
+_self_mem: Optional[int] = None
+
+
+def _host_mapped(ptr: int) -> bool:
+    """Whether the byte at ptr is host memory of this process (a device
+    address is not): one pread of /proc/self/mem, which fails (EIO) for
+    an unmapped address instead of faulting."""
+    global _self_mem
+    if ptr >= 1 << 63:
+        return False
+    try:
+        if _self_mem is None:
+            _self_mem = os.open("/proc/self/mem", os.O_RDONLY | os.O_CLOEXEC)
+        return len(os.pread(_self_mem, 1, ptr)) == 1
+    except OSError:
+        return _self_mem is None  # no /proc: take it as host memory, as before
 
 
 def _deadline(timeout: Optional[float]) -> int:
@@ -128,7 +147,7 @@ class Segment:
             self.close()
 
 
-Local = Union[Any, int]  # a buffer-protocol object, a Memory, or an address
+Local = Union[Any, int]  # a buffer-protocol object, a Memory, a GPU buffer or DeviceSpan, or an address
 
 
 class Engine:
@@ -353,9 +372,28 @@ class Engine:
         memory, which tcp reaches with one extra copy and shm cannot reach.
         Or give a raw ``ptr`` and ``length``. A read-only buffer cannot be
         registered for remote writes (REMOTE_READ_WRITE). See
-        :mod:`ferry.memory` for who keeps what alive."""
+        :mod:`ferry.memory` for who keeps what alive.
+
+        A GPU buffer (a CUDA tensor, anything with
+        ``__cuda_array_interface__`` or a CUDA/ROCm ``__dlpack_device__``,
+        a :class:`~ferry.device.DeviceSpan` or :class:`DeviceMemory`) is
+        registered as :meth:`register_device` does; so is a raw ``ptr``
+        that the CUDA driver (when present) says is device memory, and one
+        that is not host memory of this process (the engine's device
+        plugins identify it)."""
         self._handle()
         perm = Perm(perm)
+        if buf is not None and ptr is None and is_device(buf):
+            return self.register_device(buf, length, perm=perm)
+        device = False
+        if buf is None and isinstance(ptr, int) and ptr > 0 and isinstance(length, int) and length > 0:
+            if _cuda.export(ptr, length) is not None:
+                # This process's own CUDA memory, which the device plugins
+                # cannot look into: exported here.
+                return self.register_device(ptr, length, perm=perm)
+            # Not host memory of this process: the library asks the
+            # engine's device plugins (or refuses it without any).
+            device = not _host_mapped(ptr)
         writable = perm == Perm.REMOTE_READ_WRITE
         address, n, keep, hold = self._resolve(buf, ptr, length, writable, "register")
         if keep is not None and not writable:
@@ -373,12 +411,93 @@ class Engine:
                 ffi.release(hold)
             raise
         r = Registration(self, address, n, perm, keep, hold, writable)
+        if device:
+            r.kind = "device"
         with self._lock:
             self._regs[address] = r
             if not writable:
                 self._readonly.append(r)
             self._enlocal(r)
         return r
+
+    def register_device(self, obj: Any, length: Optional[int] = None, kind: Optional[str] = None,
+                        perm: Perm = Perm.LOCAL, *, handle: Optional[DeviceHandle] = None) -> Registration:
+        """Register device (GPU) memory: ``obj`` is a GPU buffer (a CUDA
+        tensor, anything with ``__cuda_array_interface__`` or a CUDA/ROCm
+        ``__dlpack_device__``), a :class:`DeviceMemory`, a
+        :class:`~ferry.device.DeviceSpan`, or a device address with
+        ``length``. ``kind`` ("cuda", "cuda:1", "rocm:0") overrides what
+        the object says; None lets the engine's device plugins find it.
+
+        ``handle`` exports the range for the device plugin. Without one,
+        memory of this process's own CUDA driver is exported here
+        (cuIpcGetMemHandle, :mod:`ferry._cuda`) when libcuda is present;
+        otherwise the device plugin identifies the memory itself (memory
+        of :meth:`allocate_device`, the simulated device).
+
+        The registration keeps ``obj`` referenced until unregistered;
+        requests name the memory by the object (fast path), a slice of it
+        that is a GPU buffer, a DeviceSpan or an address. Errors name what
+        failed: memory that is not device memory, a device index that is
+        not the memory's, a kind no device plugin serves here."""
+        self._handle()
+        perm = Perm(perm)
+        keep = None
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            if obj == 0:
+                raise errors.InvalidRequest("register_device: ptr is NULL")
+            if not isinstance(length, int) or length <= 0:
+                raise errors.InvalidRequest(f"register_device: length {length!r}: an address needs a positive length")
+            _span(obj, length, "register_device")
+            address, n, okind = obj, length, None
+        else:
+            address, n, okind = device_range(obj, "register_device")
+            if length is not None:
+                if length <= 0 or length > n:
+                    raise errors.InvalidRequest(f"register_device: length {length} must be in 1..{n} (the buffer's size)")
+                n = length
+            if not isinstance(obj, DeviceSpan):
+                keep = obj
+        kind = kind if kind is not None else okind
+        if handle is None and not (isinstance(obj, DeviceMemory) and obj._engine is self):
+            try:
+                handle = _cuda.export(address, n)
+            except (ValueError, RuntimeError) as e:
+                raise errors.InvalidRequest(f"register_device {n} bytes at {address:#x}: {e}") from None
+        ch = handle.to_c(ffi) if handle is not None else ffi.NULL
+        out = ffi.new("uint64_t *")
+        self._call(
+            f"register_device {n} bytes at {address:#x} ({kind or 'kind unknown'})",
+            self._lib.ferry_register_device, self._handle(), ffi.cast("void *", address), n,
+            _cstr(kind), int(perm), ch, out,
+        )
+        r = Registration(self, int(out[0]), n, perm, keep, None, True)
+        r.kind = kind or "device"
+        with self._lock:
+            self._regs[r.address] = r
+            if keep is not None:
+                self._locals[id(keep)] = (keep, r.address, n, True, None)
+        return r
+
+    def allocate_device(self, kind: str, size: int) -> DeviceMemory:
+        """``size`` bytes of device memory from the device plugin of
+        ``kind`` ("cuda", "cuda:1"), with the handle that exports it; not
+        registered yet. :meth:`DeviceMemory.map` maps a simulated device's
+        (tests); a real GPU's is mapped by the application's driver."""
+        self._handle()
+        if not isinstance(size, int) or size <= 0:
+            raise errors.InvalidRequest(f"allocate_device: size {size!r} must be a positive number of bytes")
+        if not kind:
+            raise errors.InvalidRequest("allocate_device: name the kind (\"cuda\", \"cuda:0\", \"rocm:1\")")
+        out = ffi.new("ferry_device_memory_t *")
+        self._call(f"allocate_device {size} bytes of {kind}", self._lib.ferry_allocate_device, self._handle(),
+                   kind.encode(), size, out)
+        return DeviceMemory(self, int(ffi.cast("uintptr_t", out.addr)), int(out.size), ffi.string(out.kind).decode(),
+                            DeviceHandle.from_c(ffi, out.handle))
+
+    def _free_device(self, m: DeviceMemory) -> None:
+        self._call(f"free_device {m.addr:#x}", self._lib.ferry_free_device, self._handle(), ffi.cast("void *", m.addr))
+        m.freed = True
 
     def register_batch(self, bufs: Sequence[Any], perms: Union[Perm, Sequence[Perm]] = Perm.LOCAL) -> List[Registration]:
         """Register many buffers in one call, all or nothing. ``bufs`` are
@@ -437,6 +556,8 @@ class Engine:
                 raise errors.InvalidRequest(f"{what}: NULL address")
             _span(x, 1, what)
             return x
+        if is_device(x):
+            return device_range(x, what)[0]
         c, address, _ = contiguous(x, False, what)
         ffi.release(c)
         return address
@@ -573,6 +694,13 @@ class Engine:
             if n <= 0 or n > local.size:
                 raise errors.InvalidRequest(f"{what}: length {n} must be in 1..{local.size} (the memory's size)")
             return local.address, n, local
+        if is_device(local):
+            address, n, _ = device_range(local, what)
+            if length is not None:
+                if length <= 0 or length > n:
+                    raise errors.InvalidRequest(f"{what}: length {length} must be in 1..{n} (the device range's size)")
+                n = length
+            return address, n, local
         c, address, n = contiguous(local, op == 0, what)
         if length is not None:
             if length <= 0 or length > n:

@@ -163,9 +163,13 @@ class Registration:
         self._hold = hold  # the exported buffer (cffi), or None
         self.writable = writable
         self.registered = True
+        #: "cpu", or the device memory's kind ("cuda:0"; "device" when
+        #: the device plugins found it)
+        self.kind = "cpu"
 
     def __repr__(self) -> str:
-        return f"<ferry.Registration {self.length} bytes at {self.address:#x} {self.perm.name}>"
+        where = "" if self.kind == "cpu" else f" on {self.kind}"
+        return f"<ferry.Registration {self.length} bytes at {self.address:#x}{where} {self.perm.name}>"
 
     def contains(self, address: int, length: int) -> bool:
         return self.address <= address and address + length <= self.address + self.length

@@ -32,7 +32,7 @@ import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from . import _ffi, errors
+from . import _cuda, _ffi, errors
 from ._ffi import ffi
 from .engine import Engine, Segment
 from .memory import Memory, Registration
@@ -279,19 +279,29 @@ class TransferEngine:
 
     # ---- memory ---------------------------------------------------------------
 
+    def _register(self, e: Engine, ptr: int, n: int, location: str) -> Registration:
+        kind = _device_kind(location)
+        if kind is None:
+            return e.register(ptr=ptr, length=n, perm=Perm.REMOTE_READ_WRITE)
+        return e.register_device(ptr, n, kind=kind, perm=Perm.REMOTE_READ_WRITE)
+
     def register_memory(self, buffer_addr: int, capacity: int, location: str = "*") -> int:
         """Register ``capacity`` bytes at ``buffer_addr`` for local use and
         for peers' reads and writes (Mooncake's buffers are remote
-        read-write). ``location`` is not used: Ferry finds where the memory
-        is. The range must stay allocated until :meth:`unregister_memory`.
-        0 on success."""
+        read-write). ``location`` is Mooncake's: "cpu" / "cpu:N" for host
+        memory, "cuda:N" (or "rocm:N") for GPU memory of that device, "*"
+        to find out: a pointer the CUDA driver knows as device memory, or
+        one that is not host memory of this process, is registered as
+        device memory (the engine needs a ``device`` block, passed in
+        ``extra_config``). The range must stay allocated until
+        :meth:`unregister_memory`. 0 on success."""
         try:
-            r = self._e().register(ptr=buffer_addr, length=capacity, perm=Perm.REMOTE_READ_WRITE)
+            r = self._register(self._e(), buffer_addr, capacity, location)
             with self._lock:
                 self._regs[r.address] = r
             return 0
         except errors.FerryError as e:
-            return self._fail(f"register_memory {capacity} bytes at {buffer_addr:#x}" if isinstance(buffer_addr, int) else "register_memory", e)
+            return self._fail(f"register_memory {capacity} bytes at {buffer_addr:#x} ({location})" if isinstance(buffer_addr, int) else "register_memory", e)
 
     def unregister_memory(self, buffer_addr: int) -> int:
         """Remove the registration that starts at ``buffer_addr``."""
@@ -308,7 +318,20 @@ class TransferEngine:
         try:
             if len(buffer_addresses) != len(capacities):
                 raise errors.InvalidRequest(f"batch_register_memory: {len(buffer_addresses)} addresses and {len(capacities)} capacities")
-            rs = self._e().register_batch(list(zip(buffer_addresses, capacities)), Perm.REMOTE_READ_WRITE)
+            e = self._e()
+            if _device_kind(location) is not None or (location in ("*", "") and any(
+                    _cuda.export(a, n) is not None for a, n in zip(buffer_addresses, capacities))):
+                # Device memory: one registration each, undone on a refusal.
+                rs = []
+                try:
+                    for a, n in zip(buffer_addresses, capacities):
+                        rs.append(self._register(e, a, n, location))
+                except errors.FerryError:
+                    for r in rs:
+                        e.unregister(r)
+                    raise
+            else:
+                rs = e.register_batch(list(zip(buffer_addresses, capacities)), Perm.REMOTE_READ_WRITE)
             with self._lock:
                 for r in rs:
                     self._regs[r.address] = r
@@ -603,21 +626,64 @@ class TransferEngine:
         """Not supported: a pointer to Mooncake's C++ engine."""
         return self._unsupported("get_engine_ptr")
 
-    def transfer_write_on_cuda(self, *args: Any, **kw: Any) -> None:
-        """Not supported: Ferry does not enqueue transfers on CUDA streams."""
-        self._unsupported("transfer_write_on_cuda")
+    # ---- transfers ordered with a CUDA stream ------------------------------------
 
-    def transfer_read_on_cuda(self, *args: Any, **kw: Any) -> None:
-        """Not supported (see transfer_write_on_cuda)."""
-        self._unsupported("transfer_read_on_cuda")
+    def _on_cuda(self, what: str, target: str, op: Op, buffers: Sequence[int], peers: Sequence[int],
+                 lengths: Sequence[int], stream_ptr: int, transport_hint: str) -> None:
+        # Mooncake enqueues the transfer as a host function on the stream
+        # (cudaLaunchHostFunc) and returns; here the stream's queued work
+        # is waited for first, then the transfer runs to the end before
+        # the call returns. The order is the same: after what the stream
+        # had queued, before what is queued after the call.
+        try:
+            _cuda.synchronize(int(stream_ptr))
+        except RuntimeError as e:
+            self._tls.err = f"{what}: {e}"
+            raise
+        if self._sync(what, target, op, buffers, peers, lengths, None, transport_hint) != 0:
+            # Mooncake raises for a segment it cannot open and ends the
+            # process for a failed transfer; raising lets the caller decide.
+            raise RuntimeError(self.last_error)
 
-    def batch_transfer_write_on_cuda(self, *args: Any, **kw: Any) -> None:
-        """Not supported (see transfer_write_on_cuda)."""
-        self._unsupported("batch_transfer_write_on_cuda")
+    def transfer_write_on_cuda(self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int,
+                               stream_ptr: int = 0, transport_hint: str = "") -> None:
+        """Write ``length`` bytes of local (GPU) memory after the work
+        queued on CUDA stream ``stream_ptr`` (0: the default stream; with
+        no CUDA driver only 0). Blocks until the bytes landed (Mooncake's
+        returns at once); raises RuntimeError on a failure."""
+        self._on_cuda("transfer_write_on_cuda", target_hostname, Op.WRITE, [buffer], [peer_buffer_address], [length],
+                      stream_ptr, transport_hint)
 
-    def batch_transfer_read_on_cuda(self, *args: Any, **kw: Any) -> None:
-        """Not supported (see transfer_write_on_cuda)."""
-        self._unsupported("batch_transfer_read_on_cuda")
+    def transfer_read_on_cuda(self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int,
+                              stream_ptr: int = 0, transport_hint: str = "") -> None:
+        """Read into local (GPU) memory, ordered as transfer_write_on_cuda."""
+        self._on_cuda("transfer_read_on_cuda", target_hostname, Op.READ, [buffer], [peer_buffer_address], [length],
+                      stream_ptr, transport_hint)
+
+    def batch_transfer_write_on_cuda(self, target_hostname: str, buffers: Sequence[int], peer_buffer_addresses: Sequence[int],
+                                     lengths: Sequence[int], stream_ptr: int = 0, transport_hint: str = "") -> None:
+        """Many writes, ordered as transfer_write_on_cuda."""
+        self._on_cuda("batch_transfer_write_on_cuda", target_hostname, Op.WRITE, buffers, peer_buffer_addresses, lengths,
+                      stream_ptr, transport_hint)
+
+    def batch_transfer_read_on_cuda(self, target_hostname: str, buffers: Sequence[int], peer_buffer_addresses: Sequence[int],
+                                    lengths: Sequence[int], stream_ptr: int = 0, transport_hint: str = "") -> None:
+        """Many reads, ordered as transfer_write_on_cuda."""
+        self._on_cuda("batch_transfer_read_on_cuda", target_hostname, Op.READ, buffers, peer_buffer_addresses, lengths,
+                      stream_ptr, transport_hint)
+
+
+def _device_kind(location: str) -> Optional[str]:
+    """The device kind of a Mooncake location ("cuda:0" -> "cuda:0"), None
+    for host memory or "*" (found when registering); InvalidRequest for
+    one Ferry has no device for."""
+    loc = (location or "*").strip()
+    if loc == "*" or loc == "cpu" or loc.startswith("cpu:"):
+        return None
+    for prefix, kind in (("cuda", "cuda"), ("rocm", "rocm"), ("hip", "rocm")):
+        if loc == prefix or loc.startswith(prefix + ":"):
+            return kind + loc[len(prefix):]
+    raise errors.InvalidRequest(f"location {location!r}: Ferry registers \"cpu[:N]\", \"cuda[:N]\", \"rocm[:N]\" or \"*\"")
 
 
 TransferEngine.TransferOpcode = TransferOpcode  # type: ignore[attr-defined]

@@ -36,7 +36,7 @@ def test_cdef_matches_header(library):
             assert hdr.typeof(x).cname == mine.typeof(y).cname, n
     for t in ("ferry_request_t", "ferry_task_status_t", "ferry_batch_status_t", "ferry_segment_info_t",
               "ferry_buffer_info_t", "ferry_notif_t", "ferry_notif_list_t", "ferry_block_layout_t",
-              "ferry_block_request_t"):
+              "ferry_block_request_t", "ferry_device_handle_t", "ferry_device_memory_t"):
         assert hdr.sizeof(t) == mine.sizeof(t), t
         for f, _ in hdr.typeof(t).fields:
             assert hdr.offsetof(t, f) == mine.offsetof(t, f), f"{t}.{f}"

@@ -183,7 +183,7 @@ def test_calls_before_initialize_and_after_close():
 
 def test_unsupported_calls_say_so(pair):
     a, _, _ = pair
-    for call in (a.get_engine, a.get_engine_ptr, a.transfer_write_on_cuda, a.batch_transfer_read_on_cuda):
+    for call in (a.get_engine, a.get_engine_ptr):
         with pytest.raises(NotImplementedError, match="not supported"):
             call()
     assert a.get_local_topology() == "{}"
