@@ -235,16 +235,42 @@ func TestStagedHintNamesTheNetworkHop(t *testing.T) {
 	if !bytes.Equal(dst.view, src.view) {
 		t.Fatal("bytes differ")
 	}
-	// A hint that cannot reach the segment even for host memory: no
-	// transport and no staging path serves it, and it says why.
-	_, err = a.Explain(host.Request{Op: host.Write, Local: src.local(0, 4096), Segment: seg.ID, Remote: dst.base, Transport: "fault"})
-	if err == nil || !strings.Contains(err.Error(), "fault") {
-		t.Fatalf("err = %v, want the hint refused", err)
+}
+
+// TestDeviceMemoryNoPathServes: device memory that neither a transport
+// nor staging can reach (the hint pins shm, and the peer is on another
+// machine) is INVALID, saying why for both.
+func TestDeviceMemoryNoPathServes(t *testing.T) {
+	ctx := context.Background()
+	cfgA := simdevConfig("nopath-a", "", "")
+	cfgA.Plugins = config.Default("x").Plugins // tcp and shm
+	a, err := host.New(ctx, cfgA)
+	if err != nil {
+		t.Fatal(err)
 	}
-	err = a.Transfer(ctx, host.Request{Op: host.Write, Local: src.local(0, 4096), Segment: seg.ID, Remote: dst.base, Transport: "fault"})
+	defer a.Close()
+	cfgB := simdevConfig("nopath-b", a.MetastoreURL(), "")
+	cfgB.MachineID = "another-machine"
+	b, err := host.New(ctx, cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	src := newSimBuffer(t, a, "cuda", 1<<20, host.LocalOnly)
+	dst := newSimBuffer(t, b, "cuda", 1<<20, host.RemoteReadWrite)
+	seg, err := a.OpenSegment(ctx, "nopath-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := host.Request{Op: host.Write, Local: src.local(0, 4096), Segment: seg.ID, Remote: dst.base, Transport: "shm"}
+	err = a.Transfer(ctx, req)
 	var te *host.TransferError
-	if !errors.As(err, &te) || te.State != host.StateInvalid || !strings.Contains(err.Error(), "fault") {
-		t.Fatalf("err = %v, want INVALID naming the hint", err)
+	if !errors.As(err, &te) || te.State != host.StateInvalid || !strings.Contains(err.Error(), "staged through host memory") ||
+		!strings.Contains(err.Error(), "same machine") {
+		t.Fatalf("err = %v, want INVALID saying neither a transport nor staging reaches it", err)
+	}
+	if _, err := a.Explain(req); err == nil {
+		t.Fatal("explain found a path")
 	}
 }
 

@@ -99,7 +99,12 @@ func (e *Executor) chooseOrStage(r *Request, rem *remote, n uint64) (ps *Plugin,
 	}
 	ps, policy, serr := e.chooseHost(r, rem, n)
 	if serr != nil {
-		return nil, -1, false, fmt.Errorf("%w: %w; and no transport carries it staged through host memory: %w", ErrInvalid, err, serr)
+		// INVALID only: no wait for a pinned transport to come back, as
+		// a transport the memory cannot use would not serve it then.
+		if serr.Error() == err.Error() {
+			return nil, -1, false, fmt.Errorf("%w: %v; nor can it be staged through host memory over it", ErrInvalid, err)
+		}
+		return nil, -1, false, fmt.Errorf("%w: %v; and no transport carries it staged through host memory: %v", ErrInvalid, err, serr)
 	}
 	return ps, policy, true, nil
 }
