@@ -13,7 +13,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp"}}
+	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-device-simdev"}}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 
