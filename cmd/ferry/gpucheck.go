@@ -345,7 +345,7 @@ type side struct {
 	seg      host.Segment
 }
 
-func (c *gpuCheck) newSide(ctx context.Context, cfg *config.Config, peer string) (*side, error) {
+func (c *gpuCheck) newSide(ctx context.Context, cfg *config.Config) (*side, error) {
 	log, err := c.lf.logger()
 	if err != nil {
 		return nil, err
@@ -384,13 +384,13 @@ func (s *side) open(ctx context.Context, peer string) (err error) {
 // memmove baseline on the simulated device.
 func (c *gpuCheck) transfers(ctx context.Context) error {
 	plugin := c.pluginName()
-	nv, err := c.newSide(ctx, gpuEngineConfig(fmt.Sprintf("gpucheck-nv-%d", os.Getpid()), "", plugin, true, ""), "")
+	nv, err := c.newSide(ctx, gpuEngineConfig(fmt.Sprintf("gpucheck-nv-%d", os.Getpid()), "", plugin, true, ""))
 	if err != nil {
 		return err
 	}
 	defer nv.e.Close()
 	url := nv.e.MetastoreURL()
-	st, err := c.newSide(ctx, gpuEngineConfig(fmt.Sprintf("gpucheck-st-%d", os.Getpid()), url, plugin, false, ""), "")
+	st, err := c.newSide(ctx, gpuEngineConfig(fmt.Sprintf("gpucheck-st-%d", os.Getpid()), url, plugin, false, ""))
 	if err != nil {
 		return err
 	}

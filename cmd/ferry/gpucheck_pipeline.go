@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/internal/pluginclient"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // pipelineReport is the pipelining check: a staged GPU → tcp → GPU
@@ -39,7 +40,7 @@ type pipelineReport struct {
 // copies at bw.
 func (c *gpuCheck) pipeline(ctx context.Context, bw string) (*pipelineReport, error) {
 	p := &pipelineReport{CopyBandwidth: bw}
-	s, err := c.newSide(ctx, gpuEngineConfig(fmt.Sprintf("gpucheck-pipe-%d", os.Getpid()), "", "simdev", false, bw), "")
+	s, err := c.newSide(ctx, gpuEngineConfig(fmt.Sprintf("gpucheck-pipe-%d", os.Getpid()), "", "simdev", false, bw))
 	if err != nil {
 		return nil, err
 	}
@@ -217,8 +218,8 @@ func (h *deviceHop) copy(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 1 || res[0].Bytes != h.size {
-		return 0, fmt.Errorf("copy ended %v", res)
+	if len(res) != 1 || res[0].Status != ring.StatusOK || res[0].Bytes != h.size {
+		return 0, fmt.Errorf("copy ended %+v, want %d bytes OK", res, h.size)
 	}
 	return el, nil
 }
