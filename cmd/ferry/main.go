@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 )
 
 var commands = []struct {
@@ -20,13 +21,15 @@ var commands = []struct {
 	{"version", "print the version and the plugin protocol versions", cmdVersion},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
 	{"soak", "verified traffic between two engines while faults are injected; reports wrong bytes, hangs and leaks", cmdSoak},
+	{"gpu-check", "move verified data GPU to GPU (nvlink, staged over tcp) and host to GPU between two processes, against the driver's copy", cmdGPUCheck},
 	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},
+	{"gpu-check-peer", "(internal) gpu-check's far engine", cmdGPUCheckPeer},
 }
 
 func usage() {
 	fmt.Fprintf(os.Stderr, "usage: ferry <command> [flags]\n\ncommands:\n")
 	for _, c := range commands {
-		if c.name == "bench-peer" {
+		if strings.HasPrefix(c.help, "(internal)") {
 			continue
 		}
 		fmt.Fprintf(os.Stderr, "  %-8s %s\n", c.name, c.help)

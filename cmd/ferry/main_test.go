@@ -13,7 +13,7 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp"}}
+	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-device-simdev"}}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 
@@ -74,8 +74,10 @@ func TestPluginsLists(t *testing.T) {
 		}
 		seen[r.Name] = true
 	}
-	if !seen["tcp"] || !seen["shm"] || len(seen) != 2 {
-		t.Fatalf("plugins listed %v, want tcp and shm", seen)
+	// nvlink is built for TestGPUCheckSim; it probes available (its
+	// simulated backend needs no GPU).
+	if !seen["tcp"] || !seen["shm"] || !seen["nvlink"] || len(seen) != 3 {
+		t.Fatalf("plugins listed %v, want tcp, shm and nvlink", seen)
 	}
 }
 

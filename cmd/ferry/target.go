@@ -23,11 +23,23 @@ type target struct {
 // startTarget starts `ferry run` with args, waits for its ready line and
 // keeps its stdin open: closing it (or this process dying) ends the child.
 func startTarget(args ...string) (*target, error) {
+	t, err := startSelf(append([]string{"run", "--control-stdin"}, args...), nil)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// startSelf starts this binary with args (a command and its flags),
+// waits for the JSON line it prints when ready and decodes it into ready
+// (t.ready when nil), and keeps its stdin open: closing it (or this
+// process dying) ends the child.
+func startSelf(args []string, ready any) (*target, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(exe, append([]string{"run", "--control-stdin"}, args...)...)
+	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
@@ -39,22 +51,25 @@ func startTarget(args ...string) (*target, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start target engine: %w", err)
+		return nil, fmt.Errorf("start %s engine: %w", args[0], err)
 	}
 	t := &target{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
+	if ready == nil {
+		ready = &t.ready
+	}
 	t.out.Buffer(make([]byte, 64<<10), 1<<20)
 	got := make(chan error, 1)
 	go func() {
 		if !t.out.Scan() {
-			got <- fmt.Errorf("target engine exited before it was ready (see its log above)")
+			got <- fmt.Errorf("%s engine exited before it was ready (see its log above)", args[0])
 			return
 		}
-		got <- json.Unmarshal(t.out.Bytes(), &t.ready)
+		got <- json.Unmarshal(t.out.Bytes(), ready)
 	}()
 	select {
 	case err = <-got:
 	case <-time.After(60 * time.Second):
-		err = fmt.Errorf("target engine not ready after 60s")
+		err = fmt.Errorf("%s engine not ready after 60s", args[0])
 	}
 	if err != nil {
 		t.stop()
