@@ -359,7 +359,7 @@ type Staging struct {
 const (
 	DefaultStagingPool  = 256 << 20
 	DefaultStagingSlice = 4 << 20
-	DefaultStagingDepth = 4
+	DefaultStagingDepth = 8
 )
 
 // Supervise says how the engine watches its plugins for stalls: a plugin

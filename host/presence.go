@@ -32,7 +32,11 @@ func (e *Engine) descriptor() *segment.Descriptor {
 		}
 		eps = append(eps, ep)
 	}
-	return publish.Descriptor(self, append(e.mem.Buffers(), e.devs.Buffers()...), eps)
+	d := publish.Descriptor(self, append(e.mem.Buffers(), e.devs.Buffers()...), eps)
+	if pool, _ := e.x.StagingPool(); pool != nil {
+		d.StagingSlot = pool.SlotSize()
+	}
+	return d
 }
 
 // publish writes the local descriptor to the metastore, bound to a lease

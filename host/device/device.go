@@ -461,14 +461,11 @@ func (s *Set) Unregister(ctx context.Context, base uint64) (Region, error) {
 	s.publish()
 	s.mu.Unlock()
 	if pr := s.running(r.Plugin); pr != nil && r.Lost == "" {
-		err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Unimport(ctx, r.ID) })
-		select {
-		case <-pr.Exited:
-			// It died meanwhile: nothing of it holds the region.
-		default:
-			if err != nil {
-				return r, fmt.Errorf("device plugin %s: unimport region %d: %w", r.Plugin, r.ID, err)
-			}
+		if err := s.call(ctx, func(ctx context.Context) error { return pr.Client.Unimport(ctx, r.ID) }); err != nil {
+			// It did not say it let go (it died, or does not answer):
+			// killed, it touches nothing of the range any more. It is
+			// started again on next use.
+			pr.Kill()
 		}
 	}
 	return r, nil

@@ -194,7 +194,16 @@ func (e *Executor) runStaged(ctx context.Context, j *stagedJob) {
 		var plan staging.Plan
 		hops, plan, err = e.stagedHops(j, false)
 		if err == nil {
-			_, err = staging.Run(ctx, plan, hops)
+			start := time.Now()
+			var busy staging.HopTimes
+			busy, err = staging.Run(ctx, plan, hops)
+			if e.log.IsDebug() {
+				args := []any{"segment", j.rem.Name, "bytes", plan.Length, "slices", (plan.Length + plan.SliceSize - 1) / plan.SliceSize, "took", time.Since(start), "error", err}
+				for k, h := range hops {
+					args = append(args, h.Name, busy[k])
+				}
+				e.log.Debug("staged request: how long each hop was busy", args...)
+			}
 		}
 		if err == nil || ctx.Err() != nil || !errors.Is(err, device.ErrUnavailable) && !errors.Is(err, errDeviceDied) {
 			break
@@ -202,21 +211,26 @@ func (e *Executor) runStaged(ctx context.Context, j *stagedJob) {
 		e.log.Warn("staged request: a device plugin died under it; running it again", "segment", j.rem.Name, "attempt", attempt, "error", err)
 	}
 	b, i := j.b, j.i
+	// The task holds one "slice" (stagedStage), so a cancel or deadline
+	// decided while the hops ran only held it: Release ends it in that
+	// state. After the call that ends it, b is not touched again: its
+	// waiter may free the batch at once.
 	switch {
 	case err == nil:
-		b.Finish(i, progress.Completed, nil)
+		if !b.Finish(i, progress.Completed, nil) {
+			b.Release(i)
+		}
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, staging.ErrPoolExhausted) && ctx.Err() != nil:
 		b.Finish(i, progress.Timeout, fmt.Errorf("%w: staged %s of %d bytes at segment %q: %w", ErrDeadlineExceeded, j.req.Op, len(j.req.Local), j.rem.Name, err))
+		b.Release(i)
 	case errors.Is(err, ErrClosed):
 		b.Finish(i, progress.Canceled, err)
+		b.Release(i)
 	default:
-		if st, _ := b.Ending(i); st == progress.Pending {
-			b.Finish(i, progress.Failed, fmt.Errorf("%w: staged %s of %d bytes at segment %q: %w", ErrPluginFailed, j.req.Op, len(j.req.Local), j.rem.Name, err))
+		if !b.Finish(i, progress.Failed, fmt.Errorf("%w: staged %s of %d bytes at segment %q: %w", ErrPluginFailed, j.req.Op, len(j.req.Local), j.rem.Name, err)) {
+			b.Release(i)
 		}
 	}
-	// A cancel or deadline decided while the hops ran held the task;
-	// they are done now, so it ends in the state decided.
-	b.Release(i)
 }
 
 // errDeviceDied marks a hop whose device plugin died under it.
@@ -257,6 +271,9 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 		plan.SliceSize = min(plan.SliceSize, pool.SlotSize())
 	} else if localDev && !dry {
 		return nil, plan, errors.New("this engine has no staging pool")
+	}
+	if remoteDev && j.rem.Desc != nil && j.rem.Desc.StagingSlot > 0 {
+		plan.SliceSize = min(plan.SliceSize, j.rem.Desc.StagingSlot) // a slice fits the target's slot
 	}
 	deadline := time.Time{}
 	if j.b != nil {
@@ -303,7 +320,7 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 		if toDevice {
 			name = fmt.Sprintf("host to device (%s)", lreg.Name())
 		}
-		return staging.Hop{Name: name, Do: func(ctx context.Context, s *staging.Slice) error {
+		return staging.Hop{Name: name, Workers: 2, Do: func(ctx context.Context, s *staging.Slice) error {
 			dev := sdk.MemRef{Region: lreg.ID, Offset: loff + s.Off}
 			host := sdk.MemRef{Region: poolRegion, Offset: s.Local.Off}
 			src, dst := dev, host
@@ -317,7 +334,7 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 			return err
 		}}
 	}
-	netHop := staging.Hop{Name: fmt.Sprintf("network %s (%s) to %s", r.Op, j.net.name, there), Do: func(ctx context.Context, s *staging.Slice) error {
+	netHop := staging.Hop{Name: fmt.Sprintf("network %s (%s) to %s", r.Op, j.net.name, there), Workers: 2, Do: func(ctx context.Context, s *staging.Slice) error {
 		local := r.Local[s.Off : s.Off+s.Len]
 		if s.HasLocal {
 			local = s.Local.Mem[:s.Len]
@@ -350,14 +367,14 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 		}
 		hops = append(hops, netHop)
 		if remoteDev {
-			hops = append(hops, staging.Hop{Name: "host to device at " + there, Do: func(ctx context.Context, s *staging.Slice) error {
+			hops = append(hops, staging.Hop{Name: "host to device at " + there, Workers: 2, Do: func(ctx context.Context, s *staging.Slice) error {
 				_, err := cl.Stage(context.WithoutCancel(ctx), ask(control.StageLand, s.Remote, r.Remote+s.Off, s.Len))
 				return stageErr(err)
 			}})
 		}
 	case Read:
 		if remoteDev {
-			hops = append(hops, staging.Hop{Name: "device to host at " + there, Do: func(ctx context.Context, s *staging.Slice) error {
+			hops = append(hops, staging.Hop{Name: "device to host at " + there, Workers: 2, Do: func(ctx context.Context, s *staging.Slice) error {
 				slot, err := cl.Stage(ctx, ask(control.StageFetch, 0, r.Remote+s.Off, s.Len))
 				if err != nil {
 					return stageErr(err)

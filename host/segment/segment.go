@@ -61,6 +61,11 @@ type Descriptor struct {
 	// cluster secret can refuse an older one replayed. Added within
 	// schema 1, optional: 0 is an engine that predates it.
 	Seq uint64 `json:"seq,omitempty"`
+	// StagingSlot is the bytes of one of the engine's staging slots
+	// (host/staging): a peer's staged request into or out of its device
+	// memory is cut in slices of at most this. 0: it has none (no device
+	// memory registered). Added within schema 1, optional.
+	StagingSlot uint64 `json:"staging_slot,omitempty"`
 }
 
 // NextSeq returns the Seq of a publication that follows one of prev: the

@@ -40,6 +40,11 @@ type Hop struct {
 	// error the whole request stops; Do must not return while anything it
 	// started still touches s's memory.
 	Do func(ctx context.Context, s *Slice) error
+	// Workers is how many slices the hop works on at once (its own
+	// goroutines); 0 is 1. A hop whose every slice waits on a round trip
+	// (a device copy behind an RPC, a network request) keeps its device
+	// or link busy through that wait with 2.
+	Workers int
 }
 
 // Plan is how a request is cut and how many of its slices may be in the
@@ -70,8 +75,9 @@ func (e *HopError) Error() string {
 
 func (e *HopError) Unwrap() error { return e.Err }
 
-// HopTimes is how long each hop was busy, summed over the slices, in
-// the hops' order: what a caller compares against the whole to see the
+// HopTimes is how long each hop was busy, summed over the slices (a hop
+// with several workers can be busy longer than the request took), in the
+// hops' order: what a caller compares against the whole to see the
 // pipeline's overlap.
 type HopTimes []time.Duration
 
@@ -132,20 +138,32 @@ func Run(ctx context.Context, p Plan, hops []Hop) (HopTimes, error) {
 		}
 	}()
 	for h := range hops {
-		go func() { // hop h: takes slices from chans[h], passes them on
+		go func() { // hop h: its workers take slices from chans[h] and pass them on
 			defer wg.Done()
 			defer close(chans[h+1])
-			for s := range chans[h] {
-				if ctx.Err() == nil {
-					start := time.Now()
-					err := hops[h].Do(ctx, s)
-					times[h] += time.Since(start)
-					if err != nil {
-						fail(&HopError{Hop: hops[h].Name, Slice: s.K, Err: err})
+			var (
+				workers sync.WaitGroup
+				busy    sync.Mutex
+			)
+			for range max(hops[h].Workers, 1) {
+				workers.Go(func() {
+					for s := range chans[h] {
+						if ctx.Err() == nil {
+							start := time.Now()
+							err := hops[h].Do(ctx, s)
+							d := time.Since(start)
+							busy.Lock()
+							times[h] += d
+							busy.Unlock()
+							if err != nil {
+								fail(&HopError{Hop: hops[h].Name, Slice: s.K, Err: err})
+							}
+						}
+						chans[h+1] <- s // a slice that failed or was skipped still leaves, through the end
 					}
-				}
-				chans[h+1] <- s // a slice that failed or was skipped still leaves, through the end
+				})
 			}
+			workers.Wait()
 		}()
 	}
 	passed := 0
