@@ -400,6 +400,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 	// nothing else of one task behind).
 	var t task
 	t.b, t.rem, t.valid, t.block, t.blk, t.rt.ps, t.rt.policy, t.described = b, c.rem, true, true, c.local, ps, c.route.policy, true
+	t.rt.staged = c.route.staged
 	describe(&t.d, c.req.Op, c.req.Priority, c.rem.ID, c.deadline)
 	for k := 0; k < src.Len(); {
 		nr := 0
@@ -417,7 +418,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		// they are reserved routed and cut (ReserveRouted), their plans
 		// made here; a run of one block takes the plan the route keeps
 		// for it.
-		preset := c.local.whole && e.path.qos == nil && e.path.admit == nil && len(e.stages) == 0
+		preset := c.local.whole && e.path.qos == nil && e.path.admit == nil && len(e.stages) == 0 && !c.route.staged
 		var rt progress.Route
 		if preset {
 			rt = progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
@@ -493,6 +494,9 @@ type blockRoute struct {
 	policy int
 	run    *pluginRun
 	plan   slicer.Plan
+	// staged: no transport reaches the blocks' memory (device memory);
+	// ps carries each run's network hop, staged (staged.go).
+	staged bool
 }
 
 // routeBlocks sets c's request, br for the first block of run first, and
@@ -511,12 +515,12 @@ func (e *Executor) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run
 		c.route = was
 		return nil
 	}
-	ps, policy, err := e.choose(r, c.rem, size)
+	ps, policy, staged, err := e.chooseOrStage(r, c.rem, size)
 	if err != nil {
 		return err
 	}
 	now := &blockRoute{rem: c.rem, lreg: lreg, rreg: first.Remote.Region, lok: lok, prio: br.Priority, transport: br.Transport, intent: br.Intent, policyName: br.Policy,
-		epoch: epoch, ps: ps, policy: policy, run: ps.run()}
+		epoch: epoch, ps: ps, policy: policy, run: ps.run(), staged: staged}
 	if now.run != nil {
 		now.plan = e.plan(now.run, policy, size, 0)
 	}

@@ -217,6 +217,7 @@ func (e *Executor) runStaged(ctx context.Context, j *stagedJob) {
 	// waiter may free the batch at once.
 	switch {
 	case err == nil:
+		b.Task(i).AddBytes(uint64(len(j.req.Local))) // counted once: a run again after a plugin died rewrote them
 		if !b.Finish(i, progress.Completed, nil) {
 			b.Release(i)
 		}

@@ -93,7 +93,8 @@ type task struct {
 // It is the only place that calls them in order. It reports whether the
 // task reached put (its slices, or some, were enqueued, or put found it
 // ended); for a task on a lane its caller holds, what put did is left in
-// out, for the caller to cut after End.
+// out, for the caller to cut after End. A staged task (staged.go) is
+// handed to its own driver and reports false: nothing of it is on a lane.
 //
 // Each stage is entered only when it has something to do: what makes it
 // a pass (a fact decided before, nobody listening, no gate closed) is
@@ -137,8 +138,10 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 		}
 	}
 	if t.rt.staged {
-		e.stagedStage(t) // its hops are requests of their own, which pass gate, plan and put
-		return true
+		// Its hops are requests of their own, which pass gate, plan and
+		// put; nothing is left on the caller's lane to cut.
+		e.stagedStage(t)
+		return false
 	}
 	if from <= stageGate {
 		if e.fences.Any() {

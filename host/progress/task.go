@@ -136,6 +136,10 @@ func (t *Task) State() State { return State(t.state.Load()) }
 // Bytes returns how many bytes completed slices reported.
 func (t *Task) Bytes() uint64 { return t.bytes.Load() }
 
+// AddBytes counts n bytes moved for a task whose bytes move outside
+// slices of its own (a staged task's hops: host/path/staged.go).
+func (t *Task) AddBytes(n uint64) { t.bytes.Add(n) }
+
 // SliceStatus returns the first failing slice status, or StatusOK.
 func (t *Task) SliceStatus() ring.Status { return ring.Status(t.status.Load()) }
 
