@@ -24,6 +24,11 @@ type Rewatch struct {
 	OnError func(err error)
 	// Min and Max bound the backoff; 0 means 200ms and 10s.
 	Min, Max time.Duration
+	// ResyncFirst sends Resync after the first start too: for an owner
+	// that must not miss a change made after it decided to watch and
+	// before the watch ran (the guard of an engine's own key, which is
+	// written before its watch starts).
+	ResyncFirst bool
 
 	once   sync.Once
 	events chan Event
@@ -119,7 +124,7 @@ func (r *Rewatch) Run(ctx context.Context) {
 		r.set(true, nil, time.Now())
 		// Changes since the last watch (or, after a failed first start,
 		// since the owner began) may have been missed.
-		if !first && !sendEvent(ctx, r.events, Event{Kind: Resync}) {
+		if (!first || r.ResyncFirst) && !sendEvent(ctx, r.events, Event{Kind: Resync}) {
 			cancel()
 			return
 		}

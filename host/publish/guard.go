@@ -66,7 +66,7 @@ func (p *Publisher) startGuard(l metastore.Lease) {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	rw := &metastore.Rewatch{Name: "own descriptor", Prefix: p.key, W: w, OnError: func(err error) {
+	rw := &metastore.Rewatch{Name: "own descriptor", Prefix: p.key, W: w, ResyncFirst: true, OnError: func(err error) {
 		p.log.Warn("the watch of the engine's own descriptor failed; retrying. Meanwhile a replacement or deletion by someone else lasts until the next lease refresh", "key", p.key, "error", err)
 	}}
 	p.unguard = cancel
