@@ -266,20 +266,19 @@ func (s *Set) call(ctx context.Context, f func(ctx context.Context) error) error
 }
 
 func (s *Set) hostsOf(name string) []hostReg {
-	var out []hostReg
-	for _, h := range s.hosts {
-		if h.plugin == name {
-			out = append(out, h)
-		}
-	}
-	return out
+	return ofPlugin(s.hosts, func(h hostReg) bool { return h.plugin == name })
 }
 
 func (s *Set) regionsOf(name string) []Region {
-	var out []Region
-	for _, r := range s.regions {
-		if r.Plugin == name {
-			out = append(out, r)
+	return ofPlugin(s.regions, func(r Region) bool { return r.Plugin == name })
+}
+
+// ofPlugin returns the elements of all that keep says are a plugin's.
+func ofPlugin[T any](all []T, keep func(T) bool) []T {
+	var out []T
+	for _, v := range all {
+		if keep(v) {
+			out = append(out, v)
 		}
 	}
 	return out

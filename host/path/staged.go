@@ -349,6 +349,20 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 		return e.Transfer(context.WithoutCancel(ctx), Request{Op: r.Op, Local: local, Segment: r.Segment, Remote: remote,
 			Priority: r.Priority, Deadline: deadline, Transport: j.net.name, Tenant: r.Tenant, Intent: r.Intent})
 	}}
+	// takeSlot is a hop that takes a slot at the target (reserve, or
+	// fetch device memory at its address into one), given back once the
+	// slice leaves the pipeline.
+	takeSlot := func(name string, workers int, op control.StageOp, at func(*staging.Slice) uint64) staging.Hop {
+		return staging.Hop{Name: name, Workers: workers, Do: func(ctx context.Context, s *staging.Slice) error {
+			slot, err := cl.Stage(ctx, ask(op, 0, at(s), s.Len))
+			if err != nil {
+				return stageErr(err)
+			}
+			s.Remote = slot
+			release(s)
+			return nil
+		}}
+	}
 	var hops []staging.Hop
 	switch r.Op {
 	case Write:
@@ -356,15 +370,7 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 			hops = append(hops, devHop(false))
 		}
 		if remoteDev {
-			hops = append(hops, staging.Hop{Name: "reserve a slot at " + there, Do: func(ctx context.Context, s *staging.Slice) error {
-				slot, err := cl.Stage(ctx, ask(control.StageReserve, 0, 0, s.Len))
-				if err != nil {
-					return stageErr(err)
-				}
-				s.Remote = slot
-				release(s)
-				return nil
-			}})
+			hops = append(hops, takeSlot("reserve a slot at "+there, 1, control.StageReserve, func(*staging.Slice) uint64 { return 0 }))
 		}
 		hops = append(hops, netHop)
 		if remoteDev {
@@ -375,15 +381,7 @@ func (e *Executor) stagedHops(j *stagedJob, dry bool) ([]staging.Hop, staging.Pl
 		}
 	case Read:
 		if remoteDev {
-			hops = append(hops, staging.Hop{Name: "device to host at " + there, Workers: 2, Do: func(ctx context.Context, s *staging.Slice) error {
-				slot, err := cl.Stage(ctx, ask(control.StageFetch, 0, r.Remote+s.Off, s.Len))
-				if err != nil {
-					return stageErr(err)
-				}
-				s.Remote = slot
-				release(s)
-				return nil
-			}})
+			hops = append(hops, takeSlot("device to host at "+there, 2, control.StageFetch, func(s *staging.Slice) uint64 { return r.Remote + s.Off }))
 		}
 		hops = append(hops, netHop)
 		if localDev {
