@@ -3,7 +3,7 @@
 // engines in different processes on one machine by importing the
 // exported handles of each other's device regions and copying with the
 // device's own engine. It owns the region exchange with peer plugins
-// (wire.go, server.go, peer.go: shm's, with handles), the copy streams
+// (wire.go, server.go, peer.go, on sdk/kit/samehost as shm's, with handles), the copy streams
 // (transport.go) and the backends (backend.go, cudabackend.go). It must
 // not trust a peer: bounds, permission, region and incarnation checks
 // happen before a byte moves, and a handle that does not import fails the
@@ -20,10 +20,13 @@
 // memcpys. A copy between device memory of two backends is refused with
 // StatusUnsupported; host to host is a memcpy.
 //
-// Exchange. As shm: an abstract SOCK_SEQPACKET socket per plugin, the
-// endpoint {v, socket, machine}, SO_PEERCRED (same user or root), the
-// hello naming segment and incarnation (StatusStaleIncarnation), the
-// cluster secret's HMAC proofs (auth.go). A dialer asks for a region
+// Exchange. sdk/kit/samehost, as shm: an abstract SOCK_SEQPACKET socket
+// per plugin, the endpoint {v, socket, machine}, SO_PEERCRED (same user
+// or root), the hello naming segment and incarnation
+// (StatusStaleIncarnation), the cluster secret's HMAC proofs under the
+// label "ferry-nvlink/1", at most max_conns (1024) peer connections
+// served at once. This plugin's part is its wire format (wire.go) and
+// what it answers (server.go). A dialer asks for a region
 // once; the owner answers with its handle (device: the handle's range is
 // exactly the region) or its memfd (host: exactly the region, read-only
 // for remote-read), never for a local-only region (StatusPermission). The

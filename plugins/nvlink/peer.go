@@ -3,13 +3,13 @@ package nvlink
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 	sdkshm "github.com/ferrydev/ferry/sdk/shm"
@@ -35,7 +35,7 @@ type remote struct {
 
 // dialConn is our connection to a peer plugin.
 type dialConn struct {
-	conn
+	*samehost.Conn
 	queried map[uint32]bool // regions asked for and not answered yet; under peer.mu
 }
 
@@ -149,7 +149,7 @@ func (p *peer) pump() {
 		if p.closed {
 			p.mu.Unlock()
 			if dc != nil {
-				dc.c.Close()
+				dc.C.Close()
 			}
 			return // close fails what waits
 		}
@@ -173,9 +173,9 @@ func (p *peer) pump() {
 	}
 	p.mu.Unlock()
 	for _, id := range ask {
-		p.t.stats.queries.Add(1)
-		if err := dc.send(msg{typ: msgQuery, region: id}, -1); err != nil {
-			dc.c.Close() // the reader fails what waits on it
+		p.t.stats.Queries.Add(1)
+		if err := dc.Send(msg{Type: msgQuery, Region: id}, -1); err != nil {
+			dc.C.Close() // the reader fails what waits on it
 			return
 		}
 	}
@@ -196,121 +196,41 @@ func (t *Transport) finishAll(ops []*op, st ring.Status) {
 	}
 }
 
-// dial connects to the peer's socket, checks that the plugin there runs
-// as our user (or root) and that it serves the segment and incarnation we
-// address. It returns nil and the status for the ops waiting otherwise.
+// dial connects to the peer's socket and says hello (samehost.Link.Dial:
+// same user, segment and incarnation, the cluster secret). It returns nil
+// and the status for the ops waiting otherwise.
 func (p *peer) dial() (*dialConn, ring.Status) {
-	t := p.t
-	ctx, cancel := context.WithTimeout(p.ctx, helloTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unixpacket", p.socket)
-	if err != nil {
-		t.stats.dialFailures.Add(1)
-		t.log.Debug("dial failed", "peer", p.segment, "socket", p.socket, "error", err)
-		return nil, ring.StatusPeerUnreachable
-	}
-	c := nc.(*net.UnixConn)
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	fail := func(st ring.Status) (*dialConn, ring.Status) {
-		c.Close()
+	c, st := p.t.link.Dial(p.ctx, p.socket, p.segment, p.inc)
+	if c == nil {
 		return nil, st
 	}
-	uid, err := peerUID(c)
-	if err != nil || !uidAllowed(uid) {
-		t.stats.credRejected.Add(1)
-		t.log.Warn("refused peer plugin: it runs as another user", "peer", p.segment, "uid", uid, "error", err)
-		return fail(ring.StatusPermission)
-	}
-	dc := &dialConn{conn: conn{c: c}, queried: map[uint32]bool{}}
-	// A server that refuses us (another user) answers before our hello
-	// and closes: the write may fail, but its answer is still there to
-	// read, and says why.
-	secret := t.set.secret
-	hello := msg{typ: msgHello, name: p.segment, inc: p.inc}
-	if secret != nil {
-		hello.auth, hello.nonce = true, newNonce()
-	}
-	sendErr := dc.send(hello, -1)
-	ack, fds, err := newReader().read(c)
-	if err != nil && sendErr != nil {
-		err = sendErr
-	}
-	closeFDs(fds)
-	switch {
-	case err != nil && (errors.Is(err, errMalformed) || errors.Is(err, errVersion)):
-		t.stats.malformed.Add(1)
-		return fail(ring.StatusProtocol)
-	case err != nil:
-		t.stats.dialFailures.Add(1)
-		return fail(ring.StatusPeerUnreachable)
-	case ack.typ != msgHelloAck || len(fds) != 0:
-		t.stats.malformed.Add(1)
-		return fail(ring.StatusProtocol)
-	case ack.status != ring.StatusOK:
-		t.stats.helloRejected.Add(1)
-		if ack.status == ring.StatusPermission {
-			t.stats.credRejected.Add(1)
-			if secret == nil {
-				t.log.Warn("refused by a peer plugin: another user, or it requires a cluster secret and this engine has none; set the same cluster_secret in the shm plugin's config block of both engines", "peer", p.segment)
-			}
-		}
-		return fail(ack.status)
-	case ack.inc != p.inc:
-		t.stats.helloRejected.Add(1)
-		return fail(ring.StatusStaleIncarnation)
-	case secret == nil && ack.auth:
-		t.stats.malformed.Add(1)
-		return fail(ring.StatusProtocol) // a proof for a hello that asked for none
-	case secret != nil && !ack.auth:
-		t.stats.authFailed.Add(1)
-		t.log.Warn("refused a peer plugin: it has no cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines, or remove it from this one", "peer", p.segment)
-		return fail(ring.StatusPermission)
-	case secret != nil && !verify(ack.mac, secret, "server", p.segment, p.inc, &hello.nonce, &ack.nonce):
-		t.stats.authFailed.Add(1)
-		t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify (another secret, or not a plugin of this cluster); give both engines the same cluster_secret", "peer", p.segment)
-		return fail(ring.StatusPermission)
-	}
-	if secret != nil {
-		a := msg{typ: msgAuth, auth: true, mac: proof(secret, "dialer", p.segment, p.inc, &ack.nonce, &hello.nonce)}
-		if err := dc.send(a, -1); err != nil {
-			t.stats.dialFailures.Add(1)
-			return fail(ring.StatusPeerUnreachable)
-		}
-	}
-	if !stop() {
-		return fail(ring.StatusShutdown) // closed while we said hello
-	}
-	t.stats.connsDialed.Add(1)
-	t.stats.connsOpen.Add(1)
-	return dc, ring.StatusOK
+	return &dialConn{Conn: c, queried: map[uint32]bool{}}, ring.StatusOK
 }
 
 // read handles what the peer's plugin sends: region answers and revokes.
 // When the connection ends, every mapping that came on it is dropped.
 func (p *peer) read(dc *dialConn) {
 	defer p.wg.Done()
-	rd := newReader()
+	rd := samehost.NewReader(codec{})
 	for {
-		m, fds, err := rd.read(dc.c)
+		m, fds, err := rd.Read(dc.C)
 		if err == nil {
 			switch {
-			case m.typ == msgRegion && m.status == ring.StatusOK && !m.device && len(fds) == 1:
+			case m.Type == msgRegion && m.Status == ring.StatusOK && !m.Device && len(fds) == 1:
 				p.onRegion(dc, m, fds[0])
 				continue
-			case m.typ == msgRegion && (m.status != ring.StatusOK || m.device) && len(fds) == 0:
+			case m.Type == msgRegion && (m.Status != ring.StatusOK || m.Device) && len(fds) == 0:
 				p.onRegion(dc, m, -1)
 				continue
-			case m.typ == msgRevoke && len(fds) == 0:
+			case m.Type == msgRevoke && len(fds) == 0:
 				p.onRevoke(dc, m)
 				continue
 			}
 			err = errMalformed
 		}
-		closeFDs(fds)
-		if errors.Is(err, errMalformed) || errors.Is(err, errVersion) {
-			p.t.stats.malformed.Add(1)
+		samehost.CloseFDs(fds)
+		if samehost.IsProtocol(err) {
+			p.t.stats.Malformed.Add(1)
 			p.t.log.Warn("dropping the connection to a peer: malformed message", "peer", p.segment, "error", err)
 		}
 		break
@@ -324,7 +244,7 @@ func (p *peer) read(dc *dialConn) {
 // result is cached until the owner revokes it.
 func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 	t := p.t
-	st := m.status
+	st := m.Status
 	var mp *remote
 	if st == ring.StatusOK {
 		mp, st = p.importOffer(m, fd)
@@ -338,9 +258,9 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 		unix.Close(fd)
 	}
 	p.mu.Lock()
-	delete(dc.queried, m.region)
-	ops := p.waiting[m.region]
-	delete(p.waiting, m.region)
+	delete(dc.queried, m.Region)
+	ops := p.waiting[m.Region]
+	delete(p.waiting, m.Region)
 	var prev *remote
 	if mp != nil {
 		if p.closed || p.dc != dc {
@@ -349,7 +269,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 			t.finishAll(ops, ring.StatusShutdown)
 			return
 		}
-		prev = p.setMapsLocked(m.region, mp)
+		prev = p.setMapsLocked(m.Region, mp)
 	}
 	p.mu.Unlock()
 	if prev != nil {
@@ -371,64 +291,64 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 // descriptor asks again.
 func (p *peer) importOffer(m msg, fd int) (*remote, ring.Status) {
 	t := p.t
-	if m.device {
+	if m.Device {
 		if fd >= 0 {
-			t.stats.malformed.Add(1)
+			t.stats.Malformed.Add(1)
 			return nil, ring.StatusProtocol
 		}
-		be, err := t.backendFor(m.h.Type)
+		be, err := t.backendFor(m.Handle.Type)
 		if err != nil {
 			t.stats.importFailures.Add(1)
-			t.log.Warn("cannot import a peer's device region", "peer", p.segment, "region", m.region, "error", err)
+			t.log.Warn("cannot import a peer's device region", "peer", p.segment, "region", m.Region, "error", err)
 			return nil, ring.StatusUnsupported
 		}
-		dev, err := be.importHandle(m.h)
+		dev, err := be.importHandle(m.Handle)
 		if err != nil {
 			t.stats.importFailures.Add(1)
-			t.log.Warn("a peer's device region does not import; its descriptors fail", "peer", p.segment, "region", m.region,
-				"handle", m.h.Type, "stale", errors.Is(err, sdk.ErrStaleHandle), "error", err)
+			t.log.Warn("a peer's device region does not import; its descriptors fail", "peer", p.segment, "region", m.Region,
+				"handle", m.Handle.Type, "stale", errors.Is(err, sdk.ErrStaleHandle), "error", err)
 			return nil, ring.StatusInvalid
 		}
 		t.stats.imports.Add(1)
-		return &remote{region: m.region, gen: m.gen, n: m.length, perm: m.perm, mem: dev, dev: dev}, ring.StatusOK
+		return &remote{region: m.Region, gen: m.Gen, n: m.Length, perm: m.Perm, mem: dev, dev: dev}, ring.StatusOK
 	}
 	if fd < 0 {
-		t.stats.malformed.Add(1)
+		t.stats.Malformed.Add(1)
 		return nil, ring.StatusProtocol
 	}
-	sm, err := mapOffer(fd, m.length, m.perm.AllowsRemoteWrite())
+	sm, err := mapOffer(fd, m.Length, m.Perm.AllowsRemoteWrite())
 	if err != nil {
-		t.stats.offersRefused.Add(1)
-		t.log.Warn("refused a peer's host region", "peer", p.segment, "region", m.region, "error", err)
+		t.stats.OffersRefused.Add(1)
+		t.log.Warn("refused a peer's host region", "peer", p.segment, "region", m.Region, "error", err)
 		return nil, ring.StatusProtocol
 	}
-	h := &hostMem{b: sm.Mem(), readOnly: !m.perm.AllowsRemoteWrite()}
-	return &remote{region: m.region, gen: m.gen, n: m.length, perm: m.perm, mem: h, host: h, sm: sm}, ring.StatusOK
+	h := &hostMem{b: sm.Mem(), readOnly: !m.Perm.AllowsRemoteWrite()}
+	return &remote{region: m.Region, gen: m.Gen, n: m.Length, perm: m.Perm, mem: h, host: h, sm: sm}, ring.StatusOK
 }
 
 // onRevoke drops the mapping of a region its owner unregistered and
 // acknowledges once no copy uses it any more. Until then, copies already
 // started on it run to their end; chunks not started yet are skipped.
 func (p *peer) onRevoke(dc *dialConn, m msg) {
-	p.t.stats.revokesRecv.Add(1)
+	p.t.stats.RevokesRecv.Add(1)
 	p.mu.Lock()
-	mp := p.lookup(m.region)
-	if mp != nil && mp.gen == m.gen && mp.dc == dc {
-		p.setMapsLocked(m.region, nil)
+	mp := p.lookup(m.Region)
+	if mp != nil && mp.gen == m.Gen && mp.dc == dc {
+		p.setMapsLocked(m.Region, nil)
 	} else {
 		mp = nil
 	}
 	p.mu.Unlock()
-	ack := msg{typ: msgRevokeAck, region: m.region, gen: m.gen}
+	ack := msg{Type: msgRevokeAck, Region: m.Region, Gen: m.Gen}
 	if mp == nil {
-		_ = dc.send(ack, -1)
+		_ = dc.Send(ack, -1)
 		return
 	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		p.retire(mp)
-		_ = dc.send(ack, -1)
+		_ = dc.Send(ack, -1)
 	}()
 }
 
@@ -452,8 +372,8 @@ func (p *peer) retire(mp *remote) {
 
 // connLost fails what waits on the connection and drops its mappings.
 func (p *peer) connLost(dc *dialConn) {
-	dc.c.Close()
-	p.t.stats.connsOpen.Add(-1)
+	dc.C.Close()
+	p.t.stats.ConnsOpen.Add(-1)
 	p.mu.Lock()
 	if p.dc == dc {
 		p.dc = nil
@@ -493,7 +413,7 @@ func (p *peer) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	if dc != nil {
-		dc.c.Close()
+		dc.C.Close()
 	}
 	p.wg.Wait()
 	p.mu.Lock()

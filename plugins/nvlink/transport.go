@@ -2,12 +2,8 @@ package nvlink
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -17,6 +13,7 @@ import (
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 	sdkshm "github.com/ferrydev/ferry/sdk/shm"
@@ -71,15 +68,16 @@ type Transport struct {
 	log  hclog.Logger
 	base kit.Base[*region, *peer]
 
-	mu       sync.Mutex // control state, served connections, srvConn.held/acks
+	// mu guards the control state, and is the exchange server's lock
+	// (samehost.Server.Mu). Lock order: a connection's write lock before mu.
+	mu       sync.Mutex
 	set      settings
-	ln       *net.UnixListener
-	servers  map[*srvConn]struct{}
+	link     samehost.Link   // the region exchange: socket, hello, cluster secret
+	srv      samehost.Server // serves peers on link
 	readOnly map[*region]struct{}
 	regs     map[uint32]struct{} // registered region ids, for Stop
 	machine  string
 	nextGen  atomic.Uint64
-	stopping chan struct{}
 
 	sim      simBackend
 	cudaOnce sync.Once
@@ -107,18 +105,19 @@ func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l }
 func New(opts ...Option) *Transport {
 	t := &Transport{
 		base:     kit.Base[*region, *peer]{Name: "nvlink", MaxNameLen: MaxNameLen, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCUDA, sdk.MemoryCPU}},
-		servers:  map[*srvConn]struct{}{},
 		readOnly: map[*region]struct{}{},
 		regs:     map[uint32]struct{}{},
-		stopping: make(chan struct{}),
 		set:      defaultSettings(),
 	}
+	t.link = samehost.Link{Name: "nvlink", Label: "ferry-nvlink/1", Codec: codec{}, Stats: &t.stats.Counters}
+	t.srv = samehost.Server{Link: &t.link, Mu: &t.mu, Answer: t.answer}
 	for _, o := range opts {
 		o(t)
 	}
 	if t.log == nil {
 		t.log = kit.Logger("nvlink")
 	}
+	t.link.Log = t.log
 	return t
 }
 
@@ -215,20 +214,18 @@ func (t *Transport) Start(_ context.Context, cfg sdk.StartConfig) (sdk.Endpoint,
 			return nil, err
 		}
 		machine := kit.MachineID(cfg)
-		var rnd [8]byte
-		_, _ = rand.Read(rnd[:])
-		sum := sha256.Sum256([]byte(cfg.Engine))
-		name := fmt.Sprintf("@ferry-nvlink/%x/%x/%s", sum[:8], cfg.Incarnation, hex.EncodeToString(rnd[:]))
-		ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
+		t.link.Secret = set.Secret
+		ln, name, err := t.link.Listen(cfg.Engine, cfg.Incarnation)
 		if err != nil {
-			return nil, fmt.Errorf("nvlink: listen on abstract socket %s: %w", name, err)
+			return nil, err
 		}
-		t.set, t.machine, t.ln = set, machine, ln
+		t.set, t.machine = set, machine
 		t.streams.start(t, set.streams)
-		t.base.Goroutines.Add(1)
-		go t.acceptLoop(ln)
-		t.log.Info("listening", "engine", cfg.Engine, "socket", name, "streams", set.streams, "cluster_secret", set.secret != nil)
-		return encodeEndpoint(endpoint{V: EndpointVersion, Socket: name, Machine: machine}), nil
+		t.srv.Engine, t.srv.Incarnation = cfg.Engine, cfg.Incarnation
+		t.srv.MaxConns, t.srv.RevokeTimeout = set.MaxConns, set.RevokeTimeout
+		t.srv.Serve(ln)
+		t.log.Info("listening", "engine", cfg.Engine, "socket", name, "streams", set.streams, "cluster_secret", set.Secret != nil)
+		return samehost.Endpoint{V: EndpointVersion, Socket: name, Machine: machine}.Encode(), nil
 	})
 }
 
@@ -323,19 +320,9 @@ func (t *Transport) UnregisterMemory(_ context.Context, id uint32) error {
 		return err
 	}
 	delete(t.regs, id)
-	var holders []*srvConn
-	var acks []chan struct{}
-	for sc := range t.servers {
-		if g, ok := sc.held[id]; ok && g == r.gen {
-			delete(sc.held, id)
-			ch := make(chan struct{})
-			sc.acks[r.gen] = ch
-			holders = append(holders, sc)
-			acks = append(acks, ch)
-		}
-	}
+	rv := t.srv.Holders(id, r.gen)
 	t.mu.Unlock()
-	t.revoke(r, holders, acks)
+	t.srv.Revoke(rv)
 	t.mu.Lock()
 	if r.ro >= 0 {
 		unix.Close(r.ro)
@@ -370,7 +357,7 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	t.mu.Lock()
 	machine := t.machine
 	t.mu.Unlock()
-	ep, err := decodeEndpoint(p.Endpoint)
+	ep, err := t.link.DecodeEndpoint(p.Endpoint)
 	if err != nil {
 		return t.base.PeerError(p, err)
 	}
@@ -601,16 +588,7 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 // outstanding, releases every import and waits for its goroutines.
 func (t *Transport) Stop(ctx context.Context) error {
 	err := t.base.Stop(ctx, func() {
-		close(t.stopping)
-		t.mu.Lock()
-		ln := t.ln
-		for sc := range t.servers {
-			sc.c.Close()
-		}
-		t.mu.Unlock()
-		if ln != nil {
-			ln.Close()
-		}
+		t.srv.Close()
 		for _, p := range t.base.Peers.CloseAll() {
 			p.Close()
 		}

@@ -2,16 +2,14 @@ package nvlink
 
 import (
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// The region exchange runs on a SOCK_SEQPACKET unix socket: every message
+// The region exchange (sdk/kit/samehost) runs on a SOCK_SEQPACKET unix socket: every message
 // arrives whole. A message is a 48-byte little-endian header and a tail:
 //
 //	0  magic   u32  "FNVL"
@@ -29,7 +27,7 @@ import (
 //
 // Tails: a hello carries the segment name, then (flagAuth) the dialer's
 // nonce; an ack (flagAuth) the server's nonce and proof; an auth the
-// dialer's proof (auth.go, as shm's). A msgRegion with StatusOK and
+// dialer's proof (samehost/auth.go). A msgRegion with StatusOK and
 // flagDevice carries the region's handle:
 //
 //	typeLen u8, type, device i32, size u64, offset u64, dataLen u16, data
@@ -43,93 +41,80 @@ const (
 	headerLen   = 48
 	maxMsgLen   = 2048
 	// MaxNameLen is the longest segment name the protocol carries.
-	MaxNameLen = 255
+	MaxNameLen = samehost.MaxNameLen
 	// maxHandleData bounds a handle's data on the wire.
 	maxHandleData = 1024
 )
 
 const (
-	msgHello     = 1
-	msgHelloAck  = 2
-	msgQuery     = 3
-	msgRegion    = 4
-	msgRevoke    = 5
-	msgRevokeAck = 6
-	msgAuth      = 7
-	msgTypeLimit = 8
-)
-
-const (
-	flagAuth   = 1
-	flagDevice = 2
-)
-
-const (
-	nonceLen = 16
-	macLen   = 32
+	msgHello     = samehost.MsgHello
+	msgHelloAck  = samehost.MsgHelloAck
+	msgQuery     = samehost.MsgQuery
+	msgRegion    = samehost.MsgRegion
+	msgRevoke    = samehost.MsgRevoke
+	msgRevokeAck = samehost.MsgRevokeAck
+	msgAuth      = samehost.MsgAuth
+	flagAuth     = 1
+	flagDevice   = 2
+	nonceLen     = samehost.NonceLen
+	macLen       = samehost.MACLen
 )
 
 var (
-	errMalformed = errors.New("nvlink: malformed message")
-	errVersion   = errors.New("nvlink: protocol version mismatch")
+	errMalformed = fmt.Errorf("nvlink: %w", samehost.ErrMalformed)
+	errVersion   = fmt.Errorf("nvlink: %w", samehost.ErrVersion)
 )
 
-type msg struct {
-	typ    uint8
-	perm   sdk.Perm
-	status ring.Status
-	region uint32
-	gen    uint64
-	inc    uint64
-	length uint64
-	name   string
-	auth   bool
-	nonce  [nonceLen]byte
-	mac    [macLen]byte
-	device bool       // msgRegion: the region is device memory, h is its handle
-	h      sdk.Handle // msgRegion with device
-}
+// msg is one message; codec is its wire form (Off is not on it).
+type msg = samehost.Msg
 
-func (m *msg) encode(b []byte) []byte {
+// codec is nvlink's samehost.Codec.
+type codec struct{}
+
+func (codec) MaxLen() int                           { return maxMsgLen }
+func (codec) Append(b []byte, m *msg) []byte        { return encode(b, m) }
+func (codec) Decode(b []byte) (samehost.Msg, error) { return decode(b) }
+
+func encode(b []byte, m *msg) []byte {
 	var tail []byte
-	switch m.typ {
+	switch m.Type {
 	case msgHello:
-		tail = append(tail, m.name...)
-		if m.auth {
-			tail = append(tail, m.nonce[:]...)
+		tail = append(tail, m.Name...)
+		if m.Auth {
+			tail = append(tail, m.Nonce[:]...)
 		}
 	case msgHelloAck:
-		if m.auth {
-			tail = append(append(tail, m.nonce[:]...), m.mac[:]...)
+		if m.Auth {
+			tail = append(append(tail, m.Nonce[:]...), m.MAC[:]...)
 		}
 	case msgAuth:
-		tail = append(tail, m.mac[:]...)
+		tail = append(tail, m.MAC[:]...)
 	case msgRegion:
-		if m.device {
-			tail = append(tail, uint8(len(m.h.Type)))
-			tail = append(tail, m.h.Type...)
-			tail = binary.LittleEndian.AppendUint32(tail, uint32(int32(m.h.Device)))
-			tail = binary.LittleEndian.AppendUint64(tail, m.h.Size)
-			tail = binary.LittleEndian.AppendUint64(tail, m.h.Offset)
-			tail = binary.LittleEndian.AppendUint16(tail, uint16(len(m.h.Data)))
-			tail = append(tail, m.h.Data...)
+		if m.Device {
+			tail = append(tail, uint8(len(m.Handle.Type)))
+			tail = append(tail, m.Handle.Type...)
+			tail = binary.LittleEndian.AppendUint32(tail, uint32(int32(m.Handle.Device)))
+			tail = binary.LittleEndian.AppendUint64(tail, m.Handle.Size)
+			tail = binary.LittleEndian.AppendUint64(tail, m.Handle.Offset)
+			tail = binary.LittleEndian.AppendUint16(tail, uint16(len(m.Handle.Data)))
+			tail = append(tail, m.Handle.Data...)
 		}
 	}
 	var h [headerLen]byte
 	binary.LittleEndian.PutUint32(h[0:], wireMagic)
-	h[4], h[5] = wireVersion, m.typ
-	if m.auth {
+	h[4], h[5] = wireVersion, m.Type
+	if m.Auth {
 		h[6] |= flagAuth
 	}
-	if m.device {
+	if m.Device {
 		h[6] |= flagDevice
 	}
-	h[7] = uint8(m.perm)
-	binary.LittleEndian.PutUint32(h[8:], uint32(m.status))
-	binary.LittleEndian.PutUint32(h[12:], m.region)
-	binary.LittleEndian.PutUint64(h[16:], m.gen)
-	binary.LittleEndian.PutUint64(h[24:], m.inc)
-	binary.LittleEndian.PutUint64(h[32:], m.length)
+	h[7] = uint8(m.Perm)
+	binary.LittleEndian.PutUint32(h[8:], uint32(m.Status))
+	binary.LittleEndian.PutUint32(h[12:], m.Region)
+	binary.LittleEndian.PutUint64(h[16:], m.Gen)
+	binary.LittleEndian.PutUint64(h[24:], m.Inc)
+	binary.LittleEndian.PutUint64(h[32:], m.Length)
 	binary.LittleEndian.PutUint16(h[40:], uint16(len(tail)))
 	return append(append(b, h[:]...), tail...)
 }
@@ -146,81 +131,81 @@ func decode(b []byte) (msg, error) {
 	if b[4] != wireVersion {
 		return m, fmt.Errorf("%w: version %d, this side speaks %d", errVersion, b[4], wireVersion)
 	}
-	m.typ = b[5]
-	if m.typ == 0 || m.typ >= msgTypeLimit {
-		return m, fmt.Errorf("%w: unknown type %d", errMalformed, m.typ)
+	m.Type = b[5]
+	if m.Type == 0 || m.Type >= samehost.MsgTypeLimit {
+		return m, fmt.Errorf("%w: unknown type %d", errMalformed, m.Type)
 	}
 	flags := b[6]
-	if flags&^(flagAuth|flagDevice) != 0 || flags&flagDevice != 0 && m.typ != msgRegion ||
-		flags&flagAuth != 0 && m.typ != msgHello && m.typ != msgHelloAck && m.typ != msgAuth {
-		return m, fmt.Errorf("%w: type %d with flags %#x", errMalformed, m.typ, flags)
+	if flags&^(flagAuth|flagDevice) != 0 || flags&flagDevice != 0 && m.Type != msgRegion ||
+		flags&flagAuth != 0 && m.Type != msgHello && m.Type != msgHelloAck && m.Type != msgAuth {
+		return m, fmt.Errorf("%w: type %d with flags %#x", errMalformed, m.Type, flags)
 	}
-	m.auth, m.device = flags&flagAuth != 0, flags&flagDevice != 0
-	m.perm = sdk.Perm(b[7])
-	m.status = ring.Status(int32(binary.LittleEndian.Uint32(b[8:])))
-	if !m.status.Valid() {
-		return m, fmt.Errorf("%w: unknown status %d", errMalformed, m.status)
+	m.Auth, m.Device = flags&flagAuth != 0, flags&flagDevice != 0
+	m.Perm = sdk.Perm(b[7])
+	m.Status = ring.Status(int32(binary.LittleEndian.Uint32(b[8:])))
+	if !m.Status.Valid() {
+		return m, fmt.Errorf("%w: unknown status %d", errMalformed, m.Status)
 	}
-	m.region = binary.LittleEndian.Uint32(b[12:])
-	m.gen = binary.LittleEndian.Uint64(b[16:])
-	m.inc = binary.LittleEndian.Uint64(b[24:])
-	m.length = binary.LittleEndian.Uint64(b[32:])
+	m.Region = binary.LittleEndian.Uint32(b[12:])
+	m.Gen = binary.LittleEndian.Uint64(b[16:])
+	m.Inc = binary.LittleEndian.Uint64(b[24:])
+	m.Length = binary.LittleEndian.Uint64(b[32:])
 	tail := b[headerLen:]
 	if n := int(binary.LittleEndian.Uint16(b[40:])); n != len(tail) {
 		return m, fmt.Errorf("%w: %d tail bytes, header announces %d", errMalformed, len(tail), n)
 	}
-	switch m.typ {
+	switch m.Type {
 	case msgHello:
 		n := len(tail)
-		if m.auth {
+		if m.Auth {
 			n -= nonceLen
 		}
 		if n < 0 || n > MaxNameLen {
 			return m, fmt.Errorf("%w: hello of %d bytes", errMalformed, len(tail))
 		}
-		m.name = string(tail[:n])
-		copy(m.nonce[:], tail[n:])
+		m.Name = string(tail[:n])
+		copy(m.Nonce[:], tail[n:])
 		tail = nil
 	case msgHelloAck:
-		if m.auth {
+		if m.Auth {
 			if len(tail) != nonceLen+macLen {
 				return m, fmt.Errorf("%w: ack proof of %d bytes", errMalformed, len(tail))
 			}
-			copy(m.nonce[:], tail)
-			copy(m.mac[:], tail[nonceLen:])
+			copy(m.Nonce[:], tail)
+			copy(m.MAC[:], tail[nonceLen:])
 			tail = nil
 		}
 	case msgAuth:
-		if !m.auth || len(tail) != macLen {
+		if !m.Auth || len(tail) != macLen {
 			return m, fmt.Errorf("%w: an auth message without its proof", errMalformed)
 		}
-		copy(m.mac[:], tail)
+		copy(m.MAC[:], tail)
 		tail = nil
 	case msgRegion:
-		if m.device {
+		if m.Device {
 			var err error
-			if tail, err = decodeHandle(tail, &m.h); err != nil {
+			if tail, err = decodeHandle(tail, &m.Handle); err != nil {
 				return m, err
 			}
 		}
 	}
 	if len(tail) != 0 {
-		return m, fmt.Errorf("%w: type %d with %d stray tail bytes", errMalformed, m.typ, len(tail))
+		return m, fmt.Errorf("%w: type %d with %d stray tail bytes", errMalformed, m.Type, len(tail))
 	}
-	if m.typ == msgRegion && m.status == ring.StatusOK {
-		if m.perm != sdk.PermRemoteRead && m.perm != sdk.PermRemoteReadWrite {
-			return m, fmt.Errorf("%w: region %d offered with permission %d", errMalformed, m.region, m.perm)
+	if m.Type == msgRegion && m.Status == ring.StatusOK {
+		if m.Perm != sdk.PermRemoteRead && m.Perm != sdk.PermRemoteReadWrite {
+			return m, fmt.Errorf("%w: region %d offered with permission %d", errMalformed, m.Region, m.Perm)
 		}
-		if m.length == 0 || m.length > 1<<46 {
-			return m, fmt.Errorf("%w: region %d length %d", errMalformed, m.region, m.length)
+		if m.Length == 0 || m.Length > 1<<46 {
+			return m, fmt.Errorf("%w: region %d length %d", errMalformed, m.Region, m.Length)
 		}
-		if m.device {
-			m.h.Length = m.length
-			if err := m.h.Check(); err != nil {
-				return m, fmt.Errorf("%w: region %d: %w", errMalformed, m.region, err)
+		if m.Device {
+			m.Handle.Length = m.Length
+			if err := m.Handle.Check(); err != nil {
+				return m, fmt.Errorf("%w: region %d: %w", errMalformed, m.Region, err)
 			}
 		}
-	} else if m.device {
+	} else if m.Device {
 		return m, fmt.Errorf("%w: a handle on a refusal", errMalformed)
 	}
 	return m, nil
@@ -251,30 +236,4 @@ func decodeHandle(b []byte, h *sdk.Handle) ([]byte, error) {
 }
 
 // EndpointVersion is the version of the endpoint blob this plugin writes.
-const EndpointVersion = 1
-
-// endpoint is what peers need to reach this plugin, as JSON.
-type endpoint struct {
-	V       int    `json:"v"`
-	Socket  string `json:"socket"`  // abstract unix socket, "@..."
-	Machine string `json:"machine"` // the machine id the engine runs on
-}
-
-func encodeEndpoint(e endpoint) sdk.Endpoint {
-	b, _ := json.Marshal(e)
-	return b
-}
-
-func decodeEndpoint(b sdk.Endpoint) (endpoint, error) {
-	var e endpoint
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("endpoint is not nvlink's: %w", err)
-	}
-	if e.V != EndpointVersion {
-		return e, fmt.Errorf("endpoint version %d, this plugin reads %d", e.V, EndpointVersion)
-	}
-	if !strings.HasPrefix(e.Socket, "@") || len(e.Socket) < 2 || len(e.Socket) > 107 {
-		return e, fmt.Errorf("endpoint socket %q is not an abstract unix socket name", e.Socket)
-	}
-	return e, nil
-}
+const EndpointVersion = samehost.EndpointVersion

@@ -2,15 +2,14 @@ package shm
 
 import (
 	"context"
-	"path/filepath"
 	"runtime"
-	"time"
 
 	"github.com/hashicorp/hcl/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 )
 
 // Config is the plugin's `config { ... }` block:
@@ -53,9 +52,9 @@ type Config struct {
 const (
 	DefaultInlineMax     = 1 << 20
 	DefaultSplitMin      = 4 << 20
-	DefaultRevokeTimeout = 5 * time.Second
+	DefaultRevokeTimeout = samehost.DefaultRevokeTimeout
 	MaxCopyWorkers       = 256
-	DefaultMaxConns      = 1024
+	DefaultMaxConns      = samehost.DefaultMaxConns
 	// fallbackMaxMapped is max_mapped_bytes's default where the
 	// machine's RAM cannot be read.
 	fallbackMaxMapped = 64 << 30
@@ -66,27 +65,25 @@ const (
 )
 
 type settings struct {
-	workers       int
-	inlineMax     uint64
-	splitMin      uint64
-	revokeTimeout time.Duration
-	maxMapped     uint64 // bytes of peers' regions mapped at once, at most
-	maxConns      int    // served connections at once, at most
+	workers   int
+	inlineMax uint64
+	splitMin  uint64
+	maxMapped uint64 // bytes of peers' regions mapped at once, at most
 	// bulkNice is the niceness of the threads that copy low-priority
 	// descriptors (sdk.LowerThread); 0: they are copied like the rest.
 	bulkNice int
-	secret   []byte // the cluster secret; nil: none (same-user peers are trusted)
+	// The exchange's: revoke_timeout, max_conns, the cluster secret.
+	samehost.Settings
 }
 
 func defaultSettings() settings {
 	return settings{
-		workers:       max(1, runtime.NumCPU()),
-		inlineMax:     DefaultInlineMax,
-		splitMin:      DefaultSplitMin,
-		revokeTimeout: DefaultRevokeTimeout,
-		maxMapped:     machineRAM(),
-		maxConns:      DefaultMaxConns,
-		bulkNice:      sdk.DefaultBulkNice,
+		workers:   max(1, runtime.NumCPU()),
+		inlineMax: DefaultInlineMax,
+		splitMin:  DefaultSplitMin,
+		maxMapped: machineRAM(),
+		bulkNice:  sdk.DefaultBulkNice,
+		Settings:  samehost.DefaultSettings(),
 	}
 }
 
@@ -103,7 +100,7 @@ func machineRAM() uint64 {
 
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
-	s.secret = kit.EngineSecret(cfg) // unless the block names its own, below
+	s.Secret = kit.EngineSecret(cfg) // unless the block names its own (samehost.Config.Parse)
 	var c Config
 	st := kit.Settings{Cfg: cfg, Prefix: "shm config"}
 	if ok, err := st.Decode(&c); !ok {
@@ -121,44 +118,23 @@ func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	if c.SplitMin != nil && s.splitMin < 2*minChunk {
 		return settings{}, st.Errorf("split_min", c.SplitMinRange, "%q is below 2MiB", *c.SplitMin)
 	}
-	if err := st.Duration("revoke_timeout", c.RevokeTimeout, c.RevokeTimeoutRange, time.Millisecond, time.Hour, &s.revokeTimeout); err != nil {
-		return settings{}, err
-	}
 	if err := st.Size("max_mapped_bytes", c.MaxMapped, c.MaxMappedRange, maxSize, &s.maxMapped); err != nil {
 		return settings{}, err
 	}
 	if c.MaxMapped != nil && s.maxMapped == 0 {
 		return settings{}, st.Errorf("max_mapped_bytes", c.MaxMappedRange, "must be positive")
 	}
-	if err := st.Int("max_conns", c.MaxConns, c.MaxConnsRange, 1, 1<<20, &s.maxConns); err != nil {
-		return settings{}, err
-	}
 	if err := st.Int("bulk_nice", c.BulkNice, c.BulkNiceRange, 0, sdk.MaxNice, &s.bulkNice); err != nil {
 		return settings{}, err
 	}
-	switch {
-	case c.Secret != nil && c.SecretFile != nil:
-		return settings{}, st.Errorf("cluster_secret", c.SecretRange,
-			"cluster_secret and cluster_secret_file are both set; keep one (cluster_secret_file keeps the secret out of this file)")
-	case c.Secret != nil:
-		if n := len(*c.Secret); n < kit.MinSecretLen {
-			return settings{}, st.Errorf("cluster_secret", c.SecretRange,
-				"%d bytes is too short; use at least %d random bytes (for example the output of `openssl rand -hex 32`), the same on every engine", n, kit.MinSecretLen)
-		}
-		s.secret = []byte(*c.Secret)
-	case c.SecretFile != nil:
-		path := *c.SecretFile
-		if path == "" {
-			return settings{}, st.Errorf("cluster_secret_file", c.SecretFileRange, "empty path; name the file that holds the cluster secret")
-		}
-		if !filepath.IsAbs(path) && cfg.ConfigFile != "" {
-			path = filepath.Join(filepath.Dir(cfg.ConfigFile), path)
-		}
-		secret, err := kit.ReadSecretFile(path, "make the file readable by the plugin, or set cluster_secret instead")
-		if err != nil {
-			return settings{}, st.Errorf("cluster_secret_file", c.SecretFileRange, "%w", err)
-		}
-		s.secret = secret
+	common := samehost.Config{
+		RevokeTimeout: c.RevokeTimeout, RevokeTimeoutRange: c.RevokeTimeoutRange,
+		MaxConns: c.MaxConns, MaxConnsRange: c.MaxConnsRange,
+		Secret: c.Secret, SecretRange: c.SecretRange,
+		SecretFile: c.SecretFile, SecretFileRange: c.SecretFileRange,
+	}
+	if err := common.Parse(st, &s.Settings); err != nil {
+		return settings{}, err
 	}
 	return s, nil
 }

@@ -28,7 +28,7 @@
 // the hello names its segment and current incarnation
 // (StatusStaleIncarnation otherwise, StatusPermission for another user).
 // With cluster_secret (or cluster_secret_file) set, both sides also prove
-// they know the secret, HMACs over fresh nonces (auth.go), before the
+// they know the secret, HMACs over fresh nonces (sdk/kit/samehost), before the
 // server answers any query: a process without it gets StatusPermission and
 // no fd at all. The dialer then asks for each region it needs once; the
 // server answers with length, permission and a registration generation,

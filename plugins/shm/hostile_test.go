@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -63,29 +64,29 @@ func hostilePeer(t *testing.T, o offer) sdk.Endpoint {
 			return
 		}
 		defer c.Close()
-		cn := &conn{c: c}
-		rd := newReader()
-		if _, _, err := rd.read(c); err != nil {
+		cn := samehost.NewConn(c, codec{})
+		rd := samehost.NewReader(codec{})
+		if _, _, err := rd.Read(c); err != nil {
 			return
 		}
-		if cn.send(msg{typ: msgHelloAck, status: ring.StatusOK, inc: 5}, -1) != nil {
+		if cn.Send(msg{Type: msgHelloAck, Status: ring.StatusOK, Inc: 5}, -1) != nil {
 			return
 		}
 		for {
-			q, _, err := rd.read(c)
+			q, _, err := rd.Read(c)
 			if err != nil {
 				return
 			}
-			if q.typ != msgQuery {
+			if q.Type != msgQuery {
 				continue
 			}
-			if cn.send(msg{typ: msgRegion, region: q.region, status: ring.StatusOK, perm: sdk.PermRemoteReadWrite,
-				gen: 1, off: o.off, length: o.length}, fd) != nil {
+			if cn.Send(msg{Type: msgRegion, Region: q.Region, Status: ring.StatusOK, Perm: sdk.PermRemoteReadWrite,
+				Gen: 1, Off: o.off, Length: o.length}, fd) != nil {
 				return
 			}
 		}
 	}()
-	return encodeEndpoint(endpoint{V: EndpointVersion, Socket: name, Machine: "m"})
+	return samehost.Endpoint{V: EndpointVersion, Socket: name, Machine: "m"}.Encode()
 }
 
 // TestHostileOffersRefusedBeforeMapping: a peer plugin that offers a file
@@ -180,9 +181,7 @@ func TestAcceptLoopDeathIsReported(t *testing.T) {
 	if st, _ := tr.Stats(ctx); st["accepting"] != 1 {
 		t.Fatalf("accepting %d while the loop runs, want 1", st["accepting"])
 	}
-	tr.mu.Lock()
-	tr.ln.Close()
-	tr.mu.Unlock()
+	tr.srv.CloseListener()
 	if err := <-died; err == nil {
 		t.Fatal("fatal hook called with nil")
 	}

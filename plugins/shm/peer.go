@@ -2,14 +2,13 @@ package shm
 
 import (
 	"context"
-	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/regtable"
 	"github.com/ferrydev/ferry/sdk/ring"
 	sdkshm "github.com/ferrydev/ferry/sdk/shm"
@@ -30,7 +29,7 @@ type mapping struct {
 
 // dialConn is our connection to a peer plugin.
 type dialConn struct {
-	conn
+	*samehost.Conn
 	queried map[uint32]bool // regions asked for and not answered yet; under peer.mu
 }
 
@@ -144,7 +143,7 @@ func (p *peer) pump() {
 		if p.closed {
 			p.mu.Unlock()
 			if dc != nil {
-				dc.c.Close()
+				dc.C.Close()
 			}
 			return // close fails what waits
 		}
@@ -168,9 +167,9 @@ func (p *peer) pump() {
 	}
 	p.mu.Unlock()
 	for _, id := range ask {
-		p.t.stats.queries.Add(1)
-		if err := dc.send(msg{typ: msgQuery, region: id}, -1); err != nil {
-			dc.c.Close() // the reader fails what waits on it
+		p.t.stats.Queries.Add(1)
+		if err := dc.Send(msg{Type: msgQuery, Region: id}, -1); err != nil {
+			dc.C.Close() // the reader fails what waits on it
 			return
 		}
 	}
@@ -191,121 +190,41 @@ func (t *Transport) finishAll(ops []*op, st ring.Status) {
 	}
 }
 
-// dial connects to the peer's socket, checks that the plugin there runs
-// as our user (or root) and that it serves the segment and incarnation we
-// address. It returns nil and the status for the ops waiting otherwise.
+// dial connects to the peer's socket and says hello (samehost.Link.Dial:
+// same user, segment and incarnation, the cluster secret). It returns nil
+// and the status for the ops waiting otherwise.
 func (p *peer) dial() (*dialConn, ring.Status) {
-	t := p.t
-	ctx, cancel := context.WithTimeout(p.ctx, helloTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "unixpacket", p.socket)
-	if err != nil {
-		t.stats.dialFailures.Add(1)
-		t.log.Debug("dial failed", "peer", p.segment, "socket", p.socket, "error", err)
-		return nil, ring.StatusPeerUnreachable
-	}
-	c := nc.(*net.UnixConn)
-	stop := context.AfterFunc(ctx, func() { c.Close() })
-	defer stop()
-	fail := func(st ring.Status) (*dialConn, ring.Status) {
-		c.Close()
+	c, st := p.t.link.Dial(p.ctx, p.socket, p.segment, p.inc)
+	if c == nil {
 		return nil, st
 	}
-	uid, err := peerUID(c)
-	if err != nil || !uidAllowed(uid) {
-		t.stats.credRejected.Add(1)
-		t.log.Warn("refused peer plugin: it runs as another user", "peer", p.segment, "uid", uid, "error", err)
-		return fail(ring.StatusPermission)
-	}
-	dc := &dialConn{conn: conn{c: c}, queried: map[uint32]bool{}}
-	// A server that refuses us (another user) answers before our hello
-	// and closes: the write may fail, but its answer is still there to
-	// read, and says why.
-	secret := t.set.secret
-	hello := msg{typ: msgHello, name: p.segment, inc: p.inc}
-	if secret != nil {
-		hello.auth, hello.nonce = true, newNonce()
-	}
-	sendErr := dc.send(hello, -1)
-	ack, fds, err := newReader().read(c)
-	if err != nil && sendErr != nil {
-		err = sendErr
-	}
-	closeFDs(fds)
-	switch {
-	case err != nil && (errors.Is(err, errMalformed) || errors.Is(err, errVersion)):
-		t.stats.malformed.Add(1)
-		return fail(ring.StatusProtocol)
-	case err != nil:
-		t.stats.dialFailures.Add(1)
-		return fail(ring.StatusPeerUnreachable)
-	case ack.typ != msgHelloAck || len(fds) != 0:
-		t.stats.malformed.Add(1)
-		return fail(ring.StatusProtocol)
-	case ack.status != ring.StatusOK:
-		t.stats.helloRejected.Add(1)
-		if ack.status == ring.StatusPermission {
-			t.stats.credRejected.Add(1)
-			if secret == nil {
-				t.log.Warn("refused by a peer plugin: another user, or it requires a cluster secret and this engine has none; set the same cluster_secret in the shm plugin's config block of both engines", "peer", p.segment)
-			}
-		}
-		return fail(ack.status)
-	case ack.inc != p.inc:
-		t.stats.helloRejected.Add(1)
-		return fail(ring.StatusStaleIncarnation)
-	case secret == nil && ack.auth:
-		t.stats.malformed.Add(1)
-		return fail(ring.StatusProtocol) // a proof for a hello that asked for none
-	case secret != nil && !ack.auth:
-		t.stats.authFailed.Add(1)
-		t.log.Warn("refused a peer plugin: it has no cluster secret and this engine has one; set the same cluster_secret in the shm plugin's config block of both engines, or remove it from this one", "peer", p.segment)
-		return fail(ring.StatusPermission)
-	case secret != nil && !verify(ack.mac, secret, "server", p.segment, p.inc, &hello.nonce, &ack.nonce):
-		t.stats.authFailed.Add(1)
-		t.log.Warn("refused a peer plugin: its proof of the cluster secret does not verify (another secret, or not a plugin of this cluster); give both engines the same cluster_secret", "peer", p.segment)
-		return fail(ring.StatusPermission)
-	}
-	if secret != nil {
-		a := msg{typ: msgAuth, auth: true, mac: proof(secret, "dialer", p.segment, p.inc, &ack.nonce, &hello.nonce)}
-		if err := dc.send(a, -1); err != nil {
-			t.stats.dialFailures.Add(1)
-			return fail(ring.StatusPeerUnreachable)
-		}
-	}
-	if !stop() {
-		return fail(ring.StatusShutdown) // closed while we said hello
-	}
-	t.stats.connsDialed.Add(1)
-	t.stats.connsOpen.Add(1)
-	return dc, ring.StatusOK
+	return &dialConn{Conn: c, queried: map[uint32]bool{}}, ring.StatusOK
 }
 
 // read handles what the peer's plugin sends: region answers and revokes.
 // When the connection ends, every mapping that came on it is dropped.
 func (p *peer) read(dc *dialConn) {
 	defer p.wg.Done()
-	rd := newReader()
+	rd := samehost.NewReader(codec{})
 	for {
-		m, fds, err := rd.read(dc.c)
+		m, fds, err := rd.Read(dc.C)
 		if err == nil {
 			switch {
-			case m.typ == msgRegion && m.status == ring.StatusOK && len(fds) == 1:
+			case m.Type == msgRegion && m.Status == ring.StatusOK && len(fds) == 1:
 				p.onRegion(dc, m, fds[0])
 				continue
-			case m.typ == msgRegion && m.status != ring.StatusOK && len(fds) == 0:
+			case m.Type == msgRegion && m.Status != ring.StatusOK && len(fds) == 0:
 				p.onRegion(dc, m, -1)
 				continue
-			case m.typ == msgRevoke && len(fds) == 0:
+			case m.Type == msgRevoke && len(fds) == 0:
 				p.onRevoke(dc, m)
 				continue
 			}
 			err = errMalformed
 		}
-		closeFDs(fds)
-		if errors.Is(err, errMalformed) || errors.Is(err, errVersion) {
-			p.t.stats.malformed.Add(1)
+		samehost.CloseFDs(fds)
+		if samehost.IsProtocol(err) {
+			p.t.stats.Malformed.Add(1)
 			p.t.log.Warn("dropping the connection to a peer: malformed message", "peer", p.segment, "error", err)
 		}
 		break
@@ -317,7 +236,7 @@ func (p *peer) read(dc *dialConn) {
 // waited for it, or fails them with the peer's status.
 func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 	t := p.t
-	st := m.status
+	st := m.Status
 	var mp *mapping
 	if fd >= 0 {
 		sm, mst := p.mapOffer(m, fd)
@@ -325,16 +244,16 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 		if sm == nil {
 			st = mst
 		} else {
-			mp = &mapping{region: m.region, gen: m.gen, m: sm, mem: sm.Mem(), perm: m.perm, dc: dc}
+			mp = &mapping{region: m.Region, gen: m.Gen, m: sm, mem: sm.Mem(), perm: m.Perm, dc: dc}
 			mp.Init()
 			t.stats.mapsCreated.Add(1)
 			t.stats.mapsOpen.Add(1)
 		}
 	}
 	p.mu.Lock()
-	delete(dc.queried, m.region)
-	ops := p.waiting[m.region]
-	delete(p.waiting, m.region)
+	delete(dc.queried, m.Region)
+	ops := p.waiting[m.Region]
+	delete(p.waiting, m.Region)
 	var prev *mapping
 	if mp != nil {
 		if p.closed || p.dc != dc {
@@ -344,7 +263,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 			t.finishAll(ops, ring.StatusShutdown)
 			return
 		}
-		prev = p.setMapsLocked(m.region, mp)
+		prev = p.setMapsLocked(m.Region, mp)
 	}
 	p.mu.Unlock()
 	if prev != nil {
@@ -367,39 +286,39 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 func (p *peer) mapOffer(m msg, fd int) (*sdkshm.Mapping, ring.Status) {
 	t := p.t
 	size, allocated := fileStat(fd)
-	if m.off != 0 || size != int64(m.length) {
-		t.stats.offersRefused.Add(1)
+	if m.Off != 0 || size != int64(m.Length) {
+		t.stats.OffersRefused.Add(1)
 		t.log.Warn("refused a peer's region: its file is not exactly the region (a peer of this version sends a file of the region alone, at offset 0)",
-			"peer", p.segment, "region", m.region, "length", m.length, "offset", m.off, "file_size", size)
+			"peer", p.segment, "region", m.Region, "length", m.Length, "offset", m.Off, "file_size", size)
 		return nil, ring.StatusProtocol
 	}
 	if allocated < size {
 		// A peer's registered memory is allocated (the host populates
 		// it); a sparse file would make our MAP_POPULATE allocate its
 		// holes here, on our account.
-		t.stats.offersRefused.Add(1)
+		t.stats.OffersRefused.Add(1)
 		t.log.Warn("refused a peer's region: its file is sparse (registered memory of an engine is allocated); mapping it would allocate its holes in this process",
-			"peer", p.segment, "region", m.region, "length", m.length, "allocated", allocated)
+			"peer", p.segment, "region", m.Region, "length", m.Length, "allocated", allocated)
 		return nil, ring.StatusProtocol
 	}
 	for {
 		cur := t.mapped.Load()
-		if cur+m.length > t.set.maxMapped || cur+m.length < cur {
-			t.stats.offersRefused.Add(1)
+		if cur+m.Length > t.set.maxMapped || cur+m.Length < cur {
+			t.stats.OffersRefused.Add(1)
 			t.log.Warn("refused a peer's region: mapping it would exceed max_mapped_bytes; raise max_mapped_bytes in the shm plugin's config block, or let another transport reach it",
-				"peer", p.segment, "region", m.region, "length", m.length, "mapped", cur, "max_mapped_bytes", t.set.maxMapped)
+				"peer", p.segment, "region", m.Region, "length", m.Length, "mapped", cur, "max_mapped_bytes", t.set.maxMapped)
 			return nil, ring.StatusUnsupported
 		}
-		if t.mapped.CompareAndSwap(cur, cur+m.length) {
+		if t.mapped.CompareAndSwap(cur, cur+m.Length) {
 			break
 		}
 	}
 	// Writable only when peers may write: for a remote-read region the
 	// kernel itself refuses a write.
-	sm, err := sdkshm.Map(fd, 0, int(m.length), m.perm.AllowsRemoteWrite())
+	sm, err := sdkshm.Map(fd, 0, int(m.Length), m.Perm.AllowsRemoteWrite())
 	if err != nil {
-		t.mapped.Add(-m.length)
-		t.log.Warn("cannot map a peer's region", "peer", p.segment, "region", m.region, "error", err)
+		t.mapped.Add(-m.Length)
+		t.log.Warn("cannot map a peer's region", "peer", p.segment, "region", m.Region, "error", err)
 		return nil, ring.StatusProtocol
 	}
 	return sm, ring.StatusOK
@@ -409,25 +328,25 @@ func (p *peer) mapOffer(m msg, fd int) (*sdkshm.Mapping, ring.Status) {
 // acknowledges once no copy uses it any more. Until then, copies already
 // started on it run to their end; chunks not started yet are skipped.
 func (p *peer) onRevoke(dc *dialConn, m msg) {
-	p.t.stats.revokesRecv.Add(1)
+	p.t.stats.RevokesRecv.Add(1)
 	p.mu.Lock()
-	mp := p.lookup(m.region)
-	if mp != nil && mp.gen == m.gen && mp.dc == dc {
-		p.setMapsLocked(m.region, nil)
+	mp := p.lookup(m.Region)
+	if mp != nil && mp.gen == m.Gen && mp.dc == dc {
+		p.setMapsLocked(m.Region, nil)
 	} else {
 		mp = nil
 	}
 	p.mu.Unlock()
-	ack := msg{typ: msgRevokeAck, region: m.region, gen: m.gen}
+	ack := msg{Type: msgRevokeAck, Region: m.Region, Gen: m.Gen}
 	if mp == nil {
-		_ = dc.send(ack, -1)
+		_ = dc.Send(ack, -1)
 		return
 	}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		p.retire(mp)
-		_ = dc.send(ack, -1)
+		_ = dc.Send(ack, -1)
 	}()
 }
 
@@ -445,8 +364,8 @@ func (p *peer) retire(mp *mapping) {
 
 // connLost fails what waits on the connection and drops its mappings.
 func (p *peer) connLost(dc *dialConn) {
-	dc.c.Close()
-	p.t.stats.connsOpen.Add(-1)
+	dc.C.Close()
+	p.t.stats.ConnsOpen.Add(-1)
 	p.mu.Lock()
 	if p.dc == dc {
 		p.dc = nil
@@ -486,7 +405,7 @@ func (p *peer) Close() {
 	p.mu.Unlock()
 	p.cancel()
 	if dc != nil {
-		dc.c.Close()
+		dc.C.Close()
 	}
 	p.wg.Wait()
 	p.mu.Lock()

@@ -2,11 +2,7 @@ package shm
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 
@@ -15,6 +11,7 @@ import (
 
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -30,13 +27,15 @@ type Transport struct {
 	// Stop waits for and the outcome counters.
 	base kit.Base[*region, *peer]
 
-	// mu guards the control state, the set of served connections and what
-	// each may have mapped (srvConn.held, srvConn.acks). Lock order:
-	// conn.wmu before mu.
-	mu      sync.Mutex
-	set     settings
-	ln      *net.UnixListener
-	servers map[*srvConn]struct{}
+	// mu guards the control state, and is the exchange server's lock:
+	// what each served connection may have mapped (samehost.Server.Mu).
+	// Lock order: a connection's write lock before mu.
+	mu  sync.Mutex
+	set settings
+	// link is the region exchange (sdk/kit/samehost): the socket, the
+	// hello and the cluster secret's proofs; srv serves peers on it.
+	link samehost.Link
+	srv  samehost.Server
 	// readOnly are the regions whose read-only fd is open (region.ro),
 	// closed at UnregisterMemory or Stop.
 	readOnly map[*region]struct{}
@@ -44,15 +43,6 @@ type Transport struct {
 	machine string // set once at Start, before any goroutine reads it
 	nextGen atomic.Uint64
 	mapped  atomic.Uint64 // bytes of peers' regions mapped now (max_mapped_bytes)
-
-	// stopping is closed by Stop: it ends the accept loop's pauses.
-	stopping chan struct{}
-	// acceptErr is why the accept loop ended for good, nil while it runs.
-	acceptErr atomic.Pointer[error]
-	// fatal, when set, is called once the plugin can serve no new peer.
-	fatal func(error)
-	// authLog rate-limits the warnings about peers refused for the secret.
-	authLog lockedRateLog
 
 	pool pool
 	// bulk runs the copies of low-priority descriptors on nice threads
@@ -72,7 +62,7 @@ type Option func(*Transport)
 // peers (its accept loop ended for good). The plugin binary ends its
 // process (the host sees the exit and restarts it, fresh); by default the
 // plugin only logs and reports accepting=0 in Stats.
-func WithFatal(f func(error)) Option { return func(t *Transport) { t.fatal = f } }
+func WithFatal(f func(error)) Option { return func(t *Transport) { t.srv.Fatal = f } }
 
 // WithLogger sets the logger (default: JSON to stderr, which go-plugin
 // forwards to the host with the plugin's name).
@@ -82,11 +72,11 @@ func WithLogger(l hclog.Logger) Option { return func(t *Transport) { t.log = l }
 func New(opts ...Option) *Transport {
 	t := &Transport{
 		base:     kit.Base[*region, *peer]{Name: "shm", MaxNameLen: MaxNameLen, ForeignMemory: true},
-		servers:  make(map[*srvConn]struct{}),
 		readOnly: make(map[*region]struct{}),
-		stopping: make(chan struct{}),
 		set:      defaultSettings(),
 	}
+	t.link = samehost.Link{Name: "shm", Label: "ferry-shm/1", Codec: codec{}, Stats: &t.stats.Counters}
+	t.srv = samehost.Server{Link: &t.link, Mu: &t.mu, Answer: t.answer}
 	t.opPool.New = func() any { return new(op) }
 	for _, o := range opts {
 		o(t)
@@ -94,6 +84,7 @@ func New(opts ...Option) *Transport {
 	if t.log == nil {
 		t.log = kit.Logger("shm")
 	}
+	t.link.Log = t.log
 	return t
 }
 
@@ -143,26 +134,23 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	}
 	// The host's id, or a hash of this machine's: never the raw /etc/machine-id.
 	machine := kit.MachineID(cfg)
-	var rnd [8]byte
-	_, _ = rand.Read(rnd[:])
-	sum := sha256.Sum256([]byte(cfg.Engine))
-	name := fmt.Sprintf("@ferry-shm/%x/%x/%s", sum[:8], cfg.Incarnation, hex.EncodeToString(rnd[:]))
-	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: name, Net: "unixpacket"})
+	t.link.Secret = set.Secret
+	ln, name, err := t.link.Listen(cfg.Engine, cfg.Incarnation)
 	if err != nil {
-		return nil, fmt.Errorf("shm: listen on abstract socket %s: %w", name, err)
+		return nil, err
 	}
 	t.set = set
 	t.machine = machine
-	t.ln = ln
-	ep := encodeEndpoint(endpoint{V: EndpointVersion, Socket: name, Machine: machine})
+	ep := samehost.Endpoint{V: EndpointVersion, Socket: name, Machine: machine}.Encode()
 	t.pool.start(t, set.workers, set.splitMin, 0)
 	if set.bulkNice > 0 {
 		t.bulk.start(t, set.workers, set.splitMin, set.bulkNice)
 	}
-	t.base.Goroutines.Add(1)
-	go t.acceptLoop(ln)
-	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "bulk_nice", set.bulkNice, "cluster_secret", set.secret != nil)
-	if set.secret == nil {
+	t.srv.Engine, t.srv.Incarnation = cfg.Engine, cfg.Incarnation
+	t.srv.MaxConns, t.srv.RevokeTimeout = set.MaxConns, set.RevokeTimeout
+	t.srv.Serve(ln)
+	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "bulk_nice", set.bulkNice, "cluster_secret", set.Secret != nil)
+	if set.Secret == nil {
 		t.log.Warn("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
 			" (abstract socket names are listed in /proc/net/unix); set cluster_secret in the shm plugin's config block of every engine so that only plugins that know it get one")
 	}
@@ -208,19 +196,9 @@ func (t *Transport) UnregisterMemory(_ context.Context, id uint32) error {
 		t.mu.Unlock()
 		return err
 	}
-	var holders []*srvConn
-	var acks []chan struct{}
-	for sc := range t.servers {
-		if g, ok := sc.held[id]; ok && g == r.gen {
-			delete(sc.held, id)
-			ch := make(chan struct{})
-			sc.acks[r.gen] = ch
-			holders = append(holders, sc)
-			acks = append(acks, ch)
-		}
-	}
+	rv := t.srv.Holders(id, r.gen)
 	t.mu.Unlock()
-	t.revoke(r, holders, acks)
+	t.srv.Revoke(rv)
 	t.mu.Lock()
 	if r.ro >= 0 {
 		unix.Close(r.ro)
@@ -244,7 +222,7 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 	t.mu.Lock()
 	machine := t.machine
 	t.mu.Unlock()
-	ep, err := decodeEndpoint(p.Endpoint)
+	ep, err := t.link.DecodeEndpoint(p.Endpoint)
 	if err != nil {
 		return t.base.PeerError(p, err)
 	}
@@ -302,7 +280,7 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	t.base.Outcomes.Export(m)
 	m["mapped_bytes"] = t.mapped.Load()
 	m["accepting"] = 0
-	if t.base.Started() && !t.base.Stopped() && t.acceptErr.Load() == nil {
+	if t.base.Started() && !t.base.Stopped() && t.srv.Accepting() {
 		m["accepting"] = 1
 	}
 	return m, nil
@@ -313,16 +291,7 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 // unmaps every peer region and waits for every goroutine it started.
 func (t *Transport) Stop(ctx context.Context) error {
 	err := t.base.Stop(ctx, func() {
-		close(t.stopping)
-		t.mu.Lock()
-		ln := t.ln
-		for sc := range t.servers {
-			sc.c.Close()
-		}
-		t.mu.Unlock()
-		if ln != nil {
-			ln.Close()
-		}
+		t.srv.Close()
 		for _, p := range t.base.Peers.CloseAll() {
 			p.Close()
 		}

@@ -2,16 +2,14 @@ package shm
 
 import (
 	"encoding/binary"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/kit/samehost"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
-// The region-exchange protocol runs on a SOCK_SEQPACKET unix socket, so
+// The region-exchange protocol (sdk/kit/samehost) runs on a SOCK_SEQPACKET unix socket, so
 // every message arrives whole or not at all. A message is a fixed 48-byte
 // header, little-endian, followed (hello only) by a name and (with the
 // auth flag) the proof of a cluster secret:
@@ -31,37 +29,31 @@ import (
 // With flagAuth, a msgHello carries the dialer's 16-byte nonce after the
 // name, a msgHelloAck the server's nonce and its 32-byte proof, and a
 // msgAuth (sent by the dialer right after the ack) the dialer's proof
-// (auth.go). A msgRegion with StatusOK carries the memfd as SCM_RIGHTS;
+// (samehost/auth.go). A msgRegion with StatusOK carries the memfd as SCM_RIGHTS;
 // nothing else carries fds.
 const (
 	wireMagic   = 0x4d485346 // "FSHM"
 	wireVersion = 1
 	headerLen   = 48
-	maxMsgLen   = headerLen + MaxNameLen + nonceLen + macLen
+	maxMsgLen   = headerLen + MaxNameLen + samehost.NonceLen + samehost.MACLen
 	// MaxNameLen is the longest segment name the protocol carries.
-	MaxNameLen = 255
+	MaxNameLen = samehost.MaxNameLen
 )
 
-// Message types.
+// Message types and flags, as samehost numbers them.
 const (
-	msgHello     = 1 // dialer -> server: segment name and incarnation wanted
-	msgHelloAck  = 2 // server -> dialer: StatusOK or why not
-	msgQuery     = 3 // dialer -> server: map region R for me
-	msgRegion    = 4 // server -> dialer: R's length, perm, generation (+ memfd)
-	msgRevoke    = 5 // server -> dialer: R (generation G) was unregistered
-	msgRevokeAck = 6 // dialer -> server: R (G) is unmapped here
-	msgAuth      = 7 // dialer -> server: the dialer's proof of the cluster secret
-	msgTypeLimit = 8
-)
-
-// flagAuth marks a hello, hello ack or auth message that carries a proof
-// of the cluster secret.
-const flagAuth = 1
-
-// Sizes of the proof's parts.
-const (
-	nonceLen = 16
-	macLen   = 32
+	msgHello     = samehost.MsgHello
+	msgHelloAck  = samehost.MsgHelloAck
+	msgQuery     = samehost.MsgQuery
+	msgRegion    = samehost.MsgRegion
+	msgRevoke    = samehost.MsgRevoke
+	msgRevokeAck = samehost.MsgRevokeAck
+	msgAuth      = samehost.MsgAuth
+	// flagAuth marks a hello, hello ack or auth message that carries a
+	// proof of the cluster secret.
+	flagAuth = 1
+	nonceLen = samehost.NonceLen
+	macLen   = samehost.MACLen
 )
 
 // authLen is how many bytes of proof follow the name in a message of
@@ -78,56 +70,48 @@ func authLen(typ uint8) int {
 	return 0
 }
 
-var errMalformed = errors.New("shm: malformed message")
+var errMalformed = fmt.Errorf("shm: %w", samehost.ErrMalformed)
 
-// msg is one decoded message.
-type msg struct {
-	typ    uint8
-	perm   sdk.Perm
-	status ring.Status
-	region uint32
-	gen    uint64
-	inc    uint64
-	off    uint64
-	length uint64
-	name   string
-	// auth: the message carries a proof (flagAuth): nonce (hello, hello
-	// ack) and mac (hello ack, auth).
-	auth  bool
-	nonce [nonceLen]byte
-	mac   [macLen]byte
-}
+// msg is one message; codec is its wire form.
+type msg = samehost.Msg
+
+// codec is shm's samehost.Codec. A message never carries a device handle.
+type codec struct{}
+
+func (codec) MaxLen() int                           { return maxMsgLen }
+func (codec) Append(b []byte, m *msg) []byte        { return encode(b, m) }
+func (codec) Decode(b []byte) (samehost.Msg, error) { return decode(b) }
 
 // encode appends m's wire form to b.
-func (m *msg) encode(b []byte) []byte {
+func encode(b []byte, m *msg) []byte {
 	var h [headerLen]byte
 	binary.LittleEndian.PutUint32(h[0:], wireMagic)
 	h[4] = wireVersion
-	h[5] = m.typ
-	h[6] = uint8(m.perm)
-	if authLen(m.typ) > 0 {
+	h[5] = m.Type
+	h[6] = uint8(m.Perm)
+	if authLen(m.Type) > 0 {
 		h[6] = 0
-		if m.auth {
+		if m.Auth {
 			h[6] = flagAuth
 		}
 	}
-	h[7] = uint8(len(m.name))
-	binary.LittleEndian.PutUint32(h[8:], uint32(m.status))
-	binary.LittleEndian.PutUint32(h[12:], m.region)
-	binary.LittleEndian.PutUint64(h[16:], m.gen)
-	binary.LittleEndian.PutUint64(h[24:], m.inc)
-	binary.LittleEndian.PutUint64(h[32:], m.off)
-	binary.LittleEndian.PutUint64(h[40:], m.length)
+	h[7] = uint8(len(m.Name))
+	binary.LittleEndian.PutUint32(h[8:], uint32(m.Status))
+	binary.LittleEndian.PutUint32(h[12:], m.Region)
+	binary.LittleEndian.PutUint64(h[16:], m.Gen)
+	binary.LittleEndian.PutUint64(h[24:], m.Inc)
+	binary.LittleEndian.PutUint64(h[32:], m.Off)
+	binary.LittleEndian.PutUint64(h[40:], m.Length)
 	b = append(b, h[:]...)
-	b = append(b, m.name...)
-	if m.auth {
-		switch m.typ {
+	b = append(b, m.Name...)
+	if m.Auth {
+		switch m.Type {
 		case msgHello:
-			b = append(b, m.nonce[:]...)
+			b = append(b, m.Nonce[:]...)
 		case msgHelloAck:
-			b = append(append(b, m.nonce[:]...), m.mac[:]...)
+			b = append(append(b, m.Nonce[:]...), m.MAC[:]...)
 		case msgAuth:
-			b = append(b, m.mac[:]...)
+			b = append(b, m.MAC[:]...)
 		}
 	}
 	return b
@@ -146,93 +130,63 @@ func decode(b []byte) (msg, error) {
 	if v := b[4]; v != wireVersion {
 		return m, fmt.Errorf("%w: version %d, this side speaks %d", errVersion, v, wireVersion)
 	}
-	m.typ = b[5]
-	if m.typ == 0 || m.typ >= msgTypeLimit {
-		return m, fmt.Errorf("%w: unknown type %d", errMalformed, m.typ)
+	m.Type = b[5]
+	if m.Type == 0 || m.Type >= samehost.MsgTypeLimit {
+		return m, fmt.Errorf("%w: unknown type %d", errMalformed, m.Type)
 	}
 	nameLen, proof := int(b[7]), 0
-	if authLen(m.typ) > 0 {
+	if authLen(m.Type) > 0 {
 		if b[6]&^flagAuth != 0 {
-			return m, fmt.Errorf("%w: type %d with flags %#x", errMalformed, m.typ, b[6])
+			return m, fmt.Errorf("%w: type %d with flags %#x", errMalformed, m.Type, b[6])
 		}
-		m.auth = b[6] == flagAuth
-		if m.auth {
-			proof = authLen(m.typ)
-		} else if m.typ == msgAuth {
+		m.Auth = b[6] == flagAuth
+		if m.Auth {
+			proof = authLen(m.Type)
+		} else if m.Type == msgAuth {
 			return m, fmt.Errorf("%w: an auth message without its proof", errMalformed)
 		}
 	} else {
-		m.perm = sdk.Perm(b[6])
+		m.Perm = sdk.Perm(b[6])
 	}
 	if len(b) != headerLen+nameLen+proof {
 		return m, fmt.Errorf("%w: %d bytes, header announces %d", errMalformed, len(b), headerLen+nameLen+proof)
 	}
-	if nameLen > 0 && m.typ != msgHello {
-		return m, fmt.Errorf("%w: type %d carries a name", errMalformed, m.typ)
+	if nameLen > 0 && m.Type != msgHello {
+		return m, fmt.Errorf("%w: type %d carries a name", errMalformed, m.Type)
 	}
-	m.status = ring.Status(int32(binary.LittleEndian.Uint32(b[8:])))
-	if !m.status.Valid() {
-		return m, fmt.Errorf("%w: unknown status %d", errMalformed, m.status)
+	m.Status = ring.Status(int32(binary.LittleEndian.Uint32(b[8:])))
+	if !m.Status.Valid() {
+		return m, fmt.Errorf("%w: unknown status %d", errMalformed, m.Status)
 	}
-	m.region = binary.LittleEndian.Uint32(b[12:])
-	m.gen = binary.LittleEndian.Uint64(b[16:])
-	m.inc = binary.LittleEndian.Uint64(b[24:])
-	m.off = binary.LittleEndian.Uint64(b[32:])
-	m.length = binary.LittleEndian.Uint64(b[40:])
-	m.name = string(b[headerLen : headerLen+nameLen])
+	m.Region = binary.LittleEndian.Uint32(b[12:])
+	m.Gen = binary.LittleEndian.Uint64(b[16:])
+	m.Inc = binary.LittleEndian.Uint64(b[24:])
+	m.Off = binary.LittleEndian.Uint64(b[32:])
+	m.Length = binary.LittleEndian.Uint64(b[40:])
+	m.Name = string(b[headerLen : headerLen+nameLen])
 	rest := b[headerLen+nameLen:]
-	if m.auth && m.typ != msgAuth {
-		copy(m.nonce[:], rest)
+	if m.Auth && m.Type != msgAuth {
+		copy(m.Nonce[:], rest)
 		rest = rest[nonceLen:]
 	}
-	if m.auth && m.typ != msgHello {
-		copy(m.mac[:], rest)
+	if m.Auth && m.Type != msgHello {
+		copy(m.MAC[:], rest)
 	}
-	if m.typ == msgRegion && m.status == ring.StatusOK {
-		switch m.perm {
+	if m.Type == msgRegion && m.Status == ring.StatusOK {
+		switch m.Perm {
 		case sdk.PermRemoteRead, sdk.PermRemoteReadWrite:
 		default:
-			return m, fmt.Errorf("%w: region %d offered with permission %d", errMalformed, m.region, m.perm)
+			return m, fmt.Errorf("%w: region %d offered with permission %d", errMalformed, m.Region, m.Perm)
 		}
-		if m.length == 0 || m.length > 1<<46 || m.off > 1<<46 {
-			return m, fmt.Errorf("%w: region %d range offset %d length %d", errMalformed, m.region, m.off, m.length)
+		if m.Length == 0 || m.Length > 1<<46 || m.Off > 1<<46 {
+			return m, fmt.Errorf("%w: region %d range offset %d length %d", errMalformed, m.Region, m.Off, m.Length)
 		}
 	}
 	return m, nil
 }
 
 // errVersion marks a peer that speaks another protocol version.
-var errVersion = errors.New("shm: protocol version mismatch")
+var errVersion = fmt.Errorf("shm: %w", samehost.ErrVersion)
 
 // EndpointVersion is the version of the endpoint blob this plugin writes.
-const EndpointVersion = 1
-
-// endpoint is what peers need to reach this plugin: published in the
-// segment descriptor as JSON.
-type endpoint struct {
-	V       int    `json:"v"`
-	Socket  string `json:"socket"`  // abstract unix socket, "@..."
-	Machine string `json:"machine"` // the machine id the engine runs on
-}
-
-func encodeEndpoint(e endpoint) sdk.Endpoint {
-	b, err := json.Marshal(e)
-	if err != nil {
-		panic(err) // strings and an int cannot fail to marshal
-	}
-	return b
-}
-
-func decodeEndpoint(b sdk.Endpoint) (endpoint, error) {
-	var e endpoint
-	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("endpoint is not shm's: %w", err)
-	}
-	if e.V != EndpointVersion {
-		return e, fmt.Errorf("endpoint version %d, this plugin reads %d", e.V, EndpointVersion)
-	}
-	if !strings.HasPrefix(e.Socket, "@") || len(e.Socket) < 2 || len(e.Socket) > 107 {
-		return e, fmt.Errorf("endpoint socket %q is not an abstract unix socket name", e.Socket)
-	}
-	return e, nil
-}
+const EndpointVersion = samehost.EndpointVersion
