@@ -10,7 +10,11 @@ DEVICES   := devices/cuda devices/rocm plugins/simdev
 # The commit `ferry version` names; Go's own VCS stamp may be off.
 REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff --quiet HEAD 2>/dev/null || echo -modified)
 
-.PHONY: all build run test soak ctest pytest fuzz bench proto proto-check lint clean
+# Modules of their own inside the repository (the vendor template): their
+# tests and vet run in their directories, since ./... stops at a go.mod.
+MODULES   := examples/transport
+
+.PHONY: all build run test modtest soak ctest pytest fuzz bench proto proto-check lint clean
 
 all: build
 
@@ -37,10 +41,18 @@ test: build
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) modtest
 	$(MAKE) soak
 	$(MAKE) ctest
 	$(MAKE) pytest
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+
+# vet and test each nested module (MODULES) as a vendor would build it.
+modtest:
+	@for m in $(MODULES); do \
+		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...)"; \
+		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
+	done
 
 # The 60-second soak (docs/soak.md): verified traffic between two engines
 # in two processes while plugins of either side are killed and the target

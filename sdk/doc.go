@@ -22,6 +22,11 @@
 // a P of its own, so that latency-critical work on the same cores gets
 // them first (threadprio.go; plugins expose it as bulk_nice).
 //
+// GUIDE.md, beside this file, is the whole plugin contract for a vendor
+// (who checks what, the completion rule and what the host does with each
+// violation, threading, capabilities, fencing, config, versions), and
+// examples/transport is the template to copy.
+//
 // It must not import anything from host/, nor hold host-side code: the
 // host's client and launcher live in internal/pluginclient, and a vendor
 // builds a plugin from the SDK alone.
