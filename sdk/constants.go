@@ -18,6 +18,10 @@ import (
 // else is version 1's, so ServeTransport serves both: a host that speaks
 // only 1 talks to a plugin built with this SDK and ignores what it does
 // not know.
+//
+// Within version 2, Describe gained fields that an older plugin does not
+// send and the host reads as false: foreign_memory, two_sided,
+// sealed_regions and test_tool (Info.TestTool, a plugin for tests only).
 const ProtocolVersion = 2
 
 // MinProtocolVersion is the oldest version ServeTransport serves: it serves

@@ -77,6 +77,7 @@ func (s *server) Describe(ctx context.Context, _ *transportv1.DescribeRequest) (
 	resp.ForeignMemory = info.ForeignMemory
 	resp.ForeignLocalOnly = info.ForeignMemory && info.ForeignLocalOnly
 	resp.TwoSided = info.TwoSided
+	resp.TestTool = info.TestTool
 	resp.RegisterBatch = true
 	// A sealed region is written through the host's memory, the path of
 	// foreign memory: a transport that takes that takes sealed regions.

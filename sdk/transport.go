@@ -261,6 +261,11 @@ type Info struct {
 	// that write straight into registered memory (shm, rdma writes) leave
 	// it false, and so do plugins of older SDKs: no credit.
 	TwoSided bool
+	// TestTool: the plugin is a tool for tests (plugins/fault injects
+	// faults), not a transport to run in production. `ferry plugins`
+	// lists it only with --all; an engine runs it like any other. False
+	// for plugins of older SDKs, which the listing then shows.
+	TestTool bool
 }
 
 // Carries reports whether the plugin carries op. A plugin that lists no

@@ -158,7 +158,7 @@ func cmdBench(args []string) error {
 	sweep := fs.String("sweep", "", "measure each of these sizes in turn, like 4KiB,64KiB,1MiB,16MiB (\"all\": 4KiB to 64MiB by 4x), one row each")
 	plotPath := fs.String("plot", "", "with --sweep: draw throughput and p50 latency against size, Ferry beside its baseline, into this PNG")
 	jsonl := fs.String("jsonl", "", "append each row as one JSON line to this file")
-	fs.String("target-config", "", "with --qos: the target engine's HCL config (default: the built-in one; name the --config file to configure both engines alike)")
+	targetCfg := fs.String("target-config", "", "the HCL config of the target engine bench starts (default: --config's, so both run the same plugin, device and staging blocks; \""+builtinConfig+"\": the built-in one)")
 	qos := fs.String("qos", "", "run this QoS scenario file (\"default\": the built-in one) instead of one stream: per-class p50/p99/p999, goodput, SLO attainment, Jain's fairness across tenants, isolation leakage")
 	lf := addLogFlags(fs)
 	fs.Parse(args)
@@ -178,7 +178,7 @@ func cmdBench(args []string) error {
 	if size <= 0 || o.batch <= 0 || o.threads <= 0 {
 		return fmt.Errorf("--size, --batch and --threads must be positive")
 	}
-	run := benchRun{o: o, opName: *opName, cfgPath: *cfgPath, target: *targetName, metaURL: *metaURL, policy: *policy,
+	run := benchRun{o: o, opName: *opName, cfgPath: *cfgPath, targetCfg: targetConfig(*cfgPath, *targetCfg), target: *targetName, metaURL: *metaURL, policy: *policy,
 		noBaseline: *noBaseline, warmup: *warmup, lf: lf}
 	sizes := []int64{size}
 	if *sweep != "" {
@@ -288,9 +288,12 @@ func printRow(row benchRow, short, header bool) {
 type benchRun struct {
 	o                                        benchOpts
 	opName, cfgPath, target, metaURL, policy string
-	noBaseline                               bool
-	warmup                                   time.Duration
-	lf                                       logFlags
+	// targetCfg is the config file of the target engine bench starts
+	// ("": the built-in one); see targetConfig.
+	targetCfg  string
+	noBaseline bool
+	warmup     time.Duration
+	lf         logFlags
 }
 
 // run measures b.o: Ferry and the baseline in alternating rounds, then
@@ -316,7 +319,7 @@ func (b benchRun) run() (benchRow, error) {
 	var remote remoteMem
 	if name == "" {
 		name = fmt.Sprintf("bench-target-%d", os.Getpid())
-		t, err := startTarget(append([]string{"--name", name, "--metastore", e.MetastoreURL(), "--expose", fmt.Sprint(total)}, b.lf.args()...)...)
+		t, err := startTarget(append(targetArgs(b.targetCfg, name, e.MetastoreURL(), total), b.lf.args()...)...)
 		if err != nil {
 			return benchRow{}, err
 		}

@@ -5,6 +5,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -59,4 +64,47 @@ func TestBenchTargetVerified(t *testing.T) {
 	if sc.Text() == hex.EncodeToString(zero[:]) {
 		t.Error("the far engine's buffer is still all zeroes after a verified write bench")
 	}
+}
+
+// TestBenchConfigReachesTarget: the target engine that bench starts runs
+// --config's plugin blocks. Only the file names the fault plugin, so a
+// bench over it moves and verifies bytes only if the target runs it too;
+// with the built-in config on the target it cannot.
+func TestBenchConfigReachesTarget(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "engine.hcl")
+	body := "name = \"bench-cfg\"\nplugin_dir = \"" + binDir + "\"\n" +
+		"control {\n  listen = \"127.0.0.1:" + freePort(t) + "\"\n}\n" +
+		"plugin \"fault\" {\n  config {\n    tcp {\n      listen = [\"127.0.0.1:0\"]\n    }\n  }\n}\n"
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"bench", "--config", cfg, "--transport", "fault", "--op", "write", "--size", "64KiB", "--batch", "2",
+		"--duration", "100ms", "--warmup", "20ms", "--json"}
+	out := ferry(t, args...)
+	var row struct {
+		Verified  *bool  `json:"verified"`
+		Transport string `json:"transport"`
+		Bytes     uint64 `json:"bytes"`
+	}
+	if err := json.Unmarshal([]byte(out), &row); err != nil {
+		t.Fatalf("bench --json printed %q: %v", out, err)
+	}
+	if row.Verified == nil || !*row.Verified || row.Transport != "fault" || row.Bytes == 0 {
+		t.Errorf("bench over the file's fault plugin: want verified bytes: %s", out)
+	}
+	b, err := exec.Command(filepath.Join(binDir, "ferry"), append(args, "--target-config", "builtin")...).CombinedOutput()
+	if err == nil || !strings.Contains(string(b), "does not offer it") {
+		t.Errorf("bench with the built-in config on the target: %v, want it refused for want of fault there:\n%s", err, b)
+	}
+}
+
+// freePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 }

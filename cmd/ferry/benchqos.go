@@ -91,16 +91,33 @@ func runQoSBench(o qosOpts) error {
 	return nil
 }
 
-// targetArgs are the target engine's `ferry run` arguments: with
-// --target-config its config (name and metastore overridden), else the
-// built-in one. The target serves every bulk write and high-priority
-// read, so its plugins' settings (tcp's bulk_nice on the listener) decide
-// much of what the figures show: with the built-in config its tcp plugin
-// serves the bulk at niceness 0 whatever --config says.
+// builtinConfig is the --target-config that gives the target engine the
+// built-in config whatever --config says.
+const builtinConfig = "builtin"
+
+// targetConfig is the config file of the target engine that bench starts:
+// --target-config when given ("" for builtinConfig), else --config, so
+// that both engines run the same plugin, device and staging blocks.
+func targetConfig(cfgPath, targetCfg string) string {
+	switch targetCfg {
+	case "":
+		return cfgPath
+	case builtinConfig:
+		return ""
+	}
+	return targetCfg
+}
+
+// targetArgs are the target engine's `ferry run` arguments: its config
+// file (name and metastore overridden; control and metrics on free ports,
+// the initiator holding the file's), or none for the built-in one. The
+// target serves every bulk write and high-priority read, so its plugins'
+// settings (tcp's bulk_nice on the listener) decide much of what the
+// figures show.
 func targetArgs(targetCfg, name, metastore string, expose int64) []string {
 	args := []string{"--name", name, "--metastore", metastore, "--expose", fmt.Sprint(expose)}
 	if targetCfg != "" {
-		args = append(args, "--config", targetCfg)
+		args = append(args, "--config", targetCfg, "--free-ports")
 	}
 	return args
 }
@@ -843,7 +860,8 @@ func targetSum(t *target, off, n int64) ([sha256.Size]byte, error) {
 
 // cmdBenchQoS is `ferry bench --qos SCENARIO`: --transport (a list, like
 // tcp,shm), --duration and --warmup, when given, override the
-// scenario's, --target-config names the target engine's config; the
+// scenario's, --target-config names the target engine's config (default
+// --config; see targetConfig); the
 // flags that shape one stream do not apply.
 func cmdBenchQoS(fs *flag.FlagSet, path, cfgPath string, asJSON bool, jsonl string, lf logFlags) error {
 	sc, err := loadQoSScenario(path)
@@ -875,5 +893,5 @@ func cmdBenchQoS(fs *flag.FlagSet, path, cfgPath string, asJSON bool, jsonl stri
 	if len(bad) > 0 {
 		return fmt.Errorf("--qos takes its streams from the scenario; these flags do not apply to it: %s", strings.Join(bad, ", "))
 	}
-	return runQoSBench(qosOpts{sc: sc, cfgPath: cfgPath, targetCfg: targetCfg, asJSON: asJSON, jsonl: jsonl, lf: lf, nonce: uint64(time.Now().UnixNano())})
+	return runQoSBench(qosOpts{sc: sc, cfgPath: cfgPath, targetCfg: targetConfig(cfgPath, targetCfg), asJSON: asJSON, jsonl: jsonl, lf: lf, nonce: uint64(time.Now().UnixNano())})
 }

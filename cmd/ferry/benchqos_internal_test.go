@@ -335,16 +335,33 @@ func TestQoSScenarioEngines(t *testing.T) {
 	}
 }
 
-// TestTargetArgs: the target engine runs with --target-config when there
-// is one, and with the built-in config otherwise.
+// TestTargetArgs: the target engine runs with the config targetConfig
+// chose, on free control and metrics ports beside the initiator that
+// holds the file's, and with the built-in config when there is none.
 func TestTargetArgs(t *testing.T) {
 	got := strings.Join(targetArgs("engine.hcl", "t", "http://m", 42), " ")
-	if want := "--name t --metastore http://m --expose 42 --config engine.hcl"; got != want {
+	if want := "--name t --metastore http://m --expose 42 --config engine.hcl --free-ports"; got != want {
 		t.Errorf("with a config: %q, want %q", got, want)
 	}
 	got = strings.Join(targetArgs("", "t", "http://m", 42), " ")
 	if want := "--name t --metastore http://m --expose 42"; got != want {
 		t.Errorf("without one: %q, want %q", got, want)
+	}
+}
+
+// TestTargetConfig: the target engine gets --config's file unless
+// --target-config names another, or the built-in one.
+func TestTargetConfig(t *testing.T) {
+	for _, tc := range []struct{ cfg, target, want string }{
+		{"", "", ""},
+		{"a.hcl", "", "a.hcl"},
+		{"a.hcl", "b.hcl", "b.hcl"},
+		{"", "b.hcl", "b.hcl"},
+		{"a.hcl", builtinConfig, ""},
+	} {
+		if got := targetConfig(tc.cfg, tc.target); got != tc.want {
+			t.Errorf("--config %q --target-config %q: the target gets %q, want %q", tc.cfg, tc.target, got, tc.want)
+		}
 	}
 }
 

@@ -216,3 +216,38 @@ func TestPluginsConfigChecksSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestPluginsConfigStartsWithoutChecker: a plugin that reads its settings
+// only in Start (no sdk.ConfigChecker) is started with its block, so its
+// error still shows, at file:line:col; a good block is reported taken.
+// Device blocks are started with theirs too.
+func TestPluginsConfigStartsWithoutChecker(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		wantErr    bool
+		want       []string
+	}{
+		{"good", "plugin \"nocheck\" {\n  config {\n    depth = 4\n  }\n}\n", false,
+			[]string{"nocheck", "available, settings ok"}},
+		{"bad", "plugin \"nocheck\" {\n  config {\n    depth = 4\n    width = 2\n  }\n}\n", true,
+			[]string{"FAILED: its settings are refused", "engine.hcl:6:5", "width", "1 of 1 plugins cannot be started (nocheck)"}},
+		{"device", "plugin \"nocheck\" {}\ndevice \"simdev\" {\n  config {\n    devices = \"two\"\n  }\n}\n", true,
+			[]string{"DEVICE PLUGIN", "simdev", "FAILED: ", "engine.hcl:6:16", "a number is required", "1 of 2 plugins cannot be started (simdev)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "engine.hcl")
+			if err := os.WriteFile(cfg, []byte("name = \"nocheck\"\nplugin_dir = \""+binDir+"\"\n"+tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			out, err := exec.Command(filepath.Join(binDir, "ferry"), "plugins", "--config", cfg).CombinedOutput()
+			if (err != nil) != tc.wantErr {
+				t.Errorf("ferry plugins --config: %v, want an error %v:\n%s", err, tc.wantErr, out)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(out), want) {
+					t.Errorf("ferry plugins said %q, want %q in it", out, want)
+				}
+			}
+		})
+	}
+}

@@ -13,7 +13,10 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-device-simdev"}}
+	build := plugintest.Main{
+		Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-plugin-fault", "ferry-device-simdev"},
+		Extra:    map[string]string{"ferry-plugin-nocheck": "github.com/ferrydev/ferry/cmd/ferry/testdata/ferry-plugin-nocheck"},
+	}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 
@@ -86,5 +89,59 @@ func TestDemo(t *testing.T) {
 	out := ferry(t, "demo", "--max", "2MiB")
 	if !strings.Contains(out, "all transfers verified") || strings.Contains(out, "FAILED") {
 		t.Fatalf("demo:\n%s", out)
+	}
+}
+
+// TestPluginsHidesTestTools: listing a directory leaves out the plugins
+// that declare themselves test tools (fault) and the simulated device
+// (simdev), and says so; --all lists them, devices in their own section.
+func TestPluginsHidesTestTools(t *testing.T) {
+	type row struct {
+		Name      string `json:"name"`
+		Kind      string `json:"kind"`
+		TestTool  bool   `json:"test_tool"`
+		Simulated bool   `json:"simulated"`
+		Available bool   `json:"available"`
+	}
+	list := func(args ...string) map[string]row {
+		got := map[string]row{}
+		for _, line := range strings.Split(strings.TrimSpace(ferry(t, append([]string{"plugins", "--dir", binDir, "--json"}, args...)...)), "\n") {
+			var r row
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("plugins --json printed %q: %v", line, err)
+			}
+			got[r.Name] = r
+		}
+		return got
+	}
+	def := list()
+	for _, name := range []string{"fault", "nocheck", "simdev"} {
+		if _, ok := def[name]; ok {
+			t.Errorf("plugins without --all listed %s: %v", name, def)
+		}
+	}
+	all := list("--all")
+	if r := all["fault"]; !r.TestTool || r.Kind != "transport" {
+		t.Errorf("plugins --all: fault is %+v, want a transport that is a test tool", r)
+	}
+	if r := all["simdev"]; !r.Simulated || r.Kind != "device" || !r.Available {
+		t.Errorf("plugins --all: simdev is %+v, want an available simulated device", r)
+	}
+	if r := all["tcp"]; r.TestTool || r.Kind != "transport" {
+		t.Errorf("plugins --all: tcp is %+v, want a transport that is no test tool", r)
+	}
+	table := ferry(t, "plugins", "--dir", binDir)
+	for _, want := range []string{"not listed: fault (test tool), nocheck (test tool), simdev (simulated device); --all lists them"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("ferry plugins lacks %q:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "DEVICE PLUGIN") {
+		t.Errorf("ferry plugins shows a device section with only a simulated device:\n%s", table)
+	}
+	table = ferry(t, "plugins", "--dir", binDir, "--all")
+	if dev := strings.Index(table, "DEVICE PLUGIN"); dev < 0 || !strings.Contains(table[dev:], "simdev") || !strings.Contains(table[dev:], "(simulated)") ||
+		strings.Contains(table[:dev], "simdev") || !strings.Contains(table[:dev], "(test tool)") {
+		t.Errorf("ferry plugins --all: want the transports, fault a test tool, then simdev in a device section:\n%s", table)
 	}
 }

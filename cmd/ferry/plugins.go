@@ -22,7 +22,9 @@ import (
 )
 
 type pluginReport struct {
-	Name      string   `json:"name"`
+	Name string `json:"name"`
+	// Kind is "transport" (ferry-plugin-*) or "device" (ferry-device-*).
+	Kind      string   `json:"kind"`
 	Path      string   `json:"path"`
 	SHA256    string   `json:"sha256,omitempty"`
 	Version   string   `json:"version,omitempty"`
@@ -38,20 +40,42 @@ type pluginReport struct {
 	// --config: "ok", the plugin's error (file:line:col), or why it was
 	// not checked.
 	Config string `json:"config,omitempty"`
+	// TestTool: the transport declares itself a tool for tests
+	// (sdk.Info.TestTool: plugins/fault). Simulated: the device plugin
+	// drives no hardware (sdk.DeviceInfo.Simulated: simdev). Without --all
+	// the listing of a directory leaves both out.
+	TestTool  bool `json:"test_tool,omitempty"`
+	Simulated bool `json:"simulated,omitempty"`
+	// MemoryKind and Devices are a device plugin's: the memory its
+	// devices hold and their names.
+	MemoryKind string   `json:"memory_kind,omitempty"`
+	Devices    []string `json:"devices,omitempty"`
+}
+
+// hidden says why the listing of a directory leaves r out without
+// --all: "test tool", "simulated device", or "" to list it.
+func (r pluginReport) hidden() string {
+	switch {
+	case r.TestTool:
+		return "test tool"
+	case r.Simulated:
+		return "simulated device"
+	}
+	return ""
 }
 
 // inspect starts one plugin, asks it what it is and whether it can run
 // here and, with start (a config's plugin block), whether it takes its
 // settings, and stops it.
 func inspect(ctx context.Context, spec loader.Spec, start *sdk.StartConfig) pluginReport {
-	r := pluginReport{Name: spec.Name, Path: spec.Path}
+	r := pluginReport{Name: spec.Name, Kind: sdk.KindTransport, Path: spec.Path}
 	p, err := loader.Start(ctx, spec, nil)
 	if err != nil {
 		r.Reason, r.Failed = err.Error(), true
 		return r
 	}
 	defer p.Kill()
-	r.SHA256, r.Version, r.Protocol = p.SHA256, p.Info.Version, p.Protocol
+	r.SHA256, r.Version, r.Protocol, r.TestTool = p.SHA256, p.Info.Version, p.Protocol, p.Info.TestTool
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	pr, err := p.Client.Probe(cctx)
@@ -64,17 +88,53 @@ func inspect(ctx context.Context, spec loader.Spec, start *sdk.StartConfig) plug
 		r.Rails = append(r.Rails, rl.Name)
 	}
 	if start != nil {
-		switch err := p.Client.CheckConfig(cctx, *start); {
-		case errors.Is(err, pluginclient.ErrUnimplemented):
-			r.Config = "not checked: the plugin cannot check its settings without starting (no sdk.ConfigChecker)"
-		case err != nil:
+		if err := checkSettings(cctx, p.Client, *start); err != nil {
 			r.Config, r.Failed = err.Error(), true
 			r.Reason = "its settings are refused: " + err.Error()
-		default:
+		} else {
 			r.Config = "ok"
 		}
 	}
 	return r
+}
+
+// checkSettings has the plugin decode start's block: CheckConfig where it
+// implements sdk.ConfigChecker, which starts nothing; else Start, the
+// only other call that reads the block, then Stop. The plugin's error
+// names file:line:col in the operator's file either way.
+func checkSettings(ctx context.Context, c *pluginclient.Client, start sdk.StartConfig) error {
+	err := c.CheckConfig(ctx, start)
+	if !errors.Is(err, pluginclient.ErrUnimplemented) {
+		return err
+	}
+	if _, err := c.Start(ctx, start); err != nil {
+		return err
+	}
+	return c.Stop(ctx)
+}
+
+// inspectDevices starts each device plugin of cfg with its block, as an
+// engine would on first use of device memory, and reports what it drives;
+// with settings, the blocks are the operator's, and one that a plugin
+// took is reported as such (a plugin without its hardware is not
+// started, so its block is not checked).
+func inspectDevices(ctx context.Context, cfg *config.Config, settings bool) []pluginReport {
+	var out []pluginReport
+	for _, d := range host.ProbeDevices(ctx, cfg) {
+		r := pluginReport{Name: d.Name, Kind: sdk.KindDevice, Path: d.Path, Available: d.Available, Reason: d.Reason,
+			Failed: d.Failed, Simulated: d.Simulated, MemoryKind: string(d.Kind)}
+		if sum, err := loader.FileSHA256(d.Path); err == nil {
+			r.SHA256 = sum
+		}
+		for _, a := range d.Devices {
+			r.Devices = append(r.Devices, fmt.Sprintf("%d: %s", a.Index, a.Name))
+		}
+		if settings && d.Available && !d.Failed {
+			r.Config = "ok"
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // startConfig is the StartConfig an engine of cfg gives plugin block pc.
@@ -85,8 +145,9 @@ func startConfig(cfg *config.Config, pc config.Plugin) *sdk.StartConfig {
 
 func cmdPlugins(args []string) error {
 	fs := flag.NewFlagSet("plugins", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "HCL config file: list its plugins (default: every ferry-plugin-* in --dir)")
+	cfgPath := fs.String("config", "", "HCL config file: list its plugin and device blocks, each started with its block's settings (default: every ferry-plugin-* and ferry-device-* in --dir)")
 	dir := fs.String("dir", "", "plugin directory (default: beside the ferry binary)")
+	all := fs.Bool("all", false, "also list the plugins of --dir that are for tests: those that declare themselves test tools (fault) and simulated devices (simdev)")
 	asJSON := fs.Bool("json", false, "one JSON object per plugin")
 	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as `ferry run` prints); with a cluster secret, give the engine's --config too")
 	fs.Parse(args)
@@ -104,19 +165,21 @@ func cmdPlugins(args []string) error {
 		return engineStatus(*engine, o, *asJSON)
 	}
 
-	var specs []loader.Spec
+	// With --config every block is listed, test tools too: the operator
+	// named them. A directory is a discovery, and hides those unless --all.
+	var cfg *config.Config
 	var starts []*sdk.StartConfig
+	var specs []loader.Spec
 	if *cfgPath != "" {
-		cfg, err := loadConfig(*cfgPath, "", "")
-		if err != nil {
+		var err error
+		if cfg, err = loadConfig(*cfgPath, "", ""); err != nil {
 			return err
 		}
-		d := *dir
-		if d == "" {
-			d = cfg.PluginDir
+		if *dir != "" {
+			cfg.PluginDir = *dir
 		}
 		for _, p := range cfg.Plugins {
-			specs = append(specs, loader.Spec{Name: p.Name, Path: loader.Resolve(p.Name, p.Path, d, filepath.Dir(cfg.File)), SHA256: p.SHA256})
+			specs = append(specs, loader.Spec{Name: p.Name, Path: loader.Resolve(p.Name, p.Path, cfg.PluginDir, filepath.Dir(cfg.File)), SHA256: p.SHA256})
 			starts = append(starts, startConfig(cfg, p))
 		}
 	} else {
@@ -124,13 +187,15 @@ func cmdPlugins(args []string) error {
 		if d == "" {
 			d = loader.DefaultDir()
 		}
-		matches, _ := filepath.Glob(filepath.Join(d, loader.BinaryPrefix+"*"))
-		sort.Strings(matches)
-		for _, m := range matches {
+		cfg = &config.Config{Name: "ferry-plugins", MachineID: config.DefaultMachineID()}
+		for _, m := range globSorted(d, loader.BinaryPrefix) {
 			specs = append(specs, loader.Spec{Name: strings.TrimPrefix(filepath.Base(m), loader.BinaryPrefix), Path: m})
 		}
-		if len(specs) == 0 {
-			return fmt.Errorf("no %s* binaries in %s: run `make build` or pass --dir", loader.BinaryPrefix, d)
+		for _, m := range globSorted(d, loader.DevicePrefix) {
+			cfg.Devices = append(cfg.Devices, config.Plugin{Name: strings.TrimPrefix(filepath.Base(m), loader.DevicePrefix), Path: m, Enabled: true})
+		}
+		if len(specs)+len(cfg.Devices) == 0 {
+			return fmt.Errorf("no %s* or %s* binaries in %s: run `make build` or pass --dir", loader.BinaryPrefix, loader.DevicePrefix, d)
 		}
 	}
 	ctx := context.Background()
@@ -142,19 +207,36 @@ func cmdPlugins(args []string) error {
 		}
 		reports = append(reports, inspect(ctx, s, start))
 	}
-	if err := printReports(reports, *asJSON); err != nil {
+	reports = append(reports, inspectDevices(ctx, cfg, *cfgPath != "")...)
+	var shown, hidden []pluginReport
+	for _, r := range reports {
+		if *cfgPath == "" && !*all && r.hidden() != "" {
+			hidden = append(hidden, r)
+		} else {
+			shown = append(shown, r)
+		}
+	}
+	if err := printReports(shown, hidden, *asJSON); err != nil {
 		return err
 	}
 	var failed []string
-	for _, r := range reports {
+	for _, r := range shown {
 		if r.Failed {
 			failed = append(failed, r.Name)
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d plugins cannot be started (%s): see their reason above", len(failed), len(reports), strings.Join(failed, ", "))
+		return fmt.Errorf("%d of %d plugins cannot be started (%s): see their reason above", len(failed), len(shown), strings.Join(failed, ", "))
 	}
 	return nil
+}
+
+// globSorted returns the files of dir whose names start with prefix, in
+// order.
+func globSorted(dir, prefix string) []string {
+	m, _ := filepath.Glob(filepath.Join(dir, prefix+"*"))
+	sort.Strings(m)
+	return m
 }
 
 // jsonLines writes rows to stdout, one JSON object a line.
@@ -168,33 +250,81 @@ func jsonLines[T any](rows []T) error {
 	return nil
 }
 
-// printReports writes reports as a table, or as JSON lines.
-func printReports(reports []pluginReport, asJSON bool) error {
+// printReports writes reports as tables, transports then devices, and
+// names the hidden ones after them; or as JSON lines of the shown ones.
+func printReports(reports, hidden []pluginReport, asJSON bool) error {
 	if asJSON {
 		return jsonLines(reports)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PLUGIN\tVERSION\tPROTOCOL\tSHA256\tPROBE\tPATH")
+	var transports, devices []pluginReport
 	for _, r := range reports {
-		probe := "available"
-		switch {
-		case r.Failed:
-			probe = "FAILED: " + r.Reason
-		case !r.Available:
-			probe = "unavailable: " + r.Reason
-		case len(r.Rails) > 0:
-			probe += " (" + strings.Join(r.Rails, ", ") + ")"
+		if r.Kind == sdk.KindDevice {
+			devices = append(devices, r)
+		} else {
+			transports = append(transports, r)
 		}
-		if r.Config == "ok" {
-			probe += ", settings ok"
-		}
-		sum := r.SHA256
-		if len(sum) > 16 {
-			sum = sum[:16] + "…"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Version, r.Protocol, sum, probe, r.Path)
 	}
-	return tw.Flush()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	if len(transports) > 0 {
+		fmt.Fprintln(tw, "PLUGIN\tVERSION\tPROTOCOL\tSHA256\tPROBE\tPATH")
+		for _, r := range transports {
+			probe := probeWords(r, r.Rails)
+			if r.TestTool {
+				probe += " (test tool)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", r.Name, r.Version, r.Protocol, shortSum(r.SHA256), probe, r.Path)
+		}
+	}
+	if len(devices) > 0 {
+		if len(transports) > 0 {
+			fmt.Fprintln(tw)
+		}
+		fmt.Fprintln(tw, "DEVICE PLUGIN\tMEMORY\tSHA256\tPROBE\tPATH")
+		for _, r := range devices {
+			probe := probeWords(r, r.Devices)
+			if r.Simulated {
+				probe += " (simulated)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.MemoryKind, shortSum(r.SHA256), probe, r.Path)
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(hidden) > 0 {
+		var names []string
+		for _, r := range hidden {
+			names = append(names, r.Name+" ("+r.hidden()+")")
+		}
+		fmt.Printf("\nnot listed: %s; --all lists them\n", strings.Join(names, ", "))
+	}
+	return nil
+}
+
+// probeWords says what r's probe found: failed, unavailable, or
+// available with what it reaches (rails, devices), and whether its
+// settings were taken.
+func probeWords(r pluginReport, what []string) string {
+	probe := "available"
+	switch {
+	case r.Failed:
+		probe = "FAILED: " + r.Reason
+	case !r.Available:
+		probe = "unavailable: " + r.Reason
+	case len(what) > 0:
+		probe += " (" + strings.Join(what, ", ") + ")"
+	}
+	if r.Config == "ok" {
+		probe += ", settings ok"
+	}
+	return probe
+}
+
+func shortSum(sum string) string {
+	if len(sum) > 16 {
+		return sum[:16] + "…"
+	}
+	return sum
 }
 
 // engineStatus prints what a running engine says of its plugins (state,

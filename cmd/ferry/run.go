@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -97,6 +98,13 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 // newEngine starts an engine on the config loadConfig makes of path, name
 // and metastoreURL, logging as lf says.
 func newEngine(ctx context.Context, path, name, metastoreURL string, lf logFlags) (*host.Engine, error) {
+	return newEngineFree(ctx, path, name, metastoreURL, lf, false)
+}
+
+// newEngineFree is newEngine; with freePorts the engine serves its
+// control service and /metrics on ports it picks, at the file's
+// addresses, so that it can run beside another engine of the same file.
+func newEngineFree(ctx context.Context, path, name, metastoreURL string, lf logFlags, freePorts bool) (*host.Engine, error) {
 	log, err := lf.logger()
 	if err != nil {
 		return nil, err
@@ -105,7 +113,20 @@ func newEngine(ctx context.Context, path, name, metastoreURL string, lf logFlags
 	if err != nil {
 		return nil, err
 	}
+	if freePorts {
+		cfg.Control.Listen, cfg.Metrics.Listen = anyPort(cfg.Control.Listen), anyPort(cfg.Metrics.Listen)
+	}
 	return host.New(ctx, cfg, host.WithLogger(log))
+}
+
+// anyPort is host:port listen at port 0, or "" for "": the same address
+// on a port the kernel picks.
+func anyPort(listen string) string {
+	host, _, err := net.SplitHostPort(listen)
+	if listen == "" || err != nil {
+		return listen // config validation names what is wrong with it
+	}
+	return net.JoinHostPort(host, "0")
 }
 
 // engineFlags are the flags of the commands that serve an engine until
@@ -113,6 +134,9 @@ func newEngine(ctx context.Context, path, name, metastoreURL string, lf logFlags
 type engineFlags struct {
 	config, name, metastore *string
 	log                     logFlags
+	// freePorts is `ferry run --free-ports` (see newEngineFree); nil for
+	// the other commands.
+	freePorts *bool
 }
 
 // addEngineFlags defines the engine flags on fs; nameHelp says what
@@ -130,7 +154,7 @@ func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
 // and SIGTERM cancel; done closes the engine and lets the signals go.
 func (f engineFlags) start() (ctx context.Context, e *host.Engine, done func(), err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	e, err = newEngine(ctx, *f.config, *f.name, *f.metastore, f.log)
+	e, err = newEngineFree(ctx, *f.config, *f.name, *f.metastore, f.log, f.freePorts != nil && *f.freePorts)
 	if err != nil {
 		stop()
 		return nil, nil, nil, err
@@ -156,7 +180,8 @@ func cmdRun(args []string) error {
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
 	appMem := fs.Bool("app-memory", false, "expose Go heap memory (allocated by the application, not by Engine.Allocate): peers reach it through tcp, with one extra copy")
-	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF")
+	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF (docs/control-stdin.md)")
+	engine.freePorts = fs.Bool("free-ports", false, "serve the control service and /metrics at --config's addresses but on ports the engine picks: for an engine beside another of the same config (bench's target)")
 	fs.Parse(args)
 
 	ctx, e, closeEngine, err := engine.start()

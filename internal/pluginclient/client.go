@@ -92,6 +92,7 @@ func (c *Client) Describe(ctx context.Context) (Description, error) {
 			SameMachineOnly: r.SameMachineOnly, MemoryKinds: kindsFromWire(r.MemoryKinds),
 			MaxSlice: r.MaxSlice, PreferredSlice: r.PreferredSlice,
 			ForeignMemory: r.ForeignMemory, ForeignLocalOnly: r.ForeignMemory && r.ForeignLocalOnly, TwoSided: r.TwoSided,
+			TestTool: r.TestTool,
 		},
 		Protocol:      r.ProtocolVersion,
 		Interfaces:    r.Interfaces,

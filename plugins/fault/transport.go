@@ -81,13 +81,14 @@ func New() *Transport {
 }
 
 // Describe names the plugin "fault"; its capabilities (ops, MaxSlice =
-// max_frame) are TCP's, since TCP carries every descriptor.
+// max_frame) are TCP's, since TCP carries every descriptor. It is a test
+// tool: `ferry plugins` hides it unless asked (--all).
 func (t *Transport) Describe(ctx context.Context) (sdk.Info, error) {
 	info, err := t.tcp.Describe(ctx)
 	if err != nil {
 		return sdk.Info{}, err
 	}
-	info.Name, info.Version = "fault", Version
+	info.Name, info.Version, info.TestTool = "fault", Version, true
 	return info, nil
 }
 

@@ -208,6 +208,10 @@ type DescribeResponse struct {
 	// mapped read-only and written through the host's memory. Only a plugin
 	// that takes foreign memory can (it writes through the same path).
 	SealedRegions bool `protobuf:"varint,23,opt,name=sealed_regions,json=sealedRegions,proto3" json:"sealed_regions,omitempty"`
+	// The plugin is a test tool (fault injection), not a transport to run
+	// in production: `ferry plugins` lists it only with --all. False for
+	// every older plugin.
+	TestTool      bool `protobuf:"varint,24,opt,name=test_tool,json=testTool,proto3" json:"test_tool,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +340,13 @@ func (x *DescribeResponse) GetTwoSided() bool {
 func (x *DescribeResponse) GetSealedRegions() bool {
 	if x != nil {
 		return x.SealedRegions
+	}
+	return false
+}
+
+func (x *DescribeResponse) GetTestTool() bool {
+	if x != nil {
+		return x.TestTool
 	}
 	return false
 }
@@ -2242,7 +2253,7 @@ var File_transport_v1_transport_proto protoreflect.FileDescriptor
 const file_transport_v1_transport_proto_rawDesc = "" +
 	"\n" +
 	"\x1ctransport/v1/transport.proto\x12\x12ferry.transport.v1\"\x11\n" +
-	"\x0fDescribeRequest\"\x8a\x04\n" +
+	"\x0fDescribeRequest\"\xa7\x04\n" +
 	"\x10DescribeResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x12)\n" +
@@ -2260,7 +2271,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x0eregister_batch\x18\n" +
 	" \x01(\bR\rregisterBatch\x12\x1b\n" +
 	"\ttwo_sided\x18\x16 \x01(\bR\btwoSided\x12%\n" +
-	"\x0esealed_regions\x18\x17 \x01(\bR\rsealedRegions\"\x0e\n" +
+	"\x0esealed_regions\x18\x17 \x01(\bR\rsealedRegions\x12\x1b\n" +
+	"\ttest_tool\x18\x18 \x01(\bR\btestTool\"\x0e\n" +
 	"\fProbeRequest\"^\n" +
 	"\x04Rail\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
