@@ -13,7 +13,8 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-device-simdev"}}
+	build := plugintest.Main{Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-device-simdev", "ferry-plugin-fault"},
+		Extra: map[string]string{"ferry-plugin-broken": "github.com/ferrydev/ferry/cmd/ferry/testdata/ferry-plugin-broken"}}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
 

@@ -81,7 +81,7 @@ func launch(t TB, binary, name string, inc uint64, cfg []byte, o launchOptions) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	stderr := newTail(40)
+	stderr := newTail(name+".", 30)
 	// go-plugin logs each line the plugin writes to stderr (a panic's
 	// trace among them) at debug level: keep the last ones to show when
 	// it dies.
@@ -209,6 +209,16 @@ func (in *Instance) Problems() []string {
 	p := in.problems
 	in.problems = nil
 	return p
+}
+
+// Summarize joins problems into one message, the first few in full: a
+// plugin that breaks the contract often breaks it for every descriptor.
+func Summarize(problems []string) string {
+	const shown = 3
+	if len(problems) <= shown {
+		return strings.Join(problems, "\n")
+	}
+	return fmt.Sprintf("%s\n(and %d more)", strings.Join(problems[:shown], "\n"), len(problems)-shown)
 }
 
 // Outstanding returns the tokens submitted and not completed.
@@ -369,12 +379,12 @@ func (in *Instance) waitFor(t TB, ch chan ring.Descriptor, token uint64) ring.De
 		select {
 		case c := <-ch:
 			if p := in.Problems(); len(p) > 0 {
-				t.Fatalf("%s", strings.Join(p, "\n"))
+				t.Fatalf("%s", Summarize(p))
 			}
 			return c
 		case <-in.alert:
 			if p := in.Problems(); len(p) > 0 {
-				t.Fatalf("%s", strings.Join(p, "\n"))
+				t.Fatalf("%s", Summarize(p))
 			}
 		case <-in.proc.Exited():
 			// A completion posted just before the exit still counts.
@@ -422,20 +432,37 @@ func (in *Instance) Process() *pluginclient.Process { return in.proc }
 // dead: it is killed without being asked to stop.
 func (in *Instance) ExpectGone() { in.noStop = true }
 
-// tail keeps the last lines written to it.
+// tail keeps the last lines the plugin wrote, as go-plugin logs them
+// through a logger named for the instance: "TIME [LEVEL] NAME.BINARY:
+// TEXT". The host side's own lines (go-plugin's) are left out.
 type tail struct {
-	mu    sync.Mutex
-	lines []string
-	max   int
+	mu     sync.Mutex
+	lines  []string
+	max    int
+	plugin string // "NAME.": the prefix of the plugin's sub-logger
 }
 
-func newTail(max int) *tail { return &tail{max: max} }
+func newTail(plugin string, max int) *tail { return &tail{plugin: plugin, max: max} }
 
 func (t *tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		t.lines = append(t.lines, l)
+		i := strings.Index(l, "] "+t.plugin)
+		if i < 0 {
+			continue
+		}
+		level := ""
+		if j := strings.LastIndex(l[:i], "["); j >= 0 {
+			level = l[j : i+1]
+		}
+		text := l[i+2:]
+		if k := strings.Index(text, ": "); k >= 0 {
+			text = text[k+2:]
+		} else {
+			text = ""
+		}
+		t.lines = append(t.lines, strings.TrimRight(level+" "+text, " "))
 	}
 	if over := len(t.lines) - t.max; over > 0 {
 		t.lines = append(t.lines[:0], t.lines[over:]...)
