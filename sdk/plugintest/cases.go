@@ -134,7 +134,11 @@ func rails(t Reporter, s *suite, fx *fixture) {
 // twoLanes attaches a second lane to A and runs work on both at once:
 // each descriptor completes exactly once, on its own lane's ring.
 func twoLanes(t Reporter, s *suite, fx *fixture) {
-	const depth, n, size = 256, 200, 16 << 10
+	const depth, size = 256, 16 << 10
+	n := min(200, len(fx.rw)/2/size)
+	if n == 0 {
+		t.Skipf("the test region holds no 16 KiB descriptor per lane")
+	}
 	sqr, err := shm.Create("conformance-a-sq1", ring.Size(depth))
 	if err != nil {
 		t.Fatalf("%v", err)
