@@ -20,6 +20,7 @@ var commands = []struct {
 	{"doctor", "check plugins, metastore and machine, and with --peer every path to a peer; says what to do", cmdDoctor},
 	{"version", "print the version and the plugin protocol versions", cmdVersion},
 	{"demo", "start a metastore and two engines, move verified data through every transport", cmdDemo},
+	{"conformance", "run the plugin conformance suite against a plugin binary: one line per case, non-zero exit on failure", cmdConformance},
 	{"soak", "verified traffic between two engines while faults are injected; reports wrong bytes, hangs and leaks", cmdSoak},
 	{"gpu-check", "move verified data GPU to GPU (nvlink, staged over tcp) and host to GPU between two processes, against the driver's copy", cmdGPUCheck},
 	{"bench-peer", "(internal) the raw-socket baseline's far end", cmdBenchPeer},

@@ -15,7 +15,10 @@ var binDir string
 func TestMain(m *testing.M) {
 	build := plugintest.Main{
 		Binaries: []string{"ferry", "ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-nvlink", "ferry-plugin-fault", "ferry-device-simdev"},
-		Extra:    map[string]string{"ferry-plugin-nocheck": "github.com/ferrydev/ferry/cmd/ferry/testdata/ferry-plugin-nocheck"},
+		Extra: map[string]string{
+			"ferry-plugin-nocheck": "github.com/ferrydev/ferry/cmd/ferry/testdata/ferry-plugin-nocheck",
+			"ferry-plugin-broken":  "github.com/ferrydev/ferry/cmd/ferry/testdata/ferry-plugin-broken",
+		},
 	}
 	os.Exit(build.Run(m, func(dir string) { binDir = dir }))
 }
