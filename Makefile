@@ -47,12 +47,16 @@ test: build
 	$(MAKE) pytest
 	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
 
-# vet and test each nested module (MODULES) as a vendor would build it.
-modtest:
+# vet and test each nested module (MODULES) as a vendor would build it,
+# then run `ferry conformance` against the template's binary as a vendor
+# would against theirs.
+modtest: build
 	@for m in $(MODULES); do \
 		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...)"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
 	done
+	cd examples/transport && $(GO) build -o $(CURDIR)/$(BIN)/ferry-plugin-example ./cmd/ferry-plugin-example
+	$(BIN)/ferry conformance $(BIN)/ferry-plugin-example
 
 # The 60-second soak (docs/soak.md): verified traffic between two engines
 # in two processes while plugins of either side are killed and the target
