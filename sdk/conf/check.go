@@ -45,8 +45,10 @@ func (f *Field[T]) check(dst *T, name string, set bool, fail func(format string,
 	if f.Min == nil && f.Max == nil || f.Skip != nil && f.Skip(dst) {
 		return
 	}
+	// A zero left unset is no value when the consumer applies the
+	// default (Lazy) or there is none: only a written one is checked.
 	v, ok := number(p)
-	if !ok || f.Lazy && !set && v == 0 {
+	if !ok || (f.Lazy || f.Default == nil) && !set && v == 0 {
 		return
 	}
 	lo, hasLo := number(f.Min)

@@ -72,8 +72,8 @@ type Field[T any] struct {
 	Default    any
 	DefaultDoc string
 	// Lazy: a value left out stays zero in the struct and its consumer
-	// applies Default; the range check skips such a zero. Otherwise the
-	// decoder presets Default.
+	// applies Default; the range check skips such a zero, as it does for
+	// a field without a Default. Otherwise the decoder presets Default.
 	Lazy bool
 	// Example is a value as written in the file, for messages; "" uses
 	// Default.
