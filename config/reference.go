@@ -8,8 +8,11 @@ import (
 
 // Reference returns the reference of every setting of an engine file, in
 // Markdown, generated from the tables that decode and check them.
-// docs/config.md holds it; a test fails when that file is stale.
-func Reference() string {
+// plugins are plugins' settings tables (tcp.Settings, ...), each
+// rendered as a section of its own; config/ does not import plugins, so
+// the caller (the reference test) hands them in. docs/config.md holds it;
+// a test fails when that file is stale.
+func Reference(plugins ...conf.Describer) string {
 	var w strings.Builder
 	w.WriteString(`# Engine configuration reference
 
@@ -29,6 +32,14 @@ A setting that is known but cannot take effect yet is refused, not ignored: the
 	conf.Markdown(&w, topTable.Describe(), "##", "")
 	for _, b := range blocks {
 		conf.Markdown(&w, b.doc.Describe(), "##", "")
+	}
+	if len(plugins) > 0 {
+		w.WriteString("## Plugin settings\n\nEach plugin decodes its own `config { ... }` block with sdk/conf, from the table rendered here, " +
+			"so its errors name file:line:column in the engine's file, a misspelt setting gets \"did you mean\", and the same size and duration syntax holds.\n\n")
+	}
+	for _, p := range plugins {
+		d := p.Describe()
+		conf.Markdown(&w, d, "###", "`"+d.Name+"`")
 	}
 	return w.String()
 }
