@@ -2,13 +2,12 @@ package config
 
 import (
 	"cmp"
-	"fmt"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 )
 
 // Metastore kinds.
@@ -443,46 +442,15 @@ func Default(name string) *Config {
 // defaultTransfer is the transfer block's defaults, from its table.
 func defaultTransfer() Transfer {
 	var t Transfer
-	transferTable.defaults(&t)
+	transferTable.Defaults(&t)
 	return t
 }
 
-// Error is one problem in a configuration. Load, Parse and Validate return
-// one *Error, or several joined with errors.Join; find them with errors.As.
-type Error struct {
-	File   string // "" when the configuration was built in code
-	Line   int    // 1-based; 0 when unknown
-	Column int    // 1-based; 0 when unknown
-	Field  string // the setting, as written in the file ("transfer.ring_depth"); may be ""
-	Msg    string // what is wrong and what to do
-}
-
-// Error formats the problem as "file:line:col: field: message".
-func (e *Error) Error() string {
-	var b strings.Builder
-	if e.File != "" {
-		b.WriteString(e.File)
-		if e.Line > 0 {
-			fmt.Fprintf(&b, ":%d:%d", e.Line, e.Column)
-		}
-		b.WriteString(": ")
-	}
-	if e.Field != "" {
-		b.WriteString(e.Field)
-		b.WriteString(": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
-
-// errorAt builds an Error located at r; a zero r leaves the location out.
-func errorAt(r hcl.Range, field, format string, args ...any) *Error {
-	e := &Error{File: r.Filename, Field: field, Msg: fmt.Sprintf(format, args...)}
-	if r.Start.Line > 0 {
-		e.Line, e.Column = r.Start.Line, r.Start.Column
-	}
-	return e
-}
+// Error is one problem in a configuration: "file:line:col: field:
+// message". Load, Parse and Validate return one *Error, or several joined
+// with errors.Join; find them with errors.As. It is conf.Error, which
+// plugins' settings report too.
+type Error = conf.Error
 
 // Where returns where field (as written in the file: "metrics.listen",
 // or a block: "metrics") was set, as "file:line:col", falling back to
@@ -495,10 +463,5 @@ func (c *Config) Where(field string) string {
 	if r.Start.Line == 0 {
 		return r.Filename
 	}
-	return posString(r)
-}
-
-// posString formats the start of r as "file:line:col".
-func posString(r hcl.Range) string {
-	return fmt.Sprintf("%s:%d:%d", r.Filename, r.Start.Line, r.Start.Column)
+	return conf.PosString(r)
 }

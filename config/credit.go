@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"time"
+
+	"github.com/ferrydev/ferry/sdk/conf"
 )
 
 // Receiver credit's defaults and bounds (the credit block; see
@@ -63,32 +65,32 @@ func (c Credit) WithDefaults() Credit {
 	return c
 }
 
-var creditTable = &table[Credit]{
-	name: "credit",
-	doc: "Receiver credit for two-sided transports (tcp; a plugin declares it in Describe): each receiver grants every sender bytes and requests it may have in flight, over the authenticated control service, and adapts the grant to how fast it drains (docs/credit.md). " +
+var creditTable = &conf.Table[Credit]{
+	Name: "credit",
+	Doc: "Receiver credit for two-sided transports (tcp; a plugin declares it in Describe): each receiver grants every sender bytes and requests it may have in flight, over the authenticated control service, and adapts the grant to how fast it drains (docs/credit.md). " +
 		"Senders wait for credit up to their requests' deadlines. One-sided transports (shm) need none.",
-	fields: []field[Credit]{
-		{name: "enabled", typ: tBool, def: true, lazy: true,
-			doc: "false sends without credit: a fast sender can then fill a slow receiver's plugin.",
-			at:  func(c *Credit) any { return &c.Enabled }},
-		{name: "initial_bytes", typ: tSize, def: int64(DefaultCreditInitialBytes), lazy: true, min: int64(MinCreditBytes), max: int64(MaxCreditBytes),
-			doc: "Bytes a sender may have in flight to a receiver before its first grant, and again after the receiver restarted or its control service went away.",
-			at:  func(c *Credit) any { return &c.InitialBytes }},
-		{name: "max_bytes", typ: tSize, def: int64(DefaultCreditMaxBytes), lazy: true, min: int64(MinCreditBytes), max: int64(MaxCreditBytes),
-			doc: "The most bytes one grant gives; a receiver grants no more and a sender refuses a grant above it. Give every engine of the cluster the same.",
-			at:  func(c *Credit) any { return &c.MaxBytes }},
-		{name: "initial_requests", typ: tInt, def: DefaultCreditInitialRequests, lazy: true, min: 1, max: MaxCreditRequests,
-			doc: "Slices a sender may have in flight to a receiver before its first grant.",
-			at:  func(c *Credit) any { return &c.InitialRequests }},
-		{name: "max_requests", typ: tInt, def: DefaultCreditMaxRequests, lazy: true, min: 1, max: MaxCreditRequests,
-			doc: "The most slices one grant gives; a sender refuses a grant above it.",
-			at:  func(c *Credit) any { return &c.MaxRequests }},
-		{name: "interval", typ: tDuration, def: DefaultCreditInterval, lazy: true, min: MinCreditInterval, max: MaxCreditInterval,
-			doc: "How often a sender that has credit in use asks the receiver for a new grant.",
-			at:  func(c *Credit) any { return &c.Interval }},
-		{name: "target_delay", typ: tDuration, def: DefaultCreditTargetDelay, lazy: true, min: MinCreditTargetDelay, max: MaxCreditTargetDelay,
-			doc: "The backlog a receiver lets one sender keep, in time at the drain rate it measured: a grant grows by one step while the sender waits for credit and the backlog is shorter, and halves while it is longer. What is on the wire counts too, so keep it above the path's round trip.",
-			at:  func(c *Credit) any { return &c.TargetDelay }},
+	Fields: []conf.Field[Credit]{
+		{Name: "enabled", Type: conf.Bool, Default: true, Lazy: true,
+			Doc: "false sends without credit: a fast sender can then fill a slow receiver's plugin.",
+			At:  func(c *Credit) any { return &c.Enabled }},
+		{Name: "initial_bytes", Type: conf.Size, Default: int64(DefaultCreditInitialBytes), Lazy: true, Min: int64(MinCreditBytes), Max: int64(MaxCreditBytes),
+			Doc: "Bytes a sender may have in flight to a receiver before its first grant, and again after the receiver restarted or its control service went away.",
+			At:  func(c *Credit) any { return &c.InitialBytes }},
+		{Name: "max_bytes", Type: conf.Size, Default: int64(DefaultCreditMaxBytes), Lazy: true, Min: int64(MinCreditBytes), Max: int64(MaxCreditBytes),
+			Doc: "The most bytes one grant gives; a receiver grants no more and a sender refuses a grant above it. Give every engine of the cluster the same.",
+			At:  func(c *Credit) any { return &c.MaxBytes }},
+		{Name: "initial_requests", Type: conf.Int, Default: DefaultCreditInitialRequests, Lazy: true, Min: 1, Max: MaxCreditRequests,
+			Doc: "Slices a sender may have in flight to a receiver before its first grant.",
+			At:  func(c *Credit) any { return &c.InitialRequests }},
+		{Name: "max_requests", Type: conf.Int, Default: DefaultCreditMaxRequests, Lazy: true, Min: 1, Max: MaxCreditRequests,
+			Doc: "The most slices one grant gives; a sender refuses a grant above it.",
+			At:  func(c *Credit) any { return &c.MaxRequests }},
+		{Name: "interval", Type: conf.Duration, Default: DefaultCreditInterval, Lazy: true, Min: MinCreditInterval, Max: MaxCreditInterval,
+			Doc: "How often a sender that has credit in use asks the receiver for a new grant.",
+			At:  func(c *Credit) any { return &c.Interval }},
+		{Name: "target_delay", Type: conf.Duration, Default: DefaultCreditTargetDelay, Lazy: true, Min: MinCreditTargetDelay, Max: MaxCreditTargetDelay,
+			Doc: "The backlog a receiver lets one sender keep, in time at the drain rate it measured: a grant grows by one step while the sender waits for credit and the backlog is shorter, and halves while it is longer. What is on the wire counts too, so keep it above the path's round trip.",
+			At:  func(c *Credit) any { return &c.TargetDelay }},
 	},
 }
 
@@ -98,9 +100,9 @@ var creditTable = &table[Credit]{
 func (c *Config) validateCredit(cr *Credit, prefix string) []error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, errorAt(c.where(field), field, format, args...))
+		errs = append(errs, conf.ErrorAt(c.where(field), field, format, args...))
 	}
-	checkTable(creditTable, cr, prefix, c.has, fail)
+	creditTable.Check(cr, prefix, c.has, fail)
 	if len(errs) > 0 {
 		return errs // a setting out of its range: its pairs say nothing more
 	}

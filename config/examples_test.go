@@ -1,12 +1,14 @@
 package config_test
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/hashicorp/hcl/v2"
 )
 
 // TestExamples loads every file in examples/, validates it, and hands each
@@ -33,8 +35,7 @@ func TestExamples(t *testing.T) {
 				if p.Name != "tcp" {
 					continue
 				}
-				var tc tcp.Config
-				if err := sdk.DecodeConfig(startConfig(p), &tc); err != nil {
+				if err := tcp.New().CheckConfig(context.Background(), startConfig(p)); err != nil {
 					t.Errorf("plugin %q: %v", p.Name, err)
 				}
 			}
@@ -69,7 +70,10 @@ func TestTwoEnginesMeet(t *testing.T) {
 			if p.Name != "tcp" {
 				continue
 			}
-			var tc tcp.Config
+			var tc struct {
+				ClusterSecret *string  `hcl:"cluster_secret,optional"`
+				Rest          hcl.Body `hcl:",remain"`
+			}
 			if err := sdk.DecodeConfig(startConfig(p), &tc); err != nil {
 				t.Fatal(err)
 			}

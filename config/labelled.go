@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -19,7 +20,7 @@ type labelled struct {
 // newLabelled records a decoded block: loc[""] is the block, loc["name"]
 // its label.
 func newLabelled(kind string, b *hcl.Block) labelled {
-	return labelled{kind: kind, name: b.Labels[0], decl: posString(b.DefRange),
+	return labelled{kind: kind, name: b.Labels[0], decl: conf.PosString(b.DefRange),
 		loc: map[string]hcl.Range{"": b.DefRange, "name": b.LabelRanges[0]}}
 }
 
@@ -33,10 +34,10 @@ func (l labelled) has(attr string) bool {
 // declaration, if set, stands in for the file.
 func (l labelled) errorAt(attr, field, format string, args ...any) *Error {
 	if r, ok := l.loc[attr]; ok {
-		return errorAt(r, field, format, args...)
+		return conf.ErrorAt(r, field, format, args...)
 	}
 	if r, ok := l.loc[""]; ok {
-		return errorAt(r, field, format, args...)
+		return conf.ErrorAt(r, field, format, args...)
 	}
 	return &Error{File: l.decl, Field: field, Msg: fmt.Sprintf(format, args...)}
 }
@@ -71,18 +72,18 @@ func (l labelled) checkIdentity(fail func(attr, format string, args ...any), fir
 // many is a labelled block that may repeat. start builds the Go value from
 // the label and locations; add files the decoded value into Config (and
 // does what the table does not, like cutting a plugin's config body).
-func many[T any](t *table[T], start func(l labelled) T, add func(d *decoder, c *Config, b *hcl.Block, v T)) block {
+func many[T any](t *conf.Table[T], start func(l labelled) T, add func(d *decoder, c *Config, b *hcl.Block, v T)) block {
 	return block{
-		header: hcl.BlockHeaderSchema{Type: t.name, LabelNames: []string{t.label}},
+		header: hcl.BlockHeaderSchema{Type: t.Name, LabelNames: []string{t.Label}},
 		doc:    t,
 		decode: func(d *decoder, c *Config, b *hcl.Block) {
 			if len(b.Labels) != 1 {
 				return // Content has reported it
 			}
-			l := newLabelled(t.name, b)
+			l := newLabelled(t.Name, b)
 			v := start(l)
-			t.defaults(&v)
-			decodeTable(d, t, b.Body, &v, place{loc: l.loc, fieldPrefix: l.kind + "." + l.name + "."})
+			t.Defaults(&v)
+			conf.DecodeBody(d.Decoder, t, b.Body, &v, conf.Place{Loc: l.loc, FieldPrefix: l.kind + "." + l.name + "."})
 			add(d, c, b, v)
 		},
 	}

@@ -1,6 +1,9 @@
 package config
 
-import "github.com/hashicorp/hcl/v2"
+import (
+	"github.com/ferrydev/ferry/sdk/conf"
+	"github.com/hashicorp/hcl/v2"
+)
 
 // Policy is one policy block: which requests it matches and which
 // transports carry them, in order. The engine evaluates policies in file
@@ -54,7 +57,7 @@ func (c *Config) validatePolicy(i int, first map[string]string) []error {
 	for k, t := range p.Transports {
 		switch {
 		case !contains(plugins, t):
-			fail("transports", "%q is not a configured plugin (configured: %s); add a plugin %q block or remove it from the list", t, quoteList(plugins), t)
+			fail("transports", "%q is not a configured plugin (configured: %s); add a plugin %q block or remove it from the list", t, conf.QuoteList(plugins), t)
 		case contains(p.Transports[:k], t):
 			fail("transports", "%q is listed twice", t)
 		}
@@ -65,7 +68,7 @@ func (c *Config) validatePolicy(i int, first map[string]string) []error {
 		}
 	}
 	// The words and ranges of every setting, match block included.
-	checkTable(policyTable, p, "", l.has, fail)
+	policyTable.Check(p, "", l.has, fail)
 	if m := p.Match; m.MaxSize > 0 && m.MinSize > m.MaxSize {
 		fail("match.min_size", "%d bytes is above max_size %d bytes: the policy can never match", m.MinSize, m.MaxSize)
 	}
@@ -83,18 +86,4 @@ func contains(l []string, s string) bool {
 		}
 	}
 	return false
-}
-
-func quoteList(l []string) string {
-	if len(l) == 0 {
-		return "none"
-	}
-	s := ""
-	for i, x := range l {
-		if i > 0 {
-			s += ", "
-		}
-		s += `"` + x + `"`
-	}
-	return s
 }

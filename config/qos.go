@@ -4,6 +4,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/hashicorp/hcl/v2"
 )
 
@@ -99,69 +100,69 @@ const DefaultMaxQueued = 4096
 
 // limitFields are the budget settings, shared by the qos block (the
 // total), its class blocks and its tenant blocks.
-func limitFields[T any](of func(*T) *QoSLimits, what string) []field[T] {
-	return []field[T]{
-		{name: "rate", typ: tSize, defDoc: "no cap", example: `"2GiB"`,
-			doc: "Caps the bytes per second dispatched " + what + ", written as a size (\"2GiB\" is 2 GiB a second): a token bucket. At least 1.",
-			at:  func(t *T) any { return &of(t).Rate }},
-		{name: "burst", typ: tSize, defDoc: "rate's 10 ms, at least 64 KiB", example: `"4MiB"`,
-			doc: "The rate cap's bucket depth: what may go at once after a quiet spell. At least 1.",
-			at:  func(t *T) any { return &of(t).Burst }},
-		{name: "inflight_bytes", typ: tSize, defDoc: "no bound", example: `"64MiB"`,
-			doc: "Bytes dispatched " + what + " and not yet done; a request alone goes whatever its size. At least 1.",
-			at:  func(t *T) any { return &of(t).InflightBytes }},
-		{name: "inflight_requests", typ: tInt, defDoc: "no bound", example: "64",
-			doc: "Requests dispatched " + what + " and not yet done. At least 1.",
-			at:  func(t *T) any { return &of(t).InflightRequests }},
+func limitFields[T any](of func(*T) *QoSLimits, what string) []conf.Field[T] {
+	return []conf.Field[T]{
+		{Name: "rate", Type: conf.Size, DefaultDoc: "no cap", Example: `"2GiB"`,
+			Doc: "Caps the bytes per second dispatched " + what + ", written as a size (\"2GiB\" is 2 GiB a second): a token bucket. At least 1.",
+			At:  func(t *T) any { return &of(t).Rate }},
+		{Name: "burst", Type: conf.Size, DefaultDoc: "rate's 10 ms, at least 64 KiB", Example: `"4MiB"`,
+			Doc: "The rate cap's bucket depth: what may go at once after a quiet spell. At least 1.",
+			At:  func(t *T) any { return &of(t).Burst }},
+		{Name: "inflight_bytes", Type: conf.Size, DefaultDoc: "no bound", Example: `"64MiB"`,
+			Doc: "Bytes dispatched " + what + " and not yet done; a request alone goes whatever its size. At least 1.",
+			At:  func(t *T) any { return &of(t).InflightBytes }},
+		{Name: "inflight_requests", Type: conf.Int, DefaultDoc: "no bound", Example: "64",
+			Doc: "Requests dispatched " + what + " and not yet done. At least 1.",
+			At:  func(t *T) any { return &of(t).InflightRequests }},
 	}
 }
 
-var qosTable = &table[QoS]{
-	name: "qos",
-	doc: "Admission by priority class and tenant: requests over a budget are held back and dispatched in order " +
+var qosTable = &conf.Table[QoS]{
+	Name: "qos",
+	Doc: "Admission by priority class and tenant: requests over a budget are held back and dispatched in order " +
 		"(the highest class first, weighted fair shares between tenants, the earliest deadline first). " +
 		"Without this block every request is admitted at once. See docs/qos.md.",
-	fields: append([]field[QoS]{
-		{name: "default_tenant", typ: tString, def: "default",
-			doc: "The tenant of a request that names none; added with weight 1 when no tenant block names it.",
-			at:  func(q *QoS) any { return &q.DefaultTenant }},
-		{name: "promotion", typ: tDuration, def: time.Duration(0), min: time.Duration(0), max: time.Hour, hint: ` ("0s": off)`,
-			doc: "A held-back request whose deadline is this close moves up a class (low to medium, medium to high). \"0s\" turns promotion off.",
-			at:  func(q *QoS) any { return &q.Promotion }},
-		{name: "reject_late", typ: tBool, def: false,
-			doc: "Fail at once (ErrDeadlineExceeded, saying why) a request that cannot meet its deadline given the bytes held back ahead of it, those in flight and the measured bandwidth.",
-			at:  func(q *QoS) any { return &q.RejectLate }},
-		{name: "max_queued", typ: tInt, def: DefaultMaxQueued, min: 1, max: 1 << 24,
-			doc: "Requests held back at most; beyond it busy says what happens.",
-			at:  func(q *QoS) any { return &q.MaxQueued }},
-		{name: "busy", typ: tString, def: QoSBlock, words: []choice{
-			{word: QoSBlock, doc: "Submit waits for room, up to the request's deadline"},
-			{word: QoSError, doc: "the request fails at once with ErrBusy"},
+	Fields: append([]conf.Field[QoS]{
+		{Name: "default_tenant", Type: conf.String, Default: "default",
+			Doc: "The tenant of a request that names none; added with weight 1 when no tenant block names it.",
+			At:  func(q *QoS) any { return &q.DefaultTenant }},
+		{Name: "promotion", Type: conf.Duration, Default: time.Duration(0), Min: time.Duration(0), Max: time.Hour, Hint: ` ("0s": off)`,
+			Doc: "A held-back request whose deadline is this close moves up a class (low to medium, medium to high). \"0s\" turns promotion off.",
+			At:  func(q *QoS) any { return &q.Promotion }},
+		{Name: "reject_late", Type: conf.Bool, Default: false,
+			Doc: "Fail at once (ErrDeadlineExceeded, saying why) a request that cannot meet its deadline given the bytes held back ahead of it, those in flight and the measured bandwidth.",
+			At:  func(q *QoS) any { return &q.RejectLate }},
+		{Name: "max_queued", Type: conf.Int, Default: DefaultMaxQueued, Min: 1, Max: 1 << 24,
+			Doc: "Requests held back at most; beyond it busy says what happens.",
+			At:  func(q *QoS) any { return &q.MaxQueued }},
+		{Name: "busy", Type: conf.String, Default: QoSBlock, Words: []conf.Choice{
+			{Word: QoSBlock, Doc: "Submit waits for room, up to the request's deadline"},
+			{Word: QoSError, Doc: "the request fails at once with ErrBusy"},
 		},
-			doc: "What a full queue does to the next request held back.",
-			at:  func(q *QoS) any { return &q.Busy }},
-		{name: "lanes", typ: tString, def: QoSLanesShared, words: []choice{
-			{word: QoSLanesShared, doc: "every class on every lane, round robin; the low class's budgets keep the rings shallow"},
-			{word: QoSLanesPerClass, doc: "the high class alone on each plugin's first lane, the others on the rest; needs transfer.lanes >= 2"},
+			Doc: "What a full queue does to the next request held back.",
+			At:  func(q *QoS) any { return &q.Busy }},
+		{Name: "lanes", Type: conf.String, Default: QoSLanesShared, Words: []conf.Choice{
+			{Word: QoSLanesShared, Doc: "every class on every lane, round robin; the low class's budgets keep the rings shallow"},
+			{Word: QoSLanesPerClass, Doc: "the high class alone on each plugin's first lane, the others on the rest; needs transfer.lanes >= 2"},
 		},
-			doc: "How the classes share a plugin's lanes (ring pairs). A lane is first in, first out: a slice waits behind every slice ahead of it in its ring. See docs/qos.md.",
-			at:  func(q *QoS) any { return &q.Lanes }},
+			Doc: "How the classes share a plugin's lanes (ring pairs). A lane is first in, first out: a slice waits behind every slice ahead of it in its ring. See docs/qos.md.",
+			At:  func(q *QoS) any { return &q.Lanes }},
 	}, limitFields(func(q *QoS) *QoSLimits { return &q.QoSLimits }, "in all")...),
 }
 
-var qosClassTable = &table[QoSClass]{
-	name: "class", label: "name", many: true,
-	doc:    `The budget of one priority class, labelled "high", "medium" or "low" (TENT's HIGH, MEDIUM and LOW; Ferry's PriorityHigh, PriorityNormal and PriorityLow). Inside qos.`,
-	fields: limitFields(func(c *QoSClass) *QoSLimits { return &c.QoSLimits }, "in the class"),
+var qosClassTable = &conf.Table[QoSClass]{
+	Name: "class", Label: "name", Many: true,
+	Doc:    `The budget of one priority class, labelled "high", "medium" or "low" (TENT's HIGH, MEDIUM and LOW; Ferry's PriorityHigh, PriorityNormal and PriorityLow). Inside qos.`,
+	Fields: limitFields(func(c *QoSClass) *QoSLimits { return &c.QoSLimits }, "in the class"),
 }
 
-var qosTenantTable = &table[QoSTenant]{
-	name: "tenant", label: "name", many: true,
-	doc: "One tenant (host.Request.Tenant): its share and budget. Inside qos.",
-	fields: append([]field[QoSTenant]{
-		{name: "weight", typ: tNumber, def: 1.0, min: 0.001, max: 1e6,
-			doc: "Its share of what is dispatched against the other tenants with work held back, by bytes.",
-			at:  func(t *QoSTenant) any { return &t.Weight }},
+var qosTenantTable = &conf.Table[QoSTenant]{
+	Name: "tenant", Label: "name", Many: true,
+	Doc: "One tenant (host.Request.Tenant): its share and budget. Inside qos.",
+	Fields: append([]conf.Field[QoSTenant]{
+		{Name: "weight", Type: conf.Number, Default: 1.0, Min: 0.001, Max: 1e6,
+			Doc: "Its share of what is dispatched against the other tenants with work held back, by bytes.",
+			At:  func(t *QoSTenant) any { return &t.Weight }},
 	}, limitFields(func(t *QoSTenant) *QoSLimits { return &t.QoSLimits }, "for the tenant")...),
 }
 
@@ -169,55 +170,55 @@ var qosTenantTable = &table[QoSTenant]{
 // blocks.
 type qosRef struct{}
 
-func (qosRef) describe() refBlock {
-	b := qosTable.describe()
-	b.sub = append(b.sub, qosClassTable.describe(), qosTenantTable.describe(), creditTable.describe())
+func (qosRef) Describe() conf.Doc {
+	b := qosTable.Describe()
+	b.Sub = append(b.Sub, qosClassTable.Describe(), qosTenantTable.Describe(), creditTable.Describe())
 	return b
 }
 
 // qosBlock decodes the qos block with its class and tenant blocks.
 func qosBlock() block {
 	return block{
-		header: hcl.BlockHeaderSchema{Type: qosTable.name},
+		header: hcl.BlockHeaderSchema{Type: qosTable.Name},
 		doc:    qosRef{},
-		preset: func(c *Config) { qosTable.defaults(&c.QoS); creditTable.defaults(&c.QoS.Credit) },
+		preset: func(c *Config) { qosTable.Defaults(&c.QoS); creditTable.Defaults(&c.QoS.Credit) },
 		decode: func(d *decoder, c *Config, b *hcl.Block) {
 			c.loc["qos"] = b.DefRange
-			s := qosTable.schema()
+			s := qosTable.Schema()
 			s.Blocks = append(s.Blocks,
-				hcl.BlockHeaderSchema{Type: qosClassTable.name, LabelNames: []string{"name"}},
-				hcl.BlockHeaderSchema{Type: qosTenantTable.name, LabelNames: []string{"name"}},
-				hcl.BlockHeaderSchema{Type: creditTable.name})
+				hcl.BlockHeaderSchema{Type: qosClassTable.Name, LabelNames: []string{"name"}},
+				hcl.BlockHeaderSchema{Type: qosTenantTable.Name, LabelNames: []string{"name"}},
+				hcl.BlockHeaderSchema{Type: creditTable.Name})
 			content, diags := b.Body.Content(s)
-			d.diags(diags)
+			d.Diags(diags)
 			// A qos block that only tunes receiver credit leaves admission
 			// off; anything else in it turns admission on.
 			creditOnly := len(content.Attributes) == 0 && len(content.Blocks) > 0
 			for _, sb := range content.Blocks {
-				creditOnly = creditOnly && sb.Type == creditTable.name
+				creditOnly = creditOnly && sb.Type == creditTable.Name
 			}
 			c.QoS.On = !creditOnly
-			decodeContent(d, qosTable, content, &c.QoS, place{loc: c.loc, locPrefix: "qos.", fieldPrefix: "qos."})
+			conf.DecodeContent(d.Decoder, qosTable, content, &c.QoS, conf.Place{Loc: c.loc, LocPrefix: "qos.", FieldPrefix: "qos."})
 			for _, sb := range content.Blocks {
-				if sb.Type == creditTable.name {
+				if sb.Type == creditTable.Name {
 					c.loc["qos.credit"] = sb.DefRange
-					decodeTable(d, creditTable, sb.Body, &c.QoS.Credit, place{loc: c.loc, locPrefix: "qos.credit.", fieldPrefix: "qos.credit."})
+					conf.DecodeBody(d.Decoder, creditTable, sb.Body, &c.QoS.Credit, conf.Place{Loc: c.loc, LocPrefix: "qos.credit.", FieldPrefix: "qos.credit."})
 					continue
 				}
 				if len(sb.Labels) != 1 {
 					continue // Content has reported it
 				}
 				switch sb.Type {
-				case qosClassTable.name:
+				case qosClassTable.Name:
 					l := newLabelled("qos.class", sb)
 					v := QoSClass{Name: l.name, DeclRange: l.decl, loc: l.loc}
-					decodeTable(d, qosClassTable, sb.Body, &v, place{loc: l.loc, fieldPrefix: "qos.class." + l.name + "."})
+					conf.DecodeBody(d.Decoder, qosClassTable, sb.Body, &v, conf.Place{Loc: l.loc, FieldPrefix: "qos.class." + l.name + "."})
 					c.QoS.Classes = append(c.QoS.Classes, v)
-				case qosTenantTable.name:
+				case qosTenantTable.Name:
 					l := newLabelled("qos.tenant", sb)
 					v := QoSTenant{Name: l.name, DeclRange: l.decl, loc: l.loc}
-					qosTenantTable.defaults(&v)
-					decodeTable(d, qosTenantTable, sb.Body, &v, place{loc: l.loc, fieldPrefix: "qos.tenant." + l.name + "."})
+					qosTenantTable.Defaults(&v)
+					conf.DecodeBody(d.Decoder, qosTenantTable, sb.Body, &v, conf.Place{Loc: l.loc, FieldPrefix: "qos.tenant." + l.name + "."})
 					c.QoS.Tenants = append(c.QoS.Tenants, v)
 				}
 			}
@@ -235,9 +236,9 @@ func (c *Config) validateQoS() []error {
 	}
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, errorAt(c.where(field), field, format, args...))
+		errs = append(errs, conf.ErrorAt(c.where(field), field, format, args...))
 	}
-	checkTable(qosTable, q, "qos.", c.has, fail)
+	qosTable.Check(q, "qos.", c.has, fail)
 	checkCaps(func(name, format string, args ...any) { fail("qos."+name, format, args...) },
 		&q.QoSLimits, func(name string) bool { return c.has("qos." + name) })
 	if q.Lanes == QoSLanesPerClass && c.Transfer.Lanes < 2 {
@@ -252,13 +253,13 @@ func (c *Config) validateQoS() []error {
 		l := labelled{kind: "qos.class", name: k.Name, decl: k.DeclRange, loc: k.loc}
 		f := l.failer(&errs)
 		if !contains(QoSClasses, k.Name) {
-			f("name", "%q is not a class: want %s (TENT's HIGH, MEDIUM and LOW)", k.Name, orList(QoSClasses))
+			f("name", "%q is not a class: want %s (TENT's HIGH, MEDIUM and LOW)", k.Name, conf.OrList(QoSClasses))
 		}
 		if decl, dup := seen[k.Name]; dup {
 			f("", "class %q is declared twice; the first is at %s: merge them into one", k.Name, decl)
 		}
 		seen[k.Name] = k.DeclRange
-		checkTable(qosClassTable, k, "", l.has, f)
+		qosClassTable.Check(k, "", l.has, f)
 		checkCaps(f, &k.QoSLimits, l.has)
 		contradicts(f, "the class's", &k.QoSLimits, &q.QoSLimits, c.qosWhere)
 	}
@@ -274,7 +275,7 @@ func (c *Config) validateQoS() []error {
 			f("", "tenant %q is declared twice; the first is at %s: merge them into one", t.Name, decl)
 		}
 		seen[t.Name] = t.DeclRange
-		checkTable(qosTenantTable, t, "", l.has, f)
+		qosTenantTable.Check(t, "", l.has, f)
 		checkCaps(f, &t.QoSLimits, l.has)
 		contradicts(f, "the tenant's", &t.QoSLimits, &q.QoSLimits, c.qosWhere)
 	}
@@ -284,7 +285,7 @@ func (c *Config) validateQoS() []error {
 // qosWhere says where the qos block set a total setting, for messages.
 func (c *Config) qosWhere(name string) string {
 	if r, ok := c.loc["qos."+name]; ok {
-		return " (qos." + name + " at " + posString(r) + ")"
+		return " (qos." + name + " at " + conf.PosString(r) + ")"
 	}
 	return " (qos." + name + ")"
 }

@@ -1,9 +1,8 @@
 package config
 
 import (
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/hashicorp/hcl/v2"
-	"github.com/zclconf/go-cty/cty"
-	"github.com/zclconf/go-cty/cty/convert"
 )
 
 // RailBlock is a rail block: a name for one rail of a transport, and what
@@ -46,7 +45,7 @@ func (c *Config) validateRail(i int, first map[string]string) []error {
 		plugins = append(plugins, pl.Name)
 	}
 	if !contains(plugins, r.Transport) {
-		fail("transport", "%q is not a configured plugin (configured: %s); add a plugin %q block or fix the name", r.Transport, quoteList(plugins), r.Transport)
+		fail("transport", "%q is not a configured plugin (configured: %s); add a plugin %q block or fix the name", r.Transport, conf.QuoteList(plugins), r.Transport)
 	}
 	if r.Device == "" {
 		fail("device", "is empty; write the plugin's name for the rail (for tcp: one of its listen addresses, as written)")
@@ -56,7 +55,7 @@ func (c *Config) validateRail(i int, first map[string]string) []error {
 			fail("device", "%q of transport %q is already named by rail %q at %s", r.Device, r.Transport, o.Name, o.DeclRange)
 		}
 	}
-	checkTable(railTable, r, "", l.has, fail)
+	railTable.Check(r, "", l.has, fail)
 	return errs
 }
 
@@ -64,14 +63,4 @@ func (c *Config) validateRail(i int, first map[string]string) []error {
 // for checks that need the plugins' probed rails (the engine makes them).
 func (p *Policy) RailsError(format string, args ...any) error {
 	return p.labelled().errorAt("rails", "policy."+p.Name+".rails", format, args...)
-}
-
-// numberValue returns v as a float64 when it is a number.
-func numberValue(v cty.Value) (float64, error) {
-	n, err := convert.Convert(v, cty.Number)
-	if err != nil {
-		return 0, err
-	}
-	f, _ := n.AsBigFloat().Float64()
-	return f, nil
 }

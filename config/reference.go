@@ -1,79 +1,18 @@
 package config
 
 import (
-	"fmt"
 	"strings"
+
+	"github.com/ferrydev/ferry/sdk/conf"
 )
-
-// reference is a block table as the reference documents it.
-type reference interface {
-	describe() refBlock
-}
-
-type refBlock struct {
-	name, label, doc string
-	many             bool
-	rows             []refRow
-	sub              []refBlock
-	raw              []rawBlock
-}
-
-type refRow struct {
-	name, typ, def, allowed, doc string
-}
-
-func (t *table[T]) describe() refBlock {
-	b := refBlock{name: t.name, label: t.label, doc: t.doc, many: t.many, raw: t.raw}
-	for i := range t.fields {
-		f := &t.fields[i]
-		r := refRow{name: f.name, typ: typeDoc[f.typ], doc: f.doc}
-		switch {
-		case f.required != optional:
-			r.def = "required"
-		case f.defDoc != "":
-			r.def = f.defDoc
-		case f.def != nil:
-			r.def = literal(f.typ, f.def)
-		}
-		var allowed []string
-		lo, hasLo := number(f.min)
-		_, hasHi := number(f.max)
-		switch {
-		case hasLo && hasHi:
-			allowed = append(allowed, bound(f.typ, f.min)+".."+bound(f.typ, f.max))
-		case hasLo && lo == 0:
-			allowed = append(allowed, "not negative")
-		case hasLo:
-			allowed = append(allowed, ">= "+bound(f.typ, f.min))
-		case hasHi:
-			allowed = append(allowed, "<= "+bound(f.typ, f.max))
-		}
-		for _, c := range f.words {
-			w := fmt.Sprintf("%q", c.word)
-			if c.doc != "" {
-				w += " (" + c.doc + ")"
-			}
-			if c.refuse != "" {
-				w += " — refused for now: " + c.refuse
-			}
-			allowed = append(allowed, w)
-		}
-		if f.only != nil {
-			allowed = append(allowed, `only with kind = "`+strings.Join(f.only, `" or "`)+`"`)
-		}
-		r.allowed = strings.Join(allowed, "; ")
-		b.rows = append(b.rows, r)
-	}
-	for _, s := range t.sub {
-		b.sub = append(b.sub, s.describe())
-	}
-	return b
-}
 
 // Reference returns the reference of every setting of an engine file, in
 // Markdown, generated from the tables that decode and check them.
-// docs/config.md holds it; a test fails when that file is stale.
-func Reference() string {
+// plugins are plugins' settings tables (tcp.Settings, ...), each
+// rendered as a section of its own; config/ does not import plugins, so
+// the caller (the reference test) hands them in. docs/config.md holds it;
+// a test fails when that file is stale.
+func Reference(plugins ...conf.Describer) string {
 	var w strings.Builder
 	w.WriteString(`# Engine configuration reference
 
@@ -90,44 +29,17 @@ A setting that is known but cannot take effect yet is refused, not ignored: the
 "Allowed" column says which and why.
 
 `)
-	writeBlock(&w, topTable.describe(), "##")
+	conf.Markdown(&w, topTable.Describe(), "##", "")
 	for _, b := range blocks {
-		writeBlock(&w, b.doc.describe(), "##")
+		conf.Markdown(&w, b.doc.Describe(), "##", "")
+	}
+	if len(plugins) > 0 {
+		w.WriteString("## Plugin settings\n\nEach plugin decodes its own `config { ... }` block with sdk/conf, from the table rendered here, " +
+			"so its errors name file:line:column in the engine's file, a misspelt setting gets \"did you mean\", and the same size and duration syntax holds.\n\n")
+	}
+	for _, p := range plugins {
+		d := p.Describe()
+		conf.Markdown(&w, d, "###", "`"+d.Name+"`")
 	}
 	return w.String()
-}
-
-func writeBlock(w *strings.Builder, b refBlock, h string) {
-	switch {
-	case b.name == "":
-		fmt.Fprintf(w, "%s Top level\n\n", h)
-	case b.label != "":
-		fmt.Fprintf(w, "%s `%s \"<%s>\" { ... }`\n\n", h, b.name, b.label)
-	default:
-		fmt.Fprintf(w, "%s `%s { ... }`\n\n", h, b.name)
-	}
-	w.WriteString(b.doc)
-	switch {
-	case b.name == "":
-	case b.many:
-		w.WriteString(" Any number of these blocks.")
-	default:
-		w.WriteString(" At most one such block.")
-	}
-	w.WriteString("\n\n| Setting | Type | Default | Allowed | Description |\n|---|---|---|---|---|\n")
-	for _, r := range b.rows {
-		fmt.Fprintf(w, "| `%s` | %s | %s | %s | %s |\n", r.name, r.typ, cell(r.def), cell(r.allowed), cell(r.doc))
-	}
-	w.WriteString("\n")
-	for _, s := range b.sub {
-		writeBlock(w, s, h+"#")
-	}
-	for _, r := range b.raw {
-		fmt.Fprintf(w, "%s# `%s { ... }`\n\n%s\n\n", h, r.name, r.doc)
-	}
-}
-
-// cell escapes text for a Markdown table cell.
-func cell(s string) string {
-	return strings.ReplaceAll(s, "|", `\|`)
 }

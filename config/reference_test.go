@@ -8,6 +8,11 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/plugins/fault"
+	"github.com/ferrydev/ferry/plugins/nvlink"
+	"github.com/ferrydev/ferry/plugins/shm"
+	"github.com/ferrydev/ferry/plugins/simdev"
+	"github.com/ferrydev/ferry/plugins/tcp"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/config.md from the config tables")
@@ -16,7 +21,7 @@ var update = flag.Bool("update", false, "rewrite docs/config.md from the config 
 // change to a table, run: go test ./config -run TestReference -update
 func TestReference(t *testing.T) {
 	path := filepath.Join("..", "docs", "config.md")
-	want := config.Reference()
+	want := config.Reference(tcp.Settings, shm.Settings, nvlink.Settings, fault.Settings, simdev.Settings)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
@@ -45,7 +50,8 @@ func TestReference(t *testing.T) {
 	}
 	// Every setting of every block is in it.
 	for _, s := range []string{"`name`", "`machine_id`", "`slice_size`", "`ring_depth`", "`stall_after`", "`ttl`", "`endpoints`",
-		"`transports`", "`local_memory`", "`bandwidth_gbps`", "`sha256`", "`config { ... }`", "`match { ... }`"} {
+		"`transports`", "`local_memory`", "`bandwidth_gbps`", "`sha256`", "`config { ... }`", "`match { ... }`",
+		"`max_startups`", "`copy_workers`", "`streams`", "`copy_bandwidth`", "`fault \"<kind>\" { ... }`"} {
 		if !strings.Contains(want, s) {
 			t.Errorf("the reference lacks %s", s)
 		}

@@ -1,9 +1,9 @@
 package config
 
 import (
-	"strings"
 	"testing"
-	"time"
+
+	"github.com/ferrydev/ferry/sdk/conf"
 )
 
 // TestTables checks every table for the mistakes the compiler cannot see:
@@ -31,78 +31,10 @@ func TestTables(t *testing.T) {
 	}
 }
 
-func checkFields[T any](t *testing.T, block string, tb *table[T], dst *T) {
+func checkFields[T any](t *testing.T, block string, tb *conf.Table[T], _ *T) {
 	t.Helper()
-	if tb.doc == "" {
-		t.Errorf("block %q has no doc", block)
-	}
-	seen := map[string]bool{}
-	for _, f := range tb.fields {
-		name := block + "." + f.name
-		if seen[f.name] {
-			t.Errorf("%s is declared twice", name)
-		}
-		seen[f.name] = true
-		if f.doc == "" {
-			t.Errorf("%s has no doc", name)
-		}
-		p := f.at(dst)
-		var ok bool
-		switch f.typ {
-		case tString, tPath, tHex:
-			_, ok = p.(*string)
-		case tBool:
-			switch p.(type) {
-			case *bool, **bool:
-				ok = true
-			}
-		case tInt:
-			switch p.(type) {
-			case *int, **int:
-				ok = true
-			}
-		case tSize:
-			_, ok = p.(*int64)
-		case tDuration:
-			_, ok = p.(*time.Duration)
-		case tStrings:
-			_, ok = p.(*[]string)
-		case tNumber:
-			_, ok = p.(*float64)
-		}
-		if !ok {
-			t.Errorf("%s: declared %s, lands in a %T", name, typeDoc[f.typ], p)
-		}
-		if f.def != nil {
-			var zero T
-			if !setValue(f.at(&zero), f.def) {
-				t.Errorf("%s: default %#v (%T) does not fit a %T", name, f.def, f.def, p)
-			}
-		}
-		for _, b := range []any{f.min, f.max} {
-			if b == nil {
-				continue
-			}
-			if _, ok := number(b); !ok {
-				t.Errorf("%s: bound %#v is not a number", name, b)
-			}
-			switch f.typ {
-			case tInt, tSize, tDuration, tNumber:
-			default:
-				t.Errorf("%s: a range on a %s", name, typeDoc[f.typ])
-			}
-		}
-		if f.lazy && f.def == nil {
-			t.Errorf("%s: lazy without a default", name)
-		}
-		for _, c := range f.words {
-			if c.word == "" || strings.ContainsAny(c.word, "\"\n") {
-				t.Errorf("%s: bad word %q", name, c.word)
-			}
-		}
-	}
-	for _, s := range tb.sub {
-		checkFields(t, block+"."+s.name, s, dst)
+	for _, p := range conf.Lint(block, tb) {
+		t.Error(p)
 	}
 }
 
@@ -115,21 +47,21 @@ func TestDefaultsFromTables(t *testing.T) {
 		t.Errorf("defaultTransfer() = %+v, want %+v", got, want)
 	}
 	var s Supervise
-	superviseTable.defaults(&s)
+	superviseTable.Defaults(&s)
 	if s != (Supervise{}) {
 		t.Errorf("supervise defaults are lazy (WithDefaults applies them), got %+v", s)
 	}
 	var lazy Supervise
-	for _, f := range superviseTable.fields {
-		setValue(f.at(&lazy), f.def)
+	for _, f := range superviseTable.Fields {
+		conf.SetValue(f.At(&lazy), f.Default)
 	}
 	if lazy != (Supervise{}).WithDefaults() {
 		t.Errorf("supervise table defaults %+v, WithDefaults %+v", lazy, (Supervise{}).WithDefaults())
 	}
 	var m Metastore
-	for _, f := range metastoreTable.fields {
-		if f.def != nil {
-			setValue(f.at(&m), f.def)
+	for _, f := range metastoreTable.Fields {
+		if f.Default != nil {
+			conf.SetValue(f.At(&m), f.Default)
 		}
 	}
 	if m.TTL != (Metastore{}).LeaseTTL() || m.Prefix != (Metastore{}).KeyPrefix() || m.Kind != MetastoreEmbedded || m.Listen != DefaultMetastoreListen {

@@ -13,6 +13,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -27,10 +28,10 @@ var pluginName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
 func (c *Config) Validate() error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, errorAt(c.where(field), field, format, args...))
+		errs = append(errs, conf.ErrorAt(c.where(field), field, format, args...))
 	}
 
-	checkTable(topTable, c, "", c.has, fail)
+	topTable.Check(c, "", c.has, fail)
 	if c.Name != "" && !cleanName(c.Name) {
 		fail("name", "%q must be at most 255 bytes of printable UTF-8 without spaces", c.Name)
 	}
@@ -56,7 +57,7 @@ func (c *Config) Validate() error {
 			fail("metrics.listen", "%q: %v; write it like \"127.0.0.1:9464\" (port 0 picks a free one)", ml, err)
 		}
 	}
-	checkTable(metricsTable, &c.Metrics, "metrics.", c.has, fail)
+	metricsTable.Check(&c.Metrics, "metrics.", c.has, fail)
 	errs = append(errs, c.validateCredit(&c.QoS.Credit, "qos.credit.")...)
 
 	first := map[string]string{}
@@ -77,14 +78,14 @@ func (c *Config) Validate() error {
 	}
 
 	t := &c.Transfer
-	checkTable(transferTable, t, "transfer.", c.has, fail)
+	transferTable.Check(t, "transfer.", c.has, fail)
 	if t.RingDepth >= MinRingDepth && t.RingDepth <= MaxRingDepth && t.RingDepth&(t.RingDepth-1) != 0 {
 		lo := 1 << (bits.Len(uint(t.RingDepth)) - 1)
 		fail("transfer.ring_depth", "%d is not a power of two; use %d or %d", t.RingDepth, lo, 2*lo)
 	}
 	// A duration left out (zero, not written in the file) means its
 	// default; stall_after = "0s" in a file sets Off instead.
-	checkTable(superviseTable, &c.Supervise, "supervise.", c.has, fail)
+	superviseTable.Check(&c.Supervise, "supervise.", c.has, fail)
 	errs = append(errs, c.validateQoS()...)
 	return errors.Join(errs...)
 }
@@ -93,7 +94,7 @@ func (c *Config) Validate() error {
 var kindList = func() string {
 	var l []string
 	for _, k := range metastoreKinds {
-		l = append(l, fmt.Sprintf("%q (%s)", k.word, k.doc))
+		l = append(l, fmt.Sprintf("%q (%s)", k.Word, k.Doc))
 	}
 	return strings.Join(l[:len(l)-1], ", ") + " or " + l[len(l)-1]
 }()
@@ -101,10 +102,10 @@ var kindList = func() string {
 func (c *Config) validateMetastore() []error {
 	var errs []error
 	fail := func(field, format string, args ...any) {
-		errs = append(errs, errorAt(c.where(field), field, format, args...))
+		errs = append(errs, conf.ErrorAt(c.where(field), field, format, args...))
 	}
 	m := c.Metastore
-	checkTable(metastoreTable, &m, "metastore.", c.has, fail)
+	metastoreTable.Check(&m, "metastore.", c.has, fail)
 	switch m.Kind {
 	case MetastoreEmbedded:
 		if m.Listen == "" {
@@ -153,15 +154,15 @@ func (c *Config) validateMetastore() []error {
 	}
 	// Settings that only some kinds use. Listen and url have their own
 	// messages above for the kinds that use one of them.
-	for _, f := range metastoreTable.fields {
-		if f.only == nil || slices.Contains(f.only, m.Kind) {
+	for _, f := range metastoreTable.Fields {
+		if f.Only == nil || slices.Contains(f.Only, m.Kind) {
 			continue
 		}
-		if (f.name == "listen" || f.name == "url") && m.Kind != MetastoreRedis && m.Kind != MetastoreEtcd {
+		if (f.Name == "listen" || f.Name == "url") && m.Kind != MetastoreRedis && m.Kind != MetastoreEtcd {
 			continue
 		}
-		if field := "metastore." + f.name; !isZero(f.at(&m)) || c.has(field) {
-			fail(field, `is only used with kind = "%s"; remove it`, strings.Join(f.only, `" or kind = "`))
+		if field := "metastore." + f.Name; !conf.IsZero(f.At(&m)) || c.has(field) {
+			fail(field, `is only used with kind = "%s"; remove it`, strings.Join(f.Only, `" or kind = "`))
 		}
 	}
 	if m.Username != "" && m.Password == "" {
@@ -205,19 +206,19 @@ func checkEndpoint(s string) (https bool, err error) {
 
 // validatePlugin checks a plugin or device block (t is its table, prefix
 // its binaries' name).
-func validatePlugin(p *Plugin, t *table[Plugin], prefix string, first map[string]string) []error {
+func validatePlugin(p *Plugin, t *conf.Table[Plugin], prefix string, first map[string]string) []error {
 	var errs []error
-	l := labelled{kind: t.name, name: p.Name, decl: p.DeclRange, loc: p.loc}
+	l := labelled{kind: t.Name, name: p.Name, decl: p.DeclRange, loc: p.loc}
 	fail := l.failer(&errs)
 	l.checkIdentity(fail, first, " (the binary is "+prefix+"<name>)", "remove one or merge them")
-	checkTable(t, p, "", l.has, fail)
+	t.Check(p, "", l.has, fail)
 	if p.SHA256 != "" && !isHex64(p.SHA256) {
 		fail("sha256", "want 64 hex digits, the output of `sha256sum %s%s`; got %d characters", prefix, p.Name, len(p.SHA256))
 	}
 	if p.Body != nil {
 		start := hcl.Pos{Line: max(p.BodyLine, 1), Column: max(p.BodyColumn, 1), Byte: p.BodyByte}
 		if _, diags := hclsyntax.ParseConfig(p.Body, p.BodyFile, start); diags.HasErrors() {
-			errs = append(errs, diagErrors(diags)...)
+			errs = append(errs, conf.DiagErrors(diags, "")...)
 		}
 	}
 	return errs

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/kit"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -43,59 +43,23 @@ const ExitCode = 3
 // maxDelay bounds a delay fault: a longer one is a stall.
 const maxDelay = 10 * time.Minute
 
-// Config is the plugin's `config { ... }` body; see the package comment.
-type Config struct {
-	Faults []Block    `hcl:"fault,block"`
-	TCP    *TCPConfig `hcl:"tcp,block"`
-}
-
-// TCPConfig is the `tcp { ... }` block: the TCP transport's own
-// configuration, which this plugin does not interpret.
-type TCPConfig struct {
-	Body hcl.Body `hcl:",remain"`
-}
-
-// Block is one `fault "KIND" { ... }` block.
-type Block struct {
-	Kind   string   `hcl:"kind,label"`
-	After  *int64   `hcl:"after,optional"`
-	Every  *int64   `hcl:"every,optional"`
-	Rate   *float64 `hcl:"rate,optional"`
-	Seed   *int64   `hcl:"seed,optional"`
-	Status *string  `hcl:"status,optional"`
-	Delay  *string  `hcl:"delay,optional"`
-	Rail   *int64   `hcl:"rail,optional"`
-	Bit    *int64   `hcl:"bit,optional"`
-	Extra  *int64   `hcl:"extra,optional"`
-	Abort  *bool    `hcl:"abort,optional"`
-
-	DefRange   hcl.Range `hcl:",def_range"`
-	AfterRange hcl.Range `hcl:"after,attr_value_range"`
-	EveryRange hcl.Range `hcl:"every,attr_value_range"`
-	RateRange  hcl.Range `hcl:"rate,attr_value_range"`
-	StatusRng  hcl.Range `hcl:"status,attr_value_range"`
-	DelayRange hcl.Range `hcl:"delay,attr_value_range"`
-	RailRange  hcl.Range `hcl:"rail,attr_value_range"`
-	BitRange   hcl.Range `hcl:"bit,attr_value_range"`
-	ExtraRange hcl.Range `hcl:"extra,attr_value_range"`
-	AbortRange hcl.Range `hcl:"abort,attr_value_range"`
-}
-
 // fault is one validated fault block.
 type fault struct {
-	kind   Kind
-	after  uint64
-	every  uint64
-	rate   float64 // in (0, 1]
-	seed   uint64
-	status ring.Status   // drop
-	delay  time.Duration // delay, hold
+	kind       Kind
+	after      int64
+	every      int64
+	rate       float64 // in (0, 1]
+	seed       int64
+	statusWord string
+	status     ring.Status   // drop
+	delay      time.Duration // delay, hold
+	abort      bool          // as written; noAbort is its opposite
 	// noAbort: hold only, `abort = false`: Abort leaves held descriptors
 	// alone (a transport that cannot call them back).
 	noAbort bool
-	rail    int    // only descriptors on this rail; -1: any
-	bit     uint   // flip
-	extra   uint64 // overreport
+	rail    int   // only descriptors on this rail; -1: any
+	bit     int   // flip
+	extra   int64 // overreport
 }
 
 // plan is the validated configuration.
@@ -111,13 +75,13 @@ func (f *fault) chooses(i uint64, rail uint16) bool {
 	if f.rail >= 0 && int(rail) != f.rail {
 		return false
 	}
-	if i < f.after {
+	if i < uint64(f.after) {
 		return false
 	}
-	if (i-f.after)%f.every != 0 {
+	if (i-uint64(f.after))%uint64(f.every) != 0 {
 		return false
 	}
-	return f.rate >= 1 || unit(f.seed, i) < f.rate
+	return f.rate >= 1 || unit(uint64(f.seed), i) < f.rate
 }
 
 // unit maps (seed, i) to [0, 1) with splitmix64.
@@ -129,120 +93,105 @@ func unit(seed, i uint64) float64 {
 	return float64(z>>11) / (1 << 53)
 }
 
-// parseConfig decodes the fault blocks and cuts the tcp block's body out
-// of cfg.Config for the TCP transport, keeping its position in the
-// operator's file.
+// kinds are the fault kinds, documented.
+var kinds = []conf.Choice{
+	{Word: string(Drop), Doc: "fail the descriptor with status"},
+	{Word: string(Delay), Doc: "complete it delay late"},
+	{Word: string(Hold), Doc: "keep it delay before TCP carries it"},
+	{Word: string(Corrupt), Doc: "flip a byte of what it moved"},
+	{Word: string(Stall), Doc: "stop completing and draining"},
+	{Word: string(Crash), Doc: "exit the process"},
+	{Word: string(Flip), Doc: "tell its completion with token bit bit flipped"},
+	{Word: string(Duplicate), Doc: "tell its completion twice"},
+	{Word: string(Overreport), Doc: "tell extra bytes more than it moved"},
+}
+
+// faultTable is one `fault "KIND" { ... }` block.
+var faultTable = &conf.Table[fault]{
+	Name: "fault", Label: "kind",
+	Doc: "One fault, injected into the descriptors it chooses: from number after on, every every-th, each with probability rate.",
+	Fields: []conf.Field[fault]{
+		{Name: "after", Type: conf.Int, Default: 0, Min: 0,
+			Doc: "Descriptors (counted from 0, over every rail) before the first one chosen.",
+			At:  func(f *fault) any { return &f.after }},
+		{Name: "every", Type: conf.Int, Default: 1, Min: 1,
+			Doc: "Choose every this many descriptors from after on.",
+			At:  func(f *fault) any { return &f.every }},
+		{Name: "rate", Type: conf.Number, Default: 1.0, Hint: "; want (0, 1]",
+			Doc: "Probability, in (0, 1], that a descriptor every picks is chosen; repeatable for a seed.",
+			At:  func(f *fault) any { return &f.rate },
+			Check: func(f *fault) error {
+				if math.IsNaN(f.rate) || f.rate <= 0 || f.rate > 1 {
+					return fmt.Errorf("%v is outside (0, 1]", f.rate)
+				}
+				return nil
+			}},
+		{Name: "seed", Type: conf.Int, Default: 1,
+			Doc: "Seed of rate's choices.",
+			At:  func(f *fault) any { return &f.seed }},
+		{Name: "rail", Type: conf.Int, Default: -1, DefaultDoc: "any", Example: "0", Min: 0, Max: 1<<16 - 1,
+			Skip: func(f *fault) bool { return f.rail == -1 },
+			Doc:  "Only descriptors on this rail.",
+			At:   func(f *fault) any { return &f.rail }},
+		{Name: "status", Type: conf.String, Default: "io", Only: []string{string(Drop)}, Words: []conf.Choice{
+			{Word: "io", Doc: "STATUS_IO"}, {Word: "peer_unreachable", Doc: "STATUS_PEER_UNREACHABLE"}},
+			Doc: "The status a dropped descriptor completes with.",
+			At:  func(f *fault) any { return &f.statusWord }},
+		{Name: "delay", Type: conf.Duration, Example: `"5ms"`, Min: time.Nanosecond, Max: maxDelay, Only: []string{string(Delay), string(Hold)},
+			Doc: "How late; required for delay and hold.",
+			At:  func(f *fault) any { return &f.delay }},
+		{Name: "abort", Type: conf.Bool, Default: true, Only: []string{string(Hold)},
+			Doc: "false: Abort leaves held descriptors alone (a transport that cannot call them back).",
+			At:  func(f *fault) any { return &f.abort }},
+		{Name: "bit", Type: conf.Int, Example: "63", Min: 0, Max: 63, Only: []string{string(Flip)},
+			Doc: "The token bit to flip; required for flip.",
+			At:  func(f *fault) any { return &f.bit }},
+		{Name: "extra", Type: conf.Int, Default: 1, Lazy: true, Min: 1, Max: maxExtra, Only: []string{string(Overreport)},
+			Doc: "Bytes told beyond those moved.",
+			At:  func(f *fault) any { return &f.extra }},
+	},
+}
+
+// Settings declares the plugin's config body (see the package comment):
+// defaults, ranges and the reference (docs/config.md).
+var Settings = &conf.Table[plan]{
+	Name: "fault",
+	Doc:  "The fault-injecting test plugin (`plugin \"fault\" { config { ... } }`): the tcp transport with faults injected into chosen descriptors.",
+	Raw:  []conf.Raw{{Name: "tcp", Doc: "The tcp plugin's own settings (its section), handed to it with their position in this file."}},
+	Repeated: []conf.Nested[plan]{conf.Repeat(faultTable, kinds, faultRules, func(p *plan, _ string, f fault) {
+		p.faults = append(p.faults, f)
+	})},
+}
+
+// faultRules checks what a fault's kind needs and fills in what follows
+// from it.
+func faultRules(f *fault, label string, b conf.Block) {
+	f.kind = Kind(label)
+	switch {
+	case (f.kind == Delay || f.kind == Hold) && !b.Has("delay"):
+		b.Fail("", "needs delay = \"DURATION\"")
+	case f.kind == Flip && !b.Has("bit"):
+		b.Fail("", "needs bit = N, the token bit to flip (0..63)")
+	}
+	if f.kind == Overreport && f.extra == 0 {
+		f.extra = 1
+	}
+	if f.statusWord == "peer_unreachable" {
+		f.status = ring.StatusPeerUnreachable
+	} else {
+		f.status = ring.StatusIO
+	}
+	f.noAbort = !f.abort
+}
+
+// parseConfig decodes the fault blocks by Settings and cuts the tcp
+// block's body out of cfg.Config for the TCP transport, keeping its
+// position in the operator's file.
 func parseConfig(cfg sdk.StartConfig) (plan, error) {
 	p := plan{tcpConfig: cfg}
 	p.tcpConfig.Config = nil
-	var c Config
-	st := kit.Settings{Cfg: cfg, Prefix: "fault config"}
-	if ok, err := st.Decode(&c); !ok {
-		if err != nil {
-			return plan{}, err
-		}
-		return p, nil
-	}
-	bad := st.At
-	seen := map[Kind]bool{}
-	for _, b := range c.Faults {
-		k := Kind(b.Kind)
-		switch k {
-		case Crash, Stall, Drop, Corrupt, Delay, Hold, Flip, Duplicate, Overreport:
-		default:
-			return plan{}, bad(b.DefRange, "unknown fault %q (want drop, delay, hold, corrupt, stall, crash, flip, duplicate or overreport)", b.Kind)
-		}
-		if seen[k] {
-			return plan{}, bad(b.DefRange, "fault %q is declared twice", b.Kind)
-		}
-		seen[k] = true
-		f := fault{kind: k, every: 1, rate: 1, seed: 1, status: ring.StatusIO, rail: -1}
-		if b.Rail != nil {
-			if *b.Rail < 0 || *b.Rail >= 1<<16 {
-				return plan{}, bad(b.RailRange, "fault %q: rail: %d is not a rail number (0, 1, ...)", k, *b.Rail)
-			}
-			f.rail = int(*b.Rail)
-		}
-		if b.After != nil {
-			if *b.After < 0 {
-				return plan{}, bad(b.AfterRange, "fault %q: after: %d is negative", k, *b.After)
-			}
-			f.after = uint64(*b.After)
-		}
-		if b.Every != nil {
-			if *b.Every < 1 {
-				return plan{}, bad(b.EveryRange, "fault %q: every: %d is not at least 1", k, *b.Every)
-			}
-			f.every = uint64(*b.Every)
-		}
-		if b.Rate != nil {
-			if r := *b.Rate; math.IsNaN(r) || r <= 0 || r > 1 {
-				return plan{}, bad(b.RateRange, "fault %q: rate: %v is outside (0, 1]", k, r)
-			}
-			f.rate = *b.Rate
-		}
-		if b.Seed != nil {
-			f.seed = uint64(*b.Seed)
-		}
-		if b.Status != nil {
-			if k != Drop {
-				return plan{}, bad(b.StatusRng, "fault %q: status applies only to fault \"drop\"", k)
-			}
-			switch *b.Status {
-			case "io":
-				f.status = ring.StatusIO
-			case "peer_unreachable":
-				f.status = ring.StatusPeerUnreachable
-			default:
-				return plan{}, bad(b.StatusRng, "fault %q: status: %q is not \"io\" or \"peer_unreachable\"", k, *b.Status)
-			}
-		}
-		timed := k == Delay || k == Hold
-		switch {
-		case b.Delay != nil && !timed:
-			return plan{}, bad(b.DelayRange, "fault %q: delay applies only to fault \"delay\" (and \"hold\")", k)
-		case b.Delay == nil && timed:
-			return plan{}, bad(b.DefRange, "fault %q: needs delay = \"DURATION\"", k)
-		case b.Delay != nil:
-			d, err := time.ParseDuration(*b.Delay)
-			if err != nil {
-				return plan{}, bad(b.DelayRange, "fault %q: delay: %w", k, err)
-			}
-			if d <= 0 || d > maxDelay {
-				return plan{}, bad(b.DelayRange, "fault %q: delay: %s is outside (0, %s]", k, d, maxDelay)
-			}
-			f.delay = d
-		}
-		if b.Abort != nil {
-			if k != Hold {
-				return plan{}, bad(b.AbortRange, "fault %q: abort applies only to fault \"hold\"", k)
-			}
-			f.noAbort = !*b.Abort
-		}
-		switch {
-		case b.Bit != nil && k != Flip:
-			return plan{}, bad(b.BitRange, "fault %q: bit applies only to fault \"flip\"", k)
-		case b.Bit == nil && k == Flip:
-			return plan{}, bad(b.DefRange, "fault \"flip\": needs bit = N, the token bit to flip (0..63)")
-		case b.Bit != nil:
-			if *b.Bit < 0 || *b.Bit > 63 {
-				return plan{}, bad(b.BitRange, "fault \"flip\": bit: %d is outside 0..63", *b.Bit)
-			}
-			f.bit = uint(*b.Bit)
-		}
-		if k == Overreport {
-			f.extra = 1
-		}
-		switch {
-		case b.Extra != nil && k != Overreport:
-			return plan{}, bad(b.ExtraRange, "fault %q: extra applies only to fault \"overreport\"", k)
-		case b.Extra != nil:
-			if *b.Extra < 1 || *b.Extra > maxExtra {
-				return plan{}, bad(b.ExtraRange, "fault \"overreport\": extra: %d is outside 1..%d", *b.Extra, int64(maxExtra))
-			}
-			f.extra = uint64(*b.Extra)
-		}
-		p.faults = append(p.faults, f)
+	if err := conf.Decode(cfg, "fault config", Settings, &p, nil); err != nil {
+		return plan{}, err
 	}
 	order := map[Kind]int{Crash: 0, Stall: 1, Drop: 2, Corrupt: 3, Flip: 4, Duplicate: 5, Overreport: 6, Delay: 7, Hold: 8}
 	for i := 1; i < len(p.faults); i++ { // a handful of blocks: insertion sort
@@ -250,10 +199,8 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 			p.faults[j], p.faults[j-1] = p.faults[j-1], p.faults[j]
 		}
 	}
-	if c.TCP != nil {
-		if err := cutTCPBody(cfg, &p.tcpConfig); err != nil {
-			return plan{}, err
-		}
+	if err := cutTCPBody(cfg, &p.tcpConfig); err != nil {
+		return plan{}, err
 	}
 	return p, nil
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -93,7 +94,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"fault \"drop\" {\n  rate = 1.5\n}", "outside (0, 1]"},
 		{"fault \"stall\" {\n  status = \"io\"\n}", "only to fault \"drop\""},
 		{"fault \"drop\" {\n  delay = \"1s\"\n}", "only to fault \"delay\""},
-		{"fault \"delay\" {\n  delay = \"soon\"\n}", "invalid duration"},
+		{"fault \"delay\" {\n  delay = \"soon\"\n}", "f.hcl:2:11: fault config: fault \"delay\": delay: \"soon\" is not a duration"},
 		{"fault \"delay\" {\n  delay = \"1h\"\n}", "outside"},
 		{"fault \"flip\" {}", "needs bit = N"},
 		{"fault \"flip\" {\n  bit = 64\n}", "f.hcl:2:9: fault config: fault \"flip\": bit: 64 is outside 0..63"},
@@ -168,5 +169,12 @@ func TestChoosesRail(t *testing.T) {
 	f.rail = -1
 	if !f.chooses(0, 0) || !f.chooses(0, 7) {
 		t.Errorf("a fault without a rail must choose every rail's descriptors")
+	}
+}
+
+// TestSettingsTable checks the tables that declare the config body.
+func TestSettingsTable(t *testing.T) {
+	for _, p := range append(conf.Lint("fault", Settings), conf.Lint("fault.fault", faultTable)...) {
+		t.Error(p)
 	}
 }

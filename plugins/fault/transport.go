@@ -187,7 +187,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 		case Duplicate:
 			twice = true
 		case Overreport:
-			extra = f.extra
+			extra = uint64(f.extra)
 		}
 	}
 	if hold > 0 {
@@ -428,7 +428,7 @@ func (t *Transport) Stats(ctx context.Context) (map[string]uint64, error) {
 	if p := t.plan.Load(); p != nil {
 		for _, f := range p.faults {
 			if f.kind == Crash {
-				s["crashed_after"] = f.after
+				s["crashed_after"] = uint64(f.after)
 			}
 		}
 	}

@@ -3,14 +3,13 @@ package nvlink
 import (
 	"context"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/kit/samehost"
 )
 
-// Config is the plugin's `config { ... }` block:
+// The plugin's `config { ... }` block (Settings declares it):
 //
 //	config {
 //	  streams        = 4        # copy streams (goroutines, each with a CUDA stream per device)
@@ -21,22 +20,6 @@ import (
 //	}
 //
 // Every attribute is optional.
-type Config struct {
-	Streams       *int    `hcl:"streams,optional"`
-	SplitMin      *string `hcl:"split_min,optional"`
-	RevokeTimeout *string `hcl:"revoke_timeout,optional"`
-	MaxConns      *int    `hcl:"max_conns,optional"`
-	Secret        *string `hcl:"cluster_secret,optional"`
-	SecretFile    *string `hcl:"cluster_secret_file,optional"`
-
-	StreamsRange       hcl.Range `hcl:"streams,attr_value_range"`
-	SplitMinRange      hcl.Range `hcl:"split_min,attr_value_range"`
-	RevokeTimeoutRange hcl.Range `hcl:"revoke_timeout,attr_value_range"`
-	MaxConnsRange      hcl.Range `hcl:"max_conns,attr_value_range"`
-	SecretRange        hcl.Range `hcl:"cluster_secret,attr_value_range"`
-	SecretFileRange    hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
-}
-
 // Defaults and limits.
 const (
 	DefaultStreams       = 4
@@ -58,27 +41,25 @@ func defaultSettings() settings {
 	return settings{streams: DefaultStreams, splitMin: DefaultSplitMin, Settings: samehost.DefaultSettings()}
 }
 
+// Settings declares the plugin's config block: defaults, ranges and the
+// reference (docs/config.md).
+var Settings = &conf.Table[settings]{
+	Name: "nvlink",
+	Doc:  "The nvlink plugin (`plugin \"nvlink\" { config { ... } }`): GPU memory of engines on one machine, copied by CUDA peer access.",
+	Fields: append([]conf.Field[settings]{
+		{Name: "streams", Type: conf.Int, Default: DefaultStreams, Min: 1, Max: MaxStreams,
+			Doc: "Copy streams (goroutines, each with a CUDA stream per device).",
+			At:  func(s *settings) any { return &s.streams }},
+		{Name: "split_min", Type: conf.Size, Default: uint64(DefaultSplitMin), Min: int64(0), Max: uint64(MaxSlice),
+			Doc: "Copies from this size are sliced across the streams.",
+			At:  func(s *settings) any { return &s.splitMin }},
+	}, samehost.Fields(func(s *settings) *samehost.Settings { return &s.Settings })...),
+}
+
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
-	s.Secret = kit.EngineSecret(cfg) // unless the block names its own (samehost.Config.Parse)
-	var c Config
-	st := kit.Settings{Cfg: cfg, Prefix: "nvlink config"}
-	if ok, err := st.Decode(&c); !ok {
-		return s, err
-	}
-	if err := st.Int("streams", c.Streams, c.StreamsRange, 1, MaxStreams, &s.streams); err != nil {
-		return settings{}, err
-	}
-	if err := st.Size("split_min", c.SplitMin, c.SplitMinRange, MaxSlice, &s.splitMin); err != nil {
-		return settings{}, err
-	}
-	common := samehost.Config{
-		RevokeTimeout: c.RevokeTimeout, RevokeTimeoutRange: c.RevokeTimeoutRange,
-		MaxConns: c.MaxConns, MaxConnsRange: c.MaxConnsRange,
-		Secret: c.Secret, SecretRange: c.SecretRange,
-		SecretFile: c.SecretFile, SecretFileRange: c.SecretFileRange,
-	}
-	if err := common.Parse(st, &s.Settings); err != nil {
+	s.Secret = kit.EngineSecret(cfg) // unless the block names its own
+	if err := conf.Decode(cfg, "nvlink config", Settings, &s, func(_ *settings, b conf.Block) { samehost.Rule(b) }); err != nil {
 		return settings{}, err
 	}
 	return s, nil

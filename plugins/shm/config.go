@@ -4,15 +4,15 @@ import (
 	"context"
 	"runtime"
 
-	"github.com/hashicorp/hcl/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/kit/samehost"
 )
 
-// Config is the plugin's `config { ... }` block:
+// The plugin's `config { ... }` block (Settings declares it):
 //
 //	config {
 //	  copy_workers   = 2        # goroutines that run large copies; default runtime.NumCPU()
@@ -26,28 +26,6 @@ import (
 //	}
 //
 // Every attribute is optional.
-type Config struct {
-	CopyWorkers   *int    `hcl:"copy_workers,optional"`
-	InlineMax     *string `hcl:"inline_max,optional"`
-	SplitMin      *string `hcl:"split_min,optional"`
-	RevokeTimeout *string `hcl:"revoke_timeout,optional"`
-	MaxMapped     *string `hcl:"max_mapped_bytes,optional"`
-	MaxConns      *int    `hcl:"max_conns,optional"`
-	BulkNice      *int    `hcl:"bulk_nice,optional"`
-	Secret        *string `hcl:"cluster_secret,optional"`
-	SecretFile    *string `hcl:"cluster_secret_file,optional"`
-
-	CopyWorkersRange   hcl.Range `hcl:"copy_workers,attr_value_range"`
-	InlineMaxRange     hcl.Range `hcl:"inline_max,attr_value_range"`
-	SplitMinRange      hcl.Range `hcl:"split_min,attr_value_range"`
-	RevokeTimeoutRange hcl.Range `hcl:"revoke_timeout,attr_value_range"`
-	MaxMappedRange     hcl.Range `hcl:"max_mapped_bytes,attr_value_range"`
-	MaxConnsRange      hcl.Range `hcl:"max_conns,attr_value_range"`
-	BulkNiceRange      hcl.Range `hcl:"bulk_nice,attr_value_range"`
-	SecretRange        hcl.Range `hcl:"cluster_secret,attr_value_range"`
-	SecretFileRange    hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
-}
-
 // Defaults and limits.
 const (
 	DefaultInlineMax     = 1 << 20
@@ -98,42 +76,34 @@ func machineRAM() uint64 {
 	return uint64(si.Totalram) * uint64(max(si.Unit, 1))
 }
 
+// Settings declares the plugin's config block: defaults, ranges and the
+// reference (docs/config.md).
+var Settings = &conf.Table[settings]{
+	Name: "shm",
+	Doc:  "The shm plugin (`plugin \"shm\" { config { ... } }`): engines on one machine, through shared memory.",
+	Fields: append([]conf.Field[settings]{
+		{Name: "copy_workers", Type: conf.Int, DefaultDoc: "the number of CPUs", Example: "2", Min: 1, Max: MaxCopyWorkers,
+			Doc: "Goroutines that run large copies.",
+			At:  func(s *settings) any { return &s.workers }},
+		{Name: "inline_max", Type: conf.Size, Default: uint64(DefaultInlineMax), Min: int64(0), Max: int64(maxSize),
+			Doc: "Copies up to this size run in Submit itself.",
+			At:  func(s *settings) any { return &s.inlineMax }},
+		{Name: "split_min", Type: conf.Size, Default: uint64(DefaultSplitMin), Min: int64(2 * minChunk), Max: int64(maxSize),
+			Doc: "Copies from this size are split over the workers.",
+			At:  func(s *settings) any { return &s.splitMin }},
+		{Name: "max_mapped_bytes", Type: conf.Size, DefaultDoc: "this machine's RAM", Example: `"64GiB"`, Min: int64(1), Max: int64(maxSize),
+			Doc: "Peers' memory this plugin maps at most.",
+			At:  func(s *settings) any { return &s.maxMapped }},
+		{Name: "bulk_nice", Type: conf.Int, Default: sdk.DefaultBulkNice, Min: 0, Max: sdk.MaxNice, Hint: " (0: off)",
+			Doc: "Niceness of the threads that copy low-priority work; 0: off.",
+			At:  func(s *settings) any { return &s.bulkNice }},
+	}, samehost.Fields(func(s *settings) *samehost.Settings { return &s.Settings })...),
+}
+
 func parseConfig(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
-	s.Secret = kit.EngineSecret(cfg) // unless the block names its own (samehost.Config.Parse)
-	var c Config
-	st := kit.Settings{Cfg: cfg, Prefix: "shm config"}
-	if ok, err := st.Decode(&c); !ok {
-		return s, err
-	}
-	if err := st.Int("copy_workers", c.CopyWorkers, c.CopyWorkersRange, 1, MaxCopyWorkers, &s.workers); err != nil {
-		return settings{}, err
-	}
-	if err := st.Size("inline_max", c.InlineMax, c.InlineMaxRange, maxSize, &s.inlineMax); err != nil {
-		return settings{}, err
-	}
-	if err := st.Size("split_min", c.SplitMin, c.SplitMinRange, maxSize, &s.splitMin); err != nil {
-		return settings{}, err
-	}
-	if c.SplitMin != nil && s.splitMin < 2*minChunk {
-		return settings{}, st.Errorf("split_min", c.SplitMinRange, "%q is below 2MiB", *c.SplitMin)
-	}
-	if err := st.Size("max_mapped_bytes", c.MaxMapped, c.MaxMappedRange, maxSize, &s.maxMapped); err != nil {
-		return settings{}, err
-	}
-	if c.MaxMapped != nil && s.maxMapped == 0 {
-		return settings{}, st.Errorf("max_mapped_bytes", c.MaxMappedRange, "must be positive")
-	}
-	if err := st.Int("bulk_nice", c.BulkNice, c.BulkNiceRange, 0, sdk.MaxNice, &s.bulkNice); err != nil {
-		return settings{}, err
-	}
-	common := samehost.Config{
-		RevokeTimeout: c.RevokeTimeout, RevokeTimeoutRange: c.RevokeTimeoutRange,
-		MaxConns: c.MaxConns, MaxConnsRange: c.MaxConnsRange,
-		Secret: c.Secret, SecretRange: c.SecretRange,
-		SecretFile: c.SecretFile, SecretFileRange: c.SecretFileRange,
-	}
-	if err := common.Parse(st, &s.Settings); err != nil {
+	s.Secret = kit.EngineSecret(cfg) // unless the block names its own
+	if err := conf.Decode(cfg, "shm config", Settings, &s, func(_ *settings, b conf.Block) { samehost.Rule(b) }); err != nil {
 		return settings{}, err
 	}
 	return s, nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/shm"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -429,4 +430,11 @@ func abstractSocketListed(t *testing.T, name string) bool {
 		}
 	}
 	return false
+}
+
+// TestSettingsTable checks the table that declares the config block.
+func TestSettingsTable(t *testing.T) {
+	for _, p := range conf.Lint("shm", shm.Settings) {
+		t.Error(p)
+	}
 }

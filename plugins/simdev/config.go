@@ -4,10 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/kit"
+	"github.com/ferrydev/ferry/sdk/conf"
 )
 
 // Defaults and bounds of the configuration.
@@ -18,49 +16,38 @@ const (
 	maxMemory      = 1 << 40 // the size of one device's address range
 )
 
-// Config is the plugin's `config { ... }` body; see the package comment.
-type Config struct {
-	Devices       *int    `hcl:"devices,optional"`
-	Memory        *string `hcl:"memory,optional"`
-	CopyBandwidth *string `hcl:"copy_bandwidth,optional"`
-
-	DevicesRange       hcl.Range `hcl:"devices,attr_value_range"`
-	MemoryRange        hcl.Range `hcl:"memory,attr_value_range"`
-	CopyBandwidthRange hcl.Range `hcl:"copy_bandwidth,attr_value_range"`
+// settings is the config block decoded and checked.
+type settings struct {
+	devices       int
+	memory        uint64 // per device
+	bandwidthText string
+	bandwidth     uint64 // bytes per second of Copy, all workers together; 0: unlimited
 }
 
-// settings is Config decoded and checked.
-type settings struct {
-	devices   int
-	memory    uint64 // per device
-	bandwidth uint64 // bytes per second of Copy, all workers together; 0: unlimited
+// Settings declares the plugin's config body (see the package comment):
+// defaults, ranges and the reference (docs/config.md).
+var Settings = &conf.Table[settings]{
+	Name: "simdev",
+	Doc:  "The simulated device plugin (`device \"simdev\" { config { ... } }`): device memory in host memory, for tests without a GPU.",
+	Fields: []conf.Field[settings]{
+		{Name: "devices", Type: conf.Int, Default: DefaultDevices, Min: 1, Max: maxDevices,
+			Doc: "Simulated devices.",
+			At:  func(s *settings) any { return &s.devices }},
+		{Name: "memory", Type: conf.Size, Default: uint64(DefaultMemory), Min: int64(1), Max: int64(maxMemory), Hint: " (a device of 0 bytes holds nothing)",
+			Doc: "Memory per device.",
+			At:  func(s *settings) any { return &s.memory }},
+		{Name: "copy_bandwidth", Type: conf.String, Default: "unlimited", Example: `"2GB/s"`,
+			Doc:   `Bytes per second of Copy, all workers together, as a size per second ("2GB/s", "512MiB/s"); "unlimited": no limit.`,
+			At:    func(s *settings) any { return &s.bandwidthText },
+			Check: func(s *settings) (err error) { s.bandwidth, err = parseBandwidth(s.bandwidthText); return err }},
+	},
 }
 
 // parseSettings decodes cfg's body; an empty body is the defaults.
 func parseSettings(cfg sdk.StartConfig) (settings, error) {
-	s := settings{devices: DefaultDevices, memory: DefaultMemory}
-	var c Config
-	st := kit.Settings{Cfg: cfg, Prefix: "simdev config"}
-	if ok, err := st.Decode(&c); !ok {
-		return s, err
-	}
-	if err := st.Int("devices", c.Devices, c.DevicesRange, 1, maxDevices, &s.devices); err != nil {
-		return s, err
-	}
-	if err := st.Size("memory", c.Memory, c.MemoryRange, maxMemory, &s.memory); err != nil {
-		return s, err
-	}
-	if s.memory == 0 {
-		return s, st.Errorf("memory", c.MemoryRange, "a device of 0 bytes holds nothing")
-	}
-	if c.CopyBandwidth != nil {
-		bw, err := parseBandwidth(*c.CopyBandwidth)
-		if err != nil {
-			return s, st.Errorf("copy_bandwidth", c.CopyBandwidthRange, "%w", err)
-		}
-		s.bandwidth = bw
-	}
-	return s, nil
+	var s settings
+	err := conf.Decode(cfg, "simdev config", Settings, &s, nil)
+	return s, err
 }
 
 // parseBandwidth reads "2GB/s", "512MiB/s" (a size per second); "" and
@@ -74,12 +61,12 @@ func parseBandwidth(v string) (uint64, error) {
 	if !ok {
 		return 0, fmt.Errorf("bandwidth %q: want a size per second (\"2GB/s\", \"512MiB/s\") or \"unlimited\"", v)
 	}
-	n, err := kit.ParseSize(size, 1<<50)
+	n, err := conf.ParseSize(size)
 	if err != nil {
 		return 0, fmt.Errorf("bandwidth %q: %w", v, err)
 	}
-	if n == 0 {
+	if n <= 0 {
 		return 0, fmt.Errorf("bandwidth %q moves nothing; leave it out for no limit", v)
 	}
-	return n, nil
+	return uint64(n), nil
 }

@@ -9,8 +9,10 @@ import (
 	"time"
 
 	"github.com/ferrydev/ferry/internal/pluginclient"
+	"github.com/ferrydev/ferry/plugins/simdev"
 	"github.com/ferrydev/ferry/plugins/simdev/simmem"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 	"github.com/ferrydev/ferry/sdk/shm"
@@ -113,5 +115,12 @@ func TestConfigErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "bad.hcl:1") {
 			t.Errorf("start with %s: %v, want an error located in bad.hcl", cfg, err)
 		}
+	}
+}
+
+// TestSettingsTable checks the table that declares the config body.
+func TestSettingsTable(t *testing.T) {
+	for _, p := range conf.Lint("simdev", simdev.Settings) {
+		t.Error(p)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // Receive-side bounds. A peer's writes into mapped regions land straight
@@ -120,20 +118,6 @@ func (sc *serverConn) stage(n uint64) error {
 	}
 	if !b.acquire(n, sc.t.base.Stopped) {
 		return errStopped
-	}
-	return nil
-}
-
-// parseBounds decodes max_held_responses and max_receive_buffer.
-func parseBounds(st kit.Settings, c *Config, s *settings) error {
-	if err := st.Int("max_held_responses", c.MaxHeldResponses, c.MaxHeldResponsesRange, 1, maxPending, &s.maxHeld); err != nil {
-		return err
-	}
-	if err := st.Size("max_receive_buffer", c.MaxReceiveBuffer, c.MaxReceiveBufferRange, maxMaxReceiveBuffer, &s.maxRecvBuffer); err != nil {
-		return err
-	}
-	if c.MaxReceiveBuffer != nil && s.maxRecvBuffer < minMaxReceiveBuffer {
-		return st.Errorf("max_receive_buffer", c.MaxReceiveBufferRange, "%q is below 64KiB; a connection would wait for every staging buffer", *c.MaxReceiveBuffer)
 	}
 	return nil
 }

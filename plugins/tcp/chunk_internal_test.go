@@ -142,7 +142,7 @@ func TestBulkChunkDefault(t *testing.T) {
 		{"bulk_nice = 10\nbulk_chunk = \"256KiB\"\nshort_slices = true", 256 << 10, true},
 		{`bulk_chunk = "32KiB"`, 32 << 10, false},
 	} {
-		s, err := parseConfig(sdk.StartConfig{Engine: "e", Config: []byte(c.config)})
+		s, err := parse(sdk.StartConfig{Engine: "e", Config: []byte(c.config)})
 		if err != nil {
 			t.Fatalf("%q: %v", c.config, err)
 		}

@@ -574,7 +574,7 @@ func (s *slot) hello(nc net.Conn, epoch uint64, fence bool) (uint64, ring.Status
 	stop := context.AfterFunc(p.ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	_ = nc.SetDeadline(time.Now().Add(t.set.ioTimeout))
-	secret := t.set.secret
+	secret := t.set.Secret
 	h := Hello{Version: ProtocolVersion, Incarnation: p.incarnation, Segment: p.segment}
 	if secret != nil {
 		h.Flags, h.Nonce = FlagAuth, newNonce()

@@ -4,18 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/kit"
 )
 
-// Config is the plugin's `config { ... }` block:
+// The plugin's `config { ... }` block (Settings declares it):
 //
 //	config {
 //	  listen               = ["127.0.0.1:0"]   # rail i = address i: accepts there, dials from its IP
@@ -75,48 +73,6 @@ import (
 // advertised address with the longest common prefix, so that its traffic
 // leaves through that address's interface. With advertise set, peers dial
 // the advertised addresses; the rails stay the listen addresses.
-type Config struct {
-	Listen                []string `hcl:"listen,optional"`
-	Advertise             []string `hcl:"advertise,optional"`
-	ConnectionsPerPeer    *int     `hcl:"connections_per_peer,optional"`
-	MaxFrame              *string  `hcl:"max_frame,optional"`
-	IOTimeout             *string  `hcl:"io_timeout,optional"`
-	ClusterSecret         *string  `hcl:"cluster_secret,optional"`
-	ClusterSecretFile     *string  `hcl:"cluster_secret_file,optional"`
-	MaxConnections        *int     `hcl:"max_connections,optional"`
-	MaxConnectionsPerHost *int     `hcl:"max_connections_per_host,optional"`
-	MaxConnectionsPerPeer *int     `hcl:"max_connections_per_peer,optional"`
-	MaxStartups           *string  `hcl:"max_startups,optional"`
-	HandshakeTimeout      *string  `hcl:"handshake_timeout,optional"`
-	MaxHeldResponses      *int     `hcl:"max_held_responses,optional"`
-	MaxReceiveBuffer      *string  `hcl:"max_receive_buffer,optional"`
-	PriorityConnection    *bool    `hcl:"priority_connection,optional"`
-	BulkNice              *int     `hcl:"bulk_nice,optional"`
-	BulkChunk             *string  `hcl:"bulk_chunk,optional"`
-	ShortSlices           *bool    `hcl:"short_slices,optional"`
-	PriorityThread        *bool    `hcl:"priority_thread,optional"`
-	BulkBuffer            *string  `hcl:"bulk_buffer,optional"`
-
-	// Where each value sits in the operator's file, for diagnostics.
-	ListenRange                hcl.Range `hcl:"listen,attr_value_range"`
-	AdvertiseRange             hcl.Range `hcl:"advertise,attr_value_range"`
-	ConnectionsPerPeerRange    hcl.Range `hcl:"connections_per_peer,attr_value_range"`
-	MaxFrameRange              hcl.Range `hcl:"max_frame,attr_value_range"`
-	IOTimeoutRange             hcl.Range `hcl:"io_timeout,attr_value_range"`
-	ClusterSecretRange         hcl.Range `hcl:"cluster_secret,attr_value_range"`
-	ClusterSecretFileRange     hcl.Range `hcl:"cluster_secret_file,attr_value_range"`
-	MaxConnectionsRange        hcl.Range `hcl:"max_connections,attr_value_range"`
-	MaxConnectionsPerHostRange hcl.Range `hcl:"max_connections_per_host,attr_value_range"`
-	MaxConnectionsPerPeerRange hcl.Range `hcl:"max_connections_per_peer,attr_value_range"`
-	MaxStartupsRange           hcl.Range `hcl:"max_startups,attr_value_range"`
-	HandshakeTimeoutRange      hcl.Range `hcl:"handshake_timeout,attr_value_range"`
-	BulkNiceRange              hcl.Range `hcl:"bulk_nice,attr_value_range"`
-	BulkChunkRange             hcl.Range `hcl:"bulk_chunk,attr_value_range"`
-	MaxHeldResponsesRange      hcl.Range `hcl:"max_held_responses,attr_value_range"`
-	MaxReceiveBufferRange      hcl.Range `hcl:"max_receive_buffer,attr_value_range"`
-	BulkBufferRange            hcl.Range `hcl:"bulk_buffer,attr_value_range"`
-}
-
 // Defaults and limits of the configuration.
 const (
 	DefaultMaxFrame  = 64 << 20
@@ -145,160 +101,110 @@ type settings struct {
 	maxFrame  uint64
 	ioTimeout time.Duration
 
-	secret           []byte   // the cluster secret; nil: connections are not authenticated
-	maxConns         int      // authenticated connections in all
-	maxConnsPerHost  int      // unauthenticated connections per remote IP address
-	maxConnsPerPeer  int      // authenticated connections per peer (peerKey)
-	startups         startups // the unauthenticated connections' budget
-	handshakeTimeout time.Duration
-	maxHeld          int    // responses a connection holds back, 1..maxPending
-	maxRecvBuffer    uint64 // staging bytes of every server connection together
-	prioConn         bool   // a connection per peer and rail for high-priority descriptors (prio.go)
-	bulkNice         int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
-	bulkChunk        int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
-	shortSlices      bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
-	prioThread       bool   // priority connections' readers wait on threads of their own (prio.go)
-	bulkBuffer       int    // SO_SNDBUF and SO_RCVBUF of a bulk connection (prio.go); 0: the kernel's
+	kit.SecretSettings          // the cluster secret; nil: connections are not authenticated
+	maxConns           int      // authenticated connections in all
+	maxConnsPerHost    int      // unauthenticated connections per remote IP address
+	maxConnsPerPeer    int      // authenticated connections per peer (peerKey)
+	startupsText       string   // max_startups as written
+	startups           startups // the unauthenticated connections' budget
+	handshakeTimeout   time.Duration
+	maxHeld            int    // responses a connection holds back, 1..maxPending
+	maxRecvBuffer      uint64 // staging bytes of every server connection together
+	prioConn           bool   // a connection per peer and rail for high-priority descriptors (prio.go)
+	bulkNice           int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
+	bulkChunk          int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
+	shortSlices        bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
+	prioThread         bool   // priority connections' readers wait on threads of their own (prio.go)
+	bulkBuffer         int    // SO_SNDBUF and SO_RCVBUF of a bulk connection (prio.go); 0: the kernel's
 }
 
+// Settings declares the plugin's config block: defaults, ranges and the
+// reference (docs/config.md).
+var Settings = &conf.Table[settings]{
+	Name: "tcp",
+	Doc:  "The tcp plugin (`plugin \"tcp\" { config { ... } }`): any two engines over TCP, every connection mutually authenticated with a cluster secret. Each listen address is one rail.",
+	Fields: append([]conf.Field[settings]{
+		{Name: "listen", Type: conf.Strings, Default: []string{"127.0.0.1:0"}, Example: `["10.0.0.1:7100"]`,
+			Doc:   "host:port addresses to accept on, one rail each in list order; a rail dials from its address's IP. Port 0 picks a free one.",
+			At:    func(s *settings) any { return &s.listen },
+			Check: func(s *settings) error { return checkAddrs(s.listen, true) }},
+		{Name: "advertise", Type: conf.Strings, DefaultDoc: "the bound listen addresses", Example: `["10.0.0.1:7100"]`,
+			Doc:   "The addresses peers dial, when they are not the listen addresses (NAT, a wildcard listen address).",
+			At:    func(s *settings) any { return &s.advertise },
+			Check: func(s *settings) error { return checkAddrs(s.advertise, false) }},
+		{Name: "connections_per_peer", Type: conf.Int, Default: DefaultConns, Min: 1, Max: MaxConns,
+			Doc: "Connections per peer and rail.",
+			At:  func(s *settings) any { return &s.conns }},
+		{Name: "max_frame", Type: conf.Size, Default: uint64(DefaultMaxFrame), Min: int64(minMaxFrame), Max: int64(maxMaxFrame),
+			Doc: "The largest payload of one frame.",
+			At:  func(s *settings) any { return &s.maxFrame }},
+		{Name: "io_timeout", Type: conf.Duration, Default: DefaultIOTimeout, Min: time.Millisecond, Max: time.Hour,
+			Doc: "The longest wait without progress on a busy connection.",
+			At:  func(s *settings) any { return &s.ioTimeout }},
+	}, append(kit.SecretFields(func(s *settings) *kit.SecretSettings { return &s.SecretSettings }),
+		conf.Field[settings]{Name: "max_startups", Type: conf.String, Default: DefaultMaxStartups,
+			Doc:   `Unauthenticated connections, "start:rate:full" as OpenSSH's MaxStartups: from start on, each new one sheds the oldest unauthenticated one with a probability rising from rate percent to 100 at full. "N" is "N:100:N".`,
+			At:    func(s *settings) any { return &s.startupsText },
+			Check: func(s *settings) (err error) { s.startups, err = parseStartups(s.startupsText); return err }},
+		conf.Field[settings]{Name: "max_connections_per_host", Type: conf.Int, Default: DefaultMaxConnectionsPerHost, Min: 1, Max: maxMaxConnections,
+			Doc: "Unauthenticated connections per remote IP address; a new one sheds that address's oldest.",
+			At:  func(s *settings) any { return &s.maxConnsPerHost }},
+		conf.Field[settings]{Name: "max_connections", Type: conf.Int, Default: DefaultMaxConnections, Min: 1, Max: maxMaxConnections,
+			Doc: "Authenticated connections in all; one over is closed at once.",
+			At:  func(s *settings) any { return &s.maxConns }},
+		conf.Field[settings]{Name: "max_connections_per_peer", Type: conf.Int, Default: DefaultMaxConnectionsPerPeer, Min: 1, Max: maxMaxConnections,
+			Doc: "Authenticated connections per peer engine (the name its hello gives, else its IP address).",
+			At:  func(s *settings) any { return &s.maxConnsPerPeer }},
+		conf.Field[settings]{Name: "handshake_timeout", Type: conf.Duration, Default: DefaultHandshakeTimeout, Min: time.Millisecond, Max: time.Hour,
+			Doc: "By when a connection's hello, authentication and first request must be done.",
+			At:  func(s *settings) any { return &s.handshakeTimeout }},
+		conf.Field[settings]{Name: "max_held_responses", Type: conf.Int, Default: maxPending, Min: 1, Max: maxPending,
+			Doc: "Responses a connection holds back to send together.",
+			At:  func(s *settings) any { return &s.maxHeld }},
+		conf.Field[settings]{Name: "max_receive_buffer", Type: conf.Size, Default: uint64(DefaultMaxReceiveBuffer), Min: int64(minMaxReceiveBuffer), Max: int64(maxMaxReceiveBuffer),
+			Hint: "; below 64KiB a connection would wait for every staging buffer",
+			Doc:  "Staging buffers of every connection together (bounds.go); a connection past it waits.",
+			At:   func(s *settings) any { return &s.maxRecvBuffer }},
+		conf.Field[settings]{Name: "priority_connection", Type: conf.Bool, Default: true,
+			Doc: "High-priority descriptors get a connection of their own (prio.go).",
+			At:  func(s *settings) any { return &s.prioConn }},
+		conf.Field[settings]{Name: "bulk_nice", Type: conf.Int, Default: 0, Min: 0, Max: sdk.MaxNice, Hint: " (0: off)",
+			Doc: "Niceness of the bulk connections' threads; 0: off (prio.go).",
+			At:  func(s *settings) any { return &s.bulkNice }},
+		conf.Field[settings]{Name: "bulk_chunk", Type: conf.Size, Default: 0, Min: int64(minBulkChunk), Max: int64(maxBulkChunk), Hint: " (0: no bound)",
+			Skip: func(s *settings) bool { return s.bulkChunk == 0 },
+			Doc:  "Most payload bytes per system call on a bulk connection; 0: no bound (prio.go).",
+			At:   func(s *settings) any { return &s.bulkChunk }},
+		conf.Field[settings]{Name: "short_slices", Type: conf.Bool, Default: false,
+			Doc: "With bulk_nice: short scheduler slices for the plugin's other threads (prio.go).",
+			At:  func(s *settings) any { return &s.shortSlices }},
+		conf.Field[settings]{Name: "priority_thread", Type: conf.Bool, Default: true,
+			Doc: "Priority connections' readers wait on threads of their own (prio.go).",
+			At:  func(s *settings) any { return &s.prioThread }},
+		conf.Field[settings]{Name: "bulk_buffer", Type: conf.Size, Default: 0, Min: int64(minBulkChunk), Max: int64(maxBulkChunk), Hint: " (0: the kernel's sizing)",
+			Skip: func(s *settings) bool { return s.bulkBuffer == 0 },
+			Doc:  "Kernel send and receive buffer of a bulk connection; 0: the kernel's own sizing (prio.go).",
+			At:   func(s *settings) any { return &s.bulkBuffer }},
+	)...),
+}
+
+// defaultSettings are the settings of an empty block.
 func defaultSettings() settings {
-	return settings{
-		listen:           []string{"127.0.0.1:0"},
-		conns:            DefaultConns,
-		maxFrame:         DefaultMaxFrame,
-		ioTimeout:        DefaultIOTimeout,
-		maxConns:         DefaultMaxConnections,
-		maxConnsPerHost:  DefaultMaxConnectionsPerHost,
-		maxConnsPerPeer:  DefaultMaxConnectionsPerPeer,
-		startups:         startups{start: 64, rate: 30, full: 256},
-		handshakeTimeout: DefaultHandshakeTimeout,
-		maxHeld:          maxPending,
-		maxRecvBuffer:    DefaultMaxReceiveBuffer,
-		prioConn:         true,
-		prioThread:       true,
-		bulkNice:         0, // off: the bulk connections carry normal priority, every request's default (docs/qos.md)
-	}
+	s := settings{startups: startups{start: 64, rate: 30, full: 256}}
+	Settings.Defaults(&s)
+	return s
 }
 
-// parseConfig decodes and validates the plugin's block. An error names
+// parse decodes and checks the plugin's block by Settings. An error names
 // the attribute and where its value sits in the operator's file (or,
 // failing that, where the block starts).
-func parseConfig(cfg sdk.StartConfig) (settings, error) {
+func parse(cfg sdk.StartConfig) (settings, error) {
 	s := defaultSettings()
-	s.secret = kit.EngineSecret(cfg) // unless the block names its own, below
-	var c Config
-	st := kit.Settings{Cfg: cfg, Prefix: "tcp config"}
-	if ok, err := st.Decode(&c); !ok {
-		return s, err
-	}
-	if c.Listen != nil {
-		if len(c.Listen) == 0 {
-			return settings{}, st.Errorf("listen", c.ListenRange, "needs at least one address")
-		}
-		if err := checkAddrs(c.Listen); err != nil {
-			return settings{}, st.Errorf("listen", c.ListenRange, "%w", err)
-		}
-		s.listen = c.Listen
-	}
-	if len(c.Advertise) > 0 {
-		if err := checkAddrs(c.Advertise); err != nil {
-			return settings{}, st.Errorf("advertise", c.AdvertiseRange, "%w", err)
-		}
-		s.advertise = c.Advertise
-	}
-	if err := st.Int("connections_per_peer", c.ConnectionsPerPeer, c.ConnectionsPerPeerRange, 1, MaxConns, &s.conns); err != nil {
+	s.Secret = kit.EngineSecret(cfg) // unless the block names its own
+	if err := conf.Decode(cfg, "tcp config", Settings, &s, func(_ *settings, b conf.Block) { kit.SecretRule(b) }); err != nil {
 		return settings{}, err
 	}
-	if err := st.Size("max_frame", c.MaxFrame, c.MaxFrameRange, 1<<63, &s.maxFrame); err != nil {
-		return settings{}, err
-	}
-	if c.MaxFrame != nil && (s.maxFrame < minMaxFrame || s.maxFrame > maxMaxFrame) {
-		return settings{}, st.Errorf("max_frame", c.MaxFrameRange, "%q is outside 4KiB..1GiB", *c.MaxFrame)
-	}
-	if err := st.Duration("io_timeout", c.IOTimeout, c.IOTimeoutRange, time.Millisecond, time.Hour, &s.ioTimeout); err != nil {
-		return settings{}, err
-	}
-	switch {
-	case c.ClusterSecret != nil && c.ClusterSecretFile != nil:
-		return settings{}, st.Errorf("cluster_secret", c.ClusterSecretRange,
-			"cluster_secret and cluster_secret_file are both set; keep one (cluster_secret_file keeps the secret out of this file)")
-	case c.ClusterSecret != nil:
-		if n := len(*c.ClusterSecret); n < MinSecretLen {
-			return settings{}, st.Errorf("cluster_secret", c.ClusterSecretRange,
-				"%d bytes is too short; use at least %d random bytes (for example the output of `openssl rand -hex 32`), the same on every engine", n, MinSecretLen)
-		}
-		s.secret = []byte(*c.ClusterSecret)
-	case c.ClusterSecretFile != nil:
-		secret, err := readSecretFile(*c.ClusterSecretFile, cfg.ConfigFile)
-		if err != nil {
-			return settings{}, st.Errorf("cluster_secret_file", c.ClusterSecretFileRange, "%w", err)
-		}
-		s.secret = secret
-	}
-	if err := st.Int("max_connections", c.MaxConnections, c.MaxConnectionsRange, 1, maxMaxConnections, &s.maxConns); err != nil {
-		return settings{}, err
-	}
-	if err := st.Int("max_connections_per_host", c.MaxConnectionsPerHost, c.MaxConnectionsPerHostRange, 1, maxMaxConnections, &s.maxConnsPerHost); err != nil {
-		return settings{}, err
-	}
-	if err := st.Int("max_connections_per_peer", c.MaxConnectionsPerPeer, c.MaxConnectionsPerPeerRange, 1, maxMaxConnections, &s.maxConnsPerPeer); err != nil {
-		return settings{}, err
-	}
-	if c.MaxStartups != nil {
-		v, err := parseStartups(*c.MaxStartups)
-		if err != nil {
-			return settings{}, st.Errorf("max_startups", c.MaxStartupsRange, "%w", err)
-		}
-		s.startups = v
-	}
-	if err := st.Duration("handshake_timeout", c.HandshakeTimeout, c.HandshakeTimeoutRange, time.Millisecond, time.Hour, &s.handshakeTimeout); err != nil {
-		return settings{}, err
-	}
-	if err := parseBounds(st, &c, &s); err != nil {
-		return settings{}, err
-	}
-	if c.PriorityConnection != nil {
-		s.prioConn = *c.PriorityConnection
-	}
-	if err := st.Int("bulk_nice", c.BulkNice, c.BulkNiceRange, 0, sdk.MaxNice, &s.bulkNice); err != nil {
-		return settings{}, err
-	}
-	var chunk uint64
-	if err := st.Size("bulk_chunk", c.BulkChunk, c.BulkChunkRange, maxBulkChunk, &chunk); err != nil {
-		return settings{}, err
-	}
-	if c.BulkChunk != nil && chunk != 0 && chunk < minBulkChunk {
-		return settings{}, st.Errorf("bulk_chunk", c.BulkChunkRange, "%q is below 16KiB; use 0 (no bound) or 16KiB..1GiB", *c.BulkChunk)
-	}
-	s.bulkChunk = int(chunk)
-	if c.ShortSlices != nil {
-		s.shortSlices = *c.ShortSlices
-	}
-	if c.PriorityThread != nil {
-		s.prioThread = *c.PriorityThread
-	}
-	var buf uint64
-	if err := st.Size("bulk_buffer", c.BulkBuffer, c.BulkBufferRange, maxBulkChunk, &buf); err != nil {
-		return settings{}, err
-	}
-	if c.BulkBuffer != nil && buf != 0 && buf < minBulkChunk {
-		return settings{}, st.Errorf("bulk_buffer", c.BulkBufferRange, "%q is below 16KiB; use 0 (the kernel's sizing) or 16KiB..1GiB", *c.BulkBuffer)
-	}
-	s.bulkBuffer = int(buf)
 	return s, nil
-}
-
-// readSecretFile reads a cluster secret file. A relative path is taken
-// from the directory of the operator's config file, where the operator
-// wrote it.
-func readSecretFile(path, configFile string) ([]byte, error) {
-	if path == "" {
-		return nil, fmt.Errorf("empty path; name the file that holds the cluster secret")
-	}
-	if !filepath.IsAbs(path) && configFile != "" {
-		path = filepath.Join(filepath.Dir(configFile), path)
-	}
-	return kit.ReadSecretFile(path, "make the file readable by the plugin, or set cluster_secret instead")
 }
 
 // parseStartups reads max_startups: "start:rate:full" or "full".
@@ -333,7 +239,11 @@ func parseStartups(v string) (startups, error) {
 	return s, nil
 }
 
-func checkAddrs(addrs []string) error {
+// checkAddrs checks a list of host:port addresses; need: at least one.
+func checkAddrs(addrs []string, need bool) error {
+	if need && len(addrs) == 0 {
+		return fmt.Errorf("needs at least one address")
+	}
 	seen := make(map[string]bool, len(addrs))
 	for _, a := range addrs {
 		_, port, err := net.SplitHostPort(a)
@@ -354,6 +264,6 @@ func checkAddrs(addrs []string) error {
 // CheckConfig decodes and checks cfg as Start does, starting nothing
 // (sdk.ConfigChecker: `ferry plugins --config`).
 func (t *Transport) CheckConfig(_ context.Context, cfg sdk.StartConfig) error {
-	_, err := parseConfig(cfg)
+	_, err := parse(cfg)
 	return err
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ferrydev/ferry/plugins/tcp"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 )
 
 func TestConfig(t *testing.T) {
@@ -57,7 +58,7 @@ func TestConfig(t *testing.T) {
 		{`listen = ["256.0.0.1:1"]`, "listen 256.0.0.1:1"},
 		{`unknown = 1`, "ferry.hcl:10"},
 		{`connections_per_peer = "many"`, "ferry.hcl:10"},
-		{`priority_connection = "sometimes"`, "ferry.hcl:10:26"},
+		{`priority_connection = "sometimes"`, "ferry.hcl:10:25: tcp config: priority_connection: want true or false"},
 		{`bulk_nice = 20`, "ferry.hcl:10:15: tcp config: bulk_nice"},
 		{`bulk_nice = -1`, "ferry.hcl:10:15: tcp config: bulk_nice"},
 		{`bulk_chunk = "1KiB"`, "ferry.hcl:10:16: tcp config: bulk_chunk"},
@@ -140,5 +141,12 @@ func TestConfigClusterSecret(t *testing.T) {
 		if err := start(c.config); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("config %q: error %v, want it to contain %q", c.config, err, c.want)
 		}
+	}
+}
+
+// TestSettingsTable checks the table that declares the config block.
+func TestSettingsTable(t *testing.T) {
+	for _, p := range conf.Lint("tcp", tcp.Settings) {
+		t.Error(p)
 	}
 }

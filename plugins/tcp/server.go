@@ -128,7 +128,7 @@ func (sc *serverConn) serve() {
 		return
 	}
 	have := 0
-	if t.set.secret == nil {
+	if t.set.Secret == nil {
 		// Without a secret, a connection proves nothing by its hello; it
 		// stays unauthenticated until its first request header is there.
 		// A close before it is at a frame boundary: clean.
@@ -232,7 +232,7 @@ func (sc *serverConn) hello() bool {
 	if err != nil {
 		return malformed("hello", err)
 	}
-	secret := t.set.secret
+	secret := t.set.Secret
 	theirAuth, ourAuth := h.Flags&FlagAuth != 0, secret != nil
 	sc.peer = peerKey{name: h.From}
 	sc.dialerRun, sc.dialerEpoch, sc.fenceAsk = h.Run, h.Epoch, h.Flags&FlagFence != 0

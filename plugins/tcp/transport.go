@@ -121,7 +121,7 @@ func (t *Transport) Start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	set, err := parseConfig(cfg)
+	set, err := parse(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -161,11 +161,11 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		go t.acceptLoop(ln, t.rails[i])
 	}
 	t.log.Info("listening", "engine", cfg.Engine, "addrs", addrs, "connections_per_peer", set.conns,
-		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout, "authenticated", set.secret != nil,
+		"max_frame", set.maxFrame, "io_timeout", set.ioTimeout, "authenticated", set.Secret != nil,
 		"max_connections", set.maxConns, "max_connections_per_peer", set.maxConnsPerPeer,
 		"max_startups", set.startups.String(),
 		"max_connections_per_host", set.maxConnsPerHost, "handshake_timeout", set.handshakeTimeout)
-	if set.secret == nil {
+	if set.Secret == nil {
 		t.log.Warn(openAccessWarning(set.listen, lns), "engine", cfg.Engine)
 	}
 	return ep, nil
