@@ -19,9 +19,9 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/hcl/v2"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/conf"
 	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -33,41 +33,48 @@ const Name = "example"
 // MaxSlice is the longest descriptor the plugin takes (Info.MaxSlice).
 const MaxSlice = 256 << 20
 
-// Config is the plugin's `config { ... }` block; every attribute is
-// optional:
+// settings is the plugin's `config { ... }` block, decoded and checked;
+// every attribute is optional:
 //
 //	config {
 //	  dir         = "/run/ferry"  # where the socket's private directory is made; default os.TempDir()
 //	  queue_depth = 1024          # descriptors queued per peer before Submit waits; 1..65536
 //	}
-type Config struct {
-	Dir        *string `hcl:"dir,optional"`
-	QueueDepth *int    `hcl:"queue_depth,optional"`
-
-	DirRange        hcl.Range `hcl:"dir,attr_value_range"`
-	QueueDepthRange hcl.Range `hcl:"queue_depth,attr_value_range"`
-}
-
 type settings struct {
 	dir   string
 	depth int
 }
 
+// Settings declares the settings as the host declares its own
+// (sdk/conf): defaults, ranges, errors at the operator's file:line:col,
+// "did you mean", and a reference section rendered from it.
+var Settings = &conf.Table[settings]{
+	Name: Name,
+	Doc:  "The example transport (`plugin \"example\" { config { ... } }`): same-machine, over a unix socket.",
+	Fields: []conf.Field[settings]{
+		{Name: "dir", Type: conf.String, DefaultDoc: "os.TempDir()", Example: `"/run/ferry"`,
+			Doc: "Where the socket's private directory is made; an absolute path.",
+			At:  func(s *settings) any { return &s.dir },
+			Check: func(s *settings) error {
+				if !filepath.IsAbs(s.dir) {
+					return fmt.Errorf("%q is not an absolute path", s.dir)
+				}
+				return nil
+			}},
+		{Name: "queue_depth", Type: conf.Int, Default: 1024, Min: 1, Max: 1 << 16,
+			Doc: "Descriptors queued per peer before Submit waits.",
+			At:  func(s *settings) any { return &s.depth }},
+	},
+}
+
 // decode reads cfg.Config; its errors point into the operator's file.
 func decode(cfg sdk.StartConfig) (settings, error) {
-	s := settings{dir: os.TempDir(), depth: 1024}
-	var c Config
-	k := kit.Settings{Cfg: cfg, Prefix: Name + " config"}
-	if ok, err := k.Decode(&c); !ok {
-		return s, err // nil: no block, the defaults stand
+	s := settings{dir: os.TempDir()}
+	err := conf.Decode(cfg, Name+" config", Settings, &s, nil)
+	if s.dir == "" {
+		s.dir = os.TempDir()
 	}
-	if c.Dir != nil {
-		if !filepath.IsAbs(*c.Dir) {
-			return s, k.Errorf("dir", c.DirRange, "%q is not an absolute path", *c.Dir)
-		}
-		s.dir = *c.Dir
-	}
-	return s, k.Int("queue_depth", c.QueueDepth, c.QueueDepthRange, 1, 1<<16, &s.depth)
+	return s, err
 }
 
 // region is a registered region; the kit counts the references to it so

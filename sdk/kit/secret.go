@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/ferrydev/ferry/sdk"
 )
 
 // Bounds of a cluster secret: the shortest one accepted, and the largest
@@ -42,4 +44,15 @@ func ReadSecretFile(path, unreadable string) ([]byte, error) {
 			path, len(b), MinSecretLen, path)
 	}
 	return b, nil
+}
+
+// EngineSecret is the engine's cluster secret from cfg (StartConfig's
+// ClusterSecret), copied, or nil when it has none (or one shorter than
+// MinSecretLen): the secret a plugin uses when its own block names none,
+// so that a cluster sets its secret once.
+func EngineSecret(cfg sdk.StartConfig) []byte {
+	if len(cfg.ClusterSecret) < MinSecretLen {
+		return nil
+	}
+	return append([]byte(nil), cfg.ClusterSecret...)
 }
