@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/devices/cuda"
+	"github.com/ferrydev/ferry/devices/rocm"
 	"github.com/ferrydev/ferry/plugins/fault"
 	"github.com/ferrydev/ferry/plugins/nvlink"
 	"github.com/ferrydev/ferry/plugins/shm"
@@ -21,7 +23,7 @@ var update = flag.Bool("update", false, "rewrite docs/config.md from the config 
 // change to a table, run: go test ./config -run TestReference -update
 func TestReference(t *testing.T) {
 	path := filepath.Join("..", "docs", "config.md")
-	want := config.Reference(tcp.Settings, shm.Settings, nvlink.Settings, fault.Settings, simdev.Settings)
+	want := config.Reference(tcp.Settings, shm.Settings, nvlink.Settings, fault.Settings, simdev.Settings, cuda.Settings, rocm.Settings)
 	if *update {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,9 @@ import (
 // Version is the plugin's own version.
 const Version = "0.1.0"
 
+// Settings declares the plugin's config block (docs/config.md).
+var Settings = gpu.SettingsOf("cuda", DefaultLibrary)
+
 // Option configures New.
 type Option = gpu.Option
 

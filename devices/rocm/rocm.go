@@ -20,6 +20,9 @@ func New(opts ...Option) sdk.Device {
 	}, &hip{}, opts...)
 }
 
+// Settings declares the plugin's config block (docs/config.md).
+var Settings = gpu.SettingsOf("rocm", DefaultLibrary)
+
 // Option configures New.
 type Option = gpu.Option
 

@@ -193,7 +193,7 @@ func TestProbeAndDevices(t *testing.T) {
 
 func TestStartRejectsBadConfig(t *testing.T) {
 	err := rocm.New().Start(context.Background(), sdk.StartConfig{Config: []byte("streams = 0")})
-	if err == nil || !strings.Contains(err.Error(), "streams = 0") {
+	if err == nil || !strings.Contains(err.Error(), "streams: 0 is outside 1..64") {
 		t.Fatalf("Start with streams = 0: %v", err)
 	}
 }

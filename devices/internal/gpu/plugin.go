@@ -193,7 +193,7 @@ func (p *Plugin) enumerate(lib string) ([]sdk.DeviceAttr, error) {
 // Start implements sdk.Device: it decodes the config, lists the devices
 // and starts each device's worker and streams.
 func (p *Plugin) Start(ctx context.Context, cfg sdk.StartConfig) error {
-	lib, streams, err := decodeConfig(cfg)
+	lib, streams, err := decodeConfig(cfg, p.info.Name)
 	if err != nil {
 		return fmt.Errorf("%s device plugin: config: %w", p.info.Name, err)
 	}
