@@ -92,7 +92,7 @@ func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 	for _, st := range pluginStatuses(ctx, s.x.Plugins(), true) {
 		out = append(out, metrics.Plugin{
 			Name: st.Name, State: st.State, Restarts: st.Restarts, Stalls: st.Stalls, Faulty: st.Faulty,
-			Outstanding: st.Outstanding, Counters: st.Counters,
+			Upgrades: st.Upgrades, UpgradesFailed: st.UpgradesFailed, Outstanding: st.Outstanding, Counters: st.Counters,
 		})
 	}
 	return out

@@ -222,6 +222,45 @@ type PluginStatus struct {
 	// Counters are the plugin's own, when it answered; nil with
 	// SkipPluginCounters.
 	Counters map[string]uint64
+	// Upgrade is the latest live upgrade (Engine.UpgradePlugin), nil
+	// before any; Upgrades and UpgradesFailed count the upgrades
+	// committed and those whose new binary did not start.
+	Upgrade        *UpgradeStatus `json:"upgrade,omitempty"`
+	Upgrades       uint64         `json:"upgrades"`
+	UpgradesFailed uint64         `json:"upgrades_failed"`
+	// Draining is how many descriptors the runs an upgrade replaced
+	// still hold while they drain.
+	Draining int64 `json:"draining,omitempty"`
+}
+
+// UpgradeStatus is what a plugin's latest live upgrade did.
+type UpgradeStatus struct {
+	// State is "starting", "draining" (the new binary serves; the old
+	// one finishes its work), "done", or "failed" (the new binary did
+	// not start: the old one still serves, and Reason says why).
+	State  string `json:"state"`
+	From   string `json:"from"` // the old binary's path
+	To     string `json:"to"`   // the new one's
+	SHA256 string `json:"sha256,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	OldPID int    `json:"old_pid"`
+	NewPID int    `json:"new_pid,omitempty"`
+	// Drain says how the old run ended: "drain" (the plugin's Drain),
+	// "waited" (no new work, then its lanes emptied), "bound" (its
+	// remaining work failed over to the new run past the bound; Held
+	// descriptors).
+	Drain   string    `json:"drain,omitempty"`
+	Held    int64     `json:"held,omitempty"`
+	Started time.Time `json:"started"`
+	Done    time.Time `json:"done,omitempty"`
+}
+
+func upgradeStatus(u *supervisor.UpgradeStatus) *UpgradeStatus {
+	if u == nil {
+		return nil
+	}
+	return &UpgradeStatus{State: u.State, From: u.From, To: u.To, SHA256: u.SHA256, Reason: u.Reason, OldPID: u.OldPID, NewPID: u.NewPID,
+		Drain: u.Drain, Held: u.Held, Started: u.Started, Done: u.Done}
 }
 
 // pluginStatuses reports every configured plugin; ask says to ask the
@@ -240,6 +279,7 @@ func pluginStatuses(ctx context.Context, ps []*path.Plugin, ask bool) []PluginSt
 			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls, Faulty: st.Faulty,
 			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
 			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
+			Upgrade: upgradeStatus(st.Upgrade), Upgrades: st.Upgrades, UpgradesFailed: st.UpgradesFailed, Draining: st.Draining,
 		})
 	}
 	return out

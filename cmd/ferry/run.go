@@ -180,7 +180,7 @@ func cmdRun(args []string) error {
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
 	appMem := fs.Bool("app-memory", false, "expose Go heap memory (allocated by the application, not by Engine.Allocate): peers reach it through tcp, with one extra copy")
-	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>` and `plugins` lines on stdin; exit at EOF (docs/control-stdin.md)")
+	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>`, `plugins` and `upgrade <plugin> <path> [sha256]` lines on stdin; exit at EOF (docs/control-stdin.md)")
 	engine.freePorts = fs.Bool("free-ports", false, "serve the control service and /metrics at --config's addresses but on ports the engine picks: for an engine beside another of the same config (bench's target)")
 	fs.Parse(args)
 
@@ -221,6 +221,11 @@ func cmdRun(args []string) error {
 		}
 		ready.Buffers = append(ready.Buffers, readyBuf{Base: base, Length: len(buf), Perm: x.perm.String()})
 	}
+	if *engine.config != "" {
+		// SIGHUP: the config file's plugin blocks again, each plugin
+		// whose binary changed upgraded live (reload.go).
+		defer reloadOnHUP(ctx, e, *engine.config)()
+	}
 	line, _ := json.Marshal(ready)
 	fmt.Println(string(line))
 	if !*control {
@@ -235,6 +240,10 @@ func cmdRun(args []string) error {
 			if strings.TrimSpace(sc.Text()) == "plugins" {
 				line, _ := json.Marshal(pluginLines(ctx, e))
 				fmt.Println(string(line))
+				continue
+			}
+			if f := strings.Fields(sc.Text()); len(f) >= 3 && len(f) <= 4 && f[0] == "upgrade" {
+				fmt.Println(upgradeLine(ctx, e, f[1:]))
 				continue
 			}
 			fmt.Println(controlLine(sc.Text(), rw))
@@ -267,7 +276,20 @@ func controlLine(line string, buf []byte) string {
 		Pattern(buf, 0, seed)
 		return "ok"
 	}
-	return "error: unknown command (want `sha256 <offset> <length>`, `fill <seed>` or `plugins`)"
+	return "error: unknown command (want `sha256 <offset> <length>`, `fill <seed>`, `plugins` or `upgrade <plugin> <path> [sha256]`)"
+}
+
+// upgradeLine answers `upgrade <plugin> <path> [sha256]` on the stdin
+// control protocol: the plugin upgraded live (Engine.UpgradePlugin).
+func upgradeLine(ctx context.Context, e *host.Engine, f []string) string {
+	u := host.PluginUpgrade{Name: f[0], Path: f[1]}
+	if len(f) == 3 {
+		u.SHA256 = f[2]
+	}
+	if err := e.UpgradePlugin(ctx, u); err != nil {
+		return "error: " + err.Error()
+	}
+	return "ok"
 }
 
 func cmdMetad(args []string) error {

@@ -31,6 +31,9 @@ type Plugin struct {
 	// State is "running", "restarting", "unavailable", "failed", ...
 	State                    string
 	Restarts, Stalls, Faulty uint64
+	// Upgrades and UpgradesFailed count its live upgrades: committed,
+	// and refused (the new binary did not start; the old one serves).
+	Upgrades, UpgradesFailed uint64
 	// Outstanding is how many descriptors the current run holds.
 	Outstanding int64
 	// Counters are the plugin's own (sdk Stats); nil when it did not
@@ -100,6 +103,7 @@ type Collector struct {
 	dropped  prometheus.Counter
 
 	pluginUp, pluginState, pluginRestarts, pluginStalls, pluginFaulty, pluginOutstanding, pluginCounter *prometheus.Desc
+	pluginUpgrades                                                                                      *prometheus.Desc
 	railBytes, railSlices, railErrors, railInFlight, railPaused, railGbps                               *prometheus.Desc
 	segOpen, segOpened, segRetired                                                                      *prometheus.Desc
 	metaUp, metaRefused, metaRepairs, metaWatchUp                                                       *prometheus.Desc
@@ -128,6 +132,7 @@ func NewCollector(src Source, timeout time.Duration, constLabels prometheus.Labe
 		pluginRestarts:    d("plugin_restarts_total", "Runs of the plugin started after the first.", "plugin"),
 		pluginStalls:      d("plugin_stalls_total", "Runs of the plugin found stalled and killed.", "plugin"),
 		pluginFaulty:      d("plugin_faulty_total", "Runs of the plugin found breaking the completion contract and killed.", "plugin"),
+		pluginUpgrades:    d("plugin_upgrades_total", "Live upgrades of the plugin: result ok (the new binary serves) or failed (it did not start; the old one serves).", "plugin", "result"),
 		pluginOutstanding: d("plugin_outstanding_descriptors", "Descriptors the plugin's current run holds: submitted and not completed.", "plugin"),
 		pluginCounter:     d("plugin_stat", "A figure the plugin reports of itself (sdk Stats: its counters), as it reports it.", "plugin", "stat"),
 
@@ -161,7 +166,7 @@ func (c *Collector) Close() {
 
 // Describe sends every series' description.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.pluginUp, c.pluginState, c.pluginRestarts, c.pluginStalls, c.pluginFaulty, c.pluginOutstanding, c.pluginCounter,
+	for _, d := range []*prometheus.Desc{c.pluginUp, c.pluginState, c.pluginRestarts, c.pluginStalls, c.pluginFaulty, c.pluginUpgrades, c.pluginOutstanding, c.pluginCounter,
 		c.railBytes, c.railSlices, c.railErrors, c.railInFlight, c.railPaused, c.railGbps,
 		c.segOpen, c.segOpened, c.segRetired, c.metaUp, c.metaRefused, c.metaRepairs, c.metaWatchUp} {
 		ch <- d
@@ -220,6 +225,8 @@ func (c *Collector) collectPlugin(ch chan<- prometheus.Metric, p Plugin) {
 	ch <- prometheus.MustNewConstMetric(c.pluginRestarts, prometheus.CounterValue, float64(p.Restarts), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.pluginStalls, prometheus.CounterValue, float64(p.Stalls), p.Name)
 	ch <- prometheus.MustNewConstMetric(c.pluginFaulty, prometheus.CounterValue, float64(p.Faulty), p.Name)
+	ch <- prometheus.MustNewConstMetric(c.pluginUpgrades, prometheus.CounterValue, float64(p.Upgrades), p.Name, "ok")
+	ch <- prometheus.MustNewConstMetric(c.pluginUpgrades, prometheus.CounterValue, float64(p.UpgradesFailed), p.Name, "failed")
 	ch <- prometheus.MustNewConstMetric(c.pluginOutstanding, prometheus.GaugeValue, float64(p.Outstanding), p.Name)
 	n := 0
 	for name, v := range p.Counters {

@@ -421,7 +421,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		preset := c.local.whole && e.path.qos == nil && e.path.admit == nil && len(e.stages) == 0 && !c.route.staged
 		var rt progress.Route
 		if preset {
-			rt = progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID}
+			rt = progress.Route{Transport: ps.idx, Slices: ch.slices[:nr], Slice: ch.slice[:nr], Lane: ln.ID, Run: ln.Run}
 			for j := range todo[:nr] {
 				if lengths[j] == size && c.route.run == pr {
 					plans[j] = c.route.plan

@@ -3,8 +3,10 @@ package path
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/sdk"
@@ -60,7 +62,9 @@ func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
 		Down: func(r *supervisor.Run, why string) {
 			err := fmt.Errorf("%w: plugin %q (%s): %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
 			keep, fenced := e.fenceDown(ps, r) // writes it may still carry end once their targets fenced it
-			n := e.tracker.FailTransportExcept(ps.idx, err, keep)
+			// Its own tasks, and those not on a lane yet: a run an upgrade
+			// replaced, still draining, ends its own (Retired).
+			n := e.tracker.FailRunExcept(ps.idx, r.Gen, err, keep)
 			if fenced != nil {
 				fenced(err)
 			}
@@ -72,7 +76,41 @@ func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
 			return lc.Replay(ctx, ps, r, commit)
 		},
 		Restarted: func(ctx context.Context, r *supervisor.Run) { lc.Restarted(ctx, ps, r) },
+		Retiring: func(r *supervisor.Run) {
+			if r.Proc.Info.TwoSided {
+				// A write a submitter still puts on its lanes now fails
+				// over, and fences this run at its target first.
+				ps.deadRun.Store(r.ID)
+			}
+		},
+		Retired: func(r *supervisor.Run, why string) {
+			// A live upgrade's old run, stopped once drained (or past its
+			// bound), or dead while it drained: what it still holds is
+			// failed over to the new run as after a death, its writes
+			// once their targets fenced it. Its rail set and receiver
+			// credit are the new run's too: nothing is forgotten.
+			err := fmt.Errorf("%w: plugin %q (%s), replaced by an upgrade: %s", ErrPluginFailed, ps.name, r.Proc.Path, why)
+			keep, fenced := e.fenceDown(ps, r)
+			n := e.tracker.FailRetired(ps.idx, r.Gen, err, keep)
+			if fenced != nil {
+				fenced(err)
+			}
+			if n > 0 {
+				e.log.Warn("plugin upgrade: the old run ended with tasks in flight; they fail over to the new run", "plugin", ps.name,
+					"pid", r.Proc.PID(), "reason", why, "tasks", n)
+			}
+		},
 	}
+}
+
+// Upgrade replaces plugin ps's binary while it runs (supervisor.Set.Upgrade):
+// a new run from spec beside the current one, replayed as after a
+// restart (lc.Replay), then the old run drained within bound and stopped.
+func (e *Executor) Upgrade(ctx context.Context, ps *Plugin, spec loader.Spec, bound time.Duration) error {
+	if e.closed.Load() {
+		return e.closeErr()
+	}
+	return e.supervisor.Upgrade(ctx, ps.sv, spec, bound)
 }
 
 // railFacts is what rails.NewSet reads of the configuration: the rail

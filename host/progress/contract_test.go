@@ -18,12 +18,12 @@ func contractRig(t *testing.T) (*Tracker, *Batch) {
 	}
 	i := b.Reserve(2<<20, 0)
 	b.SetSlices(i, 2)
-	b.sent(i, 2, 1<<20, 0)
-	b.sent(i, 2, 1<<20, 0)
+	b.sent(i, 2, 1<<20, 0, 0)
+	b.sent(i, 2, 1<<20, 0, 0)
 	b.Cut(i)
 	j := b.Reserve(1<<20, 0)
 	b.SetSlices(j, 1)
-	b.sent(j, 2, 1<<20, 0)
+	b.sent(j, 2, 1<<20, 0, 0)
 	b.Cut(j)
 	return tr, b
 }
@@ -72,7 +72,7 @@ func TestTheVendorTrialsFlips(t *testing.T) {
 		b, _ := tr.Allocate(1)
 		i := b.Reserve(4096, 0)
 		b.SetSlices(i, 1)
-		b.sent(i, 0, 4096, 0)
+		b.sent(i, 0, 4096, 0, 0)
 		b.Cut(i)
 		if v := tr.Apply(b.Token(i)^1<<c.bit, ring.StatusOK, 4096); v != c.want {
 			t.Errorf("bit %d: %v, want %v", c.bit, v, c.want)

@@ -27,7 +27,13 @@ const reapSleep = time.Second
 // Lane is the host side of one plugin lane: the submission ring the host
 // produces into and the completion ring it reaps.
 type Lane struct {
-	ID     uint32
+	ID uint32
+	// Run numbers the plugin run the lane belongs to (the supervisor's
+	// generation, whether or not the plugin stamps its completions), set
+	// before the lane is used: a task records it with the lane's ID, so
+	// that two runs of one plugin (a live upgrade's) can tell their
+	// tasks apart.
+	Run    uint32
 	SQ, CQ *shm.Region // handed to the plugin by fd
 	sq, cq *ring.Ring
 	spin   time.Duration
@@ -147,7 +153,7 @@ func (l *Lane) Begin() { l.mu.Lock() }
 // task's deadline.
 func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 	if b != nil {
-		b.sent(i, TokenRail(d.Token), d.Length, l.ID)
+		b.sent(i, TokenRail(d.Token), d.Length, l.ID, l.Run)
 	}
 	if l.closing.Load() { // the rings are unmapped, or about to be (see Close)
 		return ErrLaneDown

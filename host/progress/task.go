@@ -88,9 +88,11 @@ type Task struct {
 	// it (Detach, FailToken).
 	detached atomic.Bool
 	// lane is the ID (its index in its plugin's run) of the lane the
-	// attempt's slices were put on, plus one; 0 before the first is put.
-	// A waiter looks only at the lanes that carry its batch.
-	lane atomic.Int32
+	// attempt's slices were put on, plus one, in the low 32 bits, and
+	// that lane's run (Lane.Run) in the high ones; 0 before the first is
+	// put. A waiter looks only at the lanes that carry its batch; a
+	// retired run (a live upgrade) fails only its own tasks (FailRun).
+	lane atomic.Int64
 	// err explains an INVALID or submit-time failure: the first error a
 	// Finish call gave, kept whoever ends the task. Set before the task
 	// turns terminal, read after (Err).
@@ -363,9 +365,13 @@ type Route struct {
 	// is known before they are put (a plugin of one rail); 0: Lane.Put
 	// records each slice's rail as it is put.
 	Rails uint64
-	// Lane is the ID of the lane their slices are put on.
-	Lane uint32
+	// Lane is the ID of the lane their slices are put on, and Run that
+	// lane's Run.
+	Lane, Run uint32
 }
+
+// laneWord is what a task's lane field holds for lane id of run.
+func laneWord(id, run uint32) int64 { return int64(run)<<32 | int64(id+1) }
 
 // plainStore32 and plainStore64 write an atomic word of a task nobody
 // reads yet (ReserveRouted): a plain store, ordered before the readers'
@@ -401,7 +407,7 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route) (first, n in
 			plainStore64(&t.pending, r.Slices[k])
 			plainStoreU64(&t.slice, r.Slice[k])
 			plainStoreU64(&t.rails, r.Rails)
-			plainStore32(&t.lane, int32(r.Lane)+1)
+			plainStore64(&t.lane, laneWord(r.Lane, r.Run))
 		}
 		b.total += length // under mu: no fenced add on the submit path
 	}
@@ -525,9 +531,9 @@ func (b *Batch) SetSlices(i int, n int64) {
 
 // sent records that a slice of task i of length bytes goes out on rail,
 // before it is published: Lane.Put calls it.
-func (b *Batch) sent(i, rail int, length uint64, lane uint32) {
+func (b *Batch) sent(i, rail int, length uint64, lane, run uint32) {
 	t := &b.tasks[i]
-	if l := int32(lane) + 1; t.lane.Load() != l {
+	if l := laneWord(lane, run); t.lane.Load() != l {
 		t.lane.Store(l)
 	}
 	if bit := uint64(1) << (rail & (MaxRails - 1)); t.rails.Load()&bit == 0 {
@@ -1185,12 +1191,40 @@ func (t *Tracker) FailTransport(idx int32, err error) int {
 // not yet called): their submitter fails them over itself, so keep
 // should not detach those.
 func (t *Tracker) FailTransportExcept(idx int32, err error, keep func(b *Batch, i int) bool) int {
+	return t.FailRunExcept(idx, 0, err, keep)
+}
+
+// FailRunExcept is FailTransportExcept for the tasks of one run of
+// transport idx: those whose current attempt was put on a lane of Run
+// run (Lane.Run), and, unless only is set, those not put on any lane yet.
+// A run of 0 is every task of the transport. A run retired by a live
+// upgrade ends so (only: the tasks not yet on a lane are the new run's),
+// and a run that dies leaves the retiring run's tasks to it.
+func (t *Tracker) FailRunExcept(idx int32, run uint32, err error, keep func(b *Batch, i int) bool) int {
+	return t.failRun(idx, run, false, err, keep)
+}
+
+// FailRetired is FailRunExcept for a retired run: only the tasks put on
+// its lanes.
+func (t *Tracker) FailRetired(idx int32, run uint32, err error, keep func(b *Batch, i int) bool) int {
+	return t.failRun(idx, run, true, err, keep)
+}
+
+func (t *Tracker) failRun(idx int32, run uint32, only bool, err error, keep func(b *Batch, i int) bool) int {
 	n := 0
 	now := Now()
 	t.Each(func(b *Batch) {
 		for i := range int(b.n.Load()) {
 			tk := &b.tasks[i]
-			if tk.transport.Load() != idx+1 || tk.detached.Load() || (keep != nil && !State(tk.state.Load()).Terminal() && keep(b, i)) {
+			if tk.transport.Load() != idx+1 || tk.detached.Load() {
+				continue
+			}
+			if run != 0 {
+				if r := uint32(tk.lane.Load() >> 32); r != run && (only || r != 0) {
+					continue
+				}
+			}
+			if keep != nil && !State(tk.state.Load()).Terminal() && keep(b, i) {
 				continue
 			}
 			if b.failTask(i, err, now) {
@@ -1262,7 +1296,11 @@ func (t *Task) Transport() int32 { return t.transport.Load() - 1 }
 
 // Lane returns the ID of the lane the task's current attempt was put on,
 // -1 before its first slice was.
-func (t *Task) Lane() int32 { return t.lane.Load() - 1 }
+func (t *Task) Lane() int32 { return int32(uint32(t.lane.Load())) - 1 }
+
+// Run returns the Run of the lane the task's current attempt was put
+// on, 0 before its first slice was.
+func (t *Task) Run() uint32 { return uint32(t.lane.Load() >> 32) }
 
 // Now is the clock tasks use; a variable so tests can see through it.
 func Now() int64 { return time.Now().UnixNano() }

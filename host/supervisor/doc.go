@@ -12,6 +12,9 @@
 // process is down the watcher releases the process (client, pidfd, fd
 // socket) and closes its lanes (reapers stopped, rings unmapped, memfds
 // closed), so that restarts leave no descriptor or goroutine behind.
+// Upgrade replaces a running plugin's binary live: a new run beside the
+// current one, replayed and committed, then the old run drained and
+// stopped as a retired run (upgrade.go has who does what).
 //
 // What the engine does around a run (build the lanes' observer, fail the
 // dead run's tasks, re-register memory and re-open peers, republish its

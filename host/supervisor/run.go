@@ -16,19 +16,19 @@ import (
 // p's start config, and its lanes attached and stamped with the run's
 // generation. On error the returned run, if any, holds only the process
 // (killed) and its probe, for Status to describe.
-func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
-	lp, err := loader.Start(ctx, p.spec.Loader, s.log)
+func (s *Set) launch(ctx context.Context, p *Plugin, spec loader.Spec) (*Run, error) {
+	lp, err := loader.Start(ctx, spec, s.log)
 	if err != nil {
 		return nil, err
 	}
-	r := &Run{Proc: lp, Gen: p.lives.Add(1), ID: newRunID()}
+	r := &Run{Proc: lp, Gen: p.lives.Add(1), ID: newRunID(), gone: make(chan struct{})}
 	fail := func(reason string, err error) (*Run, error) {
 		for _, l := range r.Lanes {
 			l.Close(false)
 		}
 		r.Lanes = nil
 		lp.Kill()
-		return r, &loader.Error{Name: p.name, Path: p.spec.Loader.Path, Reason: reason, Err: err}
+		return r, &loader.Error{Name: p.name, Path: spec.Path, Reason: reason, Err: err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.ControlTimeout)
 	defer cancel()
@@ -37,7 +37,7 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 		// hardware), which a strict engine forgives; a plugin whose probe
 		// fails or is refused (out of bounds) has failed.
 		lp.Kill()
-		return nil, &loader.Error{Name: p.name, Path: p.spec.Loader.Path, Reason: "probe failed", Err: err}
+		return nil, &loader.Error{Name: p.name, Path: spec.Path, Reason: "probe failed", Err: err}
 	}
 	if !r.Probe.Available {
 		return fail("unavailable: "+r.Probe.Reason, nil)
@@ -65,6 +65,7 @@ func (s *Set) launch(ctx context.Context, p *Plugin) (*Run, error) {
 			return fail("cannot create lane", err)
 		}
 		l.Owner = r.Owner
+		l.Run = r.Gen
 		l.SetSpinSmall(s.cfg.SpinSmall)
 		l.SetReapPause(s.cfg.StreamPause)
 		r.Lanes = append(r.Lanes, l)
@@ -107,8 +108,21 @@ func (s *Set) watch(p *Plugin, r *Run) {
 		// signal such as an OOM kill.
 		why += " (" + st + ")"
 	}
-	p.lastExit.Store(&why) // before Down: "restarting" always has its reason
-	p.to(Exited)
+	// Under the set's lock, so that an upgrade's commit (which retires r
+	// under it) and this exit are ordered: either r was retired first
+	// and ends as a retired run, or the plugin is Down before the
+	// upgrade could commit, which then refuses.
+	s.mu.Lock()
+	retired := r.retired.Load()
+	if !retired {
+		p.lastExit.Store(&why) // before Down: "restarting" always has its reason
+		p.to(Exited)
+	}
+	s.mu.Unlock()
+	if retired {
+		s.retiredExit(p, r, why)
+		return
+	}
 	for _, l := range r.Lanes {
 		l.MarkDown()
 	}
@@ -146,7 +160,7 @@ func (s *Set) restart(p *Plugin, old *Run) bool {
 	p.to(Attempt)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*s.cfg.ControlTimeout)
 	defer cancel()
-	r, err := s.launch(ctx, p)
+	r, err := s.launch(ctx, p, p.loaderSpec())
 	if err != nil {
 		s.attemptFailed(p, err)
 		return false

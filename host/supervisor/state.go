@@ -47,15 +47,19 @@ const (
 	Attempt
 	// AttemptFailed: that attempt did not bring the plugin back.
 	AttemptFailed
+	// Upgraded: a live upgrade's run (a new binary, replayed) replaced
+	// the running one, which drains beside it (Set.Upgrade).
+	Upgraded
 )
 
-var eventNames = [...]string{Launched: "launched", Refused: "refused", Exited: "exited", Attempt: "attempt", AttemptFailed: "attempt failed"}
+var eventNames = [...]string{Launched: "launched", Refused: "refused", Exited: "exited", Attempt: "attempt", AttemptFailed: "attempt failed", Upgraded: "upgraded"}
 
 func (ev Event) String() string { return enum.String(ev, eventNames[:], "Event") }
 
 // Next returns the state a plugin in s moves to on ev, and false (with s
 // unchanged) when ev cannot happen in s: a plugin that failed at start
-// never restarts, and only a running plugin can exit.
+// never restarts, only a running plugin can exit, and only a running
+// plugin is upgraded (its state stays; its run changes).
 //
 //	Starting   --Launched-->      Running
 //	Starting   --Refused-->       Failed
@@ -63,6 +67,7 @@ func (ev Event) String() string { return enum.String(ev, eventNames[:], "Event")
 //	Down       --Attempt-->       Restarting
 //	Restarting --Launched-->      Running
 //	Restarting --AttemptFailed--> Down
+//	Running    --Upgraded-->      Running
 func Next(s State, ev Event) (State, bool) {
 	switch {
 	case s == Starting && ev == Launched, s == Restarting && ev == Launched:
@@ -75,6 +80,8 @@ func Next(s State, ev Event) (State, bool) {
 		return Restarting, true
 	case s == Restarting && ev == AttemptFailed:
 		return Down, true
+	case s == Running && ev == Upgraded:
+		return Running, true
 	}
 	return s, false
 }

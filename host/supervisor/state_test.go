@@ -7,7 +7,7 @@ import (
 
 func TestNext(t *testing.T) {
 	states := []State{Starting, Running, Down, Restarting, Failed}
-	events := []Event{Launched, Refused, Exited, Attempt, AttemptFailed}
+	events := []Event{Launched, Refused, Exited, Attempt, AttemptFailed, Upgraded}
 	valid := map[[2]int]State{
 		{int(Starting), int(Launched)}:        Running,
 		{int(Starting), int(Refused)}:         Failed,
@@ -15,6 +15,7 @@ func TestNext(t *testing.T) {
 		{int(Down), int(Attempt)}:             Restarting,
 		{int(Restarting), int(Launched)}:      Running,
 		{int(Restarting), int(AttemptFailed)}: Down,
+		{int(Running), int(Upgraded)}:         Running,
 	}
 	for _, s := range states {
 		for _, ev := range events {

@@ -31,6 +31,14 @@ type Status struct {
 	LastExit    string // why the previous run ended; "" while the first runs
 	Rails       []sdk.Rail
 	Counters    map[string]uint64 // the plugin's own, when it answers
+	// Upgrade is the latest live upgrade (Set.Upgrade), nil before any;
+	// Upgrades and UpgradesFailed count those committed and those whose
+	// new binary did not start (the old one kept serving).
+	Upgrade                  *UpgradeStatus
+	Upgrades, UpgradesFailed uint64
+	// Draining is how many descriptors the runs an upgrade replaced
+	// still hold, while they drain.
+	Draining int64
 }
 
 // Status reports p; for a running plugin it asks the plugin for its
@@ -57,7 +65,11 @@ func (p *Plugin) Peek() Status {
 // status is Status but for the counters, and the run to ask for them
 // (nil when none runs).
 func (p *Plugin) status() (Status, *Run) {
-	st := Status{State: "running", Restarts: p.restarts.Load(), Stalls: p.stalls.Load(), Faulty: p.faulty.Load()}
+	st := Status{State: "running", Restarts: p.restarts.Load(), Stalls: p.stalls.Load(), Faulty: p.faulty.Load(),
+		Upgrade: p.upgrade.Load(), Upgrades: p.upgraded.Load(), UpgradesFailed: p.refused.Load()}
+	for _, r := range p.retiringRuns() {
+		st.Draining += held(r)
+	}
 	p.mu.Lock()
 	st.Violations = p.past
 	p.mu.Unlock()

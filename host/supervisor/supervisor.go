@@ -97,9 +97,21 @@ type Hooks struct {
 	// error discards r and schedules the next attempt, except ErrStopped,
 	// which ends the restarts.
 	Replay func(ctx context.Context, r *Run, commit func() bool) error
-	// Restarted is called after a restart committed, outside any lock:
-	// the engine republishes its descriptor (the endpoint may differ).
+	// Restarted is called after a restart or an upgrade committed,
+	// outside any lock: the engine republishes its descriptor (the
+	// endpoint may differ).
 	Restarted func(ctx context.Context, r *Run)
+	// Retiring is called once r, a run an upgrade replaced, drained (or
+	// its bound passed), just before its lanes are marked down and its
+	// process stopped: the engine notes it as the run whose writes a
+	// failover must fence first.
+	Retiring func(r *Run)
+	// Retired is Down for a run an upgrade replaced: called once its
+	// process exited (stopped after draining, or dead before), with its
+	// lanes marked down, before they are closed. The engine fails over
+	// the tasks still on its lanes (fencing the writes, as for a death);
+	// the plugin's state does not change.
+	Retired func(r *Run, why string)
 }
 
 // Run is one run of a plugin process. Its fields are set by the launch
@@ -118,6 +130,11 @@ type Run struct {
 	// stalled is why the supervisor killed this run, nil unless it did;
 	// its watcher reports it.
 	stalled atomic.Pointer[string]
+	// retired: an upgrade replaced the run, which drains and ends
+	// without a restart (set under the set's mu); gone is closed once
+	// its watcher is done with it.
+	retired atomic.Bool
+	gone    chan struct{}
 }
 
 // Plugin is one configured plugin over its runs.
@@ -125,7 +142,7 @@ type Plugin struct {
 	set   *Set
 	index int
 	name  string
-	spec  Spec
+	spec  Spec // what the next run is launched from; under mu (an upgrade changes Loader)
 	hooks Hooks
 	err   error // why it failed at Start; set before Start returns
 
@@ -144,6 +161,23 @@ type Plugin struct {
 	// lives numbers the processes launched, failed launches included:
 	// each run's lanes drop completions stamped with another number.
 	lives atomic.Uint32
+
+	// upgrading is held (true) from an upgrade's start to the end of its
+	// old run's drain: one upgrade of a plugin at a time.
+	upgrading atomic.Bool
+	upgrade   atomic.Pointer[UpgradeStatus] // the latest upgrade, nil before any
+	upgraded  atomic.Uint64                 // upgrades committed
+	refused   atomic.Uint64                 // upgrades whose new run did not start
+	// retiring are the runs upgrades replaced that have not ended yet;
+	// under the set's mu.
+	retiring []*Run
+}
+
+// loaderSpec returns what p's next run is launched from.
+func (p *Plugin) loaderSpec() loader.Spec {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.spec.Loader
 }
 
 // Name returns the plugin's configured name.
@@ -287,7 +321,7 @@ func (s *Set) Start(ctx context.Context, spec Spec, h Hooks) *Plugin {
 	p.index = len(s.plugins)
 	s.plugins = append(s.plugins, p)
 	s.mu.Unlock()
-	r, err := s.launch(ctx, p)
+	r, err := s.launch(ctx, p, spec.Loader)
 	if r != nil {
 		p.cur.Store(r)
 	}
@@ -395,6 +429,11 @@ func (s *Set) Stop(ctx context.Context) {
 		for _, l := range r.Lanes {
 			l.MarkDown()
 		}
+		for _, r := range p.retiringRuns() {
+			for _, l := range r.Lanes {
+				l.MarkDown()
+			}
+		}
 	}
 }
 
@@ -409,9 +448,15 @@ func (s *Set) Close() {
 		if r := p.Run(); r != nil {
 			r.Proc.Kill()
 		}
+		for _, r := range p.retiringRuns() {
+			r.Proc.Kill()
+		}
 	}
 	for _, p := range ps {
 		if r := p.Run(); r != nil && p.err == nil {
+			s.closeLanes(r)
+		}
+		for _, r := range p.retiringRuns() {
 			s.closeLanes(r)
 		}
 	}

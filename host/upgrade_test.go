@@ -1,0 +1,248 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/config"
+	"github.com/ferrydev/ferry/host"
+)
+
+// tcpOnly leaves tcp the only plugin of a default config, so that two
+// engines on one machine talk over it (not shm).
+func tcpOnly(c *config.Config) {
+	for i := range c.Plugins {
+		c.Plugins[i].Enabled = c.Plugins[i].Name == "tcp"
+	}
+}
+
+// copyPlugin copies the built plugin binary name into a directory of the
+// test's: a new binary at a new path, with its sha256.
+func copyPlugin(t *testing.T, name string) (path, sum string) {
+	t.Helper()
+	src, err := os.Open(filepath.Join(binDir, "ferry-plugin-"+name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	path = filepath.Join(t.TempDir(), "ferry-plugin-"+name+"-v2")
+	dst, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(dst, h), src); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path, hex.EncodeToString(h.Sum(nil))
+}
+
+// verifiedStream runs workers goroutines, each writing fresh bytes from a
+// to its own region of b's buffer over tcp, checking them in b's memory,
+// and reading them back into a, checking them again, until stop is
+// closed. rounds counts the rounds that passed, failed the transfers
+// that did not; each round past every multiple of step is announced on
+// tick.
+type verifiedStream struct {
+	rounds, failed atomic.Int64
+	mu             sync.Mutex
+	errs           []error
+	wg             sync.WaitGroup
+	stop           chan struct{}
+	progress       chan struct{}
+}
+
+func streamVerified(t *testing.T, ctx context.Context, a, b *host.Engine, workers, size int) *verifiedStream {
+	t.Helper()
+	s := &verifiedStream{stop: make(chan struct{}), progress: make(chan struct{}, 1)}
+	la := localBuffer(t, ctx, a, workers*size)
+	back := localBuffer(t, ctx, a, workers*size)
+	lb, rb := remoteBuffer(t, ctx, b, workers*size)
+	seg := openByControl(t, a, b) // after the registration: its descriptor lists the buffer
+	for w := range workers {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			off := w * size
+			src, dst, got := la[off:off+size], lb[off:off+size], back[off:off+size]
+			for round := uint64(0); ; round++ {
+				select {
+				case <-s.stop:
+					return
+				default:
+				}
+				copy(src, pattern(size, uint64(off), round*uint64(workers)+uint64(w)+1))
+				err := a.Transfer(ctx, host.Request{Op: host.Write, Local: src, Segment: seg.ID, Remote: rb + uint64(off)})
+				if err == nil && !bytes.Equal(dst, src) {
+					err = fmt.Errorf("worker %d round %d: the bytes written differ at the target", w, round)
+				}
+				if err == nil {
+					clear(got)
+					err = a.Transfer(ctx, host.Request{Op: host.Read, Local: got, Segment: seg.ID, Remote: rb + uint64(off)})
+				}
+				if err == nil && !bytes.Equal(got, src) {
+					err = fmt.Errorf("worker %d round %d: the bytes read back differ", w, round)
+				}
+				if err != nil {
+					s.failed.Add(1)
+					s.mu.Lock()
+					if len(s.errs) < 10 {
+						s.errs = append(s.errs, err)
+					}
+					s.mu.Unlock()
+					continue
+				}
+				s.rounds.Add(1)
+				select {
+				case s.progress <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	t.Cleanup(s.end)
+	return s
+}
+
+// after waits until n more rounds passed than had at the call.
+func (s *verifiedStream) after(t *testing.T, n int64) {
+	t.Helper()
+	want := s.rounds.Load() + n
+	timeout := time.After(time.Minute)
+	for s.rounds.Load() < want {
+		select {
+		case <-s.progress:
+		case <-timeout:
+			s.mu.Lock()
+			first := s.errs
+			s.mu.Unlock()
+			if len(first) > 0 {
+				first = first[:1]
+			}
+			t.Fatalf("the stream made %d rounds of the %d awaited in a minute (%d failed: %v)", s.rounds.Load(), want, s.failed.Load(), first)
+		}
+	}
+}
+
+func (s *verifiedStream) end() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	s.wg.Wait()
+}
+
+// check stops the stream and fails the test for any failed transfer.
+func (s *verifiedStream) check(t *testing.T) {
+	t.Helper()
+	s.end()
+	if n := s.failed.Load(); n != 0 {
+		t.Fatalf("%d transfers failed across the upgrade (of %d verified rounds): %v", n, s.rounds.Load(), errors.Join(s.errs...))
+	}
+	t.Logf("%d verified write+read rounds, none failed", s.rounds.Load())
+}
+
+// gone reports whether process pid no longer exists.
+func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
+
+// TestUpgradeTCPUnderLoad upgrades the initiator's tcp twice, to copies
+// of its binary at other paths (pinned by sha256), while a stream of
+// verified writes and reads runs to another engine: no transfer fails,
+// every byte is verified across the switches, each old process exits,
+// and status shows the new binary and the upgrade done. (The target's
+// side is not upgraded here: a peer that does not follow a metastore
+// learns its new endpoint only from a failure; see ARCHITECTURE.md.)
+func TestUpgradeTCPUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	a, b := loopEngine(t, "up-a", tcpOnly), loopEngine(t, "up-b", tcpOnly)
+	s := streamVerified(t, ctx, a, b, 4, 2<<20)
+	s.after(t, 8)
+	for n := range 2 {
+		e := a
+		path, sum := copyPlugin(t, "tcp")
+		old := pluginStatus(e, "tcp")
+		if err := e.UpgradePlugin(ctx, host.PluginUpgrade{Name: "tcp", Path: path, SHA256: sum}); err != nil {
+			t.Fatalf("upgrade of %s's tcp: %v", e.Name(), err)
+		}
+		st := pluginStatus(e, "tcp")
+		u := st.Upgrade
+		if u == nil || u.State != "done" || st.Path != path || st.SHA256 != sum || st.State != "running" || st.PID == old.PID || st.Upgrades != uint64(n+1) {
+			t.Fatalf("%s's tcp after the upgrade: %+v, upgrade %+v", e.Name(), st, u)
+		}
+		if u.From != old.Path || u.To != path || u.OldPID != old.PID || u.NewPID != st.PID {
+			t.Fatalf("%s's upgrade status %+v; old %s pid %d", e.Name(), u, old.Path, old.PID)
+		}
+		if !gone(old.PID) {
+			t.Fatalf("%s's old tcp process %d still exists after the upgrade", e.Name(), old.PID)
+		}
+		t.Logf("%s: tcp upgraded from pid %d to %d (drain %q, held %d)", e.Name(), old.PID, st.PID, u.Drain, u.Held)
+		s.after(t, 8) // transfers go on through the new binary
+	}
+	s.check(t)
+}
+
+// TestUpgradeBrokenBinaryKeepsOld asks for upgrades to binaries that
+// cannot serve: a wrong sha256, a shell script that exits, a path with
+// nothing there. Each fails with the reason, in the error and in status;
+// the old process still serves (same pid, transfers verified), and a
+// good upgrade after them works.
+func TestUpgradeBrokenBinaryKeepsOld(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	a, b := loopEngine(t, "upx-a", tcpOnly), loopEngine(t, "upx-b", tcpOnly)
+	s := streamVerified(t, ctx, a, b, 2, 1<<20)
+	s.after(t, 4)
+	good, sum := copyPlugin(t, "tcp")
+	script := filepath.Join(t.TempDir(), "ferry-plugin-tcp-broken")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\necho broken >&2\nexit 3\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := pluginStatus(a, "tcp")
+	cases := []struct {
+		name string
+		up   host.PluginUpgrade
+	}{
+		{"wrong sha256", host.PluginUpgrade{Name: "tcp", Path: good, SHA256: "00" + sum[2:]}},
+		{"exits at start", host.PluginUpgrade{Name: "tcp", Path: script}},
+		{"missing", host.PluginUpgrade{Name: "tcp", Path: filepath.Join(t.TempDir(), "nothing")}},
+	}
+	for i, c := range cases {
+		err := a.UpgradePlugin(ctx, c.up)
+		if !errors.Is(err, host.ErrPluginFailed) {
+			t.Fatalf("%s: upgrade returned %v, want ErrPluginFailed", c.name, err)
+		}
+		st := pluginStatus(a, "tcp")
+		u := st.Upgrade
+		if st.State != "running" || st.PID != old.PID || st.Path != old.Path || u == nil || u.State != "failed" || u.Reason == "" ||
+			st.UpgradesFailed != uint64(i+1) || st.Upgrades != 0 {
+			t.Fatalf("%s: status after the failed upgrade: %+v, upgrade %+v", c.name, st, u)
+		}
+		t.Logf("%s: %v", c.name, err)
+		s.after(t, 2) // the old binary serves on
+	}
+	if err := a.UpgradePlugin(ctx, host.PluginUpgrade{Name: "nosuch"}); !errors.Is(err, host.ErrInvalid) {
+		t.Fatalf("upgrade of a plugin not configured: %v, want ErrInvalid", err)
+	}
+	if err := a.UpgradePlugin(ctx, host.PluginUpgrade{Name: "tcp", Path: good, SHA256: sum}); err != nil {
+		t.Fatalf("a good upgrade after the failed ones: %v", err)
+	}
+	s.after(t, 2)
+	s.check(t)
+}
