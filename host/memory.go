@@ -210,6 +210,53 @@ func (e *Engine) memPlugins() []localmem.Plugin {
 		if ps.Usable() {
 			out = append(out, portOf(ps))
 		}
+		// A run an upgrade replaced still serves peers that have not
+		// moved: it takes what is registered, and lets go of what is
+		// unregistered, as the current run does.
+		for _, p := range ps.Retiring() {
+			out = append(out, retiringPort{pluginPort{name: ps.Name(), p: p}})
+		}
 	}
 	return out
+}
+
+// retiringPort is a run an upgrade replaced, still serving peers that
+// have not moved to its successor. A registration it refuses fails
+// nothing (the current run took it; a peer still on the old run gets an
+// error for that region and moves), and one it does not let go of
+// kills it: nothing may touch unregistered memory.
+type retiringPort struct{ pluginPort }
+
+func (p retiringPort) RegisterMemory(ctx context.Context, region uint32, fd int, off, length uint64, perm sdk.Perm, location sdk.MemoryKind) error {
+	p.pluginPort.RegisterMemory(ctx, region, fd, off, length, perm, location)
+	return nil
+}
+
+func (p retiringPort) RegisterForeign(ctx context.Context, region uint32, pid int, address, length uint64, perm sdk.Perm, location sdk.MemoryKind) error {
+	p.pluginPort.RegisterForeign(ctx, region, pid, address, length, perm, location)
+	return nil
+}
+
+func (p retiringPort) RegisterSealed(ctx context.Context, region uint32, fd int, length uint64, perm sdk.Perm, location sdk.MemoryKind, pid int, addr uint64) error {
+	p.pluginPort.RegisterSealed(ctx, region, fd, length, perm, location, pid, addr)
+	return nil
+}
+
+func (p retiringPort) UnregisterMemory(ctx context.Context, region uint32) error {
+	if err := p.pluginPort.UnregisterMemory(ctx, region); err != nil {
+		p.p.Kill()
+	}
+	return nil
+}
+
+func (p retiringPort) RegisterMemoryBatch(ctx context.Context, regs []localmem.Registration) error {
+	p.pluginPort.RegisterMemoryBatch(ctx, regs)
+	return nil
+}
+
+func (p retiringPort) UnregisterMemoryBatch(ctx context.Context, regions []uint32) error {
+	if err := p.pluginPort.UnregisterMemoryBatch(ctx, regions); err != nil {
+		p.p.Kill()
+	}
+	return nil
 }

@@ -68,12 +68,18 @@ type verifiedStream struct {
 }
 
 func streamVerified(t *testing.T, ctx context.Context, a, b *host.Engine, workers, size int) *verifiedStream {
+	return streamVerifiedOpen(t, ctx, a, b, workers, size, func() host.Segment { return openByControl(t, a, b) })
+}
+
+// streamVerifiedOpen is streamVerified with a's handle of b from open
+// (called after b's buffer is registered: its descriptor lists it).
+func streamVerifiedOpen(t *testing.T, ctx context.Context, a, b *host.Engine, workers, size int, open func() host.Segment) *verifiedStream {
 	t.Helper()
 	s := &verifiedStream{stop: make(chan struct{}), progress: make(chan struct{}, 1)}
 	la := localBuffer(t, ctx, a, workers*size)
 	back := localBuffer(t, ctx, a, workers*size)
 	lb, rb := remoteBuffer(t, ctx, b, workers*size)
-	seg := openByControl(t, a, b) // after the registration: its descriptor lists the buffer
+	seg := open()
 	for w := range workers {
 		s.wg.Add(1)
 		go func() {
@@ -166,8 +172,9 @@ func gone(pid int) bool { return syscall.Kill(pid, 0) == syscall.ESRCH }
 // verified writes and reads runs to another engine: no transfer fails,
 // every byte is verified across the switches, each old process exits,
 // and status shows the new binary and the upgrade done. (The target's
-// side is not upgraded here: a peer that does not follow a metastore
-// learns its new endpoint only from a failure; see ARCHITECTURE.md.)
+// side: TestUpgradeTargetTCPUnderLoad, with a peer that follows the
+// metastore; one that does not learns the new endpoint only from a
+// failure, see ARCHITECTURE.md.)
 func TestUpgradeTCPUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -195,6 +202,50 @@ func TestUpgradeTCPUnderLoad(t *testing.T) {
 		t.Logf("%s: tcp upgraded from pid %d to %d (drain %q, held %d)", e.Name(), old.PID, st.PID, u.Drain, u.Held)
 		s.after(t, 8) // transfers go on through the new binary
 	}
+	s.check(t)
+}
+
+// TestUpgradeTargetTCPUnderLoad upgrades the tcp of the engine that
+// receives a stream of verified writes and reads. Its peer follows the
+// metastore: it reads the descriptor the upgrade republished and moves
+// to the new run, while the old run serves it until then (it lingers
+// until its counters go still). No transfer fails, every byte is
+// verified, and the old process exits.
+func TestUpgradeTargetTCPUnderLoad(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfgA := config.Default("upt-a")
+	cfgA.PluginDir = binDir
+	tcpOnly(cfgA)
+	a, err := host.New(ctx, cfgA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	cfgB := joinConfig("upt-b", a.MetastoreURL())
+	tcpOnly(cfgB)
+	b, err := host.New(ctx, cfgB)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := streamVerifiedOpen(t, ctx, a, b, 4, 2<<20, func() host.Segment {
+		seg, err := a.OpenSegment(ctx, "upt-b")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seg
+	})
+	s.after(t, 8)
+	path, sum := copyPlugin(t, "tcp")
+	old := pluginStatus(b, "tcp")
+	if err := b.UpgradePlugin(ctx, host.PluginUpgrade{Name: "tcp", Path: path, SHA256: sum}); err != nil {
+		t.Fatalf("upgrade of the target's tcp: %v", err)
+	}
+	if st := pluginStatus(b, "tcp"); st.Upgrade == nil || st.Upgrade.State != "done" || st.PID == old.PID || !gone(old.PID) {
+		t.Fatalf("the target's tcp after the upgrade: %+v, upgrade %+v", st, st.Upgrade)
+	}
+	s.after(t, 8) // transfers go on to the new run
 	s.check(t)
 }
 

@@ -291,6 +291,16 @@ func (ps *Plugin) Lanes() []*progress.Lane {
 // Proc returns the current process, nil when the plugin never started.
 func (ps *Plugin) Proc() *loader.Plugin { return ps.proc() }
 
+// Retiring returns the processes of ps's runs that an upgrade replaced
+// and that still run.
+func (ps *Plugin) Retiring() []*loader.Plugin {
+	var out []*loader.Plugin
+	for _, r := range ps.sv.Retiring() {
+		out = append(out, r.Proc)
+	}
+	return out
+}
+
 func (ps *Plugin) proc() *loader.Plugin {
 	if r := ps.cur.Load(); r != nil {
 		return r.p

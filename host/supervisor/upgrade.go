@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -196,6 +197,46 @@ func (s *Set) commitUpgrade(p *Plugin, r, old *Run, spec loader.Spec) error {
 // drainPoll is how often retire looks at the old run's lanes.
 const drainPoll = 2 * time.Millisecond
 
+// peerQuiet is how long a replaced run with peers must go without a
+// change in its counters before it is stopped, and peerPoll how often
+// they are read.
+const (
+	peerQuiet = time.Second
+	peerPoll  = 100 * time.Millisecond
+)
+
+// linger keeps old serving its peers until its counters have not
+// changed for peerQuiet, or ctx ends; false when the set quits.
+func (s *Set) linger(ctx context.Context, old *Run) bool {
+	stats := func() map[string]uint64 {
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.ControlTimeout)
+		defer cancel()
+		m, err := old.Proc.Client.Stats(sctx)
+		if err != nil {
+			return nil
+		}
+		return m
+	}
+	last, since := stats(), time.Now()
+	tick := time.NewTicker(peerPoll)
+	defer tick.Stop()
+	for time.Since(since) < peerQuiet {
+		select {
+		case <-tick.C:
+		case <-old.Proc.Exited():
+			return true
+		case <-ctx.Done():
+			return true
+		case <-s.quit:
+			return false
+		}
+		if now := stats(); !maps.Equal(now, last) {
+			last, since = now, time.Now()
+		}
+	}
+	return true
+}
+
 // retire drains old, a run an upgrade replaced, within bound, then stops
 // it; its watcher does the rest (retiredExit). st is the upgrade's
 // status, finished here.
@@ -237,6 +278,15 @@ wait:
 			break wait
 		case <-s.quit:
 			return // Close kills it and closes its lanes
+		}
+	}
+	if held(old) == 0 && len(old.Endpoint) > 0 {
+		// Its own work is done, but peers may still be sending to it:
+		// they reach the new run once they read the descriptor the
+		// upgrade republished. It serves them until it has been quiet
+		// (its counters still) for peerQuiet, within the bound.
+		if !s.linger(ctx, old) {
+			return // the set quits: Close kills it
 		}
 	}
 	if st.Held = held(old); st.Held > 0 {
@@ -297,6 +347,11 @@ func (s *Set) retiredExit(p *Plugin, r *Run, why string) {
 }
 
 // retiringRuns returns the runs upgrades replaced that have not ended.
+// Retiring returns the runs upgrades replaced that still run (draining,
+// or serving peers that have not moved): what the application
+// unregisters must leave them too.
+func (p *Plugin) Retiring() []*Run { return p.retiringRuns() }
+
 func (p *Plugin) retiringRuns() []*Run {
 	p.set.mu.Lock()
 	defer p.set.mu.Unlock()
