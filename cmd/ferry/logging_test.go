@@ -232,7 +232,7 @@ func TestPluginsConfigStartsWithoutChecker(t *testing.T) {
 		{"bad", "plugin \"nocheck\" {\n  config {\n    depth = 4\n    width = 2\n  }\n}\n", true,
 			[]string{"FAILED: its settings are refused", "engine.hcl:6:5", "width", "1 of 1 plugins cannot be started (nocheck)"}},
 		{"device", "plugin \"nocheck\" {}\ndevice \"simdev\" {\n  config {\n    devices = \"two\"\n  }\n}\n", true,
-			[]string{"DEVICE PLUGIN", "simdev", "FAILED: ", "engine.hcl:6:16", "a number is required", "1 of 2 plugins cannot be started (simdev)"}},
+			[]string{"DEVICE PLUGIN", "simdev", "FAILED: ", "engine.hcl:6:15", "devices: want a whole number like 2", "1 of 2 plugins cannot be started (simdev)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := filepath.Join(t.TempDir(), "engine.hcl")

@@ -33,6 +33,7 @@ type broken struct {
 
 func (b *broken) Describe(ctx context.Context) (sdk.Info, error) {
 	i, err := b.Transport.Describe(ctx)
+	i.TestTool = true // a fixture: `ferry plugins` leaves it out of a directory's listing
 	switch b.mode {
 	case "maxslice":
 		i.MaxSlice = ^uint64(0)
