@@ -51,7 +51,7 @@ func TestReceiveBoundsConfig(t *testing.T) {
 	for _, c := range []struct{ config, want string }{
 		{`max_held_responses = 0`, "ferry.hcl:10:24: tcp config: max_held_responses"},
 		{`max_held_responses = 65`, "max_held_responses"},
-		{`max_receive_buffer = "1KiB"`, "ferry.hcl:10:24: tcp config: max_receive_buffer: \"1KiB\" is below 64KiB"},
+		{`max_receive_buffer = "1KiB"`, "ferry.hcl:10:24: tcp config: max_receive_buffer: 1024 bytes is outside 64KiB..1TiB"},
 		{`max_receive_buffer = "lots"`, "max_receive_buffer"},
 	} {
 		tr := tcp.New(tcp.WithLogger(hclog.NewNullLogger()))
