@@ -71,7 +71,7 @@ soak: build
 # The C ABI's test and example, compiled with the system cc against
 # bin/libferry.so and include/ferry.h; the plugins come from bin/.
 CC ?= cc
-CTESTS := ferry_test move_block device_test
+CTESTS := ferry_test move_block device_test upgrade_test
 ctest: build
 	@for t in $(CTESTS); do \
 		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -lpthread -Wl,-rpath,'$$ORIGIN' || exit 1; \

@@ -94,6 +94,17 @@ func TestCDevice(t *testing.T) {
 	}
 }
 
+// TestCUpgrade runs examples/c/upgrade_test.c: ferry_upgrade_plugin of
+// the tcp plugin to a copy at another path (pinned by its sha256) and
+// back, under verified traffic; a missing binary and a wrong sha256 fail
+// with their reason while the old plugin serves on.
+func TestCUpgrade(t *testing.T) {
+	out := run(t, compile(t, "upgrade_test"))
+	if !strings.Contains(out, "upgrade_test: ok") || !strings.Contains(out, "none failed") {
+		t.Errorf("the C upgrade test printed:\n%s", out)
+	}
+}
+
 // TestCExample runs examples/c/move_block.c, the C version of the
 // README's embedding example.
 func TestCExample(t *testing.T) {

@@ -202,6 +202,11 @@ int ferry_transfer_sync(ferry_engine_t e, int opcode, ferry_segment_t seg, void 
                                   (char *)transport_hint);
 }
 
+int ferry_upgrade_plugin(ferry_engine_t e, const char *name, const char *path, const char *sha256,
+                         uint64_t drain_ms) {
+    return ferry_go_upgrade_plugin(e, (char *)name, (char *)path, (char *)sha256, drain_ms);
+}
+
 int ferry_send_notif(ferry_engine_t e, ferry_segment_t seg, const char *name, const void *msg,
                      size_t msg_len) {
     return ferry_go_send_notif(e, seg, (char *)name, (void *)msg, msg_len);

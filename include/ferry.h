@@ -44,8 +44,9 @@
  * fork. Blocking calls are ferry_create_*, ferry_destroy_engine,
  * ferry_open_segment, ferry_import_segment, ferry_register*,
  * ferry_unregister*, ferry_send_notif, ferry_wait, ferry_transfer,
- * ferry_transfer_sync, ferry_free_batch of a batch with pending tasks and
- * ferry_recv_notifs with a timeout; the others return at once.
+ * ferry_transfer_sync, ferry_free_batch of a batch with pending tasks,
+ * ferry_recv_notifs with a timeout and ferry_upgrade_plugin; the others
+ * return at once.
  *
  * OWNERSHIP. Pointers passed in are borrowed for the call only, except
  * memory registered with ferry_register*, which the caller keeps
@@ -83,7 +84,7 @@
 extern "C" {
 #endif
 
-#define FERRY_ABI_VERSION 3
+#define FERRY_ABI_VERSION 4
 
 /* ---- error codes ------------------------------------------------------ */
 
@@ -525,6 +526,42 @@ int ferry_transfer(ferry_engine_t e, const ferry_request_t *reqs, size_t n);
 int ferry_transfer_sync(ferry_engine_t e, int opcode, ferry_segment_t seg,
                         void *local, uint64_t remote, size_t len,
                         int64_t timeout_ns, const char *transport_hint);
+
+/* ---- plugins (ABI version 4) ----------------------------------------- */
+
+/* ferry_upgrade_plugin replaces the binary of the engine's running plugin
+ * name ("tcp", a plugin block's name) with no restart of the engine: the
+ * binary at path starts beside the old one, gets the engine's
+ * registrations and open peers, and takes all new work; the old one then
+ * drains what it holds and is stopped. No task fails because of it: what
+ * the old one still holds after drain_ms fails over to the new one.
+ *
+ * path: the new binary; a relative path is taken from the configuration
+ * file's directory (from the current directory for an engine made from
+ * text); NULL or "" looks the plugin up in the plugin directory again (a
+ * binary replaced in place). sha256: the binary's expected sha256 (64 hex
+ * digits, as `sha256sum` prints), checked before it starts; NULL or "":
+ * not checked.
+ * drain_ms: how long the old binary may take to finish what it holds;
+ * 0: the engine's default (30 s).
+ *
+ * BLOCKING: it returns once the new binary serves and the old one has
+ * drained and stopped, so up to drain_ms (past the new binary's start)
+ * when the old one is busy. Other calls on the engine, transfers
+ * included, go on meanwhile, from other threads; ferry_destroy_engine
+ * must not run while it does.
+ *
+ * Errors: FERRY_ERR_INVALID for a NULL or empty name, a plugin the engine
+ * does not have, a sha256 that is not 64 hex digits or a drain_ms too
+ * large to be a duration; FERRY_ERR_PLUGIN_FAILED when the new binary
+ * does not start (missing, not executable, a wrong sha256, a crash or a
+ * refusal at start, a protocol this engine does not speak): then the old
+ * binary keeps serving, untouched, and the message says why;
+ * FERRY_ERR_BUSY while another upgrade of the plugin runs;
+ * FERRY_ERR_UNAVAILABLE when the plugin is not running (restarting,
+ * failed); FERRY_ERR_CLOSED after ferry_destroy_engine. */
+int ferry_upgrade_plugin(ferry_engine_t e, const char *name, const char *path,
+                         const char *sha256, uint64_t drain_ms);
 
 /* ---- notifications ---------------------------------------------------- */
 

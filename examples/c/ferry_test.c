@@ -339,6 +339,13 @@ static void bad_input(void) {
     CHECK(strstr(ferry_last_error(), "timeout_ns -1") != NULL, "message: %s", ferry_last_error());
     EXPECT(FERRY_ERR_INVALID, ferry_transfer_sync(e, FERRY_READ, 999, p, 0, SIZE_MAX, 0, NULL));
     CHECK(strstr(ferry_last_error(), "address space") != NULL, "message: %s", ferry_last_error());
+    /* ferry_upgrade_plugin: bad arguments upgrade nothing (upgrade_test.c
+     * upgrades). */
+    EXPECT(FERRY_ERR_INVALID, ferry_upgrade_plugin(none, "tcp", NULL, NULL, 0));
+    EXPECT(FERRY_ERR_INVALID, ferry_upgrade_plugin(e, NULL, NULL, NULL, 0));
+    EXPECT(FERRY_ERR_INVALID, ferry_upgrade_plugin(e, "nosuch", NULL, NULL, 0));
+    EXPECT(FERRY_ERR_INVALID, ferry_upgrade_plugin(e, "tcp", NULL, "xyz", 0));
+    EXPECT(FERRY_ERR_INVALID, ferry_upgrade_plugin(e, "tcp", NULL, NULL, UINT64_MAX));
     overflows(e, p);
     {
         /* Well formed, to a segment not open, from memory not registered:
@@ -398,6 +405,7 @@ static void bad_input(void) {
     EXPECT(FERRY_ERR_CLOSED, ferry_open_segment(e, "x", &seg));
     EXPECT(FERRY_ERR_CLOSED, ferry_allocate_batch(e, 1, &b));
     EXPECT(FERRY_ERR_CLOSED, ferry_transfer_sync(e, FERRY_WRITE, 1, p, 0, 64, 0, NULL));
+    EXPECT(FERRY_ERR_CLOSED, ferry_upgrade_plugin(e, "tcp", NULL, NULL, 0));
     CHECK(strstr(ferry_last_error(), "destroyed") != NULL, "message: %s", ferry_last_error());
 }
 

@@ -26,7 +26,7 @@ import cffi
 
 from . import errors
 
-ABI_VERSION = 3  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync, 3: device memory)
+ABI_VERSION = 4  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync, 3: device memory, 4: ferry_upgrade_plugin)
 
 CDEF = """
 typedef enum ferry_error {
@@ -190,6 +190,8 @@ int ferry_transfer(ferry_engine_t e, const ferry_request_t *reqs, size_t n);
 int ferry_transfer_sync(ferry_engine_t e, int opcode, ferry_segment_t seg,
                         void *local, uint64_t remote, size_t len,
                         int64_t timeout_ns, const char *transport_hint);
+int ferry_upgrade_plugin(ferry_engine_t e, const char *name, const char *path,
+                         const char *sha256, uint64_t drain_ms);
 int ferry_send_notif(ferry_engine_t e, ferry_segment_t seg, const char *name,
                      const void *msg, size_t msg_len);
 typedef struct ferry_notif {

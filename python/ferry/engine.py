@@ -870,6 +870,54 @@ class Engine:
 
         return Batch(self, capacity)
 
+    # ---- plugins ------------------------------------------------------------
+
+    def upgrade_plugin(self, name: str, path: Union[str, "os.PathLike[str]", None] = None,
+                       sha256: Optional[str] = None, drain: Optional[float] = None) -> None:
+        """Replace the running plugin ``name`` ("tcp") with the binary at
+        ``path``, with no restart of the engine: the new binary starts
+        beside the old one, gets the registrations and open peers and takes
+        all new work; the old one drains and stops. No transfer fails
+        because of it.
+
+        ``path``: a relative path is taken from the configuration file's
+        directory (the current directory for ``config_text``); None looks
+        the plugin up in the plugin directory again. ``sha256``: the
+        binary's hex sha256 (as ``sha256sum`` prints it), checked before it
+        starts; None checks nothing. ``drain``: seconds the old binary may
+        take to finish what it holds before that fails over to the new one
+        (None: the engine's default, 30 s).
+
+        Blocks (without the GIL) until the old binary has stopped: up to
+        ``drain`` past the new one's start. Raises :class:`PluginFailed`
+        when the new binary does not start (missing, a wrong sha256, a
+        crash at start): the old one keeps serving, and the message says
+        why; :class:`InvalidRequest` for an unknown plugin or a malformed
+        argument; :class:`Busy` while another upgrade of it runs;
+        :class:`Unavailable` when the plugin is not running."""
+        h = self._handle()
+        if not isinstance(name, str) or not name:
+            raise errors.InvalidRequest("upgrade_plugin: name must be a plugin block's name (\"tcp\")")
+        p = ffi.NULL
+        if path is not None:
+            b = os.fsencode(path)
+            if not b:
+                raise errors.InvalidRequest("upgrade_plugin: path is empty; give the new binary's path, or None for the plugin directory's")
+            if b"\0" in b:
+                raise errors.InvalidRequest("upgrade_plugin: path contains a NUL byte")
+            p = ffi.new("char[]", b)
+        if sha256 is not None and not isinstance(sha256, str):
+            raise errors.InvalidRequest(f"upgrade_plugin: sha256 must be a hex string or None, not {type(sha256).__name__}")
+        ms = 0
+        if drain is not None:
+            if not isinstance(drain, (int, float)) or isinstance(drain, bool) or not drain > 0 or drain == float("inf"):
+                raise errors.InvalidRequest(f"upgrade_plugin: drain {drain!r} must be a positive number of seconds (None: the default)")
+            ms = max(1, int(drain * 1000))
+            if ms >= 1 << 63:
+                raise errors.InvalidRequest(f"upgrade_plugin: drain {drain!r} is too large")
+        self._call(f"upgrade plugin {name!r}", self._lib.ferry_upgrade_plugin, h, name.encode(), p,
+                   _cstr(sha256), ms)
+
     # ---- notifications ----------------------------------------------------
 
     def notify(self, segment: Union[Segment, int], name: str, msg: bytes = b"") -> None:
