@@ -134,7 +134,7 @@ func TestPluginsHidesTestTools(t *testing.T) {
 		t.Errorf("plugins --all: tcp is %+v, want a transport that is no test tool", r)
 	}
 	table := ferry(t, "plugins", "--dir", binDir)
-	for _, want := range []string{"not listed: fault (test tool), nocheck (test tool), simdev (simulated device); --all lists them"} {
+	for _, want := range []string{"not listed: broken (test tool), fault (test tool), nocheck (test tool), simdev (simulated device); --all lists them"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("ferry plugins lacks %q:\n%s", want, table)
 		}
