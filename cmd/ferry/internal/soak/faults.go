@@ -58,32 +58,16 @@ func (r *runner) inject(ctx context.Context, rng *rand.Rand, kind string) {
 		}
 	case KindSlowLink, KindDownLink:
 		r.linkFault(ctx, kind)
+	case KindUpgrade:
+		r.upgradeFault(ctx, rng, where)
 	}
 }
 
 // pluginFault kills or stops a plugin of a random side and transport,
 // or of the ones where names ("target", "initiator/tcp", "target/shm").
 func (r *runner) pluginFault(ctx context.Context, rng *rand.Rand, kind, where string) {
-	side := []string{"initiator", "target"}[rng.IntN(2)]
-	plugin := r.o.Transports[rng.IntN(len(r.o.Transports))]
-	if where != "" {
-		s, p, _ := strings.Cut(where, "/")
-		if s != "" {
-			side = s
-		}
-		if p != "" {
-			plugin = p
-		}
-	}
-	pid, err := r.pluginPID(ctx, side, plugin)
-	if err == nil && pid == 0 {
-		// Restarting: give it a moment.
-		sleepCtx(ctx, time.Second)
-		pid, err = r.pluginPID(ctx, side, plugin)
-		if err == nil && pid == 0 {
-			err = fmt.Errorf("%s's %s plugin runs no process", side, plugin)
-		}
-	}
+	side, plugin := r.pickPlugin(rng, where)
+	pid, err := r.runningPID(ctx, side, plugin)
 	f := Fault{Kind: fmt.Sprintf("%s %s/%s", kind, side, plugin), At: r.since(), Detail: fmt.Sprintf("pid %d", pid)}
 	if kind == KindStop {
 		f.Detail += fmt.Sprintf(" for %v", r.o.StopFor)
@@ -114,6 +98,37 @@ func (r *runner) pluginFault(ctx context.Context, rng *rand.Rand, kind, where st
 	}
 }
 
+// pickPlugin picks a side and one of the traffic's transports at random,
+// or as where ("target", "initiator/tcp") narrows them.
+func (r *runner) pickPlugin(rng *rand.Rand, where string) (side, plugin string) {
+	side = []string{"initiator", "target"}[rng.IntN(2)]
+	plugin = r.o.Transports[rng.IntN(len(r.o.Transports))]
+	if where != "" {
+		s, p, _ := strings.Cut(where, "/")
+		if s != "" {
+			side = s
+		}
+		if p != "" {
+			plugin = p
+		}
+	}
+	return side, plugin
+}
+
+// runningPID is pluginPID, given a moment when the plugin is restarting
+// (no process); an error when it still runs none.
+func (r *runner) runningPID(ctx context.Context, side, plugin string) (int, error) {
+	pid, err := r.pluginPID(ctx, side, plugin)
+	if err == nil && pid == 0 {
+		sleepCtx(ctx, time.Second)
+		pid, err = r.pluginPID(ctx, side, plugin)
+		if err == nil && pid == 0 {
+			err = fmt.Errorf("%s's %s plugin runs no process", side, plugin)
+		}
+	}
+	return pid, err
+}
+
 // pluginPID is the pid of a side's plugin: the initiator's from its
 // engine, the target's over its control stdin.
 func (r *runner) pluginPID(ctx context.Context, side, plugin string) (int, error) {
@@ -121,6 +136,9 @@ func (r *runner) pluginPID(ctx context.Context, side, plugin string) (int, error
 		r.tgt.mu.RLock()
 		c := r.tgt.c
 		r.tgt.mu.RUnlock()
+		if c == nil {
+			return 0, fmt.Errorf("the target engine is down")
+		}
 		ps, err := c.targetPlugins()
 		if err != nil {
 			return 0, err

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
@@ -51,6 +52,14 @@ type phase struct {
 	// errs counts the errors of tasks that ended FAILED or INVALID, by
 	// text (at most maxErrs texts a phase).
 	errs map[string]int
+	// acrossUpgrade counts the tasks that ended FAILED or INVALID in
+	// flight across this phase's upgrade (see Task).
+	acrossUpgrade int
+}
+
+// upgrade reports whether the phase is an upgrade's.
+func (p *phase) upgrade() bool {
+	return p.fault != nil && strings.HasPrefix(p.fault.Kind, KindUpgrade+" ")
 }
 
 const maxErrs = 8
@@ -74,13 +83,36 @@ func (t *Tally) Phase() int {
 	return len(t.phases) - 1
 }
 
-// Task counts one task of phase ph that ended in state.
+// Task counts one task of phase ph that ended in state, now. A task that
+// ended FAILED or INVALID is also counted against an upgrade when it was
+// in flight across one: submitted in an upgrade's phase, or before an
+// upgrade that began while it ran, and no fault of another kind began
+// meanwhile (that one may have failed it). A live upgrade must fail no
+// task, so each such task fails the run.
 func (t *Tally) Task(ph int, state string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	p := t.phases[ph]
 	p.tasks++
 	p.states[state]++
+	if state != "FAILED" && state != "INVALID" {
+		return
+	}
+	var up *phase
+	if p.upgrade() {
+		up = p
+	}
+	for _, q := range t.phases[ph+1:] {
+		if !q.upgrade() {
+			return
+		}
+		if up == nil {
+			up = q
+		}
+	}
+	if up != nil {
+		up.acrossUpgrade++
+	}
 }
 
 // Failed records why a task of phase ph ended FAILED or INVALID.
@@ -154,6 +186,15 @@ func (t *Tally) FaultFailed(ph int, err error) {
 	}
 }
 
+// FaultDetail adds to what the report says of phase ph's fault.
+func (t *Tally) FaultDetail(ph int, detail string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.phases[ph].fault; f != nil {
+		f.Detail += " " + detail
+	}
+}
+
 // Row is one line of the report: the phases of one fault kind.
 type Row struct {
 	Kind   string         `json:"kind"`
@@ -165,6 +206,9 @@ type Row struct {
 	Older uint64 `json:"wrong_older"`
 	Other uint64 `json:"wrong_other"`
 	Hung  int    `json:"hung"`
+	// AcrossUpgrade counts tasks that ended FAILED or INVALID in flight
+	// across a live upgrade (Tally.Task): each fails the run.
+	AcrossUpgrade int `json:"failed_across_upgrade,omitempty"`
 	// RecoverMean and RecoverMax are over the faults that recovered;
 	// Unrecovered counts the others.
 	RecoverMean time.Duration `json:"recover_mean"`
@@ -243,6 +287,7 @@ func (t *Tally) Report(baseline, final Sample, lim Thresholds) *Report {
 			into.Older += p.older
 			into.Other += p.other
 			into.Hung += p.hung
+			into.AcrossUpgrade += p.acrossUpgrade
 		}
 		row.Wrong = append(row.Wrong, p.verdicts...)
 		for msg, n := range p.errs {
@@ -317,6 +362,14 @@ func (r *Report) judge() {
 	}
 	if t.Hung > 0 {
 		r.Failures = append(r.Failures, fmt.Sprintf("%d calls hung (ran past their deadline + 10s)", t.Hung))
+	}
+	if t.AcrossUpgrade > 0 {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d tasks ended FAILED or INVALID in flight across a live upgrade", t.AcrossUpgrade))
+	}
+	for _, f := range r.Faults {
+		if strings.HasPrefix(f.Kind, KindUpgrade+" ") && f.Err != "" {
+			r.Failures = append(r.Failures, fmt.Sprintf("%s at %v did not take over: %s", f.Kind, fmtDur(f.At), f.Err))
+		}
 	}
 	if d := r.Final.FDs - r.Baseline.FDs; d > r.Limits.FDs {
 		r.Failures = append(r.Failures, fmt.Sprintf("FDs drifted by %+d (limit %d)", d, r.Limits.FDs))

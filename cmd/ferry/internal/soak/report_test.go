@@ -2,6 +2,7 @@ package soak
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -99,11 +100,49 @@ func TestReportDrift(t *testing.T) {
 	}
 }
 
+// TestReportUpgrade: a task that ends FAILED or INVALID in flight across
+// a live upgrade fails the run, unless a fault of another kind began
+// while it ran; an upgrade that did not take over fails it too.
+func TestReportUpgrade(t *testing.T) {
+	tl := NewTally()
+	ph0 := tl.Phase()
+	up1 := tl.Inject(Fault{Kind: "upgrade initiator/tcp", At: 10 * time.Second}, Sample{})
+	tl.Task(ph0, "FAILED")    // submitted before it, ended after: counts
+	tl.Task(up1, "FAILED")    // submitted in its phase: counts
+	tl.Task(up1, "TIMEOUT")   // expired: not a failure
+	tl.Task(up1, "COMPLETED") // fine
+	kill := tl.Inject(Fault{Kind: "kill target/shm", At: 20 * time.Second}, Sample{})
+	tl.Task(up1, "INVALID") // the kill began while it ran: the kill's
+	tl.Task(kill, "FAILED") // the kill's
+	up2 := tl.Inject(Fault{Kind: "upgrade target/shm", At: 30 * time.Second, Err: "target: error: checksum mismatch"}, Sample{})
+	tl.Task(up2, "INVALID") // counts
+	r := tl.Report(Sample{}, Sample{}, Thresholds{FDs: 1, Goroutines: 1, RSSGrowth: 1})
+	byKind := map[string]Row{}
+	for _, row := range r.Rows {
+		byKind[row.Kind] = row
+	}
+	if n := byKind["upgrade initiator/tcp"].AcrossUpgrade; n != 2 {
+		t.Errorf("upgrade initiator/tcp: %d tasks failed across it, want 2", n)
+	}
+	if n := byKind["upgrade target/shm"].AcrossUpgrade; n != 1 {
+		t.Errorf("upgrade target/shm: %d tasks failed across it, want 1", n)
+	}
+	if n := byKind["kill target/shm"].AcrossUpgrade + byKind["none"].AcrossUpgrade; n != 0 {
+		t.Errorf("%d tasks of other phases counted against an upgrade", n)
+	}
+	want := []string{"3 tasks ended FAILED or INVALID in flight across a live upgrade",
+		"upgrade target/shm at 30s did not take over: target: error: checksum mismatch"}
+	if !slices.Equal(r.Failures, want) {
+		t.Errorf("failures %q, want %q", r.Failures, want)
+	}
+}
+
 func TestCheckKind(t *testing.T) {
 	for k, ok := range map[string]bool{
 		"kill": true, "stop": true, "restart-target": true, "slow-link": true,
 		"stop:target/tcp": true, "kill:initiator": true, "kill:target/shm": true,
-		"restart-target:target": false, "stop:elsewhere": false, "kill:target/rdma": false, "explode": false,
+		"upgrade": true, "upgrade:target/shm": true, "upgrade:initiator": true,
+		"restart-target:target": false, "upgrade:target/rdma": false, "stop:elsewhere": false, "kill:target/rdma": false, "explode": false,
 	} {
 		if err := checkKind(k); (err == nil) != ok {
 			t.Errorf("checkKind(%q) = %v; want ok %v", k, err, ok)

@@ -34,10 +34,11 @@ const (
 	KindRestartMetastore = "restart-metastore" // kill -9 of `ferry metad`, started again
 	KindSlowLink         = "slow-link"         // tc tbf on the veth (netns only)
 	KindDownLink         = "down-link"         // the veth set down (netns only)
+	KindUpgrade          = "upgrade"           // live upgrade of a plugin, either side, to a copy of its binary
 )
 
 // AllKinds lists every fault kind.
-var AllKinds = []string{KindKill, KindStop, KindRestartTarget, KindRestartMetastore, KindSlowLink, KindDownLink}
+var AllKinds = []string{KindKill, KindStop, KindRestartTarget, KindRestartMetastore, KindSlowLink, KindDownLink, KindUpgrade}
 
 // Options configure a run.
 type Options struct {
@@ -102,18 +103,22 @@ type targetState struct {
 }
 
 type runner struct {
-	o      Options
-	e      *host.Engine
-	model  *Model
-	tally  *Tally
-	wd     *watchdog
-	tgt    targetState
-	meta   *metad
-	start  time.Time
-	cfgDir string
-	name   string
-	local  []byte // per worker: Span bytes to write from, Span to read into
-	stats  struct {
+	o     Options
+	e     *host.Engine
+	model *Model
+	tally *Tally
+	wd    *watchdog
+	tgt   targetState
+	meta  *metad
+	// upgrades numbers the upgrade faults; upgraded is the copy of the
+	// binary each side's plugin ("target/tcp") was last upgraded to.
+	upgrades int
+	upgraded map[string]string
+	start    time.Time
+	cfgDir   string
+	name     string
+	local    []byte // per worker: Span bytes to write from, Span to read into
+	stats    struct {
 		writes, reads atomic.Uint64
 	}
 	samplesMu sync.Mutex
@@ -295,8 +300,9 @@ func (o *Options) check() error {
 	return nil
 }
 
-// checkKind checks one --faults entry: a kind, or kill or stop narrowed
-// to a side and a plugin ("stop:target/tcp", "kill:initiator").
+// checkKind checks one --faults entry: a kind, or kill, stop or upgrade
+// narrowed to a side and a plugin ("stop:target/tcp", "kill:initiator",
+// "upgrade:target/shm").
 func checkKind(k string) error {
 	base, where, narrowed := strings.Cut(k, ":")
 	if !slices.Contains(AllKinds, base) {
@@ -306,8 +312,8 @@ func checkKind(k string) error {
 		return nil
 	}
 	side, plugin, _ := strings.Cut(where, "/")
-	if base != KindKill && base != KindStop || side != "initiator" && side != "target" || plugin != "" && plugin != "tcp" && plugin != "shm" {
-		return fmt.Errorf("fault kind %q: only kill and stop take a place, as kill:target or stop:initiator/tcp", k)
+	if base != KindKill && base != KindStop && base != KindUpgrade || side != "initiator" && side != "target" || plugin != "" && plugin != "tcp" && plugin != "shm" {
+		return fmt.Errorf("fault kind %q: only kill, stop and upgrade take a place, as kill:target or upgrade:initiator/tcp", k)
 	}
 	return nil
 }
