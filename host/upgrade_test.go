@@ -332,21 +332,6 @@ func TestUpgradeWithWorkInFlight(t *testing.T) {
 		{"bound", 200 * time.Millisecond, "bound"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.want == "bound" {
-				// Past the bound, retire stops the old run (Client.Stop)
-				// before its process exits, and the plugin's Stop (fault's
-				// and tcp's alike) completes what it holds with
-				// StatusShutdown. Those completions are reaped as the
-				// attempt's failure, not as the run's death:
-				// failover.Classify blames the target for StatusShutdown,
-				// a pinned request then waits for the target's descriptor
-				// to change (it does not: the initiator's plugin was
-				// upgraded), and the tasks end FAILED "plugin reported
-				// plugin shutting down" instead of failing over to the
-				// new run. Unskip once host/supervisor/upgrade.go fails
-				// them over.
-				t.Skip("an upgrade's drain bound fails the old run's held tasks (StatusShutdown from its Stop) instead of failing them over")
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			a := hclEngine(t, ctx, holdConfig("upf-a", hold.String()), "upf-a.hcl")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ferrydev/ferry/host/loader"
@@ -215,6 +216,10 @@ func (s *Set) linger(ctx context.Context, old *Run) bool {
 		if err != nil {
 			return nil
 		}
+		// Its lanes' counters are the host's own traffic (drained, but
+		// an idle lane still counts its wakeups): only the plugin's own
+		// say whether peers still use it.
+		maps.DeleteFunc(m, func(k string, _ uint64) bool { return strings.HasPrefix(k, "lane") })
 		return m
 	}
 	last, since := stats(), time.Now()
@@ -300,11 +305,17 @@ wait:
 	for _, l := range old.Lanes {
 		l.MarkDown()
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ControlTimeout)
-	if err := old.Proc.Client.Stop(sctx); err != nil {
-		s.log.Debug("plugin upgrade: the old run's stop failed; killing it", "plugin", p.name, "error", err)
+	if st.Held == 0 {
+		// Nothing of it is held: a clean stop. (Past the bound it is
+		// killed instead: a Stop would complete what it holds with
+		// StatusShutdown, failed attempts, where its exit makes them a
+		// dead run's, failed over to the new run once fenced.)
+		sctx, scancel := context.WithTimeout(context.Background(), s.cfg.ControlTimeout)
+		if err := old.Proc.Client.Stop(sctx); err != nil {
+			s.log.Debug("plugin upgrade: the old run's stop failed; killing it", "plugin", p.name, "error", err)
+		}
+		scancel()
 	}
-	scancel()
 	old.Proc.Kill() // its watcher sees the exit: retiredExit
 	select {
 	case <-old.gone:
