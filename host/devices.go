@@ -291,6 +291,11 @@ func launchDevice(ctx context.Context, spec loader.Spec, start sdk.StartConfig, 
 	if err != nil {
 		return fail("describe", err)
 	}
+	// Started first: its config may name the driver (a library path),
+	// and Probe answers for what Start configured. A Start that fails
+	// where Probe then says the driver is missing is that absence, not a
+	// failure.
+	serr := c.Start(ctx, start)
 	probe, err := c.Probe(ctx)
 	if err != nil {
 		return fail("probe", err)
@@ -300,8 +305,8 @@ func launchDevice(ctx context.Context, spec loader.Spec, start sdk.StartConfig, 
 		dp.Kill()
 		return pr, nil
 	}
-	if err := c.Start(ctx, start); err != nil {
-		return fail("start", err)
+	if serr != nil {
+		return fail("start", serr)
 	}
 	if pr.Devices, err = c.Devices(ctx); err != nil {
 		return fail("list devices", err)

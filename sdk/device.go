@@ -29,7 +29,10 @@ type Device interface {
 
 	// Probe says whether the driver and a device are present. Without
 	// them the plugin answers Available=false with the reason ("libcuda.so.1
-	// not found"), and the host runs on without it.
+	// not found"), and the host runs on without it. The host calls it
+	// after Start, whose config may name the driver (a library path):
+	// Probe answers for what Start configured, even when Start failed
+	// because the driver is missing.
 	Probe(ctx context.Context) (ProbeResult, error)
 
 	// Start configures the plugin for one engine. Config is the device
