@@ -29,6 +29,10 @@ type Plugin struct {
 	regions  map[uint32]*region
 	own      map[uint64]*owned // by address
 	ownByKey map[string]*owned // by handle bytes
+	// freed are the handle keys of allocations Free released: their
+	// handles no longer open (ErrStaleHandle), though memory an import
+	// still holds is alive and a driver would open it.
+	freed map[string]struct{}
 }
 
 var _ sdk.Device = (*Plugin)(nil)
@@ -54,6 +58,7 @@ func New(info sdk.DeviceInfo, drv Driver, opts ...Option) *Plugin {
 		regions:  make(map[uint32]*region),
 		own:      make(map[uint64]*owned),
 		ownByKey: make(map[string]*owned),
+		freed:    make(map[string]struct{}),
 	}
 	for _, o := range opts {
 		o(p)
@@ -386,6 +391,7 @@ func (p *Plugin) Allocate(ctx context.Context, dev int, size uint64) (sdk.Alloca
 	}
 	p.own[m.Addr] = o
 	p.ownByKey[o.key] = o
+	delete(p.freed, o.key) // a driver may give a new allocation a freed one's handle
 	p.mu.Unlock()
 	h := m.Handle
 	h.Data = append([]byte(nil), h.Data...)
@@ -404,6 +410,7 @@ func (p *Plugin) Free(ctx context.Context, addr uint64) error {
 	}
 	delete(p.own, addr)
 	delete(p.ownByKey, o.key)
+	p.freed[o.key] = struct{}{}
 	p.mu.Unlock()
 	return p.unrefOwned(o)
 }
@@ -488,11 +495,17 @@ func (p *Plugin) Import(ctx context.Context, id uint32, h sdk.Handle) error {
 	}
 	p.mu.Lock()
 	_, dup := p.regions[id]
-	if dup || p.stopping {
+	_, freed := p.freed[key]
+	if dup || freed || p.stopping {
 		p.mu.Unlock()
 		release()
-		if dup {
+		switch {
+		case dup:
 			return fmt.Errorf("import region %d: the region is already known", id)
+		case freed:
+			// The driver opened it (an import still holds the memory),
+			// but the allocation was freed: its handles no longer open.
+			return fmt.Errorf("import region %d: %w: the %s device plugin freed that allocation", id, sdk.ErrStaleHandle, p.info.Name)
 		}
 		return fmt.Errorf("import region %d: %s device plugin: %w", id, p.info.Name, errNotRunning)
 	}
@@ -664,6 +677,7 @@ func (p *Plugin) Stop(ctx context.Context) error {
 	p.regions = make(map[uint32]*region)
 	p.own = make(map[uint64]*owned)
 	p.ownByKey = make(map[string]*owned)
+	p.freed = make(map[string]struct{})
 	p.mu.Unlock()
 
 	for _, d := range devs {
