@@ -20,12 +20,14 @@ import (
 	"github.com/ferrydev/ferry/devices/internal/fakelib"
 	"github.com/ferrydev/ferry/devices/rocm"
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
 // fakeLib and exporter are the FAKE HIP runtime and an exporter process
-// over it, built by TestMain with gcc.
-var fakeLib, exporter string
+// over it, built by TestMain with gcc; plugin is the ferry-device-rocm
+// binary, for the conformance suite.
+var fakeLib, exporter, plugin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "ferry-fakehip-")
@@ -38,6 +40,11 @@ func TestMain(m *testing.M) {
 		fakelib.Build(fakeLib, true, "testdata/fakehip.c"),
 		fakelib.Build(exporter, false, "testdata/fakehip_export.c", "testdata/fakehip.c"),
 	)
+	bin := ""
+	if err == nil {
+		bin, err = plugintest.BuildBinaries(map[string]string{plugintest.Binaries["ferry-device-rocm"]: "ferry-device-rocm"})
+		plugin = filepath.Join(bin, "ferry-device-rocm")
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rocm tests:", err)
 		os.RemoveAll(dir)
@@ -46,6 +53,7 @@ func TestMain(m *testing.M) {
 	code := 0
 	func() {
 		defer os.RemoveAll(dir)
+		defer os.RemoveAll(bin)
 		defer func() {
 			if err := goleak.Find(); err != nil {
 				fmt.Fprintln(os.Stderr, "goleak:", err)
@@ -483,4 +491,15 @@ func TestStop(t *testing.T) {
 	if o := done.wait(999); o.st != ring.StatusShutdown {
 		t.Fatalf("copy after Stop: %+v, want StatusShutdown", o)
 	}
+}
+
+// TestConformance runs the device conformance suite against the
+// ferry-device-rocm binary over the FAKE HIP runtime: the plugin's whole
+// gRPC surface, as a host drives it, through the same dlopen code path a
+// GPU machine takes.
+func TestConformance(t *testing.T) {
+	plugintest.RunDevice(t, plugintest.DeviceConfig{
+		Binary: plugin,
+		Config: []byte(fmt.Sprintf("library = %q\n", fakeLib)),
+	})
 }
