@@ -520,29 +520,15 @@ func (s *Set) Lookup(addr, n uint64) (Region, uint64, bool) {
 	if p == nil {
 		return Region{}, 0, false
 	}
-	for _, r := range *p {
-		if addr >= r.Base && addr+n <= r.Base+r.Length && addr+n >= addr {
-			return r, addr - r.Base, true
-		}
+	// Sorted by base and apart: the one that may hold addr is the last
+	// that starts at or below it. Every request of the engine asks
+	// (selectorFacts), so it is a search, not a walk.
+	rs := *p
+	k := sort.Search(len(rs), func(i int) bool { return rs[i].Base > addr }) - 1
+	if k < 0 || addr+n < addr || addr+n > rs[k].Base+rs[k].Length {
+		return Region{}, 0, false
 	}
-	return Region{}, 0, false
-}
-
-// ByID returns the region numbered id.
-func (s *Set) ByID(id uint32) (Region, bool) {
-	if s == nil {
-		return Region{}, false
-	}
-	p := s.snap.Load()
-	if p == nil {
-		return Region{}, false
-	}
-	for _, r := range *p {
-		if r.ID == id {
-			return r, true
-		}
-	}
-	return Region{}, false
+	return rs[k], addr - rs[k].Base, true
 }
 
 // Regions returns the registered device regions, by base.
