@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"encoding/json"
+	"os/exec"
+	"path/filepath"
 	"testing"
 )
 
@@ -61,3 +63,38 @@ func TestGPUCheckSim(t *testing.T) {
 }
 
 type gpuFigure struct{ Median, Min, Max float64 }
+
+// BenchmarkStagedPipeline is issue 28's pipelining check as a benchmark:
+// each iteration runs `ferry gpu-check --device sim` at 64 MiB with the
+// simulated device throttled to 1 GB/s (the slowest hop), which
+// interleaves, 3 times, the staged GPU→tcp→GPU transfer with each hop
+// measured alone, and reports their medians and the ratio of the staged
+// transfer to its slowest hop (the issue asks ≥ 0.8):
+//
+//	go test -run '^$' -bench StagedPipeline -benchtime 1x -count 3 ./cmd/ferry/
+func BenchmarkStagedPipeline(b *testing.B) {
+	for b.Loop() {
+		out, err := exec.Command(filepath.Join(binDir, "ferry"), "gpu-check", "--device", "sim", "--size", "64MiB", "--runs", "3",
+			"--sim-copy-bandwidth", "1GB/s", "--log-level", "error").Output()
+		if err != nil {
+			b.Fatalf("ferry gpu-check: %v\n%s", err, out)
+		}
+		var rep struct {
+			Pipeline struct {
+				Staged    gpuFigure `json:"staged_d2d"`
+				DeviceHop gpuFigure `json:"device_hop"`
+				TCPHop    gpuFigure `json:"tcp_hop"`
+				Ratio     float64   `json:"ratio"`
+			} `json:"pipeline"`
+			Pass bool `json:"pass"`
+		}
+		if err := json.Unmarshal(out, &rep); err != nil || !rep.Pass {
+			b.Fatalf("gpu-check printed %q (%v)", out, err)
+		}
+		p := rep.Pipeline
+		b.ReportMetric(p.Staged.Median, "staged-GB/s")
+		b.ReportMetric(p.DeviceHop.Median, "device-hop-GB/s")
+		b.ReportMetric(p.TCPHop.Median, "tcp-hop-GB/s")
+		b.ReportMetric(p.Ratio, "ratio")
+	}
+}
