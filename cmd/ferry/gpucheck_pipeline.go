@@ -209,11 +209,12 @@ func (h *deviceHop) setup(ctx context.Context) error {
 	return nil
 }
 
-// copy times one copy of the whole size, device → host.
+// copy times one copy of the whole size, host → device: from the host
+// memory setup wrote, so that the baseline reads written memory.
 func (h *deviceHop) copy(ctx context.Context) (time.Duration, error) {
 	t0 := time.Now()
 	res, err := h.proc.Client.Copy(ctx, []sdk.DeviceCopy{{Token: 1,
-		Src: sdk.MemRef{Region: hopDeviceRegion}, Dst: sdk.MemRef{Region: hopHostRegion}, Length: h.size}})
+		Src: sdk.MemRef{Region: hopHostRegion}, Dst: sdk.MemRef{Region: hopDeviceRegion}, Length: h.size}})
 	el := time.Since(t0)
 	if err != nil {
 		return 0, err
