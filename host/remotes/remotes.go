@@ -181,7 +181,14 @@ func (t *Table) open(ctx context.Context, name, key string, d *segment.Descripto
 			continue
 		}
 		if h.Desc.Incarnation == d.Incarnation {
+			// The same life: the handle takes d, re-opening in each
+			// transport what moved (a plugin of the peer restarted or
+			// was upgraded), as a watch's refresh would. Taking d
+			// without that would leave the plugin on the old endpoint
+			// while the handle says the new one, and the watch's own
+			// refresh, finding nothing changed, would never move it.
 			h2 := *h
+			h2.Opened = t.reopenMoved(ctx, h, d.Transports, ts)
 			h2.Desc, h2.Gone = d, ""
 			if key != "" {
 				h2.Key = key

@@ -58,3 +58,39 @@ func TestRefreshReopensMovedEndpoint(t *testing.T) {
 		t.Fatalf("opened %v after shm refused the new endpoint, want tcp only", h.Opened)
 	}
 }
+
+// TestOpenSameLifeReopensMovedEndpoint: opening a segment again while its
+// handle is open on the same life, with a descriptor whose shm endpoint
+// moved (read by the application's OpenSegment before the watch reported
+// the change), re-opens the peer in shm at the new endpoint; the watch's
+// refresh of that same descriptor then changes nothing, and the plugin is
+// not left on the old endpoint.
+func TestOpenSameLifeReopensMovedEndpoint(t *testing.T) {
+	ctx := context.Background()
+	tcp, shm := &countingTransport{fakeTransport: newTransport("tcp")}, &countingTransport{fakeTransport: newTransport("shm")}
+	ts := []Transport{tcp, shm}
+	tb := New("m", time.Second)
+	d := desc(7, 0x1000)
+	d.Transports["shm"] = []byte("shm-ep1")
+	if _, err := tb.Open(ctx, "b", "segments/b", d, ts); err != nil {
+		t.Fatal(err)
+	}
+	next := desc(7, 0x1000)
+	next.Transports["shm"] = []byte("shm-ep2")
+	h, err := tb.Open(ctx, "b", "segments/b", next, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := shm.open(1); !ok || string(p.Endpoint) != "shm-ep2" || shm.opens != 2 {
+		t.Fatalf("shm holds peer %+v (%v) after %d opens; want it re-opened at shm-ep2", p, ok, shm.opens)
+	}
+	if tcp.opens != 1 || !h.Opened[0] || !h.Opened[1] {
+		t.Fatalf("tcp opens %d, opened %v; want tcp left alone and both open", tcp.opens, h.Opened)
+	}
+	if got := tb.Apply(ctx, "segments/b", Change{Desc: next}, ts, time.Now()); !slices.Equal(got, []Action{Keep}) {
+		t.Fatalf("Apply = %v, want [keep]", got)
+	}
+	if shm.opens != 2 {
+		t.Fatalf("shm opened %d times; the watch's refresh of the same descriptor should change nothing", shm.opens)
+	}
+}
