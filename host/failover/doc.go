@@ -35,6 +35,9 @@
 //     earlier retry, plus a jitter of up to half drawn by the caller, so
 //     that the attempts span a short blip rather than all fall inside
 //     it; a backoff that would end past the task's deadline fails it now;
+//     a retry after the target moved (TargetFault with TargetMoved: the
+//     move was the failure, and this engine has followed it) is sent at
+//     once;
 //   - the budget (from the first failure) bounds backoffs and waits
 //     together: once it is spent, the task fails with its cause.
 //

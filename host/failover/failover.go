@@ -203,13 +203,18 @@ func TakeUnsupported(attempt, attempts int) bool { return attempt+1 < attempts }
 // Decide returns what to do after an attempt failed. A retry's At is
 // the end of its backoff, kept inside the budget; a retry whose backoff
 // would end past the task's deadline fails instead, and so does any
-// decision once the budget is spent.
+// decision once the budget is spent. A retry after the target moved is
+// not paced: the failure was the move (the peer's plugin restarted or
+// was upgraded, and this engine re-opened it at its new endpoint since
+// the attempt was sent), which the retry no longer meets, and a backoff
+// would only fail a task with a short deadline that the move alone
+// touched.
 func Decide(in *Input) Decision {
 	if end := in.budgetEnd(); end != 0 && in.Now >= end {
 		return Decision{Kind: Fail, Transport: -1, Reason: ReasonBudget}
 	}
 	d := decide(in)
-	if d.Kind == RetryRail || d.Kind == NextTransport {
+	if (d.Kind == RetryRail || d.Kind == NextTransport) && !(in.TargetFault && in.TargetMoved) {
 		return in.pace(d)
 	}
 	return d

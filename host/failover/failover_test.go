@@ -291,6 +291,12 @@ func TestBackoff(t *testing.T) {
 			Decision{Kind: WaitRestart, Transport: -1, Until: 105 * sec}},
 		{"a wait is not paced", func(in *Input) { in.Pinned, in.From = true, 2 },
 			Decision{Kind: WaitRestart, Transport: 2, Until: 105 * sec}},
+		{"the target moved since the attempt: at once, even with a deadline inside the backoff", func(in *Input) {
+			in.Pinned, in.TargetFault, in.TargetMoved, in.History.Tried, in.Deadline = true, true, true, 0b1, 100*sec+20*ms
+		}, Decision{Kind: NextTransport, Transport: 0}},
+		{"a target fault it did not move away from is still waited for", func(in *Input) {
+			in.Pinned, in.TargetFault, in.History.Tried = true, true, 0b1
+		}, Decision{Kind: WaitTarget, Transport: 0, Until: 105 * sec}},
 		{"no backoff: at once", func(in *Input) { in.History.Tried, in.Backoff = 0b1, 0 },
 			Decision{Kind: NextTransport, Transport: 1}},
 	} {
