@@ -82,6 +82,9 @@ const (
 	// DefaultEndGrace is how long a plugin may hold slices of a task
 	// that was canceled or timed out before it is killed; see Supervise.
 	DefaultEndGrace = 5 * time.Second
+	// DefaultUpgradeDrain bounds how long a live upgrade lets the old
+	// run of a plugin finish its work; see Supervise.UpgradeDrain.
+	DefaultUpgradeDrain = 30 * time.Second
 )
 
 // Limits that Validate enforces on the transfer block.
@@ -127,6 +130,8 @@ const (
 	MaxMetricsPluginTimeout = 10 * time.Second
 	MinEndGrace             = 10 * time.Millisecond
 	MaxEndGrace             = 10 * time.Minute
+	MinUpgradeDrain         = 10 * time.Millisecond
+	MaxUpgradeDrain         = time.Hour
 )
 
 // Config is one engine's configuration.
@@ -385,6 +390,11 @@ type Supervise struct {
 	// (aborted, where the plugin can) or the plugin is gone; a plugin
 	// that holds them for EndGrace is killed and restarted.
 	EndGrace time.Duration
+	// UpgradeDrain bounds how long a live upgrade lets the old run of a
+	// plugin finish what it holds and serve peers that have not moved;
+	// past it, what it still holds fails over to the new run as after a
+	// death.
+	UpgradeDrain time.Duration
 }
 
 // WithDefaults returns s with every zero duration replaced by its default.
@@ -397,6 +407,7 @@ func (s Supervise) WithDefaults() Supervise {
 	}
 	s.ContractWindow = cmp.Or(s.ContractWindow, DefaultContractWindow)
 	s.EndGrace = cmp.Or(s.EndGrace, DefaultEndGrace)
+	s.UpgradeDrain = cmp.Or(s.UpgradeDrain, DefaultUpgradeDrain)
 	return s
 }
 

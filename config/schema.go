@@ -242,6 +242,9 @@ var superviseTable = &conf.Table[Supervise]{
 		{Name: "end_grace", Type: conf.Duration, Default: DefaultEndGrace, Lazy: true, Min: MinEndGrace, Max: MaxEndGrace,
 			Doc: "How long a plugin may hold slices of a task that was canceled or timed out (they are aborted where the plugin can) before it is killed and restarted: a task is reported ended only once no plugin touches its buffer; as fine as interval.",
 			At:  func(s *Supervise) any { return &s.EndGrace }},
+		{Name: "upgrade_drain", Type: conf.Duration, Default: DefaultUpgradeDrain, Lazy: true, Min: MinUpgradeDrain, Max: MaxUpgradeDrain,
+			Doc: "How long a live plugin upgrade (SIGHUP, Engine.UpgradePlugin) lets the old run finish what it holds and serve peers that have not yet moved to the new one; past it, what it still holds fails over to the new run as after a death.",
+			At:  func(s *Supervise) any { return &s.UpgradeDrain }},
 	},
 	After: func(s *Supervise, set func(string) bool) {
 		s.Off = set("stall_after") && s.StallAfter == 0

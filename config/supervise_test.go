@@ -60,7 +60,7 @@ func TestParseSupervise(t *testing.T) {
 func TestSuperviseDefaults(t *testing.T) {
 	got := config.Supervise{ProbeTimeout: 3 * time.Second}.WithDefaults()
 	want := config.Supervise{StallAfter: config.DefaultStallAfter, ProbeTimeout: 3 * time.Second, Interval: config.DefaultSuperviseInterval,
-		ContractViolations: config.DefaultContractViolations, ContractWindow: config.DefaultContractWindow, EndGrace: config.DefaultEndGrace}
+		ContractViolations: config.DefaultContractViolations, ContractWindow: config.DefaultContractWindow, EndGrace: config.DefaultEndGrace, UpgradeDrain: config.DefaultUpgradeDrain}
 	if got != want {
 		t.Fatalf("WithDefaults = %+v, want %+v", got, want)
 	}

@@ -7,13 +7,15 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/supervisor"
 )
 
 // DefaultUpgradeDrain bounds how long a live upgrade lets the old run of
-// a plugin finish its work (PluginUpgrade.Drain's default).
-const DefaultUpgradeDrain = 30 * time.Second
+// a plugin finish its work, unless the config's supervise.upgrade_drain
+// or PluginUpgrade.Drain says otherwise.
+const DefaultUpgradeDrain = config.DefaultUpgradeDrain
 
 // PluginUpgrade says which plugin a live upgrade replaces, and with what.
 type PluginUpgrade struct {
@@ -27,7 +29,8 @@ type PluginUpgrade struct {
 	SHA256 string
 	// Drain bounds how long the old run may take to finish what it
 	// holds; past it, what it still holds fails over to the new run as
-	// after a death. 0: DefaultUpgradeDrain.
+	// after a death. 0: the config's supervise.upgrade_drain
+	// (DefaultUpgradeDrain unless set).
 	Drain time.Duration
 }
 
@@ -61,7 +64,7 @@ func (e *Engine) UpgradePlugin(ctx context.Context, u PluginUpgrade) error {
 	spec := loader.Spec{Name: u.Name, Path: loader.Resolve(u.Name, u.Path, e.cfg.PluginDir, dir), SHA256: u.SHA256}
 	bound := u.Drain
 	if bound <= 0 {
-		bound = DefaultUpgradeDrain
+		bound = e.cfg.Supervise.WithDefaults().UpgradeDrain
 	}
 	err := e.x.Upgrade(ctx, ps, spec, bound)
 	switch {

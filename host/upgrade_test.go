@@ -325,16 +325,18 @@ func TestUpgradeWithWorkInFlight(t *testing.T) {
 	)
 	for _, tc := range []struct {
 		name  string
-		drain time.Duration
-		want  string // UpgradeStatus.Drain
+		drain time.Duration // PluginUpgrade.Drain
+		conf  string        // HCL added to the initiator's
+		want  string        // UpgradeStatus.Drain
 	}{
-		{"drained", 30 * time.Second, "waited"},
-		{"bound", 200 * time.Millisecond, "bound"},
+		{"drained", 30 * time.Second, "", "waited"},
+		// The bound from the config's supervise block, the call giving none.
+		{"bound", 0, "supervise {\n  upgrade_drain = \"200ms\"\n}\n", "bound"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
-			a := hclEngine(t, ctx, holdConfig("upf-a", hold.String()), "upf-a.hcl")
+			a := hclEngine(t, ctx, holdConfig("upf-a", hold.String())+tc.conf, "upf-a.hcl")
 			b := hclEngine(t, ctx, holdConfig("upf-b", ""), "upf-b.hcl")
 			local := localBuffer(t, ctx, a, reqs*size)
 			mem, base := remoteBuffer(t, ctx, b, reqs*size)

@@ -886,7 +886,7 @@ class Engine:
         binary's hex sha256 (as ``sha256sum`` prints it), checked before it
         starts; None checks nothing. ``drain``: seconds the old binary may
         take to finish what it holds before that fails over to the new one
-        (None: the engine's default, 30 s).
+        (None: the config's ``supervise.upgrade_drain``, 30 s by default).
 
         Blocks (without the GIL) until the old binary has stopped: up to
         ``drain`` past the new one's start. Raises :class:`PluginFailed`
