@@ -406,6 +406,14 @@ func TestUpgradeWithWorkInFlight(t *testing.T) {
 			if u == nil || u.State != "done" || u.Drain != tc.want || (u.Held > 0) != (tc.want == "bound") || st.PID == old.PID || !gone(old.PID) {
 				t.Fatalf("after the upgrade: %+v, upgrade %+v; want done, drain %q", st, u, tc.want)
 			}
+			// Receiver credit: what the old run's slices took is back,
+			// whether they completed there or were failed over when it
+			// was killed holding them.
+			for _, c := range a.Status(ctx).Credit {
+				if c.InUse != 0 || c.InFlight != 0 {
+					t.Errorf("credit at %s after the upgrade: %d bytes, %d requests in use; want none, every task ended", c.Segment, c.InUse, c.InFlight)
+				}
+			}
 			t.Logf("upgrade %s: drain %q, held %d at the stop, %v; %d tasks COMPLETED, %d bytes verified",
 				tc.name, u.Drain, u.Held, u.Done.Sub(u.Started).Round(time.Millisecond), reqs, len(mem))
 		})
