@@ -165,7 +165,8 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 		Tracker: e.tracker, Supervisor: e.supervisor, Mem: e.mem, Segs: e.segs, Devices: e.devs, Options: o.path,
 		Recheck: func(ctx context.Context, rem *remote, st ring.Status, err error, checked map[SegmentID]string) error {
 			return recheck(ctx, e.dir, rem, st, err, checked)
-		}})
+		},
+		Reread: func(ctx context.Context, rem *remote) (bool, error) { return e.dir.Reread(ctx, rem) }})
 	if err != nil {
 		return nil, err
 	}

@@ -249,6 +249,36 @@ func TestUpgradeTargetTCPUnderLoad(t *testing.T) {
 	s.check(t)
 }
 
+// TestUpgradeTargetPeerToPeer upgrades the target's shm under verified
+// traffic between two engines with no metastore: nothing tells the
+// initiator that the target's shm moved to a new socket, and the old run
+// serves it until the drain bound, then stops. The transfers that fail
+// there are failed over: the initiator reads the target's descriptor
+// again from its control service (a chase), re-opens shm at the new
+// endpoint and retries them. None fails, and the traffic goes on.
+func TestUpgradeTargetPeerToPeer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	shmOnly := func(c *config.Config) {
+		for i := range c.Plugins {
+			c.Plugins[i].Enabled = c.Plugins[i].Name == "shm"
+		}
+	}
+	a, b := loopEngine(t, "upp-a", shmOnly), loopEngine(t, "upp-b", shmOnly)
+	s := streamVerified(t, ctx, a, b, 2, 1<<20)
+	s.after(t, 8)
+	path, sum := copyPlugin(t, "shm")
+	old := pluginStatus(b, "shm")
+	if err := b.UpgradePlugin(ctx, host.PluginUpgrade{Name: "shm", Path: path, SHA256: sum, Drain: time.Second}); err != nil {
+		t.Fatalf("upgrade of the target's shm: %v", err)
+	}
+	if st := pluginStatus(b, "shm"); st.Upgrade == nil || st.Upgrade.State != "done" || st.PID == old.PID || !gone(old.PID) {
+		t.Fatalf("the target's shm after the upgrade: %+v, upgrade %+v", st, st.Upgrade)
+	}
+	s.after(t, 16) // past the old run's stop: on to the new one
+	s.check(t)
+}
+
 // TestUpgradeBrokenBinaryKeepsOld asks for upgrades to binaries that
 // cannot serve: a wrong sha256, a shell script that exits, a path with
 // nothing there. Each fails with the reason, in the error and in status;

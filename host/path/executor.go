@@ -81,6 +81,10 @@ type Deps struct {
 	// it, and says what it found in err (host's segments.go); Transfer
 	// calls it once per segment (checked).
 	Recheck func(ctx context.Context, rem *remotes.Handle, st ring.Status, err error, checked map[SegmentID]string) error
+	// Reread reads a segment's descriptor again and applies it
+	// (remotes.Directory.Reread): how a failover waiting for a target
+	// that nothing watches learns that it moved (chase.go). Nil: never.
+	Reread func(ctx context.Context, rem *remotes.Handle) (bool, error)
 }
 
 // Executor runs an engine's tasks through the request path. Methods are
@@ -124,6 +128,8 @@ type Executor struct {
 	stages []Stage      // the engine's added stages (Options.Stages), in order
 
 	recheck func(ctx context.Context, rem *remotes.Handle, st ring.Status, err error, checked map[SegmentID]string) error
+	reread  func(ctx context.Context, rem *remotes.Handle) (bool, error)
+	chasing chasers // segments nothing watches, read again for a failover (chase.go)
 }
 
 // New builds the request path of an engine; its plugins are added with
@@ -134,7 +140,7 @@ func New(d Deps) (*Executor, error) {
 		cfg: cfg, log: d.Log, name: cfg.Name, incarnation: d.Incarnation, machineID: d.MachineID,
 		sliceSize: uint64(cfg.Transfer.SliceSize), lockedCallers: d.Locked,
 		byName: make(map[string]*Plugin), supervisor: d.Supervisor, tracker: d.Tracker,
-		mem: d.Mem, segs: d.Segs, quit: make(chan struct{}), recheck: d.Recheck,
+		mem: d.Mem, segs: d.Segs, quit: make(chan struct{}), recheck: d.Recheck, reread: d.Reread,
 	}
 	e.stg.devs = d.Devices
 	if e.sliceSize == 0 {
@@ -200,6 +206,7 @@ func (e *Executor) Closing() {
 	if e.closed.Swap(true) {
 		return
 	}
+	e.chasing.close()
 	close(e.quit)
 	e.fences.Stop() // writes waiting at a gate give up
 	// Failovers in progress give up (they watch quit) or finish

@@ -120,6 +120,9 @@ func (p failoverPort) Facts(in *failover.Input, j *retryJob) {
 	rem := e.remote(r.Segment)
 	in.TargetMoved = rem != j.Task.rec.sent
 	in.SegmentGone = rem == nil || rem.Retired != ""
+	if in.TargetFault && !in.TargetMoved && !in.SegmentGone {
+		e.chase(rem) // a target nothing watches: read it again
+	}
 	in.Plan = nil
 	if in.Pinned || in.SegmentGone {
 		return

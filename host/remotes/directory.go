@@ -184,6 +184,49 @@ func (d *Directory) Recheck(ctx context.Context, h *Handle) string {
 	return ""
 }
 
+// Reread fetches h's descriptor again, from where Open read it (the
+// metastore, or the peer's control service in peer-to-peer mode), and
+// applies it as the metastore's watch applies a change: a moved endpoint
+// of the same life is re-opened (Table.Open; the handle changes), a new
+// life retires the handle. It reports whether the handle changed. It is
+// how a handle nothing watches (peer-to-peer) follows a peer whose
+// plugin restarted or was upgraded on a new endpoint; an imported handle
+// (a blob) is left alone, since nothing says where to read it again.
+func (d *Directory) Reread(ctx context.Context, h *Handle) (bool, error) {
+	if h.Imported || h.Retired != "" {
+		return false, nil
+	}
+	name := h.Name
+	if d.fetch.Store == nil {
+		name = h.Desc.Control
+	}
+	if name == "" {
+		return false, nil
+	}
+	desc, _, _, err := d.fetch.Fetch(ctx, name)
+	if err != nil {
+		return false, err
+	}
+	if desc.Name != h.Name || d.stale(desc) {
+		return false, nil // another engine answers there, or a replay
+	}
+	d.lock.Lock()
+	defer d.lock.Unlock()
+	cur := d.table.Get(h.ID)
+	if cur == nil || cur.Retired != "" {
+		return false, nil
+	}
+	switch Decide(cur.Desc, cur.Gone != "", Change{Desc: desc, Ordered: d.table.Ordered}) {
+	case Refresh:
+		_, err := d.table.Open(ctx, cur.Name, cur.Key, desc, d.transports())
+		return err == nil, err
+	case Retire:
+		d.table.Retire(ctx, cur.ID, desc.Incarnation, d.transports())
+		return true, nil
+	}
+	return false, nil
+}
+
 // stale reports whether desc, read from the metastore, is older than the
 // newest descriptor of its name the table has seen.
 func (d *Directory) stale(desc *segment.Descriptor) bool {
