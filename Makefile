@@ -60,11 +60,12 @@ modtest: build
 
 # The 60-second soak (docs/soak.md): verified traffic between two engines
 # in two processes while plugins of either side are killed and the target
-# engine restarted; it fails on a wrong byte, a hung call or drift. These
+# engine restarted, and plugins of either side upgraded live; it fails
+# on a wrong byte, a hung call, a task failed by an upgrade or drift. These
 # are the fault kinds that hold on the current tree; SOAK_FLAGS adds the
 # others (stop, restart-metastore; slow-link and down-link with --netns,
 # as root). It needs no root: the link faults are skipped without it.
-SOAK_FLAGS ?= --duration 60s --gap 10s-15s --faults kill,restart-target
+SOAK_FLAGS ?= --duration 60s --gap 10s-15s --faults kill,restart-target,upgrade
 soak: build
 	$(BIN)/ferry soak $(SOAK_FLAGS) --log-level error --dump-dir $(or $(TMPDIR),/tmp)
 
