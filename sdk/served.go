@@ -32,6 +32,10 @@ const (
 	// that served counters stay within the host's bound on a Stats
 	// answer (4096 counters): rails x 2 ops x 2 figures x peers.
 	ServedMaxPeers = 64
+	// ServedMaxPeerLen bounds a peer name in a counter's name (the host
+	// refuses a Stats name over 256 bytes); a longer one is counted as
+	// UnknownPeer.
+	ServedMaxPeerLen = 128
 )
 
 // Figures of a served counter.

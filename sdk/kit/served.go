@@ -50,7 +50,7 @@ func (c *ServedCell) Add(op ring.Op, requests, bytes uint64) {
 // Cell returns the cell of peer (the initiator's engine name;
 // sdk.UnknownPeer when it did not say) on rail.
 func (s *Served) Cell(peer string, rail int) *ServedCell {
-	if peer == "" {
+	if peer == "" || len(peer) > sdk.ServedMaxPeerLen {
 		peer = sdk.UnknownPeer
 	}
 	s.mu.Lock()
