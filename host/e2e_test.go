@@ -37,6 +37,7 @@ type peer struct {
 		Name        string `json:"name"`
 		Incarnation uint64 `json:"incarnation"`
 		Control     string `json:"control"`
+		Metrics     string `json:"metrics"` // with a metrics block
 		Buffers     []struct {
 			Base   uint64 `json:"base"`
 			Length int    `json:"length"`

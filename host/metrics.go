@@ -93,7 +93,11 @@ func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 		out = append(out, metrics.Plugin{
 			Name: st.Name, State: st.State, Restarts: st.Restarts, Stalls: st.Stalls, Faulty: st.Faulty,
 			Upgrades: st.Upgrades, UpgradesFailed: st.UpgradesFailed, Outstanding: st.Outstanding, Counters: st.Counters,
+			ServedKnown: st.ServedKnown,
 		})
+		for _, v := range st.Served {
+			out[len(out)-1].Served = append(out[len(out)-1].Served, metrics.Served(v))
+		}
 	}
 	return out
 }

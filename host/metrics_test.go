@@ -176,7 +176,8 @@ func metricsFaultConfig(name string) string {
 // to="tcp", cause="plugin_failed"}, the restart is counted, and every
 // scrape succeeded, those during the crash and restart included (as did
 // every one of a scraper hammering /metrics meanwhile). `promtool check
-// metrics` passes on a scrape.
+// metrics` passes on a scrape. The peer, which only receives, is scraped
+// too: its served series hold the bytes written into it and read from it.
 func TestPrometheusScrapesEngine(t *testing.T) {
 	promtool := requireTool(t, "promtool")
 	const big, small = 32 << 20, 64 << 10 // big: over crashAfter 1 MiB slices
@@ -187,9 +188,21 @@ func TestPrometheusScrapesEngine(t *testing.T) {
 	if target == "" {
 		t.Fatal("engine with a metrics block serves no metrics")
 	}
-	prom := startPrometheus(t, target)
-	prom.await(t, `up{job="ferry"}`, 1)
-	b, seg := failoverSegment(t, ctx, a, "pm-b", big)
+	// The peer, with a metrics block of its own.
+	file := filepath.Join(t.TempDir(), "pm-b.hcl")
+	if err := os.WriteFile(file, []byte(failoverConfig("pm-b", false, false)+"metrics {\n  listen = \"127.0.0.1:0\"\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startPeer(t, "--config", file, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(big))
+	seg, err := a.OpenSegment(ctx, "pm-b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Ready.Metrics == "" {
+		t.Fatalf("peer pm-b with a metrics block names no metrics address: %+v", b.Ready)
+	}
+	prom := startPrometheus(t, target, b.Ready.Metrics)
+	prom.await(t, `count(up{job="ferry"} == 1)`, 2)
 	remote := b.Ready.Buffers[0].Base
 	local := randomLocal(t, ctx, a, big)
 
@@ -261,7 +274,14 @@ func TestPrometheusScrapesEngine(t *testing.T) {
 	prom.await(t, `sum(ferry_stage_duration_seconds_count{`+eng+`,stage="end_to_end"})`, requests)
 	prom.await(t, `ferry_metastore_up{`+eng+`}`, 1)
 	prom.await(t, `ferry_segments{`+eng+`,state="live"}`, 1)
-	prom.await(t, `min_over_time(up{job="ferry"}[10m])`, 1) // every scrape succeeded
+	prom.await(t, `min(min_over_time(up{job="ferry"}[10m]))`, 1) // every scrape succeeded
+	// The receiver: what it served, by op. Reads are exact; writes at
+	// least what completed (the crash write's lost slices landed too
+	// before they were sent again).
+	prom.await(t, `sum(ferry_rail_served_bytes_total{engine="pm-b",op="read"})`, 2*small)
+	prom.await(t, `sum(ferry_rail_served_requests_total{engine="pm-b",op="read"}) >= bool 2`, 1)
+	prom.await(t, fmt.Sprintf(`sum(ferry_rail_served_bytes_total{engine="pm-b",op="write"}) >= bool %d`, big+4*small), 1)
+	prom.await(t, `sum(ferry_bytes_total{engine="pm-b"}) or vector(0)`, 0) // it asked for nothing itself
 
 	// Every query of the Grafana dashboard parses and runs.
 	for _, q := range dashboardQueries(t) {

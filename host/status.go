@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/path"
 	"github.com/ferrydev/ferry/host/rails"
@@ -219,9 +220,15 @@ type PluginStatus struct {
 	// LastExit says why the previous run ended, "" while the first runs.
 	LastExit string     `json:"last_exit,omitempty"`
 	Rails    []sdk.Rail `json:"rails,omitempty"`
-	// Counters are the plugin's own, when it answered; nil with
-	// SkipPluginCounters.
+	// Counters are the plugin's own, when it answered, less those of
+	// Served; nil with SkipPluginCounters.
 	Counters map[string]uint64
+	// Served is the traffic the plugin served peers (this engine the
+	// target of their writes and reads), per peer, rail and op; ServedKnown
+	// says the plugin counts it (an older plugin, or one that cannot see
+	// it, leaves it unknown). Both unset with SkipPluginCounters.
+	Served      []ServedStatus `json:"served,omitempty"`
+	ServedKnown bool           `json:"served_known"`
 	// Upgrade is the latest live upgrade (Engine.UpgradePlugin), nil
 	// before any; Upgrades and UpgradesFailed count the upgrades
 	// committed and those whose new binary did not start.
@@ -231,6 +238,17 @@ type PluginStatus struct {
 	// Draining is how many descriptors the runs an upgrade replaced
 	// still hold while they drain.
 	Draining int64 `json:"draining,omitempty"`
+}
+
+// ServedStatus is the traffic a plugin served one peer (its engine name)
+// on one rail (its index in the plugin's Rails), of one op: "write" (the
+// peer wrote into this engine) or "read" (it read from it).
+type ServedStatus struct {
+	Peer     string `json:"peer"`
+	Rail     int    `json:"rail"`
+	Op       string `json:"op"`
+	Requests uint64 `json:"requests"`
+	Bytes    uint64 `json:"bytes"`
 }
 
 // UpgradeStatus is what a plugin's latest live upgrade did.
@@ -274,13 +292,18 @@ func pluginStatuses(ctx context.Context, ps []*path.Plugin, ask bool) []PluginSt
 		} else {
 			st = p.Supervised().Peek()
 		}
+		counters, served, known := metrics.SplitServed(st.Counters)
 		out = append(out, PluginStatus{
 			Name: p.Name(), Path: st.Path, SHA256: st.SHA256, Version: st.Version, Protocol: st.Protocol,
 			State: st.State, Reason: st.Reason, Restarts: st.Restarts, PID: st.PID, Stalls: st.Stalls, Faulty: st.Faulty,
 			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
-			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: st.Counters,
+			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: counters,
 			Upgrade: upgradeStatus(st.Upgrade), Upgrades: st.Upgrades, UpgradesFailed: st.UpgradesFailed, Draining: st.Draining,
+			ServedKnown: known,
 		})
+		for _, v := range served {
+			out[len(out)-1].Served = append(out[len(out)-1].Served, ServedStatus(v))
+		}
 	}
 	return out
 }

@@ -233,6 +233,78 @@ func printFlows(w io.Writer, tw *tabwriter.Writer, st host.EngineStatus) {
 	}
 }
 
+// servedByRail sums the bytes each rail served peers, keyed by transport
+// and rail index, for the rails of plugins that count them.
+func servedByRail(st host.EngineStatus) map[string]uint64 {
+	out := map[string]uint64{}
+	for _, p := range st.Plugins {
+		if !p.ServedKnown {
+			continue
+		}
+		for _, r := range st.Rails {
+			if r.Transport == p.Name {
+				out[fmt.Sprint(r.Transport, r.Index)] = 0 // counted, none yet
+			}
+		}
+		for _, v := range p.Served {
+			out[fmt.Sprint(p.Name, v.Rail)] += v.Bytes
+		}
+	}
+	return out
+}
+
+// printServed writes the traffic the engine served its peers (it the
+// target of their writes and reads), per peer, transport, rail and op;
+// with prev, each row's throughput since then. It names the running
+// plugins that do not count served traffic: theirs is unknown, not 0.
+func printServed(w io.Writer, tw *tabwriter.Writer, st host.EngineStatus, prev *host.EngineStatus, dt time.Duration) {
+	key := func(p string, v host.ServedStatus) string {
+		return fmt.Sprint(p, "\x00", v.Peer, "\x00", v.Rail, "\x00", v.Op)
+	}
+	old := map[string]uint64{}
+	if prev != nil {
+		for _, p := range prev.Plugins {
+			for _, v := range p.Served {
+				old[key(p.Name, v)] = v.Bytes
+			}
+		}
+	}
+	railName := map[string]string{}
+	for _, r := range st.Rails {
+		railName[fmt.Sprint(r.Transport, r.Index)] = r.Name
+	}
+	var unknown []string
+	rows, known := 0, 0
+	for _, p := range st.Plugins {
+		if !p.ServedKnown {
+			if p.State == "running" {
+				unknown = append(unknown, p.Name)
+			}
+			continue
+		}
+		known++
+		for _, v := range p.Served {
+			if rows == 0 {
+				fmt.Fprintln(w, "\nserved to peers (this engine the target of their requests):")
+				fmt.Fprintln(tw, "PEER\tTRANSPORT\tRAIL\tNAME\tOP\tREQUESTS\tBYTES\tNOW Gb/s")
+			}
+			rows++
+			rate := "-"
+			if b, ok := old[key(p.Name, v)]; ok && dt > 0 && v.Bytes >= b {
+				rate = fmt.Sprintf("%.3f", float64(v.Bytes-b)*8/dt.Seconds()/1e9)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%d\t%d\t%s\n", v.Peer, p.Name, v.Rail, railName[fmt.Sprint(p.Name, v.Rail)], v.Op, v.Requests, v.Bytes, rate)
+		}
+	}
+	tw.Flush()
+	if rows == 0 && known > 0 {
+		fmt.Fprintln(w, "\nserved to peers: nothing yet")
+	}
+	if len(unknown) > 0 {
+		fmt.Fprintf(w, "served traffic not known for %s: the plugin does not count it (an older plugin?)\n", strings.Join(unknown, ", "))
+	}
+}
+
 // printStatus writes one screen of st. With prev (the status dt before)
 // the rails show their throughput since then.
 func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt time.Duration) error {
@@ -260,7 +332,8 @@ func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt 
 				old[fmt.Sprint(r.Transport, r.Index)] = r.Bytes
 			}
 		}
-		fmt.Fprintln(tw, "TRANSPORT\tRAIL\tNAME\tBYTES\tNOW Gb/s\tEWMA Gb/s\tIN FLIGHT\tERRORS\tPAUSED")
+		served := servedByRail(st)
+		fmt.Fprintln(tw, "TRANSPORT\tRAIL\tNAME\tBYTES\tNOW Gb/s\tEWMA Gb/s\tIN FLIGHT\tERRORS\tPAUSED\tSERVED")
 		for _, r := range st.Rails {
 			rate := "-"
 			if b, ok := old[fmt.Sprint(r.Transport, r.Index)]; ok && dt > 0 && r.Bytes >= b {
@@ -270,10 +343,15 @@ func printStatus(w io.Writer, st host.EngineStatus, prev *host.EngineStatus, dt 
 			if !r.PausedUntil.IsZero() && r.PausedUntil.After(time.Now()) {
 				paused = "until " + r.PausedUntil.Format(time.TimeOnly)
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%.3f\t%d\t%d\t%s\n", r.Transport, r.Index, r.Name, r.Bytes, rate, r.EWMAGbps, r.InFlight, r.Errors, paused)
+			sv := "-" // its plugin does not count served traffic
+			if b, ok := served[fmt.Sprint(r.Transport, r.Index)]; ok {
+				sv = fmt.Sprint(b)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%.3f\t%d\t%d\t%s\t%s\n", r.Transport, r.Index, r.Name, r.Bytes, rate, r.EWMAGbps, r.InFlight, r.Errors, paused, sv)
 		}
 		tw.Flush()
 	}
+	printServed(w, tw, st, prev, dt)
 	fmt.Fprintf(w, "\n%d open segments\n", len(st.Segments))
 	if len(st.Segments) > 0 {
 		fmt.Fprintln(tw, "ID\tSEGMENT\tINCARNATION\tSAME MACHINE\tTRANSPORTS\tBUFFERS\tSTATE")

@@ -36,9 +36,13 @@ type Plugin struct {
 	Upgrades, UpgradesFailed uint64
 	// Outstanding is how many descriptors the current run holds.
 	Outstanding int64
-	// Counters are the plugin's own (sdk Stats); nil when it did not
-	// answer (or is not running).
+	// Counters are the plugin's own (sdk Stats) less its served ones;
+	// nil when it did not answer (or is not running).
 	Counters map[string]uint64
+	// Served is what it served its peers (SplitServed); ServedKnown says
+	// it counts that at all.
+	Served      []Served
+	ServedKnown bool
 }
 
 // Segments is the engine's open remote segments: how many are open now,
@@ -108,6 +112,7 @@ type Collector struct {
 	segOpen, segOpened, segRetired                                                                      *prometheus.Desc
 	metaUp, metaRefused, metaRepairs, metaWatchUp                                                       *prometheus.Desc
 	credit                                                                                              creditDescs // credit.go
+	served                                                                                              servedDescs // served.go
 }
 
 // NewCollector returns a collector of src whose series carry
@@ -153,6 +158,7 @@ func NewCollector(src Source, timeout time.Duration, constLabels prometheus.Labe
 		metaWatchUp: d("metastore_watch_up", "1 while the metastore watch runs, 0 while it is retried: segments (peers' changes) or own_descriptor (the guard of the engine's key).", "watch"),
 	}
 	c.credit = newCreditDescs(d)
+	c.served = newServedDescs(d)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	return c
 }
@@ -172,16 +178,23 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	c.credit.describe(ch)
+	c.served.describe(ch)
 	c.timeouts.Describe(ch)
 	c.dropped.Describe(ch)
 }
 
 // Collect reads the source and sends its series.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.plugins() {
+	ps := c.plugins()
+	for _, p := range ps {
 		c.collectPlugin(ch, p)
 	}
 	seen := map[[2]string]bool{}
+	type railAt struct {
+		transport string
+		index     int
+	}
+	names, indices := map[railAt]string{}, map[string][]int{}
 	for _, r := range c.src.Rails() {
 		rail := r.Name
 		if r.Label != "" {
@@ -192,12 +205,22 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		} else {
 			seen[k] = true
 		}
+		names[railAt{r.Transport, r.Index}] = rail
+		indices[r.Transport] = append(indices[r.Transport], r.Index)
 		ch <- prometheus.MustNewConstMetric(c.railBytes, prometheus.CounterValue, float64(r.Bytes), r.Transport, rail)
 		ch <- prometheus.MustNewConstMetric(c.railSlices, prometheus.CounterValue, float64(r.Slices), r.Transport, rail)
 		ch <- prometheus.MustNewConstMetric(c.railErrors, prometheus.CounterValue, float64(r.Errors), r.Transport, rail)
 		ch <- prometheus.MustNewConstMetric(c.railInFlight, prometheus.GaugeValue, float64(r.InFlight), r.Transport, rail)
 		ch <- prometheus.MustNewConstMetric(c.railPaused, prometheus.GaugeValue, b2f(r.Paused), r.Transport, rail)
 		ch <- prometheus.MustNewConstMetric(c.railGbps, prometheus.GaugeValue, r.EWMAGbps, r.Transport, rail)
+	}
+	for _, p := range ps {
+		c.served.collect(ch, p, indices[p.Name], func(i int) string {
+			if n, ok := names[railAt{p.Name, i}]; ok {
+				return n
+			}
+			return fmt.Sprintf("#%d", i) // a rail the plugin serves on and the engine does not list
+		})
 	}
 	s := c.src.Segments()
 	ch <- prometheus.MustNewConstMetric(c.segOpen, prometheus.GaugeValue, float64(s.Open-s.Retired-s.Gone), "live")

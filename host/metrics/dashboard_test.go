@@ -50,7 +50,7 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 	o.Observe(task("tcp", 1, 0, 1, 4, 0, 1, 2, 3, 4, 5)[6]) // timeout
 	o.retried(eventRetried("tcp", "tcp", "io"))
 	o.retried(eventRetried("tcp", "shm", "io"))
-	c := NewCollector(&fakeSource{plugins: []Plugin{{Name: "tcp", State: "running", Counters: map[string]uint64{"x": 1}}}}, time.Second, nil)
+	c := NewCollector(&fakeSource{plugins: []Plugin{{Name: "tcp", State: "running", Counters: map[string]uint64{"x": 1}, ServedKnown: true}}}, time.Second, nil)
 	defer c.Close()
 	reg.MustRegister(o, c)
 	mfs, err := reg.Gather()
@@ -81,7 +81,8 @@ func TestDashboardNamesExportedSeries(t *testing.T) {
 		}
 	}
 	for _, must := range []string{"ferry_bytes_total", "ferry_requests_total", "ferry_stage_duration_seconds_bucket", "ferry_failovers_total",
-		"ferry_retries_total", "ferry_plugin_restarts_total", "ferry_rail_bytes_total", "ferry_rail_errors_total", "ferry_rail_paused", "ferry_metastore_up"} {
+		"ferry_retries_total", "ferry_plugin_restarts_total", "ferry_rail_bytes_total", "ferry_rail_errors_total", "ferry_rail_paused", "ferry_metastore_up",
+		"ferry_rail_served_bytes_total"} {
 		if !used[must] {
 			t.Errorf("the dashboard does not show %s", must)
 		}

@@ -3,7 +3,8 @@
 // (requests, bytes, stage latencies, retries, failovers, cancels,
 // deadline misses), an Observer that feeds a Meter from stage events, a
 // collector that reads the engine's plugins, rails, segments and
-// metastore health when scraped, and an HTTP server for /metrics.
+// metastore health when scraped (with the traffic the plugins served
+// peers, served.go), and an HTTP server for /metrics.
 //
 // What it must not do: touch the data path beyond the Meter's methods,
 // which are plain atomic adds into fixed arrays (no lock, no interface

@@ -82,6 +82,9 @@ const bulkInlineMax = 64 << 10
 func (t *Transport) finish(o *op, st ring.Status) {
 	n := o.n
 	if o.remote != nil {
+		if st == ring.StatusOK {
+			o.remote.dc.moved(o.kind, n)
+		}
 		o.remote.Release()
 	}
 	if o.local != nil {

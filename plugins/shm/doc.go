@@ -125,6 +125,13 @@
 // StatusProtocol. ClosePeer and Stop -> StatusShutdown. Every descriptor
 // completes exactly once.
 //
+// Served traffic. The owner's plugin never sees a copy into or out of
+// its memory, so each connection's dialer tallies what its copies moved
+// and sends it (msgServed, with its engine name) at most every 100ms to
+// an owner whose endpoint says "served": true; the owner counts it per
+// dialer (kit.Served) as its served traffic, as the dialer reports it
+// (served.go). An older owner is sent nothing.
+//
 // Restarts. A restarted plugin listens on a new socket; its engine
 // publishes the new endpoint once the plugin has every registration back,
 // and a peer engine re-opens the peer there, so transfers resume without

@@ -30,18 +30,25 @@ type mapping struct {
 // dialConn is our connection to a peer plugin.
 type dialConn struct {
 	*samehost.Conn
+	p       *peer
 	queried map[uint32]bool // regions asked for and not answered yet; under peer.mu
+
+	// tally is what copies moved in the peer's memory since the last
+	// report (served.go); nil when the peer's plugin takes no reports.
+	tallyMu sync.Mutex
+	tally   *samehost.Tally
 }
 
 // peer is a remote segment on this machine, reached through its plugin's
 // socket. Its regions are mapped on first use and cached until the owner
 // revokes them, the connection ends, ClosePeer or Stop.
 type peer struct {
-	t       *Transport
-	id      uint32
-	segment string
-	inc     uint64
-	socket  string
+	t            *Transport
+	id           uint32
+	segment      string
+	inc          uint64
+	socket       string
+	takesReports bool // its endpoint takes reports of what we move in its memory (served.go)
 
 	maps atomic.Pointer[map[uint32]*mapping] // written under mu
 
@@ -49,6 +56,8 @@ type peer struct {
 	closed  bool
 	dc      *dialConn
 	waiting map[uint32][]*op // ops whose remote region is not mapped yet
+
+	armed atomic.Bool // a report is due (served.go)
 
 	ctx    context.Context // canceled by close: interrupts a dial
 	cancel context.CancelFunc
@@ -126,6 +135,7 @@ func (p *peer) pumpLoop() {
 		case <-p.ctx.Done():
 			return
 		}
+		p.report()
 		p.pump()
 	}
 }
@@ -198,7 +208,11 @@ func (p *peer) dial() (*dialConn, ring.Status) {
 	if c == nil {
 		return nil, st
 	}
-	return &dialConn{Conn: c, queried: map[uint32]bool{}}, ring.StatusOK
+	dc := &dialConn{Conn: c, p: p, queried: map[uint32]bool{}}
+	if p.takesReports {
+		dc.tally = new(samehost.Tally)
+	}
+	return dc, ring.StatusOK
 }
 
 // read handles what the peer's plugin sends: region answers and revokes.

@@ -50,6 +50,7 @@ type Transport struct {
 	bulk    pool
 	niceLog sync.Once
 	stats   counters
+	served  kit.Served // what peers report they moved in this engine's memory
 	opPool  sync.Pool
 }
 
@@ -141,7 +142,8 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	}
 	t.set = set
 	t.machine = machine
-	ep := samehost.Endpoint{V: EndpointVersion, Socket: name, Machine: machine}.Encode()
+	ep := samehost.Endpoint{V: EndpointVersion, Socket: name, Machine: machine, Served: true}.Encode()
+	t.srv.Served = &t.served
 	t.pool.start(t, set.workers, set.splitMin, 0)
 	if set.bulkNice > 0 {
 		t.bulk.start(t, set.workers, set.splitMin, set.bulkNice)
@@ -233,7 +235,7 @@ func (t *Transport) OpenPeer(_ context.Context, p sdk.Peer) error {
 		}
 		return fmt.Errorf("shm: peer %d (%s) is on machine %q and this engine on %q: shared memory reaches only engines on the same machine", p.ID, p.Segment, on, machine)
 	}
-	pr := &peer{t: t, id: p.ID, segment: p.Segment, inc: p.Incarnation, socket: ep.Socket,
+	pr := &peer{t: t, id: p.ID, segment: p.Segment, inc: p.Incarnation, socket: ep.Socket, takesReports: ep.Served,
 		waiting: map[uint32][]*op{}, wake: make(chan struct{}, 1)}
 	pr.ctx, pr.cancel = context.WithCancel(context.Background())
 	return t.base.AddPeer(p.ID, pr, func() {
@@ -278,6 +280,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	m := t.stats.snapshot(t.pool.workers)
 	t.base.Outcomes.Export(m)
+	t.served.Export(m)
 	m["mapped_bytes"] = t.mapped.Load()
 	m["accepting"] = 0
 	if t.base.Started() && !t.base.Stopped() && t.srv.Accepting() {

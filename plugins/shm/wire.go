@@ -26,6 +26,11 @@ import (
 //	32 off     u64  msgRegion: offset of the region in the memfd (always 0)
 //	40 length  u64  msgRegion: the region's length, the memfd's size
 //
+// A msgServed (dialer -> server, only to a server whose endpoint says
+// "served") carries the dialer's engine name after the header and, in
+// place of gen, inc, off and length, what it moved in the server's
+// memory since its last report: writes, write bytes, reads, read bytes.
+//
 // With flagAuth, a msgHello carries the dialer's 16-byte nonce after the
 // name, a msgHelloAck the server's nonce and its 32-byte proof, and a
 // msgAuth (sent by the dialer right after the ack) the dialer's proof
@@ -49,6 +54,7 @@ const (
 	msgRevoke    = samehost.MsgRevoke
 	msgRevokeAck = samehost.MsgRevokeAck
 	msgAuth      = samehost.MsgAuth
+	msgServed    = samehost.MsgServed
 	// flagAuth marks a hello, hello ack or auth message that carries a
 	// proof of the cluster secret.
 	flagAuth = 1
@@ -98,10 +104,14 @@ func encode(b []byte, m *msg) []byte {
 	h[7] = uint8(len(m.Name))
 	binary.LittleEndian.PutUint32(h[8:], uint32(m.Status))
 	binary.LittleEndian.PutUint32(h[12:], m.Region)
-	binary.LittleEndian.PutUint64(h[16:], m.Gen)
-	binary.LittleEndian.PutUint64(h[24:], m.Inc)
-	binary.LittleEndian.PutUint64(h[32:], m.Off)
-	binary.LittleEndian.PutUint64(h[40:], m.Length)
+	gen, inc, off, length := m.Gen, m.Inc, m.Off, m.Length
+	if m.Type == msgServed {
+		gen, inc, off, length = m.Tally.Writes, m.Tally.WriteBytes, m.Tally.Reads, m.Tally.ReadBytes
+	}
+	binary.LittleEndian.PutUint64(h[16:], gen)
+	binary.LittleEndian.PutUint64(h[24:], inc)
+	binary.LittleEndian.PutUint64(h[32:], off)
+	binary.LittleEndian.PutUint64(h[40:], length)
 	b = append(b, h[:]...)
 	b = append(b, m.Name...)
 	if m.Auth {
@@ -151,7 +161,7 @@ func decode(b []byte) (msg, error) {
 	if len(b) != headerLen+nameLen+proof {
 		return m, fmt.Errorf("%w: %d bytes, header announces %d", errMalformed, len(b), headerLen+nameLen+proof)
 	}
-	if nameLen > 0 && m.Type != msgHello {
+	if nameLen > 0 && m.Type != msgHello && m.Type != msgServed {
 		return m, fmt.Errorf("%w: type %d carries a name", errMalformed, m.Type)
 	}
 	m.Status = ring.Status(int32(binary.LittleEndian.Uint32(b[8:])))
@@ -164,6 +174,10 @@ func decode(b []byte) (msg, error) {
 	m.Off = binary.LittleEndian.Uint64(b[32:])
 	m.Length = binary.LittleEndian.Uint64(b[40:])
 	m.Name = string(b[headerLen : headerLen+nameLen])
+	if m.Type == msgServed {
+		m.Tally = samehost.Tally{Writes: m.Gen, WriteBytes: m.Inc, Reads: m.Off, ReadBytes: m.Length}
+		m.Gen, m.Inc, m.Off, m.Length = 0, 0, 0, 0
+	}
 	rest := b[headerLen+nameLen:]
 	if m.Auth && m.Type != msgAuth {
 		copy(m.Nonce[:], rest)

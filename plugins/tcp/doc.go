@@ -39,7 +39,9 @@
 // IP; the source is left to the kernel for a wildcard listen IP, across
 // address families and between loopback and other addresses. Probe reports each rail's NUMA node
 // and link speed from the sysfs entries of the interface owning its IP.
-// Stats has each rail's counters as "rail.<i>.<name>".
+// Stats has each rail's counters as "rail.<i>.<name>", and what it served
+// each dialer (by the engine name its hello carries) per rail: the write
+// frames it applied and the reads it answered (kit.Served).
 //
 // Connections. A peer gets connections_per_peer connections per rail.
 // Their writer goroutines start at OpenPeer; each TCP connection is dialed

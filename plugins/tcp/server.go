@@ -75,6 +75,7 @@ type serverConn struct {
 	first             bool // no byte of the handshake read yet
 	open              bool // counted in conns_open (until closed)
 	peer              peerKey
+	served            *kit.ServedCell // the dialer's traffic served on this rail, once authenticated
 
 	dialerRun   uint64         // the dialer's plugin run, from its hello (0: it sent none)
 	dialerEpoch uint64         // the connection's epoch in that run
@@ -156,6 +157,7 @@ func (sc *serverConn) serve() {
 		sc.unblock = t.priorityReader(sc.link)
 		defer func() { sc.unblock() }()
 	}
+	sc.served = t.served.Cell(sc.peer.name, sc.rail.idx)
 	err := sc.serveFrames(have)
 	switch {
 	case err == nil, t.base.Stopped():
@@ -421,6 +423,7 @@ func (sc *serverConn) serveFrames(have int) error {
 				drained = n < RequestSize
 				t.stats.bytesReceived.Add(h.Length)
 				sc.rail.bytesReceived.Add(h.Length)
+				sc.served.Add(ring.OpWrite, 1, h.Length)
 			} else if err := sc.discard(h.Length); err != nil {
 				return eofIsTruncation(err)
 			}
@@ -516,6 +519,9 @@ func (sc *serverConn) flush() error {
 		sc.t.stats.framesOut.Add(uint64(sc.npend))
 		sc.t.stats.bytesSent.Add(sc.heldBytes)
 		sc.rail.bytesSent.Add(sc.heldBytes)
+		if sc.nheld > 0 {
+			sc.served.Add(ring.OpRead, uint64(sc.nheld), sc.heldBytes)
+		}
 	}
 	sc.releaseHeld()
 	return err

@@ -40,7 +40,8 @@ type Transport struct {
 	cancel      context.CancelFunc
 
 	stats  counters
-	recv   budget // staging bytes of every server connection (bounds.go)
+	served kit.Served // traffic served to peers, per peer and rail
+	recv   budget     // staging bytes of every server connection (bounds.go)
 	opPool sync.Pool
 
 	// run is this run of the plugin (sdk.StartConfig.Run), carried in
@@ -378,6 +379,7 @@ func (t *Transport) completeList(o *op, st ring.Status) {
 func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	m := t.stats.snapshot()
 	t.base.Outcomes.Export(m)
+	t.served.Export(m)
 	t.recv.export(m)
 	t.mu.Lock()
 	rails := t.rails

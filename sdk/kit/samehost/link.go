@@ -44,6 +44,9 @@ type Endpoint struct {
 	V       int    `json:"v"`
 	Socket  string `json:"socket"`  // abstract unix socket, "@..."
 	Machine string `json:"machine"` // the machine id the engine runs on
+	// Served says the server counts what dialers report of their traffic
+	// (MsgServed); a dialer reports only to a server that says so.
+	Served bool `json:"served,omitempty"`
 }
 
 // Encode returns e's JSON.

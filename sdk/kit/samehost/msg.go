@@ -16,7 +16,12 @@ const (
 	MsgRevoke    = 5 // server -> dialer: R (generation G) was unregistered
 	MsgRevokeAck = 6 // dialer -> server: R (G) is dropped here
 	MsgAuth      = 7 // dialer -> server: the dialer's proof of the cluster secret
-	MsgTypeLimit = 8
+	// MsgServed (dialer -> server): what the dialer moved in the server's
+	// memory since its last report, and its own engine name. Sent only to
+	// a server whose endpoint says Served (an older one drops a
+	// connection that carries a type it does not know).
+	MsgServed    = 8
+	MsgTypeLimit = 9
 )
 
 // Sizes of a proof's parts (auth.go).
@@ -62,7 +67,22 @@ type Msg struct {
 	Off    uint64
 	Device bool
 	Handle sdk.Handle
+
+	// Tally is a MsgServed's report (Name: the dialer's engine name).
+	Tally Tally
 }
+
+// Tally is traffic a dialer moved in a server's memory: writes into it
+// and reads from it, requests and bytes. One-sided transports copy
+// without the server seeing it; the dialer reports it (MsgServed) so
+// that the server can count what it served (kit.Served). The server
+// takes it as the dialer says: a figure for operators, never a check.
+type Tally struct {
+	Writes, WriteBytes, Reads, ReadBytes uint64
+}
+
+// Zero says nothing was moved.
+func (t Tally) Zero() bool { return t == Tally{} }
 
 // Codec is a plugin's wire format: one message per SOCK_SEQPACKET
 // datagram. Decode must trust nothing (every error wraps ErrMalformed or

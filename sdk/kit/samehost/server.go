@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -36,6 +37,10 @@ type Server struct {
 	// Fatal, when set, is called once the accept loop ends for good (the
 	// listener was closed under the plugin, not by Close).
 	Fatal func(error)
+	// Served, when set, counts what dialers report they moved in this
+	// engine's memory (MsgServed), on rail 0; nil: such a message ends
+	// the connection, as it does on a server that predates it.
+	Served *kit.Served
 
 	ln       *net.UnixListener
 	conns    map[*ServerConn]struct{} // under Mu
@@ -227,6 +232,14 @@ func (s *Server) serve(sc *ServerConn) {
 			if err := s.Answer(sc, m.Region); err != nil {
 				return
 			}
+		case MsgServed:
+			if s.Served == nil {
+				l.Stats.Malformed.Add(1)
+				return
+			}
+			c := s.Served.Cell(m.Name, 0)
+			c.Add(ring.OpWrite, m.Tally.Writes, m.Tally.WriteBytes)
+			c.Add(ring.OpRead, m.Tally.Reads, m.Tally.ReadBytes)
 		case MsgRevokeAck:
 			s.Mu.Lock()
 			if ch, ok := sc.acks[m.Gen]; ok {
