@@ -17,7 +17,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	build := plugintest.Main{Binaries: []string{"ferry-plugin-shm", "ferry-plugin-tcp", "ferry-device-simdev"}}
+	build := plugintest.Main{Binaries: []string{"ferry-plugin-shm", "ferry-plugin-tcp", "ferry-plugin-fault", "ferry-device-simdev"}}
 	os.Exit(build.Run(m, func(dir string) {
 		bin = dir
 		// The C programs find the plugins as an embedding application
@@ -169,7 +169,8 @@ func buildMooncake(t *testing.T) string {
 // calls it, two processes moving verified bytes; peer to peer
 // ("P2PHANDSHAKE", as NIXL creates its engine) and through each metadata
 // server Mooncake's connection string names: redis, etcd and Mooncake's
-// HTTP metadata server.
+// HTTP metadata server. freeBatchID's BatchBusy is checked on a write that
+// Ferry's fault plugin holds.
 func TestMooncakeCAPI(t *testing.T) {
 	prog := buildMooncake(t)
 	cases := []struct {
@@ -193,6 +194,7 @@ func TestMooncakeCAPI(t *testing.T) {
 				"ok: two processes: 1048576 verified bytes written in 16 requests, notified",
 				"ok: 1048576 verified bytes read back",
 				"ok: LOCAL_SEGMENT write and notification verified",
+				"ok: freeBatchID of a batch in progress is BatchBusy; the batch stays",
 				"mooncake_test: ok (" + conn + ")",
 			} {
 				if !strings.Contains(stdout, want) {

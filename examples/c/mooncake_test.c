@@ -223,6 +223,46 @@ static transfer_engine_t create(char *name, size_t cap) {
     return e;
 }
 
+/* busy_batch: freeBatchID of a batch with a task in progress returns
+ * Mooncake's BatchBusy and keeps the batch. A third engine, whose "tcp"
+ * transport is Ferry's fault plugin holding each transfer 3 s before it
+ * carries it (plugins/fault), keeps one write in progress that long. */
+static void busy_batch(const char *dir, const char *peer, uint64_t base, const unsigned char *bytes) {
+    char extra[1024], own[64] = "127.0.0.1", name[64];
+    snprintf(extra, sizeof extra,
+             "plugin \"tcp\" {\n  path = \"%s/ferry-plugin-fault\"\n  config {\n    fault \"hold\" {\n      delay = \"3s\"\n    }\n"
+             "    tcp {\n      listen = [\"127.0.0.1:0\"]\n    }\n  }\n}\n",
+             dir);
+    if (strcmp(conn, "P2PHANDSHAKE") != 0) {
+        snprintf(own, sizeof own, "127.0.0.1:busy-%d", (int)getpid());
+    }
+    EXPECT(setenv("FERRY_MOONCAKE_PLUGINS", "shm", 1) == 0 && setenv("FERRY_MOONCAKE_EXTRA_CONFIG", extra, 1) == 0, "setenv");
+    transfer_engine_t e = createTransferEngine(conn, own, "", 0, 1);
+    unsetenv("FERRY_MOONCAKE_PLUGINS");
+    unsetenv("FERRY_MOONCAKE_EXTRA_CONFIG");
+    EXPECT(e != NULL, "createTransferEngine with the fault plugin");
+    EXPECT(getLocalIpAndPort(e, name, sizeof name) == 0, "getLocalIpAndPort");
+    unsigned char *src = malloc(4096);
+    EXPECT(src != NULL, "malloc");
+    memcpy(src, bytes, 4096); /* what agent-b holds there already */
+    EXPECT(registerLocalMemory(e, src, 4096, "cpu", 0) == 0, "registerLocalMemory, local only");
+    segment_id_t seg = openSegment(e, peer);
+    EXPECT(seg >= 0, "openSegment %s", peer);
+    batch_id_t b = allocateBatchID(e, 1);
+    transfer_request_t req = {OPCODE_WRITE, src, seg, base, 4096};
+    EXPECT(submitTransfer(e, b, &req, 1) == 0, "submitTransfer");
+    transfer_status_t st;
+    EXPECT(getTransferStatus(e, b, 0, &st) == 0 && st.status == STATUS_WAITING, "a held write: status %d", st.status);
+    EXPECT(freeBatchID(e, b) == FERRY_MC_STATUS_BATCH_BUSY, "freeBatchID of a batch in progress");
+    EXPECT(submitTransfer(e, b, &req, 1) == FERRY_MC_STATUS_INVALID_ARGUMENT, "a second request in a batch of 1");
+    check_xfer(e, b, 1, "held write"); /* the batch is still there */
+    EXPECT(freeBatchID(e, b) == 0, "freeBatchID once done");
+    EXPECT(unregisterLocalMemory(e, src) == 0, "unregisterLocalMemory");
+    destroyTransferEngine(e);
+    free(src);
+    printf("ok: freeBatchID of a batch in progress is BatchBusy; the batch stays\n");
+}
+
 int main(int argc, char **argv) {
     if (argc == 4 && strcmp(argv[1], "peer") == 0) {
         conn = argv[2];
@@ -375,6 +415,20 @@ int main(int argc, char **argv) {
     EXPECT(genNotifyInEngine(e, LOCAL_SEGMENT, self_note) == 0, "genNotifyInEngine to LOCAL_SEGMENT");
     await_notif(e, "agent-a", "to myself");
     printf("ok: LOCAL_SEGMENT write and notification verified\n");
+
+    const char *dir = getenv("FERRY_PLUGIN_DIR");
+    char here[4096];
+    if (dir == NULL || *dir == 0) { /* beside this program, as in bin/ */
+        snprintf(here, sizeof here, "%s", argv[0]);
+        char *slash = strrchr(here, '/');
+        if (slash != NULL) {
+            *slash = 0;
+        } else {
+            strcpy(here, ".");
+        }
+        dir = here;
+    }
+    busy_batch(dir, peer, base, src);
 
     /* Done: agent-b exits when its stdin closes. */
     close(to_peer[1]);
