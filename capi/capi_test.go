@@ -194,6 +194,7 @@ func TestMooncakeCAPI(t *testing.T) {
 				"ok: two processes: 1048576 verified bytes written in 16 requests, notified",
 				"ok: 1048576 verified bytes read back",
 				"ok: LOCAL_SEGMENT write and notification verified",
+				"ok: two peers of one host written in turn, each its own segment",
 				"ok: freeBatchID of a batch in progress is BatchBusy; the batch stays",
 				"mooncake_test: ok (" + conn + ")",
 			} {

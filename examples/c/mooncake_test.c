@@ -19,7 +19,7 @@
  *
  * With an argument, the metadata connection string ("redis://host:port",
  * "etcd://host:port", "http://host:port/metadata"), the engines are named
- * "127.0.0.1:<pid>" and open each other by that name through the metadata
+ * "127.0.0.1:<pid>.<n>" and open each other by that name through the metadata
  * server instead (go test ./capi -run Mooncake starts the servers).
  *
  * Build and run (after `make build`; `make ctest` does this):
@@ -210,8 +210,9 @@ static void bad_input(void) {
 static transfer_engine_t create(char *name, size_t cap) {
     int p2p = strcmp(conn, "P2PHANDSHAKE") == 0;
     char own[64] = "127.0.0.1";
-    if (!p2p) {
-        snprintf(own, sizeof own, "127.0.0.1:%d", (int)getpid());
+    static int made;
+    if (!p2p) { /* a name per engine: 127.0.0.1:<pid>.<n> */
+        snprintf(own, sizeof own, "127.0.0.1:%d.%d", (int)getpid(), made++);
     }
     transfer_engine_t e = createTransferEngine(conn, own, "", 0, 1);
     EXPECT(e != NULL, "createTransferEngine(\"%s\", \"%s\", \"\", 0, 1)", conn, own);
@@ -221,6 +222,34 @@ static transfer_engine_t create(char *name, size_t cap) {
         snprintf(name, cap, "%s", own);
     }
     return e;
+}
+
+/* two_peers: NIXL runs an agent per GPU, so one initiator opens several
+ * peers of one host, all created with that host's IP as their name. Each
+ * must stay its own segment: a second engine in this process (agent-c)
+ * and agent-b are written in turn, each write verified. */
+static void two_peers(transfer_engine_t e, segment_id_t seg_b, uint64_t base_b, unsigned char *src) {
+    char name[64];
+    transfer_engine_t c = create(name, sizeof name);
+    unsigned char *dst = calloc(1, 4096);
+    EXPECT(dst != NULL, "calloc");
+    EXPECT(registerLocalMemory(c, dst, 4096, "*", 1) == 0, "registerLocalMemory agent-c");
+    segment_id_t seg_c = openSegment(e, name);
+    EXPECT(seg_c >= 0 && seg_c != seg_b, "openSegment agent-c %s: %d (agent-b is %d)", name, seg_c, seg_b);
+    for (int round = 0; round < 3; round++) {
+        for (int k = 0; k < 2; k++) {
+            batch_id_t b = allocateBatchID(e, 1);
+            transfer_request_t req = {OPCODE_WRITE, src, k == 0 ? seg_b : seg_c, k == 0 ? base_b : (uint64_t)(uintptr_t)dst, 4096};
+            EXPECT(submitTransfer(e, b, &req, 1) == 0, "round %d: submitTransfer to agent-%c", round, k == 0 ? 'b' : 'c');
+            check_xfer(e, b, 1, k == 0 ? "write to agent-b" : "write to agent-c");
+            EXPECT(freeBatchID(e, b) == 0, "freeBatchID");
+        }
+    }
+    EXPECT(memcmp(dst, src, 4096) == 0, "agent-c: the bytes written differ");
+    EXPECT(unregisterLocalMemory(c, dst) == 0, "unregisterLocalMemory agent-c");
+    destroyTransferEngine(c);
+    free(dst);
+    printf("ok: two peers of one host written in turn, each its own segment\n");
 }
 
 /* busy_batch: freeBatchID of a batch with a task in progress returns
@@ -428,6 +457,7 @@ int main(int argc, char **argv) {
         }
         dir = here;
     }
+    two_peers(e, seg, base, src);
     busy_batch(dir, peer, base, src);
 
     /* Done: agent-b exits when its stdin closes. */
