@@ -22,6 +22,9 @@ build:
 	@mkdir -p $(BIN)
 	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/ferry ./cmd/ferry
 	$(GO) build -buildmode=c-shared -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/libferry.so ./capi && rm -f $(BIN)/libferry.h
+	$(CC) -shared -fPIC -O2 -std=c11 -Wall -Wextra -Werror -fvisibility=hidden -Iinclude -Iinclude/mooncake \
+		-o $(BIN)/libferry-mooncake.so capi/mooncake/transfer_engine_c.c -L$(BIN) -lferry -lpthread -ldl \
+		-Wl,-rpath,'$$ORIGIN' -Wl,-soname,libferry-mooncake.so && ln -sf libferry-mooncake.so $(BIN)/libtransfer_engine.so
 	-@$(PYTHON) python/ferry/_fast_build.py
 	@for p in $(PLUGINS); do \
 		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
@@ -70,7 +73,9 @@ soak: build
 	$(BIN)/ferry soak $(SOAK_FLAGS) --log-level error --dump-dir $(or $(TMPDIR),/tmp)
 
 # The C ABI's test and example, compiled with the system cc against
-# bin/libferry.so and include/ferry.h; the plugins come from bin/.
+# bin/libferry.so and include/ferry.h; the plugins come from bin/. Then
+# Mooncake's C API on Ferry (examples/c/mooncake_test.c), built as a
+# program for Mooncake is: include/mooncake, -ltransfer_engine.
 CC ?= cc
 CTESTS := ferry_test move_block device_test upgrade_test
 ctest: build
@@ -78,6 +83,9 @@ ctest: build
 		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -lpthread -Wl,-rpath,'$$ORIGIN' || exit 1; \
 		FERRY_LOG_LEVEL=$${FERRY_LOG_LEVEL:-error} FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
 	done
+	$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude/mooncake -o $(BIN)/mooncake_test examples/c/mooncake_test.c \
+		-L$(BIN) -ltransfer_engine -Wl,-rpath,'$$ORIGIN'
+	FERRY_LOG_LEVEL=$${FERRY_LOG_LEVEL:-error} FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/mooncake_test
 
 # The Python package's tests (python/tests) against bin/libferry.so and
 # the plugins in bin/, with Debian's python3-pytest, python3-cffi and
