@@ -27,6 +27,11 @@ type PluginUpgrade struct {
 	Path string
 	// SHA256 pins the new binary (hex); "" checks nothing.
 	SHA256 string
+	// Config, when set, is the plugin's block as read again (a reload
+	// passes it): the new run starts with its `config { ... }` body,
+	// errors located in its file. Nil keeps the running run's config.
+	// Its Path and SHA256 are not read: the fields above name the binary.
+	Config *config.Plugin
 	// Drain bounds how long the old run may take to finish what it
 	// holds; past it, what it still holds fails over to the new run as
 	// after a death. 0: the config's supervise.upgrade_drain
@@ -66,7 +71,7 @@ func (e *Engine) UpgradePlugin(ctx context.Context, u PluginUpgrade) error {
 	if bound <= 0 {
 		bound = e.cfg.Supervise.WithDefaults().UpgradeDrain
 	}
-	err := e.x.Upgrade(ctx, ps, spec, bound)
+	err := e.x.Upgrade(ctx, ps, spec, u.Config, bound)
 	switch {
 	case err == nil:
 		return nil

@@ -21,13 +21,14 @@ import (
 func TestRunReloadUpgradesOnHUP(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "run.hcl")
+	extra := "" // more of tcp's config block
 	write := func(path, sum string) {
 		t.Helper()
 		pin := ""
 		if path != "" {
 			pin = fmt.Sprintf("  path = %q\n  sha256 = %q\n", path, sum)
 		}
-		src := fmt.Sprintf("name = \"hup-a\"\nplugin_dir = %q\nplugin \"tcp\" {\n%s  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\n", binDir, pin)
+		src := fmt.Sprintf("name = \"hup-a\"\nplugin_dir = %q\nplugin \"tcp\" {\n%s  config {\n    listen = [\"127.0.0.1:0\"]\n%s  }\n}\n", binDir, pin, extra)
 		if err := os.WriteFile(file, []byte(src), 0o600); err != nil {
 			t.Fatal(err)
 		}
@@ -84,12 +85,14 @@ func TestRunReloadUpgradesOnHUP(t *testing.T) {
 		return 0
 	}
 	old := tcpPID()
+	var lastReload string
 	hup := func(want string) {
 		t.Helper()
 		if err := cmd.Process.Signal(syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
 		line, ok := <-reloads
+		lastReload = line
 		if !ok || !strings.Contains(line, want) {
 			t.Fatalf("after SIGHUP the engine logged %q, want %q", line, want)
 		}
@@ -97,14 +100,43 @@ func TestRunReloadUpgradesOnHUP(t *testing.T) {
 	}
 
 	write(v2, "00"+sum[2:])
-	hup(`plugin "tcp" not upgraded (the old binary still serves)`)
+	hup(`plugin "tcp" not upgraded (the old binary still serves`)
 	if pid := tcpPID(); pid != old {
 		t.Fatalf("a refused upgrade changed tcp's process from %d to %d", old, pid)
 	}
 	write(v2, sum)
 	hup(`plugin "tcp" upgraded to ` + v2)
-	if pid := tcpPID(); pid == old || pid == 0 {
-		t.Fatalf("tcp's process after the upgrade: %d (was %d)", pid, old)
+	upgraded := tcpPID()
+	if upgraded == old || upgraded == 0 {
+		t.Fatalf("tcp's process after the upgrade: %d (was %d)", upgraded, old)
+	}
+
+	// The plugin's own config block changed, the binary not: a bad
+	// value is refused where the file says it (line 8 of run.hcl), and
+	// the running process serves on; a good one restarts it live.
+	extra = "    io_timeout = \"forever\"\n"
+	write(v2, sum)
+	hup(`plugin "tcp" not upgraded (the old binary still serves, with its config)`)
+	if line := lastReload; !strings.Contains(line, "run.hcl:8:") || !strings.Contains(line, "io_timeout") {
+		t.Fatalf("the refused config's error %q does not name run.hcl:8 and io_timeout", line)
+	}
+	if pid := tcpPID(); pid != upgraded {
+		t.Fatalf("a refused config block changed tcp's process from %d to %d", upgraded, pid)
+	}
+	extra = "    io_timeout = \"45s\"\n"
+	write(v2, sum)
+	hup(`plugin "tcp" restarted live with its new config block`)
+	if pid := tcpPID(); pid == upgraded || pid == 0 {
+		t.Fatalf("tcp's process after its config block changed: %d (was %d)", pid, upgraded)
+	}
+	before := tcpPID()
+	// Both changed: back to the plugin directory's binary, and the
+	// config block as it first was.
+	extra = ""
+	write("", "")
+	hup(`plugin "tcp" upgraded to ` + filepath.Join(binDir, "ferry-plugin-tcp") + ` with its new config block`)
+	if pid := tcpPID(); pid == before {
+		t.Fatalf("tcp's process did not change on the last reload (%d)", pid)
 	}
 }
 

@@ -104,11 +104,18 @@ func (e *Executor) hooks(ps *Plugin, lc Lifecycle) supervisor.Hooks {
 }
 
 // Upgrade replaces plugin ps's binary while it runs (supervisor.Set.Upgrade):
-// a new run from spec beside the current one, replayed as after a
-// restart (lc.Replay), then the old run drained within bound and stopped.
-func (e *Executor) Upgrade(ctx context.Context, ps *Plugin, spec loader.Spec, bound time.Duration) error {
+// a new run from bin beside the current one, started with block's
+// config body (nil: the running one's), replayed as after a restart
+// (lc.Replay), then the old run drained within bound and stopped.
+func (e *Executor) Upgrade(ctx context.Context, ps *Plugin, bin loader.Spec, block *config.Plugin, bound time.Duration) error {
 	if e.closed.Load() {
 		return e.closeErr()
+	}
+	spec := ps.sv.Spec()
+	spec.Loader = bin
+	if block != nil {
+		st := &spec.Start
+		st.Config, st.ConfigFile, st.ConfigLine, st.ConfigColumn, st.ConfigByte = block.Body, block.BodyFile, block.BodyLine, block.BodyColumn, block.BodyByte
 	}
 	return e.supervisor.Upgrade(ctx, ps.sv, spec, bound)
 }

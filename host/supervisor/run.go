@@ -12,12 +12,12 @@ import (
 	"github.com/ferrydev/ferry/internal/pluginclient"
 )
 
-// launch starts one run of p's process: loader.Start, Probe, Start with
-// p's start config, and its lanes attached and stamped with the run's
+// launch starts one run of p's process from spec: loader.Start, Probe,
+// Start with spec's start config, and its lanes attached and stamped with the run's
 // generation. On error the returned run, if any, holds only the process
 // (killed) and its probe, for Status to describe.
-func (s *Set) launch(ctx context.Context, p *Plugin, spec loader.Spec) (*Run, error) {
-	lp, err := loader.Start(ctx, spec, s.log)
+func (s *Set) launch(ctx context.Context, p *Plugin, spec Spec) (*Run, error) {
+	lp, err := loader.Start(ctx, spec.Loader, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -28,7 +28,7 @@ func (s *Set) launch(ctx context.Context, p *Plugin, spec loader.Spec) (*Run, er
 		}
 		r.Lanes = nil
 		lp.Kill()
-		return r, &loader.Error{Name: p.name, Path: spec.Path, Reason: reason, Err: err}
+		return r, &loader.Error{Name: p.name, Path: spec.Loader.Path, Reason: reason, Err: err}
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.ControlTimeout)
 	defer cancel()
@@ -37,12 +37,12 @@ func (s *Set) launch(ctx context.Context, p *Plugin, spec loader.Spec) (*Run, er
 		// hardware), which a strict engine forgives; a plugin whose probe
 		// fails or is refused (out of bounds) has failed.
 		lp.Kill()
-		return nil, &loader.Error{Name: p.name, Path: spec.Path, Reason: "probe failed", Err: err}
+		return nil, &loader.Error{Name: p.name, Path: spec.Loader.Path, Reason: "probe failed", Err: err}
 	}
 	if !r.Probe.Available {
 		return fail("unavailable: "+r.Probe.Reason, nil)
 	}
-	start := p.spec.Start
+	start := spec.Start
 	start.Run = r.ID
 	r.Endpoint, err = lp.Client.Start(cctx, start)
 	if err != nil {
@@ -160,7 +160,7 @@ func (s *Set) restart(p *Plugin, old *Run) bool {
 	p.to(Attempt)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*s.cfg.ControlTimeout)
 	defer cancel()
-	r, err := s.launch(ctx, p, p.loaderSpec())
+	r, err := s.launch(ctx, p, p.Spec())
 	if err != nil {
 		s.attemptFailed(p, err)
 		return false

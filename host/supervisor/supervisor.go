@@ -173,11 +173,12 @@ type Plugin struct {
 	retiring []*Run
 }
 
-// loaderSpec returns what p's next run is launched from.
-func (p *Plugin) loaderSpec() loader.Spec {
+// Spec returns what p's next run is launched from: its binary and its
+// start configuration (an upgrade changes both).
+func (p *Plugin) Spec() Spec {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.spec.Loader
+	return p.spec
 }
 
 // Name returns the plugin's configured name.
@@ -321,7 +322,7 @@ func (s *Set) Start(ctx context.Context, spec Spec, h Hooks) *Plugin {
 	p.index = len(s.plugins)
 	s.plugins = append(s.plugins, p)
 	s.mu.Unlock()
-	r, err := s.launch(ctx, p, spec.Loader)
+	r, err := s.launch(ctx, p, spec)
 	if r != nil {
 		p.cur.Store(r)
 	}

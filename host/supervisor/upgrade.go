@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -76,24 +75,26 @@ const (
 	UpgradeFailed = "failed"
 )
 
-// Upgrade replaces p's running binary with spec's: see the comment at
+// Upgrade replaces p's running binary and start configuration with
+// spec's (the caller starts from Plugin.Spec and changes what the
+// operator changed: the binary, the plugin's config block): see the comment at
 // the top of this file. It returns once the old run has ended, or ctx
 // ended (the drain then goes on; Status says when it is done), or the
 // upgrade failed, which leaves the old run serving. bound limits the
 // old run's drain; past it, what it still holds is failed over as if it
 // had died.
-func (s *Set) Upgrade(ctx context.Context, p *Plugin, spec loader.Spec, bound time.Duration) error {
+func (s *Set) Upgrade(ctx context.Context, p *Plugin, spec Spec, bound time.Duration) error {
 	if p.err != nil || p.State() != Running {
 		return fmt.Errorf("plugin %q: %w (state %s)", p.name, ErrNotRunning, p.State())
 	}
 	if !p.upgrading.CompareAndSwap(false, true) {
 		return fmt.Errorf("plugin %q: %w", p.name, ErrUpgradeBusy)
 	}
-	spec.Name = p.name
+	spec.Loader.Name = p.name
 	old := p.Run()
-	st := &UpgradeStatus{State: "starting", From: old.Proc.Path, To: spec.Path, OldPID: old.Proc.PID(), Started: time.Now()}
+	st := &UpgradeStatus{State: "starting", From: old.Proc.Path, To: spec.Loader.Path, OldPID: old.Proc.PID(), Started: time.Now()}
 	p.upgrade.Store(st)
-	s.log.Info("plugin upgrade: starting the new binary beside the old", "plugin", p.name, "from", st.From, "to", spec.Path)
+	s.log.Info("plugin upgrade: starting the new binary beside the old", "plugin", p.name, "from", st.From, "to", spec.Loader.Path)
 	r, err := s.startUpgrade(ctx, p, old, spec)
 	if err != nil {
 		p.refused.Add(1)
@@ -101,8 +102,8 @@ func (s *Set) Upgrade(ctx context.Context, p *Plugin, spec loader.Spec, bound ti
 		f.State, f.Reason, f.Done = "failed", err.Error(), time.Now()
 		p.upgrade.Store(&f)
 		p.upgrading.Store(false)
-		s.log.Error("plugin upgrade failed; the old binary still serves", "plugin", p.name, "from", st.From, "to", spec.Path, "error", err)
-		return fmt.Errorf("plugin %q: upgrade to %s: %w", p.name, spec.Path, err)
+		s.log.Error("plugin upgrade failed; the old binary still serves", "plugin", p.name, "from", st.From, "to", spec.Loader.Path, "error", err)
+		return fmt.Errorf("plugin %q: upgrade to %s: %w", p.name, spec.Loader.Path, err)
 	}
 	p.upgraded.Add(1)
 	d := *st
@@ -113,7 +114,7 @@ func (s *Set) Upgrade(ctx context.Context, p *Plugin, spec loader.Spec, bound ti
 		p.hooks.Restarted(rctx, r) // republish: the endpoint may differ
 		cancel()
 	}
-	s.log.Info("plugin upgraded; draining the old run", "plugin", p.name, "pid", r.Proc.PID(), "old_pid", d.OldPID, "path", spec.Path)
+	s.log.Info("plugin upgraded; draining the old run", "plugin", p.name, "pid", r.Proc.PID(), "old_pid", d.OldPID, "path", spec.Loader.Path)
 	s.wg.Add(1)
 	fin := make(chan struct{})
 	go func() {
@@ -130,7 +131,7 @@ func (s *Set) Upgrade(ctx context.Context, p *Plugin, spec loader.Spec, bound ti
 
 // startUpgrade launches a run of p from spec, replays it and commits it
 // in place of old. On error nothing of the new run is left.
-func (s *Set) startUpgrade(ctx context.Context, p *Plugin, old *Run, spec loader.Spec) (*Run, error) {
+func (s *Set) startUpgrade(ctx context.Context, p *Plugin, old *Run, spec Spec) (*Run, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*s.cfg.ControlTimeout)
 	defer cancel()
 	r, err := s.launch(ctx, p, spec)
@@ -172,7 +173,7 @@ func (s *Set) startUpgrade(ctx context.Context, p *Plugin, old *Run, spec loader
 // commitUpgrade makes r p's current run in place of old, which it
 // retires; it refuses when the set is stopping or old is no longer the
 // running run (it exited meanwhile).
-func (s *Set) commitUpgrade(p *Plugin, r, old *Run, spec loader.Spec) error {
+func (s *Set) commitUpgrade(p *Plugin, r, old *Run, spec Spec) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopping {
@@ -184,7 +185,7 @@ func (s *Set) commitUpgrade(p *Plugin, r, old *Run, spec loader.Spec) error {
 	old.retired.Store(true)
 	p.retiring = append(p.retiring, old)
 	p.mu.Lock()
-	p.spec.Loader = spec
+	p.spec = spec
 	p.mu.Unlock()
 	if p.hooks.Up != nil {
 		p.hooks.Up(r)
