@@ -243,8 +243,11 @@ int ferry_create_engine_from_text(const char *text, ferry_engine_t *out);
 /* ferry_destroy_engine closes the engine: it ends the tasks in flight,
  * stops the plugins, unpublishes the segment and frees the memory from
  * ferry_allocate (pointers to it are invalid afterwards). The handle is
- * dead afterwards; destroying it again returns FERRY_ERR_CLOSED. Must not
- * run concurrently with other calls on the same engine. */
+ * dead afterwards, whatever the call returns; destroying it again returns
+ * FERRY_ERR_CLOSED. FERRY_ERR_UNAVAILABLE says only that the metastore
+ * could not be reached to delete the segment's descriptor, which expires
+ * with its lease. Must not run concurrently with other calls on the same
+ * engine. */
 int ferry_destroy_engine(ferry_engine_t e);
 
 /* ferry_segment_name writes the engine's segment name (its configured
