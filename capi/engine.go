@@ -58,6 +58,9 @@ func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
 		// As the loader would read $FERRY_PLUGIN_DIR, but as it is now.
 		cfg.PluginDir = getenv(loader.DirEnv)
 	}
+	if cfg.PluginDir == "" {
+		cfg.PluginDir = pluginsBeside()
+	}
 	log, err := logger()
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_INVALID)

@@ -71,7 +71,8 @@
  *
  * PLUGINS. Transports are plugin executables (ferry-plugin-tcp,
  * ferry-plugin-shm, ...). The engine looks for them in the plugin
- * configuration's path, then in $FERRY_PLUGIN_DIR, then next to the
+ * configuration's path, then in $FERRY_PLUGIN_DIR, then next to this
+ * library when they are there (bin/, the Python wheel), then next to the
  * running executable; an embedding application sets FERRY_PLUGIN_DIR.
  */
 #ifndef FERRY_H

@@ -167,10 +167,11 @@ class Engine:
     (``plugin_dir``, a plugin block's ``path``). Configuration text that
     names no ``plugin_dir`` gets ``plugin_dir`` (the argument), else
     ``$FERRY_PLUGIN_DIR`` as ``os.environ`` has it now, else the library's
-    directory when it holds the plugins (``bin/`` after ``make build``):
-    the library itself sees only the environment the process started with,
-    and looks beside the running executable, the Python interpreter. A
-    configuration file is taken as it is.
+    directory when it holds the plugins (``bin/`` after ``make build``,
+    the package's ``bin/`` when installed from the wheel). A configuration
+    file is taken as it is; the library gives one that names none the
+    same: ``$FERRY_PLUGIN_DIR``, else its own directory when the plugins
+    are there, else the running executable's (the interpreter's).
     """
 
     def __init__(self, config: Union[str, "os.PathLike[str]", None] = None, *, config_text: Optional[str] = None,
