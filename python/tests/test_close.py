@@ -6,14 +6,13 @@ the metastore answers and refuses."""
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 from urllib.parse import parse_qs, urlparse
 
 import pytest
 
 import ferry
-from conftest import BIN, SECRET, config
+from conftest import FERRY, SECRET, config
 from test_mooncake import _Mooncake, _serve
 
 
@@ -24,7 +23,7 @@ def http_metastore(url: str) -> str:
 @pytest.fixture
 def metad():
     """A real `ferry metad` process on a free port; yields (process, url)."""
-    p = subprocess.Popen([os.path.join(BIN, "ferry"), "metad", "--listen", "127.0.0.1:0", "--cluster-secret-file", SECRET],
+    p = subprocess.Popen([FERRY, "metad", "--listen", "127.0.0.1:0", "--cluster-secret-file", SECRET],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     line = p.stdout.readline()
     if "serving " not in line:
