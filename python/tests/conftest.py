@@ -55,8 +55,6 @@ else:
 # what runs the suite so.
 collect_ignore = ["test_wheel.py"] if INSTALLED else []
 os.environ.setdefault("FERRY_PLUGIN_DIR", BIN)
-#: The ferry command beside the library under test (bin/ferry, or the wheel's).
-FERRY = os.path.join(os.path.dirname(ferry.library_path()), "ferry")
 # One cluster secret for every engine of the run, this process's and the
 # peers' (the environment reaches them): descriptors, blobs, control calls
 # and plugin connections are authenticated, as in a real deployment.
@@ -67,6 +65,9 @@ if "FERRY_TEST_SECRET_FILE" not in os.environ:
     os.environ["FERRY_TEST_SECRET_FILE"] = _secret
     atexit.register(os.unlink, _secret)
 SECRET = os.environ["FERRY_TEST_SECRET_FILE"]
+#: The ferry command beside the library under test (bin/ferry, or the
+#: wheel's); finding it loads the library, after the environment is set.
+FERRY = os.path.join(os.path.dirname(ferry.library_path()), "ferry")
 
 
 def child_env(**extra: str) -> dict:
