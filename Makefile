@@ -14,7 +14,7 @@ REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff 
 # tests and vet run in their directories, since ./... stops at a go.mod.
 MODULES   := examples/transport
 
-.PHONY: all build run test modtest soak ctest pytest fuzz bench proto proto-check lint clean
+.PHONY: all build run test modtest soak ctest pytest pytest-installed wheel fuzz bench proto proto-check lint clean
 
 all: build
 
@@ -94,6 +94,18 @@ ctest: build
 PYTHON ?= /usr/bin/python3
 pytest: build
 	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
+
+# The Python wheel (bin/wheel/ferry_transfer_engine-*.whl): the package
+# with libferry.so, the plugins and the ferry command inside, built by
+# Debian's python3-pip, python3-setuptools and python3-wheel without a
+# package index (python/build_wheel.py). `make pytest` builds and installs
+# one in its test_wheel.py; pytest-installed runs the whole suite against
+# such an installed wheel, from outside the checkout.
+wheel: build
+	$(PYTHON) python/build_wheel.py --bin $(BIN) --out $(BIN)/wheel
+
+pytest-installed: build
+	FERRY_TEST_WHEEL_SUITE=all PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests/test_wheel.py
 
 # Bounded fuzzing of the decoders that read bytes from other processes and
 # hosts (run by `make test`; FUZZTIME per target). Each target prints one

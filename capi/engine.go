@@ -18,6 +18,7 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/loader"
+	"github.com/ferrydev/ferry/host/metastore"
 )
 
 // textConfigName names configuration text in its errors; relative paths
@@ -56,6 +57,9 @@ func create(what string, cfg *config.Config, out *C.ferry_engine_t) C.int {
 	if cfg.PluginDir == "" {
 		// As the loader would read $FERRY_PLUGIN_DIR, but as it is now.
 		cfg.PluginDir = getenv(loader.DirEnv)
+	}
+	if cfg.PluginDir == "" {
+		cfg.PluginDir = pluginsBeside()
 	}
 	log, err := logger()
 	if err != nil {
@@ -126,7 +130,14 @@ func ferry_go_destroy_engine(h C.ferry_engine_t) C.int {
 		if !live {
 			return fail(C.FERRY_ERR_CLOSED, "%s: engine %d was destroyed already", what, en.h)
 		}
-		return result(what, en.e.Close(), C.FERRY_ERR_PLUGIN_FAILED)
+		err := en.e.Close()
+		if metastore.Unreachable(err) {
+			// Closed all the same: only the descriptor's key is left, to
+			// expire with its lease. Not a failure of the engine.
+			return fail(C.FERRY_ERR_UNAVAILABLE, "%s: engine %q is closed, but its metastore could not be reached to delete its descriptor, "+
+				"which expires with its lease (a Mooncake metadata server keeps it until an engine of that name starts): %v", what, en.e.Name(), err)
+		}
+		return result(what, err, C.FERRY_ERR_PLUGIN_FAILED)
 	})
 }
 

@@ -71,7 +71,8 @@
  *
  * PLUGINS. Transports are plugin executables (ferry-plugin-tcp,
  * ferry-plugin-shm, ...). The engine looks for them in the plugin
- * configuration's path, then in $FERRY_PLUGIN_DIR, then next to the
+ * configuration's path, then in $FERRY_PLUGIN_DIR, then next to this
+ * library when they are there (bin/, the Python wheel), then next to the
  * running executable; an embedding application sets FERRY_PLUGIN_DIR.
  */
 #ifndef FERRY_H
@@ -243,8 +244,11 @@ int ferry_create_engine_from_text(const char *text, ferry_engine_t *out);
 /* ferry_destroy_engine closes the engine: it ends the tasks in flight,
  * stops the plugins, unpublishes the segment and frees the memory from
  * ferry_allocate (pointers to it are invalid afterwards). The handle is
- * dead afterwards; destroying it again returns FERRY_ERR_CLOSED. Must not
- * run concurrently with other calls on the same engine. */
+ * dead afterwards, whatever the call returns; destroying it again returns
+ * FERRY_ERR_CLOSED. FERRY_ERR_UNAVAILABLE says only that the metastore
+ * could not be reached to delete the segment's descriptor, which expires
+ * with its lease. Must not run concurrently with other calls on the same
+ * engine. */
 int ferry_destroy_engine(ferry_engine_t e);
 
 /* ferry_segment_name writes the engine's segment name (its configured

@@ -36,9 +36,11 @@ from typing import List, Sequence, Tuple
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-import ferry  # noqa: E402
+try:
+    import ferry  # installed (the wheel), or on PYTHONPATH
+except ImportError:  # run from a checkout: its python/ package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import ferry
 
 LAYERS, BLOCKS, BLOCK_SIZE = 4, 32, 8192
 NOTIFY = "kv-landed"

@@ -30,8 +30,11 @@ import numpy as np
 if os.environ.get("KV_ENGINE", "ferry") == "mooncake":
     from mooncake.engine import TransferEngine  # type: ignore[import-not-found]
 else:
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-    from ferry.mooncake import TransferEngine
+    try:
+        from ferry.mooncake import TransferEngine  # installed (the wheel), or on PYTHONPATH
+    except ImportError:  # run from a checkout: its python/ package
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        from ferry.mooncake import TransferEngine
 
 LAYERS = int(os.environ.get("KV_LAYERS", "4"))
 BLOCKS = int(os.environ.get("KV_BLOCKS", "64"))

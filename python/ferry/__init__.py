@@ -12,8 +12,11 @@ ABI of libferry.so (cffi, ABI mode).
 docs/python.md describes the package; include/ferry.h the ABI beneath it.
 """
 
-from . import errors
-from ._ffi import candidates as library_candidates
+#: The package's version (the wheel's; pyproject.toml reads it here).
+__version__ = "0.1.0"
+
+from . import errors  # noqa: E402
+from ._ffi import candidates as library_candidates  # noqa: E402
 from .batch import Batch, BlockList
 from .engine import Engine, Segment
 from .errors import (

@@ -7,8 +7,10 @@ functions, types and constants. The library is loaded once, on first use,
 from the first of:
 
 1. ``$FERRY_LIB``, a path to the library;
-2. ``libferry.so`` beside this package (an installed copy);
-3. ``bin/libferry.so`` of the repository this package sits in.
+2. ``bin/libferry.so`` inside this package (the wheel's copy, with the
+   plugins and the ``ferry`` command beside it: see :func:`bundled_dir`);
+3. ``libferry.so`` beside this package (a copy installed by hand);
+4. ``bin/libferry.so`` of the repository this package sits in.
 
 The library's Go runtime reads the environment once, as the process
 started: ``os.environ`` changes made later (FERRY_PLUGIN_DIR among them)
@@ -277,13 +279,25 @@ _path = ""
 _classes: Dict[int, Type[errors.FerryError]] = {}
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def bundled_dir() -> str:
+    """The package's own ``bin`` directory, where a wheel puts
+    libferry.so, the plugin executables and the ``ferry`` command; ""
+    when the package has none (a checkout)."""
+    d = os.path.join(_HERE, "bin")
+    return d if os.path.isdir(d) else ""
+
+
 def candidates() -> List[str]:
     """The paths the library is looked for at, in order."""
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = _HERE
     out = []
     env = os.environ.get("FERRY_LIB")
     if env:
         out.append(env)
+    out.append(os.path.join(here, "bin", "libferry.so"))
     out.append(os.path.join(here, "libferry.so"))
     out.append(os.path.join(os.path.dirname(os.path.dirname(here)), "bin", "libferry.so"))
     return out
@@ -377,9 +391,9 @@ def plugin_dir() -> str:
     """Where an engine of this process finds the plugin executables when
     its configuration does not say: ``$FERRY_PLUGIN_DIR`` as os.environ has
     it now, else the library's directory when it holds ferry-plugin-*
-    (bin/ of a built repository), else "" (the library's own rule: the
-    running executable's directory, which for Python is the
-    interpreter's)."""
+    (bin/ of a built repository, or the wheel's bin/ inside the package),
+    else "" (the library's own rule: the running executable's directory,
+    which for Python is the interpreter's)."""
     d = os.environ.get("FERRY_PLUGIN_DIR", "")
     if d:
         return d

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import struct
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
     from .batch import Batch, BlockList
 
 __all__ = ["Engine", "Segment"]
+
+log = logging.getLogger("ferry")
 
 # ferry_request_t up to its transport_hint: opcode, priority, source,
 # target_id, reserved, target_offset, length, deadline_ns, transport_hint.
@@ -164,10 +167,11 @@ class Engine:
     (``plugin_dir``, a plugin block's ``path``). Configuration text that
     names no ``plugin_dir`` gets ``plugin_dir`` (the argument), else
     ``$FERRY_PLUGIN_DIR`` as ``os.environ`` has it now, else the library's
-    directory when it holds the plugins (``bin/`` after ``make build``):
-    the library itself sees only the environment the process started with,
-    and looks beside the running executable, the Python interpreter. A
-    configuration file is taken as it is.
+    directory when it holds the plugins (``bin/`` after ``make build``,
+    the package's ``bin/`` when installed from the wheel). A configuration
+    file is taken as it is; the library gives one that names none the
+    same: ``$FERRY_PLUGIN_DIR``, else its own directory when the plugins
+    are there, else the running executable's (the interpreter's).
     """
 
     def __init__(self, config: Union[str, "os.PathLike[str]", None] = None, *, config_text: Optional[str] = None,
@@ -250,7 +254,11 @@ class Engine:
     def close(self) -> None:
         """Stop the engine: tasks in flight end, plugins stop, the segment
         is unpublished, and every :class:`Memory` it allocated is unmapped
-        (views of it must not be used after). Closing twice is a no-op."""
+        (views of it must not be used after). Closing twice is a no-op.
+        A metastore that cannot be reached to unpublish the segment
+        (stopped before the engine) is logged as a warning on the
+        ``ferry`` logger, not raised: the engine is closed all the same,
+        and the descriptor expires with its lease."""
         with self._lock:
             h, self._h = self._h, 0
             mem = list(self._mem.values())
@@ -278,6 +286,13 @@ class Engine:
             r._drop()
         for s in segs:
             s.closed = True
+        if rc == self._lib.FERRY_ERR_UNAVAILABLE:
+            # The engine is closed; only its descriptor's key, which the
+            # metastore (stopped, restarting, cut off) could not be asked
+            # to delete, is left to expire with its lease. No error of the
+            # caller's: said on the log, not raised.
+            log.warning("%s", _ffi.error(rc, "close engine"))
+            return
         _ffi.check(rc, "close engine")
 
     def __enter__(self) -> "Engine":

@@ -14,10 +14,9 @@ import json
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from conftest import config  # noqa: E402  (first: it puts the package under test on sys.path)
 
 import ferry  # noqa: E402
-from conftest import config  # noqa: E402
 
 SIZE = 1 << 20
 

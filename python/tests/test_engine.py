@@ -9,7 +9,7 @@ import numpy
 import pytest
 
 import ferry
-from conftest import BIN, PYTHON, config
+from conftest import BIN, CHECKOUT_PATH, config
 
 
 def own(e):
@@ -42,12 +42,12 @@ def test_plugin_dir_set_after_start_reaches_a_config_file(tmp_path):
     p = tmp_path / "engine.hcl"
     p.write_text("\n".join(l for l in config("py-env-dir").splitlines() if not l.startswith("plugin_dir")))
     script = (
-        "import os, sys; sys.path.insert(0, %r)\n"
+        "import os, sys; sys.path[:0] = %r\n"
         "import ferry\n"
         "os.environ['FERRY_PLUGIN_DIR'] = %r\n"
         "with ferry.Engine(%r) as e:\n"
         "    print(sorted(e.open_segment(e.rpc_address).transports))\n"
-    ) % (PYTHON, BIN, str(p))
+    ) % (CHECKOUT_PATH, BIN, str(p))
     env = {k: v for k, v in os.environ.items() if k != "FERRY_PLUGIN_DIR"}
     env["FERRY_LIB"] = ferry.library_path()
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)

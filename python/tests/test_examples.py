@@ -11,13 +11,13 @@ import sys
 
 import pytest
 
-from conftest import BIN, PYTHON, SECRET
+from conftest import BIN, PYTHON, SECRET, child_env
 
 EXAMPLES = os.path.join(PYTHON, "examples")
 
 
 def env() -> dict:
-    e = dict(os.environ, FERRY_PLUGIN_DIR=BIN, FERRY_CLUSTER_SECRET_FILE=SECRET, PYTHONDONTWRITEBYTECODE="1")
+    e = child_env(FERRY_PLUGIN_DIR=BIN, FERRY_CLUSTER_SECRET_FILE=SECRET, PYTHONDONTWRITEBYTECODE="1")
     e.pop("KV_ENGINE", None)
     return e
 

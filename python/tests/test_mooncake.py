@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import http.server
 import os
+import shutil
+import socket
 import socketserver
+import subprocess
 import threading
 import time
 from typing import Dict, Iterator, Tuple
@@ -17,6 +20,7 @@ import pytest
 
 from conftest import SECRET
 
+import ferry
 from ferry.mooncake import TransferEngine, TransferNotify, TransferOpcode
 
 HOST = "127.0.0.1"
@@ -181,14 +185,226 @@ def test_calls_before_initialize_and_after_close():
     up.close()
 
 
-def test_unsupported_calls_say_so(pair):
-    a, _, _ = pair
-    for call in (a.get_engine, a.get_engine_ptr):
-        with pytest.raises(NotImplementedError, match="not supported"):
-            call()
+def test_get_engine_is_the_ferry_engine(pair):
+    """get_engine() gives the ferry.Engine underneath (None before
+    initialize, as Mooncake's), usable with Ferry's own API on the
+    memory Mooncake's calls registered; get_engine_ptr is not supported."""
+    a, b, session = pair
+    assert TransferEngine().get_engine() is None
+    fe = a.get_engine()
+    assert isinstance(fe, ferry.Engine) and fe is a.engine
+    assert fe.rpc_address.endswith(f":{a.get_rpc_port()}")
+    la, rb = a.allocate_managed_buffer(4096), b.allocate_managed_buffer(4096)
+    data = fill(a, la, 4096, 6)
+    seg = fe.open_segment(session)
+    fe.write(la, seg, rb, length=4096, priority=ferry.Priority.HIGH)
+    assert b.read_bytes_from_buffer(rb, 4096) == data
+    with pytest.raises(NotImplementedError, match="get_engine_ptr is not supported"):
+        a.get_engine_ptr()
     assert a.get_local_topology() == "{}"
     assert a.warmup_efa_segment("x") == 0
     assert TransferEngine.TransferOpcode.READ == TransferOpcode.Read == 0
+
+
+def _ipv6_loopback() -> bool:
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+def test_bare_ipv6_host():
+    """"::1", as SGLang passes it to initialize, starts the engine on
+    IPv6 loopback; peers reach it as "[::1]:port" and, as Mooncake parses
+    it, "::1:port"; "[::1]:16010" is a name with a port too."""
+    if not _ipv6_loopback():
+        if os.environ.get("CI"):
+            pytest.fail("no IPv6 loopback (::1) on this machine")
+        pytest.skip("no IPv6 loopback (::1) on this machine")
+    a = engine("::1")
+    b = engine("[::1]:16010")
+    try:
+        assert b.engine.name == "[::1]:16010"
+        for te in (a, b):
+            assert te.engine.rpc_address.startswith("[::1]:"), te.engine.rpc_address
+            assert 'listen = ["[::1]:0"]' in te.config_text
+        la, rb = a.allocate_managed_buffer(8192), b.allocate_managed_buffer(8192)
+        data = fill(a, la, 8192, 8)
+        port = b.get_rpc_port()
+        assert a.transfer_sync_write(f"[::1]:{port}", la, rb, 4096) == 0, a.last_error
+        assert a.transfer_sync_write(f"::1:{port}", la + 4096, rb + 4096, 4096) == 0, a.last_error
+        assert b.read_bytes_from_buffer(rb, 8192) == data
+        assert b.transfer_sync_read(f"::1:{a.get_rpc_port()}", rb, la, 16) == 0, b.last_error
+    finally:
+        a.close()
+        b.close()
+    bad = TransferEngine(cluster_secret_file=SECRET)
+    assert bad.initialize("[not-an-address]:1", "P2PHANDSHAKE", "tcp", "") < 0
+    assert "not an IPv6 address" in bad.last_error
+
+
+def test_numpy_integers_as_addresses_and_lengths(pair):
+    """Mooncake's pybind module takes anything with __index__ (numpy
+    integers) for an address, a length or a batch id, and numpy arrays
+    for its lists; so does Ferry's, with the same result as ints."""
+    a, b, session = pair
+    blk = 4096
+    la = a.allocate_managed_buffer(np.uint64(4 * blk))
+    rb = b.allocate_managed_buffer(np.int32(4 * blk))
+    assert la and rb
+    data = fill(a, np.uint64(la), np.int64(4 * blk), 12)
+    assert a.transfer_sync_write(session, np.uint64(la), np.uint64(rb), np.int64(blk)) == 0, a.last_error
+    assert b.read_bytes_from_buffer(np.uint64(rb), np.uint32(blk)) == data[:blk]
+    assert a.transfer_sync_read(session, np.uint64(la + blk), np.uint64(rb + 1), np.uint16(100)) == 0, a.last_error
+    assert a.read_bytes_from_buffer(la + blk, 100) == data[1:101]
+    srcs = np.array([la + blk, la + 3 * blk], dtype=np.uint64)
+    dsts = np.array([rb + 2 * blk, rb + 3 * blk], dtype=np.uint64)
+    lens = np.full(2, blk, dtype=np.int64)
+    data = fill(a, la, 4 * blk, 13)
+    assert a.batch_transfer_sync_write(session, srcs, dsts, lens) == 0, a.last_error
+    assert b.read_bytes_from_buffer(rb + 2 * blk, blk) == data[blk:2 * blk]
+    assert b.read_bytes_from_buffer(rb + 3 * blk, blk) == data[3 * blk:]
+    bid = a.batch_transfer_async_write(session, srcs[:1], dsts[:1], lens[:1])
+    assert bid and a.get_batch_transfer_status(np.array([bid], dtype=np.uint64)) == 0, a.last_error
+    wid = a.transfer_submit_write(session, np.uint64(la), np.uint64(rb), np.uint64(16))
+    assert until("transfer_check_status", lambda: a.transfer_check_status(np.uint64(wid))) == 1
+    arr = np.zeros(2 * blk, dtype=np.uint8)
+    addr = np.uint64(arr.ctypes.data)
+    assert a.register_memory(addr, np.uint64(arr.nbytes), "cpu:0") == 0, a.last_error
+    assert b.transfer_sync_read(f"{HOST}:{a.get_rpc_port()}", np.uint64(rb), addr, np.int64(blk)) == 0, b.last_error
+    assert a.unregister_memory(addr) == 0
+    parts = [np.zeros(blk, dtype=np.uint8) for _ in range(2)]
+    ptrs = np.array([p.ctypes.data for p in parts], dtype=np.uint64)
+    assert a.batch_register_memory(ptrs, np.array([blk, blk])) == 0, a.last_error
+    assert a.batch_unregister_memory(ptrs) == 0
+    assert a.free_managed_buffer(np.uint64(la), np.uint64(4 * blk)) == 0
+
+
+def test_type_errors_where_mooncake_raises_them(pair):
+    """Arguments pybind cannot convert to the C++ parameter raise
+    TypeError before anything happens, as Mooncake's module does: a float,
+    str, None or negative number for an address or length, a str or a
+    generator for a list, an opcode or notify of the wrong type, None for
+    a std::string. The engine is untouched and works after."""
+    a, b, session = pair
+    la, rb = a.allocate_managed_buffer(4096), b.allocate_managed_buffer(4096)
+    W = TransferOpcode.Write
+    cases = {
+        "float length": lambda: a.transfer_sync_write(session, la, rb, 16.0),
+        "str buffer": lambda: a.transfer_sync_write(session, str(la), rb, 16),
+        "None peer address": lambda: a.transfer_sync_read(session, la, None, 16),
+        "negative length": lambda: a.transfer_sync_write(session, la, rb, -1),
+        "address past 2**64": lambda: a.transfer_sync_write(session, la, 1 << 64, 16),
+        "numpy float": lambda: a.transfer_sync_write(session, la, rb, np.float64(16)),
+        "a buffer object for an address": lambda: a.transfer_sync_write(session, np.zeros(16, dtype=np.uint8), rb, 16),
+        "int target": lambda: a.transfer_sync_write(1234, la, rb, 16),
+        "None transport_hint": lambda: a.transfer_sync_write(session, la, rb, 16, None),
+        "str for a list": lambda: a.batch_transfer_sync_write(session, "12", [rb], [16]),
+        "bytes for a list": lambda: a.batch_transfer_sync_write(session, b"12", [rb], [16]),
+        "generator for a list": lambda: a.batch_transfer_sync_write(session, (x for x in [la]), [rb], [16]),
+        "set for a list": lambda: a.batch_transfer_async_write(session, {la}, [rb], [16]),
+        "float in a list": lambda: a.batch_transfer_sync_read(session, [la], [rb], [16.5]),
+        "float array": lambda: a.batch_transfer_sync_write(session, [la], [rb], np.array([16.0])),
+        "int for a list": lambda: a.get_batch_transfer_status(1),
+        "str opcode": lambda: a.transfer_sync(session, la, rb, 16, "write"),
+        "opcode 2": lambda: a.batch_transfer_async(session, [la], [rb], [16], 2),
+        "str notify": lambda: a.transfer_sync(session, la, rb, 16, W, "done"),
+        "None location": lambda: a.register_memory(la, 16, None),
+        "int segment name": lambda: a.get_first_buffer_address(7),
+        "None probe name": lambda: a.send_probe(None),
+        "float managed length": lambda: a.allocate_managed_buffer(4096.0),
+        "negative managed length": lambda: a.free_managed_buffer(la, -4096),
+        "int bytes to write": lambda: a.write_bytes_to_buffer(la, 5, 1),
+        "float batch id": lambda: a.transfer_check_status(1.0),
+        "float stream": lambda: a.transfer_write_on_cuda(session, la, rb, 16, 0.5),
+        "int hostname": lambda: TransferEngine().initialize(1, "P2PHANDSHAKE", "tcp", ""),
+        "int metadata_type": lambda: TransferEngine().initialize_ext(HOST, "P2PHANDSHAKE", "tcp", "", 3),
+        "int notify name": lambda: TransferNotify(1, "msg"),
+    }
+    for what, call in cases.items():
+        with pytest.raises(TypeError) as got:
+            call()
+        assert got.value.args and got.value.args[0], what
+    assert b.read_bytes_from_buffer(rb, 4096) == bytes(4096), "a refused call moved bytes"
+    assert a.get_notifies() == [] and b.get_notifies() == []
+    data = fill(a, la, 64, 14)
+    # What Mooncake's converts, Ferry's does too: a bool, a tuple, a
+    # range, bytes for a str, a numpy bool array is not an index list.
+    assert a.transfer_sync(session, la, rb, 32, TransferOpcode.Write, TransferNotify(b"n", b"m"), b"tcp") == 0, a.last_error
+    assert a.batch_transfer_sync_write(session, (la + 32,), range(rb + 32, rb + 33), [True]) == 0, a.last_error
+    assert b.read_bytes_from_buffer(rb, 33) == data[:33]
+    assert until("the notification", lambda: b.get_notifies()) == [TransferNotify("n", "m")]
+
+
+@pytest.fixture
+def redis_server():
+    """A real redis-server on a free port of 127.0.0.1, no persistence."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is not installed (Debian: redis-server; .ci/run installs it)")
+        pytest.skip("redis-server is not installed")
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        port = s.getsockname()[1]
+    p = subprocess.Popen([exe, "--bind", HOST, "--port", str(port), "--save", "", "--appendonly", "no"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        def up() -> bool:
+            if p.poll() is not None:
+                pytest.fail(f"redis-server exited: {p.stdout.read().decode()[-2000:]}")
+            try:
+                socket.create_connection((HOST, port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        until("redis-server answers", up, 20)
+        yield f"{HOST}:{port}"
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_initialize_ext(redis_server):
+    """initialize_ext's metadata_type applies to a metadata_server without
+    a scheme, as Mooncake's buildConnString: "redis" with "host:port" (a
+    real redis-server) and "http" with "host:port/metadata" (Mooncake's
+    server protocol) join that metastore, where two engines find each
+    other by name; a server with a scheme keeps its own, and
+    P2PHANDSHAKE stays peer-to-peer whatever the type."""
+    class Handler(_Mooncake):
+        store: Dict[str, bytes] = {}
+
+    srv, url = _serve(Handler)
+    try:
+        bare_http = url.split("://", 1)[1]
+        for meta, mtype, kind in ((redis_server, "redis", "redis"), (bare_http, "http", "http"), (url, "redis", "http")):
+            na, nb = f"{HOST}:16021", f"{HOST}:16022"
+            a, b = TransferEngine(cluster_secret_file=SECRET), TransferEngine(cluster_secret_file=SECRET)
+            try:
+                assert a.initialize_ext(na, meta, "tcp", "", mtype) == 0, a.last_error
+                assert b.initialize_ext(nb, meta, "tcp", "", mtype) == 0, b.last_error
+                assert f'kind = "{kind}"' in a.config_text, a.config_text
+                if kind == "http":
+                    assert f"ferry/segments/{nb}" in Handler.store
+                rb, la = b.allocate_managed_buffer(4096), a.allocate_managed_buffer(4096)
+                data = fill(a, la, 4096, 15)
+                assert a.transfer_sync_write(nb, la, rb, 4096) == 0, (meta, a.last_error)
+                assert b.read_bytes_from_buffer(rb, 4096) == data
+            finally:
+                a.close()
+                b.close()
+        assert Handler.store == {}
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    p2p = TransferEngine(cluster_secret_file=SECRET)
+    assert p2p.initialize_ext(HOST, "P2PHANDSHAKE", "tcp", "", "etcd") == 0, p2p.last_error
+    assert 'kind = "none"' in p2p.config_text
+    p2p.close()
 
 
 class _Mooncake(http.server.BaseHTTPRequestHandler):

@@ -189,10 +189,10 @@ def test_fast_first_in_a_fresh_process():
     import subprocess
     import sys
 
-    from conftest import REPO
+    from conftest import child_env
 
     code = "from ferry import _ffi; f = _ffi.fast(); print('fast' if f is not None else 'abi', _ffi.path())"
-    env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
+    env = child_env()
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split()[1].endswith("libferry.so"), out.stdout
