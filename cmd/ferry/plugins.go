@@ -346,9 +346,9 @@ func engineStatus(addr string, o control.Options, asJSON bool) error {
 		_, err := fmt.Println(string(b))
 		return err
 	}
-	var st host.EngineStatus
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("engine at %s: status: %w", addr, err)
+	st, err := decodeStatus(b, addr)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("engine %s (incarnation %d) at %s\n\n", st.Name, st.Incarnation, addr)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

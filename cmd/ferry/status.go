@@ -54,21 +54,41 @@ func (f statusFlags) dial() (*control.Client, error) {
 // fetchStatus asks the engine at addr for its status and checks that it
 // is one this ferry can read.
 func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, error) {
-	var st host.EngineStatus
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return st, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+		return host.EngineStatus{}, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
 	}
+	st, err := decodeStatus(b, addr)
+	return st, b, err
+}
+
+// decodeStatus reads the status b of the engine at addr: of this ferry's
+// StatusFormat, or of format 1, whose keys differ only in spelling
+// (encoding/json matches "Counters" and "Name" to their snake_case tags
+// by itself; "PausedUntil" is read here).
+func decodeStatus(b []byte, addr string) (host.EngineStatus, error) {
+	var st host.EngineStatus
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, nil, fmt.Errorf("engine at %s answered a status this ferry cannot read (%v): is it a Ferry engine?", addr, err)
+		return st, fmt.Errorf("engine at %s answered a status this ferry cannot read (%v): is it a Ferry engine?", addr, err)
 	}
-	if st.Format != host.StatusFormat {
-		return st, nil, fmt.Errorf("engine %q at %s reports status format %d; this ferry reads format %d: use the ferry binary of the engine's version (ferry version)",
+	switch st.Format {
+	case host.StatusFormat:
+	case 1:
+		var old struct {
+			Rails []struct{ PausedUntil time.Time }
+		}
+		if err := json.Unmarshal(b, &old); err == nil && len(old.Rails) == len(st.Rails) {
+			for i := range st.Rails {
+				st.Rails[i].PausedUntil = old.Rails[i].PausedUntil
+			}
+		}
+	default:
+		return st, fmt.Errorf("engine %q at %s reports status format %d; this ferry reads formats 1 and %d: use the ferry binary of the engine's version (ferry version)",
 			st.Name, addr, st.Format, host.StatusFormat)
 	}
-	return st, b, nil
+	return st, nil
 }
 
 func cmdStatus(args []string) error {
