@@ -149,7 +149,7 @@ func cmdPlugins(args []string) error {
 	dir := fs.String("dir", "", "plugin directory (default: beside the ferry binary)")
 	all := fs.Bool("all", false, "also list the plugins of --dir that are for tests: those that declare themselves test tools (fault) and simulated devices (simdev)")
 	asJSON := fs.Bool("json", false, "one JSON object per plugin")
-	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as `ferry run` prints); with a cluster secret, give the engine's --config too")
+	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as \"ferry run\" prints in its ready line); with a cluster secret, give the engine's --config too")
 	fs.Parse(args)
 	if *engine != "" {
 		var o control.Options

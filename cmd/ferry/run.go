@@ -180,7 +180,7 @@ func cmdRun(args []string) error {
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
 	appMem := fs.Bool("app-memory", false, "expose Go heap memory (allocated by the application, not by Engine.Allocate): peers reach it through tcp, with one extra copy")
-	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>`, `plugins` and `upgrade <plugin> <path> [sha256]` lines on stdin; exit at EOF (docs/control-stdin.md)")
+	control := fs.Bool("control-stdin", false, "answer the control lines \"sha256 <offset> <length>\", \"fill <seed>\", \"plugins\" and \"upgrade <plugin> <path> [sha256]\" on stdin; exit at EOF (docs/control-stdin.md)")
 	engine.freePorts = fs.Bool("free-ports", false, "serve the control service and /metrics at --config's addresses but on ports the engine picks: for an engine beside another of the same config (bench's target)")
 	fs.Parse(args)
 
