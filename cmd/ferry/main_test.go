@@ -94,6 +94,9 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out, "all transfers verified") || strings.Contains(out, "FAILED") {
 		t.Fatalf("demo:\n%s", out)
 	}
+	if strings.Contains(out, " 0.000 ") || !strings.Contains(out, "B/s") {
+		t.Errorf("demo prints a rate of 0.000, or none with its unit:\n%s", out)
+	}
 }
 
 // TestPluginsHidesTestTools: listing a directory leaves out the plugins
