@@ -74,7 +74,9 @@ func Pattern(b []byte, off uint64, seed uint64) {
 	}
 }
 
-// loadConfig reads --config or builds the default config for name.
+// loadConfig reads --config or builds the default config for name; a
+// metastoreURL (--metastore, any form config.ParseMetastoreURL takes)
+// replaces the config's metastore block.
 func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 	var cfg *config.Config
 	if path != "" {
@@ -90,7 +92,11 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 		cfg.Name = name
 	}
 	if metastoreURL != "" {
-		cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = "http", metastoreURL, ""
+		m, err := config.ParseMetastoreURL(metastoreURL)
+		if err != nil {
+			return nil, fmt.Errorf("--metastore: %w", err)
+		}
+		cfg.SetMetastore(m)
 	}
 	return cfg, nil
 }
@@ -145,7 +151,7 @@ func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
 	return engineFlags{
 		config:    fs.String("config", "", configHelp),
 		name:      fs.String("name", "", nameHelp),
-		metastore: fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)"),
+		metastore: fs.String("metastore", "", "use this metastore instead of the config's: "+config.MetastoreURLForms),
 		log:       addLogFlags(fs),
 	}
 }

@@ -152,7 +152,8 @@ func TestTwoHostsOutOfTheBox(t *testing.T) {
 	if !strings.Contains(explain, "tcp: taken") || strings.Contains(explain, "shm: taken") {
 		t.Errorf("explain from B does not choose tcp:\n%s", explain)
 	}
-	bench, err := inB("bench", "--config", cfgB, "--target", "host-a", "--metastore", "http://"+a+":7070/metadata",
+	// As the README shows it: B's config names A's metastore; no --metastore.
+	bench, err := inB("bench", "--config", cfgB, "--target", "host-a",
 		"--transport", "tcp", "--size", "64KiB", "--duration", "200ms", "--warmup", "50ms", "--no-baseline", "--json")
 	if err != nil {
 		t.Fatalf("bench from B against A: %v\n%s", err, bench)
