@@ -161,6 +161,11 @@ func TestTwoHostsOutOfTheBox(t *testing.T) {
 	if !strings.Contains(bench, `"verified":true`) {
 		t.Errorf("bench from B did not verify the bytes:\n%s", bench)
 	}
+	// The README's doctor on the README's two hosts: nothing fails (shm,
+	// which cannot reach another host, is not tried).
+	if doctor, err := inB("doctor", "--config", cfgB, "--peer", "host-a"); err != nil || !strings.Contains(doctor, "not tried: shm reaches only engines on this machine") {
+		t.Errorf("doctor --peer host-a from B: %v, want exit 0 with shm not tried:\n%s", err, doctor)
+	}
 	plugins, err := inB("plugins", "--engine", ready.Control, "--config", cfgB)
 	if err != nil {
 		t.Fatalf("ferry plugins --engine %s from B: %v\n%s", ready.Control, err, plugins)
