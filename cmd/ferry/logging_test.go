@@ -118,7 +118,7 @@ func TestStatusAndTop(t *testing.T) {
 			Name, State string
 		} `json:"plugins"`
 	}
-	if err := json.Unmarshal([]byte(ferry(t, "status", "--engine", control, "--json")), &st); err != nil || st.Format != 1 || st.Name != "status-a" || len(st.Plugins) != 2 {
+	if err := json.Unmarshal([]byte(ferry(t, "status", "--engine", control, "--json")), &st); err != nil || st.Format != 2 || st.Name != "status-a" || len(st.Plugins) != 2 {
 		t.Errorf("ferry status --json: %+v, %v", st, err)
 	}
 	top := ferry(t, "top", "--engine", control, "--count", "2", "--interval", "50ms")

@@ -177,10 +177,11 @@ func cmdPlugins(args []string) error {
 	dir := fs.String("dir", "", "plugin directory (default: beside the ferry binary)")
 	all := fs.Bool("all", false, "also list the plugins of --dir that are for tests: those that declare themselves test tools (fault) and simulated devices (simdev)")
 	asJSON := fs.Bool("json", false, "one JSON object per plugin")
-	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as \"ferry run\" prints in its ready line); with a cluster secret, give the engine's --config too")
+	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as \"ferry run\" prints in its ready line), or its name, looked up in --config's metastore; with a cluster secret, give the engine's --config too")
 	fs.Parse(args)
 	if *engine != "" {
 		var o control.Options
+		var meta *config.Metastore
 		if *cfgPath != "" {
 			cfg, err := loadConfig(*cfgPath, "", "")
 			if err != nil {
@@ -189,8 +190,13 @@ func cmdPlugins(args []string) error {
 			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
 				return err
 			}
+			meta = &cfg.Metastore
 		}
-		return engineStatus(*engine, o, *asJSON)
+		addr, err := resolveEngine(context.Background(), *engine, meta, *cfgPath, o.Secret)
+		if err != nil {
+			return err
+		}
+		return engineStatus(addr, o, *asJSON)
 	}
 
 	// With --config every block is listed, test tools too: the operator

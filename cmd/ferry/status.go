@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/selector"
@@ -21,34 +22,52 @@ import (
 // statusFlags are the flags of status and top: which engine, and the
 // config whose cluster secret the control service wants.
 type statusFlags struct {
-	engine, config *string
-	asJSON         *bool
+	engine, config, metastore *string
+	asJSON                    *bool
 }
 
 func addStatusFlags(fs *flag.FlagSet) statusFlags {
 	return statusFlags{
-		engine: fs.String("engine", "", "the engine's control address, host:port (its ready line's \"control\"; required)"),
-		config: fs.String("config", "", "with a cluster secret: the engine's (or any cluster member's) config, for the secret"),
-		asJSON: fs.Bool("json", false, "print the status as JSON"),
+		engine:    fs.String("engine", "", "the engine (required): its control address, host:port (its ready line's \"control\"), or its name, looked up in --config's metastore or --metastore's"),
+		config:    fs.String("config", "", "the engine's (or any cluster member's) config: its metastore, to find --engine by name, and its cluster secret"),
+		metastore: fs.String("metastore", "", "find --engine by name in this metastore instead of --config's: "+config.MetastoreURLForms),
+		asJSON:    fs.Bool("json", false, "print the status as JSON"),
 	}
 }
 
-// dial opens the engine's control service.
-func (f statusFlags) dial() (*control.Client, error) {
+// dial opens the engine's control service; addr is its control address,
+// name the engine as --engine gave it, for messages.
+func (f statusFlags) dial() (c *control.Client, addr, name string, err error) {
 	if *f.engine == "" {
-		return nil, fmt.Errorf("--engine is required: the engine's control address, host:port")
+		return nil, "", "", fmt.Errorf("--engine is required: the engine's control address (host:port) or its name")
 	}
 	var o control.Options
-	if *f.config != "" {
-		cfg, err := loadConfig(*f.config, "", "")
+	var meta *config.Metastore
+	where := "--metastore"
+	if *f.config != "" || *f.metastore != "" {
+		cfg, err := loadConfig(*f.config, "", *f.metastore)
 		if err != nil {
-			return nil, err
+			return nil, "", "", err
 		}
-		if o.Secret, err = host.ClusterSecret(cfg); err != nil {
-			return nil, err
+		meta = &cfg.Metastore
+		if *f.config != "" {
+			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
+				return nil, "", "", err
+			}
+			if *f.metastore == "" {
+				where = *f.config
+			}
 		}
 	}
-	return control.DialOptions(*f.engine, o)
+	if addr, err = resolveEngine(context.Background(), *f.engine, meta, where, o.Secret); err != nil {
+		return nil, "", "", err
+	}
+	name = *f.engine
+	if name != addr {
+		name += " at " + addr
+	}
+	c, err = control.DialOptions(addr, o)
+	return c, addr, name, err
 }
 
 // fetchStatus asks the engine at addr for its status and checks that it
@@ -96,12 +115,12 @@ func cmdStatus(args []string) error {
 	f := addStatusFlags(fs)
 	traces := fs.Bool("traces", false, "also print the story of each traced task (the engine needs a trace block; requests ask with Request.Trace)")
 	fs.Parse(args)
-	c, err := f.dial()
+	c, addr, _, err := f.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	st, raw, err := fetchStatus(c, *f.engine)
+	st, raw, err := fetchStatus(c, addr)
 	if err != nil {
 		return err
 	}
@@ -165,7 +184,7 @@ func cmdTop(args []string) error {
 	if *every <= 0 {
 		return fmt.Errorf("--interval %s: want a positive duration", *every)
 	}
-	c, err := f.dial()
+	c, addr, name, err := f.dial()
 	if err != nil {
 		return err
 	}
@@ -177,7 +196,7 @@ func cmdTop(args []string) error {
 	var prev *host.EngineStatus
 	var prevAt time.Time
 	for n := 0; *count == 0 || n < *count; n++ {
-		st, raw, err := fetchStatus(c, *f.engine)
+		st, raw, err := fetchStatus(c, addr)
 		if err != nil {
 			return err
 		}
@@ -186,7 +205,7 @@ func cmdTop(args []string) error {
 			fmt.Println(string(raw))
 		} else {
 			fmt.Print("\x1b[H\x1b[2J") // home, clear: one screen, redrawn
-			fmt.Printf("ferry top %s, every %s, %s\n\n", *f.engine, *every, now.Format(time.TimeOnly))
+			fmt.Printf("ferry top %s, every %s, %s\n\n", name, *every, now.Format(time.TimeOnly))
 			if err := printStatus(os.Stdout, st, prev, now.Sub(prevAt)); err != nil {
 				return err
 			}
