@@ -264,10 +264,7 @@ func metastoreFinding(ctx context.Context, cfg *config.Config) finding {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	b, err := metastore.Open(cctx, metastore.Options{
-		Kind: m.Kind, URL: m.URL, Address: m.Address, Endpoints: m.Endpoints, Username: m.Username, Password: m.Password,
-		Database: m.Database, TLS: m.TLS, CAFile: m.CAFile,
-	})
+	b, err := metastore.Open(cctx, metastoreOptions(m))
 	if err == nil {
 		defer b.Close()
 		_, err = b.Get(cctx, m.KeyPrefix()+"ferry-doctor-probe")
