@@ -112,8 +112,10 @@ type StagingStatus struct {
 }
 
 // StatusFormat is the version of EngineStatus's JSON form. Fields added
-// keep it; a key renamed or a meaning changed bumps it.
-const StatusFormat = 1
+// keep it; a key renamed or a meaning changed bumps it. Format 2 spells
+// every key in snake_case (format 1 had "Counters", "PausedUntil" and a
+// plugin rail's "Name", "NUMANode" and "BandwidthGbps").
+const StatusFormat = 2
 
 // StatusOption narrows what Status gathers.
 type StatusOption func(*statusOptions)
@@ -222,7 +224,7 @@ type PluginStatus struct {
 	Rails    []sdk.Rail `json:"rails,omitempty"`
 	// Counters are the plugin's own, when it answered, less those of
 	// Served; nil with SkipPluginCounters.
-	Counters map[string]uint64
+	Counters map[string]uint64 `json:"counters"`
 	// Served is the traffic the plugin served peers (this engine the
 	// target of their writes and reads), per peer, rail and op; ServedKnown
 	// says the plugin counts it (an older plugin, or one that cannot see
@@ -323,9 +325,9 @@ type RailStatus struct {
 	EWMAGbps    float64 `json:"ewma_gbps"` // the learnt bandwidth
 	Errors      uint64  `json:"errors"`    // failed slices
 	Paused      bool    `json:"paused"`
-	// PausedUntil is when a paused rail is tried again. Its JSON key is
-	// "PausedUntil", as it has always been.
-	PausedUntil time.Time
+	// PausedUntil is when a paused rail is tried again ("PausedUntil" in
+	// StatusFormat 1).
+	PausedUntil time.Time `json:"paused_until"`
 }
 
 // railStatuses reports every rail of every running transport.

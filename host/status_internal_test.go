@@ -15,21 +15,21 @@ import (
 )
 
 // TestStatusKeys: EngineStatus's rails, failures and traces keep the
-// JSON keys of StatusFormat 1 (those of the sub-package types they
-// replaced), so that a `ferry status` of either build reads the other's.
+// JSON keys of StatusFormat 2, all snake_case, so that a `ferry status`
+// of either build reads the other's.
 func TestStatusKeys(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		v    any
 		want []string
 	}{
-		{"rail", RailStatus{}, []string{"PausedUntil", "bytes", "errors", "ewma_gbps", "in_flight", "index", "label", "name", "nominal_gbps", "numa_node", "paused", "slices", "transport"}},
+		{"rail", RailStatus{}, []string{"bytes", "errors", "ewma_gbps", "in_flight", "index", "label", "name", "nominal_gbps", "numa_node", "paused", "paused_until", "slices", "transport"}},
 		{"failure", Failure{}, []string{"cause", "length", "op", "rail", "retried", "segment", "status", "time", "transport"}},
 		{"trace", TaskTrace{}, []string{"batch", "done", "length", "op", "priority", "started", "steps", "steps.at_us", "steps.attempt", "steps.cause", "steps.error",
 			"steps.from", "steps.reasons", "steps.slices", "steps.stage", "steps.state", "steps.status", "steps.transport", "task", "took_us"}},
 	} {
 		if got := jsonKeys(reflect.TypeOf(c.v), ""); !slices.Equal(got, c.want) {
-			t.Errorf("%s: JSON keys %q, format 1 has %q", c.name, got, c.want)
+			t.Errorf("%s: JSON keys %q, format %d has %q", c.name, got, StatusFormat, c.want)
 		}
 	}
 }

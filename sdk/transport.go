@@ -292,9 +292,9 @@ type ProbeResult struct {
 
 // Rail is one path the transport can use.
 type Rail struct {
-	Name          string // e.g. "127.0.0.1:7100"
-	NUMANode      int    // -1 when unknown
-	BandwidthGbps float64
+	Name          string  `json:"name"`      // e.g. "127.0.0.1:7100"
+	NUMANode      int     `json:"numa_node"` // -1 when unknown
+	BandwidthGbps float64 `json:"bandwidth_gbps"`
 }
 
 // StartConfig is what the host hands a plugin at Start.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -150,8 +152,8 @@ func cmdBench(args []string) error {
 	warmup := fs.Duration("warmup", 500*time.Millisecond, "unmeasured warm-up before each measurement")
 	asJSON := fs.Bool("json", false, "print one JSON object per row")
 	cfgPath := fs.String("config", "", "initiator config (default: built-in)")
-	targetName := fs.String("target", "", "measure against this running remote engine instead of starting one (needs --metastore)")
-	metaURL := fs.String("metastore", "", "metastore URL of the remote engine (with --target)")
+	targetName := fs.String("target", "", "measure against this running engine instead of starting one: its name in the metastore (--config's metastore block, or --metastore), or its control address host:port")
+	metaURL := fs.String("metastore", "", "the metastore where --target is published, instead of --config's: "+config.MetastoreURLForms)
 	noBaseline := fs.Bool("no-baseline", false, "skip the raw baseline")
 	policy := fs.String("policy", "", "name this configured policy on every request (its rails restrict the slices)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the initiator (Ferry and baseline rounds) to this file")
@@ -178,6 +180,9 @@ func cmdBench(args []string) error {
 	if size <= 0 || o.batch <= 0 || o.threads <= 0 {
 		return fmt.Errorf("--size, --batch and --threads must be positive")
 	}
+	if err := checkTarget(*cfgPath, *metaURL, *targetName); err != nil {
+		return err
+	}
 	run := benchRun{o: o, opName: *opName, cfgPath: *cfgPath, targetCfg: targetConfig(*cfgPath, *targetCfg), target: *targetName, metaURL: *metaURL, policy: *policy,
 		noBaseline: *noBaseline, warmup: *warmup, lf: lf}
 	sizes := []int64{size}
@@ -197,20 +202,34 @@ func cmdBench(args []string) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	prog := newBenchProgress(os.Stderr, len(sizes), *lf.format != "json" && *lf.level != "off")
+	run.prog = prog
 	var rows []benchRow
+	var runErr error
 	for i, sz := range sizes {
 		run.o.size = sz
+		prog.startRow(i, sz)
 		row, err := run.run()
 		if row.Transport == "" { // nothing measured
-			return err
+			prog.clear()
+			runErr = err
+			break
 		}
 		rows = append(rows, row)
-		if perr := emitRow(row, *asJSON, *jsonl, len(sizes) > 1, i == 0); perr != nil {
+		prog.rowDone(row, err)
+		if perr := emitRow(row, *asJSON, *jsonl); perr != nil {
 			return perr
 		}
 		if err != nil {
-			return err
+			runErr = err
+			break
 		}
+	}
+	if !*asJSON && len(rows) > 0 {
+		printTable(os.Stdout, rows, len(sizes) > 1)
+	}
+	if runErr != nil {
+		return runErr
 	}
 	if *plotPath != "" {
 		if err := plotSweep(*plotPath, rows); err != nil {
@@ -221,10 +240,39 @@ func cmdBench(args []string) error {
 	return nil
 }
 
-// emitRow prints row as JSON or as a table, and appends it to the jsonl
-// file when there is one; short prints one table line for sweeps, with
-// the header before the first.
-func emitRow(row benchRow, asJSON bool, jsonl string, short, first bool) error {
+// checkTarget says, before any engine starts, why bench's engine could
+// not find target (--target) with cfgPath and metaURL: in a metastore of
+// its own (embedded), or with none.
+func checkTarget(cfgPath, metaURL, target string) error {
+	if target == "" {
+		return nil
+	}
+	cfg, err := loadConfig(cfgPath, "bench-initiator", metaURL)
+	if err != nil {
+		return err
+	}
+	if _, port, err := net.SplitHostPort(target); err == nil && port != "0" {
+		return nil // a control address: no metastore needed
+	}
+	whose := "the built-in config's"
+	if cfgPath != "" {
+		whose = cfgPath + "'s"
+	}
+	switch cfg.Metastore.Kind {
+	case config.MetastoreEmbedded:
+		return fmt.Errorf("--target %q: %s metastore is embedded, a new one in bench's own engine, where no target is published: "+
+			"pass --metastore with the target's metastore (%s), or a --config whose metastore block is the target's, or the target's control address (host:port) as --target",
+			target, whose, config.MetastoreURLForms)
+	case config.MetastoreNone:
+		return fmt.Errorf("--target %q: %s metastore is \"none\": name the target by its control address (host:port), or pass --metastore with the target's metastore", target, whose)
+	}
+	return nil
+}
+
+// emitRow appends row to the jsonl file when there is one and, with
+// asJSON, prints it as one JSON line; the table of rows comes at the
+// end (printTable), aligned over all of them.
+func emitRow(row benchRow, asJSON bool, jsonl string) error {
 	if jsonl != "" {
 		f, err := os.OpenFile(jsonl, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
@@ -242,45 +290,64 @@ func emitRow(row benchRow, asJSON bool, jsonl string, short, first bool) error {
 	if asJSON {
 		b, _ := json.Marshal(row)
 		fmt.Println(string(b))
-		return nil
 	}
-	printRow(row, short, first)
 	return nil
 }
 
-func printRow(row benchRow, short, header bool) {
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	if header || !short {
-		fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
+// notApplicable is what a table prints for a figure that was not
+// measured (no baseline against a --target) or not learnt (a one-rail
+// transport's bandwidth estimate), where 0.000 would read as a
+// measurement.
+const notApplicable = "n/a"
+
+// printTable writes rows as one table, aligned over all of them (a
+// sweep's rows line up with its header); for a single row (not sweep)
+// also its rails and the plugin's counters.
+func printTable(w io.Writer, rows []benchRow, sweep bool) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
+	for _, row := range rows {
+		base, baseGbps, baseP50, ratio := notApplicable, notApplicable, notApplicable, notApplicable
+		if row.Baseline != "" {
+			base, baseGbps, baseP50 = row.Baseline, fmt.Sprintf("%.3f", row.BaselineGbps), fmt.Sprintf("%.1f", row.BaselineP50us)
+			if row.BaselineGbps > 0 {
+				ratio = fmt.Sprintf("%.3f", row.Ratio)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%v\n",
+			row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
+			base, baseGbps, baseP50, ratio, row.Verified)
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\t%v\n",
-		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
-		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio, row.Verified)
 	tw.Flush()
-	if short {
+	if sweep {
 		return
 	}
+	row := rows[0]
 	if len(row.Rails) > 0 {
-		fmt.Println()
-		tw = tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "RAIL	NAME	LABEL	NUMA	BYTES	SHARE	SLICES	IN FLIGHT	EWMA Gb/s	ERRORS	PAUSED")
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "RAIL\tNAME\tLABEL\tNUMA\tBYTES\tSHARE\tSLICES\tIN FLIGHT\tEWMA Gb/s\tERRORS\tPAUSED")
 		for _, r := range row.Rails {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%.3f\t%d\t%v\n",
-				r.Index, r.Name, r.Label, r.NUMANode, r.Bytes, r.Share, r.Slices, r.InFlight, r.EWMAGbps, r.Errors, r.Paused)
+			ewma := notApplicable // one rail: nothing to choose, so nothing learnt
+			if r.EWMAGbps > 0 {
+				ewma = fmt.Sprintf("%.3f", r.EWMAGbps)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%s\t%d\t%v\n",
+				r.Index, r.Name, r.Label, r.NUMANode, r.Bytes, r.Share, r.Slices, r.InFlight, ewma, r.Errors, r.Paused)
 		}
 		tw.Flush()
 	}
 	if len(row.PluginCounters) > 0 {
-		fmt.Printf("plugin %s counters:", row.Transport)
+		fmt.Fprintf(w, "plugin %s counters:", row.Transport)
 		keys := make([]string, 0, len(row.PluginCounters))
 		for k := range row.PluginCounters {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			fmt.Printf(" %s=%d", k, row.PluginCounters[k])
+			fmt.Fprintf(w, " %s=%d", k, row.PluginCounters[k])
 		}
-		fmt.Println()
+		fmt.Fprintln(w)
 	}
 }
 
@@ -294,6 +361,8 @@ type benchRun struct {
 	noBaseline bool
 	warmup     time.Duration
 	lf         logFlags
+	// prog is told each phase of a row (a nil one hears nothing).
+	prog *benchProgress
 }
 
 // run measures b.o: Ferry and the baseline in alternating rounds, then
@@ -305,11 +374,8 @@ func (b benchRun) run() (benchRow, error) {
 	if total > 8<<30 {
 		return benchRow{}, fmt.Errorf("size*batch*threads = %d bytes: more than 8 GiB of buffers; lower one of them", total)
 	}
-	if b.target != "" && b.metaURL == "" {
-		return benchRow{}, fmt.Errorf("--target needs --metastore")
-	}
-
 	ctx := context.Background()
+	b.prog.phase("starting the engines")
 	e, err := newEngine(ctx, b.cfgPath, fmt.Sprintf("bench-initiator-%d", os.Getpid()), b.metaURL, b.lf)
 	if err != nil {
 		return benchRow{}, err
@@ -319,7 +385,11 @@ func (b benchRun) run() (benchRow, error) {
 	var remote remoteMem
 	if name == "" {
 		name = fmt.Sprintf("bench-target-%d", os.Getpid())
-		t, err := startTarget(append(targetArgs(b.targetCfg, name, e.MetastoreURL(), total), b.lf.args()...)...)
+		meta := e.MetastoreURL() // the embedded or HTTP one; "": the config's (redis, etcd) or --metastore's
+		if meta == "" {
+			meta = b.metaURL
+		}
+		t, err := startTarget(append(targetArgs(b.targetCfg, name, meta, total), b.lf.args()...)...)
 		if err != nil {
 			return benchRow{}, err
 		}
@@ -381,6 +451,7 @@ func (b benchRun) run() (benchRow, error) {
 	const rounds = 2
 	var fr, br result
 	for round := range rounds {
+		b.prog.phase(fmt.Sprintf("Ferry, round %d of %d", round+1, rounds))
 		if err := fy.fill(round); err != nil {
 			return benchRow{}, err
 		}
@@ -393,6 +464,7 @@ func (b benchRun) run() (benchRow, error) {
 		}
 		fr.add(r)
 		if base != nil {
+			b.prog.phase(fmt.Sprintf("baseline %s, round %d of %d", base.name(), round+1, rounds))
 			if err := base.fill(round); err != nil {
 				return benchRow{}, err
 			}
@@ -429,6 +501,7 @@ func (b benchRun) run() (benchRow, error) {
 			rails[i].Share = float64(rails[i].Bytes) / float64(railBytes)
 		}
 	}
+	b.prog.phase("verifying what arrived")
 	verifyErr := fy.verify(rounds - 1)
 	if base != nil && verifyErr == nil {
 		verifyErr = base.verify(rounds - 1)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot"
+
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -182,4 +184,106 @@ func TestPeerRefusesOutOfBounds(t *testing.T) {
 		a.Close()
 		b.Close()
 	}
+}
+
+// TestSweepPlotAxes: a sweep whose throughput spans decades is drawn on
+// a logarithmic throughput axis, as its sizes and latencies are; one
+// within a decade keeps a linear one.
+func TestSweepPlotAxes(t *testing.T) {
+	row := func(size int64, gbps, base, p50 float64) benchRow {
+		return benchRow{Transport: "tcp", Op: "write", BlockSize: size, Gbps: gbps, BaselineGbps: base, Baseline: "raw-go-tcp", P50us: p50, BaselineP50us: p50 / 2}
+	}
+	wide := []benchRow{row(4<<10, 0.08, 0.4, 30), row(1<<20, 1.9, 4.4, 500), row(64<<20, 3.1, 4.6, 20000)}
+	narrow := []benchRow{row(1<<20, 1.9, 4.4, 500), row(4<<20, 2.5, 4.5, 900)}
+	for _, c := range []struct {
+		rows           []benchRow
+		logGbps, logUs bool
+	}{{wide, true, true}, {narrow, false, false}} {
+		panels, err := sweepPlots(c.rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, want := range []bool{c.logGbps, c.logUs} {
+			if _, got := panels[i].Y.Scale.(plot.LogScale); got != want {
+				t.Errorf("%d rows from %s: panel %d (%s) log %v, want %v", len(c.rows), sizeLabel(c.rows[0].BlockSize), i, panels[i].Y.Label.Text, got, want)
+			}
+			if _, ok := panels[i].X.Scale.(plot.LogScale); !ok {
+				t.Errorf("panel %d: the size axis is not logarithmic", i)
+			}
+		}
+	}
+}
+
+// TestBenchTable: a sweep's rows line up with their header, however
+// wide their figures; a row without a baseline (--target) and a rail
+// whose bandwidth was not learnt (one rail) print n/a, not 0.000.
+func TestBenchTable(t *testing.T) {
+	rows := []benchRow{
+		{Transport: "tcp", Op: "write", BlockSize: 4096, Batch: 1, Threads: 1, Gbps: 0.089, P50us: 25.7, P99us: 172.7, P999us: 773,
+			Baseline: "raw-go-tcp", BaselineGbps: 0.237, BaselineP50us: 8.9, Ratio: 0.376, Verified: true},
+		{Transport: "tcp", Op: "write", BlockSize: 64 << 20, Batch: 16, Threads: 4, Gbps: 11.5, P50us: 123456.7, P99us: 2345678.9, P999us: 3456789.1,
+			Baseline: "raw-go-tcp", BaselineGbps: 12.25, BaselineP50us: 100234.5, Ratio: 0.94, Verified: true},
+	}
+	var b strings.Builder
+	printTable(&b, rows, true)
+	lines := strings.Split(strings.TrimRight(b.String(), "\n"), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("sweep table of 2 rows has %d lines:\n%s", len(lines), b.String())
+	}
+	checkAligned(t, lines)
+
+	target := benchRow{Transport: "tcp", Op: "read", BlockSize: 65536, Batch: 1, Threads: 1, Gbps: 1.2, P50us: 40, Verified: true,
+		Rails: []railRow{{Index: 0, Name: "10.0.0.2:0", NUMANode: -1, Bytes: 1 << 30, Share: 1}}}
+	b.Reset()
+	printTable(&b, []benchRow{target}, false)
+	out := b.String()
+	if strings.Contains(out, "0.000") || strings.Count(out, notApplicable) != 5 {
+		t.Errorf("a --target row on one rail: want n/a for its 4 baseline figures and the rail's EWMA, no 0.000:\n%s", out)
+	}
+	checkAligned(t, strings.Split(out, "\n")[:2])
+}
+
+// checkAligned fails t unless every column of lines[1:] starts where the
+// header's (lines[0]) does.
+func checkAligned(t *testing.T, lines []string) {
+	t.Helper()
+	var starts []int
+	for i := 1; i < len(lines[0]); i++ {
+		if lines[0][i-1] == ' ' && lines[0][i] != ' ' && i >= 2 && lines[0][i-2] == ' ' {
+			starts = append(starts, i)
+		}
+	}
+	for _, l := range lines[1:] {
+		for _, c := range starts {
+			if c >= len(l) || l[c-1] != ' ' || l[c] == ' ' {
+				t.Errorf("row %q: no column starts at %d, where the header's does:\n%s", l, c, strings.Join(lines, "\n"))
+				break
+			}
+		}
+	}
+}
+
+// TestBenchProgressLive: on a terminal each phase rewrites one line, and
+// a row's end clears it and, in a sweep, leaves the row's figures.
+func TestBenchProgressLive(t *testing.T) {
+	var b strings.Builder
+	p := &benchProgress{w: &b, live: true, rows: 2}
+	p.startRow(0, 4096)
+	p.phase("starting the engines")
+	p.phase("Ferry, round 1 of 2")
+	p.rowDone(benchRow{Transport: "shm", Op: "read", Gbps: 1.5, P50us: 3, Verified: true}, nil)
+	got := b.String()
+	for _, want := range []string{"\r\x1b[Kferry bench [1/2] 4KiB: starting the engines (", "\r\x1b[Kferry bench [1/2] 4KiB: Ferry, round 1 of 2 (",
+		"\r\x1b[Kferry bench [1/2] 4KiB: shm read 1.500 GB/s, p50 3.0 µs; verified ("} {
+		if !strings.Contains(got, want) {
+			t.Errorf("live progress %q lacks %q", got, want)
+		}
+	}
+	if !strings.HasSuffix(got, "s)\n") {
+		t.Errorf("live progress %q: the row's line does not end the line", got)
+	}
+	var quiet *benchProgress // off (--log-format json, --log-level off)
+	quiet.startRow(0, 1)
+	quiet.phase("x")
+	quiet.rowDone(benchRow{}, nil)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"strings"
 
@@ -40,12 +41,30 @@ func parseSizes(s string) ([]int64, error) {
 
 // plotSweep draws rows (one per size, as a sweep measured them) into a
 // PNG at path: throughput against size above, p50 latency against size
-// below, Ferry beside its baseline, both axes logarithmic where they
-// span decades.
+// below, Ferry beside its baseline (sweepPlots).
 func plotSweep(path string, rows []benchRow) error {
 	if len(rows) < 2 {
 		return fmt.Errorf("--plot needs a sweep of two or more sizes (--sweep), got %d", len(rows))
 	}
+	panels, err := sweepPlots(rows)
+	if err != nil {
+		return err
+	}
+	img := vgimg.New(8*vg.Inch, 9*vg.Inch)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+	for i, p := range panels {
+		p.Draw(tiles.At(dc, 0, i))
+	}
+	return writePNG(path, img)
+}
+
+// sweepPlots are the two panels of plotSweep: the size axis is
+// logarithmic (a sweep doubles or quadruples it), and so is each value
+// axis whose values span a decade or more, as throughput and latency do
+// from 4 KiB to 64 MiB: on a linear axis the small sizes' points lie
+// flat on zero.
+func sweepPlots(rows []benchRow) ([]*plot.Plot, error) {
 	base := rows[0].Baseline
 	title := fmt.Sprintf("ferry bench: %s %s, batch %d, threads %d", rows[0].Transport, rows[0].Op, rows[0].Batch, rows[0].Threads)
 	series := func(f func(benchRow) float64) plotter.XYs {
@@ -57,13 +76,13 @@ func plotSweep(path string, rows []benchRow) error {
 		}
 		return xy
 	}
-	panel := func(ylabel string, log bool, ferry, baseline plotter.XYs) (*plot.Plot, error) {
+	panel := func(ylabel string, ferry, baseline plotter.XYs) (*plot.Plot, error) {
 		p := plot.New()
 		p.Title.Text = title
 		p.X.Label.Text = "request size (bytes)"
 		p.Y.Label.Text = ylabel
 		p.X.Scale, p.X.Tick.Marker = plot.LogScale{}, sizeTicks{}
-		if log {
+		if spansDecade(ferry, baseline) {
 			p.Y.Scale, p.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
 		}
 		p.Add(plotter.NewGrid())
@@ -90,21 +109,27 @@ func plotSweep(path string, rows []benchRow) error {
 		}
 		return p, nil
 	}
-	tp, err := panel("throughput (GB/s, 10^9 B/s)", false, series(func(r benchRow) float64 { return r.Gbps }), series(func(r benchRow) float64 { return r.BaselineGbps }))
+	tp, err := panel("throughput (GB/s, 10^9 B/s)", series(func(r benchRow) float64 { return r.Gbps }), series(func(r benchRow) float64 { return r.BaselineGbps }))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	lp, err := panel("p50 latency per batch (µs)", true, series(func(r benchRow) float64 { return r.P50us }), series(func(r benchRow) float64 { return r.BaselineP50us }))
+	lp, err := panel("p50 latency per batch (µs)", series(func(r benchRow) float64 { return r.P50us }), series(func(r benchRow) float64 { return r.BaselineP50us }))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	img := vgimg.New(8*vg.Inch, 9*vg.Inch)
-	dc := draw.New(img)
-	tiles := draw.Tiles{Rows: 2, Cols: 1, PadX: vg.Millimeter, PadY: 4 * vg.Millimeter, PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
-	for i, p := range []*plot.Plot{tp, lp} {
-		p.Draw(tiles.At(dc, 0, i))
+	return []*plot.Plot{tp, lp}, nil
+}
+
+// spansDecade reports whether the values of the series (all positive)
+// reach from some v to 10v or more.
+func spansDecade(series ...plotter.XYs) bool {
+	lo, hi := math.Inf(1), 0.0
+	for _, s := range series {
+		for _, p := range s {
+			lo, hi = min(lo, p.Y), max(hi, p.Y)
+		}
 	}
-	return writePNG(path, img)
+	return hi >= 10*lo
 }
 
 // sizeTicks marks powers of two on a byte axis with their KiB/MiB names.

@@ -23,7 +23,7 @@ import (
 // case, and a non-zero exit on any failure.
 func cmdConformance(args []string) error {
 	fs := flag.NewFlagSet("conformance", flag.ExitOnError)
-	cfgPath := fs.String("config", "", "HCL file: the plugin's config body (what goes between the braces of its `config { }` block), given to both instances; listen on port 0")
+	cfgPath := fs.String("config", "", "HCL file: the plugin's config body (what goes between the braces of its \"config { }\" block), given to both instances; listen on port 0")
 	timeout := fs.Duration("timeout", 30*time.Second, "how long to wait for one completion, for Stop or Drain, and for a case's outstanding work to drain")
 	asJSON := fs.Bool("json", false, "print one JSON object: the plugin and every case")
 	run := fs.String("run", "", "run only the cases whose name matches this regular expression")

@@ -64,7 +64,7 @@ func cmdDemo(args []string) error {
 	}
 	sizes := []int{1, 7, 4096 + 3, 65536 + 1, 1<<20 + 5, 16 << 20, int(maxSize)}
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nTRANSPORT\tOP\tBYTES\tLOCAL OFF\tREMOTE OFF\tGB/s (one transfer)\tVERIFIED")
+	fmt.Fprintln(tw, "\nTRANSPORT\tOP\tBYTES\tLOCAL OFF\tREMOTE OFF\tRATE (one transfer)\tVERIFIED")
 	failures := 0
 	for _, tr := range seg.Transports {
 		for _, n := range sizes {
@@ -137,9 +137,33 @@ func row(tw *tabwriter.Writer, tr, op string, n, loff, roff int, el time.Duratio
 			v += ": " + err.Error()
 		}
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%s\n", tr, op, n, loff, roff, float64(n)/el.Seconds()/1e9, v)
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", tr, op, n, loff, roff, rateText(uint64(n), el), v)
 	if ok {
 		return 0
 	}
 	return 1
+}
+
+// rateText is n bytes in d as a rate in the decimal unit (B/s, kB/s,
+// MB/s, GB/s) that shows it with three significant digits: a 1-byte
+// transfer reads "45.2 kB/s", not "0.000" GB/s.
+func rateText(n uint64, d time.Duration) string {
+	if d <= 0 {
+		return "n/a"
+	}
+	r := float64(n) / d.Seconds()
+	unit := "B/s"
+	for _, u := range []string{"kB/s", "MB/s", "GB/s", "TB/s"} {
+		if r < 999.5 { // what %.0f would print as 1000
+			break
+		}
+		r, unit = r/1000, u
+	}
+	switch {
+	case r >= 100:
+		return fmt.Sprintf("%.0f %s", r, unit)
+	case r >= 10:
+		return fmt.Sprintf("%.1f %s", r, unit)
+	}
+	return fmt.Sprintf("%.2f %s", r, unit)
 }

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
@@ -54,7 +57,8 @@ func cmdDoctor(args []string) error {
 	cfg.Name = name
 	ctx := context.Background()
 	var out []finding
-	out = append(out, pluginFindings(ctx, cfg)...)
+	plugins, reports := pluginFindings(ctx, cfg)
+	out = append(out, plugins...)
 	out = append(out, deviceFindings(ctx, cfg)...)
 	out = append(out, metastoreFinding(ctx, cfg))
 	out = append(out, hostFindings(os.ReadFile)...)
@@ -63,7 +67,7 @@ func cmdDoctor(args []string) error {
 		if err != nil {
 			return err
 		}
-		out = append(out, peerFindings(ctx, cfg, *peer, log)...)
+		out = append(out, peerFindings(ctx, cfg, *peer, reports, log)...)
 	}
 	if err := printFindings(out, *asJSON); err != nil {
 		return err
@@ -84,30 +88,106 @@ func printFindings(out []finding, asJSON bool) error {
 	if asJSON {
 		return jsonLines(out)
 	}
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "AREA\tITEM\tSTATUS\tDETAIL")
+	return writeFindings(os.Stdout, out, outputWidth(os.Stdout))
+}
+
+// outputWidth is the width of the terminal f is, else $COLUMNS, else 0:
+// no limit (a pipe or a file keeps each finding on its lines).
+func outputWidth(f *os.File) int {
+	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err == nil && ws.Col > 0 {
+		return int(ws.Col)
+	}
+	n, _ := strconv.Atoi(os.Getenv("COLUMNS"))
+	return max(n, 0)
+}
+
+// writeFindings writes out as a table whose DETAIL column is wrapped to
+// width (0: not wrapped) and whose continuation lines, the fix and the
+// lines of a detail that has several, are indented to that column: the
+// table stays aligned whatever the detail holds, where a terminal that
+// wrapped the line, or a newline inside a cell, would break it.
+func writeFindings(w io.Writer, out []finding, width int) error {
+	cols := [3]int{len("AREA"), len("ITEM"), len("STATUS")}
 	for _, f := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", f.Area, f.Item, strings.ToUpper(f.Status), f.Detail)
-		if f.Fix != "" {
-			fmt.Fprintf(tw, "\t\t\t-> %s\n", f.Fix)
+		for i, c := range [3]string{f.Area, f.Item, f.Status} {
+			cols[i] = max(cols[i], utf8.RuneCountInString(c))
 		}
 	}
-	return tw.Flush()
+	indent := cols[0] + cols[1] + cols[2] + 3*2
+	text := 0 // no wrapping; and where the terminal leaves too little beside the columns
+	if width-indent >= 30 {
+		text = width - indent
+	}
+	pad := func(s string, n int) string { return s + strings.Repeat(" ", n-utf8.RuneCountInString(s)+2) }
+	var b strings.Builder
+	row := func(area, item, status string, lines []string) {
+		for i, l := range lines {
+			if i == 0 {
+				b.WriteString(pad(area, cols[0]) + pad(item, cols[1]) + pad(status, cols[2]))
+			} else {
+				b.WriteString(strings.Repeat(" ", indent))
+			}
+			b.WriteString(strings.TrimRight(l, " ") + "\n")
+		}
+	}
+	row("AREA", "ITEM", "STATUS", []string{"DETAIL"})
+	for _, f := range out {
+		row(f.Area, f.Item, strings.ToUpper(f.Status), wrapText(f.Detail, text))
+		if f.Fix != "" {
+			fix := wrapText(f.Fix, max(text-3, 0))
+			for i := range fix {
+				if i == 0 {
+					fix[i] = "-> " + fix[i]
+				} else {
+					fix[i] = "   " + fix[i]
+				}
+			}
+			row("", "", "", fix)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// wrapText cuts s into lines at its newlines and, with width > 0, at the
+// last space before width runes; a word longer than width keeps its line.
+func wrapText(s string, width int) []string {
+	var out []string
+	for _, para := range strings.Split(s, "\n") {
+		line := ""
+		for _, word := range strings.Fields(para) {
+			switch {
+			case line == "":
+				line = word
+			case width > 0 && utf8.RuneCountInString(line)+1+utf8.RuneCountInString(word) > width:
+				out = append(out, line)
+				line = word
+			default:
+				line += " " + word
+			}
+		}
+		out = append(out, line)
+	}
+	return out
 }
 
 // pluginFindings starts each enabled plugin of cfg alone, as `ferry
-// plugins` does: binary, sha256, handshake and probe.
-func pluginFindings(ctx context.Context, cfg *config.Config) []finding {
+// plugins` does: binary, sha256, handshake, probe, and its block's
+// settings with the rails they configure. It returns the reports too,
+// by plugin name.
+func pluginFindings(ctx context.Context, cfg *config.Config) ([]finding, map[string]pluginReport) {
 	dir := ""
 	if cfg.File != "" {
 		dir = cfg.File[:strings.LastIndex(cfg.File, "/")+1]
 	}
 	var out []finding
+	reports := map[string]pluginReport{}
 	for _, p := range cfg.Plugins {
 		if !p.Enabled {
 			continue
 		}
 		r := inspect(ctx, loader.Spec{Name: p.Name, Path: loader.Resolve(p.Name, p.Path, cfg.PluginDir, dir), SHA256: p.SHA256}, startConfig(cfg, p))
+		reports[p.Name] = r
 		f := finding{Area: "plugin", Item: p.Name}
 		switch {
 		case r.Failed:
@@ -119,8 +199,14 @@ func pluginFindings(ctx context.Context, cfg *config.Config) []finding {
 		default:
 			f.Status = statusOK
 			f.Detail = fmt.Sprintf("%s, protocol %d, sha256 %.16s…, %s", r.Version, r.Protocol, r.SHA256, r.Path)
-			if len(r.Rails) > 0 {
+			switch {
+			case r.RailsNote != "":
+				f.Detail += "; " + r.RailsNote
+			case len(r.Rails) > 0:
 				f.Detail += ", rails " + strings.Join(r.Rails, " ")
+			}
+			if r.SameMachineOnly {
+				f.Detail += " (same machine only)"
 			}
 		}
 		out = append(out, f)
@@ -128,7 +214,7 @@ func pluginFindings(ctx context.Context, cfg *config.Config) []finding {
 	if len(out) == 0 {
 		out = append(out, finding{Area: "plugin", Item: "-", Status: statusFail, Detail: "no plugin is enabled", Fix: "enable at least one transport plugin block"})
 	}
-	return out
+	return out, reports
 }
 
 // deviceFindings starts each enabled device plugin of cfg alone and
@@ -178,10 +264,7 @@ func metastoreFinding(ctx context.Context, cfg *config.Config) finding {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	start := time.Now()
-	b, err := metastore.Open(cctx, metastore.Options{
-		Kind: m.Kind, URL: m.URL, Address: m.Address, Endpoints: m.Endpoints, Username: m.Username, Password: m.Password,
-		Database: m.Database, TLS: m.TLS, CAFile: m.CAFile,
-	})
+	b, err := metastore.Open(cctx, metastoreOptions(m))
 	if err == nil {
 		defer b.Close()
 		_, err = b.Get(cctx, m.KeyPrefix()+"ferry-doctor-probe")
@@ -336,11 +419,16 @@ func clockFinding(source string) finding {
 }
 
 // peerFindings starts an engine from cfg, opens peer, and reads 4 KiB of
-// the peer's first remotely readable buffer over every transport both
-// have and then over every local rail on its own, each pinned by a
-// policy made for the purpose: each line says whether that path really
-// carried bytes.
-func peerFindings(ctx context.Context, cfg *config.Config, peer string, log hclog.Logger) []finding {
+// the peer's first remotely readable buffer over every transport that
+// can reach it and then over each of those transports' local rails on
+// its own, each pinned by a policy made for the purpose: each line says
+// whether that path really carried bytes. A transport that cannot reach
+// the peer by its nature is not tried, and its line says why: a
+// same-machine transport (shm, nvlink; reports say which) and a peer on
+// another machine (the machine ids the engines publish differ: they
+// derive from /etc/machine-id, the boot id and the network namespace), a
+// transport the peer does not run, one not running here.
+func peerFindings(ctx context.Context, cfg *config.Config, peer string, reports map[string]pluginReport, log hclog.Logger) []finding {
 	fail := func(item, detail, fix string) []finding {
 		return []finding{{Area: "peer", Item: item, Status: statusFail, Detail: detail, Fix: fix}}
 	}
@@ -381,25 +469,111 @@ func peerFindings(ctx context.Context, cfg *config.Config, peer string, log hclo
 	if _, err := e.Register(ctx, buf, host.LocalOnly); err != nil {
 		return fail(peer, err.Error(), "")
 	}
-	try := func(area, item string, r host.Request) finding {
+	st := e.Status(ctx, host.SkipPluginCounters())
+	reach := peerReach(st, seg, reports)
+	try := func(item string, r host.Request, fix string) finding {
 		r.Op, r.Local, r.Segment, r.Remote = host.Read, buf, seg.ID, remote
 		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		start := time.Now()
 		if err := e.Transfer(tctx, r); err != nil {
-			return finding{Area: area, Item: item, Status: statusFail, Detail: "unreachable: " + err.Error(),
-				Fix: "check the link, routes and firewall between this rail's address and the peer's"}
+			return finding{Area: "peer", Item: item, Status: statusFail, Detail: "unreachable: " + err.Error(), Fix: fix}
 		}
-		return finding{Area: area, Item: item, Status: statusOK, Detail: fmt.Sprintf("read 4 KiB from %s in %s", peer, time.Since(start).Round(time.Microsecond))}
+		return finding{Area: "peer", Item: item, Status: statusOK, Detail: fmt.Sprintf("read 4 KiB from %s in %s", peer, time.Since(start).Round(time.Microsecond))}
 	}
 	var out []finding
-	for _, t := range seg.Transports {
-		out = append(out, try("peer", "transport "+t, host.Request{Transport: t}))
+	for _, t := range reach {
+		if t.skip != "" {
+			out = append(out, finding{Area: "peer", Item: "transport " + t.name, Status: t.status, Detail: t.skip, Fix: t.fix})
+			continue
+		}
+		out = append(out, try("transport "+t.name, host.Request{Transport: t.name},
+			fmt.Sprintf("check the links, routes and firewall between this machine's %s rails and %s's (%s)", t.name, seg.Name, peerRails(seg, t.name))))
 	}
 	for i, r := range rails {
-		out = append(out, try("peer", fmt.Sprintf("rail %s %s", r.Transport, r.Name), host.Request{Transport: r.Transport, Policy: fmt.Sprintf("doctor-rail-%d", i)}))
+		if !slices.Contains(seg.Transports, r.Transport) {
+			continue // its transport's line says why
+		}
+		f := try(fmt.Sprintf("rail %s %s", r.Transport, r.Name), host.Request{Transport: r.Transport, Policy: fmt.Sprintf("doctor-rail-%d", i)},
+			fmt.Sprintf("check the link, routes and firewall between this rail (%s) and %s's %s rails (%s)", r.Name, seg.Name, r.Transport, peerRails(seg, r.Transport)))
+		if f.Status == statusFail {
+			if link := linkState(r.Name); link != "" {
+				f.Detail = link + "; " + f.Detail
+			}
+		}
+		out = append(out, f)
 	}
 	return out
+}
+
+// linkState says "interface X (addr) is down" when rail, a host:port
+// rail name (tcp's), is an address of an interface of this machine that
+// is not up and running; "" otherwise.
+func linkState(rail string) string {
+	h, _, err := net.SplitHostPort(rail)
+	ip := net.ParseIP(h)
+	if err != nil || ip == nil {
+		return ""
+	}
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return ""
+	}
+	for _, ifc := range ifs {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok && n.IP.Equal(ip) && ifc.Flags&(net.FlagUp|net.FlagRunning) != net.FlagUp|net.FlagRunning {
+				return fmt.Sprintf("interface %s (%s) is down", ifc.Name, h)
+			}
+		}
+	}
+	return ""
+}
+
+// transportReach is one local transport as doctor --peer sees it: tried
+// (skip ""), or not, and why, with the line's status.
+type transportReach struct {
+	name, skip, fix string
+	status          string
+}
+
+// peerReach says, for each transport of the engine st, whether it can
+// reach seg (an open segment, whose Transports are those the engine
+// opened to it), and why not: a pure function of what the engines
+// published and the plugins declared (reports).
+func peerReach(st host.EngineStatus, seg host.Segment, reports map[string]pluginReport) []transportReach {
+	var out []transportReach
+	for _, p := range st.Plugins {
+		t := transportReach{name: p.Name, status: statusInfo}
+		_, offered := seg.Rails[p.Name]
+		switch {
+		case slices.Contains(seg.Transports, p.Name):
+		case p.State != "running":
+			t.skip = fmt.Sprintf("not tried: %s is %s here (see its plugin line)", p.Name, p.State)
+		case reports[p.Name].SameMachineOnly && seg.MachineID != st.MachineID:
+			t.skip = fmt.Sprintf("not tried: %s reaches only engines on this machine (the same boot and network namespace), and %s is on another: machine id %.12s…, this engine's %.12s…",
+				p.Name, seg.Name, seg.MachineID, st.MachineID)
+		case !offered:
+			t.skip = fmt.Sprintf("not tried: %s does not run %s", seg.Name, p.Name)
+		default:
+			t.status, t.skip = statusFail, fmt.Sprintf("%s runs on both engines, but this one could not open %s over it", p.Name, seg.Name)
+			t.fix = "run ferry explain --segment " + seg.Name + " --transport " + p.Name + " --log-level debug for the plugin's reason"
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// peerRails lists seg's rails of transport, as it published them.
+func peerRails(seg host.Segment, transport string) string {
+	var names []string
+	for _, r := range seg.Rails[transport] {
+		names = append(names, r.Name)
+	}
+	if len(names) == 0 {
+		return "none published"
+	}
+	return strings.Join(names, ", ")
 }
 
 // probeRails starts an engine from cfg to learn its rails' names, which

@@ -65,8 +65,11 @@ func TestDoctorHere(t *testing.T) {
 }
 
 // TestDoctorPeerRails: engine B has two rails to engine A, in two network
-// namespaces; with B's second link cut, doctor --peer reports the first
-// rail reaching A and the second unreachable, each actually tried.
+// namespaces, and both run shm and tcp. With both links up doctor --peer
+// exits 0: shm, which cannot reach another machine, is not tried and says
+// why, and each of tcp's rails reads from A; the plugin lines show the
+// rails B's config gives tcp. With B's second link cut, doctor exits 1
+// and names that rail, the first still reaching A, each actually tried.
 func TestDoctorPeerRails(t *testing.T) {
 	ns := netnsPair(t, 2)
 	write := func(name, body string) string {
@@ -86,6 +89,7 @@ plugin "tcp" {
     listen = ["`+ns.as[0]+`:0", "`+ns.as[1]+`:0"]
   }
 }
+plugin "shm" {}
 `)
 	cfgB := write("b.hcl", `name = "host-b"
 metastore {
@@ -97,30 +101,62 @@ plugin "tcp" {
     listen = ["`+ns.bs[0]+`:0", "`+ns.bs[1]+`:0"]
   }
 }
+plugin "shm" {}
 `)
 	ferryBin := filepath.Join(binDir, "ferry")
 	runInNetns(t, ns.A, "--config", cfgA, "--expose", "1MiB")
+	doctor := func(what string) (map[string]doctorLine, error) {
+		t.Helper()
+		out, err := exec.Command("ip", "netns", "exec", ns.B, ferryBin, "doctor", "--config", cfgB, "--peer", "host-a", "--json").Output()
+		t.Logf("doctor --peer %s:\n%s", what, out)
+		lines := map[string]doctorLine{}
+		for _, l := range doctorLines(t, out) {
+			lines[l.Area+" "+l.Item] = l
+		}
+		return lines, err
+	}
+	rail1, rail2 := "peer rail tcp "+ns.bs[0]+":0", "peer rail tcp "+ns.bs[1]+":0"
+
+	lines, err := doctor("with both links up")
+	if err != nil {
+		t.Errorf("doctor --peer on a correct two-host setup: %v, want exit 0", err)
+	}
+	for k, l := range lines {
+		if l.Status == "fail" {
+			t.Errorf("%s: %+v, want no failure with both links up", k, l)
+		}
+	}
+	if l := lines["plugin tcp"]; !strings.Contains(l.Detail, "rails "+ns.bs[0]+":0 "+ns.bs[1]+":0") {
+		t.Errorf("plugin tcp: %+v, want the rails B's config gives it", l)
+	}
+	if l := lines["peer transport shm"]; l.Status != "info" || !strings.Contains(l.Detail, "not tried") || !strings.Contains(l.Detail, "only engines on this machine") {
+		t.Errorf("peer transport shm: %+v, want it not tried, saying it reaches only this machine", l)
+	}
+	if _, ok := lines["peer rail shm shm"]; ok {
+		t.Errorf("doctor tried shm's rail against a peer on another machine")
+	}
+	for _, k := range []string{"peer transport tcp", rail1, rail2} {
+		if l := lines[k]; l.Status != "ok" || !strings.Contains(l.Detail, "read 4 KiB") {
+			t.Errorf("%s: %+v, want ok, read", k, l)
+		}
+	}
+
 	if out, err := exec.Command("ip", "-n", ns.B, "link", "set", ns.vethB[1], "down").CombinedOutput(); err != nil {
 		t.Fatalf("cut the second link: %v\n%s", err, out)
 	}
-	out, err := exec.Command("ip", "netns", "exec", ns.B, ferryBin, "doctor", "--config", cfgB, "--peer", "host-a", "--json").Output()
-	t.Logf("doctor --peer with the second link cut:\n%s", out)
+	lines, err = doctor("with the second link cut")
 	if err == nil {
 		t.Error("doctor with a cut rail exited 0")
 	}
-	rails := map[string]doctorLine{}
-	for _, l := range doctorLines(t, out) {
-		if l.Area == "peer" && strings.HasPrefix(l.Item, "rail ") {
-			rails[strings.TrimPrefix(l.Item, "rail tcp ")] = l
+	if l := lines[rail1]; l.Status != "ok" {
+		t.Errorf("%s (link up): %+v, want ok", rail1, l)
+	}
+	if l := lines[rail2]; l.Status != "fail" || !strings.Contains(l.Detail, "unreachable") || !strings.Contains(l.Detail, "interface "+ns.vethB[1]+" ("+ns.bs[1]+") is down") || !strings.Contains(l.Fix, ns.bs[1]) || !strings.Contains(l.Fix, ns.as[1]) {
+		t.Errorf("%s (link cut): %+v, want fail, unreachable, the fix naming this rail and A's", rail2, l)
+	}
+	for k, l := range lines {
+		if l.Status == "fail" && (strings.Contains(k, ns.bs[0]) || strings.Contains(k, "shm")) {
+			t.Errorf("%s: %+v: a failure blamed on a path that works or was not tried", k, l)
 		}
-	}
-	if l := rails[ns.bs[0]+":0"]; l.Status != "ok" {
-		t.Errorf("rail %s (link up): %+v, want ok", ns.bs[0], l)
-	}
-	if l := rails[ns.bs[1]+":0"]; l.Status != "fail" || !strings.Contains(l.Detail, "unreachable") {
-		t.Errorf("rail %s (link cut): %+v, want fail, unreachable", ns.bs[1], l)
-	}
-	if len(rails) != 2 {
-		t.Errorf("doctor tried rails %v, want both of B's", rails)
 	}
 }

@@ -252,8 +252,13 @@ func gpuEngineConfig(name, url, dev string, nvlink bool, copyBW string) *config.
 	return cfg
 }
 
+// loadDefault is the built-in config of name, on the HTTP metastore of
+// the initiating engine at url when it is set.
 func loadDefault(name, url string) *config.Config {
-	cfg, _ := loadConfig("", name, url) // no file: cannot fail
+	cfg := config.Default(name)
+	if url != "" {
+		cfg.SetMetastore(config.Metastore{Kind: config.MetastoreHTTP, URL: url})
+	}
 	return cfg
 }
 

@@ -118,7 +118,7 @@ func TestStatusAndTop(t *testing.T) {
 			Name, State string
 		} `json:"plugins"`
 	}
-	if err := json.Unmarshal([]byte(ferry(t, "status", "--engine", control, "--json")), &st); err != nil || st.Format != 1 || st.Name != "status-a" || len(st.Plugins) != 2 {
+	if err := json.Unmarshal([]byte(ferry(t, "status", "--engine", control, "--json")), &st); err != nil || st.Format != 2 || st.Name != "status-a" || len(st.Plugins) != 2 {
 		t.Errorf("ferry status --json: %+v, %v", st, err)
 	}
 	top := ferry(t, "top", "--engine", control, "--count", "2", "--interval", "50ms")
@@ -132,16 +132,34 @@ func TestStatusAndTop(t *testing.T) {
 func TestBenchSweepPlot(t *testing.T) {
 	dir := t.TempDir()
 	png, jsonl := filepath.Join(dir, "sweep.png"), filepath.Join(dir, "sweep.jsonl")
-	out := ferry(t, "bench", "--transport", "shm", "--sweep", "4KiB,64KiB", "--batch", "2", "--duration", "100ms", "--warmup", "20ms",
+	cmd := exec.Command(filepath.Join(binDir, "ferry"), "bench", "--transport", "shm", "--sweep", "4KiB,64KiB", "--batch", "2", "--duration", "100ms", "--warmup", "20ms",
 		"--plot", png, "--jsonl", jsonl)
-	if strings.Count(out, "TRANSPORT") != 1 || strings.Count(out, "shm ") != 2 {
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	b, err := cmd.Output()
+	out := string(b)
+	if err != nil {
+		t.Fatalf("bench --sweep: %v\n%s%s", err, out, stderr.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "TRANSPORT") || strings.Count(out, "shm ") != 2 {
 		t.Errorf("sweep table: want one header and two rows:\n%s", out)
 	}
-	b, err := os.ReadFile(jsonl)
+	for _, l := range lines[1:] {
+		if i := strings.Index(lines[0], "GB/s"); len(l) <= i || l[i-1] != ' ' || l[i] == ' ' {
+			t.Errorf("sweep row %q does not line up with the header %q", l, lines[0])
+		}
+	}
+	// Not a terminal: one progress line a size, in order, with its figures.
+	p4, p64 := strings.Index(stderr.String(), "ferry bench [1/2] 4KiB: shm write"), strings.Index(stderr.String(), "ferry bench [2/2] 64KiB: shm write")
+	if p4 < 0 || p64 < p4 || strings.Count(stderr.String(), "verified (") != 2 {
+		t.Errorf("bench --sweep's stderr: want a line for each size as it ends:\n%s", stderr.String())
+	}
+	b, err = os.ReadFile(jsonl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	lines = strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) != 2 {
 		t.Fatalf("--jsonl has %d lines, want 2:\n%s", len(lines), b)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -93,6 +94,9 @@ func TestDemo(t *testing.T) {
 	if !strings.Contains(out, "all transfers verified") || strings.Contains(out, "FAILED") {
 		t.Fatalf("demo:\n%s", out)
 	}
+	if strings.Contains(out, " 0.000 ") || !strings.Contains(out, "B/s") {
+		t.Errorf("demo prints a rate of 0.000, or none with its unit:\n%s", out)
+	}
 }
 
 // TestPluginsHidesTestTools: listing a directory leaves out the plugins
@@ -146,5 +150,34 @@ func TestPluginsHidesTestTools(t *testing.T) {
 	if dev := strings.Index(table, "DEVICE PLUGIN"); dev < 0 || !strings.Contains(table[dev:], "simdev") || !strings.Contains(table[dev:], "(simulated)") ||
 		strings.Contains(table[:dev], "simdev") || !strings.Contains(table[:dev], "(test tool)") {
 		t.Errorf("ferry plugins --all: want the transports, fault a test tool, then simdev in a device section:\n%s", table)
+	}
+}
+
+// TestFlagHelpReadable: in every command's -h, each flag's line is the
+// flag and at most one word for its value. Back-quotes in a usage text
+// name the value (package flag), so a usage that quotes a command with
+// them prints that command after the flag's name instead.
+func TestFlagHelpReadable(t *testing.T) {
+	usage, _ := exec.Command(filepath.Join(binDir, "ferry")).CombinedOutput()
+	var cmds []string
+	for _, l := range strings.Split(string(usage), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && strings.HasPrefix(l, "  ") && !strings.HasPrefix(f[0], "-") {
+			cmds = append(cmds, f[0])
+		}
+	}
+	if len(cmds) < 10 {
+		t.Fatalf("ferry's usage lists %d commands: %q\n%s", len(cmds), cmds, usage)
+	}
+	flagLine := regexp.MustCompile(`^  -[a-z0-9-]+( [a-z0-9.]+)?$`)
+	for _, c := range cmds {
+		out, _ := exec.Command(filepath.Join(binDir, "ferry"), c, "-h").CombinedOutput()
+		for _, l := range strings.Split(string(out), "\n") {
+			if strings.HasPrefix(l, "  -") && !flagLine.MatchString(l) {
+				t.Errorf("ferry %s -h: flag line %q has more than a value's name after the flag", c, l)
+			}
+		}
+		if c == "run" && !strings.Contains(string(out), `"sha256 <offset> <length>"`) {
+			t.Errorf("ferry run -h does not show the control lines:\n%s", out)
+		}
 	}
 }

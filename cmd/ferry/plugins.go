@@ -24,14 +24,22 @@ import (
 type pluginReport struct {
 	Name string `json:"name"`
 	// Kind is "transport" (ferry-plugin-*) or "device" (ferry-device-*).
-	Kind      string   `json:"kind"`
-	Path      string   `json:"path"`
-	SHA256    string   `json:"sha256,omitempty"`
-	Version   string   `json:"version,omitempty"`
-	Protocol  int      `json:"protocol,omitempty"`
-	Available bool     `json:"available"`
-	Reason    string   `json:"reason,omitempty"`
+	Kind      string `json:"kind"`
+	Path      string `json:"path"`
+	SHA256    string `json:"sha256,omitempty"`
+	Version   string `json:"version,omitempty"`
+	Protocol  int    `json:"protocol,omitempty"`
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"`
+	// Rails are the plugin's rails: with a config block, those the
+	// block configures (the plugin is started with it to learn them);
+	// else its defaults. RailsNote says why they could not be learnt
+	// from the block.
 	Rails     []string `json:"rails,omitempty"`
+	RailsNote string   `json:"rails_note,omitempty"`
+	// SameMachineOnly: the transport reaches only engines on this
+	// machine (sdk.Info.SameMachineOnly).
+	SameMachineOnly bool `json:"same_machine_only,omitempty"`
 	// Failed is set when the plugin could not be started or asked at all
 	// (missing binary, checksum mismatch, handshake): Reason says why. A
 	// plugin that runs and says its hardware is absent is not failed.
@@ -75,7 +83,7 @@ func inspect(ctx context.Context, spec loader.Spec, start *sdk.StartConfig) plug
 		return r
 	}
 	defer p.Kill()
-	r.SHA256, r.Version, r.Protocol, r.TestTool = p.SHA256, p.Info.Version, p.Protocol, p.Info.TestTool
+	r.SHA256, r.Version, r.Protocol, r.TestTool, r.SameMachineOnly = p.SHA256, p.Info.Version, p.Protocol, p.Info.TestTool, p.Info.SameMachineOnly
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	pr, err := p.Client.Probe(cctx)
@@ -88,29 +96,49 @@ func inspect(ctx context.Context, spec loader.Spec, start *sdk.StartConfig) plug
 		r.Rails = append(r.Rails, rl.Name)
 	}
 	if start != nil {
-		if err := checkSettings(cctx, p.Client, *start); err != nil {
+		rails, note, err := checkSettings(cctx, p.Client, *start)
+		if err != nil {
 			r.Config, r.Failed = err.Error(), true
 			r.Reason = "its settings are refused: " + err.Error()
 		} else {
-			r.Config = "ok"
+			r.Config, r.RailsNote = "ok", note
+			if note == "" {
+				r.Rails = r.Rails[:0]
+				for _, rl := range rails {
+					r.Rails = append(r.Rails, rl.Name)
+				}
+			}
 		}
 	}
 	return r
 }
 
-// checkSettings has the plugin decode start's block: CheckConfig where it
-// implements sdk.ConfigChecker, which starts nothing; else Start, the
-// only other call that reads the block, then Stop. The plugin's error
-// names file:line:col in the operator's file either way.
-func checkSettings(ctx context.Context, c *pluginclient.Client, start sdk.StartConfig) error {
-	err := c.CheckConfig(ctx, start)
-	if !errors.Is(err, pluginclient.ErrUnimplemented) {
-		return err
+// checkSettings has the plugin decode start's block and returns the
+// rails it has with it. CheckConfig, where the plugin implements
+// sdk.ConfigChecker, judges the block without starting anything; then
+// Start, which also reads it, Probe for the rails the block configures
+// (a tcp block's listen addresses) and Stop. A Start that fails after
+// CheckConfig took the block (an address another process holds) leaves
+// the settings ok and the rails unknown, as note says. The plugin's error
+// names file:line:col in the operator's file.
+func checkSettings(ctx context.Context, c *pluginclient.Client, start sdk.StartConfig) (rails []sdk.Rail, note string, err error) {
+	err = c.CheckConfig(ctx, start)
+	checked := err == nil
+	if !checked && !errors.Is(err, pluginclient.ErrUnimplemented) {
+		return nil, "", err
 	}
 	if _, err := c.Start(ctx, start); err != nil {
-		return err
+		if checked {
+			return nil, "the configured rails are not known: the plugin took its block but could not start here (" + err.Error() + ")", nil
+		}
+		return nil, "", err
 	}
-	return c.Stop(ctx)
+	defer c.Stop(ctx)
+	pr, err := c.Probe(ctx)
+	if err != nil || !pr.Available {
+		return nil, fmt.Sprintf("the configured rails are not known: asked after start, the plugin answered %v, %s", err, pr.Reason), nil
+	}
+	return pr.Rails, "", nil
 }
 
 // inspectDevices starts each device plugin of cfg with its block, as an
@@ -149,10 +177,11 @@ func cmdPlugins(args []string) error {
 	dir := fs.String("dir", "", "plugin directory (default: beside the ferry binary)")
 	all := fs.Bool("all", false, "also list the plugins of --dir that are for tests: those that declare themselves test tools (fault) and simulated devices (simdev)")
 	asJSON := fs.Bool("json", false, "one JSON object per plugin")
-	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as `ferry run` prints); with a cluster secret, give the engine's --config too")
+	engine := fs.String("engine", "", "report a running engine's plugins and rails instead: its control address (host:port, as \"ferry run\" prints in its ready line), or its name, looked up in --config's metastore; with a cluster secret, give the engine's --config too")
 	fs.Parse(args)
 	if *engine != "" {
 		var o control.Options
+		var meta *config.Metastore
 		if *cfgPath != "" {
 			cfg, err := loadConfig(*cfgPath, "", "")
 			if err != nil {
@@ -161,8 +190,13 @@ func cmdPlugins(args []string) error {
 			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
 				return err
 			}
+			meta = &cfg.Metastore
 		}
-		return engineStatus(*engine, o, *asJSON)
+		addr, err := resolveEngine(context.Background(), *engine, meta, *cfgPath, o.Secret)
+		if err != nil {
+			return err
+		}
+		return engineStatus(addr, o, *asJSON)
 	}
 
 	// With --config every block is listed, test tools too: the operator
@@ -346,9 +380,9 @@ func engineStatus(addr string, o control.Options, asJSON bool) error {
 		_, err := fmt.Println(string(b))
 		return err
 	}
-	var st host.EngineStatus
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("engine at %s: status: %w", addr, err)
+	st, err := decodeStatus(b, addr)
+	if err != nil {
+		return err
 	}
 	fmt.Printf("engine %s (incarnation %d) at %s\n\n", st.Name, st.Incarnation, addr)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)

@@ -74,7 +74,9 @@ func Pattern(b []byte, off uint64, seed uint64) {
 	}
 }
 
-// loadConfig reads --config or builds the default config for name.
+// loadConfig reads --config or builds the default config for name; a
+// metastoreURL (--metastore, any form config.ParseMetastoreURL takes)
+// replaces the config's metastore block.
 func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 	var cfg *config.Config
 	if path != "" {
@@ -90,7 +92,11 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 		cfg.Name = name
 	}
 	if metastoreURL != "" {
-		cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = "http", metastoreURL, ""
+		m, err := config.ParseMetastoreURL(metastoreURL)
+		if err != nil {
+			return nil, fmt.Errorf("--metastore: %w", err)
+		}
+		cfg.SetMetastore(m)
 	}
 	return cfg, nil
 }
@@ -145,7 +151,7 @@ func addEngineFlags(fs *flag.FlagSet, configHelp, nameHelp string) engineFlags {
 	return engineFlags{
 		config:    fs.String("config", "", configHelp),
 		name:      fs.String("name", "", nameHelp),
-		metastore: fs.String("metastore", "", "use the HTTP metastore at this URL (overrides the config)"),
+		metastore: fs.String("metastore", "", "use this metastore instead of the config's: "+config.MetastoreURLForms),
 		log:       addLogFlags(fs),
 	}
 }
@@ -180,7 +186,7 @@ func cmdRun(args []string) error {
 	exposeRO := fs.String("expose-ro", "0", "also allocate and register this much memory read-only for peers")
 	seed := fs.Uint64("pattern", 0, "fill exposed memory with the pattern of this seed (0 = zeroes)")
 	appMem := fs.Bool("app-memory", false, "expose Go heap memory (allocated by the application, not by Engine.Allocate): peers reach it through tcp, with one extra copy")
-	control := fs.Bool("control-stdin", false, "answer `sha256 <offset> <length>`, `fill <seed>`, `plugins` and `upgrade <plugin> <path> [sha256]` lines on stdin; exit at EOF (docs/control-stdin.md)")
+	control := fs.Bool("control-stdin", false, "answer the control lines \"sha256 <offset> <length>\", \"fill <seed>\", \"plugins\" and \"upgrade <plugin> <path> [sha256]\" on stdin; exit at EOF (docs/control-stdin.md)")
 	engine.freePorts = fs.Bool("free-ports", false, "serve the control service and /metrics at --config's addresses but on ports the engine picks: for an engine beside another of the same config (bench's target)")
 	fs.Parse(args)
 

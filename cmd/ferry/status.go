@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/selector"
@@ -21,54 +22,92 @@ import (
 // statusFlags are the flags of status and top: which engine, and the
 // config whose cluster secret the control service wants.
 type statusFlags struct {
-	engine, config *string
-	asJSON         *bool
+	engine, config, metastore *string
+	asJSON                    *bool
 }
 
 func addStatusFlags(fs *flag.FlagSet) statusFlags {
 	return statusFlags{
-		engine: fs.String("engine", "", "the engine's control address, host:port (its ready line's \"control\"; required)"),
-		config: fs.String("config", "", "with a cluster secret: the engine's (or any cluster member's) config, for the secret"),
-		asJSON: fs.Bool("json", false, "print the status as JSON"),
+		engine:    fs.String("engine", "", "the engine (required): its control address, host:port (its ready line's \"control\"), or its name, looked up in --config's metastore or --metastore's"),
+		config:    fs.String("config", "", "the engine's (or any cluster member's) config: its metastore, to find --engine by name, and its cluster secret"),
+		metastore: fs.String("metastore", "", "find --engine by name in this metastore instead of --config's: "+config.MetastoreURLForms),
+		asJSON:    fs.Bool("json", false, "print the status as JSON"),
 	}
 }
 
-// dial opens the engine's control service.
-func (f statusFlags) dial() (*control.Client, error) {
+// dial opens the engine's control service; addr is its control address,
+// name the engine as --engine gave it, for messages.
+func (f statusFlags) dial() (c *control.Client, addr, name string, err error) {
 	if *f.engine == "" {
-		return nil, fmt.Errorf("--engine is required: the engine's control address, host:port")
+		return nil, "", "", fmt.Errorf("--engine is required: the engine's control address (host:port) or its name")
 	}
 	var o control.Options
-	if *f.config != "" {
-		cfg, err := loadConfig(*f.config, "", "")
+	var meta *config.Metastore
+	where := "--metastore"
+	if *f.config != "" || *f.metastore != "" {
+		cfg, err := loadConfig(*f.config, "", *f.metastore)
 		if err != nil {
-			return nil, err
+			return nil, "", "", err
 		}
-		if o.Secret, err = host.ClusterSecret(cfg); err != nil {
-			return nil, err
+		meta = &cfg.Metastore
+		if *f.config != "" {
+			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
+				return nil, "", "", err
+			}
+			if *f.metastore == "" {
+				where = *f.config
+			}
 		}
 	}
-	return control.DialOptions(*f.engine, o)
+	if addr, err = resolveEngine(context.Background(), *f.engine, meta, where, o.Secret); err != nil {
+		return nil, "", "", err
+	}
+	name = *f.engine
+	if name != addr {
+		name += " at " + addr
+	}
+	c, err = control.DialOptions(addr, o)
+	return c, addr, name, err
 }
 
 // fetchStatus asks the engine at addr for its status and checks that it
 // is one this ferry can read.
 func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, error) {
-	var st host.EngineStatus
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return st, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+		return host.EngineStatus{}, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
 	}
+	st, err := decodeStatus(b, addr)
+	return st, b, err
+}
+
+// decodeStatus reads the status b of the engine at addr: of this ferry's
+// StatusFormat, or of format 1, whose keys differ only in spelling
+// (encoding/json matches "Counters" and "Name" to their snake_case tags
+// by itself; "PausedUntil" is read here).
+func decodeStatus(b []byte, addr string) (host.EngineStatus, error) {
+	var st host.EngineStatus
 	if err := json.Unmarshal(b, &st); err != nil {
-		return st, nil, fmt.Errorf("engine at %s answered a status this ferry cannot read (%v): is it a Ferry engine?", addr, err)
+		return st, fmt.Errorf("engine at %s answered a status this ferry cannot read (%v): is it a Ferry engine?", addr, err)
 	}
-	if st.Format != host.StatusFormat {
-		return st, nil, fmt.Errorf("engine %q at %s reports status format %d; this ferry reads format %d: use the ferry binary of the engine's version (ferry version)",
+	switch st.Format {
+	case host.StatusFormat:
+	case 1:
+		var old struct {
+			Rails []struct{ PausedUntil time.Time }
+		}
+		if err := json.Unmarshal(b, &old); err == nil && len(old.Rails) == len(st.Rails) {
+			for i := range st.Rails {
+				st.Rails[i].PausedUntil = old.Rails[i].PausedUntil
+			}
+		}
+	default:
+		return st, fmt.Errorf("engine %q at %s reports status format %d; this ferry reads formats 1 and %d: use the ferry binary of the engine's version (ferry version)",
 			st.Name, addr, st.Format, host.StatusFormat)
 	}
-	return st, b, nil
+	return st, nil
 }
 
 func cmdStatus(args []string) error {
@@ -76,12 +115,12 @@ func cmdStatus(args []string) error {
 	f := addStatusFlags(fs)
 	traces := fs.Bool("traces", false, "also print the story of each traced task (the engine needs a trace block; requests ask with Request.Trace)")
 	fs.Parse(args)
-	c, err := f.dial()
+	c, addr, _, err := f.dial()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	st, raw, err := fetchStatus(c, *f.engine)
+	st, raw, err := fetchStatus(c, addr)
 	if err != nil {
 		return err
 	}
@@ -145,7 +184,7 @@ func cmdTop(args []string) error {
 	if *every <= 0 {
 		return fmt.Errorf("--interval %s: want a positive duration", *every)
 	}
-	c, err := f.dial()
+	c, addr, name, err := f.dial()
 	if err != nil {
 		return err
 	}
@@ -157,7 +196,7 @@ func cmdTop(args []string) error {
 	var prev *host.EngineStatus
 	var prevAt time.Time
 	for n := 0; *count == 0 || n < *count; n++ {
-		st, raw, err := fetchStatus(c, *f.engine)
+		st, raw, err := fetchStatus(c, addr)
 		if err != nil {
 			return err
 		}
@@ -166,7 +205,7 @@ func cmdTop(args []string) error {
 			fmt.Println(string(raw))
 		} else {
 			fmt.Print("\x1b[H\x1b[2J") // home, clear: one screen, redrawn
-			fmt.Printf("ferry top %s, every %s, %s\n\n", *f.engine, *every, now.Format(time.TimeOnly))
+			fmt.Printf("ferry top %s, every %s, %s\n\n", name, *every, now.Format(time.TimeOnly))
 			if err := printStatus(os.Stdout, st, prev, now.Sub(prevAt)); err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
@@ -32,7 +33,7 @@ func TestStatusRefusesWhatItCannotRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if _, _, err := fetchStatus(c, srv.Addr()); err == nil || !strings.Contains(err.Error(), "status format 99; this ferry reads format 1") ||
+	if _, _, err := fetchStatus(c, srv.Addr()); err == nil || !strings.Contains(err.Error(), "status format 99; this ferry reads formats 1 and 2") ||
 		!strings.Contains(err.Error(), "engine's version") {
 		t.Errorf("status of a future engine: %v", err)
 	}
@@ -113,5 +114,25 @@ func TestPrintFlows(t *testing.T) {
 	}
 	if out := b.String(); strings.Contains(out, "qos:") || strings.Contains(out, "receiver credit") || strings.Contains(out, "descriptors:") {
 		t.Errorf("an engine without qos, credit or refused descriptors shows them:\n%s", out)
+	}
+}
+
+// TestStatusReadsFormat1: a status of format 1 (an engine of the build
+// before keys were all snake_case) reads as one of this format, its
+// rails' pause times included.
+func TestStatusReadsFormat1(t *testing.T) {
+	old := `{"format":1,"name":"old","plugins":[{"name":"tcp","Counters":{"errors":3}}],` +
+		`"rails":[{"transport":"tcp","index":0,"paused":true,"PausedUntil":"2026-12-05T06:00:00Z"}]}`
+	st, err := decodeStatus([]byte(old), "127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 12, 5, 6, 0, 0, 0, time.UTC)
+	if len(st.Plugins) != 1 || st.Plugins[0].Counters["errors"] != 3 || len(st.Rails) != 1 || !st.Rails[0].PausedUntil.Equal(want) {
+		t.Errorf("format 1 status read as %+v", st)
+	}
+	cur := strings.NewReplacer(`"format":1`, `"format":2`, "Counters", "counters", "PausedUntil", "paused_until").Replace(old)
+	if st, err := decodeStatus([]byte(cur), "127.0.0.1:1"); err != nil || st.Plugins[0].Counters["errors"] != 3 || !st.Rails[0].PausedUntil.Equal(want) {
+		t.Errorf("format 2 status read as %+v, %v", st, err)
 	}
 }

@@ -152,13 +152,19 @@ func TestTwoHostsOutOfTheBox(t *testing.T) {
 	if !strings.Contains(explain, "tcp: taken") || strings.Contains(explain, "shm: taken") {
 		t.Errorf("explain from B does not choose tcp:\n%s", explain)
 	}
-	bench, err := inB("bench", "--config", cfgB, "--target", "host-a", "--metastore", "http://"+a+":7070/metadata",
+	// As the README shows it: B's config names A's metastore; no --metastore.
+	bench, err := inB("bench", "--config", cfgB, "--target", "host-a",
 		"--transport", "tcp", "--size", "64KiB", "--duration", "200ms", "--warmup", "50ms", "--no-baseline", "--json")
 	if err != nil {
 		t.Fatalf("bench from B against A: %v\n%s", err, bench)
 	}
 	if !strings.Contains(bench, `"verified":true`) {
 		t.Errorf("bench from B did not verify the bytes:\n%s", bench)
+	}
+	// The README's doctor on the README's two hosts: nothing fails (shm,
+	// which cannot reach another host, is not tried).
+	if doctor, err := inB("doctor", "--config", cfgB, "--peer", "host-a"); err != nil || !strings.Contains(doctor, "not tried: shm reaches only engines on this machine") {
+		t.Errorf("doctor --peer host-a from B: %v, want exit 0 with shm not tried:\n%s", err, doctor)
 	}
 	plugins, err := inB("plugins", "--engine", ready.Control, "--config", cfgB)
 	if err != nil {

@@ -16,10 +16,10 @@ var States = []string{"COMPLETED", "FAILED", "CANCELED", "TIMEOUT", "INVALID"}
 
 // Sample is the initiator process at one moment.
 type Sample struct {
-	At         time.Duration // since the start of the run
-	FDs        int
-	Goroutines int
-	RSS        int64 // bytes
+	At         time.Duration `json:"at"` // since the start of the run
+	FDs        int           `json:"fds"`
+	Goroutines int           `json:"goroutines"`
+	RSS        int64         `json:"rss"` // bytes
 }
 
 // Fault is one injected fault and what followed it.
@@ -226,9 +226,9 @@ type Row struct {
 
 // Thresholds are the drift a run may show and still pass.
 type Thresholds struct {
-	FDs        int     // final minus baseline
-	Goroutines int     // final minus baseline
-	RSSGrowth  float64 // final over baseline, minus 1
+	FDs        int     `json:"fds"`        // final minus baseline
+	Goroutines int     `json:"goroutines"` // final minus baseline
+	RSSGrowth  float64 `json:"rss_growth"` // final over baseline, minus 1
 }
 
 // Report is a whole run.

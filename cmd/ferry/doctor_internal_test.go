@@ -1,0 +1,90 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/ferrydev/ferry/host"
+	"github.com/ferrydev/ferry/host/segment"
+)
+
+// TestDoctorTableAligned: a detail longer than the terminal, and one with
+// newlines in it (a joined error), wrap under the DETAIL column, so that
+// the rows after them keep their columns; without a width only the
+// newlines wrap.
+func TestDoctorTableAligned(t *testing.T) {
+	out := []finding{
+		{Area: "plugin", Item: "tcp", Status: statusOK, Detail: strings.Repeat("a long detail that wraps ", 12), Fix: strings.Repeat("and a fix that wraps as well ", 6)},
+		{Area: "config", Item: "engine.hcl", Status: statusFail, Detail: "first error\nengine.hcl:3:1: second error\nthird"},
+		{Area: "kernel", Item: "ptrace scope", Status: statusOK, Detail: "short"},
+	}
+	for _, width := range []int{100, 0} {
+		var b strings.Builder
+		if err := writeFindings(&b, out, width); err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+		detail := strings.Index(lines[0], "DETAIL")
+		status := strings.Index(lines[0], "STATUS")
+		rows := 0
+		for _, l := range lines[1:] {
+			if width > 0 && utf8.RuneCountInString(l) > width {
+				t.Errorf("width %d: line of %d runes: %q", width, utf8.RuneCountInString(l), l)
+			}
+			if strings.TrimSpace(l[:detail]) == "" { // a continuation: indented to DETAIL
+				if l[detail] == ' ' && !strings.HasPrefix(l[detail:], "   ") {
+					t.Errorf("width %d: continuation %q does not start at the DETAIL column %d", width, l, detail)
+				}
+				continue
+			}
+			rows++
+			if l[status-1] != ' ' || l[status] == ' ' || l[detail-1] != ' ' || l[detail] == ' ' {
+				t.Errorf("width %d: row %q: its STATUS and DETAIL do not start under the header's (%d, %d):\n%s", width, l, status, detail, b.String())
+			}
+		}
+		if rows != 3 {
+			t.Errorf("width %d: %d rows, want 3:\n%s", width, rows, b.String())
+		}
+		if !strings.Contains(b.String(), "\n"+strings.Repeat(" ", detail)+"engine.hcl:3:1: second error\n") {
+			t.Errorf("width %d: the second line of a detail is not under DETAIL:\n%s", width, b.String())
+		}
+	}
+}
+
+// TestPeerReach: against a peer on another machine, shm (same machine
+// only) is not tried and says why, tcp (open to the peer) is tried, a
+// transport the peer does not run and one not running here are not, and
+// one both run that did not open is a failure; on the same machine shm
+// would be tried.
+func TestPeerReach(t *testing.T) {
+	st := host.EngineStatus{MachineID: "aaaaaaaaaaaaaaaaaaaa", Plugins: []host.PluginStatus{
+		{Name: "tcp", State: "running"}, {Name: "shm", State: "running"}, {Name: "nvlink", State: "unavailable"},
+		{Name: "efa", State: "running"}, {Name: "fault", State: "running"},
+	}}
+	seg := host.Segment{Name: "host-a", MachineID: "bbbbbbbbbbbbbbbbbbbb", Transports: []string{"tcp"},
+		Rails: map[string][]segment.RailInfo{"tcp": {{Name: "10.0.0.1:0"}}, "shm": {{Name: "shm"}}, "nvlink": {{Name: "sim"}}, "fault": {{Name: "f"}}}}
+	reports := map[string]pluginReport{"shm": {SameMachineOnly: true}, "nvlink": {SameMachineOnly: true}}
+	got := map[string]transportReach{}
+	for _, r := range peerReach(st, seg, reports) {
+		got[r.name] = r
+	}
+	for name, want := range map[string]struct{ status, says string }{
+		"tcp":    {"", ""},
+		"shm":    {statusInfo, "reaches only engines on this machine"},
+		"nvlink": {statusInfo, "unavailable here"},
+		"efa":    {statusInfo, "host-a does not run efa"},
+		"fault":  {statusFail, "could not open host-a"},
+	} {
+		r := got[name]
+		if (want.says == "") != (r.skip == "") || !strings.Contains(r.skip, want.says) || (want.status != "" && r.status != want.status) {
+			t.Errorf("%s: %+v; want status %q saying %q", name, r, want.status, want.says)
+		}
+	}
+	seg.MachineID, seg.Transports = st.MachineID, []string{"tcp", "shm"}
+	for _, r := range peerReach(st, seg, reports) {
+		if r.name == "shm" && r.skip != "" {
+			t.Errorf("shm to a peer on this machine: %+v, want it tried", r)
+		}
+	}
+}
