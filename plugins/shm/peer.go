@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -417,6 +418,13 @@ func (p *peer) Close() {
 	p.closed = true
 	dc := p.dc
 	p.mu.Unlock()
+	if dc != nil {
+		// What the connection moved since its last report would be lost
+		// with it (a bench that ends, an engine that closes): send it
+		// now, bounded, since a stopped peer may not read.
+		dc.C.SetWriteDeadline(time.Now().Add(finalReportWait))
+		p.report()
+	}
 	p.cancel()
 	if dc != nil {
 		dc.C.Close()

@@ -13,13 +13,17 @@ import (
 // the peer's pump sends it (msgServed, with this engine's name) at most
 // every reportEvery, to a peer whose endpoint says it takes reports (an
 // older one would drop the connection). The peer counts the reports in
-// its kit.Served; what a connection moved since its last report is lost
-// with it.
+// its kit.Served; a peer closed (ClosePeer, Stop) sends what its
+// connection moved since the last report first, and only a connection
+// that breaks loses it.
 
 // reportEvery is how long a tally waits before it is sent: a bound on
 // the messages a busy peer gets (one per connection per period), and on
 // how late the peer's figures are.
 const reportEvery = 100 * time.Millisecond
+
+// finalReportWait bounds the last report's send when a peer is closed.
+const finalReportWait = 100 * time.Millisecond
 
 // moved adds a completed copy of n bytes to the tally and makes sure a
 // report follows.
