@@ -218,7 +218,9 @@ def _ipv6_loopback() -> bool:
 def test_bare_ipv6_host():
     """"::1", as SGLang passes it to initialize, starts the engine on
     IPv6 loopback; peers reach it as "[::1]:port" and, as Mooncake parses
-    it, "::1:port"; "[::1]:16010" is a name with a port too."""
+    it, "::1:port"; "[::1]:16010" is a name with a port too. Each P2P
+    engine is named "[::1]:rpc_port", as Mooncake names it (the port of
+    local_hostname is not used)."""
     if not _ipv6_loopback():
         if os.environ.get("CI"):
             pytest.fail("no IPv6 loopback (::1) on this machine")
@@ -226,9 +228,9 @@ def test_bare_ipv6_host():
     a = engine("::1")
     b = engine("[::1]:16010")
     try:
-        assert b.engine.name == "[::1]:16010"
         for te in (a, b):
-            assert te.engine.rpc_address.startswith("[::1]:"), te.engine.rpc_address
+            assert te.engine.name == f"[::1]:{te.get_rpc_port()}", te.engine.name
+            assert te.engine.rpc_address == te.engine.name, te.engine.rpc_address
             assert 'listen = ["[::1]:0"]' in te.config_text
         la, rb = a.allocate_managed_buffer(8192), b.allocate_managed_buffer(8192)
         data = fill(a, la, 8192, 8)
@@ -404,6 +406,7 @@ def test_initialize_ext(redis_server):
     p2p = TransferEngine(cluster_secret_file=SECRET)
     assert p2p.initialize_ext(HOST, "P2PHANDSHAKE", "tcp", "", "etcd") == 0, p2p.last_error
     assert 'kind = "none"' in p2p.config_text
+    assert p2p.engine.name == f"{HOST}:{p2p.get_rpc_port()}", "a P2P engine is named host:rpc_port, as Mooncake's"
     p2p.close()
 
 
