@@ -669,17 +669,24 @@ class TransferEngine:
             seg = self._segment(target)
             reqs = self._requests(op, seg, buffers, peers, lengths, transport_hint)
             e = self._e()
-            if notify is None:
-                e.transfer(reqs)
-            else:
-                with e.batch(len(reqs)) as b:
-                    b.submit(reqs, notify=(notify.name, notify.msg.encode("utf-8", "surrogateescape")))
-                    b.wait()
-            return 0
+            e.transfer(reqs)
         except errors.FerryError as e:
             if isinstance(e, (errors.SegmentNotFound, errors.Unavailable)):
                 self._forget_segment(target)
             return self._fail(f"{what} to {target!r}", e)
+        if notify is not None:
+            # As Mooncake's: sent once the transfer landed, and delivered
+            # before the call returns, so that the notifications of
+            # successive calls arrive in their order; one that is not
+            # delivered is logged and the call still returns 0, as
+            # Mooncake's does (its bytes landed).
+            try:
+                e.notify(seg, notify.name, notify.msg.encode("utf-8", "surrogateescape"))
+            except errors.FerryError as err:
+                if isinstance(err, (errors.SegmentNotFound, errors.Unavailable)):
+                    self._forget_segment(target)
+                self._fail(f"{what} to {target!r}: the transfer landed, but its notification {notify.name!r} was not delivered", err)
+        return 0
 
     def transfer_sync_write(self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int,
                             transport_hint: str = "") -> int:
