@@ -36,6 +36,7 @@ import json
 import logging
 import operator
 import os
+import socket
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -140,6 +141,33 @@ def _host_port(name: str) -> Tuple[str, str]:
 def _join(host: str, port: str) -> str:
     """host:port, with an IPv6 host in brackets."""
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
+def _free_port(host: str) -> int:
+    """A TCP port free on host now: bound and released, as Mooncake's
+    P2P handshake picks its rpc port (findAvailableTcpPort). The engine
+    binds it next; another process may take it between, so the caller
+    tries again when that bind fails."""
+    try:
+        addrs = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)
+    except OSError as e:
+        raise errors.InvalidRequest(f"initialize: host {host!r} of local_hostname does not resolve ({e}); "
+                                    "give an address of this machine") from None
+    last: Optional[OSError] = None
+    for family, kind, proto, _, addr in addrs:
+        try:
+            with socket.socket(family, kind, proto) as s:
+                s.bind(addr)
+                return int(s.getsockname()[1])
+        except OSError as e:
+            last = e
+    raise errors.InvalidRequest(f"initialize: no port can be bound on {host!r} (from local_hostname: {last}); "
+                                "give an address of this machine")
+
+
+#: How often initialize picks a P2P engine's port again when another
+#: process bound it first.
+_PORT_TRIES = 3
 
 
 # ---- arguments, converted as Mooncake's pybind module converts them ----------
@@ -345,14 +373,16 @@ class TransferEngine:
     # ---- initialization -----------------------------------------------------
 
     def initialize(self, local_hostname: str, metadata_server: str, protocol: str, device_name: str) -> int:
-        """Start the engine as ``local_hostname`` (its segment name; its
-        host is where the control service and tcp listen, on free ports):
-        "host", "host:port", a bare IPv6 address ("::1") or "[v6]:port".
-        ``metadata_server``: "P2PHANDSHAKE" (no metadata server; peers
-        open each other as "host:rpc_port", "[v6]:rpc_port"),
-        "http://host:port/metadata" (Mooncake's HTTP metadata server, or
-        Ferry's), "etcd://host:port" or "host:port" (etcd),
-        "redis://host:port". ``protocol`` "tcp" starts only Ferry's tcp
+        """Start the engine on ``local_hostname``: "host", "host:port", a
+        bare IPv6 address ("::1") or "[v6]:port"; its host is where the
+        control service and tcp listen, on free ports.
+        ``metadata_server``: "P2PHANDSHAKE" (no metadata server; the
+        engine is named "host:rpc_port" or "[v6]:rpc_port", as Mooncake
+        names it, and peers open it so; a port in local_hostname is not
+        used), or a metadata server, where the engine is named
+        local_hostname: "http://host:port/metadata" (Mooncake's HTTP
+        metadata server, or Ferry's), "etcd://host:port" or "host:port"
+        (etcd), "redis://host:port". ``protocol`` "tcp" starts only Ferry's tcp
         transport; any other starts shm and tcp, and Ferry picks per
         request. ``device_name`` is not used: Ferry reads the machine's
         NICs itself. 0 on success, negative on failure."""
@@ -376,27 +406,46 @@ class TransferEngine:
             if not local_hostname:
                 raise errors.InvalidRequest("initialize: local_hostname is empty")
             host, _ = _host_port(local_hostname)
-            listen = json.dumps(_join(host, "0"))
             meta = _metastore_block(metadata_server, metadata_type)
-            plugins = self._plugins or (("tcp",) if protocol == "tcp" else ("shm", "tcp"))
-            blocks = []
-            for p in plugins:
-                body = f'config {{\n    listen = [{listen}]\n  }}' if p == "tcp" else ""
-                blocks.append(f'plugin "{p}" {{\n  {body}\n}}')
-            lines = [f"name = {json.dumps(local_hostname)}"]
-            plugin_dir = _ffi.plugin_dir()  # $FERRY_PLUGIN_DIR, else the library's (bin/, or the wheel's)
-            if plugin_dir:
-                lines.append(f"plugin_dir = {json.dumps(plugin_dir)}")
-            if self._secret:
-                lines.append(f"cluster_secret_file = {json.dumps(self._secret)}")
-            lines.append(f"metastore {{\n  {meta}\n}}")
-            lines.append(f"control {{\n  listen = {listen}\n}}")
-            self.config_text = "\n".join(lines + blocks) + "\n" + self._extra
             self._p2p = meta == _P2P_BLOCK
-            self._engine = Engine(config_text=self.config_text)
-            return 0
+            attempt = 0
+            while True:
+                attempt += 1
+                # A P2P engine is named host:rpc_port, as Mooncake names
+                # it (its port in local_hostname is not used): the name
+                # peers open it by, unique on the machine, so that engines
+                # of one host are each their own segment. With a metadata
+                # server it keeps local_hostname.
+                port = str(_free_port(host)) if self._p2p else "0"
+                name = _join(host, port) if self._p2p else local_hostname
+                self.config_text = self._config(name, host, port, meta, protocol)
+                try:
+                    self._engine = Engine(config_text=self.config_text)
+                    return 0
+                except errors.FerryError as e:
+                    if not self._p2p or attempt >= _PORT_TRIES or "address already in use" not in str(e):
+                        raise
         except (errors.FerryError, ValueError) as e:
             return self._fail(f"initialize {local_hostname!r} with {metadata_server!r}", e)
+
+    def _config(self, name: str, host: str, port: str, meta: str, protocol: str) -> str:
+        """The engine's HCL: named name, its control service on
+        host:port, tcp on a free port of host."""
+        listen = json.dumps(_join(host, "0"))
+        plugins = self._plugins or (("tcp",) if protocol == "tcp" else ("shm", "tcp"))
+        blocks = []
+        for p in plugins:
+            body = f'config {{\n    listen = [{listen}]\n  }}' if p == "tcp" else ""
+            blocks.append(f'plugin "{p}" {{\n  {body}\n}}')
+        lines = [f"name = {json.dumps(name)}"]
+        plugin_dir = _ffi.plugin_dir()  # $FERRY_PLUGIN_DIR, else the library's (bin/, or the wheel's)
+        if plugin_dir:
+            lines.append(f"plugin_dir = {json.dumps(plugin_dir)}")
+        if self._secret:
+            lines.append(f"cluster_secret_file = {json.dumps(self._secret)}")
+        lines.append(f"metastore {{\n  {meta}\n}}")
+        lines.append(f"control {{\n  listen = {json.dumps(_join(host, port))}\n}}")
+        return "\n".join(lines + blocks) + "\n" + self._extra
 
     def get_rpc_port(self) -> int:
         """The port of the engine's control service: a peer-to-peer peer
@@ -620,17 +669,24 @@ class TransferEngine:
             seg = self._segment(target)
             reqs = self._requests(op, seg, buffers, peers, lengths, transport_hint)
             e = self._e()
-            if notify is None:
-                e.transfer(reqs)
-            else:
-                with e.batch(len(reqs)) as b:
-                    b.submit(reqs, notify=(notify.name, notify.msg.encode("utf-8", "surrogateescape")))
-                    b.wait()
-            return 0
+            e.transfer(reqs)
         except errors.FerryError as e:
             if isinstance(e, (errors.SegmentNotFound, errors.Unavailable)):
                 self._forget_segment(target)
             return self._fail(f"{what} to {target!r}", e)
+        if notify is not None:
+            # As Mooncake's: sent once the transfer landed, and delivered
+            # before the call returns, so that the notifications of
+            # successive calls arrive in their order; one that is not
+            # delivered is logged and the call still returns 0, as
+            # Mooncake's does (its bytes landed).
+            try:
+                e.notify(seg, notify.name, notify.msg.encode("utf-8", "surrogateescape"))
+            except errors.FerryError as err:
+                if isinstance(err, (errors.SegmentNotFound, errors.Unavailable)):
+                    self._forget_segment(target)
+                self._fail(f"{what} to {target!r}: the transfer landed, but its notification {notify.name!r} was not delivered", err)
+        return 0
 
     def transfer_sync_write(self, target_hostname: str, buffer: int, peer_buffer_address: int, length: int,
                             transport_hint: str = "") -> int:
