@@ -25,7 +25,8 @@ const defaultLLC = 16 << 20
 // host's whole last-level cache (480 MiB on the Xeon guest Ferry is
 // measured on), which its vCPUs share with every other guest: there a
 // 64 MiB copy gained nothing from cached stores over non-temporal ones,
-// while 4 to 16 MiB copies ran twice as fast (BenchmarkInterleaved). Above
+// while 4 to 16 MiB copies on memmove's AVX path ran twice as fast
+// (BenchmarkInterleaved). Above
 // it, copies stay as memmove makes them.
 const maxCached = 32 << 20
 
@@ -34,7 +35,11 @@ const maxCached = 32 << 20
 // the cache; a larger one uses memmove's non-temporal stores. Overlapping
 // ranges are allowed (they are copied by copy itself).
 func Copy(dst, src []byte) int {
-	return copyIn(dst, src, min(len(dst), len(src)), CachedMax())
+	n := min(len(dst), len(src))
+	if n < ntFrom { // the data path's small copies: no more than copy
+		return copy(dst, src)
+	}
+	return copyIn(dst, src, n, CachedMax())
 }
 
 // Piece copies one piece of a copy of whole bytes that the caller split
@@ -42,6 +47,9 @@ func Copy(dst, src []byte) int {
 // in the cache is decided by whole, the bytes all pieces put there
 // together, not by the piece's own length.
 func Piece(dst, src []byte, whole int) int {
+	if min(len(dst), len(src)) < ntFrom {
+		return copy(dst, src)
+	}
 	return copyIn(dst, src, whole, CachedMax())
 }
 
