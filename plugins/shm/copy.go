@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/ferrydev/ferry/sdk"
+	"github.com/ferrydev/ferry/sdk/memcpy"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -67,7 +68,7 @@ func (t *Transport) run(o *op, m *mapping) {
 	}
 	if n <= t.set.inlineMax {
 		t.stats.copiesInline.Add(1)
-		copy(dst, src)
+		memcpy.Copy(dst, src)
 		t.finish(o, ring.StatusOK)
 		return
 	}
@@ -214,7 +215,9 @@ func (p *pool) work(t *Transport, w *worker) {
 			w.chunks.Add(1)
 			t.stats.chunks.Add(1)
 		default:
-			copy(c.dst, c.src)
+			// The whole copy, not this piece, decides whether the
+			// stores stay in cache: the pieces land there together.
+			memcpy.Piece(c.dst, c.src, int(o.n))
 			w.chunks.Add(1)
 			t.stats.chunks.Add(1)
 		}

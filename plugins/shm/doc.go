@@ -1,7 +1,8 @@
 // Package shm is Ferry's same-machine transport (plugin "shm"): it
 // moves bytes between this engine's registered memory and a peer engine's
 // registered memory on the same machine by mapping the peer's regions into
-// this plugin and copying with copy(): one copy end to end, no socket on
+// this plugin and copying with sdk/memcpy (copy that keeps copies which fit
+// the cache in it): one copy end to end, no socket on
 // the data path. It owns the region exchange with peer plugins (wire.go,
 // server.go, peer.go), the copy engine (copy.go) and the region table
 // (region.go). Memory the host's application allocated itself (a local

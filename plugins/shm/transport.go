@@ -12,6 +12,7 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/kit/samehost"
+	"github.com/ferrydev/ferry/sdk/memcpy"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -151,7 +152,7 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.srv.Engine, t.srv.Incarnation = cfg.Engine, cfg.Incarnation
 	t.srv.MaxConns, t.srv.RevokeTimeout = set.MaxConns, set.RevokeTimeout
 	t.srv.Serve(ln)
-	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "bulk_nice", set.bulkNice, "cluster_secret", set.Secret != nil)
+	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "copy_cached_max", memcpy.CachedMax(), "bulk_nice", set.bulkNice, "cluster_secret", set.Secret != nil)
 	if set.Secret == nil {
 		t.log.Warn("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
 			" (abstract socket names are listed in /proc/net/unix); set cluster_secret in the shm plugin's config block of every engine so that only plugins that know it get one")
