@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/sdk"
 )
 
@@ -20,6 +21,24 @@ func (c *countingTransport) OpenPeer(ctx context.Context, p sdk.Peer) error {
 	return c.fakeTransport.OpenPeer(ctx, p)
 }
 
+// openMovable opens segment "b" (incarnation 7) in tcp and shm, shm at
+// "shm-ep1", and returns the table, the transports and the descriptor
+// of the same life with shm moved to "shm-ep2".
+func openMovable(t *testing.T, ctx context.Context) (tb *Table, tcp, shm *countingTransport, ts []Transport, next *segment.Descriptor) {
+	t.Helper()
+	tcp, shm = &countingTransport{fakeTransport: newTransport("tcp")}, &countingTransport{fakeTransport: newTransport("shm")}
+	ts = []Transport{tcp, shm}
+	tb = New("m", time.Second)
+	d := desc(7, 0x1000)
+	d.Transports["shm"] = []byte("shm-ep1")
+	if _, err := tb.Open(ctx, "b", "segments/b", d, ts); err != nil {
+		t.Fatal(err)
+	}
+	next = desc(7, 0x1000)
+	next.Transports["shm"] = []byte("shm-ep2")
+	return tb, tcp, shm, ts, next
+}
+
 // TestRefreshReopensMovedEndpoint: a refreshed descriptor of the same life
 // whose shm endpoint moved (the peer's shm plugin restarted on a new
 // socket) re-opens the peer in shm at the new endpoint, leaves tcp (whose
@@ -27,16 +46,7 @@ func (c *countingTransport) OpenPeer(ctx context.Context, p sdk.Peer) error {
 // endpoint no longer counts as open.
 func TestRefreshReopensMovedEndpoint(t *testing.T) {
 	ctx := context.Background()
-	tcp, shm := &countingTransport{fakeTransport: newTransport("tcp")}, &countingTransport{fakeTransport: newTransport("shm")}
-	ts := []Transport{tcp, shm}
-	tb := New("m", time.Second)
-	d := desc(7, 0x1000)
-	d.Transports["shm"] = []byte("shm-ep1")
-	if _, err := tb.Open(ctx, "b", "segments/b", d, ts); err != nil {
-		t.Fatal(err)
-	}
-	next := desc(7, 0x1000)
-	next.Transports["shm"] = []byte("shm-ep2")
+	tb, tcp, shm, ts, next := openMovable(t, ctx)
 	if got := tb.Apply(ctx, "segments/b", Change{Desc: next}, ts, time.Now()); !slices.Equal(got, []Action{Refresh}) {
 		t.Fatalf("Apply = %v, want [refresh]", got)
 	}
@@ -67,16 +77,7 @@ func TestRefreshReopensMovedEndpoint(t *testing.T) {
 // not left on the old endpoint.
 func TestOpenSameLifeReopensMovedEndpoint(t *testing.T) {
 	ctx := context.Background()
-	tcp, shm := &countingTransport{fakeTransport: newTransport("tcp")}, &countingTransport{fakeTransport: newTransport("shm")}
-	ts := []Transport{tcp, shm}
-	tb := New("m", time.Second)
-	d := desc(7, 0x1000)
-	d.Transports["shm"] = []byte("shm-ep1")
-	if _, err := tb.Open(ctx, "b", "segments/b", d, ts); err != nil {
-		t.Fatal(err)
-	}
-	next := desc(7, 0x1000)
-	next.Transports["shm"] = []byte("shm-ep2")
+	tb, tcp, shm, ts, next := openMovable(t, ctx)
 	h, err := tb.Open(ctx, "b", "segments/b", next, ts)
 	if err != nil {
 		t.Fatal(err)
