@@ -17,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
 	"github.com/ferrydev/ferry/host/device"
+	"github.com/ferrydev/ferry/host/exposure"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
@@ -222,6 +223,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 			return nil, err
 		}
 	}
+	if e.secret == nil {
+		e.log.Warn(exposure.Warning(exposure.Of(cfg, e.metaURL, e.controlAddr)), "engine", e.name)
+	}
 	return e, nil
 }
 
@@ -264,7 +268,7 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("%w: engine %q: %w", ErrInvalid, e.name, err)
 	}
 	e.secret = secret
-	signer, err := openSigner(secret, e.cfg, e.log)
+	signer, err := openSigner(secret, e.cfg)
 	if err != nil {
 		return err
 	}

@@ -153,14 +153,9 @@ func cmdPlugins(args []string) error {
 	fs.Parse(args)
 	if *engine != "" {
 		var o control.Options
-		if *cfgPath != "" {
-			cfg, err := loadConfig(*cfgPath, "", "")
-			if err != nil {
-				return err
-			}
-			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
-				return err
-			}
+		var err error
+		if o.Secret, err = dialSecret(*cfgPath); err != nil {
+			return err
 		}
 		return engineStatus(*engine, o, *asJSON)
 	}

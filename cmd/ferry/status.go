@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/control"
 	"github.com/ferrydev/ferry/host/selector"
@@ -28,7 +29,7 @@ type statusFlags struct {
 func addStatusFlags(fs *flag.FlagSet) statusFlags {
 	return statusFlags{
 		engine: fs.String("engine", "", "the engine's control address, host:port (its ready line's \"control\"; required)"),
-		config: fs.String("config", "", "with a cluster secret: the engine's (or any cluster member's) config, for the secret"),
+		config: fs.String("config", "", "with a cluster secret: the engine's (or any cluster member's) config, for the secret (default: the file $FERRY_CLUSTER_SECRET_FILE names, if set)"),
 		asJSON: fs.Bool("json", false, "print the status as JSON"),
 	}
 }
@@ -39,16 +40,26 @@ func (f statusFlags) dial() (*control.Client, error) {
 		return nil, fmt.Errorf("--engine is required: the engine's control address, host:port")
 	}
 	var o control.Options
-	if *f.config != "" {
-		cfg, err := loadConfig(*f.config, "", "")
-		if err != nil {
-			return nil, err
-		}
-		if o.Secret, err = host.ClusterSecret(cfg); err != nil {
+	var err error
+	if o.Secret, err = dialSecret(*f.config); err != nil {
+		return nil, err
+	}
+	return control.DialOptions(*f.engine, o)
+}
+
+// dialSecret is the cluster secret to call an engine's control service
+// with: that of the config file at path, else the one
+// $FERRY_CLUSTER_SECRET_FILE names (an engine from the default config has
+// it), else none.
+func dialSecret(path string) ([]byte, error) {
+	cfg := &config.Config{ClusterSecretFile: os.Getenv(config.SecretFileEnv)}
+	if path != "" {
+		var err error
+		if cfg, err = loadConfig(path, "", ""); err != nil {
 			return nil, err
 		}
 	}
-	return control.DialOptions(*f.engine, o)
+	return host.ClusterSecret(cfg)
 }
 
 // fetchStatus asks the engine at addr for its status and checks that it

@@ -2,6 +2,8 @@ package plugintest
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -47,8 +49,9 @@ type Main struct {
 	IgnoreLeaks []goleak.Option
 }
 
-// Run builds the binaries into a new temporary directory, hands it to use,
-// runs the tests, removes the directory and, when asked, checks for leaked
+// Run builds the binaries into a new temporary directory, shares one
+// cluster secret with every engine the tests start (shareSecret), hands
+// the directory to use, runs the tests, removes the directory and, when asked, checks for leaked
 // goroutines. It returns the code for os.Exit; a build that fails is
 // printed and exits 1 without running any test.
 func (c Main) Run(m *testing.M, use func(dir string)) int {
@@ -69,9 +72,18 @@ func (c Main) Run(m *testing.M, use func(dir string)) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	secret, err := shareSecret()
+	if err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	use(dir)
 	code := m.Run()
 	os.RemoveAll(dir)
+	if secret != "" {
+		os.RemoveAll(secret)
+	}
 	if code == 0 && c.CheckLeaks {
 		if err := goleak.Find(c.IgnoreLeaks...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -79,6 +91,34 @@ func (c Main) Run(m *testing.M, use func(dir string)) int {
 		}
 	}
 	return code
+}
+
+// secretFileEnv is config.SecretFileEnv: the file of the cluster secret
+// that engines from config.Default use.
+const secretFileEnv = "FERRY_CLUSTER_SECRET_FILE"
+
+// shareSecret gives the test process and the engines it starts one
+// cluster secret: unless the environment names one, it writes a generated
+// secret into a new directory, which it returns for removal, and sets
+// FERRY_CLUSTER_SECRET_FILE to it, so that engines from config.Default
+// here and in child processes (`ferry run`) can talk to each other.
+func shareSecret() (string, error) {
+	if os.Getenv(secretFileEnv) != "" {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "ferry-secret-")
+	if err != nil {
+		return "", err
+	}
+	var b [32]byte
+	rand.Read(b[:])
+	file := filepath.Join(dir, "cluster-secret")
+	if err := os.WriteFile(file, []byte(hex.EncodeToString(b[:])+"\n"), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	os.Setenv(secretFileEnv, file)
+	return dir, nil
 }
 
 // BinariesEnv names an environment variable: a directory holding this
