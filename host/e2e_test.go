@@ -445,11 +445,14 @@ func TestNameInUse(t *testing.T) {
 	if err != nil || seg.Incarnation != a.Incarnation() {
 		t.Fatalf("open taken: %+v %v; want incarnation %#x", seg, err, a.Incarnation())
 	}
-	// A foreign value under the key an engine would use.
+	// A foreign value under the key an engine without a cluster secret
+	// would use (one with a secret reclaims it: TestSquattedNameReclaimed).
 	if err := putRaw(a.MetastoreURL(), "ferry/segments/squatted", "hello"); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := host.New(ctx, joinConfig("squatted", a.MetastoreURL())); err == nil {
+	squatter := joinConfig("squatted", a.MetastoreURL())
+	squatter.ClusterSecretFile, squatter.ClusterSecret = "", nil
+	if e, err := host.New(ctx, squatter); err == nil {
 		e.Close()
 		t.Fatal("an engine overwrote a foreign value under its key")
 	} else if !strings.Contains(err.Error(), "not a Ferry descriptor") {
