@@ -433,7 +433,7 @@ func Default(name string) *Config {
 		MachineID:         DefaultMachineID(),
 		ClusterSecretFile: secretFile,
 		ClusterSecret:     secret,
-		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
+		Metastore:         Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
 		Plugins: []Plugin{{
 			Name:       "tcp",
 			Enabled:    true,
@@ -467,6 +467,23 @@ func defaultTransfer() Transfer {
 	var t Transfer
 	transferTable.Defaults(&t)
 	return t
+}
+
+// MetastoreField is the setting that says where the metastore is: listen
+// (embedded), url (http), address (redis) or endpoints (etcd), as
+// "metastore.listen"; "metastore" for none.
+func (c *Config) MetastoreField() string {
+	switch c.Metastore.Kind {
+	case MetastoreEmbedded:
+		return "metastore.listen"
+	case MetastoreHTTP:
+		return "metastore.url"
+	case MetastoreRedis:
+		return "metastore.address"
+	case MetastoreEtcd:
+		return "metastore.endpoints"
+	}
+	return "metastore"
 }
 
 // Error is one problem in a configuration: "file:line:col: field:

@@ -287,7 +287,12 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		Database: m.Database, TLS: m.TLS, CAFile: m.CAFile,
 	})
 	if err != nil {
-		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
+		// err says "metastore: ..."; before it, where the file sets the address.
+		at := e.cfg.MetastoreField()
+		if w := e.cfg.Where(at); w != "" {
+			at = w + ": " + at
+		}
+		return fmt.Errorf("%s: engine %q: %w", at, e.name, err)
 	}
 	e.meta = b
 	fetch := &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Log: e.log, Timeout: controlTimeout, Signer: e.signer,

@@ -122,4 +122,3 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("Pend after Close: %v, want ErrClosed", err)
 	}
 }
-
