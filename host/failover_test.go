@@ -73,7 +73,7 @@ func failoverPair(t *testing.T, ctx context.Context, name, peerName string, only
 func failoverPeer(t *testing.T, a *host.Engine, name string, span int) *peer {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "peer.hcl")
-	if err := os.WriteFile(file, []byte(failoverConfig(name, false, false)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(withRunSecret(failoverConfig(name, false, false))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return startPeer(t, "--config", file, "--name", name, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span))
@@ -263,6 +263,16 @@ func hclEngine(t *testing.T, ctx context.Context, src, file string, opts ...host
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// withRunSecret is an engine's HCL with the run's cluster secret file
+// (shareSecret) unless it names a secret: for the files `ferry run
+// --config` peers start from.
+func withRunSecret(src string) string {
+	if strings.Contains(src, "cluster_secret") {
+		return src
+	}
+	return fmt.Sprintf("cluster_secret_file = %q\n", os.Getenv(config.SecretFileEnv)) + src
 }
 
 // shareSecret gives an engine from a file without a cluster secret the
