@@ -335,7 +335,7 @@ func engineStatus(addr string, o control.Options, asJSON bool) error {
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("%w; is an engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+		return fmt.Errorf("%w; is an engine serving its control service at %s? %s", err, addr, secretHint)
 	}
 	if asJSON {
 		_, err := fmt.Println(string(b))

@@ -47,6 +47,11 @@ func (f statusFlags) dial() (*control.Client, error) {
 	return control.DialOptions(*f.engine, o)
 }
 
+// secretHint is what a refused control call adds: where the secret
+// comes from.
+const secretHint = "The engine's cluster secret comes from its --config, else from the file $" + config.SecretFileEnv +
+	" names (an engine on the built-in config that started without it has a secret of its own: start it with FERRY_CLUSTER_SECRET_FILE set, here too)"
+
 // dialSecret is the cluster secret to call an engine's control service
 // with: that of the config file at path, else the one
 // $FERRY_CLUSTER_SECRET_FILE names (an engine from the default config has
@@ -70,7 +75,7 @@ func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, err
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return st, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+		return st, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? %s", err, addr, secretHint)
 	}
 	if err := json.Unmarshal(b, &st); err != nil {
 		return st, nil, fmt.Errorf("engine at %s answered a status this ferry cannot read (%v): is it a Ferry engine?", addr, err)
