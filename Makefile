@@ -14,46 +14,67 @@ REVISION  := $(shell git rev-parse --short=12 HEAD 2>/dev/null)$(shell git diff 
 # tests and vet run in their directories, since ./... stops at a go.mod.
 MODULES   := examples/transport
 
-.PHONY: all build run test modtest soak ctest pytest pytest-installed wheel fuzz bench proto proto-check lint clean
+.PHONY: all build bins run test modtest soak ctest pytest pytest-installed wheel fuzz bench proto proto-check lint clean
+
+# Each Go binary: the CLI, the transport plugins, the device plugins (a
+# package's binary is named after its directory).
+RUN_PKGS  := ./cmd/ferry ./plugins/tcp/cmd/ferry-plugin-tcp ./plugins/shm/cmd/ferry-plugin-shm
+BIN_PKGS  := ./cmd/ferry $(foreach p,$(PLUGINS),./plugins/$(p)/cmd/ferry-plugin-$(p)) \
+	$(foreach d,$(DEVICES),./$(d)/cmd/ferry-device-$(notdir $(d)))
+# One go command builds them all, linking in parallel.
+GOBUILD   = $(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/
+
+# The stages of `make run` and `make test` are narrated by scripts/stage:
+# a line as each starts and ends, with its time, and a summary.
+STAGE     := scripts/stage
+export FERRY_STAGE_LOG ?= $(CURDIR)/$(BIN)/.stages-$(or $(firstword $(MAKECMDGOALS)),all)
 
 all: build
 
-build:
-	@mkdir -p $(BIN)
-	$(GO) build -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/ferry ./cmd/ferry
+# Everything: the Go binaries, the C library and the Python module.
+build: bins
 	$(GO) build -buildmode=c-shared -ldflags "-X main.revision=$(REVISION)" -o $(BIN)/libferry.so ./capi && rm -f $(BIN)/libferry.h
 	$(CC) -shared -fPIC -O2 -std=c11 -Wall -Wextra -Werror -fvisibility=hidden -Iinclude -Iinclude/mooncake \
 		-o $(BIN)/libferry-mooncake.so capi/mooncake/transfer_engine_c.c -L$(BIN) -lferry -lpthread -ldl \
 		-Wl,-rpath,'$$ORIGIN' -Wl,-soname,libferry-mooncake.so && ln -sf libferry-mooncake.so $(BIN)/libtransfer_engine.so
 	-@$(PYTHON) python/ferry/_fast_build.py
-	@for p in $(PLUGINS); do \
-		echo "$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p"; \
-		$(GO) build -o $(BIN)/ferry-plugin-$$p ./plugins/$$p/cmd/ferry-plugin-$$p || exit 1; \
-	done
-	@for d in $(DEVICES); do n=$$(basename $$d); \
-		echo "$(GO) build -o $(BIN)/ferry-device-$$n ./$$d/cmd/ferry-device-$$n"; \
-		$(GO) build -o $(BIN)/ferry-device-$$n ./$$d/cmd/ferry-device-$$n || exit 1; \
-	done
+
+bins:
+	@mkdir -p $(BIN)
+	$(GOBUILD) $(BIN_PKGS)
 
 # The main job: two engines in two processes move verified data through
-# every available transport and print what carried what.
-run: build
-	$(BIN)/ferry demo
+# every available transport and print what carried what. It builds only
+# what the demo runs: the CLI and the default config's plugins.
+run:
+	@mkdir -p $(BIN) && $(STAGE) begin "make run"
+	@$(STAGE) "build ferry, tcp, shm" $(GOBUILD) $(RUN_PKGS)
+	@$(STAGE) demo $(BIN)/ferry demo
+	@$(STAGE) end
 
-test: build
-	$(GO) vet ./...
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
-	$(GO) test -race -count=1 -timeout 20m ./...
-	$(MAKE) modtest
-	$(MAKE) soak
-	$(MAKE) ctest
-	$(MAKE) pytest
-	$(MAKE) fuzz FUZZTIME=$(FUZZTIME)
+# Everything is built once, by the first stage; the test targets that need
+# bin/ depend on $(BUILT), which the sub-makes below set empty.
+BUILT ?= build
+SUB   := $(MAKE) --no-print-directory BUILT=
+# The tests that start binaries take them from bin/, just built, instead
+# of building their own (sdk/plugintest).
+test:
+	@mkdir -p $(BIN) && $(STAGE) begin "make test"
+	@$(STAGE) build $(MAKE) --no-print-directory build
+	@$(STAGE) vet $(GO) vet ./...
+	@$(STAGE) gofmt sh -c 'test -z "$$(gofmt -l $$(git ls-files "*.go"))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files "*.go"); exit 1; }'
+	@FERRY_TEST_BINARIES=$(CURDIR)/$(BIN) $(STAGE) "go test -race" $(GO) run ./scripts/gotest -race -count=1 -timeout 20m ./...
+	@$(STAGE) modtest $(SUB) modtest
+	@$(STAGE) soak $(SUB) soak
+	@$(STAGE) ctest $(SUB) ctest
+	@$(STAGE) pytest $(SUB) pytest
+	@$(STAGE) fuzz $(SUB) fuzz FUZZTIME=$(FUZZTIME)
+	@$(STAGE) end
 
 # vet and test each nested module (MODULES) as a vendor would build it,
 # then run `ferry conformance` against the template's binary as a vendor
 # would against theirs.
-modtest: build
+modtest: $(BUILT)
 	@for m in $(MODULES); do \
 		echo "(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 ./...)"; \
 		(cd $$m && $(GO) vet ./... && $(GO) test -race -count=1 -timeout 10m ./...) || exit 1; \
@@ -69,7 +90,7 @@ modtest: build
 # others (stop, restart-metastore; slow-link and down-link with --netns,
 # as root). It needs no root: the link faults are skipped without it.
 SOAK_FLAGS ?= --duration 60s --gap 10s-15s --faults kill,restart-target,upgrade
-soak: build
+soak: $(BUILT)
 	$(BIN)/ferry soak $(SOAK_FLAGS) --log-level error --dump-dir $(or $(TMPDIR),/tmp)
 
 # The C ABI's test and example, compiled with the system cc against
@@ -78,7 +99,7 @@ soak: build
 # program for Mooncake is: include/mooncake, -ltransfer_engine.
 CC ?= cc
 CTESTS := ferry_test move_block device_test upgrade_test
-ctest: build
+ctest: $(BUILT)
 	@for t in $(CTESTS); do \
 		$(CC) -std=c11 -Wall -Wextra -Werror -Iinclude -o $(BIN)/$$t examples/c/$$t.c -L$(BIN) -lferry -lpthread -Wl,-rpath,'$$ORIGIN' || exit 1; \
 		FERRY_LOG_LEVEL=$${FERRY_LOG_LEVEL:-error} FERRY_PLUGIN_DIR=$(CURDIR)/$(BIN) $(BIN)/$$t || exit 1; \
@@ -92,7 +113,7 @@ ctest: build
 # python3-numpy (.ci/run installs them); /usr/bin/python3 is the one that
 # has them.
 PYTHON ?= /usr/bin/python3
-pytest: build
+pytest: $(BUILT)
 	PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests
 
 # The Python wheel (bin/wheel/ferry_transfer_engine-*.whl): the package
@@ -101,10 +122,10 @@ pytest: build
 # package index (python/build_wheel.py). `make pytest` builds and installs
 # one in its test_wheel.py; pytest-installed runs the whole suite against
 # such an installed wheel, from outside the checkout.
-wheel: build
+wheel: $(BUILT)
 	$(PYTHON) python/build_wheel.py --bin $(BIN) --out $(BIN)/wheel
 
-pytest-installed: build
+pytest-installed: $(BUILT)
 	FERRY_TEST_WHEEL_SUITE=all PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider python/tests/test_wheel.py
 
 # Bounded fuzzing of the decoders that read bytes from other processes and
@@ -128,7 +149,7 @@ fuzz:
 		fi; \
 	done
 
-bench: build
+bench: $(BUILT)
 	$(GO) test -run='^$$' -bench=. -benchmem ./sdk/ring/ ./host/...
 
 # Regenerate the committed protobuf code. Needs Debian's protobuf-compiler

@@ -19,6 +19,7 @@ import (
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/metastore"
+	"github.com/ferrydev/ferry/sdk/kit"
 )
 
 // textConfigName names configuration text in its errors; relative paths
@@ -116,6 +117,41 @@ func ferry_go_create_engine_from_text(text *C.char, out *C.ferry_engine_t) (rc C
 	if err != nil {
 		return failErr(what, err, C.FERRY_ERR_CONFIG)
 	}
+	return create(what, cfg, out)
+}
+
+//export ferry_go_create_engine_with_secret
+func ferry_go_create_engine_with_secret(path, text *C.char, secret unsafe.Pointer, secretLen C.size_t, out *C.ferry_engine_t) (rc C.int) {
+	const what = "ferry_create_engine_with_secret"
+	defer guard(&rc, what)
+	switch {
+	case (path == nil) == (text == nil):
+		return fail(C.FERRY_ERR_INVALID, "%s: give exactly one of path (a configuration file) and text (its HCL text); the other NULL", what)
+	case out == nil:
+		return fail(C.FERRY_ERR_INVALID, "%s: out is NULL; give where to put the engine handle", what)
+	case secret == nil || secretLen < C.size_t(kit.MinSecretLen):
+		return fail(C.FERRY_ERR_INVALID, "%s: the cluster secret is %d bytes; give at least %d (the same on every engine of the cluster)", what, secretLen, kit.MinSecretLen)
+	case secretLen > 1<<16:
+		return fail(C.FERRY_ERR_INVALID, "%s: the cluster secret is %d bytes; give at most 65536", what, secretLen)
+	case path != nil && *path == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: path is empty; give the configuration file's path", what)
+	case text != nil && *text == 0:
+		return fail(C.FERRY_ERR_INVALID, "%s: the configuration text is empty; it needs at least name = \"...\"", what)
+	}
+	var cfg *config.Config
+	var err error
+	if path != nil {
+		cfg, err = config.Load(C.GoString(path))
+	} else {
+		cfg, err = config.Parse([]byte(C.GoString(text)), textConfigName)
+	}
+	if err != nil {
+		return failErr(what, err, C.FERRY_ERR_CONFIG)
+	}
+	// This secret replaces the file's: the engine signs and authenticates
+	// with it, and hands it to plugins whose blocks name none.
+	cfg.ClusterSecretFile = ""
+	cfg.ClusterSecret = C.GoBytes(secret, C.int(secretLen))
 	return create(what, cfg, out)
 }
 

@@ -100,6 +100,10 @@ int ferry_create_engine_from_file(const char *path, ferry_engine_t *out) {
 int ferry_create_engine_from_text(const char *text, ferry_engine_t *out) {
     return ferry_go_create_engine_from_text((char *)text, out);
 }
+int ferry_create_engine_with_secret(const char *path, const char *text, const void *secret, size_t secret_len,
+                                    ferry_engine_t *out) {
+    return ferry_go_create_engine_with_secret((char *)path, (char *)text, (void *)secret, secret_len, out);
+}
 int ferry_destroy_engine(ferry_engine_t e) { return ferry_go_destroy_engine(e); }
 int ferry_segment_name(ferry_engine_t e, char *buf, size_t cap, size_t *len) {
     return ferry_go_engine_string(e, 0, buf, cap, len);

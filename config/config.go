@@ -2,6 +2,7 @@ package config
 
 import (
 	"cmp"
+	"os"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -149,8 +150,15 @@ type Config struct {
 	// makes it absolute); "" for none. With it the engine signs its
 	// descriptor and refuses peers' unsigned or badly signed ones. It is
 	// the same file the tcp plugin's cluster_secret_file names, which
-	// plugins keep reading from their own block.
+	// plugins keep reading from their own block. Not with ClusterSecret.
 	ClusterSecretFile string
+	// ClusterSecret is the cluster secret itself (at least 16 bytes), for
+	// a Config built in code: the same on every engine of the cluster.
+	// Default sets it to the process's generated secret (GeneratedSecret)
+	// unless $FERRY_CLUSTER_SECRET_FILE names a file; set it, or
+	// ClusterSecretFile instead, to join engines of other processes. Not
+	// with ClusterSecretFile; no file sets it.
+	ClusterSecret []byte
 	// Strict makes New fail when an enabled plugin cannot start or no
 	// transport is usable; false runs degraded and says so. nil is true,
 	// the documented default, so that a Config built field by field is
@@ -417,11 +425,26 @@ const defaultFile = "<default config>"
 // Default returns a configuration that runs one engine alone on this
 // machine: an embedded metastore on 127.0.0.1:0, the tcp plugin listening on
 // 127.0.0.1:0, and the default transfer settings.
+//
+// Its cluster secret is the file $FERRY_CLUSTER_SECRET_FILE names when it
+// is set (ClusterSecretFile), else one this process generated
+// (ClusterSecret = GeneratedSecret()): every engine the process makes from
+// Default shares it, so they sign and authenticate what they say to each
+// other and warn of nothing. An engine in another process knows it only
+// through a file: give every engine of the cluster the same
+// FERRY_CLUSTER_SECRET_FILE (or set ClusterSecret or ClusterSecretFile).
 func Default(name string) *Config {
+	var secretFile string
+	var secret []byte
+	if secretFile = os.Getenv(SecretFileEnv); secretFile == "" {
+		secret = GeneratedSecret()
+	}
 	return &Config{
-		Name:      name,
-		MachineID: DefaultMachineID(),
-		Metastore: Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
+		Name:              name,
+		MachineID:         DefaultMachineID(),
+		ClusterSecretFile: secretFile,
+		ClusterSecret:     secret,
+		Metastore:         Metastore{Kind: MetastoreEmbedded, Listen: DefaultMetastoreListen},
 		Plugins: []Plugin{{
 			Name:       "tcp",
 			Enabled:    true,
@@ -455,6 +478,23 @@ func defaultTransfer() Transfer {
 	var t Transfer
 	transferTable.Defaults(&t)
 	return t
+}
+
+// MetastoreField is the setting that says where the metastore is: listen
+// (embedded), url (http), address (redis) or endpoints (etcd), as
+// "metastore.listen"; "metastore" for none.
+func (c *Config) MetastoreField() string {
+	switch c.Metastore.Kind {
+	case MetastoreEmbedded:
+		return "metastore.listen"
+	case MetastoreHTTP:
+		return "metastore.url"
+	case MetastoreRedis:
+		return "metastore.address"
+	case MetastoreEtcd:
+		return "metastore.endpoints"
+	}
+	return "metastore"
 }
 
 // Error is one problem in a configuration: "file:line:col: field:

@@ -64,7 +64,7 @@ func (d *decoder) decodeFile(body *hclsyntax.Body) *Config {
 			b.preset(c) // a block left out still has its defaults
 		}
 	}
-	content, diags := body.Content(rootSchema())
+	content, diags := conf.Content(body, rootSchema())
 	d.Diags(diags)
 	conf.DecodeContent(d.Decoder, topTable, content, c, conf.Place{Loc: c.loc})
 

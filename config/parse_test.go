@@ -160,6 +160,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"syntax", "name = \n", []string{"t.hcl:1:8: Invalid expression"}},
 		{"unknown attribute", "machine_id = \"m\"\nnmae = \"b\"\n", []string{"t.hcl:2:1: Unsupported argument", `Did you mean "name"?`}},
+		{"ttl misspelt", "name = \"a\"\nmetastore {\n  kind = \"redis\"\n  address = \"127.0.0.1:6379\"\n  tll = \"30s\"\n}\n", []string{"t.hcl:5:3: Unsupported argument", `Did you mean "ttl"?`}},
 		{"unknown block", "name = \"a\"\nrails {}\n", []string{"t.hcl:2:1: Unsupported block type", `"rails"`}},
 		{"unknown plugin attribute", "name = \"a\"\nplugin \"tcp\" {\n  sha265 = \"x\"\n}\n", []string{"t.hcl:3:3: Unsupported argument", `Did you mean "sha256"?`}},
 		{"plugin without label", "name = \"a\"\nplugin {\n}\n", []string{"t.hcl:2:8: ", "Missing name for plugin"}},

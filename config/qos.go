@@ -189,7 +189,7 @@ func qosBlock() block {
 				hcl.BlockHeaderSchema{Type: qosClassTable.Name, LabelNames: []string{"name"}},
 				hcl.BlockHeaderSchema{Type: qosTenantTable.Name, LabelNames: []string{"name"}},
 				hcl.BlockHeaderSchema{Type: creditTable.Name})
-			content, diags := b.Body.Content(s)
+			content, diags := conf.Content(b.Body, s)
 			d.Diags(diags)
 			// A qos block that only tunes receiver credit leaves admission
 			// off; anything else in it turns admission on.

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ferrydev/ferry/sdk/conf"
+	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 )
@@ -37,6 +38,13 @@ func (c *Config) Validate() error {
 	}
 	if c.MachineID != "" && !cleanName(c.MachineID) {
 		fail("machine_id", "%q must be at most 255 bytes of printable UTF-8 without spaces; leave it out to derive it from /etc/machine-id", c.MachineID)
+	}
+
+	switch {
+	case c.ClusterSecret != nil && c.ClusterSecretFile != "":
+		fail("cluster_secret_file", "is set, and so is Config.ClusterSecret: keep one (Default sets ClusterSecretFile from $%s)", SecretFileEnv)
+	case c.ClusterSecret != nil && len(c.ClusterSecret) < kit.MinSecretLen:
+		fail("cluster_secret_file", "Config.ClusterSecret is %d bytes; a cluster secret is at least %d, the same on every engine", len(c.ClusterSecret), kit.MinSecretLen)
 	}
 
 	errs = append(errs, c.validateMetastore()...)

@@ -25,7 +25,7 @@ func blobEngine(t *testing.T, name, secret string) *host.Engine {
 	cfg := config.Default(name)
 	cfg.PluginDir = binDir
 	cfg.Metastore = config.Metastore{Kind: config.MetastoreNone}
-	cfg.ClusterSecretFile = secret
+	cfg.ClusterSecretFile, cfg.ClusterSecret = secret, nil // this secret, or none: not Default's
 	e, err := host.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -99,10 +99,16 @@ func TestOversizedDescriptorRefused(t *testing.T) {
 	for i := range 100 {
 		transports[fmt.Sprint("t", i)] = []byte("e")
 	}
+	// Signed with the cluster's secret: the caps hold for a peer that
+	// knows it too.
+	signer, err := segment.NewSigner(envSecret(t))
+	if err != nil {
+		t.Fatal(err)
+	}
 	evil := func(f func(d *segment.Descriptor)) string {
 		d := &segment.Descriptor{Schema: 1, Name: "evil", Incarnation: 1, MachineID: "m", Transports: map[string][]byte{"tcp": []byte("e")}}
 		f(d)
-		raw, err := d.Encode()
+		raw, err := signer.Encode(d)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -291,7 +291,7 @@ func startChaosWith(t *testing.T, ctx context.Context, name string, crashAfter i
 	opts = append(opts, host.WithLogger(hclog.New(&hclog.LoggerOptions{Name: "ferry", Level: hclog.Error, Output: os.Stderr})))
 	e := hclEngine(t, ctx, chaosConfig(name+"-a", true, crashAfter)+extra, name+"-a.hcl", opts...)
 	file := filepath.Join(t.TempDir(), name+"-b.hcl")
-	if err := os.WriteFile(file, []byte(chaosConfig(name+"-b", false, 0)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(withRunSecret(chaosConfig(name+"-b", false, 0))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	spans := chaosWorkers + 1 // the last is the stall driver's

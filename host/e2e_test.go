@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -446,11 +447,14 @@ func TestNameInUse(t *testing.T) {
 	if err != nil || seg.Incarnation != a.Incarnation() {
 		t.Fatalf("open taken: %+v %v; want incarnation %#x", seg, err, a.Incarnation())
 	}
-	// A foreign value under the key an engine would use.
+	// A foreign value under the key an engine without a cluster secret
+	// would use (one with a secret reclaims it: TestSquattedNameReclaimed).
 	if err := putRaw(a.MetastoreURL(), "ferry/segments/squatted", "hello"); err != nil {
 		t.Fatal(err)
 	}
-	if e, err := host.New(ctx, joinConfig("squatted", a.MetastoreURL())); err == nil {
+	squatter := joinConfig("squatted", a.MetastoreURL())
+	squatter.ClusterSecretFile, squatter.ClusterSecret = "", nil
+	if e, err := host.New(ctx, squatter); err == nil {
 		e.Close()
 		t.Fatal("an engine overwrote a foreign value under its key")
 	} else if !strings.Contains(err.Error(), "not a Ferry descriptor") {
@@ -472,4 +476,34 @@ func putRaw(url, key, value string) error {
 		return fmt.Errorf("PUT %s: %s", key, resp.Status)
 	}
 	return nil
+}
+
+// TestMetastorePortInUse: an embedded metastore whose port is taken fails
+// host.New with where the file sets it, why, and what to do, and says
+// "metastore:" once.
+func TestMetastorePortInUse(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	src := fmt.Sprintf("name = \"inuse\"\nplugin_dir = %q\nmetastore {\n  kind   = \"embedded\"\n  listen = %q\n}\nplugin \"tcp\" {}\n", binDir, ln.Addr())
+	cfg, err := config.Parse([]byte(src), "inuse.hcl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := host.New(context.Background(), cfg)
+	if err == nil {
+		e.Close()
+		t.Fatal("an engine started its metastore on a port in use")
+	}
+	msg := err.Error()
+	for _, want := range []string{"inuse.hcl:5:12: metastore.listen: ", "address already in use", "another process listens there", "0 picks a free one"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error lacks %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "metastore: metastore:") {
+		t.Errorf("the error repeats its prefix: %s", msg)
+	}
 }

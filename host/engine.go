@@ -17,6 +17,7 @@ import (
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/admission"
 	"github.com/ferrydev/ferry/host/device"
+	"github.com/ferrydev/ferry/host/exposure"
 	"github.com/ferrydev/ferry/host/loader"
 	"github.com/ferrydev/ferry/host/localmem"
 	"github.com/ferrydev/ferry/host/metastore"
@@ -223,6 +224,9 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 			return nil, err
 		}
 	}
+	if e.secret == nil {
+		e.log.Warn(exposure.Warning(exposure.Of(cfg, e.metaURL, e.controlAddr)), "engine", e.name)
+	}
 	return e, nil
 }
 
@@ -265,7 +269,7 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		return fmt.Errorf("%w: engine %q: %w", ErrInvalid, e.name, err)
 	}
 	e.secret = secret
-	signer, err := openSigner(secret, e.cfg, e.log)
+	signer, err := openSigner(secret, e.cfg)
 	if err != nil {
 		return err
 	}
@@ -284,7 +288,12 @@ func (e *Engine) openMetastore(ctx context.Context) error {
 		Database: m.Database, TLS: m.TLS, CAFile: m.CAFile,
 	})
 	if err != nil {
-		return fmt.Errorf("engine %q: metastore: %w", e.name, err)
+		// err says "metastore: ..."; before it, where the file sets the address.
+		at := e.cfg.MetastoreField()
+		if w := e.cfg.Where(at); w != "" {
+			at = w + ": " + at
+		}
+		return fmt.Errorf("%s: engine %q: %w", at, e.name, err)
 	}
 	e.meta = b
 	fetch := &remotes.Fetcher{Store: b, Prefix: e.keyPrefix, Log: e.log, Timeout: controlTimeout, Signer: e.signer,

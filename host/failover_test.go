@@ -73,7 +73,7 @@ func failoverPair(t *testing.T, ctx context.Context, name, peerName string, only
 func failoverPeer(t *testing.T, a *host.Engine, name string, span int) *peer {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "peer.hcl")
-	if err := os.WriteFile(file, []byte(failoverConfig(name, false, false)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(withRunSecret(failoverConfig(name, false, false))), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return startPeer(t, "--config", file, "--name", name, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(span))
@@ -256,12 +256,45 @@ func hclEngine(t *testing.T, ctx context.Context, src, file string, opts ...host
 	if err != nil {
 		t.Fatal(err)
 	}
+	shareSecret(t, cfg)
 	e, err := host.New(ctx, cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { e.Close() })
 	return e
+}
+
+// withRunSecret is an engine's HCL with the run's cluster secret file
+// (shareSecret) unless it names a secret: for the files `ferry run
+// --config` peers start from.
+func withRunSecret(src string) string {
+	if strings.Contains(src, "cluster_secret") {
+		return src
+	}
+	return fmt.Sprintf("cluster_secret_file = %q\n", os.Getenv(config.SecretFileEnv)) + src
+}
+
+// shareSecret gives an engine from a file without a cluster secret the
+// one every other engine of the run has (config.Default's, through
+// $FERRY_CLUSTER_SECRET_FILE, which plugintest.Main sets), as a cluster
+// does: its `ferry run` peers have it.
+func shareSecret(t *testing.T, cfg *config.Config) {
+	t.Helper()
+	if s, err := host.ClusterSecret(cfg); err != nil || s != nil {
+		return // its own secret, or an error host.New reports
+	}
+	cfg.ClusterSecretFile = os.Getenv(config.SecretFileEnv)
+}
+
+// envSecret is the cluster secret of the run (shareSecret).
+func envSecret(t *testing.T) []byte {
+	t.Helper()
+	s, err := host.ClusterSecret(&config.Config{ClusterSecretFile: os.Getenv(config.SecretFileEnv)})
+	if err != nil || s == nil {
+		t.Fatalf("the run's cluster secret ($%s): %v", config.SecretFileEnv, err)
+	}
+	return s
 }
 
 // randomLocal allocates n bytes of a's memory, registers them local-only

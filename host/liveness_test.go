@@ -24,7 +24,7 @@ func engineHCL(t *testing.T, name, metastoreBlock, listen string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name+".hcl")
 	src := fmt.Sprintf("name = %q\nplugin_dir = %q\nmetastore {\n%s\n}\nplugin \"tcp\" {\n  config {\n    listen = [%q]\n  }\n}\n", name, binDir, metastoreBlock, listen)
-	if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(withRunSecret(src)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p

@@ -33,6 +33,7 @@ func newSecretEngine(t *testing.T, name, tcpBody string) *host.Engine {
 	cfg := config.Default(name)
 	cfg.PluginDir = binDir
 	cfg.Metastore = config.Metastore{Kind: config.MetastoreNone}
+	cfg.ClusterSecretFile, cfg.ClusterSecret = "", nil // the tcp block's secret, or none: not Default's
 	cfg.Plugins[0].Body = []byte(`listen = ["127.0.0.1:0"]` + "\n" + tcpBody + "\n")
 	e, err := host.New(context.Background(), cfg)
 	if err != nil {

@@ -29,7 +29,9 @@ func newP2PEngine(t *testing.T, name string) *host.Engine {
 
 func TestControlServiceDescriptorAndPing(t *testing.T) {
 	e := newEngine(t, "ctl-a")
-	c, err := control.Dial(e.ControlAddr())
+	// The engine has the run's cluster secret (config.Default): its
+	// control service answers only calls signed with it.
+	c, err := control.DialOptions(e.ControlAddr(), control.Options{Secret: envSecret(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

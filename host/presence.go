@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	hclog "github.com/hashicorp/go-hclog"
-
 	"github.com/ferrydev/ferry/config"
 
 	"github.com/ferrydev/ferry/host/publish"
@@ -52,13 +50,9 @@ func (e *Engine) publish(ctx context.Context) error {
 }
 
 // openSigner returns the signer of descriptors under the engine's
-// cluster secret; nil, after one loud warning, without one.
-func openSigner(secret []byte, cfg *config.Config, log hclog.Logger) (*segment.Signer, error) {
+// cluster secret; nil without one (New then warns, once, of what is open).
+func openSigner(secret []byte, cfg *config.Config) (*segment.Signer, error) {
 	if secret == nil {
-		if cfg.Metastore.Kind != config.MetastoreNone {
-			log.Warn("no cluster secret: the metastore is trusted. Anyone who can write to it can replace this engine's descriptor and redirect its peers' transfers to another listener; set cluster_secret_file (the same on every engine) so that descriptors are signed and checked",
-				"engine", cfg.Name)
-		}
 		return nil, nil
 	}
 	s, err := segment.NewSigner(secret)

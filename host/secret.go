@@ -20,8 +20,9 @@ import (
 // (sdk.StartConfig.ClusterSecret): the tcp and shm plugins authenticate
 // their connections with it unless their own block names a secret.
 //
-// The engine's secret is the top-level cluster_secret_file when set;
-// else the tcp plugin's cluster_secret or cluster_secret_file, so that a
+// The engine's secret is Config.ClusterSecret (config.Default's
+// generated one) or the top-level cluster_secret_file when set; else the
+// tcp plugin's cluster_secret or cluster_secret_file, so that a
 // cluster configured with a data-plane secret signs its descriptors and
 // control calls too, without saying the secret twice.
 
@@ -35,6 +36,9 @@ const minSecret = kit.MinSecretLen
 func ClusterSecret(cfg *config.Config) ([]byte, error) { return clusterSecret(cfg) }
 
 func clusterSecret(cfg *config.Config) ([]byte, error) {
+	if cfg.ClusterSecret != nil {
+		return append([]byte(nil), cfg.ClusterSecret...), nil
+	}
 	if cfg.ClusterSecretFile != "" {
 		b, err := readSecretFile(cfg.ClusterSecretFile)
 		if err != nil {

@@ -43,7 +43,7 @@ func signedEngine(t *testing.T, name, secret, metaURL string, ttl time.Duration)
 	t.Helper()
 	cfg := config.Default(name)
 	cfg.PluginDir = binDir
-	cfg.ClusterSecretFile = secret
+	cfg.ClusterSecretFile, cfg.ClusterSecret = secret, nil // this secret, or none: not Default's
 	cfg.Metastore.TTL = ttl
 	if metaURL != "" {
 		cfg.Metastore.Kind, cfg.Metastore.URL, cfg.Metastore.Listen = config.MetastoreHTTP, metaURL, ""
@@ -308,12 +308,58 @@ func TestSquattedNameReclaimed(t *testing.T) {
 	}
 }
 
-// TestNoSecretWarnsOnce: without a cluster secret the engine says once, at
-// start, that the metastore is trusted.
+// TestNoSecretWarnsOnce: without a cluster secret the engine warns once,
+// at start, in one line that lists what is open (the metastore, the
+// control service, the tcp and shm plugins); nothing else warns.
 func TestNoSecretWarnsOnce(t *testing.T) {
-	_, logs := mustSignedEngine(t, "sign-nosecret", "", "", 0)
-	if n := strings.Count(logs.String(), "the metastore is trusted"); n != 1 {
-		t.Fatalf("the warning appears %d times; log:\n%s", n, logs)
+	e, logs := mustSignedEngine(t, "sign-nosecret", "", "", 0)
+	var warns []string
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, "[WARN]") {
+			warns = append(warns, l)
+		}
+	}
+	if len(warns) != 1 {
+		t.Fatalf("%d warnings, want 1; log:\n%s", len(warns), logs)
+	}
+	for _, want := range []string{"no cluster secret", "the metastore " + e.MetastoreURL() + " (", "the control service on " + e.ControlAddr() + " (", "the tcp and shm plugins ("} {
+		if !strings.Contains(warns[0], want) {
+			t.Errorf("the warning does not say %q: %s", want, warns[0])
+		}
+	}
+}
+
+// TestDefaultWarnsNothing: an engine from config.Default has the process's
+// generated cluster secret, signs its descriptor and warns of nothing; a
+// second one in the process shares the secret and reads the first's
+// descriptor.
+func TestDefaultWarnsNothing(t *testing.T) {
+	t.Setenv(config.SecretFileEnv, "") // Default's own secret, not the one TestMain shares
+	logs := &plugintest.LogBuffer{}
+	log := hclog.New(&hclog.LoggerOptions{Name: "default", Level: hclog.Info, Output: logs})
+	cfg := config.Default("default-a")
+	cfg.PluginDir = binDir
+	a, err := host.New(context.Background(), cfg, host.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	cfg = config.Default("default-b")
+	cfg.PluginDir = binDir
+	cfg.Metastore = config.Metastore{Kind: config.MetastoreHTTP, URL: a.MetastoreURL()}
+	b, err := host.New(context.Background(), cfg, host.WithLogger(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.OpenSegment(context.Background(), "default-a"); err != nil {
+		t.Fatalf("an engine from Default opening another of the same process: %v", err)
+	}
+	if strings.Contains(logs.String(), "[WARN]") {
+		t.Fatalf("engines from config.Default warned:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "authenticated=true") {
+		t.Fatalf("the tcp plugin of a Default engine does not authenticate its peers:\n%s", logs)
 	}
 }
 

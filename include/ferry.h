@@ -85,7 +85,7 @@
 extern "C" {
 #endif
 
-#define FERRY_ABI_VERSION 4
+#define FERRY_ABI_VERSION 5
 
 /* ---- error codes ------------------------------------------------------ */
 
@@ -240,6 +240,20 @@ int ferry_create_engine_from_file(const char *path, ferry_engine_t *out);
  * configuration's text (NUL-terminated, not empty) instead of a file;
  * relative paths in it are taken from the current directory. */
 int ferry_create_engine_from_text(const char *text, ferry_engine_t *out);
+
+/* ferry_create_engine_with_secret is ferry_create_engine_from_file (path)
+ * or ferry_create_engine_from_text (text), exactly one of them non-NULL,
+ * with the cluster secret in memory instead of a file: secret_len bytes,
+ * at least 16 (64 random hex digits serve), the same on every engine of
+ * the cluster. It replaces the configuration's cluster_secret_file. With
+ * it the engine signs its descriptor, authenticates its control service,
+ * and its plugins (unless their blocks name their own) authenticate their
+ * peers; without any secret an engine warns once at start of what is
+ * open. The secret is copied. Errors: as ferry_create_engine_from_file,
+ * and FERRY_ERR_INVALID for a shorter secret. Since FERRY_ABI_VERSION 5. */
+int ferry_create_engine_with_secret(const char *path, const char *text,
+                                    const void *secret, size_t secret_len,
+                                    ferry_engine_t *out);
 
 /* ferry_destroy_engine closes the engine: it ends the tasks in flight,
  * stops the plugins, unpublishes the segment and frees the memory from

@@ -187,10 +187,11 @@ func cmdPlugins(args []string) error {
 			if err != nil {
 				return err
 			}
-			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
-				return err
-			}
 			meta = &cfg.Metastore
+		}
+		var err error
+		if o.Secret, err = dialSecret(*cfgPath); err != nil {
+			return err
 		}
 		addr, err := resolveEngine(context.Background(), *engine, meta, *cfgPath, o.Secret)
 		if err != nil {
@@ -374,7 +375,7 @@ func engineStatus(addr string, o control.Options, asJSON bool) error {
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return fmt.Errorf("%w; is an engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+		return fmt.Errorf("%w; is an engine serving its control service at %s? %s", err, addr, secretHint)
 	}
 	if asJSON {
 		_, err := fmt.Println(string(b))

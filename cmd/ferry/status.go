@@ -29,7 +29,7 @@ type statusFlags struct {
 func addStatusFlags(fs *flag.FlagSet) statusFlags {
 	return statusFlags{
 		engine:    fs.String("engine", "", "the engine (required): its control address, host:port (its ready line's \"control\"), or its name, looked up in --config's metastore or --metastore's"),
-		config:    fs.String("config", "", "the engine's (or any cluster member's) config: its metastore, to find --engine by name, and its cluster secret"),
+		config:    fs.String("config", "", "the engine's (or any cluster member's) config: its metastore, to find --engine by name, and its cluster secret (default: the file $FERRY_CLUSTER_SECRET_FILE names, if set)"),
 		metastore: fs.String("metastore", "", "find --engine by name in this metastore instead of --config's: "+config.MetastoreURLForms),
 		asJSON:    fs.Bool("json", false, "print the status as JSON"),
 	}
@@ -50,14 +50,12 @@ func (f statusFlags) dial() (c *control.Client, addr, name string, err error) {
 			return nil, "", "", err
 		}
 		meta = &cfg.Metastore
-		if *f.config != "" {
-			if o.Secret, err = host.ClusterSecret(cfg); err != nil {
-				return nil, "", "", err
-			}
-			if *f.metastore == "" {
-				where = *f.config
-			}
+		if *f.config != "" && *f.metastore == "" {
+			where = *f.config
 		}
+	}
+	if o.Secret, err = dialSecret(*f.config); err != nil {
+		return nil, "", "", err
 	}
 	if addr, err = resolveEngine(context.Background(), *f.engine, meta, where, o.Secret); err != nil {
 		return nil, "", "", err
@@ -70,6 +68,26 @@ func (f statusFlags) dial() (c *control.Client, addr, name string, err error) {
 	return c, addr, name, err
 }
 
+// secretHint is what a refused control call adds: where the secret
+// comes from.
+const secretHint = "The engine's cluster secret comes from its --config, else from the file $" + config.SecretFileEnv +
+	" names (an engine on the built-in config that started without it has a secret of its own: start it with FERRY_CLUSTER_SECRET_FILE set, here too)"
+
+// dialSecret is the cluster secret to call an engine's control service
+// with: that of the config file at path, else the one
+// $FERRY_CLUSTER_SECRET_FILE names (an engine from the default config has
+// it), else none.
+func dialSecret(path string) ([]byte, error) {
+	cfg := &config.Config{ClusterSecretFile: os.Getenv(config.SecretFileEnv)}
+	if path != "" {
+		var err error
+		if cfg, err = loadConfig(path, "", ""); err != nil {
+			return nil, err
+		}
+	}
+	return host.ClusterSecret(cfg)
+}
+
 // fetchStatus asks the engine at addr for its status and checks that it
 // is one this ferry can read.
 func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, error) {
@@ -77,7 +95,7 @@ func fetchStatus(c *control.Client, addr string) (host.EngineStatus, []byte, err
 	defer cancel()
 	b, err := c.Status(ctx)
 	if err != nil {
-		return host.EngineStatus{}, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? With a cluster secret, pass the engine's --config", err, addr)
+		return host.EngineStatus{}, nil, fmt.Errorf("%w; is a Ferry engine serving its control service at %s? %s", err, addr, secretHint)
 	}
 	st, err := decodeStatus(b, addr)
 	return st, b, err

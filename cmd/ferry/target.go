@@ -7,9 +7,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/ferrydev/ferry/config"
 )
 
 // target is a `ferry run` child process: the far engine of bench and demo.
@@ -41,6 +44,13 @@ func startSelf(args []string, ready any) (*target, error) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = os.Stderr
+	env, forget, err := childSecretEnv()
+	if err != nil {
+		return nil, err
+	}
+	// The child has read the secret once it is ready (or gone).
+	defer forget()
+	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -104,4 +114,25 @@ func (t *target) stop() {
 		t.cmd.Process.Kill()
 		<-done
 	}
+}
+
+// childSecretEnv is the environment of a child engine: this one's, with
+// $FERRY_CLUSTER_SECRET_FILE naming a file (mode 0600, in a new directory)
+// that holds this process's generated cluster secret unless it names one
+// already, so that a child's engine from config.Default shares the secret
+// of this process's (config.Default). forget removes the file.
+func childSecretEnv() (env []string, forget func(), err error) {
+	if os.Getenv(config.SecretFileEnv) != "" {
+		return nil, func() {}, nil
+	}
+	dir, err := os.MkdirTemp("", "ferry-secret-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("a file for the child engine's cluster secret: %w", err)
+	}
+	file := filepath.Join(dir, "cluster-secret")
+	if err := os.WriteFile(file, config.GeneratedSecret(), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("a file for the child engine's cluster secret: %w", err)
+	}
+	return append(os.Environ(), config.SecretFileEnv+"="+file), func() { os.RemoveAll(dir) }, nil
 }

@@ -231,6 +231,14 @@ static void bad_input(void) {
     EXPECT(FERRY_ERR_CONFIG, ferry_create_engine_from_text("name = ", &e));
     CHECK(strstr(ferry_last_error(), "ferry_create_engine_from_text: <config text>:1:") != NULL,
           "a config error names where: %s", ferry_last_error());
+    /* A cluster secret in memory: one of path and text, 16 bytes at least. */
+    EXPECT(FERRY_ERR_INVALID, ferry_create_engine_with_secret(NULL, NULL, "0123456789abcdef", 16, &e));
+    EXPECT(FERRY_ERR_INVALID, ferry_create_engine_with_secret("/etc/ferry.hcl", "name = \"x\"", "0123456789abcdef", 16, &e));
+    EXPECT(FERRY_ERR_INVALID, ferry_create_engine_with_secret(NULL, "name = \"x\"", "short", 5, &e));
+    CHECK(strstr(ferry_last_error(), "the cluster secret is 5 bytes; give at least 16") != NULL,
+          "a short secret's message: %s", ferry_last_error());
+    EXPECT(FERRY_ERR_INVALID, ferry_create_engine_with_secret(NULL, "name = \"x\"", NULL, 16, &e));
+    EXPECT(FERRY_ERR_CONFIG, ferry_create_engine_with_secret(NULL, "name = ", "0123456789abcdef", 16, &e));
     CHECK(e == 0, "a failed create set the handle");
     strict_default();
 

@@ -4,6 +4,9 @@
  * that metastore, finds "decode-0" by name and writes a block into it,
  * with a notification on landing. Real deployments run the two in two
  * processes (see ferry_test.c); the calls on each side are the same.
+ * Both engines share a cluster secret generated here, so that they sign
+ * and authenticate what they tell each other (and warn of nothing); two
+ * processes would share it through a file (cluster_secret_file).
  *
  * Build and run (after `make build`):
  *   cc -Iinclude examples/c/move_block.c -Lbin -lferry -Wl,-rpath,bin -o move_block
@@ -24,15 +27,33 @@ static void check(int rc, const char *what) {
     }
 }
 
+/* new_secret fills secret with 64 hex digits from /dev/urandom. */
+static void new_secret(char secret[65]) {
+    unsigned char b[32];
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f == NULL || fread(b, 1, sizeof b, f) != sizeof b) {
+        fprintf(stderr, "cannot read /dev/urandom for the cluster secret\n");
+        exit(1);
+    }
+    fclose(f);
+    for (int i = 0; i < 32; i++) {
+        snprintf(secret + 2 * i, 3, "%02x", b[i]);
+    }
+}
+
 int main(void) {
+    char secret[65];
+    new_secret(secret);
+
     /* The decode side embeds the metastore and exposes memory peers may
      * write. */
     ferry_engine_t decode = 0;
-    check(ferry_create_engine_from_text("name = \"decode-0\"\n"
-                                        "metastore {\n  kind = \"embedded\"\n  listen = \"127.0.0.1:0\"\n}\n"
-                                        "plugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\n"
-                                        "plugin \"shm\" {}\n",
-                                        &decode),
+    check(ferry_create_engine_with_secret(NULL,
+                                          "name = \"decode-0\"\n"
+                                          "metastore {\n  kind = \"embedded\"\n  listen = \"127.0.0.1:0\"\n}\n"
+                                          "plugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\n"
+                                          "plugin \"shm\" {}\n",
+                                          secret, 64, &decode),
           "create decode");
     void *kv = NULL;
     check(ferry_allocate(decode, 1 << 20, &kv), "allocate"); /* memory the plugins map: zero copy */
@@ -49,7 +70,7 @@ int main(void) {
              "plugin \"shm\" {}\n",
              url);
     ferry_engine_t prefill = 0;
-    check(ferry_create_engine_from_text(cfg, &prefill), "create prefill");
+    check(ferry_create_engine_with_secret(NULL, cfg, secret, 64, &prefill), "create prefill");
     void *block = NULL;
     check(ferry_allocate(prefill, 4096, &block), "allocate block");
     check(ferry_register(prefill, block, 4096, FERRY_PERM_LOCAL, NULL), "register block");

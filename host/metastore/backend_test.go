@@ -130,8 +130,8 @@ func expectEvent(t *testing.T, ch <-chan Event, want Event, timeout time.Duratio
 			if ev.Kind == Resync && want.Kind != Resync {
 				continue
 			}
-			if ev.Kind != want.Kind || ev.Key != want.Key || !bytes.Equal(ev.Value, want.Value) {
-				t.Fatalf("event %v %q %q, want %v %q %q", ev.Kind, ev.Key, ev.Value, want.Kind, want.Key, want.Value)
+			if ev.Kind != want.Kind || ev.Key != want.Key || !bytes.Equal(ev.Value, want.Value) || ev.Cause != want.Cause {
+				t.Fatalf("event %v %q %q (cause %d), want %v %q %q (cause %d)", ev.Kind, ev.Key, ev.Value, ev.Cause, want.Kind, want.Key, want.Value, want.Cause)
 			}
 			return
 		case <-timer.C:
@@ -154,7 +154,10 @@ func TestWatchSeesPutAndDelete(t *testing.T) {
 			must(t, b.Put(ctx, "w/a", []byte("2")))
 			expectEvent(t, ch, Event{Kind: Put, Key: "w/a", Value: []byte("2")}, 5*time.Second)
 			must(t, b.Delete(ctx, "w/a"))
-			expectEvent(t, ch, Event{Kind: Delete, Key: "w/a"}, 5*time.Second)
+			// Redis's notifications tell a DEL from an expiry; the others
+			// do not say.
+			deleted := map[string]DeleteCause{"redis": CauseDeleted}[name]
+			expectEvent(t, ch, Event{Kind: Delete, Key: "w/a", Cause: deleted}, 5*time.Second)
 
 			// A leased key whose holder stops refreshing: the watch
 			// reports the expiry. The store's Close stands in for a dead
@@ -165,7 +168,7 @@ func TestWatchSeesPutAndDelete(t *testing.T) {
 			}
 			expectEvent(t, ch, Event{Kind: Put, Key: "w/leased", Value: []byte("alive")}, 5*time.Second)
 			must(t, l.Close(ctx))
-			expectEvent(t, ch, Event{Kind: Delete, Key: "w/leased"}, 5*time.Second)
+			expectEvent(t, ch, Event{Kind: Delete, Key: "w/leased", Cause: deleted}, 5*time.Second)
 
 			cancel()
 			for range ch { // must be closed when ctx ends
@@ -293,6 +296,20 @@ func TestLeaseExpiresWhenHolderIsKilled(t *testing.T) {
 			s := c.store(t)
 			ttl := time.Second
 			key := "killed/" + name
+			// Redis's watch tells an expiry from a deletion.
+			var events <-chan Event
+			if name == "redis" {
+				ctx, cancel := context.WithCancel(context.Background())
+				defer cancel()
+				w, err := NewRedis(ctx, RedisOptions{Addr: c.opts.Address, Watch: WatchNotify})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer w.Close()
+				if events, err = w.Watch(ctx, key); err != nil {
+					t.Fatal(err)
+				}
+			}
 			kill := startHolder(t, holderSpec{Options: c.opts, Key: key, Value: "from the holder", TTL: ttl})
 			// Alive while the holder lives, past its ttl.
 			deadline := time.Now().Add(2 * ttl)
@@ -309,6 +326,19 @@ func TestLeaseExpiresWhenHolderIsKilled(t *testing.T) {
 				t.Errorf("the key disappeared %v after the kill; want within ttl %v (+%v)", d, ttl, c.slack)
 			}
 			t.Logf("key gone %v after SIGKILL (ttl %v)", time.Since(killed).Round(time.Millisecond), ttl)
+			for events != nil { // the holder's puts, then the expiry
+				select {
+				case ev := <-events:
+					if ev.Kind == Delete {
+						if ev.Cause != CauseExpired {
+							t.Errorf("the expired key's event: %v, cause %d; want cause CauseExpired", ev.Kind, ev.Cause)
+						}
+						events = nil
+					}
+				case <-time.After(5 * time.Second):
+					t.Fatal("no delete event for the expired key")
+				}
+			}
 		})
 	}
 }

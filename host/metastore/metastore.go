@@ -160,7 +160,22 @@ type Event struct {
 	Kind  EventKind
 	Key   string
 	Value []byte
+	// Cause says why a Delete's key went, where the store tells (Redis
+	// does; etcd and the HTTP metastore do not).
+	Cause DeleteCause
 }
+
+// DeleteCause is why a key went.
+type DeleteCause int
+
+const (
+	// CauseUnknown: the store does not say; deleted, or its lease expired.
+	CauseUnknown DeleteCause = iota
+	// CauseExpired: its TTL ran out (the lease was not refreshed in time).
+	CauseExpired
+	// CauseDeleted: a client deleted it (or the store evicted it).
+	CauseDeleted
+)
 
 // Next waits for the next event of a watch: false when the watch has
 // closed or ctx has ended, which both end a watcher's loop.

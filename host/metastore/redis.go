@@ -334,8 +334,10 @@ func (r *Redis) watchNotify(ctx context.Context, prefix string) (<-chan Event, e
 // notifications that change no value (expire) or concern other types.
 func (r *Redis) event(ctx context.Context, key, what string) (Event, bool) {
 	switch what {
-	case "del", "expired", "evicted", "rename_from", "move_from":
-		return Event{Kind: Delete, Key: key}, true
+	case "expired":
+		return Event{Kind: Delete, Key: key, Cause: CauseExpired}, true
+	case "del", "evicted", "rename_from", "move_from":
+		return Event{Kind: Delete, Key: key, Cause: CauseDeleted}, true
 	case "expire", "persist":
 		return Event{}, false
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -304,6 +305,9 @@ func ListenWith(ctx context.Context, addr string, o ServerOptions) (*HTTPServer,
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", addr)
 	if err != nil {
+		if errors.Is(err, syscall.EADDRINUSE) {
+			return nil, fmt.Errorf("metastore: listen on %q: %w; another process listens there (another engine's embedded metastore, or ferry metad?): listen on another port (0 picks a free one), or join that metastore as kind \"http\"", addr, err)
+		}
 		return nil, fmt.Errorf("metastore: listen on %q: %w", addr, err)
 	}
 	s := NewServerWith(o)

@@ -141,10 +141,8 @@ func Start(c Config) (*Service, error) {
 		return nil, fmt.Errorf("engine %q: %w", c.Name, err)
 	}
 	s.srv = srv
-	if c.Secret == nil {
-		c.Log.Warn(fmt.Sprintf("the control service on %s is unauthenticated: anyone who can reach it can send this engine notifications in any peer's name and read its plugin status (pids, paths); set cluster_secret in the tcp plugin's config block of every engine", srv.Addr()),
-			"engine", c.Name)
-	}
+	// Without a secret it is unauthenticated: the engine's start warning
+	// (host/exposure) says so.
 	s.wg.Add(1)
 	go s.settler()
 	return s, nil

@@ -1,10 +1,8 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"time"
 
@@ -122,22 +120,5 @@ func TestSettle(t *testing.T) {
 	a.Close()
 	if err := a.Pend(batch, 0, 1, Notification{Name: "late"}, to); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Pend after Close: %v, want ErrClosed", err)
-	}
-}
-
-// TestWarnsWithoutSecret: a control service without a cluster secret says
-// at start that it is unauthenticated; one with a secret does not.
-func TestWarnsWithoutSecret(t *testing.T) {
-	for _, secret := range [][]byte{nil, []byte("notify-test-secret-0123456789")} {
-		var buf bytes.Buffer
-		s, err := Start(Config{Listen: "127.0.0.1:0", Name: "w", Incarnation: 1, Buffer: 1, Secret: secret, Source: stubSource{},
-			Log: hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Warn})})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.Close()
-		if warned := strings.Contains(buf.String(), "control service on "+s.Addr()+" is unauthenticated"); warned != (secret == nil) {
-			t.Fatalf("secret %q: warned = %v; log: %s", secret, warned, buf.String())
-		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/ferrydev/ferry/host/metastore"
@@ -111,10 +112,10 @@ func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan 
 		// judge what the key holds now, with publishing held off.
 		p.mu.Lock()
 		v, err := p.read(ctx)
-		what := "replaced"
+		what := "was replaced by someone else. " + anyoneCan
 		switch {
 		case errors.Is(err, metastore.ErrNotFound):
-			what = "deleted"
+			what = gone(ev, p.ttl)
 		case err != nil:
 			p.mu.Unlock()
 			continue // the lease reports the outage
@@ -139,13 +140,29 @@ func (p *Publisher) guard(ctx context.Context, l metastore.Lease, events <-chan 
 		if logged < repairLogBurst {
 			logged++
 			if err != nil {
-				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); writing it back failed, the lease retries", "key", p.key, "repairs", quiet, "error", err)
+				p.log.Warn("the engine's descriptor "+what+"; writing it back failed, the lease retries", "key", p.key, "repairs", quiet, "error", err)
 			} else {
-				p.log.Warn("the engine's descriptor was "+what+" by someone else (or its lease expired); wrote it back. Anyone who can write the metastore can do this: restrict it (see README, Securing the metastore)", "key", p.key, "repairs", quiet)
+				p.log.Warn("the engine's descriptor "+what+"; wrote it back", "key", p.key, "repairs", quiet)
 			}
 			quiet = 0
 		}
 	}
+}
+
+// anyoneCan is what a repair of someone else's doing adds.
+const anyoneCan = "Anyone who can write the metastore can do this: restrict it (see README, Securing the metastore)"
+
+// gone says why the engine's key went, as far as the store's event ev
+// tells: a lease that merely expired under load is not someone else's
+// doing.
+func gone(ev metastore.Event, ttl time.Duration) string {
+	switch {
+	case ev.Kind == metastore.Delete && ev.Cause == metastore.CauseExpired:
+		return fmt.Sprintf("expired: its lease was not refreshed within the metastore's ttl (%s; the engine or the metastore was too slow, e.g. under load; raise metastore.ttl if it repeats)", ttl)
+	case ev.Kind == metastore.Delete && ev.Cause == metastore.CauseDeleted:
+		return "was deleted by someone else. " + anyoneCan
+	}
+	return fmt.Sprintf("expired (its lease was not refreshed within the metastore's ttl, %s, e.g. under load) or was deleted by someone else (%s)", ttl, anyoneCan)
 }
 
 func (p *Publisher) read(ctx context.Context) ([]byte, error) {

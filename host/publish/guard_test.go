@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,5 +189,26 @@ func TestGuardWatchRetried(t *testing.T) {
 	waitRepaired(t, store, p, 1)
 	if err := p.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGoneSaysWhy: a key that went is called expired when the store says
+// its TTL ran out, deleted by someone else when the store says a client
+// deleted it, and either when the store does not say: a lease that merely
+// expired under load is not reported as someone else's deletion.
+func TestGoneSaysWhy(t *testing.T) {
+	for _, c := range []struct {
+		ev        metastore.Event
+		want, not string
+	}{
+		{metastore.Event{Kind: metastore.Delete, Cause: metastore.CauseExpired}, "expired: its lease was not refreshed within the metastore's ttl (15s", "someone else"},
+		{metastore.Event{Kind: metastore.Delete, Cause: metastore.CauseDeleted}, "was deleted by someone else. Anyone who can write", "expired"},
+		{metastore.Event{Kind: metastore.Delete}, "expired (its lease was not refreshed within the metastore's ttl, 15s, e.g. under load) or was deleted by someone else", ""},
+		{metastore.Event{Kind: metastore.Resync}, "expired (its lease", ""},
+	} {
+		got := gone(c.ev, 15*time.Second)
+		if !strings.Contains(got, c.want) || (c.not != "" && strings.Contains(got, c.not)) {
+			t.Errorf("cause %d: %q; want it to say %q and not %q", c.ev.Cause, got, c.want, c.not)
+		}
 	}
 }

@@ -154,7 +154,9 @@ func (t *Transport) start(cfg sdk.StartConfig) (sdk.Endpoint, error) {
 	t.srv.Serve(ln)
 	t.log.Info("listening", "engine", cfg.Engine, "socket", name, "machine", machine, "copy_workers", set.workers, "copy_cached_max", memcpy.CachedMax(), "bulk_nice", set.bulkNice, "cluster_secret", set.Secret != nil)
 	if set.Secret == nil {
-		t.log.Warn("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
+		// The detail of what the engine's one start warning (host/exposure)
+		// lists: at info.
+		t.log.Info("the shm transport hands every remotely readable buffer to any process of this user that connects to " + name +
 			" (abstract socket names are listed in /proc/net/unix); set cluster_secret in the shm plugin's config block of every engine so that only plugins that know it get one")
 	}
 	return ep, nil

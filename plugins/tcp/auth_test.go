@@ -269,8 +269,9 @@ func TestAuthenticationProofs(t *testing.T) {
 	}
 }
 
-// TestOpenPortWarning: without a cluster secret Start warns once, for
-// every listen address: on a loopback address every local user is a peer.
+// TestOpenPortWarning: without a cluster secret Start says once, at info
+// (the engine's one warning lists the plugin), for every listen address:
+// on a loopback address every local user is a peer.
 func TestOpenPortWarning(t *testing.T) {
 	const warning = "the tcp transport accepts transfers from anyone who can reach"
 	const local = "a loopback address: any user or process of this machine"
@@ -294,7 +295,7 @@ func TestOpenPortWarning(t *testing.T) {
 		if err := tr.Stop(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		parts := append([]string{"[WARN]", warning, "set cluster_secret in the tcp plugin's config block"}, tc.want...)
+		parts := append([]string{"[INFO]", warning, "set cluster_secret in the tcp plugin's config block"}, tc.want...)
 		got := log.count(parts...)
 		if want := map[bool]int{true: 1, false: 0}[tc.want != nil]; got != want || log.count(warning) != want {
 			t.Errorf("%s: %d warnings naming %q, want %d; log:\n%s", tc.config, got, tc.want, want, log)

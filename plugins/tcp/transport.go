@@ -167,12 +167,14 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 		"max_startups", set.startups.String(),
 		"max_connections_per_host", set.maxConnsPerHost, "handshake_timeout", set.handshakeTimeout)
 	if set.Secret == nil {
-		t.log.Warn(openAccessWarning(set.listen, lns), "engine", cfg.Engine)
+		// Info, not a warning: the engine warns once, in one line, of all
+		// it leaves open without a secret (host/exposure); this is the detail.
+		t.log.Info(openAccessWarning(set.listen, lns), "engine", cfg.Engine)
 	}
 	return ep, nil
 }
 
-// openAccessWarning is what Start logs without a cluster secret: whoever
+// openAccessWarning is what Start logs (at info) without a cluster secret: whoever
 // can reach a listen address is a peer, which on a loopback address is any
 // local user of a shared machine (an unspecified address, 0.0.0.0 or ::,
 // is reachable from everywhere). It names the listen addresses as the

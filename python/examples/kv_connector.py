@@ -22,16 +22,23 @@ Prefill moves the blocks in one of two ways:
 
 Run it as two processes (python/tests/test_kv_connector.py does)::
 
-    python3 kv_connector.py decode            # prints {"addr": ..., "base": ..., ...}
-    python3 kv_connector.py prefill --decode ADDR --base BASE --mode prepared
+    python3 kv_connector.py decode            # prints {"addr": ..., "base": ..., "secret_file": ...}
+    python3 kv_connector.py prefill --decode ADDR --base BASE --secret-file FILE --mode prepared
+
+Both engines share a cluster secret, so that they sign and authenticate
+what they tell each other: the file $FERRY_CLUSTER_SECRET_FILE names, else
+one decode generates (mode 0600, removed when it exits) and names in its
+line, for prefill's --secret-file.
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import sys
+import tempfile
 from typing import List, Sequence, Tuple
 
 import numpy as np
@@ -46,13 +53,12 @@ LAYERS, BLOCKS, BLOCK_SIZE = 4, 32, 8192
 NOTIFY = "kv-landed"
 
 
-def config(name: str) -> str:
-    """Peer-to-peer (no metastore), shm and tcp on loopback; the cluster
-    secret from $FERRY_CLUSTER_SECRET_FILE when set."""
-    secret = os.environ.get("FERRY_CLUSTER_SECRET_FILE")
+def config(name: str, secret_file: str) -> str:
+    """Peer-to-peer (no metastore), shm and tcp on loopback, the cluster
+    secret from secret_file."""
     return (
         f'name = "{name}"\n'
-        + (f'cluster_secret_file = "{secret}"\n' if secret else "")
+        + f'cluster_secret_file = "{secret_file}"\n'
         + 'metastore {\n  kind = "none"\n}\n'
         + 'plugin "shm" {}\nplugin "tcp" {\n  config {\n    listen = ["127.0.0.1:0"]\n  }\n}\n'
     )
@@ -76,13 +82,19 @@ def runs(src: Sequence[int], dst: Sequence[int]) -> List[Tuple[int, int, int]]:
 
 
 def decode(args: argparse.Namespace) -> int:
-    with ferry.Engine(config_text=config(args.name)) as e:
+    secret_file = os.environ.get("FERRY_CLUSTER_SECRET_FILE")
+    if not secret_file:  # a new secret, for this run's two engines
+        fd, secret_file = tempfile.mkstemp(prefix="ferry-kv-secret-")
+        os.write(fd, ferry.new_cluster_secret())
+        os.close(fd)
+        atexit.register(os.unlink, secret_file)
+    with ferry.Engine(config_text=config(args.name, secret_file)) as e:
         mem = e.allocate(LAYERS * BLOCKS * BLOCK_SIZE)
         kv = mem.numpy(shape=(LAYERS, BLOCKS, BLOCK_SIZE))
         kv[:] = 0
         reg = e.register(mem, ferry.Perm.REMOTE_READ_WRITE)
         print(json.dumps({"addr": e.rpc_address, "base": reg.address, "layers": LAYERS, "blocks": BLOCKS,
-                          "block_size": BLOCK_SIZE}), flush=True)
+                          "block_size": BLOCK_SIZE, "secret_file": secret_file}), flush=True)
         got = []
         while not got:
             got = [n for n in e.notifications(max=8, timeout=args.wait) if n.name == NOTIFY]
@@ -117,7 +129,11 @@ def prefill(args: argparse.Namespace) -> int:
         print(f"prefill: {len(src)} src and {len(dst)} dst block indices, out of 0..{BLOCKS - 1}: {bad}; "
               "give one dst per src, each a block of a layer", file=sys.stderr)
         return 2
-    with ferry.Engine(config_text=config(args.name)) as e:
+    if not args.secret_file:
+        print("prefill: no cluster secret: give --secret-file (decode's line names it) or set FERRY_CLUSTER_SECRET_FILE",
+              file=sys.stderr)
+        return 2
+    with ferry.Engine(config_text=config(args.name, args.secret_file)) as e:
         mem = e.allocate(LAYERS * BLOCKS * BLOCK_SIZE)
         kv = mem.numpy(shape=(LAYERS, BLOCKS, BLOCK_SIZE))
         for layer in range(LAYERS):
@@ -167,6 +183,8 @@ def main() -> int:
     f.add_argument("--name", default="kv-prefill")
     f.add_argument("--decode", required=True, help="decode's rpc address (host:port)")
     f.add_argument("--base", required=True, type=int, help="decode's KV cache address")
+    f.add_argument("--secret-file", default=os.environ.get("FERRY_CLUSTER_SECRET_FILE"),
+                   help="the cluster secret's file, decode's (default: $FERRY_CLUSTER_SECRET_FILE)")
     f.add_argument("--mode", choices=("layers", "prepared"), default="prepared")
     f.add_argument("--src", default="0,1,2,5,6,9,17,30", help="prefill's block indices")
     f.add_argument("--dst", default="3,4,5,8,9,20,21,31", help="decode's block indices, one per src")

@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 from . import errors  # noqa: E402
 from ._ffi import candidates as library_candidates  # noqa: E402
 from .batch import Batch, BlockList
-from .engine import Engine, Segment
+from .engine import Engine, Segment, new_cluster_secret
 from .errors import (
     Busy,
     Canceled,
@@ -42,7 +42,7 @@ from .memory import Memory, Registration
 from .values import BatchStatus, BlockLayout, BufferInfo, Notification, Op, Perm, Priority, Request, State, TaskStatus
 
 __all__ = [
-    "Engine", "Segment", "Memory", "Registration", "Batch", "BlockList", "DeviceMemory", "DeviceSpan", "DeviceHandle",
+    "Engine", "Segment", "new_cluster_secret", "Memory", "Registration", "Batch", "BlockList", "DeviceMemory", "DeviceSpan", "DeviceHandle",
     "Op", "Perm", "Priority", "State", "Request", "TaskStatus", "BatchStatus", "BufferInfo",
     "Notification", "BlockLayout", "version", "library_path", "library_candidates", "errors",
     "FerryError", "InvalidRequest", "NotRegistered", "OutOfBounds", "PermissionDenied", "SegmentNotFound",

@@ -28,7 +28,7 @@ import cffi
 
 from . import errors
 
-ABI_VERSION = 4  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync, 3: device memory, 4: ferry_upgrade_plugin)
+ABI_VERSION = 5  # the FERRY_ABI_VERSION this package was written against (2: ferry_transfer_sync, 3: device memory, 4: ferry_upgrade_plugin, 5: ferry_create_engine_with_secret)
 
 CDEF = """
 typedef enum ferry_error {
@@ -107,6 +107,8 @@ typedef struct ferry_batch_status {
 } ferry_batch_status_t;
 int ferry_create_engine_from_file(const char *path, ferry_engine_t *out);
 int ferry_create_engine_from_text(const char *text, ferry_engine_t *out);
+int ferry_create_engine_with_secret(const char *path, const char *text, const void *secret, size_t secret_len,
+                                    ferry_engine_t *out);
 int ferry_destroy_engine(ferry_engine_t e);
 int ferry_segment_name(ferry_engine_t e, char *buf, size_t cap, size_t *len);
 int ferry_rpc_addr(ferry_engine_t e, char *buf, size_t cap, size_t *len);

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import struct
 import threading
 import time
@@ -36,6 +37,13 @@ def _cstr(s: Optional[str]) -> Any:
 
 
 _PLUGIN_DIR_SET = re.compile(r"(?m)^\s*plugin_dir\s*=")
+
+
+def new_cluster_secret() -> bytes:
+    """A new cluster secret: 64 hex digits from the OS's random source, for
+    ``Engine(cluster_secret=...)``. Every engine of a cluster needs the same
+    one; write it to a file (mode 0600) for engines of other processes."""
+    return secrets.token_hex(32).encode()
 
 
 def _with_plugin_dir(text: str, plugin_dir: Optional[str]) -> str:
@@ -172,10 +180,19 @@ class Engine:
     file is taken as it is; the library gives one that names none the
     same: ``$FERRY_PLUGIN_DIR``, else its own directory when the plugins
     are there, else the running executable's (the interpreter's).
+
+    ``cluster_secret`` (bytes or str, at least 16 bytes, the same on every
+    engine of the cluster) replaces the configuration's
+    ``cluster_secret_file``: the engine signs its descriptor, authenticates
+    its control service, and its plugins authenticate their peers with it.
+    :func:`ferry.new_cluster_secret` makes one; engines in other processes
+    need the same (through a file their ``cluster_secret_file`` names, or
+    this argument). An engine without any secret warns once, at start, of
+    what it leaves open.
     """
 
     def __init__(self, config: Union[str, "os.PathLike[str]", None] = None, *, config_text: Optional[str] = None,
-                 plugin_dir: Optional[str] = None) -> None:
+                 plugin_dir: Optional[str] = None, cluster_secret: Union[bytes, str, None] = None) -> None:
         self._lib = _ffi.lib()
         self._h = 0
         self.name = ""
@@ -198,17 +215,27 @@ class Engine:
         self._locals: Dict[int, Tuple[Any, int, int, bool, Any]] = {}
         self._xfer = _ffi.transfer_sync()
         out = ffi.new("ferry_engine_t *")
+        secret = cluster_secret.encode() if isinstance(cluster_secret, str) else cluster_secret
+        if secret is not None and not isinstance(secret, (bytes, bytearray)):
+            raise TypeError(f"Engine: cluster_secret must be bytes or str, not {type(cluster_secret).__name__}")
         if config is not None:
             if plugin_dir is not None:
                 raise errors.InvalidRequest("Engine: plugin_dir goes with config_text; a configuration file names its own plugin_dir")
             path = os.fsencode(config)
             if not path:
                 raise errors.InvalidRequest("Engine: config is an empty path")
-            rc = self._lib.ferry_create_engine_from_file(path, out)
+            if secret is not None:
+                rc = self._lib.ferry_create_engine_with_secret(path, ffi.NULL, bytes(secret), len(secret), out)
+            else:
+                rc = self._lib.ferry_create_engine_from_file(path, out)
         else:
             if not config_text:
                 raise errors.InvalidRequest("Engine: config_text is empty")
-            rc = self._lib.ferry_create_engine_from_text(_with_plugin_dir(config_text, plugin_dir).encode(), out)
+            text = _with_plugin_dir(config_text, plugin_dir).encode()
+            if secret is not None:
+                rc = self._lib.ferry_create_engine_with_secret(ffi.NULL, text, bytes(secret), len(secret), out)
+            else:
+                rc = self._lib.ferry_create_engine_from_text(text, out)
         _ffi.check(rc, "start engine")
         self._h = int(out[0])
         self.name = self._string(self._lib.ferry_segment_name)

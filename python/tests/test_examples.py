@@ -16,14 +16,16 @@ from conftest import BIN, PYTHON, SECRET, child_env
 EXAMPLES = os.path.join(PYTHON, "examples")
 
 
-def env() -> dict:
+def env(secret: bool = True) -> dict:
     e = child_env(FERRY_PLUGIN_DIR=BIN, FERRY_CLUSTER_SECRET_FILE=SECRET, PYTHONDONTWRITEBYTECODE="1")
     e.pop("KV_ENGINE", None)
+    if not secret:
+        e.pop("FERRY_CLUSTER_SECRET_FILE")
     return e
 
 
-def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], env=env(), capture_output=True, text=True, timeout=timeout)
+def run(*args: str, timeout: float = 120, secret: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], env=env(secret), capture_output=True, text=True, timeout=timeout)
 
 
 def test_sglang_pattern_on_ferry():
@@ -32,9 +34,9 @@ def test_sglang_pattern_on_ferry():
     assert "ferry.mooncake: 4 layers x 32 blocks" in p.stdout and "moved and verified" in p.stdout, p.stdout
 
 
-def decode() -> tuple:
+def decode(secret: bool = True) -> tuple:
     d = subprocess.Popen([sys.executable, os.path.join(EXAMPLES, "kv_connector.py"), "decode", "--wait", "60"],
-                         env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         env=env(secret), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = d.stdout.readline()
     if not line:
         d.kill()
@@ -69,3 +71,23 @@ def test_kv_connector_refuses_a_block_past_the_layer():
     finally:
         d.kill()
         d.wait()
+
+
+def test_kv_connector_generates_a_shared_secret():
+    """Without $FERRY_CLUSTER_SECRET_FILE decode generates the run's secret
+    and names its file; prefill takes it: nothing warns, and the file goes
+    with decode."""
+    d, where = decode(secret=False)
+    try:
+        assert where["secret_file"] != SECRET and os.stat(where["secret_file"]).st_mode & 0o077 == 0, where
+        p = run(os.path.join(EXAMPLES, "kv_connector.py"), "prefill", "--decode", where["addr"],
+                "--base", str(where["base"]), "--secret-file", where["secret_file"], secret=False)
+        assert p.returncode == 0, p.stderr[-2000:]
+        out, err = d.communicate(timeout=60)
+        assert d.returncode == 0 and "decode: verified 8 blocks" in out, err[-2000:]
+        assert "[WARN]" not in p.stderr + err, p.stderr + err
+        assert not os.path.exists(where["secret_file"])
+    finally:
+        if d.poll() is None:
+            d.kill()
+            d.wait()

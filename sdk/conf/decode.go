@@ -68,7 +68,7 @@ func (p Place) Has(name string) bool {
 
 // DecodeBody decodes body into dst by t, recording locations at pl.
 func DecodeBody[T any](d *Decoder, t *Table[T], body hcl.Body, dst *T, pl Place) {
-	content, diags := body.Content(t.Schema())
+	content, diags := Content(body, t.Schema())
 	d.Diags(diags)
 	DecodeContent(d, t, content, dst, pl)
 }

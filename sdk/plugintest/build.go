@@ -2,11 +2,16 @@ package plugintest
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -44,8 +49,9 @@ type Main struct {
 	IgnoreLeaks []goleak.Option
 }
 
-// Run builds the binaries into a new temporary directory, hands it to use,
-// runs the tests, removes the directory and, when asked, checks for leaked
+// Run builds the binaries into a new temporary directory, shares one
+// cluster secret with every engine the tests start (shareSecret), hands
+// the directory to use, runs the tests, removes the directory and, when asked, checks for leaked
 // goroutines. It returns the code for os.Exit; a build that fails is
 // printed and exits 1 without running any test.
 func (c Main) Run(m *testing.M, use func(dir string)) int {
@@ -66,9 +72,18 @@ func (c Main) Run(m *testing.M, use func(dir string)) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	secret, err := shareSecret()
+	if err != nil {
+		os.RemoveAll(dir)
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	use(dir)
 	code := m.Run()
 	os.RemoveAll(dir)
+	if secret != "" {
+		os.RemoveAll(secret)
+	}
 	if code == 0 && c.CheckLeaks {
 		if err := goleak.Find(c.IgnoreLeaks...); err != nil {
 			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
@@ -78,22 +93,135 @@ func (c Main) Run(m *testing.M, use func(dir string)) int {
 	return code
 }
 
+// secretFileEnv is config.SecretFileEnv: the file of the cluster secret
+// that engines from config.Default use.
+const secretFileEnv = "FERRY_CLUSTER_SECRET_FILE"
+
+// shareSecret gives the test process and the engines it starts one
+// cluster secret: unless the environment names one, it writes a generated
+// secret into a new directory, which it returns for removal, and sets
+// FERRY_CLUSTER_SECRET_FILE to it, so that engines from config.Default
+// here and in child processes (`ferry run`) can talk to each other.
+func shareSecret() (string, error) {
+	if os.Getenv(secretFileEnv) != "" {
+		return "", nil
+	}
+	dir, err := os.MkdirTemp("", "ferry-secret-")
+	if err != nil {
+		return "", err
+	}
+	var b [32]byte
+	rand.Read(b[:])
+	file := filepath.Join(dir, "cluster-secret")
+	if err := os.WriteFile(file, []byte(hex.EncodeToString(b[:])+"\n"), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	os.Setenv(secretFileEnv, file)
+	return dir, nil
+}
+
+// BinariesEnv names an environment variable: a directory holding this
+// repository's binaries built from the tree under test. `make test` sets it
+// to bin/, which its first stage has just built, so that each test package
+// links those instead of building its own. BuildBinaries and BuildPlugin
+// take a binary from there when it holds one (hard-linked, or copied, into
+// the test's own directory, so that a test may rename or replace it); a
+// test's fixtures (Main.Extra) are always built. Without it every binary
+// is built, as `go test` alone does.
+const BinariesEnv = "FERRY_TEST_BINARIES"
+
 // BuildBinaries builds each Go package of pkgs (package path -> binary
 // name) into a new temporary directory and returns it; the caller removes
 // it. Tests that start plugin or engine processes call it once from
-// TestMain, so every test runs the real binaries.
+// TestMain, so every test runs the real binaries. One go command builds
+// them all, so their links run in parallel; the ones BinariesEnv's
+// directory holds are taken from there.
 func BuildBinaries(pkgs map[string]string) (string, error) {
 	dir, err := os.MkdirTemp("", "ferry-bin-")
 	if err != nil {
 		return "", err
 	}
+	var build []string
 	for pkg, name := range pkgs {
-		if err := build(pkg, filepath.Join(dir, name)); err != nil {
+		ok, err := prebuilt(pkg, name, filepath.Join(dir, name))
+		if err != nil {
 			os.RemoveAll(dir)
 			return "", err
 		}
+		if !ok {
+			build = append(build, pkg)
+		}
+	}
+	if err := buildAll(build, pkgs, dir); err != nil {
+		os.RemoveAll(dir)
+		return "", err
 	}
 	return dir, nil
+}
+
+// buildAll builds pkgs into dir, as the names byPkg gives them.
+func buildAll(pkgs []string, byPkg map[string]string, dir string) error {
+	if len(pkgs) == 0 {
+		return nil
+	}
+	slices.Sort(pkgs)
+	// go build -o dir/ names each binary after its package's directory.
+	seen := map[string]bool{}
+	var together, apart []string
+	for _, pkg := range pkgs {
+		base := path.Base(pkg)
+		if base == byPkg[pkg] && !seen[base] {
+			seen[base] = true
+			together = append(together, pkg)
+		} else {
+			apart = append(apart, pkg)
+		}
+	}
+	if len(together) > 0 {
+		if err := goBuild(dir+string(filepath.Separator), together...); err != nil {
+			return err
+		}
+	}
+	for _, pkg := range apart {
+		if err := goBuild(filepath.Join(dir, byPkg[pkg]), pkg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// prebuilt puts BinariesEnv's copy of the binary name at to, when it is
+// one of the repository's (Binaries) and the directory holds it.
+func prebuilt(pkg, name, to string) (bool, error) {
+	from := os.Getenv(BinariesEnv)
+	if from == "" || Binaries[name] != pkg {
+		return false, nil
+	}
+	from = filepath.Join(from, name)
+	if fi, err := os.Stat(from); err != nil || !fi.Mode().IsRegular() {
+		return false, nil
+	}
+	if os.Link(from, to) == nil {
+		return true, nil
+	}
+	src, err := os.Open(from)
+	if err != nil {
+		return false, fmt.Errorf("%s=%s: %w", BinariesEnv, os.Getenv(BinariesEnv), err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o755)
+	if err != nil {
+		return false, err
+	}
+	_, err = io.Copy(dst, src)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, fmt.Errorf("copy %s to %s: %w", from, to, err)
+	}
+	return true, nil
 }
 
 // StartPiped starts cmd with a pipe to its stdin and one from its stdout,
@@ -119,19 +247,24 @@ func StartPiped(t testing.TB, cmd *exec.Cmd) (stdin io.WriteCloser, stdout io.Re
 // directory and returns the binary's path, for Run.
 func BuildPlugin(t testing.TB, pkg string) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), filepath.Base(pkg))
-	if err := build(pkg, bin); err != nil {
+	bin := filepath.Join(t.TempDir(), path.Base(pkg))
+	ok, err := prebuilt(pkg, path.Base(pkg), bin)
+	if err == nil && !ok {
+		err = goBuild(bin, pkg)
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return bin
 }
 
-func build(pkg, out string) error {
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+// goBuild runs go build -o out pkgs.
+func goBuild(out string, pkgs ...string) error {
+	cmd := exec.Command("go", append([]string{"build", "-o", out}, pkgs...)...)
 	var log bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", pkg, err, log.String())
+		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, log.String())
 	}
 	return nil
 }
