@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/plot"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 )
 
@@ -286,4 +287,26 @@ func TestBenchProgressLive(t *testing.T) {
 	quiet.startRow(0, 1)
 	quiet.phase("x")
 	quiet.rowDone(benchRow{}, nil)
+}
+
+// TestBuiltinConfigJoiningHasNoGeneratedSecret: the built-in config on
+// its own carries the secret this process generated; joined to another
+// metastore (--metastore) with no $FERRY_CLUSTER_SECRET_FILE, it carries
+// none, since no member of that cluster could know a generated one; with
+// the variable set, it carries that file.
+func TestBuiltinConfigJoiningHasNoGeneratedSecret(t *testing.T) {
+	t.Setenv(config.SecretFileEnv, "")
+	alone, err := loadConfig("", "a", "")
+	if err != nil || alone.ClusterSecret == nil {
+		t.Fatalf("built-in config alone: secret %v, %v; want the generated one", alone.ClusterSecret != nil, err)
+	}
+	joined, err := loadConfig("", "a", "redis://127.0.0.1:6379")
+	if err != nil || joined.ClusterSecret != nil || joined.ClusterSecretFile != "" {
+		t.Fatalf("built-in config with --metastore: secret %v, file %q, %v; want none", joined.ClusterSecret != nil, joined.ClusterSecretFile, err)
+	}
+	t.Setenv(config.SecretFileEnv, "/run/ferry/secret")
+	joined, err = loadConfig("", "a", "etcd://127.0.0.1:2379")
+	if err != nil || joined.ClusterSecretFile != "/run/ferry/secret" {
+		t.Fatalf("built-in config with --metastore and $%s: file %q, %v", config.SecretFileEnv, joined.ClusterSecretFile, err)
+	}
 }

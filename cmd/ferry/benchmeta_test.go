@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 )
 
@@ -30,7 +31,9 @@ func TestBenchTargetEveryMetastore(t *testing.T) {
 	dir := t.TempDir()
 	cfg := func(name, kind string) string {
 		p := filepath.Join(dir, name+".hcl")
-		body := "name = \"" + name + "\"\nplugin_dir = \"" + binDir + "\"\n" + blocks[kind] + "plugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\n"
+		// The run's cluster secret (plugintest.Main shares it through
+		// $FERRY_CLUSTER_SECRET_FILE, which bench's built-in config reads).
+		body := "name = \"" + name + "\"\nplugin_dir = \"" + binDir + "\"\n" + fmt.Sprintf("cluster_secret_file = %q\n", os.Getenv(config.SecretFileEnv)) + blocks[kind] + "plugin \"tcp\" {\n  config {\n    listen = [\"127.0.0.1:0\"]\n  }\n}\n"
 		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}

@@ -97,6 +97,13 @@ func loadConfig(path, name, metastoreURL string) (*config.Config, error) {
 			return nil, fmt.Errorf("--metastore: %w", err)
 		}
 		cfg.SetMetastore(m)
+		if path == "" && cfg.ClusterSecretFile == "" {
+			// The built-in config joining a cluster through its
+			// metastore: a secret this process generated is one no
+			// member knows, and would have it refuse them all. Without
+			// $FERRY_CLUSTER_SECRET_FILE it joins with none (and warns).
+			cfg.ClusterSecret = nil
+		}
 	}
 	return cfg, nil
 }
