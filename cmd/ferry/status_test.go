@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host/metastore/metastoretest"
 )
 
@@ -28,7 +29,10 @@ func TestStatusByName(t *testing.T) {
 		return p
 	}
 	secret := write("secret", "status-by-name-cluster-secret-0123456789\n")
-	cfgR := write("r.hcl", fmt.Sprintf("name = \"status-r\"\nplugin_dir = %q\nmetastore {\n  kind    = \"redis\"\n  address = %q\n}\nplugin \"tcp\" {}\n", binDir, redis.Addr))
+	// status-r has the run's secret (plugintest.Main's
+	// $FERRY_CLUSTER_SECRET_FILE), which a --metastore lookup reads too.
+	cfgR := write("r.hcl", fmt.Sprintf("name = \"status-r\"\nplugin_dir = %q\ncluster_secret_file = %q\nmetastore {\n  kind    = \"redis\"\n  address = %q\n}\nplugin \"tcp\" {}\n",
+		binDir, os.Getenv(config.SecretFileEnv), redis.Addr))
 	cfgE := write("e.hcl", fmt.Sprintf("name = \"status-e\"\nplugin_dir = %q\ncluster_secret_file = %q\nmetastore {\n  kind   = \"embedded\"\n  listen = \"127.0.0.1:%s\"\n}\nplugin \"tcp\" {}\n",
 		binDir, secret, freePort(t)))
 	_, scR := startRun(t, "--config", cfgR)
