@@ -20,10 +20,6 @@ var ErrLaneDown = errors.New("lane is down: its plugin exited")
 // ended (canceled or timed out) while it waited for room.
 var ErrTaskEnded = errors.New("task ended while waiting for room on the ring")
 
-// reapSleep bounds one futex sleep of an idle reaper, so that it notices a
-// close even if a wakeup is lost; it is also the idle wakeup rate.
-const reapSleep = time.Second
-
 // Lane is the host side of one plugin lane: the submission ring the host
 // produces into and the completion ring it reaps.
 type Lane struct {
@@ -297,7 +293,7 @@ func (l *Lane) Down() bool { return l.down.Load() }
 // after a short run in a stream, spin, sleep.
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
-	idle := time.NewTimer(reapSleep)
+	idle := time.NewTimer(standbySleep) // reset before each use (standBy)
 	defer idle.Stop()
 	in := waiting.Input{Role: waiting.Reaper, Spin: l.spin}
 	for !l.closing.Load() {
@@ -332,11 +328,18 @@ func (l *Lane) Reap(t *Tracker) {
 			}
 		case waiting.Sleep:
 			in.Hot = false
-			l.cq.Sleep(reapSleep)
+			// No time bound: a completion, Close (closing, then Wake) or a
+			// waiter's Enter (waiters, then ConsumerSleeping) ends it, so
+			// that an idle lane costs no wakeup.
+			l.cq.SleepIdle(l.reaperQuit)
 		}
 		in.SpinFrom = 0
 	}
 }
+
+// reaperQuit ends the reaper's idle sleep: the lane closes, or a waiter
+// came in to reap it.
+func (l *Lane) reaperQuit() bool { return l.closing.Load() || l.waiters.Load() > 0 }
 
 // standBy leaves the lane to its waiters until the last one leaves with
 // work in flight, or somebody publishes with no waiter (kick). The timer
