@@ -95,6 +95,9 @@ type Lane struct {
 	standing atomic.Bool
 	// reaperAct is what the reaper does now, a waiting.Act (reaperAt).
 	reaperAct atomic.Uint32
+	// watcher, when set (Watch), is nudged when work goes in flight on
+	// the lane from none, and when a completion breaks the contract.
+	watcher atomic.Pointer[chan struct{}]
 
 	// buf receives completions; whoever holds reapMu uses it. A buffer
 	// of the caller's would escape to the heap through the Reaped hooks,
@@ -195,10 +198,34 @@ func (l *Lane) publish() {
 		return
 	}
 	if l.unpublished != 0 {
-		l.inFlight.Add(l.unpublished)
+		if n := l.inFlight.Add(l.unpublished); n <= l.unpublished {
+			l.nudge() // in flight from none: a resting supervisor looks again
+		}
 		l.unpublished = 0
 	}
 	l.sq.Publish()
+}
+
+// Watch has the lane send on ch (without blocking) when work next goes
+// in flight from none, or a completion breaks the completion contract
+// (Violations), until Unwatch. It is for the plugin's supervisor, which
+// has nothing to look at while its lanes are idle: it watches, then
+// looks at InFlight and Violations again, and rests until ch. The lane
+// counts in flight (or a violation) before it looks for a watcher, so
+// the two cannot miss each other.
+func (l *Lane) Watch(ch chan struct{}) { l.watcher.Store(&ch) }
+
+// Unwatch ends Watch.
+func (l *Lane) Unwatch() { l.watcher.Store(nil) }
+
+// nudge tells the watcher, if any, to look at the lane.
+func (l *Lane) nudge() {
+	if w := l.watcher.Load(); w != nil {
+		select {
+		case *w <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // InFlight returns descriptors submitted and not yet reaped.
@@ -633,6 +660,7 @@ func (l *Lane) Poll(t *Tracker) int {
 			k++
 		}
 		tasks := int64(k)
+		broke := false // a completion broke the contract
 		if h := t.hooks; h != nil && k > 0 {
 			for _, f := range h.reaped {
 				f(l, buf[:k])
@@ -658,14 +686,21 @@ func (l *Lane) Poll(t *Tracker) int {
 			case Unknown:
 				l.unknown.Add(1)
 				tasks-- // no slice of ours: it completes nothing in flight
+				broke = true
 			case Duplicate:
 				l.duplicate.Add(1)
 				tasks--
+				broke = true
 			case Misrouted: // it failed the slice it mangled
 				l.unknown.Add(1)
+				broke = true
 			case Overlong:
 				l.overlong.Add(1)
+				broke = true
 			}
+		}
+		if broke {
+			l.nudge()
 		}
 		if k > 0 {
 			t.FlushRun(run)
