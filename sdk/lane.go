@@ -11,8 +11,10 @@ import (
 	"github.com/ferrydev/ferry/sdk/shm"
 )
 
-// laneSleep bounds one futex sleep of an idle lane, so that a lane notices
-// a stop even if a wakeup is lost. Idle cost: one wakeup per laneSleep.
+// laneSleep bounds the futex sleeps of a lane with work about (an
+// assisting goroutine holds the ring; the host has not yet freed room
+// for a completion). An idle lane sleeps with no bound (ring.SleepIdle):
+// stopIntake's Wake ends that sleep, and it costs no wakeup while idle.
 const laneSleep = time.Second
 
 // pauseRun is the most descriptors a run taken in a stream holds for the
@@ -170,7 +172,7 @@ func (l *lane) run() {
 		got := spin > 0 && l.sq.Wait(spin, 0)
 		l.token.Store(tokenFree)
 		hot = got
-		if !got && !l.sq.Sleep(laneSleep) {
+		if !got && !l.sq.SleepIdle(l.stopping.Load) {
 			l.sleeps.Add(1)
 		}
 	}

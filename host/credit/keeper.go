@@ -17,8 +17,9 @@ import (
 // an Account per receiver, the credit each task's current attempt holds
 // (taken per slice before the slice reaches its lane, given back as the
 // slice's completion is reaped), and a goroutine that asks each receiver
-// in use for a new grant every interval. It holds no lock across a wait
-// or a call to a receiver.
+// in use for a new grant every interval. While no receiver is in use
+// that goroutine sleeps until a slice takes credit: an idle engine pays
+// no tick. It holds no lock across a wait or a call to a receiver.
 
 // Asker asks a receiver for a grant (the engine's control client).
 type Asker interface {
@@ -72,6 +73,12 @@ type Keeper struct {
 	// active counts the slices holding credit: a completion is looked up
 	// only while there are some.
 	active atomic.Int64
+
+	// idle says Run sleeps on kick: at its last look no receiver was in
+	// use (see Peer.due). A slice that takes credit or waits for it
+	// wakes it (busy).
+	idle atomic.Bool
+	kick chan struct{}
 }
 
 // Peer is the sender's credit at one receiver.
@@ -106,7 +113,8 @@ type Hold struct {
 
 // NewKeeper returns a keeper; Run is its goroutine.
 func NewKeeper(cfg KeeperConfig) *Keeper {
-	return &Keeper{cfg: cfg, peers: make(map[string]*Peer), holds: make([]atomic.Pointer[slotHolds], cfg.Tracker.Slots())}
+	return &Keeper{cfg: cfg, peers: make(map[string]*Peer), holds: make([]atomic.Pointer[slotHolds], cfg.Tracker.Slots()),
+		kick: make(chan struct{}, 1)}
 }
 
 // Peer returns the credit at receiver name, whose handle is of
@@ -163,6 +171,7 @@ func (k *Keeper) Begin(b *progress.Batch, i int, pc *Peer, slice uint64) *Hold {
 // granting holds a sender up to its deadline, never longer.
 func (k *Keeper) Take(h *Hold, pc *Peer, n uint64, high bool, b *progress.Batch, i int, l Lane) bool {
 	tk, ok := takeClass(pc.acct, n, high)
+	k.busy()
 	if !ok {
 		l.End() // what is enqueued goes now, and others use the lane while this waits
 		ok = k.wait(pc, n, high, b, i, l, &tk)
@@ -201,7 +210,9 @@ func (k *Keeper) wait(pc *Peer, n uint64, high bool, b *progress.Batch, i int, l
 	for {
 		w := pc.acct.Wait()
 		var ok bool
-		if *tk, ok = takeClass(pc.acct, n, high); ok { // what came back before Wait
+		*tk, ok = takeClass(pc.acct, n, high) // what came back before Wait
+		k.busy()                              // a failed take is a wait to report
+		if ok {
 			return true
 		}
 		if b.Stopping(i, progress.Now()) || k.closed() || l.Down() {
@@ -327,9 +338,10 @@ func (k *Keeper) Down() {
 }
 
 // Run asks every receiver that credit is used at for a new grant, every
-// interval, until Quit.
+// interval, until Quit. After a look that found nothing to ask it sleeps
+// until a slice takes or waits for credit, and asks an interval later.
 func (k *Keeper) Run() {
-	t := time.NewTicker(k.cfg.Interval)
+	t := time.NewTimer(k.cfg.Interval)
 	defer t.Stop()
 	var peers []*Peer
 	for {
@@ -338,14 +350,60 @@ func (k *Keeper) Run() {
 			return
 		case <-t.C:
 		}
-		peers = peers[:0]
-		k.mu.RLock()
-		for _, pc := range k.peers {
-			peers = append(peers, pc)
-		}
-		k.mu.RUnlock()
+		peers = k.snapshot(peers[:0])
+		asked := false
 		for _, pc := range peers {
-			k.ask(pc)
+			asked = k.ask(pc) || asked
+		}
+		if !asked && !k.rest(peers) {
+			return
+		}
+		t.Reset(k.cfg.Interval)
+	}
+}
+
+// snapshot appends the peers to ps.
+func (k *Keeper) snapshot(ps []*Peer) []*Peer {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	for _, pc := range k.peers {
+		ps = append(ps, pc)
+	}
+	return ps
+}
+
+// rest sleeps, Run having found no receiver to ask, until a slice takes
+// or waits for credit (busy); false at Quit. idle is set before the
+// receivers are looked at again and a taker changes its account before
+// it looks at idle (Take, under the account's lock): one of the two sees
+// the other.
+func (k *Keeper) rest(peers []*Peer) bool {
+	k.idle.Store(true)
+	for _, pc := range k.snapshot(peers[:0]) {
+		pc.mu.Lock()
+		_, due := pc.due()
+		pc.mu.Unlock()
+		if due {
+			// Leave idle to whoever set it false: a busy that did also
+			// kicked, which costs one early look at most.
+			k.idle.CompareAndSwap(true, false)
+			return true
+		}
+	}
+	select {
+	case <-k.kick:
+		return true
+	case <-k.cfg.Quit:
+		return false
+	}
+}
+
+// busy wakes Run from rest: a slice took credit, or found none.
+func (k *Keeper) busy() {
+	if k.idle.Load() && k.idle.CompareAndSwap(true, false) {
+		select {
+		case k.kick <- struct{}{}:
+		default:
 		}
 	}
 }
@@ -353,18 +411,28 @@ func (k *Keeper) Run() {
 // askTimeout bounds one ask.
 func (k *Keeper) askTimeout() time.Duration { return max(4*k.cfg.Interval, 500*time.Millisecond) }
 
-// ask asks pc's receiver for a grant when credit is in use there or a
-// slice waited for it since the last ask. A receiver that is gone has
-// the credit returned (Reset); one that grants no credit leaves the
-// initial credit.
-func (k *Keeper) ask(pc *Peer) {
+// due reports whether pc's receiver is to be asked: credit is in use
+// there or a slice waited for it since the last ask, and it grants. pc.mu
+// is held.
+func (pc *Peer) due() (AccountStats, bool) {
+	if pc.noGrants || pc.control == "" {
+		return AccountStats{}, false
+	}
+	st := pc.acct.Stats()
+	return st, st.InUse != 0 || st.Waits != pc.lastWaits
+}
+
+// ask asks pc's receiver for a grant when it is due, and reports whether
+// it asked. A receiver that is gone has the credit returned (Reset); one
+// that grants no credit leaves the initial credit.
+func (k *Keeper) ask(pc *Peer) bool {
 	pc.asking.Lock()
 	defer pc.asking.Unlock()
 	pc.mu.Lock()
-	st := pc.acct.Stats()
-	if pc.noGrants || pc.control == "" || (st.InUse == 0 && st.Waits == pc.lastWaits) {
+	st, due := pc.due()
+	if !due {
 		pc.mu.Unlock()
-		return
+		return false
 	}
 	pc.lastWaits = st.Waits
 	addr, inc := pc.control, pc.inc
@@ -378,7 +446,7 @@ func (k *Keeper) ask(pc *Peer) {
 	pc.mu.Lock()
 	defer pc.mu.Unlock()
 	if pc.inc != inc {
-		return // the receiver changed lives meanwhile: the answer was the old one's
+		return true // the receiver changed lives meanwhile: the answer was the old one's
 	}
 	switch {
 	case err == nil:
@@ -389,7 +457,7 @@ func (k *Keeper) ask(pc *Peer) {
 	case errors.Is(err, ErrNoGrants):
 		pc.noGrants = true
 		k.cfg.Log.Info("the receiver grants no credit (an older engine, or credit off there); its initial credit stays", "segment", pc.name)
-		return
+		return true
 	case errors.Is(err, ErrGone):
 		// Gone, or another life of it: what was in flight there is not
 		// waited for, and the window starts again from the initial one.
@@ -399,6 +467,7 @@ func (k *Keeper) ask(pc *Peer) {
 		pc.warned = time.Now()
 		k.cfg.Log.Warn("receiver credit: no grant from the receiver; the current credit stays", "segment", pc.name, "error", err)
 	}
+	return true
 }
 
 // PeerStats is the sender's credit at one receiver.

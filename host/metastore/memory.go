@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -125,13 +126,26 @@ func (s *memory) putTTL(client, key string, value []byte, ttl time.Duration) err
 	if err := s.fitsLocked(key, e, now); err != nil {
 		return err
 	}
-	if old, ok := s.m[key]; ok {
+	old, ok := s.m[key]
+	if ok {
 		s.account(key, old, -1)
 	}
 	s.m[key] = e
 	s.account(key, e, 1)
-	s.notifyLocked()
+	if !ok || !old.same(e, now) {
+		s.notifyLocked()
+	}
 	return nil
+}
+
+// same reports whether e, written over old at now, leaves what a
+// watcher sees as it was: old was visible, has e's value, and expires no
+// later than e (a watcher waits for the expiry it knew of, finds the
+// entry still there, and waits for the next). A lease's refresh is such
+// a write: it wakes no watcher.
+func (old entry) same(e entry, now time.Time) bool {
+	later := e.expires.IsZero() || !old.expires.IsZero() && !e.expires.Before(old.expires)
+	return !old.expired(now) && later && bytes.Equal(old.value, e.value)
 }
 
 // fitsLocked checks the quotas for writing e under key; expired entries
@@ -245,11 +259,17 @@ func (s *memory) wake() <-chan struct{} {
 	return s.changed
 }
 
+// memoryWatchBound is how long a watch of the memory store waits at most
+// between two lists. Every change wakes it (wake) and it lists again at
+// every expiry (untilExpiry): the bound is only a backstop, and an idle
+// engine's watch costs no wakeup a second.
+const memoryWatchBound = time.Hour
+
 // untilExpiry returns how long until the next entry expires, or
-// DefaultPollInterval when none does sooner.
+// memoryWatchBound when none does sooner.
 func (s *memory) untilExpiry() time.Duration {
 	now := time.Now()
-	d := DefaultPollInterval
+	d := memoryWatchBound
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, e := range s.m {
@@ -364,7 +384,7 @@ func (s *memStore) Watch(ctx context.Context, prefix string) (<-chan Event, erro
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("metastore memory: watch %q: %w", prefix, err)
 	}
-	ch, err := pollWatch(ctx, s.g, prefix, DefaultPollInterval,
+	ch, err := pollWatch(ctx, s.g, prefix, memoryWatchBound,
 		func(context.Context, string) (map[string][]byte, error) { return s.mem.list(prefix), nil },
 		s.mem.wake, s.mem.untilExpiry)
 	if err != nil {

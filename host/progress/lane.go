@@ -20,10 +20,6 @@ var ErrLaneDown = errors.New("lane is down: its plugin exited")
 // ended (canceled or timed out) while it waited for room.
 var ErrTaskEnded = errors.New("task ended while waiting for room on the ring")
 
-// reapSleep bounds one futex sleep of an idle reaper, so that it notices a
-// close even if a wakeup is lost; it is also the idle wakeup rate.
-const reapSleep = time.Second
-
 // Lane is the host side of one plugin lane: the submission ring the host
 // produces into and the completion ring it reaps.
 type Lane struct {
@@ -99,6 +95,9 @@ type Lane struct {
 	standing atomic.Bool
 	// reaperAct is what the reaper does now, a waiting.Act (reaperAt).
 	reaperAct atomic.Uint32
+	// watcher, when set (Watch), is nudged when work goes in flight on
+	// the lane from none, and when a completion breaks the contract.
+	watcher atomic.Pointer[chan struct{}]
 
 	// buf receives completions; whoever holds reapMu uses it. A buffer
 	// of the caller's would escape to the heap through the Reaped hooks,
@@ -199,10 +198,34 @@ func (l *Lane) publish() {
 		return
 	}
 	if l.unpublished != 0 {
-		l.inFlight.Add(l.unpublished)
+		if n := l.inFlight.Add(l.unpublished); n <= l.unpublished {
+			l.nudge() // in flight from none: a resting supervisor looks again
+		}
 		l.unpublished = 0
 	}
 	l.sq.Publish()
+}
+
+// Watch has the lane send on ch (without blocking) when work next goes
+// in flight from none, or a completion breaks the completion contract
+// (Violations), until Unwatch. It is for the plugin's supervisor, which
+// has nothing to look at while its lanes are idle: it watches, then
+// looks at InFlight and Violations again, and rests until ch. The lane
+// counts in flight (or a violation) before it looks for a watcher, so
+// the two cannot miss each other.
+func (l *Lane) Watch(ch chan struct{}) { l.watcher.Store(&ch) }
+
+// Unwatch ends Watch.
+func (l *Lane) Unwatch() { l.watcher.Store(nil) }
+
+// nudge tells the watcher, if any, to look at the lane.
+func (l *Lane) nudge() {
+	if w := l.watcher.Load(); w != nil {
+		select {
+		case *w <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // InFlight returns descriptors submitted and not yet reaped.
@@ -297,7 +320,7 @@ func (l *Lane) Down() bool { return l.down.Load() }
 // after a short run in a stream, spin, sleep.
 func (l *Lane) Reap(t *Tracker) {
 	defer close(l.reaped)
-	idle := time.NewTimer(reapSleep)
+	idle := time.NewTimer(standbySleep) // reset before each use (standBy)
 	defer idle.Stop()
 	in := waiting.Input{Role: waiting.Reaper, Spin: l.spin}
 	for !l.closing.Load() {
@@ -332,11 +355,18 @@ func (l *Lane) Reap(t *Tracker) {
 			}
 		case waiting.Sleep:
 			in.Hot = false
-			l.cq.Sleep(reapSleep)
+			// No time bound: a completion, Close (closing, then Wake) or a
+			// waiter's Enter (waiters, then ConsumerSleeping) ends it, so
+			// that an idle lane costs no wakeup.
+			l.cq.SleepIdle(l.reaperQuit)
 		}
 		in.SpinFrom = 0
 	}
 }
+
+// reaperQuit ends the reaper's idle sleep: the lane closes, or a waiter
+// came in to reap it.
+func (l *Lane) reaperQuit() bool { return l.closing.Load() || l.waiters.Load() > 0 }
 
 // standBy leaves the lane to its waiters until the last one leaves with
 // work in flight, or somebody publishes with no waiter (kick). The timer
@@ -630,6 +660,7 @@ func (l *Lane) Poll(t *Tracker) int {
 			k++
 		}
 		tasks := int64(k)
+		broke := false // a completion broke the contract
 		if h := t.hooks; h != nil && k > 0 {
 			for _, f := range h.reaped {
 				f(l, buf[:k])
@@ -655,14 +686,21 @@ func (l *Lane) Poll(t *Tracker) int {
 			case Unknown:
 				l.unknown.Add(1)
 				tasks-- // no slice of ours: it completes nothing in flight
+				broke = true
 			case Duplicate:
 				l.duplicate.Add(1)
 				tasks--
+				broke = true
 			case Misrouted: // it failed the slice it mangled
 				l.unknown.Add(1)
+				broke = true
 			case Overlong:
 				l.overlong.Add(1)
+				broke = true
 			}
+		}
+		if broke {
+			l.nudge()
 		}
 		if k > 0 {
 			t.FlushRun(run)

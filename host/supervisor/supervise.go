@@ -16,7 +16,10 @@ import (
 // contract violations to the Contract's window, and carries out what
 // they decide. A stalled or faulty run is killed; its watcher then has
 // its tasks failed and restarts it as after any exit. Violations are
-// logged here, at most once a look: that is their rate limit.
+// logged here, at most once a look: that is their rate limit. While the
+// run has nothing in flight and nothing is being judged it stops looking
+// (rest) until its lanes get work or a violation: an idle engine pays no
+// tick.
 func (s *Set) supervise(p *Plugin, r *Run) {
 	defer s.wg.Done()
 	sv := s.cfg.Stall
@@ -66,37 +69,86 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 			s.kill(p, r, "plugin holds slices of ended tasks past the grace period; killing it", v.String())
 			return
 		}
-		if sv.Off {
-			continue
+		if !sv.Off {
+			for i, l := range r.Lanes {
+				obs[i] = stall.Lane{InFlight: l.InFlight(), Completed: l.Completed(), ProbeSent: l.ProbeSent(), ProbeAck: l.ProbeAck()}
+			}
+			d := det.Observe(time.Now(), obs)
+			for _, pr := range d.Probes {
+				r.Lanes[pr.Lane].Probe(pr.Seq) // refused now, asked again at the next look
+			}
+			if d.CheckControl && !calling {
+				calling = true
+				call.Add(1)
+				go func() {
+					defer call.Done()
+					cctx, c := context.WithTimeout(ctx, sv.ProbeTimeout)
+					_, err := r.Proc.Client.Stats(cctx)
+					// Any answer in time shows the control connection lives;
+					// an error from the plugin is still an answer.
+					ok := err == nil || cctx.Err() == nil
+					c()
+					select {
+					case answered <- ok:
+					case <-ctx.Done():
+					}
+				}()
+			}
+			if d.Stalled != nil {
+				s.killStalled(p, r, d.Stalled)
+				return
+			}
 		}
-		for i, l := range r.Lanes {
-			obs[i] = stall.Lane{InFlight: l.InFlight(), Completed: l.Completed(), ProbeSent: l.ProbeSent(), ProbeAck: l.ProbeAck()}
-		}
-		d := det.Observe(time.Now(), obs)
-		for _, pr := range d.Probes {
-			r.Lanes[pr.Lane].Probe(pr.Seq) // refused now, asked again at the next look
-		}
-		if d.CheckControl && !calling {
-			calling = true
-			call.Add(1)
-			go func() {
-				defer call.Done()
-				cctx, c := context.WithTimeout(ctx, sv.ProbeTimeout)
-				_, err := r.Proc.Client.Stats(cctx)
-				// Any answer in time shows the control connection lives;
-				// an error from the plugin is still an answer.
-				ok := err == nil || cctx.Err() == nil
-				c()
-				select {
-				case answered <- ok:
-				case <-ctx.Done():
-				}
-			}()
-		}
-		if d.Stalled != nil {
-			s.killStalled(p, r, d.Stalled)
+		if !calling && !det.Probing() && s.idle(r, logged) && !s.rest(r, logged, tick) {
 			return
 		}
+	}
+}
+
+// idle reports whether run r gives its supervisor nothing to look at:
+// nothing in flight on its lanes, no violation since logged, and no task
+// held past its end by any plugin (held slices are in flight on some
+// lane, whose supervisor looks at them).
+func (s *Set) idle(r *Run, logged progress.Violations) bool {
+	if s.cfg.EndGrace > 0 && s.cfg.Tracker != nil && s.cfg.Tracker.Held() != 0 {
+		return false
+	}
+	for _, l := range r.Lanes {
+		if l.InFlight() > 0 {
+			return false
+		}
+	}
+	return violations(r.Lanes) == logged
+}
+
+// rest stops the ticks of an idle run's supervisor until work goes in
+// flight on one of its lanes or a completion breaks the contract (the
+// lanes' Watch), and restarts them: the next look comes an interval
+// later, as it would have. It reports false when the run exited or the
+// set quit meanwhile. The lanes are watched before they are looked at
+// again, so work that came since the last look is not slept through.
+func (s *Set) rest(r *Run, logged progress.Violations, tick *time.Ticker) bool {
+	wake := make(chan struct{}, 1)
+	for _, l := range r.Lanes {
+		l.Watch(wake)
+	}
+	defer func() {
+		for _, l := range r.Lanes {
+			l.Unwatch()
+		}
+	}()
+	if !s.idle(r, logged) {
+		return true
+	}
+	tick.Stop()
+	defer tick.Reset(s.cfg.Stall.Interval)
+	select {
+	case <-wake:
+		return true
+	case <-r.Proc.Exited():
+		return false
+	case <-s.quit:
+		return false
 	}
 }
 

@@ -75,8 +75,13 @@ func (l *link) rawRead(a, b []byte) (int, error) {
 }
 
 // close closes the connection; a reader waiting on its own thread is
-// woken by the shutdown at once instead of within blockWait.
+// woken by the shutdown (its wait has no time bound of its own: a
+// blocking link is closed here, never by nc.Close alone). The reader is
+// told first, so that one that starts to block meanwhile does not wait.
 func (l *link) close() error {
+	if l.raw != nil {
+		l.raw.markClosed()
+	}
 	if l.blocking.Load() {
 		l.shut.Store(true)
 		if rc := rawConnOf(l.nc); rc != nil {

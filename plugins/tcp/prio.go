@@ -146,8 +146,9 @@ func (t *Transport) shortSlices() {
 // its bulk ones, the goroutine serving a connection until it is taken for
 // a bulk one (bulkFrame). At most maxPriorityThreads readers of a
 // transport wait so at once; the others use the poller. Each costs an OS
-// thread for as long as its connection is open (waking every blockWait
-// while idle), and a P (capped with the nice threads' at the CPU count).
+// thread for as long as its connection is open (no wakeup while idle:
+// link.close shuts the socket down to end the wait), and a P (capped
+// with the nice threads' at the CPU count).
 
 // maxPriorityThreads bounds a transport's readers on threads of their own.
 const maxPriorityThreads = 64

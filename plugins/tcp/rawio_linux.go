@@ -32,17 +32,28 @@ type rawReader struct {
 	// block, while set (setBlock), makes a waiting readv wait in ppoll(2)
 	// on the calling thread instead of in the runtime's poller: the
 	// arrival of data wakes that thread itself (prio.go, priority_thread).
-	// A wait lasts until the read deadline (deadline, mono time; 0: none)
-	// or blockWait, whichever is first, after which the runtime looks at
-	// the deadline and at Close before the next.
+	// A wait lasts until input, the read deadline (deadline, mono time;
+	// 0: none) or the socket's shutdown (link.close shuts a blocking
+	// reader's socket down), and while stop is set no longer than
+	// blockWait; then the runtime looks at the deadline and at Close
+	// before the next.
 	block    bool
 	deadline int64
-	pfd      [1]unix.PollFd
-	ts       unix.Timespec // ppoll's timeout, which the kernel overwrites with the time left
+	// closed is set by link.close before it looks whether the reader
+	// blocks (link.blocking, set after block): a reader that starts to
+	// block as the link closes sees it and does not wait, since the
+	// close may not shut the socket down to wake it.
+	closed atomic.Bool
+	pfd    [1]unix.PollFd
+	ts     unix.Timespec // ppoll's timeout, which the kernel overwrites with the time left
 }
 
-// blockWait bounds one ppoll wait of a blocking reader: how late it sees
-// a Close that did not shut the socket down (link.close does).
+// blockWait bounds one ppoll wait of a blocking reader while stop is set
+// (a read into memory whose slice may be aborted): how late it sees the
+// abort, which does not wake it. Any other wait has no bound of its own:
+// an idle connection's reader then costs no wakeup (four a second
+// before, each followed by some sixty of the runtime's sysmon, which
+// takes back the P of a thread that stays in a system call).
 const blockWait = 250 * time.Millisecond
 
 func newRawReader(nc interface{}) *rawReader {
@@ -71,13 +82,26 @@ func newRawReader(nc interface{}) *rawReader {
 			// Wait on this thread; readv comes back (EAGAIN) for the
 			// runtime to look at the deadline and at Close before the
 			// next system call.
-			wait := int64(blockWait)
+			wait := int64(-1) // none
+			if r.stop != nil {
+				wait = int64(blockWait)
+			}
 			if r.deadline != 0 {
-				wait = max(min(wait, r.deadline-mono(time.Now())), 0)
+				left := max(r.deadline-mono(time.Now()), 0)
+				if wait < 0 || left < wait {
+					wait = left
+				}
 			}
 			r.pfd[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN | unix.POLLRDHUP}
-			r.ts = unix.NsecToTimespec(wait)
-			_, _ = unix.Ppoll(r.pfd[:], &r.ts, nil)
+			switch {
+			case r.closed.Load():
+				runtime.Gosched() // the close is under way: let it run
+			case wait < 0:
+				_, _ = unix.Ppoll(r.pfd[:], nil, nil)
+			default:
+				r.ts = unix.NsecToTimespec(wait)
+				_, _ = unix.Ppoll(r.pfd[:], &r.ts, nil)
+			}
 		}
 		r.n, r.errno = int(n), e
 		return true
@@ -88,6 +112,9 @@ func newRawReader(nc interface{}) *rawReader {
 // setBlock turns waiting in ppoll on the calling thread on or off. Only
 // the reading goroutine calls it.
 func (r *rawReader) setBlock(on bool) { r.block = on }
+
+// markClosed tells the reader that its link is closing (link.close).
+func (r *rawReader) markClosed() { r.closed.Store(true) }
 
 // setDeadline tells a blocking reader the read deadline (zero: none), so
 // that its waits end by then. Only the reading goroutine calls it.

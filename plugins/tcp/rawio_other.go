@@ -20,6 +20,8 @@ func (r *rawReader) quiesce() {}
 
 func (r *rawReader) setBlock(bool) {}
 
+func (r *rawReader) markClosed() {}
+
 func (r *rawReader) setDeadline(time.Time) {}
 
 // rawWriter is Linux only; elsewhere every frame goes through the slot's

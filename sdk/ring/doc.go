@@ -14,6 +14,7 @@
 // not interpret descriptors beyond decoding them (the plugin validates
 // every copy against what was registered), must not trust anything the
 // other process wrote (indices are range-checked, headers validated), and
-// must never block without a time limit: callers loop and check liveness
-// between waits.
+// must never block without a time limit, except in the idle sleep
+// (SleepIdle), which the caller ends by the stop it passes and a Wake:
+// callers loop and check liveness between waits.
 package ring

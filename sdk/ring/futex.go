@@ -17,13 +17,18 @@ const (
 	futexWakeOp = 1 // FUTEX_WAKE
 )
 
-// futexWait sleeps while *word == val, for at most d. Every outcome
-// (woken, timeout, *word != val, signal) returns; the caller re-checks
-// its condition.
+// futexWait sleeps while *word == val, for at most d, or with no time
+// bound when d is Forever. Every outcome (woken, timeout, *word != val,
+// signal) returns; the caller re-checks its condition.
 func futexWait(word *atomic.Uint32, val uint32, d time.Duration) {
-	ts := unix.NsecToTimespec(int64(d))
-	_, _, errno := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
-		uintptr(unsafe.Pointer(&ts)), 0, 0)
+	var errno unix.Errno
+	if d == Forever {
+		_, _, errno = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val), 0, 0, 0)
+	} else {
+		ts := unix.NsecToTimespec(int64(d))
+		_, _, errno = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
+			uintptr(unsafe.Pointer(&ts)), 0, 0)
+	}
 	switch errno {
 	case 0, unix.EAGAIN, unix.ETIMEDOUT, unix.EINTR:
 	default:

@@ -511,6 +511,32 @@ func (r *Ring) Sleep(maxSleep time.Duration) bool {
 	return r.sleep(true, maxSleep, r.Pending)
 }
 
+// Forever, as a bound on a sleep, is none: the sleep ends at a
+// publication (or freeing), a wake or a signal, never by the clock.
+const Forever time.Duration = math.MaxInt64
+
+// SleepIdle is Sleep with no time bound, for a consumer with nothing to
+// do: it sleeps until Pending, Wake, or quit reports true, and reports
+// Pending. quit is looked at after the sleep is armed (the wake word
+// read, the sleeping mark set), so a caller that makes quit true and
+// then calls Wake always ends the sleep, and one that raises a count
+// quit reads and then checks ConsumerSleeping (Dekker) ends it or is
+// seen: what a bounded sleep would notice at its timeout is noticed at
+// once or not at all. An idle process then makes no wakeups: with a
+// bound, each timeout cost it one, and the Go runtime about sixty more
+// (its sysmon takes back the P of a goroutine that stays in a system
+// call, then polls from 20 us up to 10 ms before it sleeps again).
+func (r *Ring) SleepIdle(quit func() bool) bool {
+	if r.Pending() {
+		return true
+	}
+	if r.broken.Load() || quit() {
+		return false
+	}
+	r.sleep(true, Forever, func() bool { return r.Pending() || quit() })
+	return r.Pending()
+}
+
 // Cover is for a goroutine that polls the ring in place of a consumer
 // asleep in Sleep (a stand-in): it withdraws that sleep from what the
 // producer checks, so that while the stand-in polls, the producer
@@ -601,7 +627,10 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 	if maxSleep <= 0 {
 		return ready()
 	}
-	deadline := time.Now().Add(maxSleep)
+	var deadline time.Time
+	if maxSleep != Forever {
+		deadline = time.Now().Add(maxSleep)
+	}
 	// The flag counts sleepers rather than marking one: in the host,
 	// a waiter and the reaper may sleep on the same ring at once, and one
 	// waking must not clear the other's mark.
@@ -617,7 +646,10 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 			flag.Add(^uint32(0))
 			return true
 		}
-		left := time.Until(deadline)
+		left := Forever
+		if maxSleep != Forever {
+			left = time.Until(deadline)
+		}
 		if left <= 0 || r.broken.Load() {
 			flag.Add(^uint32(0))
 			return false
@@ -631,7 +663,8 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 			// Woken with nothing to do: Wake or WakeProducer.
 			return false
 		}
-		// Timeout, signal or spurious wakeup: the deadline decides.
+		// Timeout, signal or spurious wakeup: the deadline decides
+		// (Forever has none: sleep again).
 	}
 }
 

@@ -824,3 +824,77 @@ func TestNapUnlessWaited(t *testing.T) {
 		t.Fatal("a producer that started waiting woke a consumer that was not napping")
 	}
 }
+
+// TestSleepIdleWakesOnPublish: an idle sleep has no time bound, and a
+// publish ends it.
+func TestSleepIdleWakesOnPublish(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	res := make(chan bool)
+	go func() { res <- cons.SleepIdle(func() bool { return false }) }()
+	untilSet(cons.consSleeping)
+	d := request(0)
+	prod.Push(&d)
+	select {
+	case ok := <-res:
+		if !ok {
+			t.Fatal("SleepIdle did not report the descriptor published")
+		}
+	case <-time.After(wakeLimit):
+		t.Fatalf("a publish did not end an idle sleep within %v", wakeLimit)
+	}
+}
+
+// TestSleepIdleSeesQuit: a consumer that loops on SleepIdle until its
+// stop flag is set always stops once the flag is set and Wake called,
+// however the two race with its way into the sleep: it has no timeout to
+// notice the flag at.
+func TestSleepIdleSeesQuit(t *testing.T) {
+	_, cons, _ := newPair(t, 8)
+	for i := range 500 {
+		var stop atomic.Bool
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for !stop.Load() {
+				cons.SleepIdle(stop.Load)
+			}
+		}()
+		if i%2 == 0 {
+			untilSet(cons.consSleeping) // asleep, or every other time on its way
+		}
+		stop.Store(true)
+		cons.Wake()
+		select {
+		case <-done:
+		case <-time.After(wakeLimit):
+			t.Fatalf("round %d: the consumer slept through its stop and Wake", i)
+		}
+	}
+}
+
+// TestSleepIdleQuitAfterArming: a stop set (and Wake called) after the
+// consumer last looked at it, but before it armed its sleep, ends the
+// sleep: the quit function is looked at again once the sleep is armed.
+// The stopper acts inside the consumer's first look, the latest moment
+// before the arming.
+func TestSleepIdleQuitAfterArming(t *testing.T) {
+	_, cons, _ := newPair(t, 8)
+	var stop atomic.Bool
+	looks := 0
+	quit := func() bool {
+		if looks++; looks == 1 {
+			stop.Store(true)
+			cons.Wake()
+			return false
+		}
+		return stop.Load()
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); cons.SleepIdle(quit) }()
+	select {
+	case <-done:
+	case <-time.After(wakeLimit):
+		cons.Wake() // let the goroutine go
+		t.Fatal("the consumer slept through a stop set just before its sleep was armed")
+	}
+}
