@@ -253,7 +253,7 @@ func (c *HTTPClient) doQuery(ctx context.Context, method, key string, q url.Valu
 	}
 	resp, err := c.client.Do(req)
 	if err != nil {
-		return 0, nil, nil, c.errorf(method, key, err)
+		return 0, nil, nil, noAnswer{c.errorf(method, key, err)}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
@@ -303,3 +303,10 @@ func (c *HTTPClient) statusError(method, key string, code int, body []byte) erro
 	}
 	return c.errorf(method, key, cause)
 }
+
+// noAnswer marks an HTTP request the metastore did not answer: the
+// client found no connection, or lost it before the answer (net/http's
+// "server closed idle connection" among others). Unreachable reads it.
+type noAnswer struct{ error }
+
+func (e noAnswer) Unwrap() error { return e.error }

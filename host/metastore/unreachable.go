@@ -30,6 +30,11 @@ func Unreachable(err error) bool {
 	if errors.As(err, &ne) {
 		return true
 	}
+	// An HTTP request that got no answer, whatever net/http's reason.
+	var na noAnswer
+	if errors.As(err, &na) {
+		return true
+	}
 	// A connection the server closed before it answered (it stopped
 	// while a kept-alive connection was idle).
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
