@@ -190,7 +190,7 @@ func TestPrometheusScrapesEngine(t *testing.T) {
 	}
 	// The peer, with a metrics block of its own.
 	file := filepath.Join(t.TempDir(), "pm-b.hcl")
-	if err := os.WriteFile(file, []byte(failoverConfig("pm-b", false, false)+"metrics {\n  listen = \"127.0.0.1:0\"\n}\n"), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(withRunSecret(failoverConfig("pm-b", false, false)+"metrics {\n  listen = \"127.0.0.1:0\"\n}\n")), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b := startPeer(t, "--config", file, "--metastore", a.MetastoreURL(), "--expose", fmt.Sprint(big))
