@@ -44,6 +44,14 @@ type benchRow struct {
 	Rails []railRow `json:"rails,omitempty"`
 	// PluginCounters is the initiator plugin's own counters.
 	PluginCounters map[string]uint64 `json:"plugin_counters,omitempty"`
+	// CtxSwitchesPerReq is each process's context switches (voluntary
+	// and not) per request over Ferry's timed windows: "engine" (the
+	// bench's own process), "plugin:<name>" for each of its plugins and,
+	// when bench started the far engine, "target" and
+	// "target-plugin:<name>". BaselineCtxSwitchesPerReq is the same over
+	// the baseline's windows: "bench" and, for tcp, its "peer".
+	CtxSwitchesPerReq         map[string]float64 `json:"ctx_switches_per_req,omitempty"`
+	BaselineCtxSwitchesPerReq map[string]float64 `json:"baseline_ctx_switches_per_req,omitempty"`
 }
 
 type railRow struct {
@@ -251,14 +259,20 @@ func emitRow(row benchRow, asJSON bool, jsonl string, short, first bool) error {
 func printRow(row benchRow, short, header bool) {
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	if header || !short {
-		fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
+		fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tCSW/REQ\tBASELINE\tBASE GB/s\tBASE P50 us\tBASE CSW/REQ\tRATIO\tVERIFIED")
 	}
-	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%.3f\t%.1f\t%.3f\t%v\n",
-		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
-		row.Baseline, row.BaselineGbps, row.BaselineP50us, row.Ratio, row.Verified)
+	fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%.3g\t%s\t%.3f\t%.1f\t%.3g\t%.3f\t%v\n",
+		row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us, ctxTotal(row.CtxSwitchesPerReq),
+		row.Baseline, row.BaselineGbps, row.BaselineP50us, ctxTotal(row.BaselineCtxSwitchesPerReq), row.Ratio, row.Verified)
 	tw.Flush()
 	if short {
 		return
+	}
+	if len(row.CtxSwitchesPerReq) > 0 {
+		fmt.Printf("context switches per request (CSW/REQ is their sum): %s\n", ctxSummary(row.CtxSwitchesPerReq))
+		if len(row.BaselineCtxSwitchesPerReq) > 0 {
+			fmt.Printf("baseline's: %s\n", ctxSummary(row.BaselineCtxSwitchesPerReq))
+		}
 	}
 	if len(row.Rails) > 0 {
 		fmt.Println()
@@ -317,6 +331,12 @@ func (b benchRun) run() (benchRow, error) {
 	defer e.Close()
 	name := b.target
 	var remote remoteMem
+	procs := []procRef{{name: "engine"}}
+	for _, p := range e.Status(ctx).Plugins {
+		if p.PID > 0 {
+			procs = append(procs, procRef{name: "plugin:" + p.Name, pid: p.PID})
+		}
+	}
 	if name == "" {
 		name = fmt.Sprintf("bench-target-%d", os.Getpid())
 		t, err := startTarget(append(targetArgs(b.targetCfg, name, e.MetastoreURL(), total), b.lf.args()...)...)
@@ -325,6 +345,11 @@ func (b benchRun) run() (benchRow, error) {
 		}
 		defer t.stop()
 		remote = targetMem{t: t, n: total}
+		tp, err := targetPluginProcs(t)
+		if err != nil {
+			return benchRow{}, err
+		}
+		procs = append(append(procs, procRef{name: "target", pid: t.cmd.Process.Pid}), tp...)
 	}
 	seg, err := e.OpenSegment(ctx, name)
 	if err != nil {
@@ -380,6 +405,15 @@ func (b benchRun) run() (benchRow, error) {
 	// one; after the last, the receiving side must hold the last round's.
 	const rounds = 2
 	var fr, br result
+	fcsw := newCtxCounter(procs)
+	var bcsw *ctxCounter
+	if base != nil {
+		bprocs := []procRef{{name: "bench"}}
+		if p, ok := base.(*baselinePeer); ok && p.cmd != nil {
+			bprocs = append(bprocs, procRef{name: "peer", pid: p.cmd.Process.Pid})
+		}
+		bcsw = newCtxCounter(bprocs)
+	}
 	for round := range rounds {
 		if err := fy.fill(round); err != nil {
 			return benchRow{}, err
@@ -387,7 +421,9 @@ func (b benchRun) run() (benchRow, error) {
 		if _, err := runLoop(o, b.warmup, fy.work); err != nil {
 			return benchRow{}, err
 		}
+		fcsw.begin()
 		r, err := runLoop(o, o.duration/2, fy.work)
+		fcsw.end()
 		if err != nil {
 			return benchRow{}, err
 		}
@@ -399,7 +435,9 @@ func (b benchRun) run() (benchRow, error) {
 			if _, err := runLoop(o, b.warmup, base.work); err != nil {
 				return benchRow{}, err
 			}
+			bcsw.begin()
 			r, err := runLoop(o, o.duration/2, base.work)
+			bcsw.end()
 			if err != nil {
 				return benchRow{}, err
 			}
@@ -437,10 +475,12 @@ func (b benchRun) run() (benchRow, error) {
 		Transport: o.transport, Op: b.opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
 		Bytes: fr.bytes, Seconds: fr.seconds, Gbps: fr.gbps(),
 		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
+		CtxSwitchesPerReq: fcsw.perRequest(len(fr.lat) * o.batch),
 	}
 	if base != nil {
 		row.Baseline = base.name()
 		row.BaselineGbps, row.BaselineP50us = br.gbps(), br.pct(0.5)
+		row.BaselineCtxSwitchesPerReq = bcsw.perRequest(len(br.lat) * o.batch)
 		if row.BaselineGbps > 0 {
 			row.Ratio = row.Gbps / row.BaselineGbps
 		}
