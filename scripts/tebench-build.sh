@@ -20,6 +20,32 @@
 # be rerun after a failure. The binary ends up at
 # MOONCAKE_SRC/build/mooncake-transfer-engine/benchmark/tebench; the script
 # prints its path last. JOBS defaults to 2; the build runs under nice -n 10.
+#
+# Running tebench by hand, on one machine: two processes, p2p metadata (no
+# server). The target registers its buffer, prints the segment name
+# (IP:PORT for TENT, hostname:port for classic) and waits for SIGINT:
+#
+#   tebench --backend=tent --xport_type=shm --seg_type=DRAM --total_buffer_size=268435456
+#
+# The initiator runs one case per (threads, block size, batch) — each
+# swept by powers of two from --start_* to --max_* — with 1 s of warm-up
+# and --duration whole seconds measured:
+#
+#   tebench --backend=tent --xport_type=shm --seg_type=DRAM --target_seg_name=IP:PORT \
+#     --op_type=write --total_buffer_size=268435456 \
+#     --start_block_size=4096 --max_block_size=4096 --start_batch_size=1 --max_batch_size=1 \
+#     --start_num_threads=1 --max_num_threads=1 --duration=5
+#
+# --xport_type=tcp for TENT's tcp; --backend=classic takes no --xport_type
+# (classic TE installs tcp where there is no RDMA device). --op_type
+# defaults to read. A case is skipped when block*batch*threads exceeds
+# --total_buffer_size (default 1 GiB, allocated on each side). Its result
+# line follows a row of dashes: BlkSize Batch "BW (GB/s)" (10^9 B/s over the
+# wall time) "Avg Inst GB/s" "Avg Lat (us)" "Avg Tx (us)" (mean per batch)
+# "P99 Tx" "P999 Tx"; there is no p50, and latencies are whole
+# microseconds (under 1 us shows as 0.0). Each initiator thread waits by
+# spinning on getTransferStatus, and TENT's shm copies in the caller's
+# thread. scripts/tent-compare.sh drives all this.
 set -euo pipefail
 
 die() { echo "tebench-build: $*" >&2; exit 1; }

@@ -18,7 +18,8 @@
 #             and its --duration split in its two rounds, as it does.
 # --threads   submitting threads on both sides (tebench --start/max_num_threads,
 #             ferry bench --threads).
-# --rows      only the rows whose name matches this regex (names below).
+# --rows      only the rows whose name matches this extended regex, as a
+#             search ('shm-4k' picks both 4 KiB shm rows; anchor with ^$).
 # --classic   also run classic Transfer Engine (tebench --backend=classic;
 #             it picks tcp itself on a machine without RDMA) on the tcp rows.
 # --contention  run the 4 KiB rows quiet and then beside one busy process
