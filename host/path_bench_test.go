@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -31,7 +34,31 @@ func (c *countingObserver) Observe(ev observe.Event) { c.n[ev.Stage].Add(1) }
 // wait. It runs without an observer and with a counting one, so that the
 // cost of nobody listening, and of one listening, can be read off.
 // -benchmem must show 0 allocs/op without an observer.
+//
+// The transport=shm|tcp/batch=1|128 variants run the same 4 KiB writes,
+// without an observer, one request at a time and 128 at a time, over
+// each transport: what the host spends per request where the issue
+// "small and medium requests at least as fast as TENT" measures it.
+// Every variant reports, per request (op), allocs/op, cpu-ns/op (the
+// whole test process's user and system CPU, all threads, from
+// getrusage(RUSAGE_SELF) over the timed loop: the host's side),
+// csw/op (that process's voluntary and involuntary context switches)
+// and plugin-cpu-ns/op (the plugin processes' CPU, from
+// /proc/<pid>/task/*/schedstat; absent where the kernel has none). The
+// plugin serves both ends of each transfer, as the engine writes to its
+// own segment.
+//
+//	go test -run '^$' -bench 'RequestPath$/transport' -benchmem ./host
 func BenchmarkRequestPath(b *testing.B) {
+	for _, tr := range []string{"shm", "tcp"} {
+		for _, batch := range []int{1, pathBenchBatch} {
+			b.Run(fmt.Sprintf("transport=%s/batch=%d", tr, batch), func(b *testing.B) {
+				pb := newPathBenchOf(b, tr, batch, nil)
+				defer pb.close()
+				measureRequestPath(b, pb)
+			})
+		}
+	}
 	// Without transfer.default_deadline the descriptors carry no
 	// deadline: the plugins then read no clock per descriptor, which is
 	// what this variant shows the cost of.
@@ -61,27 +88,90 @@ func BenchmarkRequestPath(b *testing.B) {
 func benchRequestPath(b *testing.B, tune func(*config.Config), opts ...host.Option) {
 	pb := newPathBench(b, tune, opts...)
 	defer pb.close()
+	measureRequestPath(b, pb)
+}
+
+// measureRequestPath runs b.N requests of pb and reports them per request
+// (see BenchmarkRequestPath).
+func measureRequestPath(b *testing.B, pb *pathBench) {
+	pids := pb.pluginPIDs()
 	b.ReportAllocs()
+	u0, p0, pok0 := selfUsage(), 0.0, false
+	if len(pids) > 0 {
+		p0, pok0 = schedCPU(pids)
+	}
 	b.ResetTimer()
 	pb.requests(b.N)
 	b.StopTimer()
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	u1 := selfUsage()
+	n := float64(b.N)
+	b.ReportMetric(n/b.Elapsed().Seconds(), "req/s")
+	b.ReportMetric(float64(u1.cpuNs-u0.cpuNs)/n, "cpu-ns/op")
+	b.ReportMetric(float64(u1.csw-u0.csw)/n, "csw/op")
+	if p1, ok := schedCPU(pids); pok0 && ok {
+		b.ReportMetric((p1-p0)/n, "plugin-cpu-ns/op")
+	}
+}
+
+// usage is what this process spent so far, all its threads (those that
+// ended included): user and system CPU, and context switches.
+type usage struct{ cpuNs, csw int64 }
+
+func selfUsage() usage {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return usage{cpuNs: ru.Utime.Nano() + ru.Stime.Nano(), csw: ru.Nvcsw + ru.Nivcsw}
+}
+
+// schedCPU is the CPU time in ns that the processes pids ran so far, all
+// their living threads: the first field of /proc/<pid>/task/*/schedstat.
+// It says false where a process is gone or the kernel has no schedstat.
+func schedCPU(pids []int) (float64, bool) {
+	var sum float64
+	for _, pid := range pids {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+		if len(tasks) == 0 {
+			return 0, false
+		}
+		for _, t := range tasks {
+			raw, err := os.ReadFile(t)
+			if err != nil {
+				continue // the thread ended
+			}
+			f := strings.Fields(string(raw))
+			if len(f) == 0 {
+				return 0, false
+			}
+			ns, err := strconv.ParseFloat(f[0], 64)
+			if err != nil {
+				return 0, false
+			}
+			sum += ns
+		}
+	}
+	return sum, true
 }
 
 // pathBench is an engine set up for BenchmarkRequestPath's workload:
-// 4 KiB writes in batches of 128 through the shm plugin to its own
+// 4 KiB writes in batches of batch (128 unless newPathBenchOf says
+// otherwise) through the transport's plugin (shm unless ...) to its own
 // segment, warmed by one batch.
 type pathBench struct {
-	b    *testing.B
-	e    *host.Engine
-	reqs []host.Request
-	id   host.BatchID
+	b     *testing.B
+	e     *host.Engine
+	reqs  []host.Request
+	id    host.BatchID
+	batch int
 }
 
 const pathBenchBatch = 128
 
 func newPathBench(b *testing.B, tune func(*config.Config), opts ...host.Option) *pathBench {
-	const size, batch = 4 << 10, pathBenchBatch
+	return newPathBenchOf(b, "shm", pathBenchBatch, tune, opts...)
+}
+
+func newPathBenchOf(b *testing.B, transport string, batch int, tune func(*config.Config), opts ...host.Option) *pathBench {
+	const size = 4 << 10
 	ctx := context.Background()
 	cfg := config.Default(fmt.Sprintf("bench-%d-%d", b.N, benchEngines.Add(1)))
 	cfg.PluginDir = binDir
@@ -92,7 +182,7 @@ func newPathBench(b *testing.B, tune func(*config.Config), opts ...host.Option) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	pb := &pathBench{b: b, e: e}
+	pb := &pathBench{b: b, e: e, batch: batch}
 	mem, err := e.Allocate(2 * batch * size)
 	if err != nil {
 		pb.close()
@@ -118,7 +208,7 @@ func newPathBench(b *testing.B, tune func(*config.Config), opts ...host.Option) 
 	}
 	pb.reqs = make([]host.Request, batch)
 	for k := range pb.reqs {
-		pb.reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg.ID, Remote: base + uint64(k*size), Transport: "shm"}
+		pb.reqs[k] = host.Request{Op: host.Write, Local: src[k*size : (k+1)*size], Segment: seg.ID, Remote: base + uint64(k*size), Transport: transport}
 	}
 	if pb.id, err = e.AllocateBatch(batch); err != nil {
 		pb.close()
@@ -132,11 +222,22 @@ func newPathBench(b *testing.B, tune func(*config.Config), opts ...host.Option) 
 // once have different names.
 var benchEngines atomic.Int64
 
-// requests runs n requests, in batches of at most 128.
+// requests runs n requests, in batches of at most pb.batch.
 func (pb *pathBench) requests(n int) {
-	for done := 0; done < n; done += pathBenchBatch {
-		pb.run(min(pathBenchBatch, n-done))
+	for done := 0; done < n; done += pb.batch {
+		pb.run(min(pb.batch, n-done))
 	}
+}
+
+// pluginPIDs is the pids of the engine's running plugins.
+func (pb *pathBench) pluginPIDs() []int {
+	var pids []int
+	for _, p := range pb.e.Status(context.Background()).Plugins {
+		if p.PID > 0 {
+			pids = append(pids, p.PID)
+		}
+	}
+	return pids
 }
 
 // run submits n requests as one batch, waits for it and frees it.
@@ -153,7 +254,7 @@ func (pb *pathBench) run(n int) {
 	}
 	e.FreeBatch(pb.id)
 	var err error
-	if pb.id, err = e.AllocateBatch(pathBenchBatch); err != nil {
+	if pb.id, err = e.AllocateBatch(pb.batch); err != nil {
 		b.Fatal(err)
 	}
 }

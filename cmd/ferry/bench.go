@@ -46,6 +46,14 @@ type benchRow struct {
 	Rails []railRow `json:"rails,omitempty"`
 	// PluginCounters is the initiator plugin's own counters.
 	PluginCounters map[string]uint64 `json:"plugin_counters,omitempty"`
+	// CtxSwitchesPerReq is each process's context switches (voluntary
+	// and not) per request over Ferry's timed windows: "engine" (the
+	// bench's own process), "plugin:<name>" for each of its plugins and,
+	// when bench started the far engine, "target" and
+	// "target-plugin:<name>". BaselineCtxSwitchesPerReq is the same over
+	// the baseline's windows: "bench" and, for tcp, its "peer".
+	CtxSwitchesPerReq         map[string]float64 `json:"ctx_switches_per_req,omitempty"`
+	BaselineCtxSwitchesPerReq map[string]float64 `json:"baseline_ctx_switches_per_req,omitempty"`
 }
 
 type railRow struct {
@@ -305,24 +313,37 @@ const notApplicable = "n/a"
 // also its rails and the plugin's counters.
 func printTable(w io.Writer, rows []benchRow, sweep bool) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tBASELINE\tBASE GB/s\tBASE P50 us\tRATIO\tVERIFIED")
+	fmt.Fprintln(tw, "TRANSPORT\tOP\tBLOCK\tBATCH\tTHREADS\tGB/s\tP50 us\tP99 us\tP99.9 us\tCSW/REQ\tBASELINE\tBASE GB/s\tBASE P50 us\tBASE CSW/REQ\tRATIO\tVERIFIED")
 	for _, row := range rows {
-		base, baseGbps, baseP50, ratio := notApplicable, notApplicable, notApplicable, notApplicable
+		base, baseGbps, baseP50, baseCSW, ratio := notApplicable, notApplicable, notApplicable, notApplicable, notApplicable
 		if row.Baseline != "" {
 			base, baseGbps, baseP50 = row.Baseline, fmt.Sprintf("%.3f", row.BaselineGbps), fmt.Sprintf("%.1f", row.BaselineP50us)
+			if len(row.BaselineCtxSwitchesPerReq) > 0 {
+				baseCSW = fmt.Sprintf("%.3g", ctxTotal(row.BaselineCtxSwitchesPerReq))
+			}
 			if row.BaselineGbps > 0 {
 				ratio = fmt.Sprintf("%.3f", row.Ratio)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%v\n",
-			row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us,
-			base, baseGbps, baseP50, ratio, row.Verified)
+		csw := notApplicable
+		if len(row.CtxSwitchesPerReq) > 0 {
+			csw = fmt.Sprintf("%.3g", ctxTotal(row.CtxSwitchesPerReq))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.3f\t%.1f\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%v\n",
+			row.Transport, row.Op, row.BlockSize, row.Batch, row.Threads, row.Gbps, row.P50us, row.P99us, row.P999us, csw,
+			base, baseGbps, baseP50, baseCSW, ratio, row.Verified)
 	}
 	tw.Flush()
 	if sweep {
 		return
 	}
 	row := rows[0]
+	if len(row.CtxSwitchesPerReq) > 0 {
+		fmt.Fprintf(w, "context switches per request (CSW/REQ is their sum): %s\n", ctxSummary(row.CtxSwitchesPerReq))
+		if len(row.BaselineCtxSwitchesPerReq) > 0 {
+			fmt.Fprintf(w, "baseline's: %s\n", ctxSummary(row.BaselineCtxSwitchesPerReq))
+		}
+	}
 	if len(row.Rails) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -383,6 +404,12 @@ func (b benchRun) run() (benchRow, error) {
 	defer e.Close()
 	name := b.target
 	var remote remoteMem
+	procs := []procRef{{name: "engine"}}
+	for _, p := range e.Status(ctx).Plugins {
+		if p.PID > 0 {
+			procs = append(procs, procRef{name: "plugin:" + p.Name, pid: p.PID})
+		}
+	}
 	if name == "" {
 		name = fmt.Sprintf("bench-target-%d", os.Getpid())
 		meta := e.MetastoreURL() // the embedded or HTTP one; "": the config's (redis, etcd) or --metastore's
@@ -395,6 +422,11 @@ func (b benchRun) run() (benchRow, error) {
 		}
 		defer t.stop()
 		remote = targetMem{t: t, n: total}
+		tp, err := targetPluginProcs(t)
+		if err != nil {
+			return benchRow{}, err
+		}
+		procs = append(append(procs, procRef{name: "target", pid: t.cmd.Process.Pid}), tp...)
 	}
 	seg, err := e.OpenSegment(ctx, name)
 	if err != nil {
@@ -450,6 +482,15 @@ func (b benchRun) run() (benchRow, error) {
 	// one; after the last, the receiving side must hold the last round's.
 	const rounds = 2
 	var fr, br result
+	fcsw := newCtxCounter(procs)
+	var bcsw *ctxCounter
+	if base != nil {
+		bprocs := []procRef{{name: "bench"}}
+		if p, ok := base.(*baselinePeer); ok && p.cmd != nil {
+			bprocs = append(bprocs, procRef{name: "peer", pid: p.cmd.Process.Pid})
+		}
+		bcsw = newCtxCounter(bprocs)
+	}
 	for round := range rounds {
 		b.prog.phase(fmt.Sprintf("Ferry, round %d of %d", round+1, rounds))
 		if err := fy.fill(round); err != nil {
@@ -458,7 +499,9 @@ func (b benchRun) run() (benchRow, error) {
 		if _, err := runLoop(o, b.warmup, fy.work); err != nil {
 			return benchRow{}, err
 		}
+		fcsw.begin()
 		r, err := runLoop(o, o.duration/2, fy.work)
+		fcsw.end()
 		if err != nil {
 			return benchRow{}, err
 		}
@@ -471,7 +514,9 @@ func (b benchRun) run() (benchRow, error) {
 			if _, err := runLoop(o, b.warmup, base.work); err != nil {
 				return benchRow{}, err
 			}
+			bcsw.begin()
 			r, err := runLoop(o, o.duration/2, base.work)
+			bcsw.end()
 			if err != nil {
 				return benchRow{}, err
 			}
@@ -510,10 +555,12 @@ func (b benchRun) run() (benchRow, error) {
 		Transport: o.transport, Op: b.opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
 		Bytes: fr.bytes, Seconds: fr.seconds, Gbps: fr.gbps(),
 		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
+		CtxSwitchesPerReq: fcsw.perRequest(len(fr.lat) * o.batch),
 	}
 	if base != nil {
 		row.Baseline = base.name()
 		row.BaselineGbps, row.BaselineP50us = br.gbps(), br.pct(0.5)
+		row.BaselineCtxSwitchesPerReq = bcsw.perRequest(len(br.lat) * o.batch)
 		if row.BaselineGbps > 0 {
 			row.Ratio = row.Gbps / row.BaselineGbps
 		}

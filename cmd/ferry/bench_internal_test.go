@@ -234,12 +234,13 @@ func TestBenchTable(t *testing.T) {
 	checkAligned(t, lines)
 
 	target := benchRow{Transport: "tcp", Op: "read", BlockSize: 65536, Batch: 1, Threads: 1, Gbps: 1.2, P50us: 40, Verified: true,
-		Rails: []railRow{{Index: 0, Name: "10.0.0.2:0", NUMANode: -1, Bytes: 1 << 30, Share: 1}}}
+		CtxSwitchesPerReq: map[string]float64{"engine": 1.5, "plugin:tcp": 2},
+		Rails:             []railRow{{Index: 0, Name: "10.0.0.2:0", NUMANode: -1, Bytes: 1 << 30, Share: 1}}}
 	b.Reset()
 	printTable(&b, []benchRow{target}, false)
 	out := b.String()
-	if strings.Contains(out, "0.000") || strings.Count(out, notApplicable) != 5 {
-		t.Errorf("a --target row on one rail: want n/a for its 4 baseline figures and the rail's EWMA, no 0.000:\n%s", out)
+	if strings.Contains(out, "0.000") || strings.Count(out, notApplicable) != 6 || !strings.Contains(out, " 3.5 ") {
+		t.Errorf("a --target row on one rail: want n/a for its 5 baseline figures (context switches too) and the rail's EWMA, its own 3.5 switches a request, no 0.000:\n%s", out)
 	}
 	checkAligned(t, strings.Split(out, "\n")[:2])
 }

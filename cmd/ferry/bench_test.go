@@ -108,3 +108,57 @@ func freePort(t *testing.T) string {
 	defer l.Close()
 	return fmt.Sprint(l.Addr().(*net.TCPAddr).Port)
 }
+
+// TestBenchCtxSwitches: a run that moved data reports context switches
+// per request for each process it measured: the engine, its plugins, the
+// target engine bench started and that engine's plugins, and for the
+// baseline the bench itself and, over tcp, its peer.
+func TestBenchCtxSwitches(t *testing.T) {
+	for _, tr := range []string{"tcp", "shm"} {
+		out := ferry(t, "bench", "--transport", tr, "--op", "write", "--size", "4KiB", "--batch", "1",
+			"--duration", "300ms", "--warmup", "50ms", "--json")
+		var row struct {
+			Bytes    uint64             `json:"bytes"`
+			Verified bool               `json:"verified"`
+			Ferry    map[string]float64 `json:"ctx_switches_per_req"`
+			Baseline map[string]float64 `json:"baseline_ctx_switches_per_req"`
+		}
+		if err := json.Unmarshal([]byte(out), &row); err != nil {
+			t.Fatalf("bench --json printed %q: %v", out, err)
+		}
+		if row.Bytes == 0 || !row.Verified {
+			t.Fatalf("%s: the run moved no verified data: %s", tr, out)
+		}
+		want := []string{"engine", "plugin:" + tr, "target", "target-plugin:" + tr}
+		var sum float64
+		for _, k := range want {
+			v, ok := row.Ferry[k]
+			if !ok || v < 0 {
+				t.Errorf("%s: ctx_switches_per_req[%q] = %v, %v; want a figure for it: %s", tr, k, v, ok, out)
+			}
+			sum += v
+		}
+		// Thousands of 4 KiB requests between four processes cannot all
+		// pass without one of them ever leaving its CPU.
+		if sum <= 0 {
+			t.Errorf("%s: context switches per request sum to %v over %v: want more than 0", tr, sum, row.Ferry)
+		}
+		wantBase := []string{"bench"}
+		if tr == "tcp" {
+			wantBase = append(wantBase, "peer")
+		}
+		for _, k := range wantBase {
+			if _, ok := row.Baseline[k]; !ok {
+				t.Errorf("%s: baseline_ctx_switches_per_req has no %q: %s", tr, k, out)
+			}
+		}
+		if tr == "tcp" && row.Baseline["bench"]+row.Baseline["peer"] <= 0 {
+			t.Errorf("tcp: the raw baseline's round trips over a socket made no context switch: %v", row.Baseline)
+		}
+	}
+	table := ferry(t, "bench", "--transport", "tcp", "--size", "4KiB", "--duration", "200ms", "--warmup", "20ms")
+	if !strings.Contains(table, "CSW/REQ") || !strings.Contains(table, "context switches per request") ||
+		!strings.Contains(table, "plugin:tcp=") {
+		t.Errorf("the table shows no context switches per request:\n%s", table)
+	}
+}
