@@ -220,8 +220,20 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 	}
 	var inline [8]*progress.Lane
 	w := waiting.Input{Spin: e.cfg.Transfer.Spin, SpinSmall: e.cfg.Transfer.SpinSmall, Small: small, Locked: e.lockedCallers}
+	// A larger batch on one lane spins as long as that lane's larger
+	// batches take, within waiting.BulkSpinMax (waiting.BulkSpin).
+	var bulk *progress.Lane
+	if !small {
+		if _, _, bulk = e.batchLane(b); bulk != nil {
+			w.BulkWait = bulk.BulkWait()
+		}
+	}
+	start := progress.Now()
 	if err := e.tracker.WaitBatch(ctx, b, e.waitLanes(b, inline[:0]), w); err != nil {
 		return e.abandon(ctx, b)
+	}
+	if bulk != nil {
+		bulk.NoteBulkWait(progress.Now() - start)
 	}
 	return nil
 }

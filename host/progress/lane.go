@@ -40,6 +40,9 @@ type Lane struct {
 	// the small batches' waits; see waiting.SmallSpin.
 	smallWait  atomic.Int64
 	smallWaits atomic.Uint32
+	// bulkWait follows the median time (ns) a waiter for a batch that is
+	// not small waits on this lane; see waiting.BulkSpin.
+	bulkWait atomic.Int64
 	// reapPause is how long (ns) the reaper pauses after a short run with
 	// no waiter; see SetReapPause.
 	reapPause atomic.Int64
@@ -494,6 +497,15 @@ func (l *Lane) kickIdle() {
 	}
 }
 
+// BulkWait returns the median time (ns) a wait for a batch that is not
+// small took on this lane (waiting.BulkSpin); NoteBulkWait counts one
+// such wait of d ns taken elsewhere (a Batch waiter whose tasks were all
+// on this lane).
+func (l *Lane) BulkWait() int64 { return l.bulkWait.Load() }
+
+// NoteBulkWait: see BulkWait.
+func (l *Lane) NoteBulkWait(d int64) { l.bulkWait.Store(waiting.Median(l.bulkWait.Load(), d)) }
+
 // SetSpinSmall sets how long WaitOn spins for a small batch; before use.
 func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 
@@ -514,12 +526,16 @@ func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 // the P.
 func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadline int64, small, locked bool) bool {
 	in := waiting.Input{Role: waiting.Lane, Spin: l.spin, SpinSmall: l.spinSmall, Small: small, Deadline: deadline, Locked: locked}
-	timed := false // the wait counts in the lane's median small wait
+	timed := false // the wait counts in the lane's median small (or bulk) wait
+	median := &l.smallWait
 	if small {
 		in.SmallWait, in.SmallWaits = l.smallWait.Load(), l.smallWaits.Add(1)
-		if timed = in.Budget() > 0; timed {
-			in.Start = Now()
-		}
+		timed = in.Budget() > 0
+	} else {
+		median, in.BulkWait, timed = &l.bulkWait, l.bulkWait.Load(), true
+	}
+	if timed {
+		in.Start = Now()
 	}
 	if !l.use() {
 		return done()
@@ -532,7 +548,7 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadli
 			if timed {
 				// Waiters on one lane may race here and lose an update;
 				// the figure only steers a spin.
-				l.smallWait.Store(waiting.Median(l.smallWait.Load(), Now()-in.Start))
+				median.Store(waiting.Median(median.Load(), Now()-in.Start))
 			}
 			return true
 		}

@@ -13,10 +13,13 @@
 //     it spins for its budget from the first empty poll after it last
 //     reaped or slept, then sleeps on the lane's completion ring until
 //     woken or its bound. Its budget is the lane's spin; for a small
-//     batch it is SmallSpin, which follows the lane's median small wait.
+//     batch it is SmallSpin, which follows the lane's median small wait;
+//     for a larger one BulkSpin, twice the lane's median larger wait
+//     within BulkSpinMax.
 //   - Batch: a caller waiting for a batch whose tasks are on several
 //     lanes (progress.Tracker.WaitBatch). It spins for its budget from
-//     the wait's start (a small batch: the larger of spin and spin_small),
+//     the wait's start (a small batch: the larger of spin and spin_small;
+//     a larger one whose tasks are all on one lane: BulkSpin),
 //     polling the lanes, and polling again at once after a poll that
 //     reaped; then it sleeps on the batch's wake until its next deadline
 //     (the batch's earliest; once that has passed, every HeldPoll, so

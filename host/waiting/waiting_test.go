@@ -298,3 +298,43 @@ func TestDecideAllocatesNothing(t *testing.T) {
 		t.Fatalf("Decide allocates %v times a call", n)
 	}
 }
+
+// TestBulkSpin: a larger batch's Lane waiter spins twice the lane's
+// median bulk wait, at least the plain spin and at most BulkSpinMax, and
+// only the plain spin once the median is longer than BulkSpinMax (or
+// unknown).
+func TestBulkSpin(t *testing.T) {
+	const spin = 20 * time.Microsecond
+	for _, c := range []struct {
+		median int64
+		want   time.Duration
+	}{
+		{0, spin},
+		{int64(5 * time.Microsecond), spin},
+		{int64(35 * time.Microsecond), 70 * time.Microsecond},
+		{int64(150 * time.Microsecond), BulkSpinMax},
+		{int64(BulkSpinMax), BulkSpinMax},
+		{int64(BulkSpinMax) + 1, spin},
+		{int64(3500 * time.Microsecond), spin},
+	} {
+		if got := BulkSpin(spin, c.median); got != c.want {
+			t.Errorf("BulkSpin(%v, median %v) = %v, want %v", spin, time.Duration(c.median), got, c.want)
+		}
+	}
+	in := Input{Role: Lane, Spin: spin, BulkWait: int64(35 * time.Microsecond)}
+	if got := in.Budget(); got != 70*time.Microsecond {
+		t.Errorf("a larger batch's Lane waiter: Budget = %v, want BulkSpin's 70us", got)
+	}
+	in.Role = Batch
+	if got := in.Budget(); got != 70*time.Microsecond {
+		t.Errorf("a larger Batch waiter on one lane: Budget = %v, want BulkSpin's 70us", got)
+	}
+	in.BulkWait = 0 // its tasks on several lanes: no median
+	if got := in.Budget(); got != spin {
+		t.Errorf("a larger Batch waiter on several lanes: Budget = %v, want the plain spin", got)
+	}
+	in.Role, in.BulkWait = Reaper, int64(35*time.Microsecond)
+	if got := in.Budget(); got != spin {
+		t.Errorf("a Reaper: Budget = %v, want the plain spin", got)
+	}
+}
