@@ -70,14 +70,14 @@ for kind in "${kinds[@]}"; do
 		mb="metastore {\n  kind = \"http\"\n  url  = \"http://$IPA:7070/metadata\"\n}"
 		;;
 	redis)
-		inA redis-server --bind "$IPA" --port 6390 --protected-mode no --save '' --appendonly no --dir "$d" >"$d/redis.log" 2>&1 &
+		ip netns exec "$A" redis-server --bind "$IPA" --port 6390 --protected-mode no --save '' --appendonly no --dir "$d" >"$d/redis.log" 2>&1 &
 		pids+=($!)
 		wait_for inA redis-cli -h "$IPA" -p 6390 ping
 		ma="metastore {\n  kind    = \"redis\"\n  address = \"$IPA:6390\"\n}"
 		mb=$ma
 		;;
 	etcd)
-		inA etcd --data-dir "$d/etcd" --listen-client-urls "http://$IPA:2390" --advertise-client-urls "http://$IPA:2390" \
+		ip netns exec "$A" etcd --data-dir "$d/etcd" --listen-client-urls "http://$IPA:2390" --advertise-client-urls "http://$IPA:2390" \
 			--listen-peer-urls "http://$IPA:2391" --initial-advertise-peer-urls "http://$IPA:2391" \
 			--initial-cluster "default=http://$IPA:2391" >"$d/etcd.log" 2>&1 &
 		pids+=($!)
@@ -97,7 +97,7 @@ for kind in "${kinds[@]}"; do
 		"$kind" "$BIN" "$work/secret" "$mb" "$IPB" >"$d/b.hcl"
 
 	# A: the receiver, with a buffer peers may write.
-	inA "$BIN/ferry" run --config "$d/a.hcl" --expose 64MiB --log-level warn >"$d/a.out" 2>"$d/a.err" &
+	ip netns exec "$A" "$BIN/ferry" run --config "$d/a.hcl" --expose 64MiB --log-level warn >"$d/a.out" 2>"$d/a.err" &
 	pids+=($!)
 	if ! wait_for grep -q '"control"' "$d/a.out"; then
 		bad "$kind: engine A did not start: $(tail -3 "$d/a.err")"
@@ -107,7 +107,7 @@ for kind in "${kinds[@]}"; do
 
 	# Prometheus in A's namespace, scraping A every second.
 	printf 'global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: ferry\n    static_configs:\n      - targets: ["%s:9464"]\n' "$IPA" >"$d/prom.yml"
-	inA prometheus --config.file="$d/prom.yml" --storage.tsdb.path="$d/prom" --web.listen-address="$IPA:9090" >"$d/prom.log" 2>&1 &
+	ip netns exec "$A" prometheus --config.file="$d/prom.yml" --storage.tsdb.path="$d/prom" --web.listen-address="$IPA:9090" >"$d/prom.log" 2>&1 &
 	pids+=($!)
 	wait_for inA curl -sf "http://$IPA:9090/-/ready" || bad "$kind: prometheus did not start"
 
