@@ -1,10 +1,7 @@
 package cuda_test
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -20,39 +17,9 @@ import (
 var fakeLib, exporter, plugin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ferry-fakecuda-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeLib, exporter = filepath.Join(dir, "libcuda.so.1"), filepath.Join(dir, "fakecuda-export")
-	err = errors.Join(
-		fakelib.Build(fakeLib, true, "testdata/fakecuda.c"),
-		fakelib.Build(exporter, false, "testdata/fakecuda_export.c", "testdata/fakecuda.c"),
-	)
-	bin := ""
-	if err == nil {
-		bin, err = plugintest.BuildBinaries(map[string]string{plugintest.Binaries["ferry-device-cuda"]: "ferry-device-cuda"})
-		plugin = filepath.Join(bin, "ferry-device-cuda")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "cuda tests:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		defer os.RemoveAll(bin)
-		defer func() {
-			if err := goleak.Find(plugintest.IgnoreLogStderr); err != nil {
-				fmt.Fprintln(os.Stderr, "goleak:", err)
-				code = 1
-			}
-		}()
-		code = m.Run()
-	}()
-	os.Exit(code)
+	fakelib.Main(m, fakelib.Setup{Name: "cuda", Lib: "libcuda.so.1", LibSrc: "testdata/fakecuda.c", ExporterSrc: "testdata/fakecuda_export.c",
+		Plugin: "ferry-device-cuda", Leak: []goleak.Option{plugintest.IgnoreLogStderr}},
+		func(b fakelib.Built) { fakeLib, exporter, plugin = b.Lib, b.Exporter, b.Plugin })
 }
 
 // TestConformance runs the device conformance suite against the plugin's

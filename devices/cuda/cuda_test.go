@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ferrydev/ferry/devices/cuda"
 	"github.com/ferrydev/ferry/devices/internal/fakelib"
 	"github.com/ferrydev/ferry/sdk"
@@ -141,25 +139,6 @@ func start(t *testing.T, config string) sdk.Device {
 	return d
 }
 
-// hostMem maps n bytes as the SDK maps a host region (MAP_SHARED).
-func hostMem(t *testing.T, n int) []byte {
-	t.Helper()
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
-}
-
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i)*7 + seed
-	}
-	return b
-}
-
 func TestProbeAndDevices(t *testing.T) {
 	ctx := context.Background()
 	d := cuda.New(cuda.WithLibrary(fakeLib))
@@ -210,11 +189,11 @@ func TestCopyRoundTrip(t *testing.T) {
 	if err := d.Import(ctx, 2, a1.Handle); err != nil {
 		t.Fatal(err)
 	}
-	host := hostMem(t, size)
+	host := fakelib.HostMem(t, size)
 	if err := d.RegisterHost(ctx, sdk.Region{ID: 3, Mem: host}); err != nil {
 		t.Fatal(err)
 	}
-	want := pattern(size/2, 5)
+	want := fakelib.Pattern(size/2, 5)
 	copy(host, want)
 	ch, done := collect()
 	for _, c := range []sdk.DeviceCopy{
@@ -289,7 +268,7 @@ func TestCopyFails(t *testing.T) {
 	if err := d.Import(ctx, 1, a.Handle); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.RegisterHost(ctx, sdk.Region{ID: 2, Mem: hostMem(t, 8192)}); err != nil {
+	if err := d.RegisterHost(ctx, sdk.Region{ID: 2, Mem: fakelib.HostMem(t, 8192)}); err != nil {
 		t.Fatal(err)
 	}
 	ch, done := collect()
@@ -325,8 +304,8 @@ func TestImportLegacyIPC(t *testing.T) {
 	h := sdk.Handle{Type: sdk.HandleCUDAIPC, Device: 0, Data: data, Size: size}
 
 	d := start(t, "")
-	whole := pattern(size, 3)
-	host := hostMem(t, size)
+	whole := fakelib.Pattern(size, 3)
+	host := fakelib.HostMem(t, size)
 	if err := d.RegisterHost(ctx, sdk.Region{ID: 10, Mem: host}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
-	"golang.org/x/sys/unix"
 
 	"github.com/ferrydev/ferry/devices/internal/fakelib"
 	"github.com/ferrydev/ferry/devices/rocm"
@@ -30,39 +26,9 @@ import (
 var fakeLib, exporter, plugin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "ferry-fakehip-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fakeLib, exporter = filepath.Join(dir, "libfakehip.so"), filepath.Join(dir, "fakehip-export")
-	err = errors.Join(
-		fakelib.Build(fakeLib, true, "testdata/fakehip.c"),
-		fakelib.Build(exporter, false, "testdata/fakehip_export.c", "testdata/fakehip.c"),
-	)
-	bin := ""
-	if err == nil {
-		bin, err = plugintest.BuildBinaries(map[string]string{plugintest.Binaries["ferry-device-rocm"]: "ferry-device-rocm"})
-		plugin = filepath.Join(bin, "ferry-device-rocm")
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "rocm tests:", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := 0
-	func() {
-		defer os.RemoveAll(dir)
-		defer os.RemoveAll(bin)
-		defer func() {
-			if err := goleak.Find(); err != nil {
-				fmt.Fprintln(os.Stderr, "goleak:", err)
-				code = 1
-			}
-		}()
-		code = m.Run()
-	}()
-	os.Exit(code)
+	fakelib.Main(m, fakelib.Setup{Name: "hip", Lib: "libfakehip.so", LibSrc: "testdata/fakehip.c", ExporterSrc: "testdata/fakehip_export.c",
+		Plugin: "ferry-device-rocm"},
+		func(b fakelib.Built) { fakeLib, exporter, plugin = b.Lib, b.Exporter, b.Plugin })
 }
 
 // completions records each copy's outcome; a token reported twice fails
@@ -142,25 +108,6 @@ func start(t *testing.T, config string) sdk.Device {
 	return d
 }
 
-// hostMem maps n bytes as the SDK maps a host region (MAP_SHARED).
-func hostMem(t *testing.T, n int) []byte {
-	t.Helper()
-	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(b) })
-	return b
-}
-
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = byte(i)*7 + seed
-	}
-	return b
-}
-
 func TestProbeWithoutLibrary(t *testing.T) {
 	const path = "/nonexistent/libamdhip64.so"
 	r, err := rocm.New(rocm.WithLibrary(path)).Probe(context.Background())
@@ -233,11 +180,11 @@ func TestCopyRoundTrip(t *testing.T) {
 	if err := d.Import(ctx, 2, a1.Handle); err != nil {
 		t.Fatal(err)
 	}
-	host := hostMem(t, size)
+	host := fakelib.HostMem(t, size)
 	if err := d.RegisterHost(ctx, sdk.Region{ID: 3, Mem: host}); err != nil {
 		t.Fatal(err)
 	}
-	want := pattern(size/2, 5)
+	want := fakelib.Pattern(size/2, 5)
 	copy(host, want)
 	done := newCompletions(t)
 	steps := []sdk.DeviceCopy{
@@ -299,11 +246,11 @@ func TestCopyRefused(t *testing.T) {
 	if err := d.Import(ctx, 1, a.Handle); err != nil {
 		t.Fatal(err)
 	}
-	host := hostMem(t, 8192)
+	host := fakelib.HostMem(t, 8192)
 	if err := d.RegisterHost(ctx, sdk.Region{ID: 2, Mem: host}); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.RegisterHost(ctx, sdk.Region{ID: 4, Mem: hostMem(t, 4096)}); err != nil {
+	if err := d.RegisterHost(ctx, sdk.Region{ID: 4, Mem: fakelib.HostMem(t, 4096)}); err != nil {
 		t.Fatal(err)
 	}
 	done := newCompletions(t)
@@ -397,8 +344,8 @@ func TestImportFromAnotherProcess(t *testing.T) {
 	h := sdk.Handle{Type: sdk.HandleHIPIPC, Device: 0, Data: data, Size: size}
 
 	d := start(t, "")
-	whole := pattern(size, 3)
-	host := hostMem(t, size)
+	whole := fakelib.Pattern(size, 3)
+	host := fakelib.HostMem(t, size)
 	if err := d.RegisterHost(ctx, sdk.Region{ID: 10, Mem: host}); err != nil {
 		t.Fatal(err)
 	}
@@ -461,7 +408,7 @@ func TestStop(t *testing.T) {
 	if _, err := d.Allocate(ctx, 0, 4096); err != nil {
 		t.Fatal(err)
 	}
-	if err := d.RegisterHost(ctx, sdk.Region{ID: 2, Mem: hostMem(t, 4096)}); err != nil {
+	if err := d.RegisterHost(ctx, sdk.Region{ID: 2, Mem: fakelib.HostMem(t, 4096)}); err != nil {
 		t.Fatal(err)
 	}
 	done := newCompletions(t)
