@@ -182,15 +182,15 @@ func cmdPlugins(args []string) error {
 	if *engine != "" {
 		var o control.Options
 		var meta *config.Metastore
+		var cfg *config.Config
+		var err error
 		if *cfgPath != "" {
-			cfg, err := loadConfig(*cfgPath, "", "")
-			if err != nil {
+			if cfg, err = loadConfig(*cfgPath, "", ""); err != nil {
 				return err
 			}
 			meta = &cfg.Metastore
 		}
-		var err error
-		if o.Secret, err = dialSecret(*cfgPath); err != nil {
+		if o.Secret, err = dialSecret(cfg); err != nil {
 			return err
 		}
 		addr, err := resolveEngine(context.Background(), *engine, meta, *cfgPath, o.Secret)

@@ -43,10 +43,10 @@ func (f statusFlags) dial() (c *control.Client, addr, name string, err error) {
 	}
 	var o control.Options
 	var meta *config.Metastore
+	var cfg *config.Config
 	where := "--metastore"
 	if *f.config != "" || *f.metastore != "" {
-		cfg, err := loadConfig(*f.config, "", *f.metastore)
-		if err != nil {
+		if cfg, err = loadConfig(*f.config, "", *f.metastore); err != nil {
 			return nil, "", "", err
 		}
 		meta = &cfg.Metastore
@@ -54,7 +54,7 @@ func (f statusFlags) dial() (c *control.Client, addr, name string, err error) {
 			where = *f.config
 		}
 	}
-	if o.Secret, err = dialSecret(*f.config); err != nil {
+	if o.Secret, err = dialSecret(cfg); err != nil {
 		return nil, "", "", err
 	}
 	if addr, err = resolveEngine(context.Background(), *f.engine, meta, where, o.Secret); err != nil {
@@ -74,16 +74,14 @@ const secretHint = "The engine's cluster secret comes from its --config, else fr
 	" names (an engine on the built-in config that started without it has a secret of its own: start it with FERRY_CLUSTER_SECRET_FILE set, here too)"
 
 // dialSecret is the cluster secret to call an engine's control service
-// with: that of the config file at path, else the one
-// $FERRY_CLUSTER_SECRET_FILE names (an engine from the default config has
-// it), else none.
-func dialSecret(path string) ([]byte, error) {
-	cfg := &config.Config{ClusterSecretFile: os.Getenv(config.SecretFileEnv)}
-	if path != "" {
-		var err error
-		if cfg, err = loadConfig(path, "", ""); err != nil {
-			return nil, err
-		}
+// with: that of cfg, loaded by loadConfig from --config (and
+// --metastore), else the one $FERRY_CLUSTER_SECRET_FILE names (an engine
+// from the default config has it), else none. loadConfig gives the
+// built-in config joined to a --metastore no generated secret, so such
+// a cfg has the same as none.
+func dialSecret(cfg *config.Config) ([]byte, error) {
+	if cfg == nil {
+		cfg = &config.Config{ClusterSecretFile: os.Getenv(config.SecretFileEnv)}
 	}
 	return host.ClusterSecret(cfg)
 }
