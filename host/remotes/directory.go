@@ -153,10 +153,7 @@ const recheckTimeout = 2 * time.Second
 // gives a handle to its new life; where the metastore's watch got there
 // first, the handle is retired already and the fetch finds the same.
 func (d *Directory) Recheck(ctx context.Context, h *Handle) string {
-	name := h.Name
-	if d.fetch.Store == nil {
-		name = h.Desc.Control // peer-to-peer: ask the peer itself
-	}
+	name := d.source(h)
 	if name == "" {
 		return ""
 	}
@@ -196,10 +193,7 @@ func (d *Directory) Reread(ctx context.Context, h *Handle) (bool, error) {
 	if h.Imported || h.Retired != "" {
 		return false, nil
 	}
-	name := h.Name
-	if d.fetch.Store == nil {
-		name = h.Desc.Control
-	}
+	name := d.source(h)
 	if name == "" {
 		return false, nil
 	}
@@ -225,6 +219,16 @@ func (d *Directory) Reread(ctx context.Context, h *Handle) (bool, error) {
 		return true, nil
 	}
 	return false, nil
+}
+
+// source is what Fetch reads h's descriptor again by: its segment name in
+// the metastore, or in peer-to-peer mode the peer's control address
+// (the peer is asked itself); "" when there is none.
+func (d *Directory) source(h *Handle) string {
+	if d.fetch.Store == nil {
+		return h.Desc.Control
+	}
+	return h.Name
 }
 
 // stale reports whether desc, read from the metastore, is older than the
