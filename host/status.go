@@ -245,13 +245,7 @@ type PluginStatus struct {
 // ServedStatus is the traffic a plugin served one peer (its engine name)
 // on one rail (its index in the plugin's Rails), of one op: "write" (the
 // peer wrote into this engine) or "read" (it read from it).
-type ServedStatus struct {
-	Peer     string `json:"peer"`
-	Rail     int    `json:"rail"`
-	Op       string `json:"op"`
-	Requests uint64 `json:"requests"`
-	Bytes    uint64 `json:"bytes"`
-}
+type ServedStatus = metrics.Served
 
 // UpgradeStatus is what a plugin's latest live upgrade did.
 type UpgradeStatus struct {
@@ -301,11 +295,8 @@ func pluginStatuses(ctx context.Context, ps []*path.Plugin, ask bool) []PluginSt
 			UnknownCompletions: st.Violations.Unknown, DuplicateCompletions: st.Violations.Duplicate, OverlongCompletions: st.Violations.Overlong,
 			Outstanding: st.Outstanding, LastExit: st.LastExit, Rails: st.Rails, Counters: counters,
 			Upgrade: upgradeStatus(st.Upgrade), Upgrades: st.Upgrades, UpgradesFailed: st.UpgradesFailed, Draining: st.Draining,
-			ServedKnown: known,
+			Served: served, ServedKnown: known,
 		})
-		for _, v := range served {
-			out[len(out)-1].Served = append(out[len(out)-1].Served, ServedStatus(v))
-		}
 	}
 	return out
 }

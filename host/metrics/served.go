@@ -22,11 +22,11 @@ import (
 // op: "write" (the peer wrote into this engine) or "read" (it read from
 // it).
 type Served struct {
-	Peer     string
-	Rail     int
-	Op       string
-	Requests uint64
-	Bytes    uint64
+	Peer     string `json:"peer"`
+	Rail     int    `json:"rail"`
+	Op       string `json:"op"`
+	Requests uint64 `json:"requests"`
+	Bytes    uint64 `json:"bytes"`
 }
 
 // SplitServed takes the served counters out of a plugin's counters. It
