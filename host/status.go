@@ -247,34 +247,16 @@ type PluginStatus struct {
 // peer wrote into this engine) or "read" (it read from it).
 type ServedStatus = metrics.Served
 
-// UpgradeStatus is what a plugin's latest live upgrade did.
-type UpgradeStatus struct {
-	// State is "starting", "draining" (the new binary serves; the old
-	// one finishes its work), "done", or "failed" (the new binary did
-	// not start: the old one still serves, and Reason says why).
-	State  string `json:"state"`
-	From   string `json:"from"` // the old binary's path
-	To     string `json:"to"`   // the new one's
-	SHA256 string `json:"sha256,omitempty"`
-	Reason string `json:"reason,omitempty"`
-	OldPID int    `json:"old_pid"`
-	NewPID int    `json:"new_pid,omitempty"`
-	// Drain says how the old run ended: "drain" (the plugin's Drain),
-	// "waited" (no new work, then its lanes emptied), "bound" (its
-	// remaining work failed over to the new run past the bound; Held
-	// descriptors).
-	Drain   string    `json:"drain,omitempty"`
-	Held    int64     `json:"held,omitempty"`
-	Started time.Time `json:"started"`
-	Done    time.Time `json:"done,omitempty"`
-}
+// UpgradeStatus is what a plugin's latest live upgrade did
+// (supervisor.UpgradeStatus, which documents its fields).
+type UpgradeStatus = supervisor.UpgradeStatus
 
 func upgradeStatus(u *supervisor.UpgradeStatus) *UpgradeStatus {
 	if u == nil {
 		return nil
 	}
-	return &UpgradeStatus{State: u.State, From: u.From, To: u.To, SHA256: u.SHA256, Reason: u.Reason, OldPID: u.OldPID, NewPID: u.NewPID,
-		Drain: u.Drain, Held: u.Held, Started: u.Started, Done: u.Done}
+	c := *u // the caller's copy, not the supervisor's
+	return &c
 }
 
 // pluginStatuses reports every configured plugin; ask says to ask the

@@ -52,21 +52,24 @@ type UpgradeStatus struct {
 	// State is "starting" (the new run is being launched and replayed),
 	// "draining" (the new run serves; the old one finishes its work),
 	// "done" or "failed" (the old run still serves; Reason says why).
-	State    string
-	From, To string // the binaries' paths
-	SHA256   string // the new binary's, as started
-	Reason   string
+	State  string `json:"state"`
+	From   string `json:"from"`             // the old binary's path
+	To     string `json:"to"`               // the new one's
+	SHA256 string `json:"sha256,omitempty"` // the new binary's, as started
+	Reason string `json:"reason,omitempty"`
 	// OldPID is the old run's process; NewPID the new one's, 0 when it
 	// did not start.
-	OldPID, NewPID int
+	OldPID int `json:"old_pid"`
+	NewPID int `json:"new_pid,omitempty"`
 	// Drain says how the old run was drained: "drain" (the plugin's
 	// Drain), "waited" (no new work, then its lanes waited for),
 	// "bound" (past the bound its remaining work was failed over).
-	Drain string
+	Drain string `json:"drain,omitempty"`
 	// Held is how many descriptors the old run still held when it was
 	// stopped (failed over, past the bound); 0 when it drained.
-	Held          int64
-	Started, Done time.Time
+	Held    int64     `json:"held,omitempty"`
+	Started time.Time `json:"started"`
+	Done    time.Time `json:"done,omitempty"`
 }
 
 // UpgradeResult is an upgrade's outcome as Set.Upgrade's caller sees it.
