@@ -21,38 +21,7 @@
 #include <unistd.h>
 
 #include "ferry.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);         \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, " (last error: %s)\n", ferry_last_error()); \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
-
-#define MUST(call)                                                           \
-    do {                                                                     \
-        int rc_ = (call);                                                    \
-        if (rc_ != FERRY_OK) {                                               \
-            fprintf(stderr, "FAIL %s:%d: %s = %s: %s\n", __FILE__, __LINE__, \
-                    #call, ferry_error_name(rc_), ferry_last_error());       \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
-
-/* EXPECT checks that call returns code with a message containing says. */
-#define EXPECT(code, says, call)                                                   \
-    do {                                                                           \
-        int rc_ = (call);                                                          \
-        CHECK(rc_ == (code), "%s = %s, want %s", #call, ferry_error_name(rc_),     \
-              ferry_error_name(code));                                             \
-        CHECK(strstr(ferry_last_error(), (says)) != NULL, "%s: message lacks %s", \
-              #call, (says));                                                      \
-    } while (0)
+#include "check.h"
 
 enum { N = (3 << 20) + 4099, ALLOC = 4 << 20 };
 
@@ -164,30 +133,30 @@ int main(void) {
      * each fails, names what failed, and registers nothing. */
     MUST(ferry_unregister_device(a, src.addr));
     static uint8_t hostbuf[4096];
-    EXPECT(FERRY_ERR_INVALID, "not device memory",
+    EXPECT_SAYS(FERRY_ERR_INVALID, "not device memory",
            ferry_register_device(a, hostbuf, sizeof hostbuf, "cuda", FERRY_PERM_LOCAL, NULL, NULL));
-    EXPECT(FERRY_ERR_INVALID, "is on cuda:0",
+    EXPECT_SAYS(FERRY_ERR_INVALID, "is on cuda:0",
            ferry_register_device(a, src.addr, 4096, "cuda:1", FERRY_PERM_LOCAL, NULL, NULL));
-    EXPECT(FERRY_ERR_UNAVAILABLE, "no device plugin serves rocm",
+    EXPECT_SAYS(FERRY_ERR_UNAVAILABLE, "no device plugin serves rocm",
            ferry_register_device(a, src.addr, 4096, "rocm", FERRY_PERM_LOCAL, NULL, NULL));
-    EXPECT(FERRY_ERR_INVALID, "want cuda, rocm",
+    EXPECT_SAYS(FERRY_ERR_INVALID, "want cuda, rocm",
            ferry_register_device(a, src.addr, 4096, "tpu:0", FERRY_PERM_LOCAL, NULL, NULL));
-    EXPECT(FERRY_ERR_INVALID, "NULL", ferry_register_device(a, NULL, 4096, "cuda", FERRY_PERM_LOCAL, NULL, NULL));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "NULL", ferry_register_device(a, NULL, 4096, "cuda", FERRY_PERM_LOCAL, NULL, NULL));
     ferry_device_handle_t bad = src.handle;
     bad.data_len = 0;
-    EXPECT(FERRY_ERR_INVALID, "data_len",
+    EXPECT_SAYS(FERRY_ERR_INVALID, "data_len",
            ferry_register_device(a, src.addr, ALLOC, "cuda:0", FERRY_PERM_LOCAL, &bad, NULL));
     bad = src.handle;
-    EXPECT(FERRY_ERR_INVALID, "handle->length",
+    EXPECT_SAYS(FERRY_ERR_INVALID, "handle->length",
            ferry_register_device(a, src.addr, 4096, "cuda:0", FERRY_PERM_LOCAL, &bad, NULL));
     ferry_device_memory_t none;
-    EXPECT(FERRY_ERR_UNAVAILABLE, "rocm", ferry_allocate_device(a, "rocm", 4096, &none));
-    EXPECT(FERRY_ERR_INVALID, "ferry_allocate_device", ferry_free_device(a, hostbuf));
+    EXPECT_SAYS(FERRY_ERR_UNAVAILABLE, "rocm", ferry_allocate_device(a, "rocm", 4096, &none));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "ferry_allocate_device", ferry_free_device(a, hostbuf));
 
     /* Unregister (both calls do it) and free. */
     MUST(ferry_unregister(a, back.addr));
     MUST(ferry_unregister(b, dst.addr));
-    EXPECT(FERRY_ERR_NOT_REGISTERED, "", ferry_unregister_device(a, src.addr));
+    EXPECT_SAYS(FERRY_ERR_NOT_REGISTERED, "", ferry_unregister_device(a, src.addr));
     MUST(ferry_free_device(a, src.addr));
     MUST(ferry_free_device(a, back.addr));
     MUST(ferry_free_device(b, dst.addr));

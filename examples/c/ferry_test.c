@@ -21,29 +21,7 @@
 #include <unistd.h>
 
 #include "ferry.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);         \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, " (last error: %s)\n", ferry_last_error()); \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
-
-/* MUST stops the run: what follows depends on it. */
-#define MUST(call)                                                           \
-    do {                                                                     \
-        int rc_ = (call);                                                    \
-        if (rc_ != FERRY_OK) {                                               \
-            fprintf(stderr, "FAIL %s:%d: %s = %s: %s\n", __FILE__, __LINE__, \
-                    #call, ferry_error_name(rc_), ferry_last_error());       \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
+#include "check.h"
 
 /* EXPECT checks that call returns code with a message that says
  * something. */

@@ -20,38 +20,7 @@
 #include <unistd.h>
 
 #include "ferry.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                 \
-    do {                                                                 \
-        if (!(cond)) {                                                   \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);         \
-            fprintf(stderr, __VA_ARGS__);                                \
-            fprintf(stderr, " (last error: %s)\n", ferry_last_error()); \
-            failures++;                                                  \
-        }                                                                \
-    } while (0)
-
-#define MUST(call)                                                           \
-    do {                                                                     \
-        int rc_ = (call);                                                    \
-        if (rc_ != FERRY_OK) {                                               \
-            fprintf(stderr, "FAIL %s:%d: %s = %s: %s\n", __FILE__, __LINE__, \
-                    #call, ferry_error_name(rc_), ferry_last_error());       \
-            exit(1);                                                         \
-        }                                                                    \
-    } while (0)
-
-/* EXPECT checks that call returns code with a message containing want. */
-#define EXPECT(code, want, call)                                                            \
-    do {                                                                                    \
-        int rc_ = (call);                                                                   \
-        CHECK(rc_ == (code), "%s = %s, want %s", #call, ferry_error_name(rc_),              \
-              ferry_error_name(code));                                                      \
-        CHECK(strstr(ferry_last_error(), (want)) != NULL, "%s: message lacks \"%s\"", #call, \
-              (want));                                                                      \
-    } while (0)
+#include "check.h"
 
 enum { CHUNK = 1 << 16 };
 
@@ -208,18 +177,18 @@ int main(void) {
     after(&t, 3, "before any upgrade");
 
     /* Bad arguments: refused before anything starts. */
-    EXPECT(FERRY_ERR_INVALID, "name is NULL", ferry_upgrade_plugin(a, NULL, copy, sum, 0));
-    EXPECT(FERRY_ERR_INVALID, "name is NULL", ferry_upgrade_plugin(a, "", copy, sum, 0));
-    EXPECT(FERRY_ERR_INVALID, "has no plugin \"nosuch\"", ferry_upgrade_plugin(a, "nosuch", copy, NULL, 0));
-    EXPECT(FERRY_ERR_INVALID, "not 64 hex digits", ferry_upgrade_plugin(a, "tcp", copy, "abc", 0));
-    EXPECT(FERRY_ERR_INVALID, "drain_ms", ferry_upgrade_plugin(a, "tcp", copy, NULL, UINT64_MAX));
-    EXPECT(FERRY_ERR_INVALID, "unknown engine handle", ferry_upgrade_plugin(a + 1000, "tcp", copy, NULL, 0));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "name is NULL", ferry_upgrade_plugin(a, NULL, copy, sum, 0));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "name is NULL", ferry_upgrade_plugin(a, "", copy, sum, 0));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "has no plugin \"nosuch\"", ferry_upgrade_plugin(a, "nosuch", copy, NULL, 0));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "not 64 hex digits", ferry_upgrade_plugin(a, "tcp", copy, "abc", 0));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "drain_ms", ferry_upgrade_plugin(a, "tcp", copy, NULL, UINT64_MAX));
+    EXPECT_SAYS(FERRY_ERR_INVALID, "unknown engine handle", ferry_upgrade_plugin(a + 1000, "tcp", copy, NULL, 0));
 
     /* Binaries that cannot serve: the old plugin serves on. */
-    EXPECT(FERRY_ERR_PLUGIN_FAILED, missing, ferry_upgrade_plugin(a, "tcp", missing, NULL, 5000));
+    EXPECT_SAYS(FERRY_ERR_PLUGIN_FAILED, missing, ferry_upgrade_plugin(a, "tcp", missing, NULL, 5000));
     printf("missing binary: %s\n", ferry_last_error());
     after(&t, 3, "after the upgrade to a missing binary");
-    EXPECT(FERRY_ERR_PLUGIN_FAILED, "checksum mismatch", ferry_upgrade_plugin(a, "tcp", copy, bad_sum, 5000));
+    EXPECT_SAYS(FERRY_ERR_PLUGIN_FAILED, "checksum mismatch", ferry_upgrade_plugin(a, "tcp", copy, bad_sum, 5000));
     printf("wrong sha256: %s\n", ferry_last_error());
     after(&t, 3, "after the upgrade with a wrong sha256");
 
@@ -236,7 +205,7 @@ int main(void) {
     long rounds = atomic_load(&t.rounds);
 
     MUST(ferry_destroy_engine(a));
-    EXPECT(FERRY_ERR_CLOSED, "destroyed", ferry_upgrade_plugin(a, "tcp", copy, sum, 0));
+    EXPECT_SAYS(FERRY_ERR_CLOSED, "destroyed", ferry_upgrade_plugin(a, "tcp", copy, sum, 0));
     MUST(ferry_destroy_engine(target));
     unlink(copy);
     rmdir(tmpl);
