@@ -1,14 +1,10 @@
 package cuda_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +12,6 @@ import (
 	"github.com/ferrydev/ferry/devices/cuda"
 	"github.com/ferrydev/ferry/devices/internal/fakelib"
 	"github.com/ferrydev/ferry/sdk"
-	"github.com/ferrydev/ferry/sdk/plugintest"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
@@ -289,19 +284,8 @@ func TestCopyFails(t *testing.T) {
 func TestImportLegacyIPC(t *testing.T) {
 	ctx := context.Background()
 	const size = 65536
-	cmd := exec.Command(exporter, fmt.Sprint(size))
-	cmd.Stderr = os.Stderr
-	stdin, stdout := plugintest.StartPiped(t, cmd)
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatalf("exporter printed no handle: %v", lines.Err())
-	}
-	data, err := hex.DecodeString(lines.Text())
-	if err != nil || len(data) != 64 {
-		t.Fatalf("exporter's handle %q: %v", lines.Text(), err)
-	}
-	h := sdk.Handle{Type: sdk.HandleCUDAIPC, Device: 0, Data: data, Size: size}
+	x := fakelib.StartExporter(t, exporter, size)
+	h := sdk.Handle{Type: sdk.HandleCUDAIPC, Device: 0, Data: x.Handle, Size: size}
 
 	d := start(t, "")
 	whole := fakelib.Pattern(size, 3)
@@ -328,10 +312,7 @@ func TestImportLegacyIPC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fmt.Fprintln(stdin, "free")
-	if !lines.Scan() || lines.Text() != "freed" {
-		t.Fatalf("exporter did not free: %q %v", lines.Text(), lines.Err())
-	}
+	x.Free(t)
 	if err := d.Import(ctx, 3, h1); !errors.Is(err, sdk.ErrStaleHandle) {
 		t.Fatalf("Import after the exporter freed: %v, want ErrStaleHandle", err)
 	}

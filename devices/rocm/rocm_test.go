@@ -1,14 +1,11 @@
 package rocm_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -319,29 +316,8 @@ func TestImportErrors(t *testing.T) {
 func TestImportFromAnotherProcess(t *testing.T) {
 	ctx := context.Background()
 	const size = 65536
-	cmd := exec.Command(exporter, fmt.Sprint(size))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() {
-		t.Fatalf("exporter printed no handle: %v", lines.Err())
-	}
-	data, err := hex.DecodeString(lines.Text())
-	if err != nil || len(data) != 64 {
-		t.Fatalf("exporter's handle %q: %v", lines.Text(), err)
-	}
-	h := sdk.Handle{Type: sdk.HandleHIPIPC, Device: 0, Data: data, Size: size}
+	x := fakelib.StartExporter(t, exporter, size)
+	h := sdk.Handle{Type: sdk.HandleHIPIPC, Device: 0, Data: x.Handle, Size: size}
 
 	d := start(t, "")
 	whole := fakelib.Pattern(size, 3)
@@ -383,10 +359,7 @@ func TestImportFromAnotherProcess(t *testing.T) {
 		t.Fatalf("fake runtime holds %d objects after the last Unimport, want 1 (the registration)", n)
 	}
 
-	fmt.Fprintln(stdin, "free")
-	if !lines.Scan() || lines.Text() != "freed" {
-		t.Fatalf("exporter did not free: %q %v", lines.Text(), lines.Err())
-	}
+	x.Free(t)
 	if err := d.Import(ctx, 3, h1); !errors.Is(err, sdk.ErrStaleHandle) {
 		t.Fatalf("Import after the exporter freed: %v, want ErrStaleHandle", err)
 	}

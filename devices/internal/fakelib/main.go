@@ -1,9 +1,13 @@
 package fakelib
 
 import (
+	"bufio"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 
@@ -87,4 +91,43 @@ func Pattern(n int, seed byte) []byte {
 		b[i] = byte(i)*7 + seed
 	}
 	return b
+}
+
+// Exporter is a FAKE library's exporter program (testdata/fake*_export.c)
+// running: it allocated device memory in its own process and printed its
+// IPC handle, and frees it when told (Free).
+type Exporter struct {
+	// Handle is the IPC handle it printed (64 bytes).
+	Handle []byte
+	in     io.WriteCloser
+	lines  *bufio.Scanner
+}
+
+// StartExporter runs the exporter at path over size bytes and reads its
+// handle; the process is ended when the test ends.
+func StartExporter(t *testing.T, path string, size int) *Exporter {
+	t.Helper()
+	cmd := exec.Command(path, fmt.Sprint(size))
+	cmd.Stderr = os.Stderr
+	in, out := plugintest.StartPiped(t, cmd)
+	t.Cleanup(func() { in.Close(); cmd.Wait() })
+	x := &Exporter{in: in, lines: bufio.NewScanner(out)}
+	if !x.lines.Scan() {
+		t.Fatalf("exporter printed no handle: %v", x.lines.Err())
+	}
+	data, err := hex.DecodeString(x.lines.Text())
+	if err != nil || len(data) != 64 {
+		t.Fatalf("exporter's handle %q: %v", x.lines.Text(), err)
+	}
+	x.Handle = data
+	return x
+}
+
+// Free has the exporter free its memory, and waits until it has.
+func (x *Exporter) Free(t *testing.T) {
+	t.Helper()
+	fmt.Fprintln(x.in, "free")
+	if !x.lines.Scan() || x.lines.Text() != "freed" {
+		t.Fatalf("exporter did not free: %q %v", x.lines.Text(), x.lines.Err())
+	}
 }
