@@ -88,7 +88,10 @@ func live(t *testing.T) int {
 func start(t *testing.T, config string) sdk.Device {
 	t.Helper()
 	ctx := context.Background()
-	before := live(t)
+	before, err := fakelib.Live(fakeLib, "fakehip_live")
+	if err != nil && !errors.Is(err, fakelib.ErrNotLoaded) { // not loaded yet (the test runs alone): nothing held
+		t.Fatal(err)
+	}
 	d := rocm.New()
 	cfg := fmt.Sprintf("library = %q\n%s", fakeLib, config)
 	if err := d.Start(ctx, sdk.StartConfig{Engine: "test", Config: []byte(cfg)}); err != nil {

@@ -22,6 +22,7 @@ static int call_live(const char *path, const char *sym) {
 import "C"
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"unsafe"
@@ -46,6 +47,10 @@ func Build(out string, shared bool, srcs ...string) error {
 	return nil
 }
 
+// ErrNotLoaded is Live's error for a library this process has not
+// loaded (yet): it holds nothing.
+var ErrNotLoaded = errors.New("not loaded in this process")
+
 // Live calls the fake library's live-object counter sym (what is still
 // allocated, opened or registered) in the copy of path this process
 // already loaded.
@@ -55,7 +60,7 @@ func Live(path, sym string) (int, error) {
 	defer C.free(unsafe.Pointer(cs))
 	switch n := int(C.call_live(cp, cs)); n {
 	case -1:
-		return 0, fmt.Errorf("%s is not loaded in this process", path)
+		return 0, fmt.Errorf("%s: %w", path, ErrNotLoaded)
 	case -2:
 		return 0, fmt.Errorf("%s has no %s", path, sym)
 	default:
