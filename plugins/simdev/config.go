@@ -13,7 +13,7 @@ const (
 	DefaultDevices = 2
 	DefaultMemory  = 1 << 30
 	maxDevices     = 64
-	maxMemory      = 1 << 40 // the size of one device's address range
+	maxMemory      = 256 << 30 // the size of one device's address range
 )
 
 // settings is the config block decoded and checked.

@@ -18,9 +18,14 @@ import (
 const Version = "0.1.0"
 
 // Simulated device addresses: device d's range starts at addrBase +
-// d*maxMemory. The numbers look like a GPU's and are never mapped here.
+// d*maxMemory, all 64 ranges within [0x4000_0000_0000, 0x5000_0000_0000).
+// No process maps there: the kernel places mmaps top-down from below
+// 0x7fff_ffff_ffff (where a range at 0x7f00_0000_0000 once met a Python
+// process's library and read as host memory), PIE binaries and their
+// heap sit at 0x55.., and the race detector's shadow and meta ranges end
+// at 0x4000_0000_0000 (what lies between them it reserves unreadable).
 const (
-	addrBase  = 0x7e00_0000_0000
+	addrBase  = 0x4000_0000_0000
 	addrAlign = 2 << 20 // cudaMalloc's granularity
 )
 

@@ -10,7 +10,7 @@
 //
 //	config {
 //	  devices        = 2         # simulated devices; default 2, at most 64
-//	  memory         = "1GiB"    # per device; default 1GiB, at most 1TiB
+//	  memory         = "1GiB"    # per device; default 1GiB, at most 256GiB
 //	  copy_bandwidth = "2GB/s"   # Copy's throughput, all copies together; default unlimited
 //	}
 //
@@ -20,7 +20,7 @@
 // Memory. Each Allocate makes a memfd of its own, named
 // "ferry-simdev-<allocation id>", sealed against growing and shrinking and
 // mapped in this process. Its address comes from device d's simulated
-// range, starting at 0x7e00_0000_0000 + d * 1TiB, 2 MiB aligned: numbers
+// range, starting at 0x4000_0000_0000 + d * 256GiB, 2 MiB aligned: numbers
 // that look like a GPU's and that no process can dereference. Identify
 // answers for ranges inside a live allocation, whatever the pid (the
 // simulated device owns its address space, as a driver does), and
