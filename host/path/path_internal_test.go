@@ -64,3 +64,51 @@ func TestQoSWatcherBatchesTheMeter(t *testing.T) {
 type dropEvents struct{}
 
 func (dropEvents) Observe(observe.Event) {}
+
+// TestRouteMemoTakesOnlyTheSameFacts: a request of the same call takes
+// the previous one's route only when every fact the selector reads of it
+// is the same; any one differing asks the selector again.
+func TestRouteMemoTakesOnlyTheSameFacts(t *testing.T) {
+	remA, remB := &remote{Name: "a"}, &remote{Name: "b"}
+	shm, tcp := &Plugin{name: "shm"}, &Plugin{name: "tcp"}
+	first := func() *task {
+		return &task{rem: remA, rec: &taskRecord{req: Request{Op: Write, Local: make([]byte, 4096), Priority: PriorityNormal}},
+			rt: routed{lreg: 1, rreg: 7}}
+	}
+	var m routeMemo
+	if m.take(first()) {
+		t.Fatal("an empty memo gave a route")
+	}
+	t0 := first()
+	t0.rt.ps, t0.rt.policy = shm, 2
+	m.keep(t0)
+	if same := first(); !m.take(same) || same.rt.ps != shm || same.rt.policy != 2 {
+		t.Fatalf("the same facts: route %+v, want shm under policy 2", same.rt)
+	}
+	for name, change := range map[string]func(*task){
+		"segment":  func(x *task) { x.rem = remB },
+		"op":       func(x *task) { x.rec.req.Op = Read },
+		"size":     func(x *task) { x.rec.req.Local = make([]byte, 8192) },
+		"priority": func(x *task) { x.rec.req.Priority = PriorityHigh },
+		"intent":   func(x *task) { x.rec.req.Intent = "kv" },
+		"policy":   func(x *task) { x.rec.req.Policy = "bulk" },
+		"hint":     func(x *task) { x.rec.req.Transport = "tcp" },
+		"local":    func(x *task) { x.rt.lreg = 2 },
+		"remote":   func(x *task) { x.rt.rreg = 8 },
+	} {
+		x := first()
+		change(x)
+		if m.take(x) {
+			t.Errorf("a request whose %s differs took the remembered route", name)
+		}
+		if x.rt.ps != nil {
+			t.Errorf("a request whose %s differs: route set to %q", name, x.rt.ps.name)
+		}
+	}
+	t1 := first()
+	t1.rec.req.Transport, t1.rt.ps = "tcp", tcp
+	m.keep(t1)
+	if x := first(); m.take(x) {
+		t.Error("the memo kept the first route after a second was kept")
+	}
+}

@@ -130,7 +130,7 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 	}
 	if from <= stageRoute {
 		if t.retry != nil || t.rt.ps == nil || watched {
-			if !e.routeStage(t) {
+			if !e.routeStage(t, sc) {
 				return false
 			}
 		} else {
@@ -244,21 +244,26 @@ func (e *Executor) admitStage(t *task, sc *submitCtx) bool {
 }
 
 // routeStage picks t's plugin (host/selector), unless its call routed
-// it; a failover's attempt goes to the decider's transport.
-func (e *Executor) routeStage(t *task) bool {
+// it; a failover's attempt goes to the decider's transport. A request
+// whose facts are the previous one's in the same call takes that one's
+// route (routeMemo).
+func (e *Executor) routeStage(t *task, sc *submitCtx) bool {
 	r := &t.rec.req
 	if t.retry != nil {
 		return e.retryRoute(t)
 	}
 	if t.rt.ps == nil {
-		ps, policy, staged, err := e.chooseOrStage(r, t.rem, uint64(len(r.Local)))
-		if err != nil {
-			if !e.awaitPin(t.b, t.i, r, t.rem, t.rec, err) {
-				e.refuse(t, err)
+		if !sc.route.take(t) {
+			ps, policy, staged, err := e.chooseOrStage(r, t.rem, uint64(len(r.Local)))
+			if err != nil {
+				if !e.awaitPin(t.b, t.i, r, t.rem, t.rec, err) {
+					e.refuse(t, err)
+				}
+				return false
 			}
-			return false
+			t.rt.ps, t.rt.policy, t.rt.staged = ps, policy, staged
+			sc.route.keep(t)
 		}
-		t.rt.ps, t.rt.policy, t.rt.staged = ps, policy, staged
 	}
 	t.rec.hist.Tried = 1 << t.rt.ps.idx
 	e.note(t.b, t.i, observe.Routed, t.rt.ps.idx, 0, nil)

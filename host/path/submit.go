@@ -61,6 +61,8 @@ type submitCtx struct {
 	// admitted counts the requests the qos queue let go at once, for
 	// their tenants (admit.go's hold; flushQueued).
 	admitted admission.Tally
+	// route is the previous request's route (routeMemo).
+	route routeMemo
 	// waiter: the caller waits on the batch's lanes itself right after
 	// the call (runBatch's Wait of a small batch enters them), so its
 	// publications leave a reaper standing by (Lane.EndWaited).
