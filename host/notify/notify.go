@@ -429,7 +429,7 @@ func (s *Service) settler() {
 // for a batch after canceling it and before the batch can be reused, so
 // a submission is always decided on its own tasks.
 func (s *Service) Settle(b *progress.Batch) {
-	now := progress.Now()
+	var now int64 // read for the first submission looked at: most batches have none
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	keep := s.pending[:0]
@@ -437,6 +437,9 @@ func (s *Service) Settle(b *progress.Batch) {
 		if b != nil && p.b != b {
 			keep = append(keep, p)
 			continue
+		}
+		if now == 0 {
+			now = progress.Now()
 		}
 		ended, completed := true, true
 		for i := p.start; i < p.end; i++ {

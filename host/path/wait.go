@@ -154,10 +154,12 @@ func (e *Executor) BatchStatus(id BatchID) (BatchStatus, error) {
 	if id.b == nil {
 		return BatchStatus{}, fmt.Errorf("%w: zero BatchID", ErrInvalid)
 	}
-	now := progress.Now()
-	if !id.b.Done(now) {
-		e.reapBatch(id.b) // the caller polls: see reapTask
-		now = progress.Now()
+	var now int64 // read only when a task is pending: Done(0) expires nothing
+	if !id.b.Done(0) {
+		if now = progress.Now(); !id.b.Done(now) {
+			e.reapBatch(id.b) // the caller polls: see reapTask
+			now = progress.Now()
+		}
 	}
 	var s BatchStatus
 	s.Tasks = id.b.Len()
@@ -202,8 +204,7 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 		// lands here. (A task of it that fails over to another plugin
 		// meanwhile is reaped there; WaitOn sees the batch done within
 		// its sleep's bound.)
-		done := func() bool { return b.Done(deadlineClock(b)) }
-		for !l.WaitOn(e.tracker, done, ctx.Done(), b.MinDeadline(), small, e.lockedCallers) {
+		for !l.WaitOn(e.tracker, b.Done, ctx.Done(), b.MinDeadline(), small, e.lockedCallers) {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}
@@ -211,11 +212,8 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 				break // the plugin died: its tasks are failed; wait for that below
 			}
 		}
-		if done() {
-			return nil
-		}
 	}
-	if b.Done(progress.Now()) {
+	if b.Done(0) || b.Done(progress.Now()) {
 		return nil
 	}
 	var inline [8]*progress.Lane
@@ -236,16 +234,6 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 		bulk.NoteBulkWait(progress.Now() - start)
 	}
 	return nil
-}
-
-// deadlineClock returns the time for b.Done: now when a task of b has a
-// deadline, else 0, sparing the clock read (a noticeable share of a
-// small request's cost on some machines).
-func deadlineClock(b *progress.Batch) int64 {
-	if b.MinDeadline() == 0 {
-		return 0
-	}
-	return progress.Now()
 }
 
 // heldPoll is how often a waiter looks at the deadlines of a batch whose

@@ -32,7 +32,7 @@ func TestLaneUsableAfterClose(t *testing.T) {
 	in, out := make(chan struct{}), make(chan bool)
 	go func() {
 		close(in)
-		out <- l.WaitOn(tr, func() bool { return b.Done(Now()) }, nil, 0, false, false)
+		out <- l.WaitOn(tr, func(int64) bool { return b.Done(Now()) }, nil, 0, false, false)
 	}()
 	<-in
 	for l.users.Load() == 0 { // inside WaitOn
@@ -66,7 +66,7 @@ func TestLaneUsableAfterClose(t *testing.T) {
 	l.End()
 	l.Begin()
 	l.EndWaited()
-	if l.WaitOn(tr, func() bool { return false }, nil, 0, true, false) {
+	if l.WaitOn(tr, func(int64) bool { return false }, nil, 0, true, false) {
 		t.Error("WaitOn on a closed lane reported done")
 	}
 	if n := l.Poll(tr); n != 0 {

@@ -514,7 +514,13 @@ func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 // none), or, when that has passed already, waiting.HeldPoll after the
 // wait began. It polls, then sleeps on the completion ring itself, so
 // that the plugin's wakeup lands on the goroutine that waits. It returns
-// done(). What it does between polls is waiting.Decide's (role Lane).
+// done's answer. What it does between polls is waiting.Decide's (role
+// Lane).
+//
+// done is given the wait's latest clock reading (unix ns, as Now; 0
+// before the wait read the clock), with which it may expire the tasks
+// whose deadline passed; it may be a few microseconds old, and the wait
+// gives done a fresh one when it ends at its bound.
 //
 // small says the batch waited for is small: WaitOn then spins for the
 // lane's small-batch budget (SetSpinSmall) before it sleeps, provided the
@@ -524,7 +530,7 @@ func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 // locked says the calling goroutine is locked to its OS thread (a call
 // from C): its spin then yields only the thread (ring.YieldThread), never
 // the P.
-func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadline int64, small, locked bool) bool {
+func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{}, deadline int64, small, locked bool) bool {
 	in := waiting.Input{Role: waiting.Lane, Spin: l.spin, SpinSmall: l.spinSmall, Small: small, Deadline: deadline, Locked: locked}
 	timed := false // the wait counts in the lane's median small (or bulk) wait
 	median := &l.smallWait
@@ -534,17 +540,25 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadli
 	} else {
 		median, in.BulkWait, timed = &l.bulkWait, l.bulkWait.Load(), true
 	}
+	// now is the wait's latest clock reading, what done is given: the
+	// clock is read where the wait needs the time anyway (a timed wait's
+	// start, an empty poll), not for each look at done (on a KVM guest a
+	// read is about 40 ns, and a 4 KiB shm write's wait looked three
+	// times).
+	var now int64
 	if timed {
 		in.Start = Now()
+		now = in.Start
 	}
 	if !l.use() {
-		return done()
+		return done(Now())
 	}
 	defer l.unuse()
 	l.Enter() // a Lane waiter always reaps the lane itself (waiting.Enter)
 	defer l.Leave()
+	fresh := timed // now was read just before this look: an empty poll may take it
 	for {
-		if done() {
+		if done(now) {
 			if timed {
 				// Waiters on one lane may race here and lose an update;
 				// the figure only steers a spin.
@@ -553,15 +567,18 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadli
 			return true
 		}
 		if l.closing.Load() || l.down.Load() {
-			return done()
+			return done(Now())
 		}
 		select {
 		case <-stop:
-			return done()
+			return done(Now())
 		default:
 		}
 		if in.Reaped = l.Poll(t); in.Reaped == 0 {
-			in.Now = Now()
+			if !fresh {
+				now = Now()
+			}
+			in.Now = now
 			if in.Start == 0 {
 				in.Start = in.Now
 			}
@@ -569,10 +586,11 @@ func (l *Lane) WaitOn(t *Tracker, done func() bool, stop <-chan struct{}, deadli
 				in.SpinFrom = in.Now
 			}
 		}
+		fresh = false
 		d := waiting.Decide(in)
 		switch d.Act {
 		case waiting.Return:
-			return done()
+			return done(in.Now)
 		case waiting.Spin:
 			if !l.spinUntil(d, in.SpinFrom, false) {
 				continue // spun out: the next decision sleeps

@@ -48,7 +48,7 @@ func TestWaitOnLockedCallerKeepsItsThread(t *testing.T) {
 	defer runtime.UnlockOSThread()
 	before := threadVoluntarySwitches(t)
 	until := time.Now().Add(4 * time.Millisecond).UnixNano()
-	if r.l.WaitOn(r.t, func() bool { return b.Done(Now()) }, nil, until, true, true) {
+	if r.l.WaitOn(r.t, func(int64) bool { return b.Done(Now()) }, nil, until, true, true) {
 		t.Fatal("WaitOn reported an unfinished batch done")
 	}
 	if n := threadVoluntarySwitches(t) - before; n > 20 {

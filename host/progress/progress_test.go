@@ -289,7 +289,7 @@ func TestWaitOn(t *testing.T) {
 	r := newRig(t)
 	b, _ := r.t.Allocate(2)
 	r.submit(b, 8192, 4096, 0)
-	if !r.l.WaitOn(r.t, func() bool { return b.Done(Now()) }, nil, 0, false, false) {
+	if !r.l.WaitOn(r.t, func(int64) bool { return b.Done(Now()) }, nil, 0, false, false) {
 		t.Fatal("WaitOn returned before the batch was done")
 	}
 	stop := make(chan struct{})
@@ -297,7 +297,7 @@ func TestWaitOn(t *testing.T) {
 	b2, _ := r.t.Allocate(1)
 	i := b2.Reserve(10, 0)
 	b2.SetSlices(i, 1) // never sent: nothing will complete it
-	if r.l.WaitOn(r.t, func() bool { return b2.Done(Now()) }, stop, 0, true, false) {
+	if r.l.WaitOn(r.t, func(int64) bool { return b2.Done(Now()) }, stop, 0, true, false) {
 		t.Fatal("WaitOn reported an unfinished batch done")
 	}
 	if r.l.waiters.Load() != 0 {

@@ -17,7 +17,7 @@ func TestSmallWaiterSleepsOnASlowLane(t *testing.T) {
 	l.smallWait.Store(int64(time.Millisecond))
 	stop := make(chan struct{})
 	ended := make(chan bool)
-	go func() { ended <- l.WaitOn(NewTracker(4), func() bool { return false }, stop, 0, true, false) }()
+	go func() { ended <- l.WaitOn(NewTracker(4), func(int64) bool { return false }, stop, 0, true, false) }()
 	give := time.Now().Add(10 * time.Second)
 	for !l.cq.ConsumerSleeping() { // no reaper runs: the waiter sleeps on the ring
 		if time.Now().After(give) {
