@@ -58,10 +58,42 @@ func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
 	if !woken() {
 		t.Fatal("the waiter left work in flight and did not wake the reaper")
 	}
+	// A publication with no waiter owes the reaper a wakeup: the
+	// submitter's own wait usually reaps it (Enter), else the grace, a
+	// second publication or a waiter that leaves the reaping to the
+	// reaper (Pay) wakes it.
+	l.Begin()
+	l.End()
+	if woken() {
+		t.Fatal("a publication with no waiter woke the reaper at once; its submitter may wait next")
+	}
+	select {
+	case <-l.standby:
+	case <-time.After(10 * time.Second):
+		t.Fatal("nobody waited, and the grace did not wake the reaper")
+	}
+	l.Begin()
+	l.End()
 	l.Begin()
 	l.End()
 	if !woken() {
-		t.Fatal("a publication with no waiter left the reaper standing by")
+		t.Fatal("a second publication while the first's wakeup was owed left the reaper standing by")
+	}
+	l.Begin()
+	l.End()
+	l.Pay()
+	if !woken() {
+		t.Fatal("Pay did not wake the reaper a publication owed")
+	}
+	l.Begin()
+	l.End()
+	l.Enter()
+	if l.owed.Load() {
+		t.Fatal("a waiter entered and the reaper is still owed a wakeup (the grace would wake it for nothing)")
+	}
+	l.Leave()
+	if !woken() {
+		t.Fatal("the waiter left work in flight and did not wake the reaper")
 	}
 	if !l.Probe(1) || !woken() {
 		t.Fatal("a probe with no waiter left the reaper standing by")

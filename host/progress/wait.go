@@ -21,8 +21,16 @@ func (t *Tracker) WaitBatch(ctx context.Context, b *Batch, lanes []*Lane, w wait
 	in.Role = waiting.Batch
 	in.Start = Now()
 	in.Now, in.Deadline = in.Start, b.MinDeadline()
-	// Hold the lanes as the wait begins, and look at once.
-	mark := markLanes(lanes, waiting.None, waiting.Decide(in).Mark)
+	// Hold the lanes as the wait begins, and look at once. A waiter that
+	// does not reap them has their reapers woken now, rather than after a
+	// publication's grace (Lane.End).
+	first := waiting.Decide(in).Mark
+	if first != waiting.Enter {
+		for _, l := range lanes {
+			l.Pay()
+		}
+	}
+	mark := markLanes(lanes, waiting.None, first)
 	defer func() { markLanes(lanes, mark, waiting.None) }()
 	act := waiting.Decision{Act: waiting.Poll}
 	var timer *time.Timer
