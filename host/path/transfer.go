@@ -135,7 +135,9 @@ func (e *Executor) FreeBatch(id BatchID) error {
 	}
 	e.settleNotifies(id.b)                      // decide its SubmitWithNotify submissions before reuse
 	e.forgetHeld(id.b)                          // none of its tasks held back by admission is taken on after this
-	e.tracker.AwaitUnpinned(id.b, e.endBound()) // a failover or QoS resume still at one of its tasks lets go
+	if e.tracker.Pinned(id.b) { // the bound is worked out only when needed: it copies the supervise settings
+		e.tracker.AwaitUnpinned(id.b, e.endBound()) // a failover or QoS resume still at one of its tasks lets go
+	}
 	slot, n := id.b.Slot(), id.b.Len()
 	e.creditFree(slot, n)
 	if e.tracker.Free(id.b) {
