@@ -669,28 +669,15 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 }
 
 // Yield is what a spin does between looks, spun says for how long it has
-// spun: once the spin has lasted GoschedAfter, it lets other goroutines
-// run, and once it has lasted YieldAfter, other processes too
-// (sched_yield). Early on, handing the CPU away would delay noticing the
-// peer; later, a spinner must not hold the CPU that the peer it waits for
-// needs (on two cores, the far side of a transfer), which showed as a p99
-// of a whole spin budget.
+// spun: it lets other goroutines run, and once the spin has lasted
+// YieldAfter, other processes too (sched_yield). Early on, handing the CPU
+// away would delay noticing the peer; later, a spinner must not hold the
+// CPU that the peer it waits for needs (on two cores, the far side of a
+// transfer), which showed as a p99 of a whole spin budget.
 func Yield(spun time.Duration) {
-	if spun >= GoschedAfter {
-		runtime.Gosched()
-	}
+	runtime.Gosched()
 	YieldThread(spun)
 }
-
-// GoschedAfter is how long a spin runs before it lets other goroutines
-// have its P at each look (Yield). A runtime.Gosched costs a trip through
-// the scheduler (its run queue's lock, the timers, often a wakeup of an
-// idle thread to take the goroutine), and a peer's answer that comes
-// during it waits for it: a 4 KiB shm write one at a time spent a sixth
-// of its round trip there (BenchmarkRequestPath). A goroutine queued
-// behind the spinner meanwhile is taken by an idle P, or waits at most
-// this long.
-const GoschedAfter = 20 * time.Microsecond
 
 // YieldThread is Yield for a goroutine locked to its OS thread, such as
 // a call from C into Go (a cgo callback): there runtime.Gosched cannot
