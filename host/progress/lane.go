@@ -684,10 +684,28 @@ func (l *Lane) spinUntil(d waiting.Decision, from int64, reaper bool) bool {
 			if now >= d.Until {
 				return false
 			}
-			yield(d.Yield, time.Duration(now-from))
+			if spun := time.Duration(now - from); reaper || d.Yield != waiting.YieldSpun || spun >= goschedAfter {
+				yield(d.Yield, spun)
+			}
 		}
 	}
 }
+
+// goschedAfter is how long a Lane waiter's spin runs before it lets
+// other goroutines have its P at each look (a reaper yields from its
+// first). A runtime.Gosched costs a trip through the scheduler (its run
+// queue's lock, the timers, often a wakeup of an idle thread to take the
+// goroutine), and a completion that comes during it waits for it: a 4
+// KiB shm write one at a time spent a sixth of its round trip there
+// (BenchmarkRequestPath). The Lane waiter reaps its lane itself, so no
+// goroutine of this process is needed for it to end; one queued behind
+// it meanwhile is taken by an idle P, or waits at most this long. Spins
+// that need another goroutine to make progress (a Batch waiter's, whose
+// lanes the reapers may reap; a plugin's) yield at every look, as
+// before: taking this from the plugin's spins as well (ring.Yield) cost
+// tcp 1 MiB writes a tenth of their throughput, the plugin's context
+// switches a request 4.2-6.2 -> 9.7-9.9.
+const goschedAfter = 20 * time.Microsecond
 
 // spinLooks is how many looks at the ring a spin makes between looks at
 // the clock.
