@@ -133,8 +133,8 @@ func (e *Executor) FreeBatch(id BatchID) error {
 			e.log.Warn("batch freed while a plugin still holds slices of its tasks", "error", err)
 		}
 	}
-	e.settleNotifies(id.b)                      // decide its SubmitWithNotify submissions before reuse
-	e.forgetHeld(id.b)                          // none of its tasks held back by admission is taken on after this
+	e.settleNotifies(id.b)      // decide its SubmitWithNotify submissions before reuse
+	e.forgetHeld(id.b)          // none of its tasks held back by admission is taken on after this
 	if e.tracker.Pinned(id.b) { // the bound is worked out only when needed: it copies the supervise settings
 		e.tracker.AwaitUnpinned(id.b, e.endBound()) // a failover or QoS resume still at one of its tasks lets go
 	}
