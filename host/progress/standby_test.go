@@ -58,10 +58,18 @@ func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
 	if !woken() {
 		t.Fatal("the waiter left work in flight and did not wake the reaper")
 	}
-	// A publication with no waiter owes the reaper a wakeup: the
+	// On a fast lane (its small waits spin) a publication with no
+	// waiter wakes the reaper at once.
+	l.Begin()
+	l.End()
+	if !woken() {
+		t.Fatal("a publication with no waiter left the reaper of a fast lane standing by")
+	}
+	// On a lane whose small waits sleep it owes the reaper a wakeup: the
 	// submitter's own wait usually reaps it (Enter), else the grace, a
 	// second publication or a waiter that leaves the reaping to the
 	// reaper (Pay) wakes it.
+	l.smallWait.Store(int64(2 * waiting.SpinWorth))
 	l.Begin()
 	l.End()
 	if woken() {
