@@ -36,8 +36,7 @@ type dialConn struct {
 
 	// tally is what copies moved in the peer's memory since the last
 	// report (served.go); nil when the peer's plugin takes no reports.
-	tallyMu sync.Mutex
-	tally   *samehost.Tally
+	tally *tally
 }
 
 // peer is a remote segment on this machine, reached through its plugin's
@@ -211,7 +210,7 @@ func (p *peer) dial() (*dialConn, ring.Status) {
 	}
 	dc := &dialConn{Conn: c, p: p, queried: map[uint32]bool{}}
 	if p.takesReports {
-		dc.tally = new(samehost.Tally)
+		dc.tally = new(tally)
 	}
 	return dc, ring.StatusOK
 }
