@@ -113,6 +113,9 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 		var cq *ring.Ring
 		cq, err = ring.Attach(cqMap.Mem())
 		if err == nil {
+			if a, ok := impl.(SpinsAlone); ok && a.SpinsAlone() {
+				sq.SetSpinGosched(SpinAloneGosched)
+			}
 			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, pause: pause, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{}),
 				buf: make([]ring.Descriptor, 64), abuf: make([]ring.Descriptor, 64)}, nil
 		}

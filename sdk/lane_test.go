@@ -466,3 +466,33 @@ func TestLaneSpinBudgets(t *testing.T) {
 		}
 	}
 }
+
+// aloneTransport is gatedTransport declaring that its lanes spin alone
+// (SpinsAlone).
+type aloneTransport struct{ *gatedTransport }
+
+func (aloneTransport) SpinsAlone() bool { return true }
+
+// TestSpinsAloneKeepsThePWhileSpinning: the lane of a transport that
+// SpinsAlone spins on its submission ring keeping its P for
+// SpinAloneGosched; any other transport's lane yields it from the first
+// look. Both lanes serve what they are given.
+func TestSpinsAloneKeepsThePWhileSpinning(t *testing.T) {
+	for _, alone := range []bool{false, true} {
+		g := &gatedTransport{gate: make(chan struct{})}
+		close(g.gate)
+		var impl Transport = g
+		want := time.Duration(0)
+		if alone {
+			impl, want = aloneTransport{g}, SpinAloneGosched
+		}
+		r := newLaneRig(t, impl, 1)
+		if got := r.l.sq.SpinGosched(); got != want {
+			t.Fatalf("SpinsAlone %v: the submission ring's spin keeps its P for %v, want %v", alone, got, want)
+		}
+		r.submit(t, ring.Descriptor{Token: 7, Op: ring.OpWrite, Length: 10})
+		if c := r.next(t); c.Token != 7 || c.Status != ring.StatusOK {
+			t.Fatalf("SpinsAlone %v: completion %+v, want token 7 OK", alone, c)
+		}
+	}
+}

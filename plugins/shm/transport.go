@@ -98,6 +98,11 @@ const PreferredSlice = 64 << 20
 // Describe says what the plugin is: CPU memory, same machine only, any
 // descriptor length, best with 64 MiB slices; memory the application
 // allocated itself on this side only (foreign.go).
+// SpinsAlone implements sdk.SpinsAlone: a lane copies small requests
+// itself and hands large ones to the copy workers, so its spin for the
+// next descriptor keeps its P.
+func (t *Transport) SpinsAlone() bool { return true }
+
 func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	return sdk.Info{Name: "shm", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
 		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU},

@@ -131,7 +131,10 @@ type Ring struct {
 	chead      uint64
 	cachedTail uint64
 	prodWoken  uint32
-	_          [64]byte
+	// gosched: how long a spin of Wait and WaitSpace keeps its P before
+	// it yields it to other goroutines at each look (SetSpinGosched).
+	gosched time.Duration
+	_       [64]byte
 }
 
 // Size returns the bytes of memory a ring of capacity slots needs: the
@@ -478,7 +481,10 @@ func (r *Ring) await(consumer bool, spin, maxSleep time.Duration, ready func() b
 				if spun >= spin {
 					break
 				}
-				Yield(spun)
+				if spun >= r.gosched {
+					runtime.Gosched()
+				}
+				YieldThread(spun)
 			}
 		}
 	}
@@ -678,6 +684,17 @@ func Yield(spun time.Duration) {
 	runtime.Gosched()
 	YieldThread(spun)
 }
+
+// SetSpinGosched has Wait's and WaitSpace's spins keep their P for the
+// first d of each spin, rather than yield it to other goroutines at every
+// look (Yield): for a side whose spinning goroutine needs no other
+// goroutine of its process to run meanwhile (see sdk.SpinsAlone). 0, the
+// default, yields from the first look. Call it before the ring is waited
+// on, from the goroutine that waits.
+func (r *Ring) SetSpinGosched(d time.Duration) { r.gosched = d }
+
+// SpinGosched returns what SetSpinGosched set.
+func (r *Ring) SpinGosched() time.Duration { return r.gosched }
 
 // YieldThread is Yield for a goroutine locked to its OS thread, such as
 // a call from C into Go (a cgo callback): there runtime.Gosched cannot
