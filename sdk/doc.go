@@ -16,6 +16,12 @@
 // caller that sends one small request after another, the next request is
 // then taken by a thread that already runs, instead of waking the lane's.
 //
+// A transport that serves descriptors on the lane's goroutine, or on
+// goroutines of its own that have Ps to themselves (shm's copy workers),
+// should implement SpinsAlone: its lanes then spin for the host's next
+// descriptor without handing their P to other goroutines at every look.
+// A transport whose connection goroutines need that P (tcp) should not.
+//
 // A transport runs its bulk work (low-priority copies, the goroutines of
 // connections that carry only normal and low priority) on goroutines
 // that call LowerThread: each runs on an OS thread of higher niceness, with
