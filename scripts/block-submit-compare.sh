@@ -2,8 +2,8 @@
 # Compares BenchmarkBlockSubmit (host/path_bench_test.go) between an old
 # revision and the working tree: builds host's test binary for each (the
 # old one from `git archive REV`, with this tree's benchmark file copied
-# in, so that both run the same benchmark), runs them interleaved (old, new, old,
-# new, ...) and prints, per row, the median and min-max of ns/request, of
+# in, so that both run the same benchmark), runs them interleaved (each
+# first in every other round) and prints, per row, the median and min-max of ns/request, of
 # the submitting thread's cpu-ns/request and of done-ns/request (until the
 # batch completed), with allocs/request, for each build.
 #
@@ -14,32 +14,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 old=7c8dce7 runs=3 bench='BlockSubmit/shm/' benchtime=20x
-while [ $# -gt 0 ]; do
-	case $1 in
-	--old) old=$2; shift 2 ;;
-	--runs) runs=$2; shift 2 ;;
-	--bench) bench=$2; shift 2 ;;
-	--benchtime) benchtime=$2; shift 2 ;;
-	*) echo "unknown argument $1" >&2; exit 2 ;;
-	esac
-done
+. "$root/scripts/ab-build.sh"
+ab_options "$@"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$root/scripts/ab-build.sh"
 ab_build "$root" "$old" "$tmp" host/path_bench_test.go # both run this tree's benchmark
-declare -A bin=([old]=base [new]=tree)
-for r in $(seq "$runs"); do
-	for b in old new; do
-		dir=$(ab_dir "$root" "$tmp" "${bin[$b]}")
-		echo "run $r $b: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-		# The engines' logs go to a file, shown only when a run fails.
-		if ! (cd "$dir" && "$tmp/${bin[$b]}.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") >"$tmp/out" 2>"$tmp/log"; then
-			tail -n 40 "$tmp/log" >&2
-			cat "$tmp/out" >&2
-			exit 1
-		fi
-		awk -v b=$b '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, row, v["ns/request"], v["cpu-ns/request"], v["allocs/request"], (("done-ns/request" in v) ? v["done-ns/request"] : "-") }' "$tmp/out" >>"$tmp/rows"
-	done
+ab_runs "$root" "$tmp" "$runs" "$bench" "$benchtime"
+for f in "$tmp"/out.*; do
+	r=${f#"$tmp"/out.}
+	awk -v b="${r#*.}" '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); delete v; for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, row, v["ns/request"], v["cpu-ns/request"], v["allocs/request"], (("done-ns/request" in v) ? v["done-ns/request"] : "-") }' "$f" >>"$tmp/rows"
 done
 python3 - "$tmp/rows" <<'PY'
 import sys

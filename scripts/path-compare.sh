@@ -18,35 +18,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 old=HEAD runs=3 bench='RequestPath/transport=' benchtime=2s
-while [ $# -gt 0 ]; do
-	case $1 in
-	--old) old=$2; shift 2 ;;
-	--runs) runs=$2; shift 2 ;;
-	--bench) bench=$2; shift 2 ;;
-	--benchtime) benchtime=$2; shift 2 ;;
-	*) echo "unknown argument $1" >&2; exit 2 ;;
-	esac
-done
+. "$root/scripts/ab-build.sh"
+ab_options "$@"
 [ -x "$root/bin/ferry-plugin-shm" ] || { echo "path-compare: run make build first (bin/ holds the plugins both builds use)" >&2; exit 2; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-. "$root/scripts/ab-build.sh"
 ab_build "$root" "$old" "$tmp" host/path_bench_test.go # both run this tree's benchmark
-declare -A bin=([old]=base [new]=tree)
-for r in $(seq "$runs"); do
-	order="old new"
-	[ $((r % 2)) = 0 ] && order="new old"
-	for b in $order; do
-		dir=$(ab_dir "$root" "$tmp" "${bin[$b]}")
-		echo "run $r $b: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-		# The engines' logs go to a file, shown only when a run fails.
-		if ! (cd "$dir" && FERRY_TEST_BINARIES="$root/bin" "$tmp/${bin[$b]}.test" -test.run '^$' -test.bench "$bench" -test.benchtime "$benchtime") >"$tmp/out" 2>"$tmp/log"; then
-			tail -n 40 "$tmp/log" >&2
-			cat "$tmp/out" >&2
-			exit 1
-		fi
-		awk -v b=$b -v r=$r '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); delete v; for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, r, row, v["ns/op"], v["cpu-ns/op"], (("csw/op" in v) ? v["csw/op"] : "nan"), (("plugin-cpu-ns/op" in v) ? v["plugin-cpu-ns/op"] : "nan") }' "$tmp/out" >>"$tmp/rows"
-	done
+AB_ENV="FERRY_TEST_BINARIES=$root/bin" ab_runs "$root" "$tmp" "$runs" "$bench" "$benchtime"
+for f in "$tmp"/out.*; do
+	r=${f#"$tmp"/out.}
+	awk -v b="${r#*.}" -v r="${r%%.*}" '/^Benchmark/ { row = $1; sub(/-[0-9]+$/, "", row); delete v; for (i = 3; i < NF; i++) v[$(i+1)] = $i; print b, r, row, v["ns/op"], v["cpu-ns/op"], (("csw/op" in v) ? v["csw/op"] : "nan"), (("plugin-cpu-ns/op" in v) ? v["plugin-cpu-ns/op"] : "nan") }' "$f" >>"$tmp/rows"
 done
 python3 - "$tmp/rows" <<'PY'
 import sys
