@@ -28,15 +28,23 @@
 //     and leaves them to their reapers while it sleeps; a large one only
 //     tells the plugins that a caller waits (Mark Begin) throughout.
 //   - Reaper: a lane's reaper goroutine (progress.Lane.Reap). It stands by
-//     while a waiter is in (Enter). After a short run (under ShortRun) that
+//     while a waiter is in (Enter), and after the last one left with
+//     nothing in flight, until a publication with no waiter wakes it: at
+//     once on a lane whose small waits spin, and on one whose small waits
+//     sleep only if no waiter enters within a short grace (the submitter
+//     of a synchronous call waits next and reaps; progress.Lane.End).
+//     After a short run (under ShortRun) that
 //     came while it spun after the run before, with nobody waiting, it
 //     leaves the ring alone for its pause (Nap); after any other run it
 //     polls again. It spins for its budget, giving its CPU away from the
 //     first look (it has no caller's latency to win), then sleeps on the
 //     ring.
 //
-// A spinning caller yields to other goroutines at each look and, once
-// it has spun ring.YieldAfter, to other processes too; a caller whose
+// A spinning caller yields to other goroutines at each look (a Lane
+// waiter only after its first 20 us: it reaps its lane itself and needs
+// no other goroutine of its process meanwhile, and a completion that
+// came during a yield waited for it) and, once it has spun
+// ring.YieldAfter, to other processes too; a caller whose
 // goroutine is locked to its thread (a call from C) yields only the
 // thread (YieldThread), since handing its P away costs two thread wakeups
 // per look.
