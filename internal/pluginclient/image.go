@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -50,13 +51,40 @@ func ReadImage(f *os.File, path string) (*Image, error) {
 		mem.Close()
 		return nil, fmt.Errorf("copy plugin binary %s into a memfd: %w", path, err)
 	}
-	if _, err := unix.FcntlInt(mem.Fd(), unix.F_ADD_SEALS, imageSeals); err != nil {
+	if err := seal(mem.Fd()); err != nil {
 		mem.Close()
 		return nil, fmt.Errorf("seal the memfd holding plugin binary %s: %w", path, err)
 	}
 	im := &Image{Path: path, mem: mem}
 	h.Sum(im.SHA256[:0])
 	return im, nil
+}
+
+// seal adds imageSeals to the memfd fd. The kernel refuses F_SEAL_WRITE
+// with EBUSY while something holds a passing reference to one of the
+// memfd's pages (it waits a little for such pins to go, then gives up;
+// the kernel's own page scanners, compaction or DAMON's kdamond, take
+// them): CI met it once, starting a plugin under the race tests' load.
+// Sealing changes nothing when it fails, so seal tries again, waiting 1
+// ms, then twice as long each time, for up to half a second in all.
+func seal(fd uintptr) error {
+	var err error
+	for wait := time.Millisecond; ; wait *= 2 {
+		if err = addSeals(fd); !errors.Is(err, unix.EBUSY) || wait > sealRetryMax {
+			return err
+		}
+		time.Sleep(wait)
+	}
+}
+
+// sealRetryMax is the longest wait between two tries of seal.
+const sealRetryMax = 256 * time.Millisecond
+
+// addSeals adds imageSeals to fd: a variable so that a test can stand in
+// for the kernel's EBUSY.
+var addSeals = func(fd uintptr) error {
+	_, err := unix.FcntlInt(fd, unix.F_ADD_SEALS, imageSeals)
+	return err
 }
 
 // memfd creates an executable memfd that can be sealed. MFD_EXEC asks for
