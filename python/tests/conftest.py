@@ -14,6 +14,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from typing import Iterable
@@ -68,6 +69,16 @@ SECRET = os.environ["FERRY_TEST_SECRET_FILE"]
 #: The ferry command beside the library under test (bin/ferry, or the
 #: wheel's); finding it loads the library, after the environment is set.
 FERRY = os.path.join(os.path.dirname(ferry.library_path()), "ferry")
+
+
+def ipv6_loopback() -> bool:
+    """Whether this machine can bind IPv6 loopback (::1)."""
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
 
 
 def child_env(**extra: str) -> dict:

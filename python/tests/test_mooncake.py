@@ -18,7 +18,7 @@ from typing import Dict, Iterator, Tuple
 import numpy as np
 import pytest
 
-from conftest import SECRET
+from conftest import SECRET, ipv6_loopback
 
 import ferry
 from ferry.mooncake import TransferEngine, TransferNotify, TransferOpcode
@@ -216,22 +216,13 @@ def test_get_engine_is_the_ferry_engine(pair):
     assert TransferEngine.TransferOpcode.READ == TransferOpcode.Read == 0
 
 
-def _ipv6_loopback() -> bool:
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
-
-
 def test_bare_ipv6_host():
     """"::1", as SGLang passes it to initialize, starts the engine on
     IPv6 loopback; peers reach it as "[::1]:port" and, as Mooncake parses
     it, "::1:port"; "[::1]:16010" is a name with a port too. Each P2P
     engine is named "[::1]:rpc_port", as Mooncake names it (the port of
     local_hostname is not used)."""
-    if not _ipv6_loopback():
+    if not ipv6_loopback():
         if os.environ.get("CI"):
             pytest.fail("no IPv6 loopback (::1) on this machine")
         pytest.skip("no IPv6 loopback (::1) on this machine")

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import HERE, SECRET, child_env
+from conftest import HERE, SECRET, child_env, ipv6_loopback
 
 from ferry.mooncake import TransferEngine
 
@@ -25,17 +25,6 @@ from mooncake_target import SIZE, session  # noqa: E402
 
 ROUNDS = 200
 SLOT = 16 << 10  # each round writes up to one slot of the target's buffer
-
-
-def _ipv6_loopback() -> bool:
-    import socket
-
-    try:
-        with socket.socket(socket.AF_INET6) as s:
-            s.bind(("::1", 0))
-        return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
@@ -74,7 +63,7 @@ def test_one_initiator_two_targets_on_one_host(targets, host, protocol):
     "rdma") shm and tcp, and Ferry picks shm between processes of one
     host. "::1" is a bare IPv6 host, as SGLang passes it: the targets are
     "[::1]:port"."""
-    if ":" in host and not _ipv6_loopback():
+    if ":" in host and not ipv6_loopback():
         if os.environ.get("CI"):
             pytest.fail("no IPv6 loopback (::1) on this machine")
         pytest.skip("no IPv6 loopback (::1) on this machine")
