@@ -21,11 +21,7 @@ import (
 func BenchmarkCopy(b *testing.B) {
 	for _, sz := range benchSizes {
 		for _, doff := range []int{0, 1} {
-			src := make([]byte, sz.n+64)
-			dst := make([]byte, sz.n+64)
-			fill(src, 1)
-			fill(dst, 2)
-			s, d := src[:sz.n], dst[doff:doff+sz.n]
+			s, d := benchBuffers(sz.n, doff)
 			for _, im := range benchImpls {
 				b.Run(fmt.Sprintf("%s/dst+%d/%s", sz.name, doff, im.name), func(b *testing.B) {
 					if im.name == "libc" && !libc.Available {
@@ -39,6 +35,16 @@ func BenchmarkCopy(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchBuffers returns a written source of n bytes and a written
+// destination of n bytes that starts doff bytes into its allocation.
+func benchBuffers(n, doff int) (src, dst []byte) {
+	s := make([]byte, n+64)
+	d := make([]byte, n+64)
+	fill(s, 1)
+	fill(d, 2)
+	return s[:n], d[doff : doff+n]
 }
 
 var benchSizes = []struct {
@@ -72,11 +78,7 @@ func BenchmarkInterleaved(b *testing.B) {
 	}
 	for _, sz := range benchSizes {
 		for _, doff := range []int{0, 1} {
-			src := make([]byte, sz.n+64)
-			dst := make([]byte, sz.n+64)
-			fill(src, 1)
-			fill(dst, 2)
-			s, d := src[:sz.n], dst[doff:doff+sz.n]
+			s, d := benchBuffers(sz.n, doff)
 			reps := max(1, (32<<20)/sz.n)
 			b.Run(fmt.Sprintf("%s/dst+%d", sz.name, doff), func(b *testing.B) {
 				gbs := make([][]float64, len(benchImpls))
