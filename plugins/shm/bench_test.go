@@ -20,29 +20,7 @@ func (c chanCompleter) Complete(_ uint64, st ring.Status, _ uint64) { c <- st }
 // ("copy-1thread"), the baseline the issue compares against.
 func BenchmarkWrite64MiB(b *testing.B) {
 	const size = 64 << 20
-	b.Run("shm", func(b *testing.B) {
-		a := startEngine(b, "bench-a", 1, "")
-		t := startEngine(b, "bench-b", 2, "")
-		a.region(b, 1, size, sdk.PermLocal, "bench-src")
-		t.region(b, 1, size, sdk.PermRemoteReadWrite, "bench-dst")
-		a.open(b, 1, t)
-		done := make(chanCompleter, 1)
-		d := ring.Descriptor{Op: ring.OpWrite, Peer: 1, LocalRegion: 1, RemoteRegion: 1, Length: size}
-		a.tr.Submit(&d, done) // warm up: map the peer's region
-		if st := <-done; st != ring.StatusOK {
-			b.Fatal(st)
-		}
-		b.SetBytes(size)
-		b.ReportAllocs()
-		b.ResetTimer()
-		for i := 0; i < b.N; i++ {
-			d.Token = uint64(i)
-			a.tr.Submit(&d, done)
-			if st := <-done; st != ring.StatusOK {
-				b.Fatal(st)
-			}
-		}
-	})
+	b.Run("shm", func(b *testing.B) { benchWrites(b, size) })
 	b.Run("copy-1thread", func(b *testing.B) {
 		src, err := sdkshm.Create("bench-copy-src", size)
 		if err != nil {
@@ -71,28 +49,33 @@ func BenchmarkWrite64MiB(b *testing.B) {
 // split over the workers with non-temporal stores).
 func BenchmarkWrite(b *testing.B) {
 	for _, size := range []uint64{64 << 10, 1 << 20, 4 << 20, 64 << 20} {
-		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) {
-			a := startEngine(b, "bench-a", 1, "")
-			t := startEngine(b, "bench-b", 2, "")
-			fill(a.region(b, 1, int(size), sdk.PermLocal, "bench-src"), 1)
-			fill(t.region(b, 1, int(size), sdk.PermRemoteReadWrite, "bench-dst"), 2)
-			a.open(b, 1, t)
-			done := make(chanCompleter, 1)
-			d := ring.Descriptor{Op: ring.OpWrite, Peer: 1, LocalRegion: 1, RemoteRegion: 1, Length: size}
-			a.tr.Submit(&d, done) // warm up: map the peer's region
-			if st := <-done; st != ring.StatusOK {
-				b.Fatal(st)
-			}
-			b.SetBytes(int64(size))
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				d.Token = uint64(i)
-				a.tr.Submit(&d, done)
-				if st := <-done; st != ring.StatusOK {
-					b.Fatalf("write %d bytes: %v", size, st)
-				}
-			}
-		})
+		b.Run(fmt.Sprintf("%dKiB", size>>10), func(b *testing.B) { benchWrites(b, size) })
+	}
+}
+
+// benchWrites writes size bytes from a written memfd region of one
+// engine into a written region of a peer's, in-process, one descriptor at
+// a time, after one write that maps the peer's region.
+func benchWrites(b *testing.B, size uint64) {
+	a := startEngine(b, "bench-a", 1, "")
+	t := startEngine(b, "bench-b", 2, "")
+	fill(a.region(b, 1, int(size), sdk.PermLocal, "bench-src"), 1)
+	fill(t.region(b, 1, int(size), sdk.PermRemoteReadWrite, "bench-dst"), 2)
+	a.open(b, 1, t)
+	done := make(chanCompleter, 1)
+	d := ring.Descriptor{Op: ring.OpWrite, Peer: 1, LocalRegion: 1, RemoteRegion: 1, Length: size}
+	a.tr.Submit(&d, done) // warm up: map the peer's region
+	if st := <-done; st != ring.StatusOK {
+		b.Fatal(st)
+	}
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		d.Token = uint64(i)
+		a.tr.Submit(&d, done)
+		if st := <-done; st != ring.StatusOK {
+			b.Fatalf("write %d bytes: %v", size, st)
+		}
 	}
 }
