@@ -73,11 +73,7 @@ func TestDoctorHere(t *testing.T) {
 func TestDoctorPeerRails(t *testing.T) {
 	ns := netnsPair(t, 2)
 	write := func(name, body string) string {
-		p := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(p, []byte("plugin_dir = \""+binDir+"\"\n"+body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
+		return writeTestFile(t, t.TempDir(), name, "plugin_dir = \""+binDir+"\"\n"+body)
 	}
 	cfgA := write("a.hcl", `name = "host-a"
 metastore {

@@ -2,13 +2,14 @@ package main_test
 
 import (
 	"encoding/json"
-	"github.com/ferrydev/ferry/sdk/plugintest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/ferrydev/ferry/sdk/plugintest"
 )
 
 var binDir string
@@ -36,6 +37,16 @@ func ferry(t *testing.T, args ...string) string {
 		t.Fatalf("ferry %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
 	}
 	return string(out)
+}
+
+// writeTestFile writes body to dir/name (mode 0600) and returns its path.
+func writeTestFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestBenchJSON runs a short bench and checks the row has every field the

@@ -21,13 +21,7 @@ import (
 func TestStatusByName(t *testing.T) {
 	redis := metastoretest.NewRedis(t)
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeTestFile(t, dir, name, body) }
 	secret := write("secret", "status-by-name-cluster-secret-0123456789\n")
 	// status-r has the run's secret (plugintest.Main's
 	// $FERRY_CLUSTER_SECRET_FILE), which a --metastore lookup reads too.
