@@ -34,20 +34,14 @@ const maxCached = 32 << 20
 // that count, as copy does. A copy of up to CachedMax bytes leaves dst in
 // the cache; a larger one uses memmove's non-temporal stores. Overlapping
 // ranges are allowed (they are copied by copy itself).
-func Copy(dst, src []byte) int {
-	n := min(len(dst), len(src))
-	if n < ntFrom { // the data path's small copies: no more than copy
-		return copy(dst, src)
-	}
-	return copyIn(dst, src, n, CachedMax())
-}
+func Copy(dst, src []byte) int { return Piece(dst, src, min(len(dst), len(src))) }
 
 // Piece copies one piece of a copy of whole bytes that the caller split
 // over several goroutines, as Copy would copy it: whether its stores stay
 // in the cache is decided by whole, the bytes all pieces put there
 // together, not by the piece's own length.
 func Piece(dst, src []byte, whole int) int {
-	if min(len(dst), len(src)) < ntFrom {
+	if min(len(dst), len(src)) < ntFrom { // the data path's small copies: no more than copy
 		return copy(dst, src)
 	}
 	return copyIn(dst, src, whole, CachedMax())
