@@ -102,7 +102,7 @@ func (s metricsSource) Plugins(ctx context.Context) []metrics.Plugin {
 	return out
 }
 
-func (s metricsSource) Rails() []rails.Status { return railStatuses(s.x.Plugins()) }
+func (s metricsSource) Rails() []rails.Status { return path.RailStatuses(s.x.Plugins()) }
 
 func (s metricsSource) Segments() metrics.Segments {
 	c := s.segs.Counts()

@@ -7,7 +7,6 @@ import (
 	"github.com/ferrydev/ferry/host/metrics"
 	"github.com/ferrydev/ferry/host/observe"
 	"github.com/ferrydev/ferry/host/path"
-	"github.com/ferrydev/ferry/host/rails"
 	"github.com/ferrydev/ferry/host/remotes"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/trace"
@@ -152,7 +151,7 @@ func (e *Engine) Status(ctx context.Context, opts ...StatusOption) EngineStatus 
 	for _, w := range metastoreWatches(e.dir, e.pub) {
 		st.MetastoreWatches = append(st.MetastoreWatches, w.Name+": "+w.String())
 	}
-	for _, r := range railStatuses(ps) {
+	for _, r := range path.RailStatuses(ps) {
 		st.Rails = append(st.Rails, RailStatus{Transport: r.Transport, Index: r.Index, Name: r.Name, Label: r.Label, NUMANode: r.NUMANode,
 			NominalGbps: r.NominalGbps, Bytes: r.Bytes, Slices: r.Slices, InFlight: r.InFlight, EWMAGbps: r.EWMAGbps, Errors: r.Errors,
 			Paused: r.Paused, PausedUntil: r.PausedUntil})
@@ -301,18 +300,6 @@ type RailStatus struct {
 	// PausedUntil is when a paused rail is tried again ("PausedUntil" in
 	// StatusFormat 1).
 	PausedUntil time.Time `json:"paused_until"`
-}
-
-// railStatuses reports every rail of every running transport.
-func railStatuses(ps []*path.Plugin) []rails.Status {
-	var out []rails.Status
-	now := time.Now()
-	for _, p := range ps {
-		if rs := p.Rails(); rs != nil && p.Err() == nil {
-			out = append(out, rs.Status(now)...)
-		}
-	}
-	return out
 }
 
 // SegmentStatus is one open remote segment as `ferry status` shows it.

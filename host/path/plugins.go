@@ -133,3 +133,15 @@ func railFacts(cfg *config.Config) ([]rails.Block, [][]string) {
 	}
 	return blocks, policyRails
 }
+
+// RailStatuses reports every rail of every running transport of ps.
+func RailStatuses(ps []*Plugin) []rails.Status {
+	var out []rails.Status
+	now := time.Now()
+	for _, p := range ps {
+		if rs := p.Rails(); rs != nil && p.Err() == nil {
+			out = append(out, rs.Status(now)...)
+		}
+	}
+	return out
+}
