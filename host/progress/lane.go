@@ -3,6 +3,7 @@ package progress
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -197,7 +198,7 @@ func (l *Lane) End() {
 	l.publish()
 	l.mu.Unlock()
 	if l.standing.Load() && l.waiters.Load() == 0 {
-		if l.smallWait.Load() <= int64(waiting.SpinWorth) {
+		if l.smallWait.Load() <= int64(waiting.FastLane) {
 			// A fast lane (its small waits spin): kicks come often
 			// enough that the runtime keeps a thread spinning to take
 			// the reaper, and a kick costs less than the grace timer's
@@ -408,7 +409,7 @@ func (l *Lane) Reap(t *Tracker) {
 		case waiting.Poll:
 			in.Hot = true // the next run, if it comes at once, streams in
 		case waiting.Spin:
-			if !l.spinUntil(d, in.SpinFrom, true) {
+			if !l.spinUntil(d, in.SpinFrom, true, nil) {
 				continue // spun out: the next decision sleeps
 			}
 		case waiting.Sleep:
@@ -582,18 +583,19 @@ func (l *Lane) SetSpinSmall(d time.Duration) { l.spinSmall = d }
 //
 // small says the batch waited for is small: WaitOn then spins for the
 // lane's small-batch budget (SetSpinSmall) before it sleeps, provided the
-// lane answers small batches quickly (the median wait is at most
-// waiting.SpinWorth); on a lane that does not (tcp's round trip through
-// two plugins and the kernel), it sleeps at once (waiting.SmallSpin).
+// lane answers small batches quickly enough (the median wait is at most
+// waiting.SpinWorth, or waiting.SpinWorthBusy while the process's spins
+// lose their CPU: Busy); on a lane that does not, it sleeps at once
+// (waiting.SmallSpin).
 // locked says the calling goroutine is locked to its OS thread (a call
-// from C): its spin then yields only the thread (ring.YieldThread), never
-// the P.
+// from C): its spin then does not yield (waiting.YieldNone), and keeps
+// its P.
 func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{}, deadline int64, small, locked bool) bool {
 	in := waiting.Input{Role: waiting.Lane, Spin: l.spin, SpinSmall: l.spinSmall, Small: small, Deadline: deadline, Locked: locked}
 	timed := false // the wait counts in the lane's median small (or bulk) wait
 	median := &l.smallWait
 	if small {
-		in.SmallWait, in.SmallWaits = l.smallWait.Load(), l.smallWaits.Add(1)
+		in.SmallWait, in.SmallWaits, in.Busy = l.smallWait.Load(), l.smallWaits.Add(1), Busy()
 		timed = in.Budget() > 0
 	} else {
 		median, in.BulkWait, timed = &l.bulkWait, l.bulkWait.Load(), true
@@ -615,12 +617,20 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 	l.Enter() // a Lane waiter always reaps the lane itself (waiting.Enter)
 	defer l.Leave()
 	fresh := timed // now was read just before this look: an empty poll may take it
+	// look is the last spin's last look at the clock, 0 after a sleep: a
+	// spin that lost its CPU and found its completion when it got it back
+	// tells it here (see notePreempted).
+	var look int64
 	for {
 		if done(now) {
 			if timed {
+				end := Now()
+				if look != 0 && end-look >= int64(preemptGap) {
+					notePreempted(end)
+				}
 				// Waiters on one lane may race here and lose an update;
 				// the figure only steers a spin.
-				median.Store(waiting.Median(median.Load(), Now()-in.Start))
+				median.Store(waiting.Median(median.Load(), end-in.Start))
 			}
 			return true
 		}
@@ -650,7 +660,8 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 		case waiting.Return:
 			return done(in.Now)
 		case waiting.Spin:
-			if !l.spinUntil(d, in.SpinFrom, false) {
+			look = in.Now
+			if !l.spinUntil(d, in.SpinFrom, false, &look) {
 				continue // spun out: the next decision sleeps
 			}
 		case waiting.Sleep:
@@ -659,6 +670,7 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 				sleep = min(sleep, time.Duration(d.Until-in.Now))
 			}
 			l.cq.Sleep(sleep)
+			look = 0
 		}
 		in.SpinFrom = 0 // it reaped, slept or something came: the next empty poll spins afresh
 	}
@@ -671,7 +683,10 @@ const waitSlice = 5 * time.Millisecond
 // spinUntil peeks at the completion ring's indices until something is
 // there or d.Until passes, reading the clock every spinLooks looks and
 // giving way then as d.Yield says (from is when the spin began); it
-// reports whether something arrived, or the lane is closing.
+// reports whether something arrived, or the lane is closing. A waiter
+// passes look, its latest clock reading, and gets back the spin's last
+// look at the clock (0 if a yield came after it), so that it can tell a
+// spin that lost its CPU just before its completion came.
 //
 // reaper says the reaper spins: it then also stops, reporting true, as
 // soon as a waiter entered (Enter), which reaps from then on. Spinning
@@ -683,18 +698,39 @@ const waitSlice = 5 * time.Millisecond
 // often as not; spinning there it held the submitter off for its whole
 // spin, BenchmarkBlockSubmit n=1: about 2,600 preemptions a second of
 // 35-40 us each, 9% of the submitter's time, perf sched.)
-func (l *Lane) spinUntil(d waiting.Decision, from int64, reaper bool) bool {
+func (l *Lane) spinUntil(d waiting.Decision, from int64, reaper bool, look *int64) bool {
+	// prev is the spin's last look at the clock (after any yield), or
+	// its caller's latest reading: two looks preemptGap apart say the
+	// spin lost its CPU between them (notePreempted). A reaper, which
+	// yields its CPU at each look, does not tell.
+	var prev int64
+	if look != nil {
+		prev = *look
+		defer func() { *look = prev }()
+	}
 	for i := 0; ; i++ {
 		if l.cq.Pending() || l.closing.Load() || reaper && l.waiters.Load() > 0 {
 			return true
 		}
 		if i%spinLooks == spinLooks-1 {
 			now := Now()
+			if prev != 0 && now-prev >= int64(preemptGap) {
+				notePreempted(now)
+			}
 			if now >= d.Until {
 				return false
 			}
-			if spun := time.Duration(now - from); reaper || d.Yield != waiting.YieldSpun || spun >= goschedAfter {
-				yield(d.Yield, spun)
+			prev = now
+			switch {
+			case reaper:
+				yield(d.Yield)
+				prev = 0 // it gave its CPU away
+			case d.Yield == waiting.YieldSpun && time.Duration(now-from) >= goschedAfter:
+				// Other goroutines may run a while: no lost CPU. Read
+				// the clock again to go on telling (a look past
+				// goschedAfter: the spin is long already).
+				yield(d.Yield)
+				prev = Now()
 			}
 		}
 	}
@@ -720,15 +756,13 @@ const goschedAfter = 20 * time.Microsecond
 // the clock.
 const spinLooks = 64
 
-// yield gives way as y says, after a spin of spun.
-func yield(y waiting.Yield, spun time.Duration) {
+// yield gives way as y says.
+func yield(y waiting.Yield) {
 	switch y {
 	case waiting.YieldCPU:
 		ring.Yield(ring.YieldAfter)
-	case waiting.YieldThread:
-		ring.YieldThread(spun)
-	default:
-		ring.Yield(spun)
+	case waiting.YieldSpun:
+		runtime.Gosched()
 	}
 }
 

@@ -69,7 +69,7 @@ func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
 	// submitter's own wait usually reaps it (Enter), else the grace, a
 	// second publication or a waiter that leaves the reaping to the
 	// reaper (Pay) wakes it.
-	l.smallWait.Store(int64(2 * waiting.SpinWorth))
+	l.smallWait.Store(int64(2 * waiting.FastLane))
 	l.Begin()
 	l.End()
 	if woken() {

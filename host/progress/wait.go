@@ -60,7 +60,7 @@ func (t *Tracker) WaitBatch(ctx context.Context, b *Batch, lanes []*Lane, w wait
 			}
 		} else {
 			if act.Act == waiting.Spin {
-				yield(act.Yield, time.Duration(in.Now-in.Start))
+				yield(act.Yield)
 			}
 			for _, l := range lanes {
 				in.Reaped += l.Poll(t)

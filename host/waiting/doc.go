@@ -43,11 +43,11 @@
 // A spinning caller yields to other goroutines at each look (a Lane
 // waiter only after its first 20 us: it reaps its lane itself and needs
 // no other goroutine of its process meanwhile, and a completion that
-// came during a yield waited for it) and, once it has spun
-// ring.YieldAfter, to other processes too; a caller whose
-// goroutine is locked to its thread (a call from C) yields only the
-// thread (YieldThread), since handing its P away costs two thread wakeups
-// per look.
+// came during a yield waited for it), never to other processes: on
+// EEVDF a sched_yield costs the yielder its place on its CPU (YieldCPU).
+// A caller whose goroutine is locked to its thread (a call from C) does
+// not yield at all (YieldNone), since handing its P away costs two
+// thread wakeups per look.
 //
 // The package is pure: a decision is a function of plain data and the
 // time (unix ns) the driver passes in. It must not sleep, spin, poll,

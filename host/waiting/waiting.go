@@ -59,24 +59,37 @@ func (a Act) String() string { return enum.String(a, actNames[:], "act") }
 type Yield uint8
 
 const (
-	// YieldSpun: ring.Yield(spun): to other goroutines at each look, and
-	// to other processes too once the spin has lasted ring.YieldAfter.
+	// YieldSpun: runtime.Gosched at each look (a Lane waiter's only
+	// after its first goschedAfter), so that the process's other
+	// goroutines run. A waiter's spin never yields its thread to other
+	// processes: see YieldCPU.
 	YieldSpun Yield = iota
-	// YieldThread: ring.YieldThread(spun), for a goroutine locked to its
-	// thread: to other processes only, once the spin has lasted
-	// ring.YieldAfter. runtime.Gosched on a locked thread hands its P to
-	// another thread and waits for it back, two futex wakes a look.
-	YieldThread
-	// YieldCPU: ring.Yield(ring.YieldAfter): to goroutines and processes
-	// from the first look, for a spinner with no caller's latency to win
-	// (a Reaper): on a small machine the thread it would hold the CPU
-	// from is the application's own.
+	// YieldNone: nothing between looks, for a goroutine locked to its
+	// thread (a call from C): runtime.Gosched there hands the thread's P
+	// to another thread and waits for it back, two futex wakes a look.
+	YieldNone
+	// YieldCPU: ring.Yield(ring.YieldAfter), runtime.Gosched and
+	// sched_yield, from the first look, for a spinner with no caller's
+	// latency to win (a Reaper): on a small machine the thread it would
+	// hold the CPU from is the application's own. Only it yields to
+	// other processes: on Linux's EEVDF scheduler (6.6 and later)
+	// sched_yield moves the yielding thread's deadline back a slice, so
+	// a waiter that yielded at each look past 150 us, as waiters did,
+	// fell behind every runnable thread on its CPU and, when its
+	// completion came, waited out their slices. Beside one busy loop
+	// per core, 4 KiB shm writes one at a time ran at 0.55 GB/s with
+	// the yield and 1.15 without, 128 at a time 0.35 (p99 20 ms) and
+	// 1.2-3.8 (p99 4-5 ms); the QoS isolation check's HIGH p99 over shm,
+	// beside the bulk, went from 9.7x its unloaded figure to 1.15x. A
+	// waiter's spin is bounded by its budget (Spin, SpinSmall,
+	// BulkSpin), then it sleeps on the ring, so it holds its CPU from a
+	// peer at most that long.
 	YieldCPU
 )
 
-var yieldNames = [...]string{YieldSpun: "yield", YieldThread: "yield-thread", YieldCPU: "yield-cpu"}
+var yieldNames = [...]string{YieldSpun: "yield", YieldNone: "yield-none", YieldCPU: "yield-cpu"}
 
-// String names y: "yield", "yield-thread" or "yield-cpu".
+// String names y: "yield", "yield-none" or "yield-cpu".
 func (y Yield) String() string { return enum.String(y, yieldNames[:], "yield") }
 
 // Mark is how a waiter holds the lanes it waits on.
@@ -107,9 +120,23 @@ const (
 	// expire in time.
 	HeldPoll = 10 * time.Millisecond
 	// SpinWorth is the longest median wait a small batch's Lane waiter
-	// spins through: beyond it, sleeping on the completion ring and being
-	// woken costs less than the spin takes from the cores.
-	SpinWorth = 50 * time.Microsecond
+	// spins through while its cores are not busy (Input.Busy): beyond
+	// it, sleeping on the completion ring and being woken costs less
+	// than the spin takes from the cores. A tcp round trip through two
+	// plugins fits: a waiter that slept through one (a 4 KiB write, p50
+	// 80 us on a 2-vCPU KVM guest) let its vCPU idle and paid for each
+	// wakeup along the way; spinning, the round trip took 12 us.
+	SpinWorth = 500 * time.Microsecond
+	// SpinWorthBusy is SpinWorth while a spin of the process lost its
+	// CPU lately (Input.Busy): there a waiter that spins through a slow
+	// round trip waits behind the threads it competes with when its
+	// completion comes, and the plugin's wakeup places a sleeping one at
+	// once (docs/qos.md). shm's round trip (a few us) is spun through.
+	SpinWorthBusy = 50 * time.Microsecond
+	// FastLane is the longest median small wait of a lane whose
+	// publications wake a standing reaper at once (progress.Lane.End):
+	// its waiters spin whether or not the cores are busy.
+	FastLane = SpinWorthBusy
 	// BulkSpinMax is the longest a larger batch's Lane waiter spins
 	// (BulkSpin): the round trip of a medium request over a fast lane
 	// (shm's 1 MiB copy, about 35 us) fits, and a wait beyond it sleeps
@@ -151,6 +178,9 @@ type Input struct {
 	// Lane, small batch.
 	SmallWait  int64
 	SmallWaits uint32
+	// Busy says a spin of the waiter's process lost its CPU lately
+	// (progress.Busy): its cores are oversubscribed. Lane, small batch.
+	Busy bool
 	// BulkWait is the median time (ns) the lane's larger batches waited
 	// (Median): Lane, and Batch when all of its tasks are on one lane;
 	// a batch that is not small. 0: unknown.
@@ -215,7 +245,7 @@ func (in *Input) Budget() time.Duration {
 	}
 	switch in.Role {
 	case Lane:
-		return SmallSpin(in.Spin, in.SpinSmall, in.SmallWait, in.SmallWaits)
+		return SmallSpin(in.Spin, in.SpinSmall, in.SmallWait, in.SmallWaits, in.Busy)
 	case Batch:
 		return max(in.Spin, in.SpinSmall)
 	}
@@ -288,7 +318,7 @@ func reaper(in Input) Decision {
 
 func spinYield(locked bool) Yield {
 	if locked {
-		return YieldThread
+		return YieldNone
 	}
 	return YieldSpun
 }
@@ -308,28 +338,34 @@ func next(from, deadline int64) int64 {
 
 // SmallSpin is how long a waiter for a small batch spins on a lane
 // before it sleeps on the completion ring, from the lane's budgets, the
-// median wait of its small batches and this wait's number n among them:
-// the larger budget where the median is at most SpinWorth; else nothing,
-// except for every probeEvery-th wait, which spins up to 2*SpinWorth so
+// median wait of its small batches, this wait's number n among them and
+// whether the process's cores are busy: the larger budget where the
+// median is at most SpinWorth (SpinWorthBusy when busy); else nothing,
+// except for every probeEvery-th wait, which spins up to twice that so
 // that the median still follows the round trip (a wait that slept would
 // count the wakeup too, and a lane once slow would sleep on). A wait
 // that does not spin is not counted in the median.
 //
-// Why: on two cores saturated by bulk copies, a HIGH 4 KiB read over
-// tcp took 100-200 us; its waiter spun, then yielded (sched_yield), and
-// the scheduler, which moves a yielding thread's deadline back a slice at
-// each yield, had it wait behind the bulk threads when its completion
-// came: the last hop, from the plugin's completion to Wait returning,
-// made most of the loaded p99 (docs/qos.md). Asleep on the ring, the
-// plugin's wakeup places it at once. Over shm the round trip is a few
-// microseconds, and spinning through it is what keeps its p99 low.
-func SmallSpin(spin, spinSmall time.Duration, median int64, n uint32) time.Duration {
-	s := max(spin, spinSmall)
-	if median <= int64(SpinWorth) {
+// Why busy changes it: on two cores saturated by bulk copies, a HIGH 4
+// KiB read over tcp took 100-200 us; its waiter spun, then yielded
+// (sched_yield), and the scheduler, which moves a yielding thread's
+// deadline back a slice at each yield, had it wait behind the bulk
+// threads when its completion came: the last hop, from the plugin's
+// completion to Wait returning, made most of the loaded p99
+// (docs/qos.md). Asleep on the ring, the plugin's wakeup places it at
+// once. On idle cores the same sleep cost a 4 KiB tcp write most of its
+// round trip (SpinWorth). Over shm the round trip is a few microseconds,
+// and spinning through it is what keeps its p99 low, busy or not.
+func SmallSpin(spin, spinSmall time.Duration, median int64, n uint32, busy bool) time.Duration {
+	s, worth := max(spin, spinSmall), SpinWorth
+	if busy {
+		worth = SpinWorthBusy
+	}
+	if median <= int64(worth) {
 		return s
 	}
 	if n%probeEvery == 0 {
-		return min(s, 2*SpinWorth)
+		return min(s, 2*worth)
 	}
 	return 0
 }

@@ -43,7 +43,7 @@ func TestDecide(t *testing.T) {
 			Decision{Act: Spin, Until: t0 + 5*ms + 20*us, Yield: YieldSpun, Mark: Enter}},
 		{"lane: a caller locked to its thread yields only the thread",
 			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, Locked: true},
-			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldThread, Mark: Enter}},
+			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldNone, Mark: Enter}},
 		{"lane: spin budget spent, no deadline: sleep on the ring until woken",
 			Input{Role: Lane, Now: t0 + 20*us, Start: t0, SpinFrom: t0, Spin: spin},
 			Decision{Act: Sleep, Mark: Enter}},
@@ -53,11 +53,20 @@ func TestDecide(t *testing.T) {
 		{"lane: a small batch on a fast lane spins the larger of spin and spin_small",
 			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: fast, SmallWaits: 1},
 			Decision{Act: Spin, Until: t0 + ms, Yield: YieldSpun, Mark: Enter}},
-		{"lane: a small batch on a slow lane sleeps at once",
+		{"lane: a small batch on a slow lane (tcp's) spins through its round trip while the cores are not busy",
 			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: slow, SmallWaits: 1},
+			Decision{Act: Spin, Until: t0 + ms, Yield: YieldSpun, Mark: Enter}},
+		{"lane: a small batch on a slow lane sleeps at once while the cores are busy",
+			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: slow, SmallWaits: 1, Busy: true},
 			Decision{Act: Sleep, Mark: Enter}},
-		{"lane: every 16th small wait on a slow lane probes, spinning 2*SpinWorth",
-			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: slow, SmallWaits: 32},
+		{"lane: a small batch on a lane slower than SpinWorth sleeps at once, busy or not",
+			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: int64(SpinWorth) + 1, SmallWaits: 1},
+			Decision{Act: Sleep, Mark: Enter}},
+		{"lane: a small batch on a fast lane spins while the cores are busy too",
+			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: fast, SmallWaits: 1, Busy: true},
+			Decision{Act: Spin, Until: t0 + ms, Yield: YieldSpun, Mark: Enter}},
+		{"lane: every 16th small wait on a slow lane of busy cores probes, spinning 2*SpinWorthBusy",
+			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, Small: true, SmallWait: slow, SmallWaits: 32, Busy: true},
 			Decision{Act: Spin, Until: t0 + 100*us, Yield: YieldSpun, Mark: Enter}},
 		{"lane: a large batch spins the lane's spin, not spin_small",
 			Input{Role: Lane, Now: t0, Start: t0, SpinFrom: t0, Spin: spin, SpinSmall: spinSmall, SmallWait: fast},
@@ -102,7 +111,7 @@ func TestDecide(t *testing.T) {
 			Decision{Act: Sleep, Mark: None}},
 		{"batch: a caller locked to its thread yields only the thread",
 			Input{Role: Batch, Now: t0, Start: t0, Spin: spin, Locked: true},
-			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldThread, Mark: Begin}},
+			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldNone, Mark: Begin}},
 		{"batch: no spin budget: sleep at once",
 			Input{Role: Batch, Now: t0, Start: t0, Small: true},
 			Decision{Act: Sleep, Mark: None}},
@@ -212,19 +221,24 @@ func TestSmallSpin(t *testing.T) {
 		spin, spinSmall time.Duration
 		median          int64
 		n               uint32
+		busy            bool
 		want            time.Duration
 	}{
-		{spin, spinSmall, 0, 1, spinSmall},                               // a new lane: spin_small
-		{spin, spinSmall, int64(SpinWorth), 1, spinSmall},                // at SpinWorth: still worth it
-		{2 * time.Millisecond, spinSmall, fast, 1, 2 * time.Millisecond}, // the larger of the two
-		{spin, spinSmall, int64(SpinWorth) + 1, 1, 0},                    // past it: sleep at once
-		{spin, spinSmall, slow, 15, 0},
-		{spin, spinSmall, slow, 16, 2 * SpinWorth}, // a probe
-		{spin, spinSmall, slow, 48, 2 * SpinWorth},
-		{spin, 30 * time.Microsecond, slow, 16, 30 * time.Microsecond}, // a probe spins no more than the budget
+		{spin, spinSmall, 0, 1, false, spinSmall},                               // a new lane: spin_small
+		{spin, spinSmall, int64(SpinWorth), 1, false, spinSmall},                // at SpinWorth: still worth it
+		{2 * time.Millisecond, spinSmall, fast, 1, false, 2 * time.Millisecond}, // the larger of the two
+		{spin, spinSmall, int64(SpinWorth) + 1, 1, false, 0},                    // past it: sleep at once
+		{spin, spinSmall, int64(SpinWorth) + 1, 16, false, spinSmall},           // a probe, at most the budget
+		{spin, spinSmall, slow, 1, false, spinSmall},                            // tcp's round trip on idle cores
+		{spin, spinSmall, int64(SpinWorthBusy), 1, true, spinSmall},             // busy: at SpinWorthBusy still worth it
+		{spin, spinSmall, int64(SpinWorthBusy) + 1, 1, true, 0},                 // busy: past it, sleep at once
+		{spin, spinSmall, slow, 15, true, 0},
+		{spin, spinSmall, slow, 16, true, 2 * SpinWorthBusy}, // a probe
+		{spin, spinSmall, slow, 48, true, 2 * SpinWorthBusy},
+		{spin, 30 * time.Microsecond, slow, 16, true, 30 * time.Microsecond}, // a probe spins no more than the budget
 	} {
-		if got := SmallSpin(c.spin, c.spinSmall, c.median, c.n); got != c.want {
-			t.Errorf("SmallSpin(%v, %v, median %v, wait %d) = %v, want %v", c.spin, c.spinSmall, time.Duration(c.median), c.n, got, c.want)
+		if got := SmallSpin(c.spin, c.spinSmall, c.median, c.n, c.busy); got != c.want {
+			t.Errorf("SmallSpin(%v, %v, median %v, wait %d, busy %v) = %v, want %v", c.spin, c.spinSmall, time.Duration(c.median), c.n, c.busy, got, c.want)
 		}
 	}
 }
@@ -243,20 +257,21 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// A small batch's waiter spins on a lane whose small waits are short and
-// sleeps at once on one whose median wait is past SpinWorth, but for one
+// On busy cores, a small batch's waiter spins on a lane whose small waits
+// are short and sleeps at once on one whose median wait is past
+// SpinWorthBusy, but for one
 // wait in probeEvery, which spins a little to keep measuring; the median
 // follows the lane back when it gets fast, and a tail of slow waits does
 // not move it.
 func TestSmallSpinFollowsTheLanesMedianWait(t *testing.T) {
 	var median int64
 	var n uint32
-	next := func() time.Duration { n++; return SmallSpin(spin, spinSmall, median, n) }
+	next := func() time.Duration { n++; return SmallSpin(spin, spinSmall, median, n, true) }
 	if got := next(); got != spinSmall {
 		t.Fatalf("a new lane's small spin is %v, want spin_small (%v)", got, spinSmall)
 	}
 
-	// A round trip of 200 us (tcp's): the median passes SpinWorth.
+	// A round trip of 200 us (tcp's): the median passes SpinWorthBusy.
 	for range 100 {
 		median = Median(median, slow)
 	}
@@ -264,10 +279,10 @@ func TestSmallSpinFollowsTheLanesMedianWait(t *testing.T) {
 	for i := range 10 * probeEvery {
 		switch got := next(); got {
 		case 0:
-		case 2 * SpinWorth:
+		case 2 * SpinWorthBusy:
 			probes++
 		default:
-			t.Fatalf("wait %d on a slow lane spins %v, want 0 or a probe's %v", i, got, 2*SpinWorth)
+			t.Fatalf("wait %d on a slow lane spins %v, want 0 or a probe's %v", i, got, 2*SpinWorthBusy)
 		}
 	}
 	if probes != 10 {
@@ -283,8 +298,8 @@ func TestSmallSpinFollowsTheLanesMedianWait(t *testing.T) {
 		}
 		median = Median(median, d)
 	}
-	if m := time.Duration(median); m > SpinWorth {
-		t.Fatalf("median wait %v after waits of 3us with a third at 5ms, want at most %v", m, SpinWorth)
+	if m := time.Duration(median); m > SpinWorthBusy {
+		t.Fatalf("median wait %v after waits of 3us with a third at 5ms, want at most %v", m, SpinWorthBusy)
 	}
 	if got := next(); got != spinSmall {
 		t.Fatalf("a fast lane's small spin is %v, want %v", got, spinSmall)

@@ -463,8 +463,8 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 }
 
 // await is the slow half of Wait (consumer) and WaitSpace: it polls ready
-// for up to spin, looking at the clock and yielding every spinCheck polls,
-// then sleeps until ready, a wake or maxSleep. Its callers have checked
+// for up to spin, looking at the clock and yielding to other goroutines
+// every spinCheck polls (never to other processes: see Yield), then sleeps until ready, a wake or maxSleep. Its callers have checked
 // ready once already, without the indirect call.
 func (r *Ring) await(consumer bool, spin, maxSleep time.Duration, ready func() bool) bool {
 	if r.broken.Load() {
@@ -484,7 +484,6 @@ func (r *Ring) await(consumer bool, spin, maxSleep time.Duration, ready func() b
 				if spun >= r.gosched {
 					runtime.Gosched()
 				}
-				YieldThread(spun)
 			}
 		}
 	}
@@ -674,12 +673,16 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 	}
 }
 
-// Yield is what a spin does between looks, spun says for how long it has
-// spun: it lets other goroutines run, and once the spin has lasted
-// YieldAfter, other processes too (sched_yield). Early on, handing the CPU
-// away would delay noticing the peer; later, a spinner must not hold the
-// CPU that the peer it waits for needs (on two cores, the far side of a
-// transfer), which showed as a p99 of a whole spin budget.
+// Yield gives way to other goroutines (runtime.Gosched) and, once spun
+// has reached YieldAfter, to other processes too (sched_yield). It is for
+// a spinner with no caller's latency to win (the engine's reaper): Wait's
+// and WaitSpace's spins no longer call it. On Linux's EEVDF scheduler
+// (6.6 and later) sched_yield moves the yielding thread's deadline back a
+// slice, so a spinner that yields falls behind every runnable thread on
+// its CPU and, when what it waits for comes, waits out their slices: a
+// plugin taking 4 KiB writes beside one busy loop per core lost half its
+// throughput to it. A spin is bounded by its budget and then sleeps on
+// the ring, which is how it leaves the CPU to a peer.
 func Yield(spun time.Duration) {
 	runtime.Gosched()
 	YieldThread(spun)
@@ -700,13 +703,14 @@ func (r *Ring) SpinGosched() time.Duration { return r.gosched }
 // a call from C into Go (a cgo callback): there runtime.Gosched cannot
 // run another goroutine on the thread, so it hands the thread's P to
 // another thread and waits to get it back, two futex wakes per look. It
-// only yields to other processes, once the spin has lasted YieldAfter.
+// only yields to other processes, once the spin has lasted YieldAfter;
+// what Yield says of sched_yield holds for it.
 func YieldThread(spun time.Duration) {
 	if spun >= YieldAfter {
 		unix.Syscall(unix.SYS_SCHED_YIELD, 0, 0, 0)
 	}
 }
 
-// YieldAfter is how long a spin keeps its CPU before it yields it to
-// other processes between looks.
+// YieldAfter is how long a spin keeps its CPU before Yield and
+// YieldThread yield it to other processes.
 const YieldAfter = 150 * time.Microsecond
