@@ -80,7 +80,8 @@ const (
 	// per core, 4 KiB shm writes one at a time ran at 0.55 GB/s with
 	// the yield and 1.15 without, 128 at a time 0.35 (p99 20 ms) and
 	// 1.2-3.8 (p99 4-5 ms); the QoS isolation check's HIGH p99 over shm,
-	// beside the bulk, went from 9.7x its unloaded figure to 1.15x. A
+	// beside the bulk, went from 2.8x its unloaded figure to 1.4x
+	// (docs/qos.md). A
 	// waiter's spin is bounded by its budget (Spin, SpinSmall,
 	// BulkSpin), then it sleeps on the ring, so it holds its CPU from a
 	// peer at most that long.
