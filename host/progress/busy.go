@@ -10,12 +10,13 @@ import (
 // its ring (well under a microsecond apart), so two looks preemptGap or
 // more apart, with no yield of its own between them, mean its thread
 // lost the CPU for a slice (to another process's thread, or to the
-// hypervisor). For busyFor
-// after that, Busy says so, and a small batch's waiter on a lane slower
-// than waiting.SpinWorthBusy sleeps rather than spin (waiting.SmallSpin):
-// on idle cores a spin through a tcp round trip saves the wakeups that
-// made most of it, and on busy ones the wakeup places the waiter where a
-// spin would have it wait behind the threads it competes with.
+// hypervisor). For busyFor after that, Busy says so, and a small batch's
+// waiter on a lane slower than waiting.SpinWorthBusy sleeps rather than
+// spin (waiting.SmallSpin): on idle cores a spin through a tcp round trip
+// saves the wakeups that made most of it, and on busy ones the wakeup
+// places the waiter where a spin would have it wait behind the threads
+// it competes with. Only a Lane waiter's spins tell (Lane.spinUntil,
+// Lane.WaitOn); a reaper's yield its CPU at each look.
 
 // preemptedAt is when (unix ns) a spin last lost its CPU; 0 once that is
 // busyFor past (Busy clears it, so that an idle process reads no clock

@@ -464,8 +464,9 @@ func (r *Ring) Wait(spin, maxSleep time.Duration) bool {
 
 // await is the slow half of Wait (consumer) and WaitSpace: it polls ready
 // for up to spin, looking at the clock and yielding to other goroutines
-// every spinCheck polls (never to other processes: see Yield), then sleeps until ready, a wake or maxSleep. Its callers have checked
-// ready once already, without the indirect call.
+// every spinCheck polls (never to other processes: see Yield), then
+// sleeps until ready, a wake or maxSleep. Its callers have checked ready
+// once already, without the indirect call.
 func (r *Ring) await(consumer bool, spin, maxSleep time.Duration, ready func() bool) bool {
 	if r.broken.Load() {
 		return false
@@ -679,10 +680,11 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 // and WaitSpace's spins no longer call it. On Linux's EEVDF scheduler
 // (6.6 and later) sched_yield moves the yielding thread's deadline back a
 // slice, so a spinner that yields falls behind every runnable thread on
-// its CPU and, when what it waits for comes, waits out their slices: a
-// plugin taking 4 KiB writes beside one busy loop per core lost half its
-// throughput to it. A spin is bounded by its budget and then sleeps on
-// the ring, which is how it leaves the CPU to a peer.
+// its CPU and, when what it waits for comes, waits out their slices:
+// beside one busy loop per core, 4 KiB shm writes one at a time ran at
+// 0.55 GB/s while the plugin's and the engine's waiting spins yielded,
+// and at 1.15 once they did not. A spin is bounded by its budget and then
+// sleeps on the ring, which is how it leaves the CPU to a peer.
 func Yield(spun time.Duration) {
 	runtime.Gosched()
 	YieldThread(spun)
