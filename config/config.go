@@ -315,9 +315,11 @@ type Transfer struct {
 	// small request completes within a network round trip, and sleeping
 	// through it costs more than the round trip on a loaded machine. A
 	// waiter spins so only on a lane whose small batches complete in a
-	// median of 50 us or less (shm's); on a slower one (tcp's) it sleeps
-	// on the completion ring at once, and the plugin's wakeup lands on it
-	// (progress.Lane.WaitOn). A
+	// median of 500 us or less (shm's, and tcp's on idle cores), or 50 us
+	// or less (shm's) while the engine's spins lose their CPU
+	// (progress.Busy); on a slower one it sleeps on the completion ring
+	// at once, and the plugin's wakeup lands on it (progress.Lane.WaitOn,
+	// waiting.SmallSpin). A
 	// plugin whose transport assists (sdk.Assister, as tcp does) lets its
 	// lane sleep instead while small work is on the wire: the goroutine
 	// that completes it takes the next request.

@@ -192,7 +192,7 @@ var transferTable = &conf.Table[Transfer]{
 			At:  func(t *Transfer) any { return &t.Spin }},
 		{Name: "spin_small", Type: conf.Duration, Default: DefaultSpinSmall, Min: time.Duration(0), Max: MaxSpin,
 			Hint: `, about ten network round trips ("0s": spin as for large batches)`,
-			Doc:  "How long a waiter, and a lane after small work, spins for a batch of at most 256 KiB (latency). A waiter spins so only on a lane whose small batches complete in a median of 50 µs or less (shm); on a slower one (tcp) it sleeps until the plugin wakes it.",
+			Doc:  "How long a waiter, and a lane after small work, spins for a batch of at most 256 KiB (latency). A waiter spins so only on a lane whose small batches complete in a median of 500 µs or less (shm's and tcp's on idle cores), or 50 µs or less (shm's) while the engine's spins lose their CPU to other threads; on a slower one it sleeps until the plugin wakes it.",
 			At:   func(t *Transfer) any { return &t.SpinSmall }},
 		{Name: "stream_pause", Type: conf.Duration, Default: DefaultStreamPause, Min: time.Duration(0), Max: MaxStreamPause,
 			Hint: ` ("0s": never pause)`,

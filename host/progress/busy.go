@@ -16,7 +16,7 @@ import (
 // saves the wakeups that made most of it, and on busy ones the wakeup
 // places the waiter where a spin would have it wait behind the threads
 // it competes with. Only a Lane waiter's spins tell (Lane.spinUntil,
-// Lane.WaitOn); a reaper's yield its CPU at each look.
+// Lane.WaitOn); a reaper's spins give their CPU away at each look.
 
 // preemptedAt is when (unix ns) a spin last lost its CPU; 0 once that is
 // busyFor past (Busy clears it, so that an idle process reads no clock
