@@ -74,8 +74,8 @@ func spinThroughAStop(t *testing.T, l *Lane) (start, stoppedAt, end int64) {
 		out <- string(b)
 	}()
 	start = Now()
-	look := start
-	if !l.spinUntil(waiting.Decision{Act: waiting.Spin, Until: start + int64(time.Minute), Yield: waiting.YieldNone}, start, false, &look) {
+	arrived, look := l.spinUntil(waiting.Decision{Act: waiting.Spin, Until: start + int64(time.Minute), Yield: waiting.YieldNone}, start, start, false)
+	if !arrived {
 		t.Fatal("the spin ran out, want it ended by the completion")
 	}
 	// The completion may have come as the spin got its CPU back, before

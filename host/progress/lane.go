@@ -409,7 +409,7 @@ func (l *Lane) Reap(t *Tracker) {
 		case waiting.Poll:
 			in.Hot = true // the next run, if it comes at once, streams in
 		case waiting.Spin:
-			if !l.spinUntil(d, in.SpinFrom, true, nil) {
+			if arrived, _ := l.spinUntil(d, in.SpinFrom, 0, true); !arrived {
 				continue // spun out: the next decision sleeps
 			}
 		case waiting.Sleep:
@@ -660,8 +660,8 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 		case waiting.Return:
 			return done(in.Now)
 		case waiting.Spin:
-			look = in.Now
-			if !l.spinUntil(d, in.SpinFrom, false, &look) {
+			var arrived bool
+			if arrived, look = l.spinUntil(d, in.SpinFrom, in.Now, false); !arrived {
 				continue // spun out: the next decision sleeps
 			}
 		case waiting.Sleep:
@@ -684,9 +684,10 @@ const waitSlice = 5 * time.Millisecond
 // there or d.Until passes, reading the clock every spinLooks looks and
 // giving way then as d.Yield says (from is when the spin began); it
 // reports whether something arrived, or the lane is closing. A waiter
-// passes look, its latest clock reading, and gets back the spin's last
+// passes last, its latest clock reading, and gets back the spin's last
 // look at the clock (0 if a yield came after it), so that it can tell a
-// spin that lost its CPU just before its completion came.
+// spin that lost its CPU just before its completion came; a reaper
+// passes 0.
 //
 // reaper says the reaper spins: it then also stops, reporting true, as
 // soon as a waiter entered (Enter), which reaps from then on. Spinning
@@ -698,19 +699,15 @@ const waitSlice = 5 * time.Millisecond
 // often as not; spinning there it held the submitter off for its whole
 // spin, BenchmarkBlockSubmit n=1: about 2,600 preemptions a second of
 // 35-40 us each, 9% of the submitter's time, perf sched.)
-func (l *Lane) spinUntil(d waiting.Decision, from int64, reaper bool, look *int64) bool {
+func (l *Lane) spinUntil(d waiting.Decision, from, last int64, reaper bool) (bool, int64) {
 	// prev is the spin's last look at the clock (after any yield), or
 	// its caller's latest reading: two looks preemptGap apart say the
 	// spin lost its CPU between them (notePreempted). A reaper, which
 	// yields its CPU at each look, does not tell.
-	var prev int64
-	if look != nil {
-		prev = *look
-		defer func() { *look = prev }()
-	}
+	prev := last
 	for i := 0; ; i++ {
 		if l.cq.Pending() || l.closing.Load() || reaper && l.waiters.Load() > 0 {
-			return true
+			return true, prev
 		}
 		if i%spinLooks == spinLooks-1 {
 			now := Now()
@@ -718,7 +715,7 @@ func (l *Lane) spinUntil(d waiting.Decision, from int64, reaper bool, look *int6
 				notePreempted(now)
 			}
 			if now >= d.Until {
-				return false
+				return false, prev
 			}
 			prev = now
 			switch {
