@@ -95,14 +95,14 @@ func New(opts ...Option) *Transport {
 // split_min splits it over the workers.
 const PreferredSlice = 64 << 20
 
-// Describe says what the plugin is: CPU memory, same machine only, any
-// descriptor length, best with 64 MiB slices; memory the application
-// allocated itself on this side only (foreign.go).
 // SpinsAlone implements sdk.SpinsAlone: a lane copies small requests
 // itself and hands large ones to the copy workers, so its spin for the
 // next descriptor keeps its P.
 func (t *Transport) SpinsAlone() bool { return true }
 
+// Describe says what the plugin is: CPU memory, same machine only, any
+// descriptor length, best with 64 MiB slices; memory the application
+// allocated itself on this side only (foreign.go).
 func (t *Transport) Describe(context.Context) (sdk.Info, error) {
 	return sdk.Info{Name: "shm", Version: Version, Ops: []ring.Op{ring.OpWrite, ring.OpRead},
 		PreferredSlice: PreferredSlice, SameMachineOnly: true, MemoryKinds: []sdk.MemoryKind{sdk.MemoryCPU},
