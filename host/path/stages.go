@@ -145,7 +145,7 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 	}
 	if from <= stageGate {
 		if e.fences.Any() {
-			e.gateStage(t)
+			e.gateStage(t, sc)
 		}
 		t.rec.sent = t.rem
 	}
@@ -272,9 +272,10 @@ func (e *Executor) routeStage(t *task, sc *submitCtx) bool {
 
 // gateStage holds a write while its target's gate is closed (a fence of
 // an ended plugin run is unconfirmed there; host/fence), letting go of
-// a lane the caller holds meanwhile. A task that ends while it waits
+// a lane the caller holds, and publishing what its call holds,
+// meanwhile. A task that ends while it waits
 // puts nothing.
-func (e *Executor) gateStage(t *task) {
+func (e *Executor) gateStage(t *task, sc *submitCtx) {
 	r := &t.rec.req
 	if r.Op == Write && e.fences.Closed(t.rem.Name) {
 		if t.lane != nil {
@@ -282,6 +283,7 @@ func (e *Executor) gateStage(t *task) {
 			e.awaitGate(t.b, t.i, r, t.rem)
 			t.lane.Begin()
 		} else {
+			sc.publishHeld() // what the call put before goes now, too
 			e.awaitGate(t.b, t.i, r, t.rem)
 		}
 	}
@@ -303,18 +305,16 @@ func (e *Executor) planStage(t *task) {
 // receiver credit first where the transport is two-sided (a task on a
 // lane its caller holds goes to put directly: run).
 func (e *Executor) putStage(t *task, sc *submitCtx) {
-	// Each request's slices are published as one: a plugin works on one
-	// request while the next is cut (holding the lane over a whole batch
-	// measured slower on two cores: the plugin idled until the end).
+	// A request's slices are published together with those of the
+	// requests its call put before, a burst at a time (submitCtx.end):
+	// the plugin works on one burst while the next is cut (holding the
+	// lane over a whole batch measured slower on two cores: the plugin
+	// idled until the end).
 	l := e.laneOf(t.prun, t.rt.ps, t.rec.req.Priority)
 	l.Begin()
 	var c putResult
 	e.put(t, l, sc, &c)
-	if sc.waiter {
-		l.EndWaited()
-	} else {
-		l.End()
-	}
+	sc.end(l)
 	e.cut(t.b, l, t.rt.ps, c)
 }
 

@@ -247,6 +247,15 @@ func (l *Lane) EndWaited() {
 	l.mu.Unlock()
 }
 
+// EndLater releases the producer side and leaves what was enqueued
+// unpublished: the plugin does not see it yet. The caller publishes it
+// (Begin, then End or EndWaited, which publish everything enqueued,
+// whoever enqueued it) before it returns or waits on anything: a
+// submitter of many small requests publishes them a burst at a time,
+// one full barrier on the in-flight count and on the ring's tail, and
+// one look of the plugin at the tail, a burst instead of a request.
+func (l *Lane) EndLater() { l.mu.Unlock() }
+
 // publish counts what Put enqueued in flight, then makes it visible to
 // the plugin: a descriptor is counted before its completion can come.
 // l.mu held. On a closed lane (a submitter that took it after its run

@@ -88,13 +88,13 @@ func TestDecide(t *testing.T) {
 			Decision{Act: Return, Mark: Enter}},
 
 		// A caller waiting for a batch on several lanes (Tracker.WaitBatch).
-		{"batch: a large batch spins for spin from the wait's start, telling the plugins it waits",
+		{"batch: a large batch spins for spin from the wait's start, entered in its lanes",
 			Input{Role: Batch, Now: t0 + 5*us, Start: t0, Spin: spin, SpinSmall: spinSmall},
-			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldSpun, Mark: Begin}},
+			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldSpun, Mark: Enter}},
 		{"batch: a poll that reaped polls again at once",
 			Input{Role: Batch, Now: t0 + 5*us, Start: t0, Spin: spin, Reaped: 3},
-			Decision{Act: Poll, Mark: Begin}},
-		{"batch: the spin counts from the start, whatever it reaped since: spent, it sleeps",
+			Decision{Act: Poll, Mark: Enter}},
+		{"batch: the spin counts from the start, whatever it reaped since: spent, a large batch sleeps telling the plugins it waits",
 			Input{Role: Batch, Now: t0 + 20*us, Start: t0, Spin: spin, Reaped: 3},
 			Decision{Act: Sleep, Mark: Begin}},
 		{"batch: a small batch spins the larger of spin and spin_small, entered in its lanes",
@@ -111,7 +111,7 @@ func TestDecide(t *testing.T) {
 			Decision{Act: Sleep, Mark: None}},
 		{"batch: a caller locked to its thread yields only the thread",
 			Input{Role: Batch, Now: t0, Start: t0, Spin: spin, Locked: true},
-			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldNone, Mark: Begin}},
+			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldNone, Mark: Enter}},
 		{"batch: no spin budget: sleep at once",
 			Input{Role: Batch, Now: t0, Start: t0, Small: true},
 			Decision{Act: Sleep, Mark: None}},
@@ -198,9 +198,9 @@ func TestBatchWaitOnAClock(t *testing.T) {
 		}
 	}
 	want := []Decision{
-		{Act: Spin, Until: t0 + 20*us, Mark: Begin},
-		{Act: Spin, Until: t0 + 20*us, Mark: Begin},
-		{Act: Spin, Until: t0 + 20*us, Mark: Begin},
+		{Act: Spin, Until: t0 + 20*us, Mark: Enter},
+		{Act: Spin, Until: t0 + 20*us, Mark: Enter},
+		{Act: Spin, Until: t0 + 20*us, Mark: Enter},
 		{Act: Sleep, Until: t0 + 25*ms, Mark: Begin},
 		{Act: Sleep, Until: t0 + 35*ms, Mark: Begin},
 		{Act: Sleep, Until: t0 + 45*ms, Mark: Begin},
