@@ -109,6 +109,9 @@ func (f *Follower) reread(ctx context.Context, key string) {
 	switch {
 	case errors.Is(err, metastore.ErrNotFound):
 		f.apply(ctx, key, Change{Deleted: true})
+	case ctx.Err() != nil:
+		// The watch is ending (the engine closes): nothing to try again,
+		// and nothing an operator need hear about.
 	case err != nil:
 		f.Log.Warn("metastore watch: re-reading a descriptor after a resync failed; the next resync tries again", "key", key, "error", err)
 	default:

@@ -459,3 +459,63 @@ func TestReplayKeepsTheNewest(t *testing.T) {
 		t.Fatalf("a fresh table: %+v, %v; want the descriptor it read", h4, err)
 	}
 }
+
+// failingStore is a metastore whose Get fails: with its context's error
+// once that ends (it waits for it, telling got first), else with err.
+type failingStore struct {
+	metastore.Store
+	err error
+	got chan struct{}
+}
+
+func (s *failingStore) Get(ctx context.Context, key string) ([]byte, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	s.got <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestFollowerQuietWhenItsWatchEnds: a re-read that fails because the
+// follower is being stopped (the engine closes) logs nothing; one that
+// fails while the watch runs warns, naming the key.
+func TestFollowerQuietWhenItsWatchEnds(t *testing.T) {
+	for _, stopping := range []bool{false, true} {
+		tcp := newTransport("tcp")
+		ts := []Transport{tcp}
+		tb := New("here", time.Second)
+		if _, err := tb.Open(context.Background(), "b", "segments/b", desc(7, 0x1000), ts); err != nil {
+			t.Fatal(err)
+		}
+		var logged strings.Builder
+		var mu sync.Mutex
+		store := &failingStore{got: make(chan struct{})}
+		if !stopping {
+			store.err = errors.New("connection refused")
+		}
+		f := &Follower{Table: tb, Store: store, Lock: &mu, Transports: func() []Transport { return ts },
+			Log: hclog.New(&hclog.LoggerOptions{Output: &logged}), Timeout: time.Hour}
+		ctx, cancel := context.WithCancel(context.Background())
+		events := make(chan metastore.Event, 1)
+		done := make(chan struct{})
+		go func() { defer close(done); f.Run(ctx, events) }()
+		events <- metastore.Event{Kind: metastore.Put, Key: "segments/b"}
+		if stopping {
+			<-store.got // the re-read is under way: stop the follower under it
+			cancel()
+			<-done
+		} else {
+			close(events) // Run returns once it has handled the event
+			<-done
+			cancel()
+		}
+		warned := strings.Contains(logged.String(), "re-reading a descriptor")
+		switch {
+		case stopping && warned:
+			t.Errorf("a re-read ended by the follower's stop logged: %s", logged.String())
+		case !stopping && !warned:
+			t.Errorf("a re-read that failed while the watch runs logged nothing; want a warning")
+		}
+	}
+}
