@@ -217,7 +217,8 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 		return nil
 	}
 	var inline [8]*progress.Lane
-	w := waiting.Input{Spin: e.cfg.Transfer.Spin, SpinSmall: e.cfg.Transfer.SpinSmall, Small: small, Locked: e.lockedCallers}
+	w := waiting.Input{Spin: e.cfg.Transfer.Spin, SpinSmall: e.cfg.Transfer.SpinSmall, Small: small, Locked: e.lockedCallers,
+		Dense: !small && waiting.IsDense(b.Len(), b.TotalBytes())}
 	// A larger batch on one lane spins as long as that lane's larger
 	// batches take, within waiting.BulkSpinMax (waiting.BulkSpin).
 	var bulk *progress.Lane

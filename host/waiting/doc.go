@@ -24,11 +24,12 @@
 //     reaped; then it sleeps on the batch's wake until its next deadline
 //     (the batch's earliest; once that has passed, every HeldPoll, so
 //     that tasks with later deadlines still expire in time; none: no
-//     timer). It enters its lanes while it spins (Mark Enter): their
-//     reapers stand by rather than poll the same rings beside it. While
-//     it sleeps it leaves them to their reapers; a large batch still
-//     tells the plugins that a caller waits (Mark Begin), a small one
-//     not (None).
+//     timer). A small batch, or a dense one (many small tasks: IsDense),
+//     enters its lanes while it spins (Mark Enter): their reapers stand
+//     by rather than poll the same rings beside it. Other batches only
+//     tell the plugins that a caller waits (Mark Begin) throughout; a
+//     small batch asleep leaves its lanes to their reapers without
+//     telling (None).
 //   - Reaper: a lane's reaper goroutine (progress.Lane.Reap). It stands by
 //     while a waiter is in (Enter), and after the last one left with
 //     nothing in flight, until a publication with no waiter wakes it: at

@@ -174,6 +174,10 @@ type Input struct {
 	// config.SmallBatch bytes): its caller waits for latency. Lane and
 	// Batch.
 	Small bool
+	// Dense says the batch is many small tasks, whose completions come
+	// close together: at least DenseTasks, of at most DenseBytes each
+	// on average (Dense). Batch.
+	Dense bool
 	// SmallWait is the median time (ns) the lane's small batches waited
 	// (Median), and SmallWaits this wait's number among them (1, 2, ...).
 	// Lane, small batch.
@@ -219,6 +223,19 @@ type Decision struct {
 	// Mark is how the waiter holds its lanes while it does Act: a Lane
 	// waiter is always entered, a Reaper holds none.
 	Mark Mark
+}
+
+// DenseTasks and DenseBytes bound a dense batch (Input.Dense): at least
+// DenseTasks tasks of at most DenseBytes each on average.
+const (
+	DenseTasks = 16
+	DenseBytes = 64 << 10
+)
+
+// IsDense reports whether a batch of n tasks and bytes in all is dense
+// (Input.Dense).
+func IsDense(n int, bytes uint64) bool {
+	return n >= DenseTasks && bytes <= uint64(n)*DenseBytes
 }
 
 // Decide returns what the waiter of in does next; see the package
@@ -278,21 +295,24 @@ func lane(in Input) Decision {
 func batch(in Input) Decision {
 	end := in.Start + int64(in.Budget())
 	spinning := in.Now < end
-	// While it spins the waiter polls its lanes: it enters them, so that
+	// A small or dense batch's waiter enters its lanes while it spins:
 	// their reapers stand by rather than poll the same rings beside it.
-	// Two consumers of one completion ring on a small machine share a
-	// core with the plugin that fills it and trade the ring's lines
-	// between them: 4 KiB shm writes in batches of 128 ran 15% slower
-	// with the reaper polling too. Asleep, a large batch leaves its lanes
-	// to their reapers and only tells the plugins that a caller waits
-	// (Begin); a small batch, whose caller waits for latency, not even
-	// that: telling costs the plugin a look at a shared word per run.
-	d := Decision{Mark: Enter}
-	if !spinning {
-		d.Mark = Begin
-		if in.Small {
-			d.Mark = None
-		}
+	// A dense batch's completions come close together, and two consumers
+	// of one completion ring on a small machine share a core with the
+	// plugin that fills it and trade the ring's lines: 4 KiB shm writes
+	// in batches of 128 ran 15% slower with the reaper polling too. For
+	// a few large tasks the hand-over costs more than it saves (two
+	// thread wakeups a wait: 64 MiB bulk writes beside 4 KiB reads
+	// doubled the reads' p99 on shm), so such a waiter only tells the
+	// plugins that a caller waits (Begin), throughout. Asleep, a small
+	// batch's waiter leaves its lanes to their reapers, not even telling
+	// (None): telling costs the plugin a look at a shared word per run.
+	d := Decision{Mark: Begin}
+	switch {
+	case spinning && (in.Small || in.Dense):
+		d.Mark = Enter
+	case in.Small:
+		d.Mark = None
 	}
 	switch {
 	case !spinning:

@@ -88,13 +88,19 @@ func TestDecide(t *testing.T) {
 			Decision{Act: Return, Mark: Enter}},
 
 		// A caller waiting for a batch on several lanes (Tracker.WaitBatch).
-		{"batch: a large batch spins for spin from the wait's start, entered in its lanes",
+		{"batch: a large batch spins for spin from the wait's start, telling the plugins it waits",
 			Input{Role: Batch, Now: t0 + 5*us, Start: t0, Spin: spin, SpinSmall: spinSmall},
+			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldSpun, Mark: Begin}},
+		{"batch: a dense batch (many small tasks) spins entered in its lanes",
+			Input{Role: Batch, Now: t0 + 5*us, Start: t0, Spin: spin, SpinSmall: spinSmall, Dense: true},
 			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldSpun, Mark: Enter}},
 		{"batch: a poll that reaped polls again at once",
 			Input{Role: Batch, Now: t0 + 5*us, Start: t0, Spin: spin, Reaped: 3},
-			Decision{Act: Poll, Mark: Enter}},
-		{"batch: the spin counts from the start, whatever it reaped since: spent, a large batch sleeps telling the plugins it waits",
+			Decision{Act: Poll, Mark: Begin}},
+		{"batch: a dense batch spun out leaves its lanes to their reapers, telling the plugins it waits",
+			Input{Role: Batch, Now: t0 + 20*us, Start: t0, Spin: spin, Dense: true},
+			Decision{Act: Sleep, Mark: Begin}},
+		{"batch: the spin counts from the start, whatever it reaped since: spent, it sleeps",
 			Input{Role: Batch, Now: t0 + 20*us, Start: t0, Spin: spin, Reaped: 3},
 			Decision{Act: Sleep, Mark: Begin}},
 		{"batch: a small batch spins the larger of spin and spin_small, entered in its lanes",
@@ -111,7 +117,7 @@ func TestDecide(t *testing.T) {
 			Decision{Act: Sleep, Mark: None}},
 		{"batch: a caller locked to its thread yields only the thread",
 			Input{Role: Batch, Now: t0, Start: t0, Spin: spin, Locked: true},
-			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldNone, Mark: Enter}},
+			Decision{Act: Spin, Until: t0 + 20*us, Yield: YieldNone, Mark: Begin}},
 		{"batch: no spin budget: sleep at once",
 			Input{Role: Batch, Now: t0, Start: t0, Small: true},
 			Decision{Act: Sleep, Mark: None}},
@@ -198,9 +204,9 @@ func TestBatchWaitOnAClock(t *testing.T) {
 		}
 	}
 	want := []Decision{
-		{Act: Spin, Until: t0 + 20*us, Mark: Enter},
-		{Act: Spin, Until: t0 + 20*us, Mark: Enter},
-		{Act: Spin, Until: t0 + 20*us, Mark: Enter},
+		{Act: Spin, Until: t0 + 20*us, Mark: Begin},
+		{Act: Spin, Until: t0 + 20*us, Mark: Begin},
+		{Act: Spin, Until: t0 + 20*us, Mark: Begin},
 		{Act: Sleep, Until: t0 + 25*ms, Mark: Begin},
 		{Act: Sleep, Until: t0 + 35*ms, Mark: Begin},
 		{Act: Sleep, Until: t0 + 45*ms, Mark: Begin},
@@ -351,5 +357,26 @@ func TestBulkSpin(t *testing.T) {
 	in.Role, in.BulkWait = Reaper, int64(35*time.Microsecond)
 	if got := in.Budget(); got != spin {
 		t.Errorf("a Reaper: Budget = %v, want the plain spin", got)
+	}
+}
+
+// TestIsDense pins which batches a waiter enters while it spins besides
+// small ones: many tasks of small average size, not a few large ones.
+func TestIsDense(t *testing.T) {
+	for _, c := range []struct {
+		n     int
+		bytes uint64
+		want  bool
+	}{
+		{128, 128 * 4 << 10, true}, // 128 writes of 4 KiB
+		{DenseTasks, DenseTasks * DenseBytes, true},
+		{DenseTasks - 1, 4 << 10, false}, // too few
+		{DenseTasks, DenseTasks*DenseBytes + 1, false},
+		{1, 64 << 20, false}, // one bulk write
+		{4, 4 * 64 << 20, false},
+	} {
+		if got := IsDense(c.n, c.bytes); got != c.want {
+			t.Errorf("IsDense(%d tasks, %d bytes) = %v, want %v", c.n, c.bytes, got, c.want)
+		}
 	}
 }
