@@ -70,8 +70,8 @@ type submitCtx struct {
 	// publications leave a reaper standing by (Lane.EndWaited).
 	waiter bool
 	// more: requests of the call follow this one, so its put may leave
-	// its descriptor unpublished (held), for the next put on the lane,
-	// or publishHeld at the call's end, to publish with its own.
+	// its descriptors unpublished (held): a later put on the lane, or
+	// publishHeld at the call's end, publishes them with its own.
 	more bool
 	// held is the lane with descriptors the call put and has not
 	// published yet (Lane.EndLater), nHeld how many.
@@ -82,9 +82,9 @@ type submitCtx struct {
 // publishBurst is how many requests a Submit call puts on a lane before
 // it publishes them: one barrier and one look of the plugin at the
 // ring's tail a burst, at the price of the plugin starting on a burst's
-// first request a few puts later. With the batch waiter entering its
-// lanes (host/waiting), 4 KiB shm writes in batches of 128 ran about 8%
-// faster with bursts of 8 than one at a time (BenchmarkRequestPath).
+// first request a few puts later. With a dense batch's waiter entering
+// its lanes (host/waiting), 4 KiB shm writes in batches of 128 ran about
+// 8% faster in bursts of 8 than one at a time (BenchmarkRequestPath).
 const publishBurst = 8
 
 // end releases lane l after a put: its descriptors stay unpublished

@@ -176,7 +176,7 @@ type Input struct {
 	Small bool
 	// Dense says the batch is many small tasks, whose completions come
 	// close together: at least DenseTasks, of at most DenseBytes each
-	// on average (Dense). Batch.
+	// on average (IsDense). Batch.
 	Dense bool
 	// SmallWait is the median time (ns) the lane's small batches waited
 	// (Median), and SmallWaits this wait's number among them (1, 2, ...).
