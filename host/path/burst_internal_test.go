@@ -1,7 +1,9 @@
 package path
 
 import (
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -9,8 +11,9 @@ import (
 
 // TestSubmitBurstPublishes pins when a Submit call's descriptors become
 // visible to the plugin (submitCtx.end): a burst at a time while more
-// of the call follow, another lane's held ones before a put on a new
-// lane, and everything at the call's end (publishHeld). The plugin's
+// of the call follow, another lane's held ones with a put on a new lane
+// (which is published too), and everything at the call's end
+// (publishHeld). The plugin's
 // side is a real consumer attached to the lanes' memfd rings.
 func TestSubmitBurstPublishes(t *testing.T) {
 	lane := func(id uint32) (*progress.Lane, *ring.Ring) {
@@ -59,8 +62,10 @@ func TestSubmitBurstPublishes(t *testing.T) {
 	seen(ca, 0, "two held")
 	put(b, true)
 	seen(ca, 2, "a put on another lane")
-	seen(cb, 0, "the other lane's first, with more to come")
+	seen(cb, 1, "the other lane's put, published with them")
 
+	put(b, true)
+	seen(cb, 0, "the other lane's next, held")
 	put(b, false)
 	seen(cb, 2, "the call's last request")
 
@@ -72,4 +77,79 @@ func TestSubmitBurstPublishes(t *testing.T) {
 	}
 	sc.publishHeld() // nothing held: nothing to do
 	seen(ca, 0, "publishHeld with nothing held")
+}
+
+// TestSubmitBurstsOnTwoLanesDoNotDeadlock: two submitters whose calls
+// alternate between the same two lanes, each holding one of them, never
+// wait for each other (a put that publishes another lane's held
+// descriptors does so with no lane's lock held). A plugin's consumer
+// drains both rings meanwhile.
+func TestSubmitBurstsOnTwoLanesDoNotDeadlock(t *testing.T) {
+	var lanes [2]*progress.Lane
+	var rings [2]*ring.Ring
+	stuck := false // deadlocked: Close would wait for the lanes' locks too
+	for k := range lanes {
+		l, err := progress.NewLane(uint32(k+1), 64, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if !stuck {
+				l.Close(false)
+			}
+		})
+		if rings[k], err = ring.Attach(l.SQ.Mem()); err != nil {
+			t.Fatal(err)
+		}
+		lanes[k] = l
+	}
+	const calls, perCall = 20000, 5
+	stop := make(chan struct{})
+	drained := make(chan struct{})
+	go func() { // the plugin's side: take what is published
+		defer close(drained)
+		out := make([]ring.Descriptor, 64)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if rings[0].Dequeue(out)+rings[1].Dequeue(out) == 0 {
+				runtime.Gosched() // leave the submitters the CPUs
+			}
+		}
+	}()
+	done := make(chan struct{}, 2)
+	for w := range 2 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range calls {
+				var sc submitCtx
+				for k := range perCall {
+					l := lanes[(w+k)%2] // the two submitters go the opposite ways
+					sc.more = k < perCall-1
+					l.Begin()
+					if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
+						l.End()
+						t.Error(err)
+						return
+					}
+					sc.end(l)
+				}
+				sc.publishHeld()
+			}
+		}()
+	}
+	timeout := time.After(20 * time.Second)
+	for range 2 {
+		select {
+		case <-done:
+		case <-timeout:
+			stuck = true
+			t.Fatal("two submitters alternating between two lanes made no progress in 20s: deadlocked on the lanes' locks")
+		}
+	}
+	close(stop)
+	<-drained
 }

@@ -87,15 +87,14 @@ type submitCtx struct {
 // 8% faster in bursts of 8 than one at a time (BenchmarkRequestPath).
 const publishBurst = 8
 
-// end releases lane l after a put: its descriptors stay unpublished
-// while more requests of the call follow and the burst is not full;
-// otherwise all of the lane's are published. Another lane's held ones
-// are published first: only one lane holds any.
+// end releases lane l, which the caller holds after a put: its
+// descriptors stay unpublished while more requests of the call follow,
+// the burst is not full and no other lane holds any; otherwise l's are
+// published, then another lane's held ones, once l is let go (taking a
+// lane while holding another would deadlock against a submitter going
+// the other way: TestSubmitBurstsOnTwoLanesDoNotDeadlock).
 func (c *submitCtx) end(l *progress.Lane) {
-	if c.held != nil && c.held != l {
-		c.publishHeld()
-	}
-	if c.more && c.nHeld < publishBurst-1 {
+	if c.more && c.nHeld < publishBurst-1 && (c.held == nil || c.held == l) {
 		l.EndLater()
 		c.held = l
 		c.nHeld++
@@ -106,7 +105,10 @@ func (c *submitCtx) end(l *progress.Lane) {
 	} else {
 		l.End()
 	}
-	c.held, c.nHeld = nil, 0
+	if c.held == l {
+		c.held, c.nHeld = nil, 0
+	}
+	c.publishHeld()
 }
 
 // publishHeld publishes what the call holds (see end): at its end, and
