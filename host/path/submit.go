@@ -100,11 +100,7 @@ func (c *submitCtx) end(l *progress.Lane) {
 		c.nHeld++
 		return
 	}
-	if c.waiter {
-		l.EndWaited()
-	} else {
-		l.End()
-	}
+	c.publish(l)
 	if c.held == l {
 		c.held, c.nHeld = nil, 0
 	}
@@ -116,12 +112,18 @@ func (c *submitCtx) end(l *progress.Lane) {
 func (c *submitCtx) publishHeld() {
 	if l := c.held; l != nil {
 		l.Begin()
-		if c.waiter {
-			l.EndWaited()
-		} else {
-			l.End()
-		}
+		c.publish(l)
 		c.held, c.nHeld = nil, 0
+	}
+}
+
+// publish publishes what lane l (held) carries and releases it, leaving
+// its reaper standing by when the caller waits next (EndWaited).
+func (c *submitCtx) publish(l *progress.Lane) {
+	if c.waiter {
+		l.EndWaited()
+	} else {
+		l.End()
 	}
 }
 

@@ -36,8 +36,14 @@ const (
 	busyFor = 100 * time.Millisecond
 )
 
-// notePreempted records that a spin lost its CPU before now.
-func notePreempted(now int64) { preemptedAt.Store(now) }
+// notePreempted records that a spin lost its CPU before now, if its
+// look at the clock at last (0: none to tell from) is preemptGap or more
+// before now.
+func notePreempted(last, now int64) {
+	if last != 0 && now-last >= int64(preemptGap) {
+		preemptedAt.Store(now)
+	}
+}
 
 // Busy reports whether a spin of this process lost its CPU within the
 // last busyFor. It reads the clock only while one did.

@@ -82,9 +82,7 @@ func spinThroughAStop(t *testing.T, l *Lane) (start, stoppedAt, end int64) {
 	// it looked at the clock again: as WaitOn does, tell the lost CPU
 	// from the spin's last look.
 	end = Now()
-	if look != 0 && end-look >= int64(preemptGap) {
-		notePreempted(end)
-	}
+	notePreempted(look, end)
 	var buf [1]ring.Descriptor
 	l.cq.Dequeue(buf[:])
 	s := <-out

@@ -634,9 +634,7 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 		if done(now) {
 			if timed {
 				end := Now()
-				if look != 0 && end-look >= int64(preemptGap) {
-					notePreempted(end)
-				}
+				notePreempted(look, end)
 				// Waiters on one lane may race here and lose an update;
 				// the figure only steers a spin.
 				median.Store(waiting.Median(median.Load(), end-in.Start))
@@ -720,9 +718,7 @@ func (l *Lane) spinUntil(d waiting.Decision, from, last int64, reaper bool) (boo
 		}
 		if i%spinLooks == spinLooks-1 {
 			now := Now()
-			if prev != 0 && now-prev >= int64(preemptGap) {
-				notePreempted(now)
-			}
+			notePreempted(prev, now)
 			if now >= d.Until {
 				return false, prev
 			}
