@@ -88,9 +88,12 @@
 // buffers, trading bulk throughput for shorter system calls (prio.go).
 //
 // System calls per frame are what small transfers cost, so both ends batch
-// without copying payload: the listener receives a write's payload and the
-// next header with one readv, holds responses back while the next request
-// is already there and sends them (with read payloads, straight from their
+// them: the listener reads ahead (ahead.go), receiving a small write's
+// payload together with up to 64 KiB of the frames after it in one readv
+// and copying the next headers and small payloads out of that buffer (a
+// payload over 16 KiB is read straight into its region with only the next
+// header beside it); it holds responses back while the next request is
+// already there and sends them (with read payloads, straight from their
 // regions) in one writev; the dialer reads runs of response headers at
 // once, up to the first read's header, whose payload goes straight into
 // registered memory together with the headers after it.

@@ -55,25 +55,24 @@ func (t *Transport) unstage(o *op, st ring.Status, n uint64) ring.Status {
 
 // serveForeignWrite receives a peer's write of h.Length bytes for foreign
 // region r into a bounce buffer and writes it into the host. It returns
-// what readFullNext returned, and the status to answer.
-func (sc *serverConn) serveForeignWrite(r *region, h *Header) (int, ring.Status, error) {
+// the status to answer.
+func (sc *serverConn) serveForeignWrite(r *region, h *Header) (ring.Status, error) {
 	if err := sc.stage(h.Length); err != nil {
-		return 0, ring.StatusIO, err
+		return ring.StatusIO, err
 	}
 	sc.cur.Store(r) // a flush in stage cleared it
 	defer sc.t.recv.release(h.Length)
 	b := kit.GetBounce(int(h.Length))
 	defer b.Put()
-	n, err := sc.link.readFullNext(b.B, sc.hdr[:])
-	if err != nil {
-		return n, ring.StatusIO, err
+	if err := sc.recv(b.B); err != nil {
+		return ring.StatusIO, err
 	}
 	if err := kit.CopyOut(r.Foreign, h.Offset, b.B); err != nil {
 		sc.t.stats.foreignFaults.Add(1)
-		return n, ring.StatusIO, nil
+		return ring.StatusIO, nil
 	}
 	sc.t.stats.foreignCopied.Add(h.Length)
-	return n, ring.StatusOK, nil
+	return ring.StatusOK, nil
 }
 
 // foreignPayload fills a bounce buffer from foreign region r for a peer's

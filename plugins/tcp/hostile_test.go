@@ -277,6 +277,63 @@ func TestHostilePeers(t *testing.T) {
 		plugintest.MustEqual(t, "read payload", got, w.ro[3:67])
 	})
 
+	// The same in one burst: the listener reads the frames after a small
+	// one ahead (ahead.go), so rejected payloads are discarded from its
+	// buffer and the good frames' bytes come out of it, around a payload
+	// over aheadSmall read straight into place.
+	t.Run("a burst of rejections and writes read ahead", func(t *testing.T) {
+		c := dialRaw(t, w.b)
+		goodHello(t, c, w.b)
+		inc := w.b.incarnation
+		type frame struct {
+			h    tcp.Header
+			body []byte
+			want ring.Status
+		}
+		var frames []frame
+		expect := snapshot(scratch)
+		add := func(op ring.Op, region uint32, off, n uint64, want ring.Status) {
+			f := frame{h: tcp.Header{Op: op, Seq: uint64(len(frames) + 1), Incarnation: inc, Region: region, Offset: off, Length: n}, want: want}
+			if op == ring.OpWrite {
+				f.body = make([]byte, n)
+				fill(f.body, uint64(len(frames))+40)
+				if want == ring.StatusOK {
+					copy(expect[off:], f.body)
+				}
+			}
+			frames = append(frames, f)
+		}
+		add(ring.OpWrite, bScratch, 0, 4096, ring.StatusOK)
+		add(ring.OpWrite, 99, 0, 5000, ring.StatusNotRegistered)
+		add(ring.OpWrite, bScratch, 4096, 3000, ring.StatusOK)
+		add(ring.OpWrite, bRO, 0, 7000, ring.StatusPermission)
+		add(ring.OpRead, bRO, 11, 2000, ring.StatusOK)
+		add(ring.OpWrite, bScratch, 8000, 20000, ring.StatusOK) // over aheadSmall
+		add(ring.OpWrite, bScratch, 30000, 1, ring.StatusOK)
+		add(ring.OpWrite, bScratch, 1<<16-40000, 40000, ring.StatusOK) // overwrites some of the above
+		add(ring.OpWrite, bScratch, 100, 17, ring.StatusOK)
+		var burst []byte
+		for _, f := range frames {
+			burst = append(burst, header(f.h)...)
+			burst = append(burst, f.body...)
+		}
+		mustWrite(t, c, burst)
+		for _, f := range frames {
+			r := response(t, c)
+			if r.Seq != f.h.Seq || r.Status != f.want {
+				t.Fatalf("frame %d (%+v): response %+v, want status %v", f.h.Seq, f.h, r, f.want)
+			}
+			if f.h.Op == ring.OpRead {
+				got := make([]byte, r.Length)
+				if _, err := io.ReadFull(c, got); err != nil {
+					t.Fatal(err)
+				}
+				plugintest.MustEqual(t, "read payload in the burst", got, w.ro[11:2011])
+			}
+		}
+		plugintest.MustEqual(t, "scratch after the burst", scratch, expect)
+	})
+
 	close(stop)
 	wg.Wait()
 	plugintest.MustEqual(t, "B's read-write region", w.rw, rw)

@@ -83,6 +83,7 @@ type serverConn struct {
 	fence       *kit.FenceConn // its place in Transport.fences, once authenticated
 
 	hdr     [RequestSize]byte
+	in      ahead  // what was read past the current frame (ahead.go)
 	scratch []byte // where a rejected write's payload is discarded
 	unblock func() // ends the reader's waits on its own thread (prio.go); set by serve
 
@@ -315,6 +316,8 @@ func (sc *serverConn) hello() bool {
 // serveFrames answers requests until the connection ends. It returns nil on
 // a clean close at a frame boundary.
 //
+// Requests are read ahead (ahead.go): a small frame's payload is read
+// with what follows it, and the next frames come out of that buffer.
 // Responses are held back while the next request is already there, and go
 // out together (one write or writev for up to maxPending responses) before
 // the connection would wait for the dialer. A read's payload is sent
@@ -323,48 +326,48 @@ func (sc *serverConn) hello() bool {
 // before a write's payload is read when they hold references or the
 // payload is large.
 //
-// have is how many bytes of the first header are already in sc.hdr; in the
-// loop, how many of the next one.
+// have is how many bytes of the first header are already in sc.hdr.
 func (sc *serverConn) serveFrames(have int) error {
 	t := sc.t
 	defer sc.releaseHeld()
+	defer func() {
+		sc.in.r = sc.in.w // what is left unread is dropped with the connection
+		sc.in.release()
+	}()
+	if have > 0 {
+		room := sc.in.room()
+		sc.in.add(copy(room, sc.hdr[:have]), len(room))
+		sc.in.drained = false
+	}
 	var h Header
-	drained := false // the last read emptied the socket
-	bulk := false    // the goroutine runs on a nice thread (prio.go)
+	bulk := false // the goroutine runs on a nice thread (prio.go)
 	for {
-		if have < RequestSize && sc.npend > 0 {
-			if have == 0 && !drained {
+		if sc.in.len() < RequestSize && sc.npend > 0 {
+			if !sc.in.drained {
 				// A small request-response exchange pays per system call;
 				// skip this one when the last read already found nothing
 				// more.
-				n, err := sc.link.tryRead(sc.hdr[:])
-				if err != nil && !errors.Is(err, io.EOF) {
+				if err := sc.fill(); err != nil && !errors.Is(err, io.EOF) {
 					return err
 				}
-				have = n
 			}
-			if have < RequestSize {
+			if sc.in.len() < RequestSize {
 				if err := sc.flush(); err != nil {
 					return err
 				}
 			}
 		}
-		if have == 0 {
-			n, err := sc.link.readIdle(sc.hdr[:])
-			if err != nil {
+		if sc.in.len() == 0 {
+			if err := sc.waitIdle(); err != nil {
 				if errors.Is(err, io.EOF) {
 					return nil
 				}
 				return err
 			}
-			have = n
 		}
-		if have < RequestSize {
-			if err := sc.link.readFull(sc.hdr[have:]); err != nil {
-				return eofIsTruncation(err)
-			}
+		if err := sc.recv(sc.hdr[:]); err != nil {
+			return eofIsTruncation(err)
 		}
-		have, drained = 0, false
 		if err := DecodeHeader(sc.hdr[:], &h); err != nil {
 			return errors.Join(errMalformed, err)
 		}
@@ -404,12 +407,11 @@ func (sc *serverConn) serveFrames(have int) error {
 			}
 			if st == ring.StatusOK {
 				sc.cur.Store(r)
-				var n int
 				var err error
 				if r.Foreign != nil {
-					n, st, err = sc.serveForeignWrite(r, &h)
+					st, err = sc.serveForeignWrite(r, &h)
 				} else {
-					n, err = sc.link.readFullNext(r.Mem[h.Offset:h.Offset+h.Length], sc.hdr[:])
+					err = sc.recv(r.Mem[h.Offset : h.Offset+h.Length])
 				}
 				sc.cur.Store(nil)
 				sc.fence.End()
@@ -417,10 +419,6 @@ func (sc *serverConn) serveFrames(have int) error {
 				if err != nil {
 					return eofIsTruncation(err)
 				}
-				have = n
-				// readFullNext takes whatever of the next header is
-				// there: less than all of it means the socket is empty.
-				drained = n < RequestSize
 				t.stats.bytesReceived.Add(h.Length)
 				sc.rail.bytesReceived.Add(h.Length)
 				sc.served.Add(ring.OpWrite, 1, h.Length)
@@ -579,7 +577,7 @@ func (sc *serverConn) discard(n uint64) error {
 	}
 	for n > 0 {
 		c := min(n, uint64(len(sc.scratch)))
-		if err := sc.link.readFull(sc.scratch[:c]); err != nil {
+		if err := sc.recv(sc.scratch[:c]); err != nil {
 			return err
 		}
 		n -= c
