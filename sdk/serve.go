@@ -16,18 +16,29 @@ import (
 )
 
 // pluginSlice is the scheduler slice a plugin process asks for its
-// threads (ServeTransport).
+// threads (ServeTransport): LatencySlice, the kernel's shortest. Under
+// EEVDF a thread that wakes runs as soon as the running one has used the
+// slice that one asked for; with a short slice of its own it also gets
+// the earliest deadline. A plugin's lane that wakes, or comes back from
+// a preemption, then gets its core within about 100 us, not after
+// another process's slice; a batch whose plugin lost its core waited that
+// long (the p99 of shm 4 KiB x128 beside one busy loop per core was 4-5
+// ms, a slice of the busy loop, at p50 31 us).
 //
-// Measured on a two-vCPU VM with `ferry bench --transport tcp --op write
-// --size 4KiB`, where the host's waiter spins on one CPU while the two TCP
-// plugins take turns on the other: with the kernel's default slice the
-// latency ratio against raw TCP was 1.92 and 2.24 (medians of 6 and 7
-// runs, up to 2.90), with 20 ms 1.37 and 1.37 (every run at most 1.64).
-// Why, exactly, is not established; a longer slice gives a plugin thread a
-// later virtual deadline under EEVDF, so a plugin thread that wakes does
-// not preempt a spinning waiter whose next step it is waiting for, and
-// one that runs finishes its burst.
-const pluginSlice = 20 * time.Millisecond
+// Measured with `ferry bench --size 4096 --duration 3s` on a two-vCPU VM,
+// 3 interleaved rounds of each arm, a 20 ms slice against this one:
+// beside one busy loop per core (taskset -c CPU sh -c 'while :; do :;
+// done'), shm x128 2.24-3.22 -> 4.07-4.88 GB/s, shm x1 0.99-1.12 ->
+// 1.15-1.17, tcp x128 0.139-0.158 -> 0.164-0.225 (p99 15.4-16.6 -> 7.4-8.0
+// ms), tcp x1 0.017-0.030 -> 0.020-0.037; on the quiet machine shm x1,
+// x128 and 64 KiB 0-4% faster, tcp x128 1.04 -> 1.07 GB/s (p99 2.1-2.5
+// -> 1.3-1.4 ms), tcp 1 MiB unchanged, and tcp x1 a little slower (p50
+// 12.1-12.8 -> 13.1-13.8 us). The 20 ms slice was chosen when a tcp 4 KiB
+// write's latency against raw TCP was 1.92-2.24 with the kernel's
+// default slice and 1.37 with it; the request path has changed since
+// (Ferry's p50 is now a quarter of its raw-socket baseline's).
+// A plugin's nice bulk threads keep BulkSlice (LowerThread).
+const pluginSlice = LatencySlice
 
 // ServeTransport serves impl as a Ferry transport plugin. A plugin's main
 // calls it and nothing else. It serves every protocol version from
@@ -91,7 +102,7 @@ func servePrelude() (hclog.Logger, *shm.FDReceiver) {
 		os.Exit(1)
 	}
 	if err := requestSlice(pluginSlice); err != nil {
-		logger.Warn("could not ask the kernel for a longer scheduler slice; small-request latency may suffer", "slice", pluginSlice, "error", err)
+		logger.Warn("could not ask the kernel for a short scheduler slice; small-request latency may suffer on a busy machine", "slice", pluginSlice, "error", err)
 	}
 	return logger, fds
 }

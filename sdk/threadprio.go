@@ -32,31 +32,30 @@ import (
 
 // Scheduler slices. Under EEVDF (Linux 6.6 on) a thread that wakes
 // preempts the running one only once that one has run the slice it asked
-// for, counted in virtual time: a nice-10 thread's 20 ms (the slice a
-// plugin process asks for every thread, ServeTransport) is about 2 ms of
-// real time, during which a woken latency-critical thread waits for the
-// core. A plugin that runs its bulk work on nice threads may therefore
-// ask LatencySlice for its threads (RequestSlice), so that the woken ones
-// have the earliest deadlines and a running bulk thread is protected for
-// a few microseconds only, while the nice threads themselves keep
-// BulkSlice (LowerThread sets it): their bursts are not cut into
-// thousands of preemptions, and their own wakeups do not preempt.
-// Measured with `ferry bench --qos` over tcp alone on two loaded cores
-// (tcp's bulk_nice = 10, these slices for every plugin thread against
-// 20 ms, two campaigns of 4 and 6 runs interleaved): the HIGH 4 KiB p99
-// beside the bulk, median of the runs, 4.95 -> 1.80 ms and 2.52 -> 1.79
-// ms, LOW's throughput 1.72 -> 1.61 and 1.44 -> 1.48 GB/s. Together with
-// tcp's bulk_chunk, over tcp and shm (12 runs), the leakage did not move
-// beyond the noise: tcp offers it as a setting (short_slices), off by
-// default.
+// for, counted in virtual time: a nice-10 thread's BulkSlice of 20 ms is
+// about 2 ms of real time, during which a woken latency-critical thread
+// waits for the core. Every plugin thread therefore asks LatencySlice
+// (ServeTransport; a plugin may ask it again with RequestSlice for
+// threads it starts otherwise), so that the woken ones have the earliest
+// deadlines and a running bulk thread is protected for a few
+// microseconds only, while the nice threads themselves keep BulkSlice
+// (LowerThread sets it): their bursts are not cut into thousands of
+// preemptions, and their own wakeups do not preempt. Measured with
+// `ferry bench --qos` over tcp alone on two loaded cores (tcp's bulk_nice
+// = 10, these slices for every plugin thread against 20 ms, two
+// campaigns of 4 and 6 runs interleaved): the HIGH 4 KiB p99 beside the
+// bulk, median of the runs, 4.95 -> 1.80 ms and 2.52 -> 1.79 ms, LOW's
+// throughput 1.72 -> 1.61 and 1.44 -> 1.48 GB/s. Beside busy processes
+// the short slice helps small requests too (serve.go, pluginSlice).
 
 // LatencySlice is the slice RequestSlice asks for where a plugin
 // separates its bulk work (the kernel's smallest is 100 us).
 const LatencySlice = 100 * time.Microsecond
 
-// BulkSlice is the slice of a nice thread (LowerThread): the slice
-// ServeTransport asks for a plugin's threads.
-const BulkSlice = pluginSlice
+// BulkSlice is the slice of a nice thread (LowerThread): its bursts are
+// not cut into thousands of preemptions, and its own wakeups do not
+// preempt.
+const BulkSlice = 20 * time.Millisecond
 
 // RequestSlice asks the kernel for a scheduler slice of d for every
 // thread of this process whose policy is SCHED_NORMAL or SCHED_BATCH;

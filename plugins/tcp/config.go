@@ -37,7 +37,7 @@ import (
 //	  bulk_nice                = 0             # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
 //	  bulk_chunk               = 0             # most payload bytes per system call on a bulk connection,
 //	                                           # 16KiB..1GiB; 0: no bound (prio.go)
-//	  short_slices             = false         # with bulk_nice: short scheduler slices for the other threads (prio.go)
+//	  short_slices             = false         # no effect: every plugin thread has a short scheduler slice (sdk.ServeTransport)
 //	  priority_thread          = true          # priority connections' readers wait on threads of their own (prio.go)
 //	  bulk_buffer              = 0             # kernel send and receive buffer of a bulk connection, 16KiB..1GiB;
 //	                                           # 0: the kernel's own sizing (prio.go)
@@ -113,7 +113,7 @@ type settings struct {
 	prioConn           bool   // a connection per peer and rail for high-priority descriptors (prio.go)
 	bulkNice           int    // niceness of the bulk connections' goroutines' threads (prio.go); 0: off
 	bulkChunk          int    // payload bytes a bulk connection moves per system call (prio.go); 0: no bound
-	shortSlices        bool   // with bulk_nice: short scheduler slices for the plugin's other threads (prio.go)
+	shortSlices        bool   // accepted for older configs; no effect (every plugin thread has a short slice: sdk.ServeTransport)
 	prioThread         bool   // priority connections' readers wait on threads of their own (prio.go)
 	bulkBuffer         int    // SO_SNDBUF and SO_RCVBUF of a bulk connection (prio.go); 0: the kernel's
 }
@@ -176,7 +176,7 @@ var Settings = &conf.Table[settings]{
 			Doc:  "Most payload bytes per system call on a bulk connection; 0: no bound (prio.go).",
 			At:   func(s *settings) any { return &s.bulkChunk }},
 		conf.Field[settings]{Name: "short_slices", Type: conf.Bool, Default: false,
-			Doc: "With bulk_nice: short scheduler slices for the plugin's other threads (prio.go).",
+			Doc: "No effect, accepted for older configs: every plugin thread now has a short scheduler slice (sdk.ServeTransport), which this asked for.",
 			At:  func(s *settings) any { return &s.shortSlices }},
 		conf.Field[settings]{Name: "priority_thread", Type: conf.Bool, Default: true,
 			Doc: "Priority connections' readers wait on threads of their own (prio.go).",

@@ -69,13 +69,14 @@
 // priority, every request's default, rides the bulk connections; 10 is
 // what docs' isolation figures use;
 // sdk.LowerThread): the kernel's copies of bulk frames then leave the
-// cores to the priority connection's goroutines when they wake. Two
-// settings, both off by default, go further (prio.go): bulk_chunk bounds
-// the payload bytes a bulk connection moves per read or write system call
-// (a thread yields only between them on a kernel without full
-// preemption), and short_slices asks short scheduler slices for the
-// plugin's threads while the nice ones keep long ones (sdk.RequestSlice,
-// sdk.LowerThread). Neither has yet shown a settled gain (docs/qos.md).
+// cores to the priority connection's goroutines when they wake; the
+// plugin's other threads have short scheduler slices while the nice ones
+// keep long ones (sdk.ServeTransport, sdk.LowerThread). bulk_chunk, off by
+// default, goes further (prio.go): it bounds the payload bytes a bulk
+// connection moves per read or write system call (a thread yields only
+// between them on a kernel without full preemption); it has not yet shown
+// a settled gain (docs/qos.md). short_slices is accepted and does nothing
+// more: what it asked for is now every plugin's default.
 // priority_thread (on by default) has the readers of priority
 // connections (the dialer's response reader of each high-priority slot;
 // on the listener, the goroutine serving a connection until it is taken

@@ -117,18 +117,6 @@ func (t *Transport) lowerThread(nice int) (restore func()) {
 	return restore
 }
 
-// shortSlices asks the kernel for short scheduler slices for the plugin's
-// threads where short_slices and bulk_nice are on (sdk.RequestSlice): a high-priority
-// connection's goroutine that wakes then gets a core within microseconds
-// instead of after a running nice bulk thread's slice (about 2 ms of real
-// time at nice 10 with the plugin's usual 20 ms), while the nice threads
-// keep the long one (sdk.LowerThread).
-func (t *Transport) shortSlices() {
-	if err := sdk.RequestSlice(sdk.LatencySlice); err != nil {
-		t.log.Warn("could not ask the kernel for short scheduler slices; high-priority latency may suffer under bulk load", "slice", sdk.LatencySlice, "error", err)
-	}
-}
-
 // Priority readers (priority_thread, on by default). Through the Go
 // runtime's poller, a high-priority frame's arrival wakes whichever thread
 // polls (or none: with every P busy, only the scheduler's next look or

@@ -126,9 +126,6 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	if err != nil {
 		return nil, err
 	}
-	if set.shortSlices && set.bulkNice > 0 && set.prioConn {
-		t.shortSlices() // prio.go
-	}
 	var lc net.ListenConfig
 	var lns []net.Listener
 	for _, a := range set.listen {

@@ -3,15 +3,16 @@
 # high class on a lane of its own, the low class's in-flight bytes bounded,
 # and tcp's bulk connections on nice threads (bulk_nice), in chunks of
 # 256KiB per system call (bulk_chunk), with kernel socket buffers of
-# 256KiB (bulk_buffer), and short scheduler slices for the plugin's other
-# threads (short_slices): docs/qos.md "Bulk work at a lower CPU priority".
+# 256KiB (bulk_buffer); every plugin's threads other than the nice ones
+# have short scheduler slices (their default since 2026-12-05): docs/qos.md
+# "Bulk work at a lower CPU priority".
 # bulk_buffer costs LOW about 40% of its throughput over tcp; with it
 # the HIGH p99 stays within 2x of its unloaded figure on two cores
 # (docs/qos.md, "Isolation: where it stands"). Give the bench's target
 # engine the same config, or its tcp plugin serves the bulk at the
 # built-in config's settings. tcp's priority connections' readers wait on
 # threads of their own (priority_thread, on by default: docs/qos.md).
-# Compare with bulk_chunk, bulk_buffer and short_slices taken out (their
+# Compare with bulk_chunk and bulk_buffer taken out (their
 # defaults), or priority_thread = false.
 #
 #   ferry bench --qos default --config bench/scenarios/engines/isolation.hcl \
@@ -29,11 +30,10 @@ metastore {
 
 plugin "tcp" {
   config {
-    listen       = ["127.0.0.1:0"]
-    bulk_nice    = 10
-    bulk_chunk   = "256KiB"
-    bulk_buffer  = "256KiB"
-    short_slices = true
+    listen      = ["127.0.0.1:0"]
+    bulk_nice   = 10
+    bulk_chunk  = "256KiB"
+    bulk_buffer = "256KiB"
   }
 }
 
