@@ -1,6 +1,9 @@
 package tcp
 
-import "sync"
+import (
+	"net"
+	"sync"
+)
 
 // A server connection reads ahead: the system call that reads the rest
 // of a small frame also takes whatever of the following frames is already
@@ -75,7 +78,15 @@ func (a *ahead) release() {
 // buffered first, then the rest from the socket, with what follows it read
 // ahead (all the buffer's room when the rest is small, else only the next
 // header). It holds no lock and waits at most io_timeout without progress.
+//
+// Once the link is closed (abortServersUsing closes it when a region it
+// uses is unregistered) nothing buffered is served: the frames read ahead
+// would otherwise still land after the close, which the dialer sees as the
+// end of the connection and of the writes on it.
 func (sc *serverConn) recv(dst []byte) error {
+	if sc.link.closed.Load() {
+		return net.ErrClosed
+	}
 	n := sc.in.take(dst)
 	dst = dst[n:]
 	if len(dst) == 0 {

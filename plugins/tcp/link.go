@@ -41,6 +41,7 @@ type link struct {
 	// which wakes that wait at once.
 	blocking atomic.Bool
 	shut     atomic.Bool // close shut the socket down: the reader's EOF is the close's
+	closed   atomic.Bool // close was called: nothing read ahead is served any more (ahead.go)
 }
 
 // setBlock has the reading goroutine, locked to its thread, wait for
@@ -79,6 +80,7 @@ func (l *link) rawRead(a, b []byte) (int, error) {
 // blocking link is closed here, never by nc.Close alone). The reader is
 // told first, so that one that starts to block meanwhile does not wait.
 func (l *link) close() error {
+	l.closed.Store(true)
 	if l.raw != nil {
 		l.raw.markClosed()
 	}
