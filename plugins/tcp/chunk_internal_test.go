@@ -78,30 +78,7 @@ func TestWriteSomeBoundsEachCall(t *testing.T) {
 // connection, both chunked, arrives whole, and the header after it is
 // still read together with the payload's last part.
 func TestChunkedLinkOverTCP(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	type acc struct {
-		c   net.Conn
-		err error
-	}
-	got := make(chan acc, 1)
-	go func() {
-		c, err := ln.Accept()
-		got <- acc{c, err}
-	}()
-	dc, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dc.Close()
-	a := <-got
-	if a.err != nil {
-		t.Fatal(a.err)
-	}
-	defer a.c.Close()
+	dc, ac := tcpPair(t)
 	const chunk = 16 << 10
 	payload, next := pattern(1<<20+123, 9), pattern(RequestSize, 11)
 	w := newLink(dc, 10*time.Second)
@@ -111,7 +88,7 @@ func TestChunkedLinkOverTCP(t *testing.T) {
 		v := net.Buffers{payload, next}
 		werr <- w.writeBuffers(&v)
 	}()
-	r := newLink(a.c, 10*time.Second)
+	r := newLink(ac, 10*time.Second)
 	r.chunk = chunk
 	into, hdr := make([]byte, len(payload)), make([]byte, RequestSize)
 	n, err := r.readFullNext(into, hdr)
