@@ -17,7 +17,13 @@ import (
 // region with only the next header beside it, so bulk writes are not
 // copied twice. The buffer is held only while the connection is busy: a
 // connection that waits for its next frame with nothing buffered gives
-// it back, so thousands of idle connections hold none.
+// it back, so thousands of idle connections hold none. The buffers of
+// every connection together are bounded by max_receive_buffer, in a
+// budget of their own (Transport.ahead; the staging buffers have theirs,
+// bounds.go): a connection that finds it full never waits for it, it reads
+// with only the next header ahead of a payload, as before the read-ahead.
+// A separate budget, because a connection that holds its read-ahead
+// buffer may then wait for staging room, which it must not hold up.
 const (
 	aheadSize  = 64 << 10
 	aheadSmall = 16 << 10
@@ -26,10 +32,13 @@ const (
 var aheadPool = sync.Pool{New: func() any { return new([aheadSize]byte) }}
 
 // ahead holds the bytes a server connection read past the frame it is
-// serving: b[r:w]. Only the connection's serving goroutine uses it.
+// serving: mem[r:w]. Only the connection's serving goroutine uses it.
 type ahead struct {
-	buf  *[aheadSize]byte // nil while the connection is idle
-	r, w int
+	budget *budget           // where buf is counted (try only: it never waits); nil: nowhere (tests)
+	buf    *[aheadSize]byte  // nil while idle, or while the budget is full
+	small  [RequestSize]byte // what is read ahead while buf is nil
+	mem    []byte            // buf's or small's bytes; nil while idle
+	r, w   int
 	// drained: the last read left room in what it was given, so the
 	// socket had nothing more then.
 	drained bool
@@ -38,16 +47,25 @@ type ahead struct {
 func (a *ahead) len() int { return a.w - a.r }
 
 // room returns where the next read may put what follows, the buffered
-// bytes moved to the front first.
+// bytes moved to the front first. It takes a buffer when it has none and
+// the budget has room, else it offers what small has left.
 func (a *ahead) room() []byte {
-	if a.buf == nil {
+	if a.buf == nil && (a.budget == nil || a.budget.try(aheadSize)) {
 		a.buf = aheadPool.Get().(*[aheadSize]byte)
+		if a.mem != nil {
+			a.w = copy(a.buf[:], a.mem[a.r:a.w])
+			a.r = 0
+		}
+		a.mem = a.buf[:]
+	}
+	if a.mem == nil {
+		a.mem = a.small[:]
 	}
 	if a.r > 0 {
-		a.w = copy(a.buf[:], a.buf[a.r:a.w])
+		a.w = copy(a.mem, a.mem[a.r:a.w])
 		a.r = 0
 	}
-	return a.buf[a.w:]
+	return a.mem[a.w:]
 }
 
 // add records n bytes read into room().
@@ -58,20 +76,24 @@ func (a *ahead) add(n, offered int) {
 
 // take copies buffered bytes into dst and returns how many.
 func (a *ahead) take(dst []byte) int {
-	if a.buf == nil {
-		return 0
-	}
-	n := copy(dst, a.buf[a.r:a.w])
+	n := copy(dst, a.mem[a.r:a.w])
 	a.r += n
 	return n
 }
 
-// release gives the buffer back; nothing may be buffered.
+// release gives the buffer back, and its bytes to the budget; nothing
+// may be buffered.
 func (a *ahead) release() {
-	if a.buf != nil && a.r == a.w {
-		aheadPool.Put(a.buf)
-		a.buf, a.r, a.w = nil, 0, 0
+	if a.r != a.w {
+		return
 	}
+	if a.buf != nil {
+		aheadPool.Put(a.buf)
+		if a.budget != nil {
+			a.budget.release(aheadSize)
+		}
+	}
+	a.buf, a.mem, a.r, a.w = nil, nil, 0, 0
 }
 
 // recv reads exactly len(dst) bytes of the stream into dst: what is

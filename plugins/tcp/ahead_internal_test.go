@@ -176,3 +176,54 @@ func TestReadAheadNotServedAfterClose(t *testing.T) {
 		t.Fatal("recv after the close wrote buffered bytes into its destination")
 	}
 }
+
+// TestReadAheadWithinItsBudget: a connection takes its read-ahead buffer
+// from the budget and gives it back when it goes idle; one that finds
+// the budget full does not wait, it reads with only a header's room
+// ahead, and the stream still comes out whole.
+func TestReadAheadWithinItsBudget(t *testing.T) {
+	var b budget
+	b.init(aheadSize)
+	dc, ac := tcpPair(t)
+	stream := pattern(256<<10, 7)
+	go func() { _, _ = dc.Write(stream) }()
+
+	held := &serverConn{link: newLink(ac, 10*time.Second), in: ahead{budget: &b}}
+	got := make([]byte, 1000)
+	if err := held.recv(got); err != nil {
+		t.Fatal(err)
+	}
+	if b.held() != aheadSize {
+		t.Fatalf("budget holds %d bytes with one connection reading ahead, want %d", b.held(), aheadSize)
+	}
+	// A second connection finds the budget full.
+	dc2, ac2 := tcpPair(t)
+	go func() { _, _ = dc2.Write(stream) }()
+	full := &serverConn{link: newLink(ac2, 10*time.Second), in: ahead{budget: &b}}
+	var out []byte
+	for len(out) < len(stream) {
+		dst := make([]byte, min(4096, len(stream)-len(out)))
+		if err := full.recv(dst); err != nil {
+			t.Fatal(err)
+		}
+		if full.in.buf != nil || full.in.len() > RequestSize {
+			t.Fatalf("a connection past the budget buffered %d bytes ahead (buffer %v)", full.in.len(), full.in.buf != nil)
+		}
+		out = append(out, dst...)
+	}
+	if !bytes.Equal(out, stream) {
+		t.Fatal("the stream read without a read-ahead buffer differs from the one sent")
+	}
+	// The first goes idle: its buffer goes back to the budget.
+	rest := make([]byte, len(stream)-len(got))
+	if err := held.recv(rest); err != nil {
+		t.Fatal(err)
+	}
+	dc.Close()
+	if err := held.waitIdle(); err != io.EOF {
+		t.Fatalf("waitIdle: %v, want EOF", err)
+	}
+	if b.held() != 0 {
+		t.Fatalf("budget holds %d bytes after the connection went idle, want 0", b.held())
+	}
+}

@@ -32,7 +32,8 @@ import (
 //	  handshake_timeout        = "5s"          # hello, authentication and the first request
 //	                                           # must be done by then
 //	  max_held_responses       = 64            # responses a connection holds back to send together, 1..64
-//	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go)
+//	  max_receive_buffer       = "256MiB"      # staging buffers of every connection together (bounds.go),
+//	                                           # and again their read-ahead buffers (ahead.go)
 //	  priority_connection      = true          # high-priority descriptors get a connection of their own (prio.go)
 //	  bulk_nice                = 0             # niceness of the bulk connections' threads, 0..19; 0: off (prio.go)
 //	  bulk_chunk               = 0             # most payload bytes per system call on a bulk connection,
@@ -163,7 +164,7 @@ var Settings = &conf.Table[settings]{
 			At:  func(s *settings) any { return &s.maxHeld }},
 		conf.Field[settings]{Name: "max_receive_buffer", Type: conf.Size, Default: uint64(DefaultMaxReceiveBuffer), Min: int64(minMaxReceiveBuffer), Max: int64(maxMaxReceiveBuffer),
 			Hint: "; below 64KiB a connection would wait for every staging buffer",
-			Doc:  "Staging buffers of every connection together (bounds.go); a connection past it waits.",
+			Doc:  "Staging buffers of every connection together (bounds.go); a connection past it waits. Also bounds, separately, the 64KiB read-ahead buffers of busy connections (ahead.go); past it a connection reads without one.",
 			At:   func(s *settings) any { return &s.maxRecvBuffer }},
 		conf.Field[settings]{Name: "priority_connection", Type: conf.Bool, Default: true,
 			Doc: "High-priority descriptors get a connection of their own (prio.go).",

@@ -43,7 +43,7 @@ func (t *Transport) acceptLoop(ln net.Listener, r *rail) {
 		}
 		backoff = 0
 		sc := &serverConn{t: t, rail: r, link: newLink(nc, t.set.ioTimeout), run: -1,
-			host: remoteHost(nc), deadline: time.Now().Add(t.set.handshakeTimeout)}
+			host: remoteHost(nc), deadline: time.Now().Add(t.set.handshakeTimeout), in: ahead{budget: &t.ahead}}
 		t.mu.Lock()
 		if t.base.Stopped() {
 			t.mu.Unlock()

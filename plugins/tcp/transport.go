@@ -42,6 +42,7 @@ type Transport struct {
 	stats  counters
 	served kit.Served // traffic served to peers, per peer and rail
 	recv   budget     // staging bytes of every server connection (bounds.go)
+	ahead  budget     // read-ahead buffers of every server connection (ahead.go)
 	opPool sync.Pool
 
 	// run is this run of the plugin (sdk.StartConfig.Run), carried in
@@ -147,6 +148,7 @@ func (t *Transport) start(ctx context.Context, cfg sdk.StartConfig) (sdk.Endpoin
 	t.set = set
 	t.run = cfg.Run
 	t.recv.init(set.maxRecvBuffer)
+	t.ahead.init(set.maxRecvBuffer)
 	t.listen = lns
 	t.rails = make([]*rail, len(lns))
 	for i, ln := range lns {
@@ -380,6 +382,7 @@ func (t *Transport) Stats(context.Context) (map[string]uint64, error) {
 	t.base.Outcomes.Export(m)
 	t.served.Export(m)
 	t.recv.export(m)
+	m["read_ahead_held"] = t.ahead.held()
 	t.mu.Lock()
 	rails := t.rails
 	t.mu.Unlock()
