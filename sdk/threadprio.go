@@ -48,8 +48,8 @@ import (
 // throughput 1.72 -> 1.61 and 1.44 -> 1.48 GB/s. Beside busy processes
 // the short slice helps small requests too (serve.go, pluginSlice).
 
-// LatencySlice is the slice RequestSlice asks for where a plugin
-// separates its bulk work (the kernel's smallest is 100 us).
+// LatencySlice is the slice every plugin thread asks for
+// (ServeTransport; the kernel's smallest is 100 us).
 const LatencySlice = 100 * time.Microsecond
 
 // BulkSlice is the slice of a nice thread (LowerThread): its bursts are
@@ -59,9 +59,9 @@ const BulkSlice = 20 * time.Millisecond
 
 // RequestSlice asks the kernel for a scheduler slice of d for every
 // thread of this process whose policy is SCHED_NORMAL or SCHED_BATCH;
-// threads the runtime starts later inherit it. A plugin calls it at Start
-// (before any nice thread exists) when its configuration runs bulk work
-// on nice threads. Kernels before 6.12 ignore it; elsewhere than Linux
+// threads the runtime starts later inherit it. ServeTransport asks
+// LatencySlice this way before the plugin starts; a plugin need not call
+// it itself. Kernels before 6.12 ignore it; elsewhere than Linux
 // it does nothing. The error names the first thread that refused.
 func RequestSlice(d time.Duration) error { return requestSlice(d) }
 

@@ -68,6 +68,17 @@ func (a *ahead) room() []byte {
 	return a.mem[a.w:]
 }
 
+// put buffers b, bytes of the stream read elsewhere (the handshake's
+// first header, an idle wait's first bytes); more may follow on the
+// socket.
+func (a *ahead) put(b []byte) {
+	if len(b) == 0 {
+		return
+	}
+	a.w += copy(a.room(), b)
+	a.drained = false
+}
+
 // add records n bytes read into room().
 func (a *ahead) add(n, offered int) {
 	a.w += n
@@ -141,10 +152,7 @@ func (sc *serverConn) waitIdle() error {
 	sc.in.release()
 	n, err := sc.link.readIdle(sc.hdr[:])
 	if n > 0 {
-		room := sc.in.room()
-		copy(room, sc.hdr[:n])
-		sc.in.add(n, len(room))
-		sc.in.drained = false
+		sc.in.put(sc.hdr[:n])
 	}
 	return err
 }

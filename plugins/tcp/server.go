@@ -334,11 +334,7 @@ func (sc *serverConn) serveFrames(have int) error {
 		sc.in.r = sc.in.w // what is left unread is dropped with the connection
 		sc.in.release()
 	}()
-	if have > 0 {
-		room := sc.in.room()
-		sc.in.add(copy(room, sc.hdr[:have]), len(room))
-		sc.in.drained = false
-	}
+	sc.in.put(sc.hdr[:have])
 	var h Header
 	bulk := false // the goroutine runs on a nice thread (prio.go)
 	for {
