@@ -1,9 +1,8 @@
 package sdk
 
 import (
-	"time"
-
 	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/wallclock"
 )
 
 // Precheck is what every transport's Submit decides before it looks at
@@ -19,7 +18,7 @@ func Precheck(d *ring.Descriptor) (st ring.Status, done bool) {
 	return precheck(d, wallNanos)
 }
 
-func wallNanos() int64 { return time.Now().UnixNano() }
+func wallNanos() int64 { return wallclock.Now() }
 
 // runClock is implemented by the SDK's lane, the Completer a transport's
 // Submit is handed.

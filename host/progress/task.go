@@ -1301,19 +1301,3 @@ func (t *Task) Lane() int32 { return int32(uint32(t.lane.Load())) - 1 }
 // Run returns the Run of the lane the task's current attempt was put
 // on, 0 before its first slice was.
 func (t *Task) Run() uint32 { return uint32(t.lane.Load() >> 32) }
-
-// Now is the clock tasks use; a variable so tests can see through it.
-func Now() int64 { return time.Now().UnixNano() }
-
-// epoch is where Clock counts from.
-var epoch = time.Now()
-
-// Clock is the engine's monotonic clock, in nanoseconds since the
-// process started (observe.Clock is the same clock): the times a Hook
-// is handed. A wall clock's steps do not move it.
-func Clock() int64 { return int64(time.Since(epoch)) }
-
-// ClockOf is Clock at t, a time.Now reading (its monotonic part): a
-// caller that read the wall clock anyway gets the Clock time without a
-// second read.
-func ClockOf(t time.Time) int64 { return int64(t.Sub(epoch)) }

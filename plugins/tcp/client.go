@@ -13,6 +13,7 @@ import (
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/kit"
 	"github.com/ferrydev/ferry/sdk/ring"
+	"github.com/ferrydev/ferry/sdk/wallclock"
 )
 
 // The initiator side. A peer has connections_per_peer slots per local rail;
@@ -394,7 +395,7 @@ const maxFrameAny = int(^uint(0) >> 1)
 // complete.
 func (s *slot) send(cc *clientConn, batch *op, inline bool) bool {
 	t := s.t
-	now := time.Now().UnixNano()
+	now := wallclock.Now()
 	cc.nb = cc.iov[:0]
 	var first, last *op
 	frames, bytes := 0, uint64(0)
