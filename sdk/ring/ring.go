@@ -292,6 +292,23 @@ func (r *Ring) hasSpace() bool {
 // Enqueue writes d into the next slot if there is room, and reports
 // whether there was. The slot is not visible to the consumer until
 // Publish.
+//
+// Once it wrote a slot, Enqueue asks for the next slot's cache line for
+// writing (prefetchWrite). The consumer read each slot last
+// time round, so its line sits in the consumer's cache and the
+// producer's write has to take it back from there; the producer's next
+// locked instruction (the host lane's mutex, a counter) then waits for
+// that. On a 2-vCPU AMD EPYC KVM guest whose vCPUs were far apart (a
+// line's round trip between them 950 ns), the host's mutex Unlock after
+// each Put was a quarter of its CPU for 4 KiB shm writes 128 at a time.
+// Asked for one Enqueue early, the line is on its way while the
+// producer prepares the next descriptor. Asking further
+// ahead did less: the consumer's hardware prefetcher, which follows its
+// reads through the slots, takes lines back that were taken too early.
+// ferry bench --transport shm --size 4KiB --batch 128, 3 interleaved
+// runs, GB/s: without 8.03-9.07, one slot ahead 9.74-12.35, two
+// 8.48-11.96, four 9.88-10.89, sixteen 8.69-9.99. With the vCPUs close
+// (225 ns a round trip) it made no difference.
 func (r *Ring) Enqueue(d *Descriptor) bool {
 	if !r.hasSpace() {
 		return false
@@ -299,27 +316,12 @@ func (r *Ring) Enqueue(d *Descriptor) bool {
 	off := (r.ptail & r.mask) * SlotSize
 	d.Encode(r.slots[off : off+SlotSize])
 	r.ptail++
-	// Ask for the slot prefetchAhead on, if it is free, for writing.
-	if next := r.ptail + prefetchAhead - 1; next-r.cachedHead < r.cap {
-		prefetchWrite(unsafe.Pointer(&r.slots[(next&r.mask)*SlotSize]))
+	// Ask for the next slot's line for writing, if the slot is free.
+	if r.ptail-r.cachedHead < r.cap {
+		prefetchWrite(unsafe.Pointer(&r.slots[(r.ptail&r.mask)*SlotSize]))
 	}
 	return true
 }
-
-// prefetchAhead is how many slots ahead of the one it writes Enqueue
-// asks for a slot's cache line for writing (prefetchWrite). The consumer
-// read each slot last time round, so its line sits in the consumer's
-// cache, and the producer's write has to take it from there: on a
-// 2-vCPU AMD EPYC KVM guest whose vCPUs were far apart (a line's round
-// trip between them 950 ns), each such write stalled the producer's next
-// locked instruction (the lane's mutex, a counter) until it was done,
-// and the host's Put of 128 4 KiB shm writes spent a quarter of its CPU
-// in the lane's mutex Unlock. Asked for a few slots early, the line
-// arrives while the producer writes the slots before it:
-// ferry bench --transport shm --size 4KiB --batch 128 ran at 10.7 GB/s
-// against 9.3 without (3 interleaved runs each). Where the line moves
-// quickly (the same guest at 225 ns a round trip) it made no difference.
-const prefetchAhead = 4
 
 // Publish makes every enqueued descriptor visible with one atomic store of
 // the tail, then wakes the consumer if, and only if, it sleeps.
