@@ -32,6 +32,13 @@
 #             default a new tent-compare-<time> directory under /tmp.
 # --plan      print the runs and exit.
 #
+# Before each row of each round it measures the machine's core-to-core
+# latency, a cache line's round trip between two threads (sdk/ring's
+# BenchmarkLinePingPong, built with `go test -c`), prints it and sums it
+# up at the end: on a KVM guest it moves when the host moves the vCPUs,
+# and Ferry's small rows, whose requests cross from one process to
+# another, move with it while TENT's do not.
+#
 # Rows (name transport size batch): shm-4k-b1, shm-4k-b128, shm-64k,
 # shm-1m, tcp-4k-b1, tcp-4k-b128, tcp-64k, and the large ones shm-64m,
 # tcp-64m, tcp-1m. Ops are write on both sides (tebench --op_type,
@@ -208,6 +215,30 @@ record() { # round row cond side gbps p50 p99 avg base_p50 base_gbps csw detail
   echo "$*" >>"$results"
 }
 
+# The machine's core-to-core latency, before each row: on a KVM guest the
+# host may move the vCPUs, and a cache line's round trip between them was
+# seen to change from about 950 ns to 225 ns and back within minutes on
+# the same 2-vCPU AMD EPYC guest, changing Ferry's small rows (two
+# processes hand each request over) by up to half while TENT's, which run
+# in one thread, did not move. sdk/ring's BenchmarkLinePingPong measures
+# it (two threads, one word each way); its test binary is built once.
+probe=$out/ring.test
+linert=$out/linert.tsv
+if ! (cd "$(dirname "$0")/.." && go test -c -o "$probe" ./sdk/ring) >/dev/null 2>&1; then
+  echo "tent-compare: could not build sdk/ring's test binary (go test -c ./sdk/ring): no line round trips" >&2
+  probe=
+fi
+printf 'round\trow\tns\n' >"$linert"
+line_rt() { # round row: prints the line round trip in ns, records it
+  [[ -n $probe ]] || return 0
+  local ns
+  ns=$("$probe" -test.run '^$' -test.bench '^BenchmarkLinePingPong$' -test.benchtime 300ms 2>/dev/null |
+    awk '$1 ~ /^BenchmarkLinePingPong/ {print $3; exit}')
+  [[ -n $ns ]] || return 0
+  printf '%s\t%s\t%s\n' "$1" "$2" "$ns" >>"$linert"
+  printf '  round %d %-12s line round trip %s ns\n' "$1" "$2" "$ns"
+}
+
 echo "tent-compare: $rounds round(s), ${duration}s per run, $threads thread(s), op $op, $(nproc) CPUs; load now: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "tent-compare: tebench $tebench; ferry $ferry; raw results in $out"
 ((contention)) && echo "tent-compare: contention: one 'taskset -c CPU sh -c \"while :; do :; done\"' per CPU ($(nproc)), nice 0, beside the busy runs"
@@ -215,6 +246,7 @@ n=0
 for ((round = 1; round <= rounds; round++)); do
   for r in "${rows[@]}"; do
     read -r name tr size batch <<<"$r"
+    line_rt "$round" "$name"
     order=("${sides[@]}")
     if ((round % 2 == 0)); then # the other side first in even rounds
       order=()
@@ -261,11 +293,11 @@ print("|".join(str(x) for x in (r["gbps"], r["p50_us"], r["p99_us"], "", r.get("
   done
 done
 
-python3 - "$results" "$contention" <<'EOF'
+python3 - "$results" "$contention" "$linert" <<'EOF'
 import csv, statistics, sys
 from collections import defaultdict
 
-path, contention = sys.argv[1], sys.argv[2] == "1"
+path, contention, linert = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
 runs = list(csv.DictReader(open(path), delimiter="\t"))
 order = []
 by = defaultdict(list)  # (row, cond, side) -> [run]
@@ -337,6 +369,12 @@ if contention:
                     stat([f(r["p50_us"]) for r in by[(row, "quiet", side)]]), stat([f(r["p99_us"]) for r in by[(row, "quiet", side)]]),
                     stat([f(r["p50_us"]) for r in by[(row, "busy", side)]]), stat([f(r["p99_us"]) for r in by[(row, "busy", side)]]))
             print("  %-12s %-5s %s%s" % (row, side, stat(rs), extra))
+
+rts = list(csv.DictReader(open(linert), delimiter="\t"))
+if rts:
+    print("\nLine round trip between the two threads of sdk/ring's BenchmarkLinePingPong, before each row (ns):")
+    print("  all rows: %s; per round: %s" % (stat([f(r["ns"]) for r in rts]),
+          ", ".join("%s: %s" % (k, stat([f(r["ns"]) for r in rts if r["round"] == k])) for k in sorted({r["round"] for r in rts}, key=int))))
 
 print("\nFerry's context switches per request, per process (median over rounds):")
 for row in order:
