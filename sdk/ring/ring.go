@@ -306,9 +306,10 @@ func (r *Ring) hasSpace() bool {
 // ahead did less: the consumer's hardware prefetcher, which follows its
 // reads through the slots, takes lines back that were taken too early.
 // ferry bench --transport shm --size 4KiB --batch 128, 3 interleaved
-// runs, GB/s: without 8.03-9.07, one slot ahead 9.74-12.35, two
-// 8.48-11.96, four 9.88-10.89, sixteen 8.69-9.99. With the vCPUs close
-// (225 ns a round trip) it made no difference.
+// runs a campaign, GB/s: without 8.47-9.08, one slot ahead 11.47-12.39,
+// four 9.88-10.89, sixteen 8.69-9.99; in a second, without 8.03-9.07,
+// one ahead 9.74-12.35, two 8.48-11.96. With the vCPUs close (225 ns a
+// round trip) it made no difference.
 func (r *Ring) Enqueue(d *Descriptor) bool {
 	if !r.hasSpace() {
 		return false
