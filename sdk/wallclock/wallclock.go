@@ -39,10 +39,23 @@ func Now() int64 {
 
 // reanchor reads both clocks, publishes them as Now's anchor and returns
 // the wall clock's reading. Goroutines that race here each publish their
-// own, all but equally fresh.
+// own, all but equally fresh. time.Now reads the wall clock and then the
+// monotonic one: a thread descheduled between the two (a vCPU's steal)
+// would pair a wall reading with a later monotonic one, and every Now
+// would run that much behind until the next anchor. So the monotonic
+// clock is read around it too, and a reading that took longer than
+// anchorSkew is used for this call only.
 func reanchor() int64 {
+	before := time.Since(epoch)
 	t := time.Now()
+	if time.Since(epoch)-before > anchorSkew {
+		return t.UnixNano()
+	}
 	a := &anchored{unix: t.UnixNano(), mono: int64(t.Sub(epoch))}
 	anchor.Store(a)
 	return a.unix
 }
+
+// anchorSkew is the longest reading of both clocks an anchor is taken
+// from: an anchor is off by at most about this much.
+const anchorSkew = 20 * time.Microsecond
