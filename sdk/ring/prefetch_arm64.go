@@ -2,7 +2,7 @@ package ring
 
 import "unsafe"
 
-// prefetchWrite asks for the cache line at p for writing (PREFETCHW): a
+// prefetchWrite asks for the cache line at p for writing (PRFM PSTL1KEEP): a
 // hint that does not wait for the line, fault or change memory.
 //
 //go:noescape

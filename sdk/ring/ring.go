@@ -303,8 +303,9 @@ func (r *Ring) hasSpace() bool {
 // each Put was a quarter of its CPU for 4 KiB shm writes 128 at a time.
 // Asked for one Enqueue early, the line is on its way while the
 // producer prepares the next descriptor. Asking further
-// ahead did less: the consumer's hardware prefetcher, which follows its
-// reads through the slots, takes lines back that were taken too early.
+// ahead did less, probably because the consumer's hardware prefetcher,
+// which follows its reads through the slots, takes lines back that were
+// taken too early (not measured).
 // ferry bench --transport shm --size 4KiB --batch 128, 3 interleaved
 // runs a campaign, GB/s: without 8.47-9.08, one slot ahead 11.47-12.39,
 // four 9.88-10.89, sixteen 8.69-9.99; in a second, without 8.03-9.07,
