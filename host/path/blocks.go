@@ -12,6 +12,7 @@ import (
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/slicer"
 	"github.com/ferrydev/ferry/host/validate"
+	"github.com/ferrydev/ferry/sdk/wallclock"
 )
 
 // Prepared block lists: the request path for many fixed-size blocks (a
@@ -56,7 +57,6 @@ type BlockList struct {
 	// routes[op&1] is the route the last submission of op took, and what
 	// it was chosen from (blockRoute).
 	routes [2]atomic.Pointer[blockRoute]
-	clock  wallClock // the time a submission's default deadline counts from
 }
 
 // boundBlocks is a block list fitted against one descriptor.
@@ -314,7 +314,7 @@ func (e *Executor) putBlocks(c *blockCall, b *progress.Batch, src *blocks.Source
 	deadline := c.req.deadline()
 	c.dflt = deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0
 	if c.dflt {
-		now := c.l.clock.now()
+		now := wallclock.Now()
 		c.sc.wall = time.Unix(0, now)
 		deadline = now + int64(e.cfg.Transfer.DefaultDeadline)
 		c.req.Deadline = time.Unix(0, deadline)
@@ -531,32 +531,4 @@ func (e *Executor) routeBlocks(c *blockCall, br *BlockRequest, first *blocks.Run
 		slot.Store(now)
 	}
 	return nil
-}
-
-// wallClock tells the time with one clock read, not the two of
-// time.Now: the wall time of a reading at most wallRefresh old, plus the
-// monotonic time since. On some machines a clock read is a noticeable
-// share of a small submission's cost. A step of the wall clock shows
-// within wallRefresh.
-type wallClock struct{ base atomic.Pointer[wallReading] }
-
-// wallReading is a time.Now reading and its wall time in unix ns.
-type wallReading struct {
-	t    time.Time
-	unix int64
-}
-
-// wallRefresh is how old the wall reading of a wallClock may be.
-const wallRefresh = time.Second
-
-// now returns the time in unix ns.
-func (c *wallClock) now() int64 {
-	if b := c.base.Load(); b != nil {
-		if d := time.Since(b.t); d >= 0 && d < wallRefresh {
-			return b.unix + int64(d)
-		}
-	}
-	t := time.Now()
-	c.base.Store(&wallReading{t: t, unix: t.UnixNano()})
-	return t.UnixNano()
 }
