@@ -1,9 +1,0 @@
-package ring
-
-import "unsafe"
-
-// prefetchWrite asks for the cache line at p for writing (PREFETCHW): a
-// hint that does not wait for the line, fault or change memory.
-//
-//go:noescape
-func prefetchWrite(p unsafe.Pointer)
