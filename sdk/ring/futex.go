@@ -20,14 +20,33 @@ const (
 // futexWait sleeps while *word == val, for at most d, or with no time
 // bound when d is Forever. Every outcome (woken, timeout, *word != val,
 // signal) returns; the caller re-checks its condition.
-func futexWait(word *atomic.Uint32, val uint32, d time.Duration) {
+//
+// With handoff, a sleep that lasts past handoffAfter goes on as a
+// blocking call (blockingSyscall6), which hands the goroutine's P to the
+// scheduler: see Ring.SetSleepHandoff.
+func futexWait(word *atomic.Uint32, val uint32, d time.Duration, handoff bool) {
+	first := d
+	if handoff && d > handoffAfter {
+		first = handoffAfter
+	}
 	var errno unix.Errno
-	if d == Forever {
+	if first == Forever {
 		_, _, errno = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val), 0, 0, 0)
 	} else {
-		ts := unix.NsecToTimespec(int64(d))
+		ts := unix.NsecToTimespec(int64(first))
 		_, _, errno = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
 			uintptr(unsafe.Pointer(&ts)), 0, 0)
+	}
+	if errno == unix.ETIMEDOUT && first != d {
+		var e uintptr
+		if d == Forever {
+			_, _, e = blockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val), 0, 0, 0)
+		} else {
+			ts := unix.NsecToTimespec(int64(d - first))
+			_, _, e = blockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
+				uintptr(unsafe.Pointer(&ts)), 0, 0)
+		}
+		errno = unix.Errno(e)
 	}
 	switch errno {
 	case 0, unix.EAGAIN, unix.ETIMEDOUT, unix.EINTR:
@@ -37,6 +56,12 @@ func futexWait(word *atomic.Uint32, val uint32, d time.Duration) {
 		time.Sleep(min(d, time.Millisecond))
 	}
 }
+
+// handoffAfter is how long a sleep with handoff keeps its goroutine's P
+// (futexWait): one that a completion ends sooner (a waiter's) is woken
+// where it slept. Handing the P over at once at every sleep woke a thread
+// to take it, a context switch each way.
+var handoffAfter = 50 * time.Microsecond // a variable for the tests
 
 // futexWake wakes up to n waiters on word.
 func futexWake(word *atomic.Uint32, n int) {

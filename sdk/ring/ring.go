@@ -134,6 +134,8 @@ type Ring struct {
 	// gosched: how long a spin of Wait and WaitSpace keeps its P before
 	// it yields it to other goroutines at each look (SetSpinGosched).
 	gosched time.Duration
+	// handoff: this side's sleeps hand their P over (SetSleepHandoff).
+	handoff atomic.Bool
 	_       [64]byte
 }
 
@@ -590,7 +592,7 @@ func (r *Ring) Nap(d time.Duration) {
 	if d <= 0 || r.broken.Load() {
 		return
 	}
-	futexWait(r.wakeSeq, r.wakeSeq.Load(), d)
+	futexWait(r.wakeSeq, r.wakeSeq.Load(), d, false)
 }
 
 // NapUnlessWaited is Nap for a consumer that is to stay prompt while
@@ -608,7 +610,7 @@ func (r *Ring) NapUnlessWaited(d time.Duration) bool {
 	// producer that starts waiting after it sees napping and wakes us
 	// (bumping seq); one that did so before is seen here.
 	if r.prodWaiting.Load() == 0 {
-		futexWait(r.wakeSeq, seq, d)
+		futexWait(r.wakeSeq, seq, d, false)
 	}
 	r.consNapping.Add(^uint32(0))
 	return true
@@ -683,7 +685,7 @@ func (r *Ring) sleep(consumer bool, maxSleep time.Duration, ready func() bool) b
 			flag.Add(^uint32(0))
 			return false
 		}
-		futexWait(word, seq, left)
+		futexWait(word, seq, left, r.handoff.Load())
 		flag.Add(^uint32(0))
 		if ready() {
 			return true
@@ -723,6 +725,24 @@ func (r *Ring) SetSpinGosched(d time.Duration) { r.gosched = d }
 
 // SpinGosched returns what SetSpinGosched set.
 func (r *Ring) SpinGosched() time.Duration { return r.gosched }
+
+// SetSleepHandoff has this side's sleeps on the ring (Wait, Sleep,
+// SleepIdle, WaitSpace) that last past 50 us go on as blocking system
+// calls, which hand the goroutine's P to the Go scheduler, rather than
+// leave it in the call for the runtime's monitor thread (sysmon) to take.
+// Each such take has the monitor wake every 20 to 70 us for the next few
+// milliseconds, and each of its wakeups takes the core it lands on for a
+// while: on a two-vCPU guest, beside a saturating bulk stream, they were
+// the tail of high-priority 4 KiB reads over shm (9x their unloaded p99),
+// whose waiter and lane spin on both cores. The hand-over costs a thread
+// wakeup per such sleep when the process's other Ps are busy or idle,
+// which large transfers pay: transfer.handoff_sleeps (docs/qos.md).
+// Where the runtime offers no blocking call (architectures other than
+// amd64), it does nothing.
+func (r *Ring) SetSleepHandoff(on bool) { r.handoff.Store(on) }
+
+// SleepHandoff returns what SetSleepHandoff set.
+func (r *Ring) SleepHandoff() bool { return r.handoff.Load() }
 
 // YieldThread is Yield for a goroutine locked to its OS thread, such as
 // a call from C into Go (a cgo callback): there runtime.Gosched cannot
