@@ -335,7 +335,16 @@ type Transfer struct {
 	// a caller waits on the lane (Wait, a synchronous Transfer), and the
 	// plugin never pauses after a high-priority descriptor. 0: never.
 	StreamPause time.Duration
-	Lanes       int // lanes (ring pairs) per plugin
+	// HandoffSleeps has every sleep on a lane's rings that lasts past
+	// 50 us, the engine's (its reapers', its waiters') and the plugins',
+	// hand its Go scheduler slot (P) over, so that the runtime's monitor
+	// thread has none to take and does not turn to waking every 20-70 us
+	// (ring.Ring.SetSleepHandoff). It keeps a high-priority stream's
+	// tail beside bulk transfers on a small machine; each long sleep then
+	// costs a thread wakeup, which large transfers pay. false: the
+	// runtime takes a sleep's P when it needs it.
+	HandoffSleeps bool
+	Lanes         int // lanes (ring pairs) per plugin
 	// Attempts is how many times a failed task is tried in all, first
 	// attempt included: on another rail, another transport, or a
 	// restarted plugin. 1 turns failover off.

@@ -59,6 +59,7 @@
 //	  lanes      = 1               # 1..64
 //	  spin_small = "1ms"           # spin for batches of at most 256 KiB (latency); 0..10ms
 //	  stream_pause = "20us"        # pause after a short run in a stream nobody waits on; 0..1ms
+//	  handoff_sleeps = false       # long sleeps hand their P over: a high-priority tail beside bulk
 //	  attempts   = 3               # tries a failed task gets in all (another rail, transport,
 //	                               # or the restarted plugin); 1..16, 1 = no failover
 //	}

@@ -143,6 +143,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (*Engine, erro
 	sv := cfg.Supervise.WithDefaults()
 	e.supervisor = supervisor.New(supervisor.Config{
 		Lanes: cfg.Transfer.Lanes, RingDepth: cfg.Transfer.RingDepth, Spin: cfg.Transfer.Spin, SpinSmall: cfg.Transfer.SpinSmall, StreamPause: cfg.Transfer.StreamPause,
+		HandoffSleeps:  cfg.Transfer.HandoffSleeps,
 		Stall:          supervisor.Stall{Off: sv.Off, Interval: sv.Interval, After: sv.StallAfter, ProbeTimeout: sv.ProbeTimeout},
 		Contract:       supervisor.Contract{Violations: uint64(sv.ContractViolations), Within: sv.ContractWindow},
 		EndGrace:       sv.EndGrace,

@@ -87,7 +87,7 @@ type lane struct {
 	abuf    []ring.Descriptor // Assist's
 }
 
-func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall, pause time.Duration) (*lane, error) {
+func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes uint64, spin, spinSmall, pause time.Duration, handoff bool) (*lane, error) {
 	switch {
 	case spin == 0: // a host that sends none
 		spin = DefaultSpin
@@ -116,6 +116,8 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 			if a, ok := impl.(SpinsAlone); ok && a.SpinsAlone() {
 				sq.SetSpinGosched(SpinAloneGosched)
 			}
+			sq.SetSleepHandoff(handoff)
+			cq.SetSleepHandoff(handoff)
 			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, pause: pause, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{}),
 				buf: make([]ring.Descriptor, 64), abuf: make([]ring.Descriptor, 64)}, nil
 		}

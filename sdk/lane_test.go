@@ -62,7 +62,7 @@ func newLaneRigWith(t *testing.T, impl Transport, gen uint32, spin time.Duration
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), spin, 0, 0)
+	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), spin, 0, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,5 +494,36 @@ func TestSpinsAloneKeepsThePWhileSpinning(t *testing.T) {
 		if c := r.next(t); c.Token != 7 || c.Status != ring.StatusOK {
 			t.Fatalf("SpinsAlone %v: completion %+v, want token 7 OK", alone, c)
 		}
+	}
+}
+
+// TestAttachLaneSleepHandoff: the host's handoff_sleeps, sent at
+// AttachLane, reaches both of the lane's rings, and its absence leaves
+// them as they were.
+func TestAttachLaneSleepHandoff(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		sqr, err := shm.Create("lane-test-sq", ring.Size(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sqr.Close()
+		cqr, err := shm.Create("lane-test-cq", ring.Size(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cqr.Close()
+		for _, r := range []*shm.Region{sqr, cqr} {
+			if _, err := ring.Init(r.Mem(), 16); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := attachLane(&gatedTransport{gate: make(chan struct{})}, 0, 0, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), DefaultSpin, 0, 0, on)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.sq.SleepHandoff() != on || l.cq.SleepHandoff() != on {
+			t.Errorf("handoff %v sent: submission ring %v, completion ring %v", on, l.sq.SleepHandoff(), l.cq.SleepHandoff())
+		}
+		l.close()
 	}
 }

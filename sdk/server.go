@@ -158,7 +158,7 @@ func (s *server) AttachLane(ctx context.Context, req *transportv1.AttachLaneRequ
 	if _, ok := s.lanes[req.Lane]; ok {
 		return nil, status.Errorf(codes.AlreadyExists, "lane %d already attached", req.Lane)
 	}
-	l, err := attachLane(s.impl, req.Lane, req.Generation, fds[0], fds[1], req.SubmitBytes, req.CompleteBytes, time.Duration(req.SpinNs), time.Duration(req.SpinSmallNs), time.Duration(req.PauseNs))
+	l, err := attachLane(s.impl, req.Lane, req.Generation, fds[0], fds[1], req.SubmitBytes, req.CompleteBytes, time.Duration(req.SpinNs), time.Duration(req.SpinSmallNs), time.Duration(req.PauseNs), req.HandoffSleeps)
 	if err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "lane %d: %v", req.Lane, err)
 	}

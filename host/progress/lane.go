@@ -484,6 +484,15 @@ func (l *Lane) reaperAt(a waiting.Act) {
 // pauses, so the plugin posts without a wakeup; Close ends the pause.
 func (l *Lane) SetReapPause(d time.Duration) { l.reapPause.Store(int64(d)) }
 
+// SetSleepHandoff has every sleep on the lane's rings (the reaper's, a
+// waiter's, a submitter's waiting for room) that lasts past 50 us hand
+// its P over (ring.Ring.SetSleepHandoff); config.Transfer.HandoffSleeps.
+// Call it before the lane is used.
+func (l *Lane) SetSleepHandoff(on bool) {
+	l.cq.SetSleepHandoff(on)
+	l.sq.SetSleepHandoff(on)
+}
+
 // standbySleep bounds how long the reaper leaves a lane to its waiters
 // without looking.
 var standbySleep = 50 * time.Millisecond // a variable for the tests

@@ -68,8 +68,10 @@ func (s *Set) launch(ctx context.Context, p *Plugin, spec Spec) (*Run, error) {
 		l.Run = r.Gen
 		l.SetSpinSmall(s.cfg.SpinSmall)
 		l.SetReapPause(s.cfg.StreamPause)
+		l.SetSleepHandoff(s.cfg.HandoffSleeps)
 		r.Lanes = append(r.Lanes, l)
-		stamped, err := lp.Client.AttachLane(cctx, uint32(id), r.Gen, l.SQ, l.CQ, pluginclient.LaneTiming{Spin: s.cfg.Spin, SpinSmall: s.cfg.SpinSmall, Pause: s.cfg.StreamPause})
+		stamped, err := lp.Client.AttachLane(cctx, uint32(id), r.Gen, l.SQ, l.CQ, pluginclient.LaneTiming{Spin: s.cfg.Spin, SpinSmall: s.cfg.SpinSmall, Pause: s.cfg.StreamPause,
+			HandoffSleeps: s.cfg.HandoffSleeps})
 		if err != nil {
 			return fail(fmt.Sprintf("attach lane %d failed", id), err)
 		}

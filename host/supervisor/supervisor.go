@@ -29,7 +29,11 @@ type Config struct {
 	// reaper's (progress.Lane.SetReapPause) and the plugin's (sent at
 	// AttachLane); see config.Transfer.StreamPause.
 	StreamPause time.Duration
-	Stall       Stall
+	// HandoffSleeps has the lanes' long sleeps, the engine's and the
+	// plugin's (sent at AttachLane), hand their P over; see
+	// config.Transfer.HandoffSleeps.
+	HandoffSleeps bool
+	Stall         Stall
 	// Contract is the completion rule; its window is looked at every
 	// Stall.Interval, even with stall detection off.
 	Contract Contract

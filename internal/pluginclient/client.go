@@ -182,6 +182,9 @@ type LaneTiming struct {
 	// run taken in a stream the host does not wait on (0: never); see
 	// config.Transfer.StreamPause.
 	Pause time.Duration
+	// HandoffSleeps has the lane's long sleeps hand their P over; see
+	// config.Transfer.HandoffSleeps.
+	HandoffSleeps bool
 }
 
 var errNoFDSocket = errors.New("no fd socket: SetFDSender was not called")
@@ -218,6 +221,7 @@ func (c *Client) AttachLane(ctx context.Context, id, gen uint32, sq, cq *shm.Reg
 		Lane: id, AttachId: aid,
 		SubmitBytes: uint64(sq.Size()), CompleteBytes: uint64(cq.Size()),
 		SpinNs: spinNs(t.Spin), SpinSmallNs: int64(t.SpinSmall), PauseNs: int64(t.Pause), Generation: gen,
+		HandoffSleeps: t.HandoffSleeps,
 	})
 	if err != nil {
 		return 0, rpcErr(err)

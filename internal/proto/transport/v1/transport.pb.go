@@ -696,7 +696,11 @@ type AttachLaneRequest struct {
 	// host does not wait on, so that what arrives meanwhile is drained as
 	// one run (a host with callers waiting says so in the ring header,
 	// and high-priority descriptors are never paused after). 0: never.
-	PauseNs       int64 `protobuf:"varint,8,opt,name=pause_ns,json=pauseNs,proto3" json:"pause_ns,omitempty"`
+	PauseNs int64 `protobuf:"varint,8,opt,name=pause_ns,json=pauseNs,proto3" json:"pause_ns,omitempty"`
+	// The lane's sleeps that last past 50 us hand their goroutine's Go
+	// scheduler slot (P) over (sdk/ring Ring.SetSleepHandoff; the host's
+	// transfer.handoff_sleeps). false: they keep it.
+	HandoffSleeps bool `protobuf:"varint,9,opt,name=handoff_sleeps,json=handoffSleeps,proto3" json:"handoff_sleeps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -785,6 +789,13 @@ func (x *AttachLaneRequest) GetPauseNs() int64 {
 		return x.PauseNs
 	}
 	return 0
+}
+
+func (x *AttachLaneRequest) GetHandoffSleeps() bool {
+	if x != nil {
+		return x.HandoffSleeps
+	}
+	return false
 }
 
 type AttachLaneResponse struct {
@@ -2299,7 +2310,7 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"\x03run\x18\n" +
 	" \x01(\x04R\x03run\"+\n" +
 	"\rStartResponse\x12\x1a\n" +
-	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\x86\x02\n" +
+	"\bendpoint\x18\x01 \x01(\fR\bendpoint\"\xad\x02\n" +
 	"\x11AttachLaneRequest\x12\x12\n" +
 	"\x04lane\x18\x01 \x01(\rR\x04lane\x12\x1b\n" +
 	"\tattach_id\x18\x02 \x01(\x04R\battachId\x12!\n" +
@@ -2310,7 +2321,8 @@ const file_transport_v1_transport_proto_rawDesc = "" +
 	"generation\x18\x06 \x01(\rR\n" +
 	"generation\x12\"\n" +
 	"\rspin_small_ns\x18\a \x01(\x03R\vspinSmallNs\x12\x19\n" +
-	"\bpause_ns\x18\b \x01(\x03R\apauseNs\"4\n" +
+	"\bpause_ns\x18\b \x01(\x03R\apauseNs\x12%\n" +
+	"\x0ehandoff_sleeps\x18\t \x01(\bR\rhandoffSleeps\"4\n" +
 	"\x12AttachLaneResponse\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\rR\n" +
