@@ -41,6 +41,11 @@ plugin "shm" {}
 
 transfer {
   lanes = 3
+  # Long sleeps hand their Go scheduler slot over, so that the Go
+  # runtime's monitor thread does not turn to waking every 20-70 us and
+  # take the cores the HIGH stream spins on (docs/qos.md, "Isolation:
+  # the Go runtime's monitor thread").
+  handoff_sleeps = true
 }
 
 qos {
