@@ -210,17 +210,21 @@ func (d *Dispatcher) GiveBack(tg *TaskGrant, sent bool) {
 	if !tg.held.CompareAndSwap(1, 0) {
 		return
 	}
+	var freed bool
 	if d.measured {
 		d.mu.Lock()
-		d.q.Done(tg.grant, sent, progress.Now())
+		freed = d.q.Done(tg.grant, sent, progress.Now())
 		d.mu.Unlock()
 	} else {
-		d.q.Release(tg.grant)
+		freed = d.q.Release(tg.grant)
 	}
-	// The budget freed may let one go; with none held the dispatcher
+	// The room freed may let one go; with none held the dispatcher
 	// sleeps on. A request held after this look was kicked for by its
-	// own Offer, and Next sees the budget Release gave back.
-	if d.q.Held() {
+	// own Offer, and Next sees the budget Release gave back. A grant
+	// that no in-flight bound counted frees no room (a high-priority
+	// request beside a capped low class): the dispatcher's wakeup would
+	// only take a core from the request's own threads.
+	if freed && d.q.Held() {
 		d.kick()
 	}
 }

@@ -87,13 +87,14 @@ func (q *Queue[T]) Count(tl *Tally) {
 // else to do. It is safe for concurrent use with Admit and the locked
 // methods. Requests held back for the bounds it frees are not let go by
 // it: the caller asks Next, under the lock, when Held says some wait.
-func (q *Queue[T]) Release(g Grant) {
+func (q *Queue[T]) Release(g Grant) (freed bool) {
 	if !g.ok || !q.countedAny {
-		return
+		return false
 	}
-	q.total.give(g.Length)
-	q.classes[g.class].give(g.Length)
-	q.tenants[g.tenant].budget.give(g.Length)
+	// Every budget gives, whichever bound it.
+	freed = q.total.give(g.Length)
+	freed = q.classes[g.class].give(g.Length) || freed
+	return q.tenants[g.tenant].budget.give(g.Length) || freed
 }
 
 // Held reports whether any request is held back; safe without the lock.

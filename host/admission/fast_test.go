@@ -260,3 +260,27 @@ func TestPromotedHeldIsNotPassed(t *testing.T) {
 		t.Errorf("after the promoted LOW, Next let %v go; want [1 3]", got)
 	}
 }
+
+// TestReleaseSaysWhetherItFreedRoom: Release reports whether it gave
+// back to a budget that bounds what is in flight, so that the dispatcher
+// is woken only where a held request may now go: not for a grant whose
+// class and tenant no such budget counts (a high-priority read beside a
+// capped low class, whose every completion used to wake it).
+func TestReleaseSaysWhetherItFreedRoom(t *testing.T) {
+	q := newQueue(t, Config{Classes: [Classes]Limits{ClassLow: {InflightBytes: 8192}}})
+	high := admit(t, q, Request{Length: 4096, Priority: sdk.PriorityHigh}, 1, true)
+	low := admit(t, q, Request{Length: 4096, Priority: sdk.PriorityLow}, 2, true)
+	if q.Release(high) {
+		t.Error("Release of a high grant that no bound counts said it freed room")
+	}
+	if !q.Release(low) {
+		t.Error("Release of a grant of the capped class said it freed no room")
+	}
+	if q.Release(Grant{}) {
+		t.Error("Release of an invalid grant said it freed room")
+	}
+	free := newQueue(t, Config{})
+	if g := admit(t, free, Request{Length: 4096, Priority: sdk.PriorityLow}, 1, true); free.Release(g) {
+		t.Error("Release on a queue that bounds nothing said it freed room")
+	}
+}

@@ -190,14 +190,17 @@ func (b *budget) reserve(n uint64) bool {
 	return true
 }
 
-// give takes a request of n bytes back out of b's in-flight bounds.
-func (b *budget) give(n uint64) {
+// give takes a request of n bytes back out of b's in-flight bounds, and
+// reports whether b has such bounds: whether the room it made may let a
+// held request go.
+func (b *budget) give(n uint64) bool {
 	if b.lim.InflightRequests > 0 {
 		b.requests.Add(-1)
 	}
 	if b.lim.InflightBytes > 0 {
 		b.bytes.Add(-n)
 	}
+	return b.counted()
 }
 
 // charge takes n bytes from b's rate cap; under the lock.
@@ -718,17 +721,18 @@ func (q *Queue[T]) Wake(now int64) int64 {
 // false says it never left (its bytes do not count for the bandwidth).
 // Under the lock; without RejectLate (Measured false) Release does the
 // same without it.
-func (q *Queue[T]) Done(g Grant, sent bool, now int64) {
+func (q *Queue[T]) Done(g Grant, sent bool, now int64) (freed bool) {
 	if !g.ok {
-		return
+		return false
 	}
-	q.Release(g)
+	freed = q.Release(g)
 	if q.measured {
 		q.inflight -= g.Length
 		if sent {
 			q.bw.done(g.Length, now, q.inflight == 0)
 		}
 	}
+	return freed
 }
 
 // Remove drops every held-back request whose handle match says so; for
