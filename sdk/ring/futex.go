@@ -29,23 +29,21 @@ func futexWait(word *atomic.Uint32, val uint32, d time.Duration, handoff bool) {
 	if handoff && d > handoffAfter {
 		first = handoffAfter
 	}
-	var errno unix.Errno
-	if first == Forever {
-		_, _, errno = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val), 0, 0, 0)
-	} else {
-		ts := unix.NsecToTimespec(int64(first))
-		_, _, errno = unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
-			uintptr(unsafe.Pointer(&ts)), 0, 0)
+	// tsp is the call's timeout: nil, no bound, for Forever.
+	var ts unix.Timespec
+	var tsp *unix.Timespec
+	if first != Forever {
+		ts, tsp = unix.NsecToTimespec(int64(first)), &ts
 	}
+	_, _, errno := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
+		uintptr(unsafe.Pointer(tsp)), 0, 0)
 	if errno == unix.ETIMEDOUT && first != d {
-		var e uintptr
-		if d == Forever {
-			_, _, e = blockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val), 0, 0, 0)
-		} else {
-			ts := unix.NsecToTimespec(int64(d - first))
-			_, _, e = blockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
-				uintptr(unsafe.Pointer(&ts)), 0, 0)
+		tsp = nil
+		if d != Forever {
+			ts, tsp = unix.NsecToTimespec(int64(d-first)), &ts
 		}
+		_, _, e := blockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(word)), futexWaitOp, uintptr(val),
+			uintptr(unsafe.Pointer(tsp)), 0, 0)
 		errno = unix.Errno(e)
 	}
 	switch errno {
