@@ -151,6 +151,25 @@ func ownSegment(t *testing.T, e *host.Engine, half int) (src, dst []byte, seg ho
 	return src, dst, seg, base
 }
 
+// runBatch submits reqs in a batch of their own and waits for it; the
+// caller frees the batch.
+func runBatch(t *testing.T, ctx context.Context, e *host.Engine, reqs ...host.Request) host.BatchID {
+	t.Helper()
+	id, err := e.AllocateBatch(len(reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Submit(id, reqs...); err != nil {
+		e.FreeBatch(id)
+		t.Fatal(err)
+	}
+	if err := e.Wait(ctx, id); err != nil {
+		e.FreeBatch(id)
+		t.Fatal(err)
+	}
+	return id
+}
+
 // TestTwoProcessesMoveVerifiedBytes moves data between an engine in this
 // process and one in a child process, both with real TCP plugin processes,
 // at sizes from 1 byte to 256 MiB at odd offsets on both sides.

@@ -59,17 +59,7 @@ func TestHandoffSleepsMoveVerifiedBytes(t *testing.T) {
 			for i := range reqs {
 				reqs[i] = host.Request{Op: host.Write, Local: src[i*each : (i+1)*each], Segment: seg.ID, Remote: base + uint64(i*each), Transport: tr}
 			}
-			id, err := e.AllocateBatch(count)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer e.FreeBatch(id)
-			if err := e.Submit(id, reqs...); err != nil {
-				t.Fatal(err)
-			}
-			if err := e.Wait(ctx, id); err != nil {
-				t.Fatal(err)
-			}
+			e.FreeBatch(runBatch(t, ctx, e, reqs...))
 			if !bytes.Equal(dst[:each*count], src[:each*count]) {
 				t.Fatal("a batch of 64 writes: the target's bytes differ")
 			}

@@ -24,17 +24,8 @@ func TestWaiterPollsOnlyItsBatchsLanes(t *testing.T) {
 	}
 	lanes := func(reqs ...host.Request) []string {
 		t.Helper()
-		id, err := e.AllocateBatch(len(reqs))
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := runBatch(t, ctx, e, reqs...)
 		defer e.FreeBatch(id)
-		if err := e.Submit(id, reqs...); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Wait(ctx, id); err != nil {
-			t.Fatal(err)
-		}
 		got := host.WaitLanes(e, id)
 		slices.Sort(got)
 		return got
