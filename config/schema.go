@@ -199,7 +199,7 @@ var transferTable = &conf.Table[Transfer]{
 			Doc:  "How long a lane's consumer (the plugin taking submissions, the engine's reaper taking completions) leaves its ring alone after a short run in a stream nobody waits on, to take what comes meanwhile as one run.",
 			At:   func(t *Transfer) any { return &t.StreamPause }},
 		{Name: "handoff_sleeps", Type: conf.Bool, Default: false,
-			Doc: "Every sleep on a lane's rings (the engine's and its plugins') that lasts past 50 µs hands its Go scheduler slot over, so that the Go runtime's monitor thread does not turn to waking every 20-70 µs. Keeps a high-priority stream's tail beside bulk transfers on a small machine (docs/qos.md); each long sleep then costs a thread wakeup: tcp 1 MiB writes lost a tenth of their throughput. amd64 only.",
+			Doc: "Every sleep on a lane's rings (the engine's and its plugins') that lasts past 50 µs hands its Go scheduler slot over, so that the Go runtime's monitor thread does not turn to waking every 20-70 µs. Keeps a high-priority stream's tail beside bulk transfers on a small machine (docs/qos.md); each long sleep then costs a thread wakeup: tcp 1 MiB writes lost a tenth of their throughput. Linux on amd64 and arm64 only; elsewhere it does nothing.",
 			At:  func(t *Transfer) any { return &t.HandoffSleeps }},
 		{Name: "lanes", Type: conf.Int, Default: DefaultLanes, Min: 1, Max: MaxLanes, Hint: " (add lanes when one core cannot keep up)",
 			Doc: "Lanes (ring pairs) per plugin.",

@@ -1,11 +1,15 @@
 package ring
 
 import (
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // blockAtOnce has handed-off sleeps enter the blocking call at once, so
@@ -118,5 +122,31 @@ func TestHandoffSleepsBesideGC(t *testing.T) {
 	wg.Wait()
 	if bad.Load() != 0 {
 		t.Fatalf("%d sleepers found their stack values changed", bad.Load())
+	}
+}
+
+// TestBlockingSyscallResults: the blocking call returns what the kernel
+// returned, a result in r1 and no errno, or -1 and the errno: its
+// assembly reads the arguments and writes the results at the offsets
+// its Go declaration has, on each architecture that has one (elsewhere
+// it is unix.Syscall6, and this checks that).
+func TestBlockingSyscallResults(t *testing.T) {
+	r1, _, errno := blockingSyscall6(unix.SYS_GETPID, 0, 0, 0, 0, 0, 0)
+	if errno != 0 || int(r1) != os.Getpid() {
+		t.Fatalf("getpid: r1 %d, errno %d; want %d, 0", r1, errno, os.Getpid())
+	}
+	// Six arguments: a futex wait on a word that does not hold the value
+	// fails at once with EAGAIN (the timeout, a4, is never reached).
+	var word atomic.Uint32
+	word.Store(1)
+	ts := unix.NsecToTimespec(int64(time.Second))
+	r1, _, errno = blockingSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&word)), futexWaitOp, 2, uintptr(unsafe.Pointer(&ts)), 0, 0)
+	if unix.Errno(errno) != unix.EAGAIN || r1 != ^uintptr(0) {
+		t.Fatalf("futex wait on a changed word: r1 %#x, errno %v; want -1, EAGAIN", r1, unix.Errno(errno))
+	}
+	// An error from the last argument's call: close of no descriptor.
+	r1, _, errno = blockingSyscall6(unix.SYS_CLOSE, ^uintptr(0), 0, 0, 0, 0, 0)
+	if unix.Errno(errno) != unix.EBADF || r1 != ^uintptr(0) {
+		t.Fatalf("close(-1): r1 %#x, errno %v; want -1, EBADF", r1, unix.Errno(errno))
 	}
 }

@@ -737,8 +737,8 @@ func (r *Ring) SpinGosched() time.Duration { return r.gosched }
 // whose waiter and lane spin on both cores. The hand-over costs a thread
 // wakeup per such sleep when the process's other Ps are busy or idle,
 // which large transfers pay: transfer.handoff_sleeps (docs/qos.md).
-// Where the runtime offers no blocking call (architectures other than
-// amd64), it does nothing.
+// Elsewhere than Linux on amd64 and arm64 (blocking_linux_*.s), it does
+// nothing.
 func (r *Ring) SetSleepHandoff(on bool) { r.handoff.Store(on) }
 
 // SleepHandoff returns what SetSleepHandoff set.

@@ -1,3 +1,5 @@
+//go:build linux && (amd64 || arm64)
+
 package ring
 
 import (
@@ -8,7 +10,10 @@ import (
 // (a long futex sleep): the goroutine's P is handed to the scheduler as
 // the call begins, as the runtime does for its own blocking calls, rather
 // than left in the call for the runtime's monitor thread to take
-// (Ring.SetSleepHandoff says why that matters).
+// (Ring.SetSleepHandoff says why that matters). It is written in
+// assembly for each architecture (blocking_linux_amd64.s,
+// blocking_linux_arm64.s); the arm64 one was run under qemu-aarch64
+// (user mode) only.
 //
 //go:noescape
 func blockingSyscall6(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2, errno uintptr)
