@@ -17,6 +17,7 @@ import (
 	hclog "github.com/hashicorp/go-hclog"
 	"golang.org/x/sys/unix"
 
+	"github.com/ferrydev/ferry/cmd/ferry/internal/cpuprobe"
 	"github.com/ferrydev/ferry/config"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/loader"
@@ -62,6 +63,7 @@ func cmdDoctor(args []string) error {
 	out = append(out, deviceFindings(ctx, cfg)...)
 	out = append(out, metastoreFinding(ctx, cfg))
 	out = append(out, hostFindings(os.ReadFile)...)
+	out = append(out, cpuFinding())
 	if *peer != "" {
 		log, err := lf.logger()
 		if err != nil {
@@ -304,6 +306,69 @@ func hostFindings(read func(string) ([]byte, error)) []finding {
 	cs, _ := read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
 	out = append(out, clockFinding(strings.TrimSpace(string(cs))))
 	return out
+}
+
+// cpuFinding measures the round trip of a cache line from the first CPU
+// this process may use to each of up to seven others (cpuprobe).
+func cpuFinding() finding {
+	cpus, err := cpuprobe.Allowed()
+	if err != nil {
+		return coreFinding(nil, 0, err)
+	}
+	pairs, err := cpuprobe.Survey(cpus, 7, 20000, 2*time.Second)
+	return coreFinding(pairs, len(cpus), err)
+}
+
+// farLine is the cache line round trip from which doctor says what it
+// costs small requests: a pair of cores that share a cache moves a line
+// there and back in a few hundred nanoseconds or less.
+const farLine = 500 * time.Nanosecond
+
+// coreFinding reports the round trips between CPUs that cpuFinding
+// measured (ncpu: the CPUs the process may use). Every small request
+// crosses from the engine to a plugin process and back, so the round
+// trip between their CPUs is a floor under its latency.
+func coreFinding(pairs []cpuprobe.Pair, ncpu int, err error) finding {
+	f := finding{Area: "cpu", Item: "core-to-core round trip", Status: statusInfo}
+	switch {
+	case ncpu == 1:
+		f.Status, f.Detail = statusWarn, "this process may use one CPU: the engine and its plugins take turns on it, and every small request waits on context switches"
+		f.Fix = "give the engine at least two CPUs (taskset, a cpuset, the container's cpus); its plugins run on the engine's CPUs"
+		return f
+	case len(pairs) == 0 && err != nil:
+		f.Detail = "not measured: " + err.Error()
+		return f
+	case len(pairs) == 0:
+		f.Detail = "not measured on this system"
+		return f
+	}
+	lo, hi := pairs[0], pairs[0]
+	for _, p := range pairs {
+		if p.RTT < lo.RTT {
+			lo = p
+		}
+		if p.RTT > hi.RTT {
+			hi = p
+		}
+	}
+	ns := func(d time.Duration) string { return fmt.Sprintf("%d ns", d.Nanoseconds()) }
+	if len(pairs) == 1 {
+		f.Detail = fmt.Sprintf("a cache line from CPU %d to CPU %d and back: %s", lo.A, lo.B, ns(lo.RTT))
+	} else {
+		f.Detail = fmt.Sprintf("a cache line from CPU %d to %d others and back: %s (CPU %d) to %s (CPU %d)", lo.A, len(pairs), ns(lo.RTT), lo.B, ns(hi.RTT), hi.B)
+	}
+	if err != nil {
+		f.Detail += "; then " + err.Error()
+	}
+	switch {
+	case lo.RTT >= farLine:
+		f.Detail += ": a small request goes from the engine's CPU to a plugin's and back, so it costs about one such round trip more than an in-process copy (docs/performance.md)"
+		f.Fix = "on a VM the host places the vCPUs: ask for vCPUs that share a cache (one socket, one chiplet); on a host, run the engine on CPUs of one cache domain (taskset, a cpuset)"
+	case hi.RTT >= farLine:
+		f.Detail += ": a small request between the engine and a plugin on far CPUs pays the larger figure (docs/performance.md)"
+		f.Fix = "run the engine on CPUs that share a cache (taskset, a cpuset); its plugins run on the engine's CPUs"
+	}
+	return f
 }
 
 func shmFinding(size, avail uint64) finding {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	"github.com/ferrydev/ferry/cmd/ferry/internal/cpuprobe"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/segment"
 )
@@ -85,6 +88,38 @@ func TestPeerReach(t *testing.T) {
 	for _, r := range peerReach(st, seg, reports) {
 		if r.name == "shm" && r.skip != "" {
 			t.Errorf("shm to a peer on this machine: %+v, want it tried", r)
+		}
+	}
+}
+
+// TestCoreFinding: what doctor says of the measured round trips between
+// CPUs: one CPU is a warning with a fix; near pairs are information
+// alone; far ones, all or some, come with what they cost and a fix; a
+// failed measurement says why.
+func TestCoreFinding(t *testing.T) {
+	near := cpuprobe.Pair{A: 0, B: 1, RTT: 200 * time.Nanosecond}
+	far := cpuprobe.Pair{A: 0, B: 2, RTT: 950 * time.Nanosecond}
+	for _, c := range []struct {
+		name          string
+		pairs         []cpuprobe.Pair
+		ncpu          int
+		err           error
+		status        string
+		detail, nofix string // detail holds this; nofix: the fix must be empty
+		fix           string
+	}{
+		{name: "one CPU", ncpu: 1, status: statusWarn, detail: "one CPU", fix: "at least two CPUs"},
+		{name: "near", pairs: []cpuprobe.Pair{near}, ncpu: 2, status: statusInfo, detail: "CPU 0 to CPU 1 and back: 200 ns", nofix: "near"},
+		{name: "far", pairs: []cpuprobe.Pair{{A: 0, B: 1, RTT: 950 * time.Nanosecond}}, ncpu: 2, status: statusInfo, detail: "950 ns: a small request", fix: "ask for vCPUs that share a cache"},
+		{name: "some far", pairs: []cpuprobe.Pair{near, far}, ncpu: 3, status: statusInfo, detail: "2 others and back: 200 ns (CPU 1) to 950 ns (CPU 2)", fix: "run the engine on CPUs that share a cache"},
+		{name: "failed", ncpu: 2, err: errors.New("cpuprobe: no answer"), status: statusInfo, detail: "not measured: cpuprobe: no answer", nofix: "failed"},
+	} {
+		f := coreFinding(c.pairs, c.ncpu, c.err)
+		if f.Status != c.status || !strings.Contains(f.Detail, c.detail) {
+			t.Errorf("%s: %s %q; want %s containing %q", c.name, f.Status, f.Detail, c.status, c.detail)
+		}
+		if c.nofix != "" && f.Fix != "" || c.fix != "" && !strings.Contains(f.Fix, c.fix) {
+			t.Errorf("%s: fix %q; want %q", c.name, f.Fix, c.fix)
 		}
 	}
 }
