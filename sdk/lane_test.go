@@ -45,36 +45,42 @@ func newLaneRigSpin(t *testing.T, impl Transport, gen uint32, spin time.Duration
 // it starts.
 func newLaneRigWith(t *testing.T, impl Transport, gen uint32, spin time.Duration, set func(*lane)) *laneRig {
 	t.Helper()
-	const depth = 16
-	sqr, err := shm.Create("lane-test-sq", ring.Size(depth))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cqr, err := shm.Create("lane-test-cq", ring.Size(depth))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sq, err := ring.Init(sqr.Mem(), depth)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cq, err := ring.Init(cqr.Mem(), depth)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sqr, cqr, sq, cq := newTestRings(t)
 	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), spin, 0, 0, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	set(l)
 	l.start()
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before newTestRings' own: the lane stops before its rings go
 		l.stopIntake()
 		l.close()
-		sqr.Close()
-		cqr.Close()
 	})
 	return &laneRig{l: l, sq: sq, cq: cq}
+}
+
+// newTestRings creates a lane's two rings, 16 deep, in memfds the test
+// closes at its end; it returns the regions and the host's view of each
+// ring.
+func newTestRings(t *testing.T) (sqr, cqr *shm.Region, sq, cq *ring.Ring) {
+	t.Helper()
+	const depth = 16
+	var err error
+	if sqr, err = shm.Create("lane-test-sq", ring.Size(depth)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sqr.Close() })
+	if cqr, err = shm.Create("lane-test-cq", ring.Size(depth)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cqr.Close() })
+	if sq, err = ring.Init(sqr.Mem(), depth); err != nil {
+		t.Fatal(err)
+	}
+	if cq, err = ring.Init(cqr.Mem(), depth); err != nil {
+		t.Fatal(err)
+	}
+	return sqr, cqr, sq, cq
 }
 
 func (r *laneRig) submit(t *testing.T, ds ...ring.Descriptor) {
@@ -502,21 +508,7 @@ func TestSpinsAloneKeepsThePWhileSpinning(t *testing.T) {
 // them as they were.
 func TestAttachLaneSleepHandoff(t *testing.T) {
 	for _, on := range []bool{false, true} {
-		sqr, err := shm.Create("lane-test-sq", ring.Size(16))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sqr.Close()
-		cqr, err := shm.Create("lane-test-cq", ring.Size(16))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cqr.Close()
-		for _, r := range []*shm.Region{sqr, cqr} {
-			if _, err := ring.Init(r.Mem(), 16); err != nil {
-				t.Fatal(err)
-			}
-		}
+		sqr, cqr, _, _ := newTestRings(t)
 		l, err := attachLane(&gatedTransport{gate: make(chan struct{})}, 0, 0, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), DefaultSpin, 0, 0, on)
 		if err != nil {
 			t.Fatal(err)
