@@ -45,7 +45,13 @@ func newLaneRigSpin(t *testing.T, impl Transport, gen uint32, spin time.Duration
 // it starts.
 func newLaneRigWith(t *testing.T, impl Transport, gen uint32, spin time.Duration, set func(*lane)) *laneRig {
 	t.Helper()
-	sqr, cqr, sq, cq := newTestRings(t)
+	return newLaneRigDepth(t, impl, gen, spin, 16, set)
+}
+
+// newLaneRigDepth is newLaneRigWith with a completion ring cqDepth deep.
+func newLaneRigDepth(t *testing.T, impl Transport, gen uint32, spin time.Duration, cqDepth int, set func(*lane)) *laneRig {
+	t.Helper()
+	sqr, cqr, sq, cq := newTestRingsDepth(t, 16, cqDepth)
 	l, err := attachLane(impl, 0, gen, sqr.FD(), cqr.FD(), uint64(sqr.Size()), uint64(cqr.Size()), spin, 0, 0, false)
 	if err != nil {
 		t.Fatal(err)
@@ -64,20 +70,26 @@ func newLaneRigWith(t *testing.T, impl Transport, gen uint32, spin time.Duration
 // ring.
 func newTestRings(t *testing.T) (sqr, cqr *shm.Region, sq, cq *ring.Ring) {
 	t.Helper()
-	const depth = 16
+	return newTestRingsDepth(t, 16, 16)
+}
+
+// newTestRingsDepth is newTestRings with the rings sqDepth and cqDepth
+// deep.
+func newTestRingsDepth(t *testing.T, sqDepth, cqDepth int) (sqr, cqr *shm.Region, sq, cq *ring.Ring) {
+	t.Helper()
 	var err error
-	if sqr, err = shm.Create("lane-test-sq", ring.Size(depth)); err != nil {
+	if sqr, err = shm.Create("lane-test-sq", ring.Size(sqDepth)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sqr.Close() })
-	if cqr, err = shm.Create("lane-test-cq", ring.Size(depth)); err != nil {
+	if cqr, err = shm.Create("lane-test-cq", ring.Size(cqDepth)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cqr.Close() })
-	if sq, err = ring.Init(sqr.Mem(), depth); err != nil {
+	if sq, err = ring.Init(sqr.Mem(), sqDepth); err != nil {
 		t.Fatal(err)
 	}
-	if cq, err = ring.Init(cqr.Mem(), depth); err != nil {
+	if cq, err = ring.Init(cqr.Mem(), cqDepth); err != nil {
 		t.Fatal(err)
 	}
 	return sqr, cqr, sq, cq

@@ -1,0 +1,132 @@
+package sdk
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ferrydev/ferry/sdk/ring"
+)
+
+// tailTransport completes each descriptor inline, on the lane's
+// goroutine, and notes the completion ring's published tail (as the
+// host sees it) right after each completion.
+type tailTransport struct {
+	Transport
+	alone bool
+	mu    sync.Mutex
+	cq    *ring.Ring // the host's view; set before the first descriptor
+	tails []uint64
+	noted chan struct{} // a send after each note
+}
+
+func (x *tailTransport) SpinsAlone() bool { return x.alone }
+
+func (x *tailTransport) Submit(d *ring.Descriptor, c Completer) {
+	c.Complete(d.Token, ring.StatusOK, d.Length)
+	x.mu.Lock() // guards cq too: the test sets it after the lane started
+	x.tails = append(x.tails, x.cq.Tail())
+	x.mu.Unlock()
+	x.noted <- struct{}{}
+}
+
+// waitNoted waits for n notes.
+func (x *tailTransport) waitNoted(t *testing.T, n int) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for range n {
+		select {
+		case <-x.noted:
+		case <-timeout:
+			t.Fatal("the transport noted no completion within 10s")
+		}
+	}
+}
+
+// submitRun publishes ds on the submission ring with one store of its
+// tail: the lane takes them as one run.
+func (r *laneRig) submitRun(t *testing.T, ds []ring.Descriptor) {
+	t.Helper()
+	for i := range ds {
+		if !r.sq.Enqueue(&ds[i]) {
+			t.Fatal("submission ring full")
+		}
+	}
+	r.sq.Publish()
+}
+
+func writes(n int, length uint64, prio Priority) []ring.Descriptor {
+	ds := make([]ring.Descriptor, n)
+	for i := range ds {
+		ds[i] = ring.Descriptor{Token: uint64(i + 1), Op: ring.OpWrite, Length: length, Prio: uint8(prio)}
+	}
+	return ds
+}
+
+// TestRunCompletionsPublishedTogether: a run of small descriptors on a
+// transport that serves them without blocking (SpinsAlone) has its
+// completions published holdRun at a time and the rest when the run
+// ends; a high-priority run, a run of more than SmallBatch bytes and a
+// transport that may block publish each completion at once. Every
+// completion reaches the host either way.
+func TestRunCompletionsPublishedTogether(t *testing.T) {
+	cases := []struct {
+		name  string
+		alone bool
+		ds    []ring.Descriptor
+		want  []uint64 // the published tail after each completion
+	}{
+		{"small run", true, writes(12, 4096, PriorityNormal), []uint64{0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8}},
+		{"one descriptor", true, writes(1, 4096, PriorityNormal), []uint64{1}},
+		{"high priority", true, writes(3, 4096, PriorityHigh), []uint64{1, 2, 3}},
+		{"large run", true, writes(3, SmallBatch/2, PriorityNormal), []uint64{1, 2, 3}},
+		{"transport may block", false, writes(3, 4096, PriorityNormal), []uint64{1, 2, 3}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := &tailTransport{alone: c.alone, noted: make(chan struct{}, len(c.ds))}
+			r := newLaneRig(t, x, 0)
+			x.mu.Lock()
+			x.cq = r.cq
+			x.mu.Unlock()
+			r.submitRun(t, c.ds)
+			for range c.ds {
+				r.next(t)
+			}
+			x.waitNoted(t, len(c.ds))
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			if len(x.tails) != len(c.want) {
+				t.Fatalf("%d completions noted, want %d", len(x.tails), len(c.want))
+			}
+			for i, tail := range x.tails {
+				if tail != c.want[i] {
+					t.Fatalf("published tail after completion %d: %d; want %v (all: %v)", i+1, tail, c.want[i], x.tails)
+				}
+			}
+		})
+	}
+}
+
+// TestHeldCompletionsPublishedWhenRingFull: completions a run holds fill
+// a completion ring shallower than holdRun; the next completion finds it
+// full, and what is held is published before the lane waits for room
+// (WaitSpace publishes first), so the host, which reaps only what it
+// sees, makes room and every completion arrives.
+func TestHeldCompletionsPublishedWhenRingFull(t *testing.T) {
+	x := &tailTransport{alone: true, noted: make(chan struct{}, 7)}
+	r := newLaneRigDepth(t, x, 0, time.Microsecond, 4, func(*lane) {})
+	x.mu.Lock()
+	x.cq = r.cq
+	x.mu.Unlock()
+	ds := writes(7, 4096, PriorityNormal)
+	r.submitRun(t, ds)
+	seen := map[uint64]bool{}
+	for range ds {
+		c := r.next(t)
+		if c.Status != ring.StatusOK || seen[c.Token] {
+			t.Fatalf("completion %+v (seen before: %v)", c, seen[c.Token])
+		}
+		seen[c.Token] = true
+	}
+}
