@@ -20,17 +20,23 @@ import (
 
 // benchRow is one line of `ferry bench` output; with --json, one object.
 type benchRow struct {
-	Transport     string  `json:"transport"`
-	Op            string  `json:"op"`
-	BlockSize     int64   `json:"block_size"`
-	Batch         int     `json:"batch"`
-	Threads       int     `json:"threads"`
-	Bytes         uint64  `json:"bytes"`
-	Seconds       float64 `json:"seconds"`
-	Gbps          float64 `json:"gbps"` // 10^9 bytes per second
-	P50us         float64 `json:"p50_us"`
-	P99us         float64 `json:"p99_us"`
-	P999us        float64 `json:"p999_us"`
+	Transport string  `json:"transport"`
+	Op        string  `json:"op"`
+	BlockSize int64   `json:"block_size"`
+	Batch     int     `json:"batch"`
+	Threads   int     `json:"threads"`
+	Bytes     uint64  `json:"bytes"`
+	Seconds   float64 `json:"seconds"`
+	Gbps      float64 `json:"gbps"` // 10^9 bytes per second
+	P50us     float64 `json:"p50_us"`
+	P99us     float64 `json:"p99_us"`
+	P999us    float64 `json:"p999_us"`
+	// SubmitP50us and WaitP50us split a batch's time: the median time in
+	// Submit, and from Submit's return until Wait's. Engine-bound
+	// batches spend it in Submit; the rest wait for the plugins, the
+	// wire or the peer.
+	SubmitP50us   float64 `json:"submit_p50_us"`
+	WaitP50us     float64 `json:"wait_p50_us"`
 	Baseline      string  `json:"baseline"`
 	BaselineGbps  float64 `json:"baseline_gbps"`
 	BaselineP50us float64 `json:"baseline_p50_us"`
@@ -70,17 +76,21 @@ type railRow struct {
 	Share    float64 `json:"share"` // of the bytes all rails carried
 }
 
-// result is one measured run: bytes moved, time, per-batch latencies.
+// result is one measured run: bytes moved, time, per-batch latencies;
+// for Ferry's side also each batch's time in Submit and then in Wait.
 type result struct {
-	bytes   uint64
-	seconds float64
-	lat     []time.Duration
+	bytes        uint64
+	seconds      float64
+	lat          []time.Duration
+	submit, wait []time.Duration
 }
 
 func (r *result) add(o result) {
 	r.bytes += o.bytes
 	r.seconds += o.seconds
 	r.lat = append(r.lat, o.lat...)
+	r.submit = append(r.submit, o.submit...)
+	r.wait = append(r.wait, o.wait...)
 }
 
 func (r *result) gbps() float64 {
@@ -90,13 +100,17 @@ func (r *result) gbps() float64 {
 	return float64(r.bytes) / r.seconds / 1e9
 }
 
-func (r *result) pct(p float64) float64 {
-	if len(r.lat) == 0 {
+func (r *result) pct(p float64) float64 { return percentile(r.lat, p) }
+
+// percentile returns the p-th quantile of ds in microseconds (sorting
+// ds), 0 for none.
+func percentile(ds []time.Duration, p float64) float64 {
+	if len(ds) == 0 {
 		return 0
 	}
-	slices.Sort(r.lat)
-	i := int(float64(len(r.lat)-1) * p)
-	return float64(r.lat[i].Nanoseconds()) / 1e3
+	slices.Sort(ds)
+	i := int(float64(len(ds)-1) * p)
+	return float64(ds[i].Nanoseconds()) / 1e3
 }
 
 type benchOpts struct {
@@ -338,6 +352,9 @@ func printTable(w io.Writer, rows []benchRow, sweep bool) {
 		return
 	}
 	row := rows[0]
+	if row.SubmitP50us > 0 || row.WaitP50us > 0 {
+		fmt.Fprintf(w, "a batch's time (median): %.1f us in Submit, then %.1f us until Wait returned\n", row.SubmitP50us, row.WaitP50us)
+	}
 	if len(row.CtxSwitchesPerReq) > 0 {
 		fmt.Fprintf(w, "context switches per request (CSW/REQ is their sum): %s\n", ctxSummary(row.CtxSwitchesPerReq))
 		if len(row.BaselineCtxSwitchesPerReq) > 0 {
@@ -499,12 +516,14 @@ func (b benchRun) run() (benchRow, error) {
 		if _, err := runLoop(o, b.warmup, fy.work); err != nil {
 			return benchRow{}, err
 		}
+		fy.resetSplits()
 		fcsw.begin()
 		r, err := runLoop(o, o.duration/2, fy.work)
 		fcsw.end()
 		if err != nil {
 			return benchRow{}, err
 		}
+		fy.addSplits(&r)
 		fr.add(r)
 		if base != nil {
 			b.prog.phase(fmt.Sprintf("baseline %s, round %d of %d", base.name(), round+1, rounds))
@@ -555,6 +574,7 @@ func (b benchRun) run() (benchRow, error) {
 		Transport: o.transport, Op: b.opName, BlockSize: size, Batch: o.batch, Threads: o.threads,
 		Bytes: fr.bytes, Seconds: fr.seconds, Gbps: fr.gbps(),
 		P50us: fr.pct(0.50), P99us: fr.pct(0.99), P999us: fr.pct(0.999),
+		SubmitP50us: percentile(fr.submit, 0.50), WaitP50us: percentile(fr.wait, 0.50),
 		CtxSwitchesPerReq: fcsw.perRequest(len(fr.lat) * o.batch),
 	}
 	if base != nil {

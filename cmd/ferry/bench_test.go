@@ -162,3 +162,27 @@ func TestBenchCtxSwitches(t *testing.T) {
 		t.Errorf("the table shows no context switches per request:\n%s", table)
 	}
 }
+
+// TestBenchSplitsBatchTime: a run reports where its batches spent their
+// time, in Submit and then until Wait returned; each part is a share of
+// a batch's time, so neither median is above the batch's p99.9.
+func TestBenchSplitsBatchTime(t *testing.T) {
+	out := ferry(t, "bench", "--transport", "shm", "--size", "4KiB", "--batch", "16",
+		"--duration", "300ms", "--warmup", "50ms", "--no-baseline", "--json")
+	var row struct {
+		Verified bool    `json:"verified"`
+		P999     float64 `json:"p999_us"`
+		Submit   float64 `json:"submit_p50_us"`
+		Wait     float64 `json:"wait_p50_us"`
+	}
+	if err := json.Unmarshal([]byte(out), &row); err != nil {
+		t.Fatalf("bench --json printed %q: %v", out, err)
+	}
+	if !row.Verified || row.Submit <= 0 || row.Wait <= 0 || row.Submit > row.P999 || row.Wait > row.P999 {
+		t.Fatalf("submit_p50_us %v, wait_p50_us %v (p99.9 %v us): want each above 0 and at most p99.9: %s", row.Submit, row.Wait, row.P999, out)
+	}
+	table := ferry(t, "bench", "--transport", "shm", "--size", "4KiB", "--batch", "16", "--duration", "200ms", "--warmup", "20ms", "--no-baseline")
+	if !strings.Contains(table, "a batch's time (median): ") || !strings.Contains(table, "us in Submit, then") {
+		t.Errorf("the table does not split a batch's time:\n%s", table)
+	}
+}
