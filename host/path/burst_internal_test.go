@@ -79,6 +79,69 @@ func TestSubmitBurstPublishes(t *testing.T) {
 	seen(ca, 0, "publishHeld with nothing held")
 }
 
+// TestSubmitBurstLongerWhilePluginSleeps: while the plugin's side of a
+// lane sleeps on its submission ring, a Submit call holds asleepBurst
+// descriptors, not publishBurst, before it publishes (and so wakes it);
+// the call's end publishes the rest. The plugin's side is a real
+// consumer asleep on the lane's memfd ring (ring.Sleep).
+func TestSubmitBurstLongerWhilePluginSleeps(t *testing.T) {
+	l, err := progress.NewLane(1, 256, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(false) })
+	c, err := ring.Attach(l.SQ.Mem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	woke := make(chan bool, 1)
+	sleep := func() {
+		go func() { woke <- c.Sleep(time.Minute) }()
+		for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
+			if time.Now().After(deadline) {
+				t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
+			}
+		}
+	}
+	var sc submitCtx
+	put := func(more bool) {
+		t.Helper()
+		sc.more = more
+		l.Begin()
+		if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+		sc.end(l)
+	}
+	out := make([]ring.Descriptor, 256)
+
+	sleep()
+	for range asleepBurst - 1 {
+		put(true)
+	}
+	if c.Pending() {
+		t.Fatalf("the plugin asleep sees descriptors after %d puts (publishBurst %d); want none before %d", asleepBurst-1, publishBurst, asleepBurst)
+	}
+	put(true)
+	if !<-woke {
+		t.Fatal("the plugin woke to nothing")
+	}
+	if n := c.Dequeue(out); n != asleepBurst {
+		t.Fatalf("the plugin sees %d descriptors after a full burst; want %d", n, asleepBurst)
+	}
+
+	sleep()
+	put(true)
+	put(true)
+	put(false) // the call's last request publishes what it holds
+	if !<-woke {
+		t.Fatal("the plugin woke to nothing")
+	}
+	if n := c.Dequeue(out); n != 3 {
+		t.Fatalf("the plugin sees %d descriptors at the call's end; want 3", n)
+	}
+}
+
 // TestSubmitBurstsOnTwoLanesDoNotDeadlock: two submitters whose calls
 // alternate between the same two lanes, each holding one of them, never
 // wait for each other (a put that publishes another lane's held

@@ -247,6 +247,11 @@ func (l *Lane) EndWaited() {
 	l.mu.Unlock()
 }
 
+// PluginAsleep reports whether the plugin's side of the submission ring
+// sleeps (or is about to): the next publication wakes it with a system
+// call, where one to a plugin that polls costs none.
+func (l *Lane) PluginAsleep() bool { return l.sq.ConsumerSleeping() }
+
 // EndLater releases the producer side and leaves what was enqueued
 // unpublished: the plugin does not see it yet. The caller publishes it
 // (Begin, then End or EndWaited, which publish everything enqueued,
