@@ -9,6 +9,23 @@ import (
 	"github.com/ferrydev/ferry/sdk/ring"
 )
 
+// newBurstLane returns lane id, depth deep, closed at the test's end,
+// and the plugin's side of its submission ring: a real consumer attached
+// to the lane's memfd ring.
+func newBurstLane(t *testing.T, id uint32, depth int) (*progress.Lane, *ring.Ring) {
+	t.Helper()
+	l, err := progress.NewLane(id, depth, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(false) })
+	c, err := ring.Attach(l.SQ.Mem())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, c
+}
+
 // TestSubmitBurstPublishes pins when a Submit call's descriptors become
 // visible to the plugin (submitCtx.end): a burst at a time while more
 // of the call follow, another lane's held ones with a put on a new lane
@@ -16,20 +33,8 @@ import (
 // (publishHeld). The plugin's
 // side is a real consumer attached to the lanes' memfd rings.
 func TestSubmitBurstPublishes(t *testing.T) {
-	lane := func(id uint32) (*progress.Lane, *ring.Ring) {
-		l, err := progress.NewLane(id, 64, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close(false) })
-		c, err := ring.Attach(l.SQ.Mem())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return l, c
-	}
-	a, ca := lane(1)
-	b, cb := lane(2)
+	a, ca := newBurstLane(t, 1, 64)
+	b, cb := newBurstLane(t, 2, 64)
 	var sc submitCtx
 	token := uint64(0)
 	put := func(l *progress.Lane, more bool) {
@@ -85,15 +90,7 @@ func TestSubmitBurstPublishes(t *testing.T) {
 // the call's end publishes the rest. The plugin's side is a real
 // consumer asleep on the lane's memfd ring (ring.Sleep).
 func TestSubmitBurstLongerWhilePluginSleeps(t *testing.T) {
-	l, err := progress.NewLane(1, 256, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close(false) })
-	c, err := ring.Attach(l.SQ.Mem())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, c := newBurstLane(t, 1, 256)
 	woke := make(chan bool, 1)
 	sleep := func() {
 		go func() { woke <- c.Sleep(time.Minute) }()
