@@ -283,6 +283,12 @@ type Info struct {
 // goroutines need the lane's P does not implement it (tcp: its 1 MiB
 // writes lost a tenth of their throughput, and doubled the plugin's
 // context switches, with the lane's spin holding the P).
+//
+// While the lane of such a transport drains a run of small descriptors,
+// the completions posted meanwhile (from any goroutine) are published
+// eight at a time and at the run's end, not one by one: its Submit must
+// return without waiting on other work, or the completions held meanwhile
+// wait with it.
 type SpinsAlone interface {
 	SpinsAlone() bool
 }
