@@ -546,8 +546,8 @@ func (p *streamPool) work(t *Transport, i int) {
 		switch {
 		case t.base.Stopped():
 			o.status.CompareAndSwap(0, int32(ring.StatusShutdown))
-		case o.remote.revoked.Load():
-			o.status.CompareAndSwap(0, int32(ring.StatusNotRegistered))
+		case o.remote.revoked.Load() != 0:
+			o.status.CompareAndSwap(0, o.remote.revoked.Load())
 		default:
 			if err := c.be.copy(i, c.dst, c.doff, c.src, c.soff, c.n); err != nil {
 				t.stats.copyErrors.Add(1)

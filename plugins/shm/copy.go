@@ -204,10 +204,11 @@ func (p *pool) work(t *Transport, w *worker) {
 		switch {
 		case t.base.Stopped():
 			o.status.CompareAndSwap(0, int32(ring.StatusShutdown))
-		case o.remote.revoked.Load():
-			// The owner unregistered the region while this piece
-			// waited: do not start on it.
-			o.status.CompareAndSwap(0, int32(ring.StatusNotRegistered))
+		case o.remote.revoked.Load() != 0:
+			// The mapping left the table while this piece waited (its
+			// owner unregistered the region, the connection was lost,
+			// the peer closed): do not start on it.
+			o.status.CompareAndSwap(0, o.remote.revoked.Load())
 		case o.lf != nil:
 			if !t.copyForeign(o, c.dst, c.off) {
 				o.status.CompareAndSwap(0, int32(ring.StatusIO))

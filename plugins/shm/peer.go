@@ -19,13 +19,17 @@ import (
 // holds one reference; every op copying to or from it holds another.
 type mapping struct {
 	regtable.Ref
-	region  uint32
-	gen     uint64
-	m       *sdkshm.Mapping
-	mem     []byte
-	perm    sdk.Perm
-	dc      *dialConn   // the connection it came on: its end drops the mapping
-	revoked atomic.Bool // set when it leaves the table: queued chunks skip it
+	region uint32
+	gen    uint64
+	m      *sdkshm.Mapping
+	mem    []byte
+	perm   sdk.Perm
+	dc     *dialConn // the connection it came on: its end drops the mapping
+	// revoked is the status queued chunks complete with, skipped, once
+	// it leaves the table (0 while in it): StatusNotRegistered when its
+	// owner unregistered it, StatusPeerUnreachable when the connection
+	// it came on was lost, StatusShutdown when the peer is closed.
+	revoked atomic.Int32
 }
 
 // dialConn is our connection to a peer plugin.
@@ -273,7 +277,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 		if p.closed || p.dc != dc {
 			// Closing: drop it, close fails what waits.
 			p.mu.Unlock()
-			p.retire(mp)
+			p.retire(mp, ring.StatusShutdown)
 			t.finishAll(ops, ring.StatusShutdown)
 			return
 		}
@@ -281,7 +285,7 @@ func (p *peer) onRegion(dc *dialConn, m msg, fd int) {
 	}
 	p.mu.Unlock()
 	if prev != nil {
-		p.retire(prev)
+		p.retire(prev, ring.StatusNotRegistered) // replaced by a newer offer of the region
 	}
 	for _, o := range ops {
 		if mp != nil && mp.Acquire() {
@@ -359,15 +363,15 @@ func (p *peer) onRevoke(dc *dialConn, m msg) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		p.retire(mp)
+		p.retire(mp, ring.StatusNotRegistered)
 		_ = dc.Send(ack, -1)
 	}()
 }
 
-// retire takes a mapping out of use: it waits for the copies that hold it
-// and unmaps it.
-func (p *peer) retire(mp *mapping) {
-	mp.revoked.Store(true)
+// retire takes a mapping out of use: chunks not started yet complete
+// with st, and it waits for the copies that hold it and unmaps it.
+func (p *peer) retire(mp *mapping, st ring.Status) {
+	mp.revoked.Store(int32(st))
 	mp.Release()
 	<-mp.Drained()
 	mp.m.Close()
@@ -401,7 +405,7 @@ func (p *peer) connLost(dc *dialConn) {
 	p.mu.Unlock()
 	p.t.finishAll(failed, st)
 	for _, mp := range drop {
-		p.retire(mp)
+		p.retire(mp, st)
 	}
 }
 
@@ -441,6 +445,6 @@ func (p *peer) Close() {
 	p.mu.Unlock()
 	p.t.finishAll(failed, ring.StatusShutdown)
 	for _, mp := range drop {
-		p.retire(mp)
+		p.retire(mp, ring.StatusShutdown)
 	}
 }
