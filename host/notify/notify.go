@@ -106,10 +106,12 @@ type Service struct {
 
 	ctx       context.Context // ends at Close: senders and the settler stop
 	cancel    context.CancelFunc
-	wg        sync.WaitGroup // the settler and the senders
+	wg        sync.WaitGroup // the settler
+	sends     sync.WaitGroup // the senders (sendAll)
 	closeOnce sync.Once
 
 	mu      sync.Mutex
+	closing bool                       // Close began: Settle starts no send
 	clients map[string]*control.Client // by address; nil once closed
 	used    map[string]time.Time       // when each client was last handed out
 	pending []*pending
@@ -150,12 +152,34 @@ func Start(c Config) (*Service, error) {
 
 // Close stops sending, then serving, then closes the channel of received
 // notifications: a reader drains what was delivered and sees the channel
-// closed. Pending submissions' notifications are not sent. Safe to call
-// twice.
+// closed. Sends under way (their submissions completed) get closeGrace to
+// finish first; pending submissions' notifications are not sent. Safe to
+// call twice.
 func (s *Service) Close() { s.closeOnce.Do(s.close) }
 
+// closeGrace is how long Close lets notifications already being sent
+// finish before it cancels them: a notification whose transfer landed is
+// worth delivering, and a send canceled after the peer took it would be
+// reported lost. A loopback send takes a millisecond or two.
+const closeGrace = time.Second
+
 func (s *Service) close() {
+	s.mu.Lock()
+	s.closing = true
+	s.mu.Unlock()
+	sent := make(chan struct{})
+	go func() { // ends when the sends do, canceled below at the latest
+		s.sends.Wait()
+		close(sent)
+	}()
+	grace := time.NewTimer(closeGrace)
+	select {
+	case <-sent:
+	case <-grace.C:
+	}
+	grace.Stop()
 	s.cancel()
+	<-sent
 	s.wg.Wait()
 	s.srv.Close()
 	close(s.buf.ch)
@@ -454,10 +478,10 @@ func (s *Service) Settle(b *progress.Batch) {
 		switch {
 		case !ended:
 			keep = append(keep, p)
-		case !completed || s.ctx.Err() != nil:
+		case !completed || s.ctx.Err() != nil || s.closing:
 			s.skip.Add(1)
 		default:
-			s.wg.Add(1)
+			s.sends.Add(1)
 			go s.sendAll(p)
 		}
 	}
@@ -466,9 +490,13 @@ func (s *Service) Settle(b *progress.Batch) {
 }
 
 func (s *Service) sendAll(p *pending) {
-	defer s.wg.Done()
+	defer s.sends.Done()
 	for _, t := range p.targets {
 		if err := s.Send(s.ctx, t, p.n, p.key); err != nil {
+			if s.ctx.Err() != nil {
+				s.log.Warn("notification canceled by the engine's Close: its send outlasted the close's grace; the peer may not have it", "segment", t.Name, "name", p.n.Name, "grace", closeGrace, "error", err)
+				continue
+			}
 			s.log.Error("notification not delivered", "segment", t.Name, "name", p.n.Name, "error", err)
 		}
 	}

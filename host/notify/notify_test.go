@@ -122,3 +122,39 @@ func TestSettle(t *testing.T) {
 		t.Fatalf("Pend after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestCloseLetsSendsFinish: a notification whose submission completed is
+// being sent when its engine closes: Close lets the send finish (within
+// closeGrace) rather than cancel it, so the peer gets it and the sender
+// counts it sent; a submission still pending at Close is not sent.
+func TestCloseLetsSendsFinish(t *testing.T) {
+	a, b := start(t, "a", 1), start(t, "b", 2)
+	to := []Target{{Segment: 1, Name: "b", Control: b.Addr(), Incarnation: 2}}
+	tr := progress.NewTracker(0)
+	batch, err := tr.Allocate(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch.Reserve(10, 0)
+	batch.Reserve(10, 0)
+	if err := a.Pend(batch, 0, 1, Notification{Name: "landed"}, to); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Pend(batch, 1, 2, Notification{Name: "pending"}, to); err != nil {
+		t.Fatal(err)
+	}
+	batch.Finish(0, progress.Completed, nil)
+	a.Settle(batch) // its send starts
+	a.Close()
+	if st := a.Stats(); st.Sent != 1 || st.SendFailed != 0 {
+		t.Fatalf("sender stats after Close %+v, want the landed submission's notification sent and none failed", st)
+	}
+	if n := receive(t, b); n.Name != "landed" {
+		t.Fatalf("received %+v, want the landed submission's", n)
+	}
+	select {
+	case n := <-b.Notifications():
+		t.Fatalf("also received %+v, from a submission still pending at Close", n)
+	default:
+	}
+}
