@@ -335,10 +335,10 @@ const holdRun = 8
 func (l *lane) holdCompletions(on bool) {
 	l.cqMu.Lock()
 	l.holding = on
-	if !on && l.held > 0 && !l.closed {
-		l.cq.Publish()
-	}
 	if !on {
+		if l.held > 0 && !l.closed {
+			l.cq.Publish()
+		}
 		l.held = 0
 	}
 	l.cqMu.Unlock()
