@@ -1,6 +1,7 @@
 package sdk
 
 import (
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -120,6 +121,136 @@ func TestHeldCompletionsPublishedWhenRingFull(t *testing.T) {
 	x.cq = r.cq
 	x.mu.Unlock()
 	ds := writes(7, 4096, PriorityNormal)
+	r.submitRun(t, ds)
+	seen := map[uint64]bool{}
+	for range ds {
+		c := r.next(t)
+		if c.Status != ring.StatusOK || seen[c.Token] {
+			t.Fatalf("completion %+v (seen before: %v)", c, seen[c.Token])
+		}
+		seen[c.Token] = true
+	}
+}
+
+// runTransport takes runs (RunSubmitter): it notes each run's tokens,
+// completes each descriptor through CompleteInRun (or, for the tokens in
+// later, through Complete from another goroutine once the run returned)
+// and notes the completion ring's published tail after each.
+type runTransport struct {
+	tailTransport
+	later map[uint64]bool
+	runs  [][]uint64
+}
+
+func (x *runTransport) Submit(*ring.Descriptor, Completer) {
+	panic("a transport that takes runs was handed a descriptor alone")
+}
+
+func (x *runTransport) SubmitRun(ds []ring.Descriptor, c RunCompleter) {
+	var toks []uint64
+	for i := range ds {
+		toks = append(toks, ds[i].Token)
+	}
+	x.mu.Lock() // before any completion: the test looks once it has them all
+	x.runs = append(x.runs, toks)
+	x.mu.Unlock()
+	for i := range ds {
+		d := ds[i]
+		if x.later[d.Token] {
+			go c.Complete(d.Token, ring.StatusOK, d.Length)
+			continue
+		}
+		c.CompleteInRun(d.Token, ring.StatusOK, d.Length)
+		x.mu.Lock()
+		x.tails = append(x.tails, x.cq.Tail())
+		x.mu.Unlock()
+		x.noted <- struct{}{}
+	}
+}
+
+// TestRunSubmitterTakesTheRun: a transport that takes runs gets the
+// run's descriptors in one call, without the ones the lane answers
+// itself (a NOP, an invalid descriptor); what it completes in the run is
+// published as a Submit's completions are (holdRun at a time while the
+// run holds them, at once otherwise), and every descriptor completes
+// exactly once, those completed from another goroutine after the run
+// included.
+func TestRunSubmitterTakesTheRun(t *testing.T) {
+	mixed := writes(6, 4096, PriorityNormal)
+	mixed[1].Op = ring.OpNop
+	mixed[4].Length = 0 // invalid
+	cases := []struct {
+		name  string
+		ds    []ring.Descriptor
+		later map[uint64]bool
+		run   []uint64 // the tokens SubmitRun got
+		tails []uint64 // the published tail after each CompleteInRun
+		want  map[uint64]ring.Status
+	}{
+		{name: "small run", ds: writes(12, 4096, PriorityNormal),
+			run:   []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+			tails: []uint64{0, 0, 0, 0, 0, 0, 0, 8, 8, 8, 8, 8}},
+		{name: "high priority", ds: writes(3, 4096, PriorityHigh),
+			run: []uint64{1, 2, 3}, tails: []uint64{1, 2, 3}},
+		{name: "large run", ds: writes(3, SmallBatch/2, PriorityNormal),
+			run: []uint64{1, 2, 3}, tails: []uint64{1, 2, 3}},
+		// The lane answers the NOP (2) and the invalid descriptor (5)
+		// itself, before the run; the run holds those completions too.
+		{name: "nop and invalid", ds: mixed,
+			run: []uint64{1, 3, 4, 6}, tails: []uint64{0, 0, 0, 0},
+			want: map[uint64]ring.Status{2: ring.StatusOK, 5: ring.StatusInvalid}},
+		{name: "completed after the run", ds: writes(4, 4096, PriorityNormal), later: map[uint64]bool{2: true, 3: true},
+			run: []uint64{1, 2, 3, 4}, tails: []uint64{0, 0}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			x := &runTransport{tailTransport: tailTransport{alone: true, noted: make(chan struct{}, len(c.ds))}, later: c.later}
+			r := newLaneRig(t, x, 0)
+			x.mu.Lock()
+			x.cq = r.cq
+			x.mu.Unlock()
+			r.submitRun(t, c.ds)
+			got := map[uint64]ring.Status{}
+			for range c.ds {
+				d := r.next(t)
+				if _, dup := got[d.Token]; dup {
+					t.Fatalf("token %d completed twice", d.Token)
+				}
+				got[d.Token] = d.Status
+			}
+			x.waitNoted(t, len(c.tails))
+			for _, d := range c.ds {
+				want, ok := c.want[d.Token]
+				if !ok {
+					want = ring.StatusOK
+				}
+				if got[d.Token] != want {
+					t.Errorf("token %d completed %v, want %v", d.Token, got[d.Token], want)
+				}
+			}
+			x.mu.Lock()
+			defer x.mu.Unlock()
+			if len(x.runs) != 1 || !slices.Equal(x.runs[0], c.run) {
+				t.Fatalf("runs taken: %v, want one: %v", x.runs, c.run)
+			}
+			if !slices.Equal(x.tails, c.tails) {
+				t.Fatalf("published tail after each completion in the run: %v, want %v", x.tails, c.tails)
+			}
+		})
+	}
+}
+
+// TestRunCompletionsWaitForRoom: completions posted in a run fill a
+// completion ring shallower than holdRun; posting them waits for room
+// (publishing first what it holds, which the host reaps), and every one
+// arrives.
+func TestRunCompletionsWaitForRoom(t *testing.T) {
+	x := &runTransport{tailTransport: tailTransport{alone: true, noted: make(chan struct{}, 11)}}
+	r := newLaneRigDepth(t, x, 0, time.Microsecond, 4, func(*lane) {})
+	x.mu.Lock()
+	x.cq = r.cq
+	x.mu.Unlock()
+	ds := writes(11, 4096, PriorityNormal)
 	r.submitRun(t, ds)
 	seen := map[uint64]bool{}
 	for range ds {

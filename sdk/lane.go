@@ -75,6 +75,14 @@ type lane struct {
 	holding  bool
 	held     int
 
+	// runs: the transport takes a run in one call (RunSubmitter). inRun
+	// are the completions CompleteInRun buffered, nInRun of them, posted
+	// under one lock holdRun at a time; only the token's holder (the
+	// goroutine in SubmitRun) touches them.
+	runs   RunSubmitter
+	inRun  [holdRun]ring.Descriptor
+	nInRun int
+
 	stopping atomic.Bool
 	done     chan struct{}
 
@@ -130,8 +138,9 @@ func attachLane(impl Transport, id, gen uint32, sqFD, cqFD int, sqBytes, cqBytes
 			}
 			sq.SetSleepHandoff(handoff)
 			cq.SetSleepHandoff(handoff)
+			runs, _ := impl.(RunSubmitter)
 			return &lane{id: id, impl: impl, spin: spin, spinSmall: spinSmall, pause: pause, gen: gen, sqMap: sqMap, cqMap: cqMap, sq: sq, cq: cq, done: make(chan struct{}), coalesce: alone,
-				buf: make([]ring.Descriptor, 64), abuf: make([]ring.Descriptor, 64)}, nil
+				runs: runs, buf: make([]ring.Descriptor, 64), abuf: make([]ring.Descriptor, 64)}, nil
 		}
 	}
 	sqMap.Close()
@@ -227,6 +236,7 @@ func (l *lane) drain(ds []ring.Descriptor) (spin time.Duration, pausable bool) {
 		defer l.now.Store(0)
 	}
 	l.submitted.Add(uint64(len(ds)))
+	k := 0 // the run's descriptors for the transport, moved to ds[:k] (runs)
 	for i := range ds {
 		d := &ds[i]
 		if err := d.Validate(); err != nil || d.Op == ring.OpCompletion {
@@ -239,7 +249,18 @@ func (l *lane) drain(ds []ring.Descriptor) (spin time.Duration, pausable bool) {
 			l.Complete(d.Token, ring.StatusOK, 0)
 			continue
 		}
-		l.impl.Submit(d, l)
+		if l.runs == nil {
+			l.impl.Submit(d, l)
+			continue
+		}
+		if k != i {
+			ds[k] = *d
+		}
+		k++
+	}
+	if k > 0 {
+		l.runs.SubmitRun(ds[:k], l)
+		l.postInRun()
 	}
 	if hold {
 		l.holdCompletions(false)
@@ -350,12 +371,50 @@ func (l *lane) Complete(token uint64, st ring.Status, bytes uint64) {
 	l.cqMu.Lock()
 	defer l.cqMu.Unlock()
 	l.completed.Add(1)
-	if l.holding && !l.closed && l.held < holdRun-1 && l.cq.Enqueue(&d) {
+	l.postLocked(&d)
+}
+
+// CompleteInRun implements RunCompleter: while the run's completions
+// are held (holdCompletions), it buffers them and posts each holdRun
+// under one lock; otherwise it is Complete.
+func (l *lane) CompleteInRun(token uint64, st ring.Status, bytes uint64) {
+	// holding is written only by the token's holder, which we are.
+	if !l.holding {
+		l.Complete(token, st, bytes)
+		return
+	}
+	l.inRun[l.nInRun] = ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Flags: l.gen, Length: bytes}
+	l.nInRun++
+	if l.nInRun == holdRun {
+		l.postInRun()
+	}
+}
+
+// postInRun posts what CompleteInRun buffered: at holdRun, and when the
+// run's SubmitRun returned.
+func (l *lane) postInRun() {
+	n := l.nInRun
+	if n == 0 {
+		return
+	}
+	l.nInRun = 0
+	l.cqMu.Lock()
+	defer l.cqMu.Unlock()
+	l.completed.Add(uint64(n))
+	for i := range n {
+		l.postLocked(&l.inRun[i])
+	}
+}
+
+// postLocked enqueues completion d, under cqMu: held while the run holds
+// its completions (published with the holdRun-th), published otherwise.
+func (l *lane) postLocked(d *ring.Descriptor) {
+	if l.holding && !l.closed && l.held < holdRun-1 && l.cq.Enqueue(d) {
 		l.held++
 		return
 	}
 	for !l.closed {
-		if l.cq.Push(&d) { // published with what is held
+		if l.cq.Push(d) { // published with what is held
 			l.held = 0
 			return
 		}

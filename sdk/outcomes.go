@@ -27,6 +27,14 @@ func (o *Outcomes) Count(st ring.Status) {
 	}
 }
 
+// CountOK records n descriptors that completed with StatusOK: a run's
+// successes counted once (kit.Run).
+func (o *Outcomes) CountOK(n uint64) {
+	if n > 0 {
+		o.completed.Add(n)
+	}
+}
+
 // Admit makes the checks every transport's Submit starts with: a stopped
 // transport completes d with StatusShutdown, and Precheck's verdicts (a
 // NOP, an unknown op, a zero length, a passed deadline) complete it at

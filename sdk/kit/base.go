@@ -273,6 +273,17 @@ func (b *Base[R, P]) Local(d *ring.Descriptor, c sdk.Completer) (R, []byte, bool
 		b.Fail(d, c, ring.StatusNotRegistered)
 		return zero, nil, false
 	}
+	mem, ok := b.localBytes(r, d, c)
+	if !ok {
+		r.Release()
+		return zero, nil, false
+	}
+	return r, mem, true
+}
+
+// localBytes is Local's checks of d against r, whose reference the
+// caller holds.
+func (b *Base[R, P]) localBytes(r R, d *ring.Descriptor, c sdk.Completer) ([]byte, bool) {
 	mem := r.Bytes()
 	size := uint64(len(mem))
 	f := foreignOf(r)
@@ -281,18 +292,17 @@ func (b *Base[R, P]) Local(d *ring.Descriptor, c sdk.Completer) (R, []byte, bool
 	}
 	end := d.LocalOffset + d.Length
 	if end < d.LocalOffset || end > size || d.RemoteOffset+d.Length < d.RemoteOffset {
-		r.Release()
 		b.Fail(d, c, ring.StatusOutOfBounds)
-		return zero, nil, false
+		return nil, false
 	}
 	if f != nil && (len(mem) == 0 || d.Op != ring.OpWrite) {
 		// The caller stages it: CopyIn, CopyOut. A sealed region (mapped
 		// read-only, sdk.Region.Foreign) is read in place when the
 		// descriptor only reads it (a write sends it), and written
 		// through the host otherwise.
-		return r, nil, true
+		return nil, true
 	}
-	return r, mem[d.LocalOffset:end:end], true
+	return mem[d.LocalOffset:end:end], true
 }
 
 // Accept is Admit and then Local, for a transport that checks nothing

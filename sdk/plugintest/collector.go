@@ -20,7 +20,7 @@ type Completion struct {
 	N      uint64 // bytes transferred
 }
 
-// Collector is an sdk.Completer for tests that drive a transport in
+// Collector is an sdk.RunCompleter for tests that drive a transport in
 // process, without the SDK's rings: it records every completion, fails
 // the test on a second completion of a token, and lets the test wait for
 // one.
@@ -51,6 +51,11 @@ func (c *Collector) Complete(token uint64, st ring.Status, n uint64) {
 	default:
 	}
 }
+
+// CompleteInRun records a completion posted in a run (sdk.RunCompleter),
+// as Complete does: a test drives a transport's SubmitRun in process
+// with a Collector.
+func (c *Collector) CompleteInRun(token uint64, st ring.Status, n uint64) { c.Complete(token, st, n) }
 
 // Wait returns the completion of token, waiting for it (the test fails
 // after a minute without it).
