@@ -35,26 +35,16 @@ type op struct {
 func (t *Transport) run(o *op, m *mapping) {
 	o.remote = m
 	n := o.n
-	end := o.rOff + n
-	if end < o.rOff || end > uint64(len(m.mem)) {
-		t.finish(o, ring.StatusOutOfBounds)
-		return
-	}
-	// The mapping itself enforces this too (a remote-read region is
-	// mapped PROT_READ), but a fault would kill the plugin: refuse first.
-	if o.kind == ring.OpWrite && !m.perm.AllowsRemoteWrite() || o.kind == ring.OpRead && !m.perm.AllowsRemoteRead() {
-		t.finish(o, ring.StatusPermission)
-		return
-	}
-	if o.deadline != 0 && sdk.Now(o.c) >= o.deadline {
-		t.finish(o, ring.StatusTimeout)
+	rmem, st := remoteRange(m, o.kind, o.rOff, n, o.deadline, o.c)
+	if st != ring.StatusOK {
+		t.finish(o, st)
 		return
 	}
 	if o.lf != nil {
-		t.runForeign(o, m.mem[o.rOff:end:end])
+		t.runForeign(o, rmem)
 		return
 	}
-	dst, src := m.mem[o.rOff:end:end], o.lmem
+	dst, src := rmem, o.lmem
 	if o.kind == ring.OpRead {
 		dst, src = src, dst
 	}
@@ -75,6 +65,32 @@ func (t *Transport) run(o *op, m *mapping) {
 	t.pool.dispatch(t, o, dst, src)
 }
 
+// remoteRange checks a copy's remote side, n bytes at off of mapping m
+// for op kind, and returns its bytes: every check happens before any
+// byte is touched.
+func remoteRange(m *mapping, kind ring.Op, off, n uint64, deadline int64, c sdk.Completer) ([]byte, ring.Status) {
+	end := off + n
+	if end < off || end > uint64(len(m.mem)) {
+		return nil, ring.StatusOutOfBounds
+	}
+	// The mapping itself enforces this too (a remote-read region is
+	// mapped PROT_READ), but a fault would kill the plugin: refuse first.
+	if kind == ring.OpWrite && !m.perm.AllowsRemoteWrite() || kind == ring.OpRead && !m.perm.AllowsRemoteRead() {
+		return nil, ring.StatusPermission
+	}
+	if deadline != 0 && sdk.Now(c) >= deadline {
+		return nil, ring.StatusTimeout
+	}
+	return m.mem[off:end:end], ring.StatusOK
+}
+
+// inline reports whether run copies d on the lane's goroutine (when its
+// local memory is mapped here): low-priority work above bulkInlineMax
+// goes to the nice workers even below inline_max (see bulk_nice).
+func (t *Transport) inline(d *ring.Descriptor) bool {
+	return d.Length <= t.set.inlineMax && (d.Prio != uint8(sdk.PriorityLow) || t.set.bulkNice <= 0 || d.Length <= bulkInlineMax)
+}
+
 // bulkInlineMax is the largest low-priority copy that runs inline when
 // bulk_nice is on: below it a hop to a worker costs more than the copy.
 const bulkInlineMax = 64 << 10
@@ -84,7 +100,7 @@ func (t *Transport) finish(o *op, st ring.Status) {
 	n := o.n
 	if o.remote != nil {
 		if st == ring.StatusOK {
-			o.remote.dc.moved(o.kind, n)
+			o.remote.dc.moved(o.kind, 1, n)
 		}
 		o.remote.Release()
 	}

@@ -44,18 +44,18 @@ func (t *tally) take() samehost.Tally {
 	return samehost.Tally{Writes: t.writes.Swap(0), WriteBytes: t.writeBytes.Swap(0), Reads: t.reads.Swap(0), ReadBytes: t.readBytes.Swap(0)}
 }
 
-// moved adds a completed copy of n bytes to the tally and makes sure a
-// report follows.
-func (dc *dialConn) moved(op ring.Op, n uint64) {
+// moved adds ops completed copies of n bytes in all to the tally and
+// makes sure a report follows.
+func (dc *dialConn) moved(op ring.Op, ops, n uint64) {
 	t := dc.tally
 	if t == nil {
 		return
 	}
 	if op == ring.OpRead {
-		t.reads.Add(1)
+		t.reads.Add(ops)
 		t.readBytes.Add(n)
 	} else {
-		t.writes.Add(1)
+		t.writes.Add(ops)
 		t.writeBytes.Add(n)
 	}
 	p := dc.p

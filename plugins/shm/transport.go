@@ -267,6 +267,12 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	if !ok {
 		return
 	}
+	p.submit(t.newOp(d, c, r, mem))
+}
+
+// newOp returns the op of accepted descriptor d, holding r's reference
+// the caller took for it.
+func (t *Transport) newOp(d *ring.Descriptor, c sdk.Completer, r *region, mem []byte) *op {
 	o := t.opPool.Get().(*op)
 	o.token, o.kind, o.c = d.Token, d.Op, c
 	o.local, o.lmem, o.n = r, mem, d.Length
@@ -279,7 +285,7 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 	o.rRegion, o.rOff, o.deadline = d.RemoteRegion, d.RemoteOffset, d.Deadline
 	o.low = d.Prio == uint8(sdk.PriorityLow)
 	o.status.Store(0)
-	p.submit(o)
+	return o
 }
 
 // Stats returns the counters, with one chunk counter per copy worker,
