@@ -437,7 +437,15 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		ln.Begin()
 		var at, got int
 		if preset {
-			at, got = b.ReserveRouted(lengths[:nr], c.deadline, &rt)
+			// The tasks' records are written before the batch counts
+			// them (see ReserveRouted).
+			at, got = b.ReserveRouted(lengths[:nr], c.deadline, &rt, func(at, got int) {
+				for j := range got {
+					rec := e.path.record(b, at+j)
+					c.record(rec, &todo[j])
+					rec.hist.Tried = 1 << ps.idx
+				}
+			})
 		} else {
 			at, got = b.ReserveRun(lengths[:nr], c.deadline)
 		}
@@ -445,13 +453,15 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			k = src.Len() // checked above, unless another submitter filled the batch meanwhile
 		}
 		nc := 0
-		t.prun, t.lane, t.planned = pr, ln, preset
+		t.prun, t.lane, t.planned, t.recorded = pr, ln, preset, preset
 		t.passes = e.passes(&t)
 		for j := range todo[:got] {
 			i := at + j
 			run := &todo[j]
 			rec := e.path.record(b, i)
-			c.record(rec, run)
+			if !preset {
+				c.record(rec, run)
+			}
 			e.noteQueued(b, i, &c.sc)
 			t.i, t.rec, t.boff, t.blen = i, rec, run.LocalOff, run.Length
 			t.rt.rreg, t.rt.roff = run.Remote.Region, run.Remote.Offset

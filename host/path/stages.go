@@ -65,7 +65,11 @@ type task struct {
 
 	plan    slicer.Plan
 	planned bool // plan is set: a block run reserved routed and cut
-	passes  bool // every stage before put passes it (Executor.passes)
+	// recorded: its record's route (hist.Tried, sent) was written when
+	// it was reserved routed, before the batch counted it
+	// (ReserveRouted's fill); the stages do not write it again.
+	recorded bool
+	passes   bool // every stage before put passes it (Executor.passes)
 
 	// d is the descriptor put fills for each slice; described: what
 	// the tasks of a block chunk share (op, priority, peer, deadline)
@@ -106,7 +110,9 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 		// chunk; a gate that closed since is looked at for each task):
 		// what their passes do, then put.
 		t.rt.lreg, t.rt.loff = t.blk.lreg, t.blk.loff+t.boff
-		t.rec.hist.Tried = 1 << t.rt.ps.idx
+		if !t.recorded {
+			t.rec.hist.Tried = 1 << t.rt.ps.idx
+		}
 		if t.plan.Slices == 1 {
 			putOne(t, t.lane, sc, out)
 		} else {
@@ -133,7 +139,7 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 			if !e.routeStage(t, sc) {
 				return false
 			}
-		} else {
+		} else if !t.recorded {
 			t.rec.hist.Tried = 1 << t.rt.ps.idx
 		}
 	}
@@ -147,7 +153,9 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 		if e.fences.Any() {
 			e.gateStage(t, sc)
 		}
-		t.rec.sent = t.rem
+		if !t.recorded {
+			t.rec.sent = t.rem
+		}
 	}
 	if from <= stagePlan {
 		if t.prun == nil {

@@ -13,7 +13,7 @@ import (
 func TestReserveRoutedSetsRouteAndCut(t *testing.T) {
 	tr := NewTracker(4)
 	b, _ := tr.Allocate(2)
-	first, n := b.ReserveRouted([]uint64{8192, 4096}, 0, &Route{Transport: 3, Slices: []int64{2, 1}, Slice: []uint64{4096, 4096}})
+	first, n := b.ReserveRouted([]uint64{8192, 4096}, 0, &Route{Transport: 3, Slices: []int64{2, 1}, Slice: []uint64{4096, 4096}}, nil)
 	if first != 0 || n != 2 {
 		t.Fatalf("reserved %d tasks from %d, want 2 from 0", n, first)
 	}
@@ -50,7 +50,7 @@ func TestReserveRoutedPresetsSliceAndRails(t *testing.T) {
 	tr := NewTracker(4)
 	b, _ := tr.Allocate(3)
 	r := &Route{Transport: 0, Slices: []int64{1, 1, 2}, Slice: []uint64{4096, 4096, 4096}, Rails: 1}
-	if _, n := b.ReserveRouted([]uint64{4096, 4096, 8192}, 0, r); n != 3 {
+	if _, n := b.ReserveRouted([]uint64{4096, 4096, 8192}, 0, r, nil); n != 3 {
 		t.Fatalf("reserved %d tasks, want 3", n)
 	}
 	for i := range 3 {

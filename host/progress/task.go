@@ -338,7 +338,7 @@ func (b *Batch) Reserve(length uint64, deadline int64) int {
 // task: the submitter's atomics are full fences on amd64, and the
 // batch's counters share cache lines with the completion side.
 func (b *Batch) ReserveRun(lengths []uint64, deadline int64) (first, n int) {
-	return b.reserve(lengths, deadline, nil)
+	return b.reserve(lengths, deadline, nil, nil)
 }
 
 // ReserveRouted is ReserveRun for tasks whose route and cut are known
@@ -349,8 +349,17 @@ func (b *Batch) ReserveRun(lengths []uint64, deadline int64) (first, n int) {
 // with plain writes before the batch counts the tasks rather than with
 // fenced stores each after it: until n counts a task nobody reads it. The
 // submitter then puts its slices (Lane.Put) and cuts it (Cut) as usual.
-func (b *Batch) ReserveRouted(lengths []uint64, deadline int64, r *Route) (first, n int) {
-	return b.reserve(lengths, deadline, r)
+//
+// fill is called with the tasks' first index and count, under the
+// batch's lock, before the batch counts them: what the caller keeps of
+// each task (its request) must be written there. Whoever sees a task
+// (a completion's reaper, a status call) sees it through the count, and
+// so sees what fill wrote; a write after ReserveRouted would be ordered
+// before them by nothing of this process's (the task's atomics were set
+// here, before it, and the descriptor that follows goes through the
+// plugin's process).
+func (b *Batch) ReserveRouted(lengths []uint64, deadline int64, r *Route, fill func(first, n int)) (first, n int) {
+	return b.reserve(lengths, deadline, r, fill)
 }
 
 // Route is what ReserveRouted sets of the tasks it adds.
@@ -382,7 +391,7 @@ func plainStore64(p *atomic.Int64, v int64)    { *(*int64)(unsafe.Pointer(p)) = 
 func plainStoreU64(p *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(p)) = v }
 
 // reserve is ReserveRun, and ReserveRouted when r is not nil.
-func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route) (first, n int) {
+func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route, fill func(first, n int)) (first, n int) {
 	b.mu.Lock()
 	first = int(b.n.Load())
 	n = min(len(lengths), len(b.tasks)-first)
@@ -410,6 +419,9 @@ func (b *Batch) reserve(lengths []uint64, deadline int64, r *Route) (first, n in
 			plainStore64(&t.lane, laneWord(r.Lane, r.Run))
 		}
 		b.total += length // under mu: no fenced add on the submit path
+	}
+	if fill != nil {
+		fill(first, n)
 	}
 	b.n.Store(int32(first + n))
 	b.mu.Unlock()
