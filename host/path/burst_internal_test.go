@@ -213,3 +213,58 @@ func TestSubmitBurstsOnTwoLanesDoNotDeadlock(t *testing.T) {
 	close(stop)
 	<-drained
 }
+
+// TestSubmitRunBurstPublishes: a run of requests put together
+// (submitRun's endRun) counts as that many puts toward a burst: a full
+// burst is published at once, a short run is held until the burst fills
+// or the call ends, and a lane whose plugin sleeps holds runs until
+// asleepBurst.
+func TestSubmitRunBurstPublishes(t *testing.T) {
+	l, c := newBurstLane(t, 1, 256)
+	var sc submitCtx
+	putRun := func(n int, more bool) {
+		t.Helper()
+		sc.more = more
+		l.Begin()
+		for range n {
+			if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sc.endRun(l, n)
+	}
+	out := make([]ring.Descriptor, 256)
+	seen := func(want int, when string) {
+		t.Helper()
+		if n := c.Dequeue(out); n != want {
+			t.Errorf("%s: the plugin sees %d descriptors, want %d", when, n, want)
+		}
+	}
+	putRun(publishBurst, true)
+	seen(publishBurst, "a full run")
+	putRun(3, true)
+	seen(0, "a short run")
+	putRun(publishBurst-3, true)
+	seen(publishBurst, "the run that fills the burst")
+	putRun(2, false)
+	seen(2, "the call's last run")
+
+	woke := make(chan bool, 1)
+	go func() { woke <- c.Sleep(time.Minute) }()
+	for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
+		}
+	}
+	for range asleepBurst/publishBurst - 1 {
+		putRun(publishBurst, true)
+	}
+	if c.Pending() {
+		t.Fatalf("the plugin asleep sees descriptors after %d; want none before %d", asleepBurst-publishBurst, asleepBurst)
+	}
+	putRun(publishBurst, true)
+	if !<-woke {
+		t.Fatal("the plugin woke to nothing")
+	}
+	seen(asleepBurst, "a sleeping plugin's full burst")
+}

@@ -39,9 +39,14 @@ func (e *Executor) submit(id BatchID, reqs []Request, sc submitCtx) error {
 	if b.Len()+len(reqs) > b.Cap() {
 		return fmt.Errorf("%w: submit %d requests: batch holds %d of %d", ErrInvalid, len(reqs), b.Len(), b.Cap())
 	}
-	for k := range reqs {
+	for k := 0; k < len(reqs); {
+		if n := e.submitRun(b, reqs[k:], &sc); n > 0 {
+			k += n
+			continue
+		}
 		sc.more = k < len(reqs)-1
 		e.submitOne(b, &reqs[k], &sc)
+		k++
 	}
 	sc.publishHeld()
 	e.flushQueued(&sc)
@@ -105,11 +110,14 @@ const asleepBurst = 64
 // another lane's held ones, once l is let go (taking a lane while
 // holding another would deadlock against a submitter going the other
 // way: TestSubmitBurstsOnTwoLanesDoNotDeadlock).
-func (c *submitCtx) end(l *progress.Lane) {
-	if c.more && (c.held == nil || c.held == l) && (c.nHeld < publishBurst-1 || c.nHeld < asleepBurst-1 && l.PluginAsleep()) {
+func (c *submitCtx) end(l *progress.Lane) { c.endRun(l, 1) }
+
+// endRun is end after n requests were put on l.
+func (c *submitCtx) endRun(l *progress.Lane, n int) {
+	if c.more && (c.held == nil || c.held == l) && (c.nHeld+n < publishBurst || c.nHeld+n < asleepBurst && l.PluginAsleep()) {
 		l.EndLater()
 		c.held = l
-		c.nHeld++
+		c.nHeld += n
 		return
 	}
 	c.publish(l)

@@ -1,0 +1,138 @@
+package path
+
+import (
+	"time"
+
+	"github.com/ferrydev/ferry/host/failover"
+	"github.com/ferrydev/ferry/host/progress"
+	"github.com/ferrydev/ferry/host/slicer"
+)
+
+// A Submit call's requests, taken a run at a time. When nothing can
+// stop a request before its slices are put (no Admitter, no qos queue,
+// no added stage, nobody listening, no fence gate closed, no receiver
+// credit), consecutive requests that share their segment, op, priority,
+// deadline and route are validated, routed and planned first, then
+// reserved in their batch together, routed and cut (ReserveRouted), and
+// put on one lane held once for the run: one lock and one publication a
+// run for the batch and for the lane, not one a request, as a block
+// list's runs are (putRuns). Each request still passes the one stage
+// sequence (run), whose stages then pass it at the cost of their flags.
+// A request that does not fit (invalid, another route, staged) ends the
+// run and goes through submitOne, which says what is wrong with it.
+
+// submitRun submits a run of the leading requests of reqs, at most a
+// publication burst of them, and returns how many it took: 0 when the
+// first cannot go this way (submitOne takes it). It leaves the lane's
+// descriptors held, as end does, while the call has more requests and a
+// sleeping plugin's burst is not full.
+func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) int {
+	if e.path.admit != nil || e.path.qos != nil || len(e.stages) != 0 || e.path.watched() || e.fences.Any() {
+		return 0
+	}
+	var rn leanRun
+	first := &reqs[0]
+	rem := e.remote(first.Segment)
+	rt := &rn.rts[0]
+	if !e.leanRoute(first, rem, rt, sc) {
+		return 0
+	}
+	ps := rt.ps
+	pr := ps.run()
+	if e.creditFor(pr, rem) != nil {
+		return 0
+	}
+	ln := e.laneOf(pr, ps, first.Priority)
+	limit := min(len(reqs), len(rn.rts))
+	deadline, dflt := first.deadline(), false
+	if deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded {
+		deadline, dflt = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano(), true
+	}
+	n := 0
+	for ; n < limit; n++ {
+		r := &reqs[n]
+		if n > 0 {
+			if r.Segment != first.Segment || r.Op != first.Op || r.Priority != first.Priority || r.deadline() != first.deadline() {
+				break
+			}
+			if !e.leanRoute(r, rem, &rn.rts[n], sc) || rn.rts[n].ps != ps {
+				break
+			}
+		}
+		rn.lengths[n] = uint64(len(r.Local))
+		rn.plans[n] = e.plan(pr, rn.rts[n].policy, rn.lengths[n], 0)
+		rn.slices[n], rn.slice[n] = rn.plans[n].Slices, min(rn.plans[n].Slice, rn.lengths[n])
+	}
+	if sc.held != ln {
+		sc.publishHeld() // what the call holds on another lane goes first: one lane held at a time
+	}
+	route := progress.Route{Transport: ps.idx, Slices: rn.slices[:n], Slice: rn.slice[:n], Lane: ln.ID, Run: ln.Run}
+	if pr.rails.Single() {
+		route.Rails = 1 // rail 0: Pick's only answer
+	}
+	at, got := b.ReserveRouted(rn.lengths[:n], deadline, &route, func(at, got int) {
+		for j := range got {
+			rec := e.path.record(b, at+j)
+			*rec = taskRecord{req: reqs[j], hist: failover.History{Tried: 1 << ps.idx}, sent: rem}
+			if dflt { // on the engine's copy, which every later stage reads, not on the caller's
+				rec.req.Deadline, rec.defaultDeadline = time.Unix(0, deadline), true
+			}
+		}
+	})
+	for j := range got {
+		e.noteQueued(b, at+j, sc)
+	}
+	var t task
+	t.b, t.rem, t.valid, t.planned, t.recorded, t.prun, t.lane = b, rem, true, true, true, pr, ln
+	describe(&t.d, first.Op, first.Priority, rem.ID, deadline)
+	t.described = true
+	nc := 0
+	ln.Begin()
+	for j := range got {
+		t.i, t.rec, t.rt, t.plan = at+j, e.path.record(b, at+j), rn.rts[j], rn.plans[j]
+		if e.run(&t, sc, stageValidate, &rn.put[nc]) {
+			nc++
+		}
+	}
+	sc.more = n < len(reqs)
+	sc.endRun(ln, n)
+	for _, c := range rn.put[:nc] {
+		e.cut(b, ln, ps, c)
+	}
+	return n // those past got: the batch filled meanwhile, as Submit checked
+}
+
+// leanRoute validates request r to rem into rt and routes it, the
+// previous request's route when the facts are the same; false when it is
+// invalid, cannot be routed, or is staged: submitOne then takes it.
+func (e *Executor) leanRoute(r *Request, rem *remote, rt *routed, sc *submitCtx) bool {
+	if rem == nil {
+		return false
+	}
+	v, err := e.validate(r, rem)
+	if err != nil {
+		return false
+	}
+	*rt = v
+	if !sc.route.takeFor(r, rem, rt) {
+		ps, policy, staged, err := e.chooseOrStage(r, rem, uint64(len(r.Local)))
+		if err != nil {
+			return false
+		}
+		rt.ps, rt.policy, rt.staged = ps, policy, staged
+		sc.route.keepFor(r, rem, rt)
+	}
+	return !rt.staged
+}
+
+// leanRun is what submitRun works out for each request of a run before
+// it puts any: at most a publication burst of them (a lane whose plugin
+// sleeps holds several runs before it publishes: submitCtx.endRun).
+type leanRun struct {
+	rts     [publishBurst]routed
+	lengths [publishBurst]uint64
+	plans   [publishBurst]slicer.Plan
+	slices  [publishBurst]int64
+	slice   [publishBurst]uint64
+	put     [publishBurst]putResult
+}
