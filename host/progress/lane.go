@@ -820,7 +820,6 @@ func (l *Lane) Poll(t *Tracker) int {
 			k++
 		}
 		tasks := int64(k)
-		broke := false // a completion broke the contract
 		if h := t.hooks; h != nil && k > 0 {
 			for _, f := range h.reaped {
 				f(l, buf[:k])
@@ -836,31 +835,17 @@ func (l *Lane) Poll(t *Tracker) int {
 		if k > 0 && t.Timed() {
 			run.At = Clock()
 		}
-		for i := range buf[:k] {
-			d := &buf[i]
-			st := d.Status
-			if !st.Valid() {
-				st = ring.StatusProtocol
+		if k > 0 {
+			v := t.ApplyEach(buf[:k], run)
+			if v.Broke() {
+				// An unknown token or a duplicate completes nothing in
+				// flight; a misrouted one failed the slice it mangled.
+				l.unknown.Add(uint64(v.Unknown + v.Misrouted))
+				l.duplicate.Add(uint64(v.Duplicate))
+				l.overlong.Add(uint64(v.Overlong))
+				tasks -= int64(v.Unknown + v.Duplicate)
+				l.nudge()
 			}
-			switch t.ApplyRun(d.Token, st, d.Length, run) {
-			case Unknown:
-				l.unknown.Add(1)
-				tasks-- // no slice of ours: it completes nothing in flight
-				broke = true
-			case Duplicate:
-				l.duplicate.Add(1)
-				tasks--
-				broke = true
-			case Misrouted: // it failed the slice it mangled
-				l.unknown.Add(1)
-				broke = true
-			case Overlong:
-				l.overlong.Add(1)
-				broke = true
-			}
-		}
-		if broke {
-			l.nudge()
 		}
 		if k > 0 {
 			t.FlushRun(run)

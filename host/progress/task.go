@@ -1054,6 +1054,42 @@ func (t *Tracker) ApplyRun(token uint64, st ring.Status, bytes uint64, r *Run) V
 	return t.apply(token, st, bytes, r.At, r)
 }
 
+// Verdicts counts the completions of a run ApplyEach did not apply as
+// they came (Applied): by verdict.
+type Verdicts struct {
+	Unknown, Duplicate, Misrouted, Overlong int
+}
+
+// Broke reports whether a completion of the run broke the contract.
+func (v Verdicts) Broke() bool { return v != Verdicts{} }
+
+// ApplyEach applies the completions ds of poller's run r, reaped at
+// r.At, as ApplyRun does each, with the batch table read-held once for
+// the run rather than once a completion; a status that is not one
+// becomes StatusProtocol. The poller ends the run with FlushRun.
+func (t *Tracker) ApplyEach(ds []ring.Descriptor, r *Run) (v Verdicts) {
+	t.live.RLock()
+	defer t.live.RUnlock()
+	for i := range ds {
+		d := &ds[i]
+		st := d.Status
+		if !st.Valid() {
+			st = ring.StatusProtocol
+		}
+		switch t.applyLocked(d.Token, st, d.Length, r.At, r) {
+		case Unknown:
+			v.Unknown++
+		case Duplicate:
+			v.Duplicate++
+		case Misrouted:
+			v.Misrouted++
+		case Overlong:
+			v.Overlong++
+		}
+	}
+	return v
+}
+
 // FlushRun ends run r: the Flush hooks publish what they counted in it.
 // A poller calls it after the run's last ApplyRun, before it looks for
 // more or sleeps.
@@ -1068,6 +1104,11 @@ func (t *Tracker) FlushRun(r *Run) {
 func (t *Tracker) apply(token uint64, st ring.Status, bytes uint64, at int64, r *Run) Verdict {
 	t.live.RLock()
 	defer t.live.RUnlock()
+	return t.applyLocked(token, st, bytes, at, r)
+}
+
+// applyLocked is apply with t.live read-held.
+func (t *Tracker) applyLocked(token uint64, st ring.Status, bytes uint64, at int64, r *Run) Verdict {
 	b, i, v := t.lookup(token)
 	if b == nil {
 		return v
