@@ -21,6 +21,8 @@
 // should implement SpinsAlone: its lanes then spin for the host's next
 // descriptor without handing their P to other goroutines at every look.
 // A transport whose connection goroutines need that P (tcp) should not.
+// Such a transport may also take a lane's runs of descriptors in one call
+// each (RunSubmitter, with kit.Run for the lookups a run shares).
 //
 // A transport runs its bulk work (low-priority copies, the goroutines of
 // connections that carry only normal and low priority) on goroutines
