@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -96,5 +98,71 @@ func TestSubmitMixedRequests(t *testing.T) {
 	}
 	if tail := dst[half-block:]; !bytes.Equal(tail, make([]byte, block)) {
 		t.Errorf("an invalid request's range was written: %x...", tail[:16])
+	}
+}
+
+// TestSharedRouteFollowsPlugins: one request at a time to the engine's
+// own segment goes over shm, each Transfer taking the route the last
+// one chose while no plugin changed (the engine's shared route); once
+// shm's process is killed, the next one must not be put on the dead
+// run: it completes in its first attempt, failover being off (over tcp
+// while shm is down, or over shm's next run once it is back). Every
+// write's bytes are checked.
+func TestSharedRouteFollowsPlugins(t *testing.T) {
+	const bs = 4 << 10
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := hclEngine(t, ctx, fmt.Sprintf(`name = "sharedroute"
+plugin_dir = %q
+plugin "tcp" {
+  config {
+    listen = ["127.0.0.1:0"]
+  }
+}
+plugin "shm" {}
+transfer {
+  attempts = 1
+}
+`, binDir), "sharedroute.hcl")
+	src, dst, seg, base := ownSegment(t, e, 64*bs)
+	rand.Read(src)
+	k := 0
+	write := func(what string) {
+		t.Helper()
+		off := (k % 64) * bs
+		k++
+		clear(dst[off : off+bs])
+		if err := e.Transfer(ctx, host.Request{Op: host.Write, Local: src[off : off+bs], Segment: seg.ID, Remote: base + uint64(off)}); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !bytes.Equal(dst[off:off+bs], src[off:off+bs]) {
+			t.Fatalf("%s: the bytes written differ from the source", what)
+		}
+	}
+	for range 3 {
+		write("before the kill")
+	}
+	restarts := pluginStatus(e, "shm").Restarts
+	pid := host.PluginPID(e, "shm")
+	if pid <= 0 {
+		t.Fatal("the shm plugin has no process")
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %d (shm): %v", pid, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if st := pluginStatus(e, "shm"); st.State != "running" || st.Restarts > restarts {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the engine did not see shm's exit within 30s")
+		}
+	}
+	write("after shm's kill")
+	waitBack(t, e, "shm", restarts)
+	// Back: its segment's handle is refreshed, and requests go over its
+	// new run; each completes in one attempt either way.
+	for range 3 {
+		write("after shm's restart")
 	}
 }

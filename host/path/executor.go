@@ -100,8 +100,10 @@ type Executor struct {
 	// so a waiter's spin never hands its thread to the scheduler.
 	lockedCallers bool
 
-	plugins    []*Plugin
-	byName     map[string]*Plugin
+	plugins []*Plugin
+	byName  map[string]*Plugin
+	// lastRoute is the last route a Submit call chose (sharedRoute).
+	lastRoute  atomic.Pointer[sharedRoute]
 	supervisor *supervisor.Set
 	sel        *selector.Selector // the policies, compiled; see route.go
 
