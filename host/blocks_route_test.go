@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,6 +36,24 @@ func (o *routeObserver) of(batch uint64, task int) []string {
 	return append([]string(nil), o.routed[[2]uint64{batch, uint64(task)}]...)
 }
 
+// noFailoverEngine starts engine name with tcp and shm and failover off
+// (one attempt a task): a task put on a dead plugin's run fails.
+func noFailoverEngine(t *testing.T, ctx context.Context, name string, opts ...host.Option) *host.Engine {
+	t.Helper()
+	return hclEngine(t, ctx, fmt.Sprintf(`name = %q
+plugin_dir = %q
+plugin "tcp" {
+  config {
+    listen = ["127.0.0.1:0"]
+  }
+}
+plugin "shm" {}
+transfer {
+  attempts = 1
+}
+`, name, binDir), name+".hcl", opts...)
+}
+
 // TestBlockRouteFollowsPlugins: a block list keeps the route of its last
 // submission while nothing it was chosen from changed, and only so long.
 // Submissions of one list to the engine's own segment go over shm (the
@@ -51,18 +68,7 @@ func TestBlockRouteFollowsPlugins(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	obs := &routeObserver{routed: map[[2]uint64][]string{}}
-	e := hclEngine(t, ctx, fmt.Sprintf(`name = "blockroute"
-plugin_dir = %q
-plugin "tcp" {
-  config {
-    listen = ["127.0.0.1:0"]
-  }
-}
-plugin "shm" {}
-transfer {
-  attempts = 1
-}
-`, binDir), "blockroute.hcl", host.WithObserver(obs))
+	e := noFailoverEngine(t, ctx, "blockroute", host.WithObserver(obs))
 	src, dst, seg, base := ownSegment(t, e, blocks*bs)
 	rand.Read(src)
 	layout := host.BlockLayout{BlockSize: bs, Blocks: blocks}
@@ -120,23 +126,7 @@ transfer {
 		}
 	}
 	for try := 1; ; try++ {
-		restarts := pluginStatus(e, "shm").Restarts
-		pid := host.PluginPID(e, "shm")
-		if pid <= 0 {
-			t.Fatal("the shm plugin has no process")
-		}
-		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-			t.Fatalf("kill -9 %d (shm): %v", pid, err)
-		}
-		// Wait until the engine has seen the exit.
-		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-			if st := pluginStatus(e, "shm"); st.State != "running" || st.Restarts > restarts {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("the engine did not see shm's exit within 30s")
-			}
-		}
+		restarts := killSeen(t, e, "shm")
 		before := pluginStatus(e, "shm")
 		st, routed := submit("after shm's kill")
 		after := pluginStatus(e, "shm")

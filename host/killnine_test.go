@@ -135,6 +135,28 @@ func waitPlugin(e *host.Engine, name string, restartsAbove uint64, bound time.Du
 	}
 }
 
+// killSeen kills plugin name's process with SIGKILL and waits until the
+// engine has seen it exit; it returns the plugin's restarts before.
+func killSeen(t *testing.T, e *host.Engine, name string) (restarts uint64) {
+	t.Helper()
+	restarts = pluginStatus(e, name).Restarts
+	pid := host.PluginPID(e, name)
+	if pid <= 0 {
+		t.Fatalf("the %s plugin has no process", name)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill -9 %d (%s): %v", pid, name, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
+		if st := pluginStatus(e, name); st.State != "running" || st.Restarts > restarts {
+			return restarts
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the engine did not see %s's exit within 30s", name)
+		}
+	}
+}
+
 // waitBack is waitPlugin under a generous bound, failing the test.
 func waitBack(t *testing.T, e *host.Engine, name string, restartsAbove uint64) host.PluginStatus {
 	t.Helper()

@@ -5,8 +5,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
-	"syscall"
 	"testing"
 	"time"
 
@@ -112,18 +110,7 @@ func TestSharedRouteFollowsPlugins(t *testing.T) {
 	const bs = 4 << 10
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	e := hclEngine(t, ctx, fmt.Sprintf(`name = "sharedroute"
-plugin_dir = %q
-plugin "tcp" {
-  config {
-    listen = ["127.0.0.1:0"]
-  }
-}
-plugin "shm" {}
-transfer {
-  attempts = 1
-}
-`, binDir), "sharedroute.hcl")
+	e := noFailoverEngine(t, ctx, "sharedroute")
 	src, dst, seg, base := ownSegment(t, e, 64*bs)
 	rand.Read(src)
 	k := 0
@@ -142,22 +129,7 @@ transfer {
 	for range 3 {
 		write("before the kill")
 	}
-	restarts := pluginStatus(e, "shm").Restarts
-	pid := host.PluginPID(e, "shm")
-	if pid <= 0 {
-		t.Fatal("the shm plugin has no process")
-	}
-	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		t.Fatalf("kill -9 %d (shm): %v", pid, err)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(2 * time.Millisecond) {
-		if st := pluginStatus(e, "shm"); st.State != "running" || st.Restarts > restarts {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the engine did not see shm's exit within 30s")
-		}
-	}
+	restarts := killSeen(t, e, "shm")
 	write("after shm's kill")
 	waitBack(t, e, "shm", restarts)
 	// Back: its segment's handle is refreshed, and requests go over its

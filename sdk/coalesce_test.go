@@ -113,14 +113,29 @@ func TestRunCompletionsPublishedTogether(t *testing.T) {
 // a completion ring shallower than holdRun; the next completion finds it
 // full, and what is held is published before the lane waits for room
 // (WaitSpace publishes first), so the host, which reaps only what it
-// sees, makes room and every completion arrives.
+// sees, makes room and every completion arrives: the completions of a
+// Submit each and those posted in a run (SubmitRun) alike.
 func TestHeldCompletionsPublishedWhenRingFull(t *testing.T) {
-	x := &tailTransport{alone: true, noted: make(chan struct{}, 7)}
-	r := newLaneRigDepth(t, x, 0, time.Microsecond, 4, func(*lane) {})
+	t.Run("submit", func(t *testing.T) {
+		x := &tailTransport{alone: true, noted: make(chan struct{}, 7)}
+		completesOnShallowRing(t, x, x, 7)
+	})
+	t.Run("run", func(t *testing.T) {
+		x := &runTransport{tailTransport: tailTransport{alone: true, noted: make(chan struct{}, 11)}}
+		completesOnShallowRing(t, x, &x.tailTransport, 11)
+	})
+}
+
+// completesOnShallowRing submits a run of n writes to impl (whose
+// tailTransport is x) on a lane with a completion ring 4 deep, and
+// checks that each completes once, OK.
+func completesOnShallowRing(t *testing.T, impl Transport, x *tailTransport, n int) {
+	t.Helper()
+	r := newLaneRigDepth(t, impl, 0, time.Microsecond, 4, func(*lane) {})
 	x.mu.Lock()
 	x.cq = r.cq
 	x.mu.Unlock()
-	ds := writes(7, 4096, PriorityNormal)
+	ds := writes(n, 4096, PriorityNormal)
 	r.submitRun(t, ds)
 	seen := map[uint64]bool{}
 	for range ds {
@@ -237,27 +252,5 @@ func TestRunSubmitterTakesTheRun(t *testing.T) {
 				t.Fatalf("published tail after each completion in the run: %v, want %v", x.tails, c.tails)
 			}
 		})
-	}
-}
-
-// TestRunCompletionsWaitForRoom: completions posted in a run fill a
-// completion ring shallower than holdRun; posting them waits for room
-// (publishing first what it holds, which the host reaps), and every one
-// arrives.
-func TestRunCompletionsWaitForRoom(t *testing.T) {
-	x := &runTransport{tailTransport: tailTransport{alone: true, noted: make(chan struct{}, 11)}}
-	r := newLaneRigDepth(t, x, 0, time.Microsecond, 4, func(*lane) {})
-	x.mu.Lock()
-	x.cq = r.cq
-	x.mu.Unlock()
-	ds := writes(11, 4096, PriorityNormal)
-	r.submitRun(t, ds)
-	seen := map[uint64]bool{}
-	for range ds {
-		c := r.next(t)
-		if c.Status != ring.StatusOK || seen[c.Token] {
-			t.Fatalf("completion %+v (seen before: %v)", c, seen[c.Token])
-		}
-		seen[c.Token] = true
 	}
 }
