@@ -76,13 +76,15 @@ func TestRouteMemoTakesOnlyTheSameFacts(t *testing.T) {
 			rt: routed{lreg: 1, rreg: 7}}
 	}
 	var m routeMemo
-	if m.take(first()) {
+	take := func(x *task) bool { return m.take(&x.rec.req, x.rem, &x.rt) }
+	keep := func(x *task) { m.keep(&x.rec.req, x.rem, &x.rt) }
+	if take(first()) {
 		t.Fatal("an empty memo gave a route")
 	}
 	t0 := first()
 	t0.rt.ps, t0.rt.policy = shm, 2
-	m.keep(t0)
-	if same := first(); !m.take(same) || same.rt.ps != shm || same.rt.policy != 2 {
+	keep(t0)
+	if same := first(); !take(same) || same.rt.ps != shm || same.rt.policy != 2 {
 		t.Fatalf("the same facts: route %+v, want shm under policy 2", same.rt)
 	}
 	for name, change := range map[string]func(*task){
@@ -98,7 +100,7 @@ func TestRouteMemoTakesOnlyTheSameFacts(t *testing.T) {
 	} {
 		x := first()
 		change(x)
-		if m.take(x) {
+		if take(x) {
 			t.Errorf("a request whose %s differs took the remembered route", name)
 		}
 		if x.rt.ps != nil {
@@ -107,8 +109,8 @@ func TestRouteMemoTakesOnlyTheSameFacts(t *testing.T) {
 	}
 	t1 := first()
 	t1.rec.req.Transport, t1.rt.ps = "tcp", tcp
-	m.keep(t1)
-	if x := first(); m.take(x) {
+	keep(t1)
+	if x := first(); take(x) {
 		t.Error("the memo kept the first route after a second was kept")
 	}
 }

@@ -234,15 +234,9 @@ type routeMemo struct {
 	staged     bool
 }
 
-// take gives t the remembered route when t's facts are the same, and
-// reports whether it did.
-func (m *routeMemo) take(t *task) bool {
-	return m.takeFor(&t.rec.req, t.rem, &t.rt)
-}
-
-// takeFor sets rt's route to the remembered one when request r to rem,
+// take sets rt's route to the remembered one when request r to rem,
 // whose regions rt holds, has the same facts, and reports whether it did.
-func (m *routeMemo) takeFor(r *Request, rem *remote, rt *routed) bool {
+func (m *routeMemo) take(r *Request, rem *remote, rt *routed) bool {
 	if !m.ok || m.rem != rem || m.op != r.Op || m.prio != r.Priority || m.n != uint64(len(r.Local)) ||
 		m.lreg != rt.lreg || m.rreg != rt.rreg || m.intent != r.Intent || m.policy != r.Policy || m.hint != r.Transport {
 		return false
@@ -251,11 +245,9 @@ func (m *routeMemo) takeFor(r *Request, rem *remote, rt *routed) bool {
 	return true
 }
 
-// keep remembers t's route and the facts it was chosen on.
-func (m *routeMemo) keep(t *task) { m.keepFor(&t.rec.req, t.rem, &t.rt) }
-
-// keepFor remembers request r's route rt to rem.
-func (m *routeMemo) keepFor(r *Request, rem *remote, rt *routed) {
+// keep remembers request r's route rt to rem and the facts it was
+// chosen on.
+func (m *routeMemo) keep(r *Request, rem *remote, rt *routed) {
 	*m = routeMemo{ok: true, rem: rem, op: r.Op, prio: r.Priority, n: uint64(len(r.Local)), intent: r.Intent, policy: r.Policy, hint: r.Transport,
 		lreg: rt.lreg, rreg: rt.rreg, ps: rt.ps, pol: rt.policy, staged: rt.staged}
 }

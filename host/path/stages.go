@@ -254,23 +254,19 @@ func (e *Executor) admitStage(t *task, sc *submitCtx) bool {
 // routeStage picks t's plugin (host/selector), unless its call routed
 // it; a failover's attempt goes to the decider's transport. A request
 // whose facts are the previous one's in the same call takes that one's
-// route (routeMemo).
+// route (routeMemo), or, while no plugin changed, the route a previous
+// call chose on the same facts (sharedRoute).
 func (e *Executor) routeStage(t *task, sc *submitCtx) bool {
 	r := &t.rec.req
 	if t.retry != nil {
 		return e.retryRoute(t)
 	}
 	if t.rt.ps == nil {
-		if !sc.route.take(t) {
-			ps, policy, staged, err := e.chooseOrStage(r, t.rem, uint64(len(r.Local)))
-			if err != nil {
-				if !e.awaitPin(t.b, t.i, r, t.rem, t.rec, err) {
-					e.refuse(t, err)
-				}
-				return false
+		if err := e.route(r, t.rem, &t.rt, sc); err != nil {
+			if !e.awaitPin(t.b, t.i, r, t.rem, t.rec, err) {
+				e.refuse(t, err)
 			}
-			t.rt.ps, t.rt.policy, t.rt.staged = ps, policy, staged
-			sc.route.keep(t)
+			return false
 		}
 	}
 	t.rec.hist.Tried = 1 << t.rt.ps.idx

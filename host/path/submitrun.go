@@ -114,26 +114,35 @@ func (e *Executor) leanRoute(r *Request, rem *remote, rt *routed, sc *submitCtx)
 		return false
 	}
 	*rt = v
-	if sc.route.takeFor(r, rem, rt) {
-		return !rt.staged
+	return e.route(r, rem, rt, sc) == nil && !rt.staged
+}
+
+// route sets rt's route for request r to rem, whose regions rt holds:
+// the route its call's previous request took when the facts are the
+// same (routeMemo), else the engine's shared route when they are too and
+// no plugin changed since (sharedRoute), else the selector's answer,
+// which both then remember.
+func (e *Executor) route(r *Request, rem *remote, rt *routed, sc *submitCtx) error {
+	if sc.route.take(r, rem, rt) {
+		return nil
 	}
 	epoch := e.supervisor.Epoch() // before the selector looks at the plugins
-	if last := e.lastRoute.Load(); last != nil && last.epoch == epoch && last.takeFor(r, rem, rt) {
+	if last := e.lastRoute.Load(); last != nil && last.epoch == epoch && last.take(r, rem, rt) {
 		sc.route = last.routeMemo
-		return !rt.staged
+		return nil
 	}
 	ps, policy, staged, err := e.chooseOrStage(r, rem, uint64(len(r.Local)))
 	if err != nil {
-		return false
+		return err
 	}
 	rt.ps, rt.policy, rt.staged = ps, policy, staged
-	sc.route.keepFor(r, rem, rt)
+	sc.route.keep(r, rem, rt)
 	if e.supervisor.Epoch() == epoch {
 		// No plugin changed while the selector looked: its answer is the
 		// one for these facts, for later calls too.
 		e.lastRoute.Store(&sharedRoute{routeMemo: sc.route, epoch: epoch})
 	}
-	return !rt.staged
+	return nil
 }
 
 // sharedRoute is the route the selector chose for the last request of a
