@@ -15,6 +15,10 @@ var _ sdk.RunSubmitter = (*Transport)(nil)
 // references, the counters; they need no op and complete through
 // CompleteInRun. Every other descriptor (a large copy, foreign memory, a
 // region not mapped yet) takes Submit's path.
+//
+// The lane's time a descriptor, 4 KiB writes in batches of 128 (ferry
+// bench, a scratch build that timed the lane's drain, 3 interleaved
+// rounds): 205-207 ns with a Submit each, 138-175 ns in runs.
 func (t *Transport) SubmitRun(ds []ring.Descriptor, c sdk.RunCompleter) {
 	u := t.base.BeginRun()
 	var rc runCopies
