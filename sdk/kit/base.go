@@ -249,12 +249,31 @@ func (b *Base[R, P]) Admit(d *ring.Descriptor, c sdk.Completer) (P, bool) {
 	if !b.Outcomes.Admit(d, c, b.stopped.Load()) {
 		return zero, false
 	}
+	return b.peer(d, c)
+}
+
+// peer returns d's peer, or completes d with StatusPeerUnknown, counted,
+// when it is not open.
+func (b *Base[R, P]) peer(d *ring.Descriptor, c sdk.Completer) (P, bool) {
 	p := b.Peers.Get(d.Peer)
+	var zero P
 	if p == zero {
 		b.Fail(d, c, ring.StatusPeerUnknown)
 		return zero, false
 	}
 	return p, true
+}
+
+// region returns d's local region with a reference held, or completes d
+// with StatusNotRegistered, counted, when it is not registered.
+func (b *Base[R, P]) region(d *ring.Descriptor, c sdk.Completer) (R, bool) {
+	r := b.Regions.Acquire(d.LocalRegion)
+	var zero R
+	if r == zero {
+		b.Fail(d, c, ring.StatusNotRegistered)
+		return zero, false
+	}
+	return r, true
 }
 
 // Local resolves d's local side: the region with a reference held (the
@@ -268,9 +287,8 @@ func (b *Base[R, P]) Admit(d *ring.Descriptor, c sdk.Completer) (P, bool) {
 // remote offset+length that overflows. It allocates nothing.
 func (b *Base[R, P]) Local(d *ring.Descriptor, c sdk.Completer) (R, []byte, bool) {
 	var zero R
-	r := b.Regions.Acquire(d.LocalRegion)
-	if r == zero {
-		b.Fail(d, c, ring.StatusNotRegistered)
+	r, ok := b.region(d, c)
+	if !ok {
 		return zero, nil, false
 	}
 	mem, ok := b.localBytes(r, d, c)

@@ -43,18 +43,16 @@ func (u *Run[R, P]) Accept(d *ring.Descriptor, c sdk.Completer) (P, R, []byte, b
 		return zp, zr, nil, false
 	}
 	if u.peer == zp || d.Peer != u.peerID {
-		p := b.Peers.Get(d.Peer)
-		if p == zp {
-			b.Fail(d, c, ring.StatusPeerUnknown)
+		p, ok := b.peer(d, c)
+		if !ok {
 			return zp, zr, nil, false
 		}
 		u.peer, u.peerID = p, d.Peer
 	}
 	if u.reg == zr || d.LocalRegion != u.regID {
 		u.releaseRegion()
-		r := b.Regions.Acquire(d.LocalRegion)
-		if r == zr {
-			b.Fail(d, c, ring.StatusNotRegistered)
+		r, ok := b.region(d, c)
+		if !ok {
 			return zp, zr, nil, false
 		}
 		u.reg, u.regID = r, d.LocalRegion
