@@ -48,21 +48,17 @@ func (t *Transport) run(o *op, m *mapping) {
 	if o.kind == ring.OpRead {
 		dst, src = src, dst
 	}
-	if o.low && t.set.bulkNice > 0 && n > bulkInlineMax {
-		// Bulk work above bulkInlineMax runs on the nice workers, not
-		// on the lane's thread, even where inline_max would copy it
-		// inline: see bulk_nice.
-		t.stats.copiesBulk.Add(1)
-		t.bulk.dispatch(t, o, dst, src)
-		return
-	}
-	if n <= t.set.inlineMax {
+	switch {
+	case t.inline(n, o.low):
 		t.stats.copiesInline.Add(1)
 		memcpy.Copy(dst, src)
 		t.finish(o, ring.StatusOK)
-		return
+	case t.toBulk(n, o.low):
+		t.stats.copiesBulk.Add(1)
+		t.bulk.dispatch(t, o, dst, src)
+	default:
+		t.pool.dispatch(t, o, dst, src)
 	}
-	t.pool.dispatch(t, o, dst, src)
 }
 
 // remoteRange checks a copy's remote side, n bytes at off of mapping m
@@ -84,11 +80,18 @@ func remoteRange(m *mapping, kind ring.Op, off, n uint64, deadline int64, c sdk.
 	return m.mem[off:end:end], ring.StatusOK
 }
 
-// inline reports whether run copies d on the lane's goroutine (when its
-// local memory is mapped here): low-priority work above bulkInlineMax
-// goes to the nice workers even below inline_max (see bulk_nice).
-func (t *Transport) inline(d *ring.Descriptor) bool {
-	return d.Length <= t.set.inlineMax && (d.Prio != uint8(sdk.PriorityLow) || t.set.bulkNice <= 0 || d.Length <= bulkInlineMax)
+// inline reports whether a copy of n bytes (low: of a low-priority
+// descriptor) runs on the lane's goroutine: up to inline_max, unless it
+// is bulk work for the nice workers (toBulk).
+func (t *Transport) inline(n uint64, low bool) bool {
+	return n <= t.set.inlineMax && !t.toBulk(n, low)
+}
+
+// toBulk reports whether such a copy runs on the nice workers: bulk
+// work above bulkInlineMax, when bulk_nice is on, even where inline_max
+// would copy it inline (see bulk_nice).
+func (t *Transport) toBulk(n uint64, low bool) bool {
+	return low && t.set.bulkNice > 0 && n > bulkInlineMax
 }
 
 // bulkInlineMax is the largest low-priority copy that runs inline when

@@ -24,7 +24,7 @@ func (t *Transport) SubmitRun(ds []ring.Descriptor, c sdk.RunCompleter) {
 	var rc runCopies
 	for i := range ds {
 		d := &ds[i]
-		if !t.inline(d) {
+		if !t.inline(d.Length, d.Prio == uint8(sdk.PriorityLow)) {
 			t.Submit(d, c)
 			continue
 		}
