@@ -9,7 +9,7 @@
 // a lane's poller read once for the run of completions it reaped
 // (Clock), so that the engine's metrics read no clock per task, and, for
 // the meter, a run's ends counted in a tally of the lane's Run and
-// published once per run (Tracker.ApplyRun, FlushRun); and each run of
+// published once per run (Tracker.ApplyEach, FlushRun); and each run of
 // completions a lane reaps, for the rail set and credit of its owner
 // (Lane.Owner). It holds
 // plugins to the completion contract: every completion is checked

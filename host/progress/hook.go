@@ -14,7 +14,7 @@ import "github.com/ferrydev/ferry/sdk/ring"
 // at, where a func is handed it, is when the transition was seen, in
 // Clock nanoseconds, when the caller read the time anyway: a lane's
 // poller reads it once per run of completions it reaps (ApplyAt,
-// ApplyRun), and a task that ends as its last slice comes back ends at
+// ApplyEach), and a task that ends as its last slice comes back ends at
 // its settling's time. 0: nobody read it (a Finish, a plugin's end); a
 // hook that needs the time reads Clock.
 type Hook struct {
@@ -51,7 +51,7 @@ type Hook struct {
 	// Ended is told of task i's end, once, with its terminal state.
 	Ended func(b *Batch, i int, s State, at int64)
 	// RunEnded, when set, is told instead of Ended of a task that ends
-	// in a poller's run of completions (Tracker.ApplyRun), so that the
+	// in a poller's run of completions (Tracker.ApplyEach), so that the
 	// hook counts a run's ends in a tally of its own (Run.Tally) and
 	// publishes it once per run, with Flush (the engine's meter: plain
 	// adds in the run, atomic ones at its end). When the task ends as

@@ -120,7 +120,7 @@ type Lane struct {
 	// on every wait.
 	buf [64]ring.Descriptor
 	// run is the run of completions being reaped, for the tracker's
-	// hooks (Tracker.ApplyRun); whoever holds reapMu uses it.
+	// hooks (Tracker.ApplyEach); whoever holds reapMu uses it.
 	run Run
 
 	// Owner is whose lane it is, for the tracker's Reaped hooks (see
@@ -846,8 +846,6 @@ func (l *Lane) Poll(t *Tracker) int {
 				tasks -= int64(v.Unknown + v.Duplicate)
 				l.nudge()
 			}
-		}
-		if k > 0 {
 			t.FlushRun(run)
 		}
 		l.inFlight.Add(-tasks)

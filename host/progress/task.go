@@ -1049,7 +1049,8 @@ func (t *Tracker) ApplyAt(token uint64, st ring.Status, bytes uint64, at int64) 
 
 // ApplyRun is Apply for a completion of poller's run r, reaped at r.At:
 // a hook with RunEnded counts the ends it makes in r's tally, which the
-// poller has it publish with FlushRun at the run's end.
+// poller has it publish with FlushRun at the run's end. A lane's poller
+// applies a run's completions together (ApplyEach).
 func (t *Tracker) ApplyRun(token uint64, st ring.Status, bytes uint64, r *Run) Verdict {
 	return t.apply(token, st, bytes, r.At, r)
 }
@@ -1091,7 +1092,7 @@ func (t *Tracker) ApplyEach(ds []ring.Descriptor, r *Run) (v Verdicts) {
 }
 
 // FlushRun ends run r: the Flush hooks publish what they counted in it.
-// A poller calls it after the run's last ApplyRun, before it looks for
+// A poller calls it after the run's last ApplyEach (or ApplyRun), before it looks for
 // more or sleeps.
 func (t *Tracker) FlushRun(r *Run) {
 	if h := t.hooks; h != nil {
