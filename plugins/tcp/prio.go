@@ -127,8 +127,9 @@ func (t *Transport) lowerThread(nice int) (restore func()) {
 // reader of a priority connection instead runs on an OS thread of its
 // own (sdk.LatencyThread: a short scheduler slice and a P of its own) and
 // waits for input in ppoll(2) on that thread, so that the arrival wakes
-// it directly, and it answers (the listener) or completes and takes the
-// host's next request (the dialer, sdk.Assister) on that thread too. On
+// it directly, and only it (its input is muted in the runtime's poller:
+// mute_linux.go), and it answers (the listener) or completes and takes
+// the host's next request (the dialer, sdk.Assister) on that thread too. On
 // the dialer that is the response reader of each high-priority slot; on
 // the listener, which cannot tell a dialer's priority connection from
 // its bulk ones, the goroutine serving a connection until it is taken for
@@ -155,7 +156,9 @@ func (t *Transport) priorityReader(l *link) (restore func()) {
 	}
 	unlock := sdk.LatencyThread()
 	l.setBlock(true)
+	unmute := muteInput(l.nc) // its input wakes this thread alone (mute_linux.go)
 	return func() {
+		unmute()
 		l.setBlock(false)
 		unlock()
 		t.prioThreads.Add(-1)

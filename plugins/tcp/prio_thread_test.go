@@ -41,12 +41,42 @@ func threadsInPpoll(t *testing.T) int {
 	return n
 }
 
+// mutedInPoller counts the entries of this process's epoll instances (the
+// Go runtime's poller) that wait for output but not for input: the
+// sockets of readers that wait in ppoll (mute_linux.go).
+func mutedInPoller(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink("/proc/self/fd/" + e.Name()); err != nil || l != "anon_inode:[eventpoll]" {
+			continue
+		}
+		b, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue
+		}
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			var fd int
+			var events uint32
+			if k, _ := fmt.Sscanf(string(line), "tfd: %d events: %x", &fd, &events); k == 2 && events&unix.EPOLLOUT != 0 && events&unix.EPOLLIN == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // TestPriorityReadersWaitOnTheirThreads: with priority_thread (the
 // default) the readers of a priority connection, the dialer's response
 // reader and the listener's serving goroutine, each wait for input in
 // ppoll on a thread of their own once a high-priority read has gone
-// over it, and the reads keep completing; with priority_thread = false
-// no thread waits so and the reads complete the same.
+// over it, their sockets' input muted in the runtime's poller, and the
+// reads keep completing; with priority_thread = false no thread waits
+// so, nothing is muted, and the reads complete the same.
 func TestPriorityReadersWaitOnTheirThreads(t *testing.T) {
 	if _, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(unix.Gettid()) + "/syscall"); err != nil {
 		t.Skipf("no /proc/<tid>/syscall here: %v", err)
@@ -79,6 +109,11 @@ func TestPriorityReadersWaitOnTheirThreads(t *testing.T) {
 			}
 			if n != c.want {
 				t.Errorf("%d threads wait in ppoll, want %d", n, c.want)
+			}
+			// Their sockets' input wakes them alone: it is muted in the
+			// runtime's poller, every other socket's is not.
+			if m := mutedInPoller(t); m != c.want {
+				t.Errorf("%d sockets' input muted in the runtime's poller, want %d", m, c.want)
 			}
 		})
 	}
