@@ -84,7 +84,10 @@
 // with a short scheduler slice and a P of their own (sdk.LatencyThread),
 // instead of in the runtime's poller, so that a high-priority frame's
 // arrival wakes its reader directly while bulk goroutines keep the Ps
-// busy; at most 64 readers of a transport wait so at once. bulk_buffer
+// busy; at most 64 readers of a transport wait so at once. Their
+// sockets' input is muted in the runtime's poller meanwhile
+// (mute_linux.go), so that a frame wakes its reader and no other thread.
+// bulk_buffer
 // (off by default) sets the bulk connections' kernel send and receive
 // buffers, trading bulk throughput for shorter system calls (prio.go).
 //
