@@ -12,31 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// loopbackPair returns both ends of a TCP connection over loopback.
-func loopbackPair(t *testing.T) (a, b net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	acc := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		acc <- c
-	}()
-	a, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b = <-acc
-	if b == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { a.Close(); b.Close() })
-	return a, b
-}
-
 // registration returns nc's entry in the runtime's epoll instance.
 func registration(t *testing.T, nc net.Conn) unix.EpollEvent {
 	t.Helper()
@@ -52,7 +27,7 @@ func registration(t *testing.T, nc net.Conn) unix.EpollEvent {
 // registration in the runtime's poller, keeping its data (the runtime's
 // own); restoring puts the registration back as it was.
 func TestMuteInput(t *testing.T) {
-	a, _ := loopbackPair(t)
+	a, _ := tcpPair(t)
 	before := registration(t, a)
 	if before.Events&unix.EPOLLIN == 0 || before.Events&unix.EPOLLOUT == 0 {
 		t.Fatalf("the runtime registered events %#x, want input and output", before.Events)
@@ -79,7 +54,7 @@ func TestMuteInput(t *testing.T) {
 // that arrived while the socket's input was muted gets it once restore
 // re-arms the registration.
 func TestMutedInputNotLost(t *testing.T) {
-	a, b := loopbackPair(t)
+	a, b := tcpPair(t)
 	restore := muteInput(a)
 	got := make(chan []byte, 1)
 	go func() {
@@ -108,7 +83,7 @@ func TestMutedInputNotLost(t *testing.T) {
 // TestMuteClosedConn: muting or restoring a closed connection changes
 // nothing and does not fail.
 func TestMuteClosedConn(t *testing.T) {
-	a, _ := loopbackPair(t)
+	a, _ := tcpPair(t)
 	restore := muteInput(a)
 	a.Close()
 	restore()
