@@ -351,7 +351,12 @@ func (e *Engine) startPlugin(ctx context.Context, pc config.Plugin) {
 			if err := e.replayDevices(ctx, r.Proc); err != nil {
 				return err
 			}
-			if err := e.segs.Replay(ctx, int(ps.Index()), ps.Name(), r.Proc.Client.OpenPeer); err != nil {
+			// This engine's own segment is opened where the new run
+			// listens, not where the metastore still says: it knows.
+			own := func(h *remotes.Handle) ([]byte, bool) {
+				return r.Endpoint, h.Name == e.name && h.Desc.Incarnation == e.incarnation
+			}
+			if err := e.segs.Replay(ctx, int(ps.Index()), ps.Name(), r.Proc.Client.OpenPeer, own); err != nil {
 				return err
 			}
 			if !commit() {

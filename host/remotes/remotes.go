@@ -1,9 +1,11 @@
 package remotes
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -343,18 +345,39 @@ func (t *Table) Controls() map[string]bool {
 }
 
 // Replay opens every live handle's peer again, with its id, in
-// transport i, named name, through open: the plugin restarted.
-func (t *Table) Replay(ctx context.Context, i int, name string, open func(ctx context.Context, p sdk.Peer) error) error {
+// transport i, named name, through open: the plugin restarted. A peer
+// is opened at its descriptor's endpoint for name, unless moved, when
+// not nil, returns another for it: the endpoint the restarted plugin
+// itself has now, for a segment whose descriptor this engine publishes
+// (its own), which the metastore still lists at the old one. The handle
+// then records the new endpoint, so that the refresh the republished
+// descriptor brings does not close and re-open the peer (reopenMoved)
+// for a move already made.
+func (t *Table) Replay(ctx context.Context, i int, name string, open func(ctx context.Context, p sdk.Peer) error, moved func(h *Handle) ([]byte, bool)) error {
 	for _, h := range t.handles.load() {
 		if h == nil || h.Retired != "" || i >= len(h.Opened) || !h.Opened[i] {
 			continue
 		}
 		d := h.Desc
+		ep, move := d.Transports[name], false
+		if moved != nil {
+			if next, ok := moved(h); ok && !bytes.Equal(next, ep) {
+				ep, move = next, true
+			}
+		}
 		cctx, cancel := context.WithTimeout(ctx, t.timeout)
-		err := open(cctx, sdk.Peer{ID: h.ID, Segment: h.Name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: d.Transports[name]})
+		err := open(cctx, sdk.Peer{ID: h.ID, Segment: h.Name, Incarnation: d.Incarnation, MachineID: d.MachineID, Endpoint: ep})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("re-open peer %q: %w", h.Name, err)
+		}
+		if move {
+			d2 := *d
+			d2.Transports = maps.Clone(d.Transports)
+			d2.Transports[name] = ep
+			h2 := *h
+			h2.Desc = &d2
+			t.set(h.ID, &h2)
 		}
 	}
 	return nil

@@ -99,7 +99,7 @@ func TestOpenRetireCloseReplay(t *testing.T) {
 	}
 	// A restarted tcp gets the live handle's peer again, not the retired one.
 	fresh := newTransport("tcp")
-	if err := tb.Replay(ctx, 0, "tcp", fresh.OpenPeer); err != nil {
+	if err := tb.Replay(ctx, 0, "tcp", fresh.OpenPeer, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := fresh.open(1); ok || len(fresh.peers) != 1 {

@@ -95,3 +95,47 @@ func TestOpenSameLifeReopensMovedEndpoint(t *testing.T) {
 		t.Fatalf("shm opened %d times; the watch's refresh of the same descriptor should change nothing", shm.opens)
 	}
 }
+
+// TestReplayOpensAtMovedEndpoint: a restarted transport replays each
+// handle's peer at the endpoint moved gives for it (the engine's own
+// segment, whose new endpoint the engine knows before the metastore
+// does), and at its descriptor's for the others; the handle then
+// records the moved endpoint, so that the refresh the republished
+// descriptor brings re-opens nothing.
+func TestReplayOpensAtMovedEndpoint(t *testing.T) {
+	ctx := context.Background()
+	tb, _, _, ts, next := openMovable(t, ctx)
+	other := desc(9, 0x3000)
+	other.Name = "c"
+	other.Transports["shm"] = []byte("shm-c")
+	if _, err := tb.Open(ctx, "c", "segments/c", other, ts); err != nil {
+		t.Fatal(err)
+	}
+	fresh := &countingTransport{fakeTransport: newTransport("shm")}
+	moved := func(h *Handle) ([]byte, bool) { return []byte("shm-ep2"), h.Name == "b" }
+	if err := tb.Replay(ctx, 1, "shm", fresh.OpenPeer, moved); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := fresh.open(1); !ok || string(p.Endpoint) != "shm-ep2" || p.Incarnation != 7 {
+		t.Fatalf("replayed b as %+v (%v), want it at shm-ep2", p, ok)
+	}
+	if p, ok := fresh.open(2); !ok || string(p.Endpoint) != "shm-c" {
+		t.Fatalf("replayed c as %+v (%v), want it at its descriptor's shm-c", p, ok)
+	}
+	if h := tb.Get(1); string(h.Desc.Transports["shm"]) != "shm-ep2" || string(h.Desc.Transports["tcp"]) != "ep" || !h.Opened[0] || !h.Opened[1] {
+		t.Fatalf("b's handle after the replay: endpoints %q, opened %v; want shm at shm-ep2, tcp as it was, both open", h.Desc.Transports, h.Opened)
+	}
+	if h := tb.Get(2); string(h.Desc.Transports["shm"]) != "shm-c" {
+		t.Fatalf("c's handle after the replay: shm at %q, want shm-c", h.Desc.Transports["shm"])
+	}
+	ts[1] = fresh // the restarted transport
+	if got := tb.Apply(ctx, "segments/b", Change{Desc: seqd(next, 5)}, ts, time.Now()); !slices.Equal(got, []Action{Refresh}) {
+		t.Fatalf("Apply = %v, want [refresh]", got)
+	}
+	if fresh.opens != 2 {
+		t.Fatalf("shm opened peers %d times; the refresh to the endpoint the replay used should re-open nothing, want 2", fresh.opens)
+	}
+	if h := tb.Get(1); h.Desc.Seq != 5 || !h.Opened[1] {
+		t.Fatalf("b's handle after the refresh: seq %d, opened %v; want the published descriptor, shm open", h.Desc.Seq, h.Opened)
+	}
+}
