@@ -183,8 +183,16 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 // sets task.passes; run then does only what the stages' passes do.
 func (e *Executor) passes(t *task) bool {
 	return t.block && t.blk.whole && t.rt.ps != nil && t.planned && t.lane != nil && t.retry == nil &&
-		e.path.admit == nil && e.path.qos == nil && len(e.stages) == 0 && !e.path.watched() &&
-		!e.fences.Any() && e.creditFor(t.prun, t.rem) == nil
+		e.unhindered() && e.creditFor(t.prun, t.rem) == nil
+}
+
+// unhindered reports whether no stage before put can hold or refuse a
+// request for what the engine is set up with now: no admission or qos
+// queue asks, no stage was added, nothing listens, no gate is closed.
+// What is left to ask is the request's own (its plugin's receiver
+// credit: creditFor).
+func (e *Executor) unhindered() bool {
+	return e.path.admit == nil && e.path.qos == nil && len(e.stages) == 0 && !e.path.watched() && !e.fences.Any()
 }
 
 // resume takes task t (its batch, index and how it enters) on outside a

@@ -27,7 +27,7 @@ import (
 // descriptors held, as end does, while the call has more requests and a
 // sleeping plugin's burst is not full.
 func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) int {
-	if e.path.admit != nil || e.path.qos != nil || len(e.stages) != 0 || e.path.watched() || e.fences.Any() {
+	if !e.unhindered() {
 		return 0
 	}
 	var rn leanRun
