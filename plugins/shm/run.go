@@ -63,16 +63,13 @@ func (t *Transport) copyInRun(d *ring.Descriptor, c sdk.RunCompleter, m *mapping
 	n := d.Length
 	if d.Op == ring.OpRead {
 		memcpy.Copy(mem, rmem)
-		rc.read += n
 		rc.reads++
 		rc.readBytes += n
 	} else {
 		memcpy.Copy(rmem, mem)
-		rc.written += n
 		rc.writes++
 		rc.writeBytes += n
 	}
-	rc.copies++
 	u.Done()
 	c.CompleteInRun(d.Token, ring.StatusOK, n)
 }
@@ -80,7 +77,7 @@ func (t *Transport) copyInRun(d *ring.Descriptor, c sdk.RunCompleter, m *mapping
 // runCopies is what a run's inline copies share: the peer mapping of the
 // last remote region they copied to or from (a reference held for the
 // run), what they moved in it (its connection's tally, added when the
-// run leaves the mapping) and the run's counters.
+// run leaves the mapping, with the run's counters).
 type runCopies struct {
 	p  *peer
 	id uint32
@@ -107,8 +104,8 @@ func (rc *runCopies) mapping(t *Transport, p *peer, id uint32) *mapping {
 	return m
 }
 
-// release adds what the run moved in its mapping to the tally and drops
-// the run's reference.
+// release adds what the run moved in its mapping to the tally and to the
+// run's counters, and drops the run's reference.
 func (rc *runCopies) release() {
 	m := rc.m
 	if m == nil {
@@ -120,6 +117,9 @@ func (rc *runCopies) release() {
 	if rc.reads > 0 {
 		m.dc.moved(ring.OpRead, rc.reads, rc.readBytes)
 	}
+	rc.copies += rc.writes + rc.reads
+	rc.written += rc.writeBytes
+	rc.read += rc.readBytes
 	rc.writes, rc.writeBytes, rc.reads, rc.readBytes = 0, 0, 0, 0
 	m.Release()
 	rc.p, rc.m = nil, nil
