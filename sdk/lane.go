@@ -367,7 +367,7 @@ func (l *lane) holdCompletions(on bool) {
 
 // Complete posts one completion. It implements Completer.
 func (l *lane) Complete(token uint64, st ring.Status, bytes uint64) {
-	d := ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Flags: l.gen, Length: bytes}
+	d := l.completion(token, st, bytes)
 	l.cqMu.Lock()
 	defer l.cqMu.Unlock()
 	l.completed.Add(1)
@@ -383,11 +383,17 @@ func (l *lane) CompleteInRun(token uint64, st ring.Status, bytes uint64) {
 		l.Complete(token, st, bytes)
 		return
 	}
-	l.inRun[l.nInRun] = ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Flags: l.gen, Length: bytes}
+	l.inRun[l.nInRun] = l.completion(token, st, bytes)
 	l.nInRun++
 	if l.nInRun == holdRun {
 		l.postInRun()
 	}
+}
+
+// completion is the completion ring's entry for token: its status, the
+// bytes moved, and the lane's generation (Flags).
+func (l *lane) completion(token uint64, st ring.Status, bytes uint64) ring.Descriptor {
+	return ring.Descriptor{Token: token, Op: ring.OpCompletion, Status: st, Flags: l.gen, Length: bytes}
 }
 
 // postInRun posts what CompleteInRun buffered: at holdRun, and when the
