@@ -14,8 +14,8 @@
 //     reaped or slept, then sleeps on the lane's completion ring until
 //     woken or its bound. Its budget is the lane's spin; for a small
 //     batch it is SmallSpin, which follows the lane's median small wait;
-//     for a larger one BulkSpin, twice the lane's median larger wait
-//     within BulkSpinMax.
+//     for a larger one BulkSpin, four times the lane's median larger
+//     wait within BulkSpinMax.
 //   - Batch: a caller waiting for a batch whose tasks are on several
 //     lanes (progress.Tracker.WaitBatch). It spins for its budget from
 //     the wait's start (a small batch: the larger of spin and spin_small;

@@ -399,11 +399,11 @@ func SmallSpin(spin, spinSmall time.Duration, median int64, n uint32, busy bool)
 
 // BulkSpin is how long a waiter for a batch that is not small spins on a
 // lane before it sleeps on the completion ring, from the lane's spin and
-// the median wait of its larger batches: twice the median, at least
-// spin, while the median is at most BulkSpinMax (bounded by it); spin
-// alone beyond. A wait is counted whether it spun or slept, so the
-// median follows the lane: from spin alone, the slept waits pull it up
-// until a spin outlasts the round trip, which it then measures.
+// the median wait of its larger batches: BulkSpinFactor times the median,
+// at least spin, while the median is at most BulkSpinMax (bounded by
+// it); spin alone beyond. A wait is counted whether it spun or slept, so
+// the median follows the lane: from spin alone, the slept waits pull it
+// up until a spin outlasts the round trip, which it then measures.
 //
 // Why: the host's waiter spun 20 us, and a shm write of 1 MiB takes
 // about 35 us: every request slept on the ring, was woken by the plugin,
@@ -413,12 +413,27 @@ func SmallSpin(spin, spinSmall time.Duration, median int64, n uint32, busy bool)
 // the same bench ran at 25.3 GB/s with 0.5 switches a request. Waits
 // too long to be worth a spin (a 64 MiB copy, tcp's 1 MiB round trip)
 // sleep after the plain spin, as before.
+//
+// Why four times the median, not two: about one 1 MiB shm copy in
+// twenty runs at half speed (docs/performance.md), 45-55 us against a
+// median of 24; at twice the median its waiter slept just before the
+// completion came, and the wakeup chain that followed (the plugin wakes
+// the reaper, the reaper the waiter, the next publication the plugin's
+// lane, which had gone to sleep meanwhile) made that request's time
+// 100-170 us. Four times spins through the slow copies: `ferry bench
+// --transport shm --size 1MiB`, 5 interleaved rounds on a 2-vCPU PVM
+// guest (2026-12-06), 32.4 [31.5-35.0] GB/s -> 34.0 [33.3-35.7], p99
+// 121-167 us -> 94-128, context switches a request 0.28-0.35 -> 0.15-0.19.
 func BulkSpin(spin time.Duration, median int64) time.Duration {
 	if median <= 0 || median > int64(BulkSpinMax) {
 		return spin
 	}
-	return max(spin, min(2*time.Duration(median), BulkSpinMax))
+	return max(spin, min(BulkSpinFactor*time.Duration(median), BulkSpinMax))
 }
+
+// BulkSpinFactor is how many times a lane's median larger wait its
+// larger batches' waiters spin (BulkSpin).
+const BulkSpinFactor = 4
 
 // Median moves a lane's median small wait m towards a wait of d ns, by at
 // most medianStep: a median, so that a loaded machine's tail of slow

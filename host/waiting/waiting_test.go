@@ -320,7 +320,7 @@ func TestDecideAllocatesNothing(t *testing.T) {
 	}
 }
 
-// TestBulkSpin: a larger batch's Lane waiter spins twice the lane's
+// TestBulkSpin: a larger batch's Lane waiter spins four times the lane's
 // median bulk wait, at least the plain spin and at most BulkSpinMax, and
 // only the plain spin once the median is longer than BulkSpinMax (or
 // unknown).
@@ -331,8 +331,9 @@ func TestBulkSpin(t *testing.T) {
 		want   time.Duration
 	}{
 		{0, spin},
-		{int64(5 * time.Microsecond), spin},
-		{int64(35 * time.Microsecond), 70 * time.Microsecond},
+		{int64(4 * time.Microsecond), spin},
+		{int64(24 * time.Microsecond), 96 * time.Microsecond},
+		{int64(60 * time.Microsecond), BulkSpinMax},
 		{int64(150 * time.Microsecond), BulkSpinMax},
 		{int64(BulkSpinMax), BulkSpinMax},
 		{int64(BulkSpinMax) + 1, spin},
@@ -342,13 +343,13 @@ func TestBulkSpin(t *testing.T) {
 			t.Errorf("BulkSpin(%v, median %v) = %v, want %v", spin, time.Duration(c.median), got, c.want)
 		}
 	}
-	in := Input{Role: Lane, Spin: spin, BulkWait: int64(35 * time.Microsecond)}
-	if got := in.Budget(); got != 70*time.Microsecond {
-		t.Errorf("a larger batch's Lane waiter: Budget = %v, want BulkSpin's 70us", got)
+	in := Input{Role: Lane, Spin: spin, BulkWait: int64(24 * time.Microsecond)}
+	if got := in.Budget(); got != 96*time.Microsecond {
+		t.Errorf("a larger batch's Lane waiter: Budget = %v, want BulkSpin's 96us", got)
 	}
 	in.Role = Batch
-	if got := in.Budget(); got != 70*time.Microsecond {
-		t.Errorf("a larger Batch waiter on one lane: Budget = %v, want BulkSpin's 70us", got)
+	if got := in.Budget(); got != 96*time.Microsecond {
+		t.Errorf("a larger Batch waiter on one lane: Budget = %v, want BulkSpin's 96us", got)
 	}
 	in.BulkWait = 0 // its tasks on several lanes: no median
 	if got := in.Budget(); got != spin {
