@@ -56,51 +56,92 @@ func TestSmallSizes(t *testing.T) {
 	}
 }
 
-// TestPieceBoundaries: sizes around memmove's non-temporal threshold and
-// around Copy's pieces, both through the cached path (a cache bound above
-// them all) and through plain copy (a bound below them).
+// withRep runs f with cached copies from repFrom on REP MOVSB (on) or on
+// memmove (off), whatever the CPU, and restores useRep.
+func withRep(t *testing.T, on bool, f func(t *testing.T)) {
+	t.Helper()
+	was := useRep
+	defer func() { useRep = was }()
+	useRep = on
+	t.Run(fmt.Sprintf("rep=%v", on), f)
+}
+
+// TestPieceBoundaries: sizes around REP MOVSB's threshold, memmove's
+// non-temporal threshold and Copy's pieces, both through the cached path
+// (a cache bound above them all) and through plain copy (a bound below
+// them), with REP MOVSB and without.
 func TestPieceBoundaries(t *testing.T) {
 	var sizes []int
-	for _, base := range []int{ntFrom, piece, 2 * piece, 3 * piece} {
+	for _, base := range []int{repFrom, 64 << 10, ntFrom, piece, 2 * piece, 3 * piece} {
 		sizes = append(sizes, base-1, base, base+1)
 	}
 	sizes = append(sizes, 3*piece+4095)
-	for _, n := range sizes {
-		for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {7, 13}, {4096, 8}} {
-			checkCopy(t, "cached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 1<<40) })
-			checkCopy(t, "uncached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 0) })
-			checkCopy(t, "Piece", n, off[0], off[1], func(d, s []byte) int { return Piece(d, s, n) })
+	for _, rep := range []bool{false, true} {
+		withRep(t, rep, func(t *testing.T) {
+			for _, n := range sizes {
+				for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {7, 13}, {4096, 8}} {
+					checkCopy(t, "cached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 1<<40) })
+					checkCopy(t, "uncached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 0) })
+					checkCopy(t, "Piece", n, off[0], off[1], func(d, s []byte) int { return Piece(d, s, n) })
+					checkCopy(t, "Copy", n, off[0], off[1], Copy)
+				}
+			}
+		})
+	}
+}
+
+// TestRepCopy: REP MOVSB itself (where the CPU has it: amd64) at every
+// size up to 300 and at sizes around its threshold, at unaligned offsets.
+func TestRepCopy(t *testing.T) {
+	do := func(d, s []byte) int { repCopy(d, s); return len(d) }
+	for n := 0; n <= 300; n++ {
+		for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 3}, {5, 7}, {13, 64}} {
+			checkCopy(t, "repCopy", n, off[0], off[1], do)
+		}
+	}
+	for _, n := range []int{repFrom - 1, repFrom, repFrom + 1, 1<<20 + 7} {
+		for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 63}, {4095, 1}} {
+			checkCopy(t, "repCopy", n, off[0], off[1], do)
 		}
 	}
 }
 
 // TestLengths: like copy, Copy moves the shorter of the two.
 func TestLengths(t *testing.T) {
-	for _, c := range []struct{ dst, src int }{{0, 5}, {5, 0}, {3 << 20, 2 << 20}, {2 << 20, 3 << 20}, {ntFrom, ntFrom + 1}} {
-		src := make([]byte, c.src)
-		fill(src, 9)
-		dst := make([]byte, c.dst)
-		want := make([]byte, c.dst)
-		wn := copy(want, src)
-		if n := copyIn(dst, src, min(c.dst, c.src), 1<<40); n != wn || !bytes.Equal(dst, want) {
-			t.Fatalf("dst %d bytes, src %d: copied %d bytes (want %d) or the wrong ones", c.dst, c.src, n, wn)
-		}
+	for _, rep := range []bool{false, true} {
+		withRep(t, rep, func(t *testing.T) {
+			for _, c := range []struct{ dst, src int }{{0, 5}, {5, 0}, {3 << 20, 2 << 20}, {2 << 20, 3 << 20}, {ntFrom, ntFrom + 1}, {repFrom + 9, repFrom + 1}} {
+				src := make([]byte, c.src)
+				fill(src, 9)
+				dst := make([]byte, c.dst)
+				want := make([]byte, c.dst)
+				wn := copy(want, src)
+				if n := copyIn(dst, src, min(c.dst, c.src), 1<<40); n != wn || !bytes.Equal(dst, want) {
+					t.Fatalf("dst %d bytes, src %d: copied %d bytes (want %d) or the wrong ones", c.dst, c.src, n, wn)
+				}
+			}
+		})
 	}
 }
 
 // TestOverlap: overlapping ranges in either direction come out as copy
 // makes them, though the chunked path copies forward only.
 func TestOverlap(t *testing.T) {
-	const n = 3 << 20
-	for _, shift := range []int{-4096 - 1, -1, 1, 4096 + 1, piece, -piece} {
-		buf := make([]byte, n+2*piece+8192)
-		fill(buf, 5)
-		want := bytes.Clone(buf)
-		base := piece + 4096
-		copy(want[base+shift:base+shift+n], want[base:base+n])
-		if got := copyIn(buf[base+shift:base+shift+n], buf[base:base+n], n, 1<<40); got != n || !bytes.Equal(buf, want) {
-			t.Fatalf("overlapping copy of %d bytes shifted by %d: returned %d, or bytes differ from copy's", n, shift, got)
-		}
+	for _, rep := range []bool{false, true} {
+		withRep(t, rep, func(t *testing.T) {
+			for _, n := range []int{3 << 20, repFrom + 5} {
+				for _, shift := range []int{-4096 - 1, -1, 1, 4096 + 1, piece, -piece} {
+					buf := make([]byte, n+2*piece+8192)
+					fill(buf, 5)
+					want := bytes.Clone(buf)
+					base := piece + 4096
+					copy(want[base+shift:base+shift+n], want[base:base+n])
+					if got := copyIn(buf[base+shift:base+shift+n], buf[base:base+n], n, 1<<40); got != n || !bytes.Equal(buf, want) {
+						t.Fatalf("overlapping copy of %d bytes shifted by %d: returned %d, or bytes differ from copy's", n, shift, got)
+					}
+				}
+			}
+		})
 	}
 }
 
