@@ -32,5 +32,6 @@ func repCopy(dst, src []byte) {
 	if len(dst) == 0 {
 		return
 	}
+	raceCopy(dst, src)
 	repMovsb(unsafe.Pointer(unsafe.SliceData(dst)), unsafe.Pointer(unsafe.SliceData(src)), uintptr(len(dst)))
 }
