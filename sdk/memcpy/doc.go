@@ -20,8 +20,8 @@
 // a copy larger than the cache gains nothing from the cache and keeps
 // memmove's non-temporal stores.
 //
-// On a CPU whose REP MOVSB is the fast kind (ERMS and FSRM: Intel since
-// Ice Lake, AMD since Zen 3), a copy that stays in the cache is one REP
+// On a CPU whose REP MOVSB is the fast kind (it reports ERMS and FSRM,
+// as recent Intel and AMD server CPUs do), a copy that stays in the cache is one REP
 // MOVSB instead, from 32 KiB up to CachedMax: memmove's AVX loop, which
 // AMD CPUs always take, was slower from 24 KiB on. On a 2-vCPU AMD EPYC
 // (Zen 5) guest, BenchmarkInterleaved (3 runs, 2026-12-06), GB/s for
