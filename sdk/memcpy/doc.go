@@ -21,15 +21,17 @@
 // memmove's non-temporal stores.
 //
 // On a CPU whose REP MOVSB is the fast kind (it reports ERMS and FSRM,
-// as recent Intel and AMD server CPUs do), a copy that stays in the cache is one REP
-// MOVSB instead, from 32 KiB up to CachedMax: memmove's AVX loop, which
+// as recent Intel and AMD server CPUs do), a copy that stays in the
+// cache is one REP MOVSB instead, from 32 KiB up to CachedMax (ranges
+// that do not overlap): memmove's AVX loop, which
 // AMD CPUs always take, was slower from 24 KiB on. On a 2-vCPU AMD EPYC
 // (Zen 5) guest, BenchmarkInterleaved (3 runs, 2026-12-06), GB/s for
 // memmove / Copy before / REP MOVSB / glibc's memcpy, destination
 // aligned: 32 KiB 81 / 79 / 136 / -, 64 KiB 76 / 77 / 104 / 97, 512 KiB
 // 70 / 74 / 84-90 / 80-87, 1 MiB 38 / 45 / 55-58 / 45-48, 2 MiB 37 / 43
-// / 54 / 44; with the destination one byte off, the same as memmove or
-// better; at 4 KiB memmove was ahead (118-130 against 118-122), and from
+// / 54 / 44; with the destination one byte off, within a few percent of
+// memmove (48 KiB: 74 against 77) or well ahead (256 KiB: 94-104 against
+// 76-85); at 4 KiB memmove was ahead (118-130 against 118-122), and from
 // 32 MiB, past CachedMax, the four were within each other's spread. What
 // a REP MOVSB copy wrote stays in the cache: a copy followed by a read of
 // the destination ran 36 GB/s at 1 MiB against 31 for Copy before it and
