@@ -24,6 +24,7 @@ import (
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/topology"
+	"github.com/ferrydev/ferry/sdk/memcpy"
 )
 
 // finding is one line of `ferry doctor`: what was checked, what was
@@ -63,7 +64,7 @@ func cmdDoctor(args []string) error {
 	out = append(out, deviceFindings(ctx, cfg)...)
 	out = append(out, metastoreFinding(ctx, cfg))
 	out = append(out, hostFindings(os.ReadFile)...)
-	out = append(out, cpuFinding())
+	out = append(out, cpuFinding(), copyFinding(memcpy.Current()))
 	if *peer != "" {
 		log, err := lf.logger()
 		if err != nil {
@@ -367,6 +368,21 @@ func coreFinding(pairs []cpuprobe.Pair, ncpu int, err error) finding {
 	case hi.RTT >= farLine:
 		f.Detail += ": a small request between the engine and a plugin on far CPUs pays the larger figure (docs/performance.md)"
 		f.Fix = "run the engine on CPUs that share a cache (taskset, a cpuset); its plugins run on the engine's CPUs"
+	}
+	return f
+}
+
+// copyFinding says how the shm plugin (which copies with sdk/memcpy, on
+// this machine's CPUs) copies a request's bytes.
+func copyFinding(r memcpy.Routine) finding {
+	f := finding{Area: "cpu", Item: "same-machine copy", Status: statusInfo}
+	switch {
+	case r.CachedMax == 0:
+		f.Detail = "Go's copy (no cache-keeping copy on this architecture)"
+	case r.Rep:
+		f.Detail = fmt.Sprintf("copies of %s to %s with REP MOVSB (the CPU reports ERMS and FSRM), larger ones with non-temporal stores", sizeText(uint64(r.RepFrom)), sizeText(uint64(r.CachedMax)))
+	default:
+		f.Detail = fmt.Sprintf("copies up to %s in cached pieces under 1 MiB, larger ones with non-temporal stores; no REP MOVSB (the CPU does not report both ERMS and FSRM)", sizeText(uint64(r.CachedMax)))
 	}
 	return f
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/ferrydev/ferry/cmd/ferry/internal/cpuprobe"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/sdk/memcpy"
 )
 
 // TestDoctorTableAligned: a detail longer than the terminal, and one with
@@ -121,5 +122,26 @@ func TestCoreFinding(t *testing.T) {
 		if c.nofix != "" && f.Fix != "" || c.fix != "" && !strings.Contains(f.Fix, c.fix) {
 			t.Errorf("%s: fix %q; want %q", c.name, f.Fix, c.fix)
 		}
+	}
+}
+
+// TestCopyFinding: doctor says which copy the shm plugin's bytes take
+// on this machine, with its bounds.
+func TestCopyFinding(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		r      memcpy.Routine
+		detail string
+	}{
+		{"rep", memcpy.Routine{CachedMax: 16 << 20, Rep: true, RepFrom: 32 << 10}, "copies of 32 KiB to 16.0 MiB with REP MOVSB"},
+		{"pieces", memcpy.Routine{CachedMax: 16 << 20, RepFrom: 32 << 10}, "copies up to 16.0 MiB in cached pieces under 1 MiB, larger ones with non-temporal stores; no REP MOVSB"},
+		{"copy", memcpy.Routine{}, "Go's copy"},
+	} {
+		if f := copyFinding(c.r); f.Status != statusInfo || !strings.Contains(f.Detail, c.detail) {
+			t.Errorf("%s: %s %q; want info containing %q", c.name, f.Status, f.Detail, c.detail)
+		}
+	}
+	if got := memcpy.Current(); got.CachedMax > 0 && got.RepFrom == 0 {
+		t.Errorf("memcpy.Current() = %+v: a cached bound with no REP threshold", got)
 	}
 }

@@ -58,6 +58,24 @@ func Piece(dst, src []byte, whole int) int {
 	return copyIn(dst, src, whole, CachedMax())
 }
 
+// Routine says how Copy copies on this machine (for diagnostics: ferry
+// doctor).
+type Routine struct {
+	// CachedMax is CachedMax(): copies up to it stay in the cache,
+	// larger ones use memmove's non-temporal stores. 0: Copy is copy.
+	CachedMax int
+	// Rep says that cached copies of RepFrom bytes or more are one REP
+	// MOVSB (the CPU reports ERMS and FSRM); else they are memmove's, in
+	// pieces under 1 MiB.
+	Rep     bool
+	RepFrom int
+}
+
+// Current returns how Copy copies here.
+func Current() Routine {
+	return Routine{CachedMax: CachedMax(), Rep: useRep && CachedMax() > 0, RepFrom: repFrom}
+}
+
 // CachedMax is the largest copy Copy keeps in the cache: half the
 // last-level cache, as the source passes through it too, and at most
 // maxCached. It is read once; 0 on architectures where Copy is copy.
