@@ -218,8 +218,9 @@ func (l *Lane) End() {
 // reaper asleep (see owed): what a synchronous call takes from its
 // Submit's publication to its Wait's Enter, with room to spare. A
 // completion nobody waits for is reaped at most this much later; on a
-// lane slower than this (tcp's round trip) not later at all.
-const kickGrace = 20 * time.Microsecond
+// lane slower than this (tcp's round trip) not later at all. A variable
+// for the tests.
+var kickGrace = 20 * time.Microsecond
 
 // Pay wakes the reaper now if a publication owes it a wakeup: the
 // caller waits for what the lane carries but leaves the reaping to the

@@ -68,18 +68,32 @@ func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
 	// On a lane whose small waits sleep it owes the reaper a wakeup: the
 	// submitter's own wait usually reaps it (Enter), else the grace, a
 	// second publication or a waiter that leaves the reaping to the
-	// reaper (Pay) wakes it.
+	// reaper (Pay) wakes it. The grace is an hour while the test looks
+	// whether a wakeup came at once (at its 20 us a loaded machine's
+	// scheduler can let it run out first: CI under -race did), then
+	// short, to see it run out.
+	defer func(d time.Duration) { kickGrace = d }(kickGrace)
+	kickGrace = time.Hour
 	l.smallWait.Store(int64(2 * waiting.FastLane))
 	l.Begin()
 	l.End()
 	if woken() {
 		t.Fatal("a publication with no waiter woke the reaper at once; its submitter may wait next")
 	}
+	l.Enter() // reaps what was owed: no wakeup left to come
+	l.Leave() // with work in flight: wakes the reaper
+	if !woken() {
+		t.Fatal("the waiter left work in flight and did not wake the reaper")
+	}
+	kickGrace = time.Millisecond
+	l.Begin()
+	l.End()
 	select {
 	case <-l.standby:
 	case <-time.After(10 * time.Second):
 		t.Fatal("nobody waited, and the grace did not wake the reaper")
 	}
+	kickGrace = time.Hour
 	l.Begin()
 	l.End()
 	l.Begin()
