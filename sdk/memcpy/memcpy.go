@@ -52,7 +52,7 @@ func Copy(dst, src []byte) int { return Piece(dst, src, min(len(dst), len(src)))
 // in the cache is decided by whole, the bytes all pieces put there
 // together, not by the piece's own length.
 func Piece(dst, src []byte, whole int) int {
-	if n := min(len(dst), len(src)); n < repFrom || n < ntFrom && !useRep { // the data path's small copies: no more than copy
+	if min(len(dst), len(src)) < repFrom { // the data path's small copies: no more than copy
 		return copy(dst, src)
 	}
 	return copyIn(dst, src, whole, CachedMax())
@@ -73,7 +73,8 @@ type Routine struct {
 
 // Current returns how Copy copies here.
 func Current() Routine {
-	return Routine{CachedMax: CachedMax(), Rep: useRep && CachedMax() > 0, RepFrom: repFrom}
+	max := CachedMax()
+	return Routine{CachedMax: max, Rep: useRep && max > 0, RepFrom: repFrom}
 }
 
 // CachedMax is the largest copy Copy keeps in the cache: half the

@@ -56,14 +56,15 @@ func TestSmallSizes(t *testing.T) {
 	}
 }
 
-// withRep runs f with cached copies from repFrom on REP MOVSB (on) or on
-// memmove (off), whatever the CPU, and restores useRep.
-func withRep(t *testing.T, on bool, f func(t *testing.T)) {
+// bothPaths runs f twice, with cached copies from repFrom on memmove and
+// on REP MOVSB, whatever the CPU, and restores useRep.
+func bothPaths(t *testing.T, f func(t *testing.T)) {
 	t.Helper()
-	was := useRep
-	defer func() { useRep = was }()
-	useRep = on
-	t.Run(fmt.Sprintf("rep=%v", on), f)
+	defer func(was bool) { useRep = was }(useRep)
+	for _, on := range []bool{false, true} {
+		useRep = on
+		t.Run(fmt.Sprintf("rep=%v", on), f)
+	}
 }
 
 // TestPieceBoundaries: sizes around REP MOVSB's threshold, memmove's
@@ -76,18 +77,16 @@ func TestPieceBoundaries(t *testing.T) {
 		sizes = append(sizes, base-1, base, base+1)
 	}
 	sizes = append(sizes, 3*piece+4095)
-	for _, rep := range []bool{false, true} {
-		withRep(t, rep, func(t *testing.T) {
-			for _, n := range sizes {
-				for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {7, 13}, {4096, 8}} {
-					checkCopy(t, "cached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 1<<40) })
-					checkCopy(t, "uncached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 0) })
-					checkCopy(t, "Piece", n, off[0], off[1], func(d, s []byte) int { return Piece(d, s, n) })
-					checkCopy(t, "Copy", n, off[0], off[1], Copy)
-				}
+	bothPaths(t, func(t *testing.T) {
+		for _, n := range sizes {
+			for _, off := range [][2]int{{0, 0}, {1, 0}, {0, 1}, {7, 13}, {4096, 8}} {
+				checkCopy(t, "cached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 1<<40) })
+				checkCopy(t, "uncached", n, off[0], off[1], func(d, s []byte) int { return copyIn(d, s, n, 0) })
+				checkCopy(t, "Piece", n, off[0], off[1], func(d, s []byte) int { return Piece(d, s, n) })
+				checkCopy(t, "Copy", n, off[0], off[1], Copy)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestRepCopy: REP MOVSB itself (where the CPU has it: amd64) at every
@@ -108,41 +107,37 @@ func TestRepCopy(t *testing.T) {
 
 // TestLengths: like copy, Copy moves the shorter of the two.
 func TestLengths(t *testing.T) {
-	for _, rep := range []bool{false, true} {
-		withRep(t, rep, func(t *testing.T) {
-			for _, c := range []struct{ dst, src int }{{0, 5}, {5, 0}, {3 << 20, 2 << 20}, {2 << 20, 3 << 20}, {ntFrom, ntFrom + 1}, {repFrom + 9, repFrom + 1}} {
-				src := make([]byte, c.src)
-				fill(src, 9)
-				dst := make([]byte, c.dst)
-				want := make([]byte, c.dst)
-				wn := copy(want, src)
-				if n := copyIn(dst, src, min(c.dst, c.src), 1<<40); n != wn || !bytes.Equal(dst, want) {
-					t.Fatalf("dst %d bytes, src %d: copied %d bytes (want %d) or the wrong ones", c.dst, c.src, n, wn)
-				}
+	bothPaths(t, func(t *testing.T) {
+		for _, c := range []struct{ dst, src int }{{0, 5}, {5, 0}, {3 << 20, 2 << 20}, {2 << 20, 3 << 20}, {ntFrom, ntFrom + 1}, {repFrom + 9, repFrom + 1}} {
+			src := make([]byte, c.src)
+			fill(src, 9)
+			dst := make([]byte, c.dst)
+			want := make([]byte, c.dst)
+			wn := copy(want, src)
+			if n := copyIn(dst, src, min(c.dst, c.src), 1<<40); n != wn || !bytes.Equal(dst, want) {
+				t.Fatalf("dst %d bytes, src %d: copied %d bytes (want %d) or the wrong ones", c.dst, c.src, n, wn)
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestOverlap: overlapping ranges in either direction come out as copy
 // makes them, though the chunked path copies forward only.
 func TestOverlap(t *testing.T) {
-	for _, rep := range []bool{false, true} {
-		withRep(t, rep, func(t *testing.T) {
-			for _, n := range []int{3 << 20, repFrom + 5} {
-				for _, shift := range []int{-4096 - 1, -1, 1, 4096 + 1, piece, -piece} {
-					buf := make([]byte, n+2*piece+8192)
-					fill(buf, 5)
-					want := bytes.Clone(buf)
-					base := piece + 4096
-					copy(want[base+shift:base+shift+n], want[base:base+n])
-					if got := copyIn(buf[base+shift:base+shift+n], buf[base:base+n], n, 1<<40); got != n || !bytes.Equal(buf, want) {
-						t.Fatalf("overlapping copy of %d bytes shifted by %d: returned %d, or bytes differ from copy's", n, shift, got)
-					}
+	bothPaths(t, func(t *testing.T) {
+		for _, n := range []int{3 << 20, repFrom + 5} {
+			for _, shift := range []int{-4096 - 1, -1, 1, 4096 + 1, piece, -piece} {
+				buf := make([]byte, n+2*piece+8192)
+				fill(buf, 5)
+				want := bytes.Clone(buf)
+				base := piece + 4096
+				copy(want[base+shift:base+shift+n], want[base:base+n])
+				if got := copyIn(buf[base+shift:base+shift+n], buf[base:base+n], n, 1<<40); got != n || !bytes.Equal(buf, want) {
+					t.Fatalf("overlapping copy of %d bytes shifted by %d: returned %d, or bytes differ from copy's", n, shift, got)
 				}
 			}
-		})
-	}
+		}
+	})
 }
 
 func TestParseSize(t *testing.T) {
