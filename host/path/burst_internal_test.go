@@ -268,3 +268,42 @@ func TestSubmitRunBurstPublishes(t *testing.T) {
 	}
 	seen(asleepBurst, "a sleeping plugin's full burst")
 }
+
+// TestSubmitExposedBurstIsFencedAtTheEnd: a full burst with more of the
+// call to come is made visible to a polling plugin without a full
+// barrier or a wakeup (Lane.EndExposed), so the call's end publishes
+// again with both, though it adds nothing: a plugin that took the burst
+// and went to sleep, or one that went to sleep before the burst's tail
+// reached it, is woken then.
+func TestSubmitExposedBurstIsFencedAtTheEnd(t *testing.T) {
+	l, c := newBurstLane(t, 1, 64)
+	var sc submitCtx
+	sc.more = true
+	l.Begin()
+	for range publishBurst {
+		if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.endRun(l, publishBurst)
+	out := make([]ring.Descriptor, 64)
+	if n := c.Dequeue(out); n != publishBurst {
+		t.Fatalf("a polling plugin sees %d descriptors of a full burst; want %d", n, publishBurst)
+	}
+	if sc.held != l {
+		t.Fatal("after an exposed burst the call holds no lane: its end would not fence it")
+	}
+	woke := make(chan bool, 1)
+	go func() { woke <- c.Sleep(time.Minute) }()
+	for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
+		}
+	}
+	sc.publishHeld()
+	select {
+	case <-woke:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call's end did not wake a plugin asleep after an exposed burst")
+	}
+}

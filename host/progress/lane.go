@@ -262,14 +262,35 @@ func (l *Lane) PluginAsleep() bool { return l.sq.ConsumerSleeping() }
 // one look of the plugin at the tail, a burst instead of a request.
 func (l *Lane) EndLater() { l.mu.Unlock() }
 
+// EndExposed is EndLater for a full burst in the middle of a call: what
+// was enqueued is counted in flight and made visible to a plugin that
+// polls its ring (ring.Ring.Expose: no full barrier, no wakeup), then
+// the producer side is released. The caller still publishes (Begin,
+// then End or EndWaited) before it returns or waits on anything, which
+// wakes a plugin that went to sleep meanwhile.
+func (l *Lane) EndExposed() {
+	if l.count() {
+		l.sq.Expose()
+	}
+	l.mu.Unlock()
+}
+
 // publish counts what Put enqueued in flight, then makes it visible to
 // the plugin: a descriptor is counted before its completion can come.
 // l.mu held. On a closed lane (a submitter that took it after its run
 // was retired) there is nothing to publish, and no ring to publish to.
 func (l *Lane) publish() {
+	if l.count() {
+		l.sq.Publish()
+	}
+}
+
+// count counts what Put enqueued in flight, before it is published, and
+// reports whether the lane has a ring to publish to. l.mu held.
+func (l *Lane) count() bool {
 	if l.closing.Load() {
 		l.unpublished = 0
-		return
+		return false
 	}
 	if l.unpublished != 0 {
 		if n := l.inFlight.Add(l.unpublished); n <= l.unpublished {
@@ -277,7 +298,7 @@ func (l *Lane) publish() {
 		}
 		l.unpublished = 0
 	}
-	l.sq.Publish()
+	return true
 }
 
 // Watch has the lane send on ch (without blocking) when work next goes

@@ -898,3 +898,101 @@ func TestSleepIdleQuitAfterArming(t *testing.T) {
 		t.Fatal("the consumer slept through a stop set just before its sleep was armed")
 	}
 }
+
+// TestExposeIsSeenAndPublishFencesIt: what Expose makes visible a
+// polling consumer dequeues, Expose wakes nobody, and the Publish after
+// it still wakes a consumer that went to sleep meanwhile, though it has
+// no descriptor of its own to add.
+func TestExposeIsSeenAndPublishFencesIt(t *testing.T) {
+	prod, cons, _ := newPair(t, 8)
+	for i := range 3 {
+		d := request(uint64(i))
+		if !prod.Enqueue(&d) {
+			t.Fatal("no room in an empty ring")
+		}
+	}
+	prod.Expose()
+	var out [8]Descriptor
+	if n := cons.Dequeue(out[:]); n != 3 {
+		t.Fatalf("a consumer dequeued %d of 3 exposed descriptors", n)
+	}
+	for i := range 3 {
+		if err := checkRequest(&out[i], uint64(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	d := request(3)
+	prod.Enqueue(&d)
+	cons.consCounts.Store(1)
+	cons.consSleeping.Add(1) // the consumer goes to sleep
+	cons.consSleeps.Add(1)
+	seq := cons.wakeSeq.Load()
+	prod.Expose()
+	if got := cons.wakeSeq.Load(); got != seq {
+		t.Fatalf("Expose moved a sleeping consumer's wake word by %d, want 0", got-seq)
+	}
+	prod.Publish()
+	if got := cons.wakeSeq.Load(); got != seq+1 {
+		t.Fatalf("Publish after Expose moved a sleeping consumer's wake word by %d, want 1", got-seq)
+	}
+	prod.Publish() // nothing new since
+	if got := cons.wakeSeq.Load(); got != seq+1 {
+		t.Fatalf("a Publish with nothing new moved the wake word by %d in all, want 1", got-seq)
+	}
+}
+
+// TestExposeStress: a producer exposes each burst of a call and
+// publishes at the call's end; a consumer that spins a microsecond and
+// then sleeps takes every descriptor in order, and is never left asleep
+// with descriptors it was not woken for.
+func TestExposeStress(t *testing.T) {
+	n := uint64(2 << 20)
+	if testing.Short() {
+		n = 1 << 18
+	}
+	prod, cons, _ := newPair(t, 256)
+	errc := make(chan error, 1)
+	go func() {
+		deadline := time.Now().Add(testDeadline)
+		for seq := uint64(0); seq < n; {
+			call := 1 + seq*2654435761%97
+			for i := uint64(0); i < call && seq < n; i++ {
+				d := request(seq)
+				if !prod.Enqueue(&d) {
+					if !prod.WaitSpace(time.Microsecond, testSleep) && time.Now().After(deadline) {
+						errc <- errors.New("producer timed out")
+						return
+					}
+					continue
+				}
+				if seq++; seq%8 == 0 {
+					prod.Expose()
+				}
+			}
+			prod.Publish()
+		}
+		errc <- nil
+	}()
+	var out [48]Descriptor
+	for seq := uint64(0); seq < n; {
+		k := cons.Dequeue(out[:1+seq%48])
+		if k == 0 {
+			// A sleep bounded by far more than a call takes: a
+			// wakeup lost to an Expose shows as a timeout.
+			if !cons.Wait(time.Microsecond, testDeadline) {
+				t.Fatalf("consumer was not woken at %d", seq)
+			}
+			continue
+		}
+		for i := range k {
+			if err := checkRequest(&out[i], seq); err != nil {
+				t.Fatal(err)
+			}
+			seq++
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
