@@ -24,9 +24,10 @@
 //     reaped; then it sleeps on the batch's wake until its next deadline
 //     (the batch's earliest; once that has passed, every HeldPoll, so
 //     that tasks with later deadlines still expire in time; none: no
-//     timer). A small batch, or a dense one (many small tasks: IsDense),
-//     enters its lanes while it spins (Mark Enter): their reapers stand
-//     by rather than poll the same rings beside it. Other batches only
+//     timer). A small batch, a dense one (many small tasks: IsDense),
+//     or a larger one on one lane whose larger waits take at most
+//     BulkSpinMax, enters its lanes while it spins (Mark Enter): their
+//     reapers stand by rather than poll the same rings beside it. Other batches only
 //     tell the plugins that a caller waits (Mark Begin) throughout; a
 //     small batch asleep leaves its lanes to their reapers without
 //     telling (None).

@@ -304,12 +304,20 @@ func batch(in Input) Decision {
 	// a few large tasks the hand-over costs more than it saves (two
 	// thread wakeups a wait: 64 MiB bulk writes beside 4 KiB reads
 	// doubled the reads' p99 on shm), so such a waiter only tells the
-	// plugins that a caller waits (Begin), throughout. Asleep, a small
-	// batch's waiter leaves its lanes to their reapers, not even telling
-	// (None): telling costs the plugin a look at a shared word per run.
+	// plugins that a caller waits (Begin), throughout. A larger batch
+	// on one lane whose spin covers the lane's usual wait (BulkWait
+	// within BulkSpinMax: shm's medium copies) enters too: beside it the
+	// reaper polled the ring and the waiter the batch, two spinning
+	// threads and the plugin's copy on two cores, and the copies slowed.
+	// 1 MiB shm writes one at a time (ferry bench, 4 interleaved runs):
+	// p99 94-121 us to 72-85, 41.5 to 43.3 GB/s at the median; 512 KiB
+	// p99 62-77 to 50-57 us. Asleep, a small batch's waiter leaves its
+	// lanes to their reapers, not even telling (None): telling costs the
+	// plugin a look at a shared word per run.
 	d := Decision{Mark: Begin}
+	medium := in.BulkWait > 0 && in.BulkWait <= int64(BulkSpinMax)
 	switch {
-	case spinning && (in.Small || in.Dense):
+	case spinning && (in.Small || in.Dense || medium):
 		d.Mark = Enter
 	case in.Small:
 		d.Mark = None
