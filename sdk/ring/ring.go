@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/ferrydev/ferry/internal/atomicx"
 	"golang.org/x/sys/unix"
 	"math"
 	"math/bits"
@@ -367,7 +368,7 @@ func (r *Ring) Expose() {
 		return
 	}
 	r.pubTail = r.ptail
-	storeRelease(r.tail, r.ptail)
+	atomicx.StoreRelease64(r.tail, r.ptail)
 }
 
 // wakeOnce wakes the sleepers on word, unless every sleep begun on it
