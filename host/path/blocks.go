@@ -472,10 +472,9 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 				nc++
 			}
 		}
+		c.sc.picked.Count()
 		ln.End()
-		for _, p := range ch.put[:nc] {
-			e.cut(b, ln, ps, p)
-		}
+		e.cutRun(b, ln, ps, ch.put[:nc])
 	}
 }
 

@@ -291,6 +291,7 @@ func (e *Executor) gateStage(t *task, sc *submitCtx) {
 	r := &t.rec.req
 	if r.Op == Write && e.fences.Closed(t.rem.Name) {
 		if t.lane != nil {
+			sc.picked.Count()
 			t.lane.End() // what is enqueued goes now; no lane is held across the wait
 			e.awaitGate(t.b, t.i, r, t.rem)
 			t.lane.Begin()

@@ -84,6 +84,9 @@ type submitCtx struct {
 	// publishes on it.
 	held  *progress.Lane
 	nHeld int
+	// picked: the bytes the call put on single-rail sets, counted there
+	// before each publication (rails.Picked).
+	picked rails.Picked
 }
 
 // publishBurst is how many requests a Submit call puts on a lane before
@@ -125,6 +128,7 @@ func (c *submitCtx) endRun(l *progress.Lane, n int) {
 		c.nHeld += n
 		return
 	}
+	c.picked.Count()
 	if c.more && (c.held == nil || c.held == l) && !l.PluginAsleep() {
 		// A full burst with more to come, to a plugin that polls:
 		// visible now, fenced (and its plugin woken, should it have
@@ -144,6 +148,7 @@ func (c *submitCtx) endRun(l *progress.Lane, n int) {
 // before anything it waits on.
 func (c *submitCtx) publishHeld() {
 	if l := c.held; l != nil {
+		c.picked.Count()
 		l.Begin()
 		c.publish(l)
 		c.held, c.nHeld = nil, 0
@@ -348,8 +353,11 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx, res *putResult)
 			break
 		}
 		d.LocalOffset, d.RemoteOffset, d.Length = rt.loff+off, rt.roff+off, min(plan.Slice, n-off)
-		if hold != nil && !e.credit.keeper.Take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
-			break // it stopped, or the engine closed, while waiting for credit
+		if hold != nil {
+			sc.picked.Count() // Take may publish (Lane.End) while it waits
+			if !e.credit.keeper.Take(hold, pc, d.Length, r.Priority == PriorityHigh, b, i, l) {
+				break // it stopped, or the engine closed, while waiting for credit
+			}
 		}
 		if sent, err := putSlice(d, b, i, token, plan.Rails, l, t.prun.rails, ps, sc); !sent {
 			if hold != nil {
@@ -399,10 +407,10 @@ func describe(d *ring.Descriptor, op Op, prio Priority, peer uint32, deadline in
 // when the task ended meanwhile (canceled, expired) rather than plugin
 // ps failing.
 func putSlice(d *ring.Descriptor, b *progress.Batch, i int, token, allowed uint64, l *progress.Lane, rs *rails.Set, ps *Plugin, sc *submitCtx) (sent bool, err error) {
-	rail := rs.Pick(d.Length, allowed, sc.now)
+	rail := rs.PickFor(&sc.picked, d.Length, allowed, sc.now)
 	d.Token, d.Rail = progress.WithRail(token, rail), uint16(rail)
 	if err := l.Put(d, b, i); err != nil {
-		rs.Unsent(rail, d.Length)
+		rs.UnsentFor(&sc.picked, rail, d.Length)
 		if errors.Is(err, progress.ErrTaskEnded) {
 			return false, nil
 		}
@@ -427,8 +435,31 @@ func (e *Executor) plan(run *pluginRun, policy int, n, avoid uint64) slicer.Plan
 // its unsent slices are given up, which could otherwise settle it
 // COMPLETED.
 func (e *Executor) cut(b *progress.Batch, l *progress.Lane, ps *Plugin, c putResult) {
+	b.Cut(c.i)
+	e.cutDone(b, l, ps, c)
+}
+
+// cutRun is cut for the attempts a run put on l: they are marked cut
+// together, with one barrier (progress.Batch.CutRun), then each goes on
+// as in cut.
+func (e *Executor) cutRun(b *progress.Batch, l *progress.Lane, ps *Plugin, cs []putResult) {
+	var is [publishBurst]int32
+	for len(cs) > 0 {
+		k := min(len(cs), len(is))
+		for j := range k {
+			is[j] = int32(cs[j].i)
+		}
+		b.CutRun(is[:k])
+		for _, c := range cs[:k] {
+			e.cutDone(b, l, ps, c)
+		}
+		cs = cs[k:]
+	}
+}
+
+// cutDone is the rest of cut, once attempt c is marked cut.
+func (e *Executor) cutDone(b *progress.Batch, l *progress.Lane, ps *Plugin, c putResult) {
 	i := c.i
-	b.Cut(i)
 	if c.err == nil && l.Down() {
 		// The plugin died while the slices were being cut: its watcher
 		// may have passed over this task, still being cut.

@@ -96,9 +96,7 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	}
 	sc.more = n < len(reqs)
 	sc.endRun(ln, n)
-	for _, c := range rn.put[:nc] {
-		e.cut(b, ln, ps, c)
-	}
+	e.cutRun(b, ln, ps, rn.put[:nc])
 	return n // those past got: the batch filled meanwhile, as Submit checked
 }
 

@@ -217,6 +217,50 @@ func (s *Set) Pick(bytes uint64, allowed uint64, now func() time.Time) int {
 	return i
 }
 
+// Picked holds the bytes a submitter put on a single-rail set and has not
+// counted there yet (PickFor, Count): one atomic add a publication
+// instead of one a slice. A locked add is a full barrier, which on
+// far-apart cores waits for the ring slot and the records the request
+// had just written (see progress.Batch.CutRun). The zero value holds
+// nothing; one submitter uses it at a time.
+type Picked struct {
+	set   *Set
+	bytes uint64
+}
+
+// PickFor is Pick for a submitter that counts a single-rail set's bytes
+// in p, and Counts them before it publishes the slices.
+func (s *Set) PickFor(p *Picked, bytes uint64, allowed uint64, now func() time.Time) int {
+	if !s.single {
+		return s.Pick(bytes, allowed, now)
+	}
+	if p.set != s {
+		p.Count()
+		p.set = s
+	}
+	p.bytes += bytes
+	return 0
+}
+
+// UnsentFor is Unsent of a slice PickFor picked with p.
+func (s *Set) UnsentFor(p *Picked, rail int, bytes uint64) {
+	if s.single && p.set == s {
+		p.bytes -= bytes
+		return
+	}
+	s.Unsent(rail, bytes)
+}
+
+// Count adds what p holds to its set's bytes in flight. The submitter
+// calls it before it publishes what it picked, so that no completion of
+// those slices is reaped before their bytes were counted sent.
+func (p *Picked) Count() {
+	if p.bytes != 0 {
+		p.set.one.sent(p.bytes)
+		p.bytes = 0
+	}
+}
+
 // leastPaused returns the allowed rail whose pause ends first; s.mu held.
 func (s *Set) leastPaused(allowed uint64) int {
 	best := -1

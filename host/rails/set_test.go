@@ -253,3 +253,48 @@ func BenchmarkSetPickReaped(b *testing.B) {
 		})
 	}
 }
+
+// TestPickedCountsOnceAPublication: a single-rail set's bytes picked
+// with a Picked are in flight once Counted, not before; a slice taken
+// back (UnsentFor) is not counted; a pick on another set counts what
+// was held for the first; a set of several rails counts at Pick, as
+// before.
+func TestPickedCountsOnceAPublication(t *testing.T) {
+	now := time.Now()
+	inFlight := func(s *Set) uint64 { return s.Status(now)[0].InFlight }
+	a, b := NewSet("shm", nil, nil, nil), NewSet("shm", nil, nil, nil)
+	var p Picked
+	for range 3 {
+		if r := a.PickFor(&p, 4096, 0, time.Now); r != 0 {
+			t.Fatalf("a single-rail set picked rail %d", r)
+		}
+	}
+	a.UnsentFor(&p, 0, 4096)
+	if got := inFlight(a); got != 0 {
+		t.Fatalf("in flight before Count: %d bytes, want 0", got)
+	}
+	p.Count()
+	if got := inFlight(a); got != 2*4096 {
+		t.Fatalf("in flight after Count: %d bytes, want %d", got, 2*4096)
+	}
+	p.Count() // nothing held
+	a.PickFor(&p, 100, 0, time.Now)
+	b.PickFor(&p, 7, 0, time.Now) // another set: the first's count goes now
+	if got := inFlight(a); got != 2*4096+100 {
+		t.Fatalf("in flight on the first set after a pick on another: %d bytes, want %d", got, 2*4096+100)
+	}
+	if got := inFlight(b); got != 0 {
+		t.Fatalf("in flight on the second set before Count: %d bytes, want 0", got)
+	}
+	p.Count()
+	if got := inFlight(b); got != 7 {
+		t.Fatalf("in flight on the second set after Count: %d bytes, want 7", got)
+	}
+
+	two := NewSet("tcp", []sdk.Rail{{Name: "r0"}, {Name: "r1"}}, nil, nil)
+	var q Picked
+	r := two.PickFor(&q, 4096, 0, time.Now)
+	if got := two.Status(now)[r].InFlight; got != 4096 {
+		t.Fatalf("a set of two rails: %d bytes in flight on the rail picked, want 4096 at Pick", got)
+	}
+}
