@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/ferrydev/ferry/internal/atomicx"
 	"golang.org/x/sys/unix"
 	"math"
 	"math/bits"
@@ -12,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ferrydev/ferry/internal/atomicx"
 )
 
 // LayoutVersion is the version of the ring memory layout below (header
