@@ -760,9 +760,9 @@ func (b *Batch) Cut(i int) { b.tasks[i].cut.Store(1) }
 // stores and one barrier on this side, a sequentially consistent store
 // on the other. On a 2-vCPU guest with far-apart vCPUs a barrier a task
 // waited for the ring slot the task had just written: 4 KiB shm writes
-// in batches of 128 spent 1.1 us less a batch in Submit with this and
-// the single rail's counting once a burst (rails.Picked), 4-5% more
-// GB/s (ferry bench, 8 interleaved rounds).
+// in batches of 128 spent 1.1-1.6 us less a batch in Submit with this
+// and the single rail's counting once a publication (rails.Picked):
+// 19.4-20.5 to 18.2-18.8 us (ferry bench, 8 interleaved rounds).
 func (b *Batch) CutRun(is []int32) {
 	for _, i := range is {
 		atomicx.StoreRelease32(&b.tasks[i].cut, 1)
