@@ -758,11 +758,13 @@ func (b *Batch) Cut(i int) { b.tasks[i].cut.Store(1) }
 // Either the submitter sees the lane down or the watcher sees the tasks
 // cut, since each side's store is ordered before its load: release
 // stores and one barrier on this side, a sequentially consistent store
-// on the other. On a 2-vCPU guest with far-apart vCPUs a barrier a task
-// waited for the ring slot the task had just written: 4 KiB shm writes
-// in batches of 128 spent 1.1-1.6 us less a batch in Submit with this
-// and the single rail's counting once a publication (rails.Picked):
-// 19.4-20.5 to 18.2-18.8 us (ferry bench, 8 interleaved rounds).
+// on the other. A barrier waits for the stores before it: on far-apart
+// vCPUs most likely the ring slot the task had just written, whose line
+// the plugin read last (this guest has no counters to show it). 4 KiB
+// shm writes in batches of 128 spent 1.1-1.6 us less a batch in Submit
+// with this and the single rail's counting once a publication
+// (rails.Picked): 19.4-20.5 to 18.2-18.8 us (ferry bench, 8 interleaved
+// rounds).
 func (b *Batch) CutRun(is []int32) {
 	for _, i := range is {
 		atomicx.StoreRelease32(&b.tasks[i].cut, 1)
