@@ -26,6 +26,21 @@ func newBurstLane(t *testing.T, id uint32, depth int) (*progress.Lane, *ring.Rin
 	return l, c
 }
 
+// pluginSleeps has the plugin's side c of lane l sleep on its ring
+// (ring.Sleep) and returns once the lane sees it asleep; the channel
+// tells what the sleep reported when it ends.
+func pluginSleeps(t *testing.T, l *progress.Lane, c *ring.Ring) <-chan bool {
+	t.Helper()
+	woke := make(chan bool, 1)
+	go func() { woke <- c.Sleep(time.Minute) }()
+	for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
+		}
+	}
+	return woke
+}
+
 // TestSubmitBurstPublishes pins when a Submit call's descriptors become
 // visible to the plugin (submitCtx.end): a burst at a time while more
 // of the call follow, another lane's held ones with a put on a new lane
@@ -91,15 +106,8 @@ func TestSubmitBurstPublishes(t *testing.T) {
 // consumer asleep on the lane's memfd ring (ring.Sleep).
 func TestSubmitBurstLongerWhilePluginSleeps(t *testing.T) {
 	l, c := newBurstLane(t, 1, 256)
-	woke := make(chan bool, 1)
-	sleep := func() {
-		go func() { woke <- c.Sleep(time.Minute) }()
-		for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
-			if time.Now().After(deadline) {
-				t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
-			}
-		}
-	}
+	var woke <-chan bool
+	sleep := func() { woke = pluginSleeps(t, l, c) }
 	var sc submitCtx
 	put := func(more bool) {
 		t.Helper()
@@ -249,13 +257,7 @@ func TestSubmitRunBurstPublishes(t *testing.T) {
 	putRun(2, false)
 	seen(2, "the call's last run")
 
-	woke := make(chan bool, 1)
-	go func() { woke <- c.Sleep(time.Minute) }()
-	for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
-		}
-	}
+	woke := pluginSleeps(t, l, c)
 	for range asleepBurst/publishBurst - 1 {
 		putRun(publishBurst, true)
 	}
@@ -293,13 +295,7 @@ func TestSubmitExposedBurstIsFencedAtTheEnd(t *testing.T) {
 	if sc.held != l {
 		t.Fatal("after an exposed burst the call holds no lane: its end would not fence it")
 	}
-	woke := make(chan bool, 1)
-	go func() { woke <- c.Sleep(time.Minute) }()
-	for deadline := time.Now().Add(10 * time.Second); !l.PluginAsleep(); runtime.Gosched() {
-		if time.Now().After(deadline) {
-			t.Fatal("the plugin's side did not fall asleep on the ring within 10s")
-		}
-	}
+	woke := pluginSleeps(t, l, c)
 	sc.publishHeld()
 	select {
 	case <-woke:

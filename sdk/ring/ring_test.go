@@ -479,13 +479,25 @@ func TestStress(t *testing.T) {
 	if testing.Short() {
 		n = 1 << 18
 	}
+	stress(t, n, 61, 0, testSleep)
+}
+
+// stress moves n descriptors from a producer goroutine to the test's,
+// the consumer, through a ring of 256, and checks their order. The
+// producer publishes calls of 1 to callMax descriptors (random-ish),
+// exposing every exposeEvery-th descriptor's burst (Expose) when that is
+// not 0; the consumer spins a microsecond, then sleeps for up to sleep
+// (Wait). Either side that makes no progress for testDeadline fails the
+// test: with a sleep that long, a consumer left asleep by a lost wakeup.
+func stress(t *testing.T, n, callMax, exposeEvery uint64, sleep time.Duration) {
+	t.Helper()
 	prod, cons, _ := newPair(t, 256)
 	errc := make(chan error, 1)
 	go func() {
 		deadline := time.Now().Add(testDeadline)
 		for seq := uint64(0); seq < n; {
-			batch := 1 + seq*2654435761%61
-			for i := uint64(0); i < batch && seq < n; i++ {
+			call := 1 + seq*2654435761%callMax
+			for i := uint64(0); i < call && seq < n; i++ {
 				d := request(seq)
 				if !prod.Enqueue(&d) {
 					if !prod.WaitSpace(time.Microsecond, testSleep) && time.Now().After(deadline) {
@@ -494,22 +506,27 @@ func TestStress(t *testing.T) {
 					}
 					continue
 				}
-				seq++
+				if seq++; exposeEvery != 0 && seq%exposeEvery == 0 {
+					prod.Expose()
+				}
 			}
 			prod.Publish()
 		}
 		errc <- nil
 	}()
 	var out [48]Descriptor
-	deadline := time.Now().Add(testDeadline)
+	progress := time.Now()
 	for seq := uint64(0); seq < n; {
 		k := cons.Dequeue(out[:1+seq%48])
 		if k == 0 {
-			if !cons.Wait(time.Microsecond, testSleep) && time.Now().After(deadline) {
-				t.Fatalf("consumer timed out at %d", seq)
+			// Wait may return early (to a wake aimed at an earlier
+			// sleep); only a wait with no progress for testDeadline fails.
+			if !cons.Wait(time.Microsecond, sleep) && time.Since(progress) >= testDeadline {
+				t.Fatalf("consumer made no progress for %v at %d", testDeadline, seq)
 			}
 			continue
 		}
+		progress = time.Now()
 		for i := range k {
 			if err := checkRequest(&out[i], seq); err != nil {
 				t.Fatal(err)
@@ -942,59 +959,14 @@ func TestExposeIsSeenAndPublishFencesIt(t *testing.T) {
 	}
 }
 
-// TestExposeStress: a producer exposes each burst of a call and
+// TestExposeStress: a producer exposes each burst of 8 of a call and
 // publishes at the call's end; a consumer that spins a microsecond and
-// then sleeps takes every descriptor in order, and is never left asleep
-// with descriptors it was not woken for.
+// then sleeps for as long as the test may take (a lost wakeup fails it)
+// takes every descriptor in order.
 func TestExposeStress(t *testing.T) {
 	n := uint64(2 << 20)
 	if testing.Short() {
 		n = 1 << 18
 	}
-	prod, cons, _ := newPair(t, 256)
-	errc := make(chan error, 1)
-	go func() {
-		deadline := time.Now().Add(testDeadline)
-		for seq := uint64(0); seq < n; {
-			call := 1 + seq*2654435761%97
-			for i := uint64(0); i < call && seq < n; i++ {
-				d := request(seq)
-				if !prod.Enqueue(&d) {
-					if !prod.WaitSpace(time.Microsecond, testSleep) && time.Now().After(deadline) {
-						errc <- errors.New("producer timed out")
-						return
-					}
-					continue
-				}
-				if seq++; seq%8 == 0 {
-					prod.Expose()
-				}
-			}
-			prod.Publish()
-		}
-		errc <- nil
-	}()
-	var out [48]Descriptor
-	for seq := uint64(0); seq < n; {
-		k := cons.Dequeue(out[:1+seq%48])
-		if k == 0 {
-			// A sleep bounded by far more than a call takes: a
-			// wakeup lost to an Expose shows as a timeout. (Wait may
-			// also return early, to a wake aimed at an earlier sleep.)
-			start := time.Now()
-			if !cons.Wait(time.Microsecond, testDeadline) && time.Since(start) >= testDeadline {
-				t.Fatalf("consumer was not woken at %d", seq)
-			}
-			continue
-		}
-		for i := range k {
-			if err := checkRequest(&out[i], seq); err != nil {
-				t.Fatal(err)
-			}
-			seq++
-		}
-	}
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
+	stress(t, n, 97, 8, testDeadline)
 }
