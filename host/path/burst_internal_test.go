@@ -41,6 +41,20 @@ func pluginSleeps(t *testing.T, l *progress.Lane, c *ring.Ring) <-chan bool {
 	return woke
 }
 
+// putRunOn puts a run of n writes on l for the call sc (more: requests
+// of the call follow) and ends it as submitRun does (endRun).
+func putRunOn(t *testing.T, l *progress.Lane, sc *submitCtx, n int, more bool) {
+	t.Helper()
+	sc.more = more
+	l.Begin()
+	for range n {
+		if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc.endRun(l, n)
+}
+
 // TestSubmitBurstPublishes pins when a Submit call's descriptors become
 // visible to the plugin (submitCtx.end): a burst at a time while more
 // of the call follow, another lane's held ones with a put on a new lane
@@ -232,14 +246,7 @@ func TestSubmitRunBurstPublishes(t *testing.T) {
 	var sc submitCtx
 	putRun := func(n int, more bool) {
 		t.Helper()
-		sc.more = more
-		l.Begin()
-		for range n {
-			if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
-				t.Fatal(err)
-			}
-		}
-		sc.endRun(l, n)
+		putRunOn(t, l, &sc, n, more)
 	}
 	out := make([]ring.Descriptor, 256)
 	seen := func(want int, when string) {
@@ -280,14 +287,7 @@ func TestSubmitRunBurstPublishes(t *testing.T) {
 func TestSubmitExposedBurstIsFencedAtTheEnd(t *testing.T) {
 	l, c := newBurstLane(t, 1, 64)
 	var sc submitCtx
-	sc.more = true
-	l.Begin()
-	for range publishBurst {
-		if err := l.Put(&ring.Descriptor{Op: ring.OpWrite, Length: 4096}, nil, 0); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sc.endRun(l, publishBurst)
+	putRunOn(t, l, &sc, publishBurst, true)
 	out := make([]ring.Descriptor, 64)
 	if n := c.Dequeue(out); n != publishBurst {
 		t.Fatalf("a polling plugin sees %d descriptors of a full burst; want %d", n, publishBurst)
