@@ -27,10 +27,10 @@
 //     timer). A small batch, a dense one (many small tasks: IsDense),
 //     or a larger one on one lane whose larger waits take at most
 //     BulkSpinMax, enters its lanes while it spins (Mark Enter): their
-//     reapers stand by rather than poll the same rings beside it. Other batches only
-//     tell the plugins that a caller waits (Mark Begin) throughout; a
-//     small batch asleep leaves its lanes to their reapers without
-//     telling (None).
+//     reapers stand by rather than poll the same rings beside it. Other
+//     batches only tell the plugins that a caller waits (Mark Begin)
+//     throughout; a small batch asleep leaves its lanes to their reapers
+//     without telling (None).
 //   - Reaper: a lane's reaper goroutine (progress.Lane.Reap). It stands by
 //     while a waiter is in (Enter), and after the last one left with
 //     nothing in flight, until a publication with no waiter wakes it: at

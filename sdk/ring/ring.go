@@ -361,9 +361,10 @@ func (r *Ring) Publish() {
 // sits in the cache of the consumer that polls it: on a 2-vCPU guest
 // whose vCPUs were far apart (a line's round trip about 950 ns), the
 // engine exposing all but the last of a Submit's bursts of 8 took 4 KiB
-// shm writes in batches of 128 from 14.5 to 16.3 GB/s (its Submit from
-// 23.4 to 20.0 us a batch; ferry bench, 7 interleaved rounds). With the
-// vCPUs close it made no difference.
+// shm writes in batches of 128 from 14.6 to 16.4 GB/s at the median (its
+// Submit from 23.4 to 19.9 us a batch; ferry bench, 8 far rounds of 10
+// interleaved). With the vCPUs close it did not help: 20.9 against
+// 21.8-22.4 GB/s in the other 2 rounds (docs/performance.md).
 func (r *Ring) Expose() {
 	if r.ptail == r.pubTail {
 		return
