@@ -261,3 +261,55 @@ func TestCreditBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestCreditSmallRuns: a batch of small tcp writes takes its receiver
+// credit a run at a time where the window holds the run (the defaults:
+// nobody waits), and a request at a time where it does not (a window of
+// one bulk request: they wait); either way every byte lands and no
+// credit is left in use once the tasks completed.
+func TestCreditSmallRuns(t *testing.T) {
+	const size, reqs = 4 << 10, 48 // within the default window's bulk share: 56 requests
+	for _, c := range []struct {
+		name string
+		cr   config.Credit
+		wait bool
+	}{{"defaults", config.Credit{}, false}, {"small", smallCredit, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			a, b := creditEngine(t, "crs-a", c.cr), creditEngine(t, "crs-b", config.Credit{})
+			la := localBuffer(t, ctx, a, size*reqs)
+			copy(la, pattern(size*reqs, 0, 11))
+			lb, rb := remoteBuffer(t, ctx, b, size*reqs)
+			seg := openByControl(t, a, b)
+			id, err := a.AllocateBatch(reqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.FreeBatch(id)
+			rs := make([]host.Request, reqs)
+			for i := range rs {
+				rs[i] = host.Request{Op: host.Write, Transport: "tcp", Local: la[i*size : (i+1)*size], Segment: seg.ID, Remote: rb + uint64(i*size)}
+			}
+			if err := a.Submit(id, rs...); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Wait(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(lb, la) {
+				t.Fatal("the receiver's bytes differ")
+			}
+			st, ok := creditAt(a, "crs-b")
+			if !ok {
+				t.Fatalf("no credit at crs-b: %+v", quick(a).Credit)
+			}
+			if st.InUse != 0 || st.InFlight != 0 {
+				t.Errorf("credit still in use after every task completed: %+v", st)
+			}
+			if waited := st.Waits > 0; waited != c.wait {
+				t.Errorf("waits %d with window %d bytes, %d requests: want waits %v", st.Waits, st.Window, st.Requests, c.wait)
+			}
+		})
+	}
+}

@@ -195,6 +195,48 @@ func (a *Account) TakeBulk(n uint64) (ticket uint64, ok bool) {
 	return a.gen << 1, true
 }
 
+// TakeRun takes credit for slices slices of n bytes in all, at once: all
+// of them or none, under the rules of Take (high) or TakeBulk (else),
+// and reports whether there was enough, with the ticket to give it back
+// under. It is for a run of small requests that a submitter puts on a
+// lane together; where it finds too little, its caller takes credit a
+// slice at a time (and waits for it), so a run that does not fit is not
+// a wait and counts as none. A run is never one oversized slice: that
+// goes alone (Take, TakeBulk).
+func (a *Account) TakeRun(n uint64, slices uint32, high bool) (ticket uint64, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rb, rr := reserve(a.window, a.wreq)
+	ticket = a.gen << 1
+	if high {
+		ticket |= ticketHigh
+		ok = a.used+n <= a.window && a.ureq+slices <= a.wreq ||
+			a.usedHigh+n <= rb && a.ureqHigh+slices <= rr
+	} else {
+		ok = a.used+n <= a.window && a.ureq+slices <= a.wreq &&
+			a.used-a.usedHigh+n <= a.window-rb && a.ureq-a.ureqHigh+slices <= a.wreq-rr
+	}
+	if !ok {
+		return ticket, false
+	}
+	a.used += n
+	a.ureq += slices
+	if high {
+		a.usedHigh += n
+		a.ureqHigh += slices
+	}
+	return ticket, true
+}
+
+// Untake gives back credit for slices slices of n bytes in all that were
+// taken under ticket (TakeRun) and never used: unlike GiveBack it counts
+// nothing as drained, since nothing reached the receiver.
+func (a *Account) Untake(ticket, n uint64, slices uint32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.giveBack(ticket, n, slices)
+}
+
 // Give gives back credit for one slice of n bytes taken under ticket;
 // what was taken before a Reset was returned by it already.
 func (a *Account) Give(ticket, n uint64) { a.GiveBack(ticket, n, 1) }
@@ -205,8 +247,14 @@ func (a *Account) Give(ticket, n uint64) { a.GiveBack(ticket, n, 1) }
 func (a *Account) GiveBack(ticket, n uint64, slices uint32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.drained += a.giveBack(ticket, n, slices)
+}
+
+// giveBack returns credit taken under ticket, and what it returned; a.mu
+// is held.
+func (a *Account) giveBack(ticket, n uint64, slices uint32) uint64 {
 	if ticket>>1 != a.gen || slices == 0 {
-		return
+		return 0
 	}
 	n = min(n, a.used)
 	a.used -= n
@@ -215,8 +263,8 @@ func (a *Account) GiveBack(ticket, n uint64, slices uint32) {
 		a.usedHigh -= min(n, a.usedHigh)
 		a.ureqHigh -= min(slices, a.ureqHigh)
 	}
-	a.drained += n
 	a.signal()
+	return n
 }
 
 // Wait returns a channel closed when credit comes back (a Give, a

@@ -394,3 +394,42 @@ func TestAccountReserveOneRequest(t *testing.T) {
 		t.Fatal("a high slice waited for a window of one request that bulk holds")
 	}
 }
+
+// TakeRun takes a run's credit all at once or not at all, under the
+// class rules of Take and TakeBulk; a run that does not fit is no wait;
+// Untake returns credit without counting it drained.
+func TestAccountTakeRun(t *testing.T) {
+	a := credit.NewAccount(lim, 1) // 1 MiB, 4 requests; bulk leaves 128 KiB and 1 request
+	if _, ok := a.TakeRun(4<<10, 4, false); ok {
+		t.Fatal("a bulk run of 4 took the high class's reserved request")
+	}
+	if _, ok := a.TakeRun(1<<20, 2, false); ok {
+		t.Fatal("a bulk run took the high class's reserved bytes")
+	}
+	if s := a.Stats(); s.InUse != 0 || s.InFlight != 0 || s.Waits != 0 {
+		t.Fatalf("after runs that did not fit: %+v, want nothing taken and no wait", s)
+	}
+	tk, ok := a.TakeRun(12<<10, 3, false)
+	if !ok {
+		t.Fatal("a bulk run of 3 small slices found no credit in an empty window")
+	}
+	if s := a.Stats(); s.InUse != 12<<10 || s.InFlight != 3 {
+		t.Fatalf("after a run of 3: %+v, want 12 KiB and 3 requests in use", s)
+	}
+	if _, ok := a.TakeBulk(1); ok {
+		t.Fatal("a bulk slice passed beside a bulk run that holds the bulk class's requests")
+	}
+	high, ok := a.TakeRun(4<<10, 1, true)
+	if !ok {
+		t.Fatal("a high run of one found no credit in the reserve")
+	}
+	a.Untake(tk, 8<<10, 2) // two of the run's tasks never went
+	a.GiveBack(tk, 4<<10, 1)
+	a.Give(high, 4<<10)
+	if s := a.Stats(); s.InUse != 0 || s.InFlight != 0 {
+		t.Fatalf("after Untake and GiveBack: %+v, want nothing in use", s)
+	}
+	if r := a.Request(); r.Drained != 8<<10 {
+		t.Errorf("report %+v: want 8 KiB drained (what was given back, not what was untaken)", r)
+	}
+}

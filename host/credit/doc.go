@@ -5,10 +5,11 @@
 //
 // An Account is a sender's credit at one receiver: slices take credit
 // (bytes and one request each) before they reach a plugin's lane and give
-// it back as they complete; a sender that finds none waits on Wait. High
-// priority slices (Take) keep a reserve of the window that the others
-// (TakeBulk) cannot use, so that they never wait for credit bulk holds. A
-// grant replaces the account's window; Accept refuses one of another
+// it back as they complete; a sender that finds none waits on Wait. A
+// run of small slices takes its credit at once (TakeRun) or not at all.
+// High priority slices (Take) keep a reserve of the window that the
+// others (TakeBulk) cannot use, so that they never wait for credit bulk
+// holds. A grant replaces the account's window; Accept refuses one of another
 // epoch (the receiver's incarnation), one that answers no request of this
 // account or an old one (a replay), and one above the configured
 // maximum. Reset returns every credit: the receiver restarted or went

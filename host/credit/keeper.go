@@ -146,6 +146,15 @@ func (k *Keeper) Peer(name string, inc uint64, addr string) *Peer {
 // Begin readies task i's hold for an attempt whose slices take credit
 // at pc, giving back what an earlier attempt still held.
 func (k *Keeper) Begin(b *progress.Batch, i int, pc *Peer, slice uint64) *Hold {
+	h := k.hold(b, i)
+	h.peer.Store(pc)
+	h.slice.Store(slice)
+	h.token.Store(progress.WithRail(b.Token(i), 0))
+	return h
+}
+
+// hold returns task i's hold, what an earlier attempt held given back.
+func (k *Keeper) hold(b *progress.Batch, i int) *Hold {
 	slot := b.Slot()
 	hs := k.holds[slot].Load()
 	if hs == nil || len(hs.tasks) < b.Cap() {
@@ -157,10 +166,9 @@ func (k *Keeper) Begin(b *progress.Batch, i int, pc *Peer, slice uint64) *Hold {
 		}
 	}
 	h := &hs.tasks[i]
-	k.release(h)
-	h.peer.Store(pc)
-	h.slice.Store(slice)
-	h.token.Store(progress.WithRail(b.Token(i), 0))
+	if h.token.Load() != 0 || h.n.Load() != 0 || h.held.Load() != 0 {
+		k.release(h)
+	}
 	return h
 }
 
@@ -185,6 +193,61 @@ func (k *Keeper) Take(h *Hold, pc *Peer, n uint64, high bool, b *progress.Batch,
 	h.n.Add(1)
 	k.active.Add(1)
 	return true
+}
+
+// Run is credit taken at once for a run of single-slice tasks to one
+// receiver (TakeRun): a Submit call's run of small requests draws on it
+// a task at a time (BeginTaken), one lock of the account for the run
+// rather than one a request, and gives back what it did not draw
+// (EndRun).
+type Run struct {
+	pc     *Peer
+	ticket uint64
+	bytes  uint64 // not drawn yet
+	slices uint32 // not drawn yet
+}
+
+// TakeRun takes credit at pc for slices single-slice tasks of n bytes
+// in all, high or not, without waiting: false when the account has too
+// little now, and the run's tasks then take theirs a slice at a time
+// (Begin, Take), waiting as they must.
+func (k *Keeper) TakeRun(r *Run, pc *Peer, n uint64, slices int, high bool) bool {
+	tk, ok := pc.acct.TakeRun(n, uint32(slices), high)
+	if !ok {
+		return false
+	}
+	*r = Run{pc: pc, ticket: tk, bytes: n, slices: uint32(slices)}
+	k.active.Add(int64(slices))
+	k.busy()
+	return true
+}
+
+// BeginTaken is Begin and Take for task i of b, of one slice of n bytes
+// at r's receiver, drawing on r: nil when r has too little left (the
+// task then takes its own: Begin, Take).
+func (k *Keeper) BeginTaken(r *Run, b *progress.Batch, i int, n uint64) *Hold {
+	if r.slices == 0 || r.bytes < n {
+		return nil
+	}
+	r.slices--
+	r.bytes -= n
+	h := k.hold(b, i)
+	h.peer.Store(r.pc)
+	h.slice.Store(n)
+	h.ticket.Store(r.ticket)
+	h.held.Store(n)
+	h.n.Store(1)
+	h.token.Store(progress.WithRail(b.Token(i), 0)) // last: Reaped matches it first
+	return h
+}
+
+// EndRun gives back what r's tasks did not draw.
+func (k *Keeper) EndRun(r *Run) {
+	if r.slices > 0 {
+		k.active.Add(-int64(r.slices))
+		r.pc.acct.Untake(r.ticket, r.bytes, r.slices)
+	}
+	*r = Run{}
 }
 
 // takeClass takes credit for a slice of n bytes at a: a high-priority
@@ -269,10 +332,15 @@ func (k *Keeper) release(h *Hold) {
 // Reaped gives back the credit of each completed slice that holds some:
 // one slice's worth (the plan's slice, or what is left) per completion.
 // It costs an atomic load while no slice holds credit.
+//
+// What completions of one attempt's run give back goes back to its
+// account together, one lock of it for the run.
 func (k *Keeper) Reaped(ds []ring.Descriptor) {
 	if k.active.Load() <= 0 {
 		return
 	}
+	var g give
+	var freed int64
 	for j := range ds {
 		tok := ds[j].Token
 		slot, i := progress.TokenTask(tok)
@@ -300,11 +368,38 @@ func (k *Keeper) Reaped(ds []ring.Descriptor) {
 			held = h.held.Load()
 			bytes = min(h.slice.Load(), held)
 		}
-		k.active.Add(-1)
+		freed++
 		if pc := h.peer.Load(); pc != nil {
-			pc.acct.Give(h.ticket.Load(), bytes)
+			g.add(pc, h.ticket.Load(), bytes)
 		}
 	}
+	g.flush()
+	k.active.Add(-freed)
+}
+
+// give is what consecutive completions give back to one account under
+// one ticket (Reaped).
+type give struct {
+	pc     *Peer
+	ticket uint64
+	bytes  uint64
+	slices uint32
+}
+
+func (g *give) add(pc *Peer, ticket, bytes uint64) {
+	if pc != g.pc || ticket != g.ticket {
+		g.flush()
+		g.pc, g.ticket = pc, ticket
+	}
+	g.bytes += bytes
+	g.slices++
+}
+
+func (g *give) flush() {
+	if g.slices > 0 {
+		g.pc.acct.GiveBack(g.ticket, g.bytes, g.slices)
+	}
+	g.bytes, g.slices = 0, 0
 }
 
 // Free gives back what the tasks of the batch of n tasks freed from

@@ -162,3 +162,45 @@ func TestKeeperAsks(t *testing.T) {
 		})
 	}
 }
+
+// TestKeeperRunCredit: a run's credit is taken at once; its tasks draw
+// on it until it is spent; completions reaped together give it back;
+// what the run did not draw goes back at its end.
+func TestKeeperRunCredit(t *testing.T) {
+	k, tr := newKeeper(t, &fakeAsker{}, make(chan struct{}))
+	b, err := tr.Allocate(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := k.Peer("receiver", 7, "127.0.0.1:1")
+	var r credit.Run
+	if !k.TakeRun(&r, pc, 12<<10, 3, true) {
+		t.Fatal("a run of 3 found no credit in the initial window")
+	}
+	if k.TakeRun(new(credit.Run), pc, 8<<10, 2, true) {
+		t.Fatal("a second run passed a window of 4 requests with 3 taken")
+	}
+	var ds []ring.Descriptor
+	for i := range 2 {
+		b.Reserve(4<<10, 0)
+		if k.BeginTaken(&r, b, i, 4<<10) == nil {
+			t.Fatalf("task %d drew nothing from its run's credit", i)
+		}
+		ds = append(ds, ring.Descriptor{Token: progress.WithRail(b.Token(i), 0)})
+	}
+	if k.BeginTaken(&r, b, 2, 8<<10) != nil {
+		t.Fatal("a task drew 8 KiB from a run with 4 KiB left")
+	}
+	if s := k.Stats()[0]; s.InUse != 12<<10 || s.InFlight != 3 {
+		t.Fatalf("during the run: %+v, want 12 KiB and 3 requests in use", s)
+	}
+	k.EndRun(&r)
+	if s := k.Stats()[0]; s.InUse != 8<<10 || s.InFlight != 2 {
+		t.Fatalf("after the run's end: %+v, want the 2 drawn (8 KiB) in use", s)
+	}
+	k.Reaped(ds)
+	k.Reaped(ds) // again: a hold gives back once
+	if s := k.Stats()[0]; s.InUse != 0 || s.InFlight != 0 {
+		t.Fatalf("after the completions: %+v, want nothing in use", s)
+	}
+}

@@ -70,6 +70,9 @@ type task struct {
 	// (ReserveRouted's fill); the stages do not write it again.
 	recorded bool
 	passes   bool // every stage before put passes it (Executor.passes)
+	// credited: its receiver credit is drawn from what its run took at
+	// once (sc.credit, submitRun) while that lasts.
+	credited bool
 
 	// d is the descriptor put fills for each slice; described: what
 	// the tasks of a block chunk share (op, priority, peer, deadline)

@@ -87,6 +87,9 @@ type submitCtx struct {
 	// picked: the bytes the call put on single-rail sets, counted there
 	// before each publication (rails.Picked).
 	picked rails.Picked
+	// credit: the receiver credit a run of the call took at once
+	// (submitRun), which its tasks draw on (put).
+	credit credit.Run
 }
 
 // publishBurst is how many requests a Submit call puts on a lane before
@@ -328,9 +331,20 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx, res *putResult)
 	if !t.described {
 		describe(d, r.Op, r.Priority, rem.ID, b.Task(i).Deadline)
 	}
-	if t.plan.Slices == 1 && !e.path.watched() && (e.credit == nil || !t.prun.p.Info.TwoSided) {
-		putOne(t, l, sc, res)
-		return
+	if t.plan.Slices == 1 && !e.path.watched() {
+		switch {
+		case e.credit == nil || !t.prun.p.Info.TwoSided:
+			putOne(t, l, sc, res)
+			return
+		case t.credited: // its run took its credit (submitRun)
+			n := uint64(len(r.Local))
+			if h := e.credit.keeper.BeginTaken(&sc.credit, b, i, n); h != nil {
+				if putOne(t, l, sc, res); res.sent == 0 {
+					e.credit.keeper.Unsent(h, n)
+				}
+				return
+			}
+		}
 	}
 	n := uint64(len(r.Local))
 	ps := rt.ps

@@ -10,9 +10,10 @@ import (
 
 // A Submit call's requests, taken a run at a time. When nothing can
 // stop a request before its slices are put (no Admitter, no qos queue,
-// no added stage, nobody listening, no fence gate closed, no receiver
-// credit), consecutive requests that share their segment, op, priority,
-// deadline and route are validated, routed and planned first, then
+// no added stage, nobody listening, no fence gate closed, and receiver
+// credit, where the transport takes it, for the whole run at once),
+// consecutive requests that share their segment, op, priority, deadline
+// and route are validated, routed and planned first, then
 // reserved in their batch together, routed and cut (ReserveRouted), and
 // put on one lane held once for the run: one lock and one publication a
 // run for the batch and for the lane, not one a request, as a block
@@ -39,16 +40,14 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	}
 	ps := rt.ps
 	pr := ps.run()
-	if e.creditFor(pr, rem) != nil {
-		return 0
-	}
+	pc := e.creditFor(pr, rem)
 	ln := e.laneOf(pr, ps, first.Priority)
 	limit := min(len(reqs), len(rn.rts))
 	deadline, dflt := first.deadline(), false
 	if deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded {
 		deadline, dflt = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano(), true
 	}
-	n := 0
+	n, bytes := 0, uint64(0)
 	for ; n < limit; n++ {
 		r := &reqs[n]
 		if n > 0 {
@@ -61,7 +60,17 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 		}
 		rn.lengths[n] = uint64(len(r.Local))
 		rn.plans[n] = e.plan(pr, rn.rts[n].policy, rn.lengths[n], 0)
+		if pc != nil && rn.plans[n].Slices != 1 {
+			break // receiver credit is taken for a run of one-slice tasks
+		}
 		rn.slices[n], rn.slice[n] = rn.plans[n].Slices, min(rn.plans[n].Slice, rn.lengths[n])
+		bytes += rn.lengths[n]
+	}
+	// A two-sided transport's run takes its receiver credit at once, or
+	// its requests take theirs one at a time (submitOne), waiting as
+	// they must.
+	if n == 0 || pc != nil && !e.credit.keeper.TakeRun(&sc.credit, pc, bytes, n, first.Priority == PriorityHigh) {
+		return 0
 	}
 	if sc.held != ln {
 		sc.publishHeld() // what the call holds on another lane goes first: one lane held at a time
@@ -84,6 +93,7 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	}
 	var t task
 	t.b, t.rem, t.valid, t.planned, t.recorded, t.prun, t.lane = b, rem, true, true, true, pr, ln
+	t.credited = pc != nil
 	describe(&t.d, first.Op, first.Priority, rem.ID, deadline)
 	t.described = true
 	nc := 0
@@ -93,6 +103,9 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 		if e.run(&t, sc, stageValidate, &rn.put[nc]) {
 			nc++
 		}
+	}
+	if pc != nil {
+		e.credit.keeper.EndRun(&sc.credit) // what the run's tasks did not draw (got < n, a task stopped)
 	}
 	sc.more = n < len(reqs)
 	sc.endRun(ln, n)
