@@ -177,6 +177,28 @@ func TestConcurrentSubmissions(t *testing.T) {
 	}
 }
 
+// TestSmallWritesOneConnection: small writes in flight together, far
+// below spillLoad, keep to one of the peer's two connections: the
+// second is never dialed.
+func TestSmallWritesOneConnection(t *testing.T) {
+	const n, size = 64, 4096
+	w := newWorld(t, n*size, "connections_per_peer = 2")
+	fill(w.src, 3)
+	var tokens []uint64
+	for i := range uint64(n) {
+		tokens = append(tokens, w.submit(write(aSrc, i*size, bRW, i*size, size)))
+	}
+	for _, tok := range tokens {
+		if got := w.col.Wait(tok); got.Status != ring.StatusOK {
+			t.Fatalf("token %d: %v", tok, got.Status)
+		}
+	}
+	plugintest.MustEqual(t, "the writes", w.rw, w.src)
+	if d := w.a.stat(t, "conns_dialed"); d != 1 {
+		t.Errorf("conns_dialed = %d after %d small writes, want 1", d, n)
+	}
+}
+
 func TestRejections(t *testing.T) {
 	w := newWorld(t, 1<<16, "")
 	fill(w.src, 5)
