@@ -262,18 +262,21 @@ func TestCreditBadInput(t *testing.T) {
 	}
 }
 
-// TestCreditSmallRuns: a batch of small tcp writes takes its receiver
-// credit a run at a time where the window holds the run (the defaults:
-// nobody waits), and a request at a time where it does not (a window of
-// one bulk request: they wait); either way every byte lands and no
-// credit is left in use once the tasks completed.
+// TestCreditSmallRuns: a batch of small tcp writes, or a block list's
+// (unmerged), takes its receiver credit a run at a time where the window
+// holds the run (the defaults: nobody waits), and a request at a time
+// where it does not (a window of one bulk request: they wait); either
+// way every byte lands and no credit is left in use once the tasks
+// completed.
 func TestCreditSmallRuns(t *testing.T) {
 	const size, reqs = 4 << 10, 48 // within the default window's bulk share: 56 requests
 	for _, c := range []struct {
-		name string
-		cr   config.Credit
-		wait bool
-	}{{"defaults", config.Credit{}, false}, {"small", smallCredit, true}} {
+		name   string
+		cr     config.Credit
+		wait   bool
+		blocks bool
+	}{{"defaults", config.Credit{}, false, false}, {"small", smallCredit, true, false},
+		{"blocks/defaults", config.Credit{}, false, true}, {"blocks/small", smallCredit, true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -287,12 +290,23 @@ func TestCreditSmallRuns(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer a.FreeBatch(id)
-			rs := make([]host.Request, reqs)
-			for i := range rs {
-				rs[i] = host.Request{Op: host.Write, Transport: "tcp", Local: la[i*size : (i+1)*size], Segment: seg.ID, Remote: rb + uint64(i*size)}
-			}
-			if err := a.Submit(id, rs...); err != nil {
-				t.Fatal(err)
+			if c.blocks {
+				layout := host.BlockLayout{BlockSize: size, Blocks: reqs}
+				list, err := a.PrepareBlocks(seg.ID, la, layout, rb, layout)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.SubmitBlockRange(id, list, host.BlockRequest{Op: host.Write, Transport: "tcp", NoMerge: true}, 0, 0, reqs); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				rs := make([]host.Request, reqs)
+				for i := range rs {
+					rs[i] = host.Request{Op: host.Write, Transport: "tcp", Local: la[i*size : (i+1)*size], Segment: seg.ID, Remote: rb + uint64(i*size)}
+				}
+				if err := a.Submit(id, rs...); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if err := a.Wait(ctx, id); err != nil {
 				t.Fatal(err)

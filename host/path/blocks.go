@@ -454,6 +454,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		}
 		nc := 0
 		t.prun, t.lane, t.planned, t.recorded = pr, ln, preset, preset
+		t.credited = preset && e.takeRunCredit(&c.sc, pr, c.rem, lengths[:got], plans[:got], c.req.Priority)
 		t.passes = e.passes(&t)
 		for j := range todo[:got] {
 			i := at + j
@@ -471,6 +472,9 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			if e.run(&t, &c.sc, stageValidate, &ch.put[nc]) {
 				nc++
 			}
+		}
+		if t.credited {
+			e.credit.keeper.EndRun(&c.sc.credit) // what its tasks did not draw
 		}
 		c.sc.picked.Count()
 		ln.End()

@@ -181,12 +181,13 @@ func (e *Executor) run(t *task, sc *submitCtx, from stage, out *putResult) bool 
 // side is one registered buffer looked up for its call, its route and
 // plan were its call's, no admission or qos queue asks, no stage was
 // added, nothing listens, no gate is closed (run looks again for each
-// task: a gate may close meanwhile), and its plugin takes no
-// receiver credit. A caller of many such tasks (putRuns) asks once and
-// sets task.passes; run then does only what the stages' passes do.
+// task: a gate may close meanwhile), and its plugin takes no receiver
+// credit or its run took it already (credited). A caller of many such
+// tasks (putRuns) asks once and sets task.passes; run then does only
+// what the stages' passes do.
 func (e *Executor) passes(t *task) bool {
 	return t.block && t.blk.whole && t.rt.ps != nil && t.planned && t.lane != nil && t.retry == nil &&
-		e.unhindered() && e.creditFor(t.prun, t.rem) == nil
+		e.unhindered() && (t.credited || e.creditFor(t.prun, t.rem) == nil)
 }
 
 // unhindered reports whether no stage before put can hold or refuse a

@@ -47,7 +47,7 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	if deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded {
 		deadline, dflt = sc.now().Add(e.cfg.Transfer.DefaultDeadline).UnixNano(), true
 	}
-	n, bytes := 0, uint64(0)
+	n := 0
 	for ; n < limit; n++ {
 		r := &reqs[n]
 		if n > 0 {
@@ -64,12 +64,11 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 			break // receiver credit is taken for a run of one-slice tasks
 		}
 		rn.slices[n], rn.slice[n] = rn.plans[n].Slices, min(rn.plans[n].Slice, rn.lengths[n])
-		bytes += rn.lengths[n]
 	}
 	// A two-sided transport's run takes its receiver credit at once, or
 	// its requests take theirs one at a time (submitOne), waiting as
 	// they must.
-	if n == 0 || pc != nil && !e.credit.keeper.TakeRun(&sc.credit, pc, bytes, n, first.Priority == PriorityHigh) {
+	if n == 0 || pc != nil && !e.takeRunCredit(sc, pr, rem, rn.lengths[:n], rn.plans[:n], first.Priority) {
 		return 0
 	}
 	if sc.held != ln {
@@ -111,6 +110,26 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	sc.endRun(ln, n)
 	e.cutRun(b, ln, ps, rn.put[:nc])
 	return n // those past got: the batch filled meanwhile, as Submit checked
+}
+
+// takeRunCredit takes the receiver credit of a run of tasks to rem over
+// plugin run pr at once, their lengths and plans given, into sc.credit,
+// which their puts then draw on (task.credited): false when the plugin
+// takes no credit, a task is of more than one slice, or the window does
+// not hold the run now; its tasks then take their own a slice at a time.
+func (e *Executor) takeRunCredit(sc *submitCtx, pr *pluginRun, rem *remote, lengths []uint64, plans []slicer.Plan, prio Priority) bool {
+	pc := e.creditFor(pr, rem)
+	if pc == nil || len(lengths) == 0 {
+		return false
+	}
+	var bytes uint64
+	for j, p := range plans {
+		if p.Slices != 1 {
+			return false
+		}
+		bytes += lengths[j]
+	}
+	return e.credit.keeper.TakeRun(&sc.credit, pc, bytes, len(lengths), prio == PriorityHigh)
 }
 
 // leanRoute validates request r to rem into rt and routes it, the
