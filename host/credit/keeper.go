@@ -196,10 +196,10 @@ func (k *Keeper) Take(h *Hold, pc *Peer, n uint64, high bool, b *progress.Batch,
 }
 
 // Run is credit taken at once for a run of single-slice tasks to one
-// receiver (TakeRun): a Submit call's run of small requests draws on it
-// a task at a time (BeginTaken), one lock of the account for the run
-// rather than one a request, and gives back what it did not draw
-// (EndRun).
+// receiver (TakeRun): a run of small requests (a Submit call's, a block
+// list's chunk) draws on it a task at a time (BeginTaken), one lock of
+// the account for the run rather than one a request, and gives back
+// what it did not draw (EndRun).
 type Run struct {
 	pc     *Peer
 	ticket uint64

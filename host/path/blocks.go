@@ -454,7 +454,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 		}
 		nc := 0
 		t.prun, t.lane, t.planned, t.recorded = pr, ln, preset, preset
-		t.credited = preset && e.takeRunCredit(&c.sc, pr, c.rem, lengths[:got], plans[:got], c.req.Priority)
+		t.credited = preset && e.takeRunCredit(&c.sc, e.creditFor(pr, c.rem), lengths[:got], plans[:got], c.req.Priority)
 		t.passes = e.passes(&t)
 		for j := range todo[:got] {
 			i := at + j

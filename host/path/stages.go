@@ -71,7 +71,7 @@ type task struct {
 	recorded bool
 	passes   bool // every stage before put passes it (Executor.passes)
 	// credited: its receiver credit is drawn from what its run took at
-	// once (sc.credit, submitRun) while that lasts.
+	// once (sc.credit: submitRun, putRuns) while that lasts.
 	credited bool
 
 	// d is the descriptor put fills for each slice; described: what

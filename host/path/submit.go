@@ -88,7 +88,7 @@ type submitCtx struct {
 	// before each publication (rails.Picked).
 	picked rails.Picked
 	// credit: the receiver credit a run of the call took at once
-	// (submitRun), which its tasks draw on (put).
+	// (takeRunCredit), which its tasks draw on (put).
 	credit credit.Run
 }
 
@@ -336,7 +336,7 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx, res *putResult)
 		case e.credit == nil || !t.prun.p.Info.TwoSided:
 			putOne(t, l, sc, res)
 			return
-		case t.credited: // its run took its credit (submitRun)
+		case t.credited: // its run took its credit (takeRunCredit)
 			n := uint64(len(r.Local))
 			if h := e.credit.keeper.BeginTaken(&sc.credit, b, i, n); h != nil {
 				if putOne(t, l, sc, res); res.sent == 0 {

@@ -3,6 +3,7 @@ package path
 import (
 	"time"
 
+	"github.com/ferrydev/ferry/host/credit"
 	"github.com/ferrydev/ferry/host/failover"
 	"github.com/ferrydev/ferry/host/progress"
 	"github.com/ferrydev/ferry/host/slicer"
@@ -68,7 +69,7 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	// A two-sided transport's run takes its receiver credit at once, or
 	// its requests take theirs one at a time (submitOne), waiting as
 	// they must.
-	if n == 0 || pc != nil && !e.takeRunCredit(sc, pr, rem, rn.lengths[:n], rn.plans[:n], first.Priority) {
+	if n == 0 || pc != nil && !e.takeRunCredit(sc, pc, rn.lengths[:n], rn.plans[:n], first.Priority) {
 		return 0
 	}
 	if sc.held != ln {
@@ -112,13 +113,13 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	return n // those past got: the batch filled meanwhile, as Submit checked
 }
 
-// takeRunCredit takes the receiver credit of a run of tasks to rem over
-// plugin run pr at once, their lengths and plans given, into sc.credit,
-// which their puts then draw on (task.credited): false when the plugin
-// takes no credit, a task is of more than one slice, or the window does
-// not hold the run now; its tasks then take their own a slice at a time.
-func (e *Executor) takeRunCredit(sc *submitCtx, pr *pluginRun, rem *remote, lengths []uint64, plans []slicer.Plan, prio Priority) bool {
-	pc := e.creditFor(pr, rem)
+// takeRunCredit takes the receiver credit of a run of tasks at pc (their
+// receiver's, creditFor) at once, their lengths and plans given, into
+// sc.credit, which their puts then draw on (task.credited): false when
+// pc is nil (the plugin takes no credit), a task is of more than one
+// slice, or the window does not hold the run now; its tasks then take
+// their own a slice at a time.
+func (e *Executor) takeRunCredit(sc *submitCtx, pc *credit.Peer, lengths []uint64, plans []slicer.Plan, prio Priority) bool {
 	if pc == nil || len(lengths) == 0 {
 		return false
 	}
