@@ -134,7 +134,7 @@ var Settings = &conf.Table[settings]{
 			At:    func(s *settings) any { return &s.advertise },
 			Check: func(s *settings) error { return checkAddrs(s.advertise, false) }},
 		{Name: "connections_per_peer", Type: conf.Int, Default: DefaultConns, Min: 1, Max: MaxConns,
-			Doc: "Connections per peer and rail.",
+			Doc: "Connections per peer and rail. The first takes every frame while less than 4 MiB is queued or in flight on it, so small requests share one connection; past that, frames go to the least loaded.",
 			At:  func(s *settings) any { return &s.conns }},
 		{Name: "max_frame", Type: conf.Size, Default: uint64(DefaultMaxFrame), Min: int64(minMaxFrame), Max: int64(maxMaxFrame),
 			Doc: "The largest payload of one frame.",

@@ -48,8 +48,11 @@
 // lazily, when the first descriptor is queued on it, so a rail that is not
 // used opens no connection, and re-dialed when a descriptor arrives after
 // it broke (the reader notices a peer closing an idle connection at once).
-// A descriptor goes to the connection of its rail with the fewest bytes
-// queued or in flight, ties broken round robin. Frames are pipelined:
+// A descriptor goes to its rail's first connection while that has less
+// than spillLoad (4 MiB) queued or in flight, so that small requests
+// share one connection and one reader on each side; past that, to the
+// connection with the fewest bytes queued or in flight, ties broken
+// round robin. Frames are pipelined:
 // the writer sends every queued frame back to back (up to 64 frames per
 // writev) while a reader goroutine matches the in-order responses.
 //
