@@ -158,19 +158,12 @@ const ticketHigh = 1
 func (a *Account) Take(n uint64) (ticket uint64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	rb, rr := reserve(a.window, a.wreq)
-	fits := a.used+n <= a.window && a.ureq < a.wreq ||
-		a.usedHigh+n <= rb && a.ureqHigh < rr
-	if !fits && !(a.ureqHigh == 0 && a.window > 0 && a.wreq > 0) {
+	if !a.fits(n, 1, true) && !(a.ureqHigh == 0 && a.window > 0 && a.wreq > 0) {
 		a.limited = true
 		a.st.Waits++
-		return a.gen<<1 | ticketHigh, false
+		return a.ticket(true), false
 	}
-	a.used += n
-	a.ureq++
-	a.usedHigh += n
-	a.ureqHigh++
-	return a.gen<<1 | ticketHigh, true
+	return a.add(n, 1, true), true
 }
 
 // TakeBulk takes credit for one slice of n bytes of a class other than
@@ -181,18 +174,12 @@ func (a *Account) Take(n uint64) (ticket uint64, ok bool) {
 func (a *Account) TakeBulk(n uint64) (ticket uint64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	rb, rr := reserve(a.window, a.wreq)
-	// Within the window, and the bulk class's own part of it.
-	fits := a.used+n <= a.window && a.ureq < a.wreq &&
-		a.used-a.usedHigh+n <= a.window-rb && a.ureq-a.ureqHigh < a.wreq-rr
-	if !fits && !(a.ureq == 0 && a.window > 0 && a.wreq > 0) {
+	if !a.fits(n, 1, false) && !(a.ureq == 0 && a.window > 0 && a.wreq > 0) {
 		a.limited = true
 		a.st.Waits++
-		return a.gen << 1, false
+		return a.ticket(false), false
 	}
-	a.used += n
-	a.ureq++
-	return a.gen << 1, true
+	return a.add(n, 1, false), true
 }
 
 // TakeRun takes credit for slices slices of n bytes in all, at once: all
@@ -206,26 +193,44 @@ func (a *Account) TakeBulk(n uint64) (ticket uint64, ok bool) {
 func (a *Account) TakeRun(n uint64, slices uint32, high bool) (ticket uint64, ok bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if !a.fits(n, slices, high) {
+		return a.ticket(high), false
+	}
+	return a.add(n, slices, high), true
+}
+
+// fits reports whether slices slices of n bytes in all fit the window
+// now: a high one anywhere in it, or in the reserve bulk slices leave
+// it; any other within the window and within the bulk class's own part
+// of it (the window less the reserve). a.mu is held.
+func (a *Account) fits(n uint64, slices uint32, high bool) bool {
 	rb, rr := reserve(a.window, a.wreq)
-	ticket = a.gen << 1
+	inWindow := a.used+n <= a.window && a.ureq+slices <= a.wreq
 	if high {
-		ticket |= ticketHigh
-		ok = a.used+n <= a.window && a.ureq+slices <= a.wreq ||
-			a.usedHigh+n <= rb && a.ureqHigh+slices <= rr
-	} else {
-		ok = a.used+n <= a.window && a.ureq+slices <= a.wreq &&
-			a.used-a.usedHigh+n <= a.window-rb && a.ureq-a.ureqHigh+slices <= a.wreq-rr
+		return inWindow || a.usedHigh+n <= rb && a.ureqHigh+slices <= rr
 	}
-	if !ok {
-		return ticket, false
-	}
+	return inWindow && a.used-a.usedHigh+n <= a.window-rb && a.ureq-a.ureqHigh+slices <= a.wreq-rr
+}
+
+// add takes slices slices of n bytes in all, of the high class or not,
+// and returns their ticket. a.mu is held.
+func (a *Account) add(n uint64, slices uint32, high bool) uint64 {
 	a.used += n
 	a.ureq += slices
 	if high {
 		a.usedHigh += n
 		a.ureqHigh += slices
 	}
-	return ticket, true
+	return a.ticket(high)
+}
+
+// ticket is the ticket of a slice of the high class or not, taken now.
+// a.mu is held.
+func (a *Account) ticket(high bool) uint64 {
+	if high {
+		return a.gen<<1 | ticketHigh
+	}
+	return a.gen << 1
 }
 
 // Untake gives back credit for slices slices of n bytes in all that were
