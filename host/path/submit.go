@@ -331,13 +331,13 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx, res *putResult)
 	if !t.described {
 		describe(d, r.Op, r.Priority, rem.ID, b.Task(i).Deadline)
 	}
+	n := uint64(len(r.Local))
 	if t.plan.Slices == 1 && !e.path.watched() {
 		switch {
 		case e.credit == nil || !t.prun.p.Info.TwoSided:
 			putOne(t, l, sc, res)
 			return
 		case t.credited: // its run took its credit (takeRunCredit)
-			n := uint64(len(r.Local))
 			if h := e.credit.keeper.BeginTaken(&sc.credit, b, i, n); h != nil {
 				if putOne(t, l, sc, res); res.sent == 0 {
 					e.credit.keeper.Unsent(h, n)
@@ -346,7 +346,6 @@ func (e *Executor) put(t *task, l *progress.Lane, sc *submitCtx, res *putResult)
 			}
 		}
 	}
-	n := uint64(len(r.Local))
 	ps := rt.ps
 	plan := &t.plan
 	d.LocalRegion, d.RemoteRegion = rt.lreg, rt.rreg
