@@ -43,6 +43,11 @@ const (
 	// DefaultSpin is the SDK's: a lane sent no budget spins as long.
 	DefaultSpin      = sdk.DefaultSpin
 	DefaultSpinSmall = time.Millisecond
+	// DefaultCPUSlice is the shortest slice Linux gives (cpuslice.Min):
+	// see Transfer.CPUSlice.
+	DefaultCPUSlice = 100 * time.Microsecond
+	// MaxCPUSlice is the longest it takes.
+	MaxCPUSlice = 100 * time.Millisecond
 	// DefaultStreamPause is the SDK's: the pause after a short run in a
 	// stream; see Transfer.StreamPause.
 	DefaultStreamPause = sdk.DefaultStreamPause
@@ -344,7 +349,13 @@ type Transfer struct {
 	// costs a thread wakeup, which large transfers pay. false: the
 	// runtime takes a sleep's P when it needs it.
 	HandoffSleeps bool
-	Lanes         int // lanes (ring pairs) per plugin
+	// CPUSlice is the time slice the engine asks Linux's scheduler for
+	// on its process's threads (internal/cpuslice): a thread woken by a
+	// completion then runs at once beside busy threads of other
+	// processes rather than after their slice. 0: the process's threads
+	// are left as they are.
+	CPUSlice time.Duration
+	Lanes    int // lanes (ring pairs) per plugin
 	// Attempts is how many times a failed task is tried in all, first
 	// attempt included: on another rail, another transport, or a
 	// restarted plugin. 1 turns failover off.

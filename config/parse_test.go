@@ -58,7 +58,7 @@ func TestParseFull(t *testing.T) {
 		{"PluginDir", c.PluginDir, "/etc/ferry/bin"},
 		{"File", c.File, file},
 		{"Metastore", c.Metastore, config.Metastore{Kind: "http", URL: "http://10.0.0.1:7070/metadata"}},
-		{"Transfer", c.Transfer, config.Transfer{SliceSize: 3 << 19, RingDepth: 1024, Spin: 0, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, Lanes: 2, Attempts: 3,
+		{"Transfer", c.Transfer, config.Transfer{SliceSize: 3 << 19, RingDepth: 1024, Spin: 0, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, CPUSlice: 100 * time.Microsecond, Lanes: 2, Attempts: 3,
 			RetryBackoff: 50 * time.Millisecond, RetryBudget: 5 * time.Second, DefaultDeadline: 30 * time.Second}},
 		{"len(Plugins)", len(c.Plugins), 2},
 		{"tcp.Name", c.Plugins[0].Name, "tcp"},
@@ -108,7 +108,7 @@ func TestParseDefaults(t *testing.T) {
 	if c.Strict == nil || !*c.Strict || !c.IsStrict() {
 		t.Errorf("Strict = %v, want true: the documented default", c.Strict)
 	}
-	want := config.Transfer{SliceSize: 1 << 20, RingDepth: 4096, Spin: 20 * time.Microsecond, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, Lanes: 1, Attempts: 3,
+	want := config.Transfer{SliceSize: 1 << 20, RingDepth: 4096, Spin: 20 * time.Microsecond, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, CPUSlice: 100 * time.Microsecond, Lanes: 1, Attempts: 3,
 		RetryBackoff: 50 * time.Millisecond, RetryBudget: 5 * time.Second, DefaultDeadline: 30 * time.Second}
 	if c.Transfer != want {
 		t.Errorf("Transfer = %+v, want %+v", c.Transfer, want)

@@ -41,7 +41,7 @@ func checkFields[T any](t *testing.T, block string, tb *conf.Table[T], _ *T) {
 // TestDefaultsFromTables checks that the defaults the tables declare are
 // the package's Default* constants that code outside reads.
 func TestDefaultsFromTables(t *testing.T) {
-	want := Transfer{SliceSize: DefaultSliceSize, RingDepth: DefaultRingDepth, Spin: DefaultSpin, SpinSmall: DefaultSpinSmall, StreamPause: DefaultStreamPause, Lanes: DefaultLanes, Attempts: DefaultAttempts,
+	want := Transfer{SliceSize: DefaultSliceSize, RingDepth: DefaultRingDepth, Spin: DefaultSpin, SpinSmall: DefaultSpinSmall, StreamPause: DefaultStreamPause, CPUSlice: DefaultCPUSlice, Lanes: DefaultLanes, Attempts: DefaultAttempts,
 		RetryBackoff: DefaultRetryBackoff, RetryBudget: DefaultRetryBudget, DefaultDeadline: DefaultDeadline}
 	if got := defaultTransfer(); got != want {
 		t.Errorf("defaultTransfer() = %+v, want %+v", got, want)

@@ -24,7 +24,7 @@ func TestDefaultIsValid(t *testing.T) {
 		c.Plugins[1].Name != "shm" || !c.Plugins[1].Enabled {
 		t.Errorf("Plugins = %+v", c.Plugins)
 	}
-	want := config.Transfer{SliceSize: 1 << 20, RingDepth: 4096, Spin: 20 * time.Microsecond, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, Lanes: 1, Attempts: 3,
+	want := config.Transfer{SliceSize: 1 << 20, RingDepth: 4096, Spin: 20 * time.Microsecond, SpinSmall: time.Millisecond, StreamPause: 20 * time.Microsecond, CPUSlice: 100 * time.Microsecond, Lanes: 1, Attempts: 3,
 		RetryBackoff: 50 * time.Millisecond, RetryBudget: 5 * time.Second, DefaultDeadline: 30 * time.Second}
 	if c.Transfer != want {
 		t.Errorf("Transfer = %+v, want %+v", c.Transfer, want)

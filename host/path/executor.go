@@ -49,6 +49,7 @@ import (
 	"github.com/ferrydev/ferry/host/selector"
 	"github.com/ferrydev/ferry/host/supervisor"
 	"github.com/ferrydev/ferry/host/trace"
+	"github.com/ferrydev/ferry/internal/cpuslice"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/ring"
 )
@@ -122,7 +123,10 @@ type Executor struct {
 	segs *remotes.Table
 
 	closed atomic.Bool
-	quit   chan struct{}  // closed by Close: waits give up
+	quit   chan struct{} // closed by Close: waits give up
+	// sliced: Start held transfer.cpu_slice on the process's threads,
+	// which Close releases (internal/cpuslice).
+	sliced atomic.Bool
 	wg     sync.WaitGroup // the goroutines the executor owns
 
 	credit *creditState // receiver credit; nil when off (credit.go)
@@ -176,6 +180,7 @@ func (e *Executor) Start() error {
 		return err
 	}
 	e.sel = sel
+	e.holdCPUSlice()
 	e.wg.Add(1)
 	go e.runAborts()
 	e.startQoS()
@@ -225,6 +230,28 @@ func (e *Executor) Close() {
 	for _, ps := range e.plugins {
 		e.tracker.FailTransport(ps.idx, err)
 	}
+	if e.sliced.Swap(false) {
+		cpuslice.Release()
+	}
+}
+
+// holdCPUSlice asks Linux for transfer.cpu_slice on the process's
+// threads, so that a waiter the plugin wakes runs at once on a core that
+// another process keeps busy (internal/cpuslice). A kernel that cannot is
+// said once, at info: the engine works as before.
+func (e *Executor) holdCPUSlice() {
+	d := e.cfg.Transfer.CPUSlice
+	if d <= 0 {
+		return
+	}
+	r, err := cpuslice.Hold(d)
+	if err != nil {
+		e.log.Info("threads keep the kernel's default time slice: on busy cores a woken waiter may wait out another process's slice",
+			"transfer.cpu_slice", d, "error", err)
+		return
+	}
+	e.sliced.Store(true)
+	e.log.Debug("time slice held", "transfer.cpu_slice", r.String())
 }
 
 // WaitClosed waits for the executor's goroutines, after Close and the
