@@ -244,14 +244,13 @@ func (e *Executor) holdCPUSlice() {
 	if d <= 0 {
 		return
 	}
-	r, err := cpuslice.Hold(d)
-	if err != nil {
+	if err := cpuslice.Hold(d); err != nil {
 		e.log.Info("threads keep the kernel's default time slice: on busy cores a woken waiter may wait out another process's slice",
 			"transfer.cpu_slice", d, "error", err)
 		return
 	}
 	e.sliced.Store(true)
-	e.log.Debug("time slice held", "transfer.cpu_slice", r.String())
+	e.log.Debug("time slice held", "transfer.cpu_slice", cpuslice.Held())
 }
 
 // WaitClosed waits for the executor's goroutines, after Close and the

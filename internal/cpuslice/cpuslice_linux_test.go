@@ -6,8 +6,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // onThreads runs f on n goroutines, each locked to its own OS thread at
@@ -47,16 +45,15 @@ func onThreads(t *testing.T, n int, f func() (time.Duration, error)) []time.Dura
 	return got
 }
 
-func holdOrSkip(t *testing.T, d time.Duration) Result {
+func holdOrSkip(t *testing.T, d time.Duration) {
 	t.Helper()
-	r, err := Hold(d)
+	err := Hold(d)
 	if errors.Is(err, ErrUnsupported) {
 		t.Skipf("not measurable here: %v", err)
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	return r
 }
 
 func TestHoldSetsEveryThreadAndNewOnes(t *testing.T) {
@@ -67,9 +64,9 @@ func TestHoldSetsEveryThreadAndNewOnes(t *testing.T) {
 	if before <= 200*time.Microsecond {
 		t.Fatalf("the default slice reads %v: this test needs it longer than 200µs", before)
 	}
-	r := holdOrSkip(t, 200*time.Microsecond)
-	if r.Set == 0 || r.Slice != 200*time.Microsecond {
-		t.Fatalf("Hold: %v, want 200µs set on the process's threads", r)
+	holdOrSkip(t, 200*time.Microsecond)
+	if h := Held(); h != 200*time.Microsecond {
+		t.Fatalf("Held() = %v after Hold(200µs)", h)
 	}
 	// Threads that exist now, and the ones the runtime starts for the
 	// locked goroutines, all carry it.
@@ -88,9 +85,8 @@ func TestHoldSetsEveryThreadAndNewOnes(t *testing.T) {
 
 func TestHoldsNestAndTheFirstSliceStays(t *testing.T) {
 	holdOrSkip(t, 300*time.Microsecond)
-	r, err := Hold(time.Millisecond)
-	if err != nil || r.Slice != 300*time.Microsecond {
-		t.Fatalf("second Hold: %v, %v; want the first's 300µs", r, err)
+	if err := Hold(time.Millisecond); err != nil || Held() != 300*time.Microsecond {
+		t.Fatalf("second Hold: %v, held %v; want the first's 300µs kept", err, Held())
 	}
 	Release()
 	if d, _ := Current(); d != 300*time.Microsecond {
@@ -103,32 +99,19 @@ func TestHoldsNestAndTheFirstSliceStays(t *testing.T) {
 	Release() // one too many: nothing to do
 }
 
-func TestHoldClampsAndLeavesShorterSlicesAlone(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	a, err := unix.SchedGetAttr(0, 0)
+func TestHoldClamps(t *testing.T) {
+	holdOrSkip(t, time.Hour)
+	defer Release()
+	if h, d := Held(), mustCurrent(t); h != Max || d != Max {
+		t.Fatalf("Hold(1h): held %v, the thread carries %v; want %v", h, d, Max)
+	}
+}
+
+func mustCurrent(t *testing.T) time.Duration {
+	t.Helper()
+	d, err := Current()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// This thread asked for the shortest slice itself.
-	b := *a
-	b.Size, b.Runtime = unix.SizeofSchedAttr, uint64(Min)
-	if err := unix.SchedSetAttr(0, &b, 0); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		b.Runtime = 0
-		unix.SchedSetAttr(0, &b, 0)
-	}()
-	if d, _ := Current(); d != Min {
-		t.Skipf("the kernel keeps no slice of a thread's own (reads %v)", d)
-	}
-	r := holdOrSkip(t, time.Hour)
-	defer Release()
-	if r.Slice != Max || r.Kept == 0 {
-		t.Fatalf("Hold(1h): %v, want %v with this thread left alone", r, Max)
-	}
-	if d, _ := Current(); d != Min {
-		t.Fatalf("a thread that carried %v now carries %v", Min, d)
-	}
+	return d
 }

@@ -16,8 +16,9 @@
 // how soon it runs when it wakes.
 //
 // The slice is a thread's attribute, inherited by the threads it starts,
-// so Hold sets it on every thread the process has and the threads
-// started later inherit it; Release returns the threads that still carry
-// it to the kernel's default. Threads in a real-time or idle class, and
-// threads that already carry a slice at most as long, are left alone.
+// so Hold sets it on every thread the process has (sdk.RequestSlice, the
+// walk a plugin makes for its own threads) and the threads started later
+// inherit it; the last Release returns every fair-class thread to the
+// kernel's default, including any the application had given a slice of
+// its own. Threads in a real-time class are left alone.
 package cpuslice
