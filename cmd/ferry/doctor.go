@@ -24,6 +24,7 @@ import (
 	"github.com/ferrydev/ferry/host/metastore"
 	"github.com/ferrydev/ferry/host/segment"
 	"github.com/ferrydev/ferry/host/topology"
+	"github.com/ferrydev/ferry/internal/cpuslice"
 	"github.com/ferrydev/ferry/sdk/memcpy"
 )
 
@@ -64,7 +65,7 @@ func cmdDoctor(args []string) error {
 	out = append(out, deviceFindings(ctx, cfg)...)
 	out = append(out, metastoreFinding(ctx, cfg))
 	out = append(out, hostFindings(os.ReadFile)...)
-	out = append(out, cpuFinding(), copyFinding(memcpy.Current()))
+	out = append(out, cpuFinding(), copyFinding(memcpy.Current()), sliceFinding(probeSlice()))
 	if *peer != "" {
 		log, err := lf.logger()
 		if err != nil {
@@ -368,6 +369,33 @@ func coreFinding(pairs []cpuprobe.Pair, ncpu int, err error) finding {
 	case hi.RTT >= farLine:
 		f.Detail += ": a small request between the engine and a plugin on far CPUs pays the larger figure (docs/performance.md)"
 		f.Fix = "run the engine on CPUs that share a cache (taskset, a cpuset); its plugins run on the engine's CPUs"
+	}
+	return f
+}
+
+// probeSlice asks for the shortest slice on doctor's own threads and
+// gives it back: cpuslice.Hold's answer, as an engine would get it.
+func probeSlice() error {
+	err := cpuslice.Hold(cpuslice.Min)
+	if err == nil {
+		cpuslice.Release()
+	}
+	return err
+}
+
+// sliceFinding says whether the kernel takes the time slice an engine
+// asks for its threads (transfer.cpu_slice), from probeSlice's answer.
+func sliceFinding(probe error) finding {
+	f := finding{Area: "cpu", Item: "scheduler time slice", Status: statusOK}
+	switch {
+	case probe == nil:
+		f.Detail = "the kernel takes a thread's own slice: an engine asks 100 µs for its threads (transfer.cpu_slice), so a waiter its plugin wakes runs at once beside busy processes"
+	case errors.Is(probe, cpuslice.ErrUnsupported):
+		f.Status = statusInfo
+		f.Detail = "the kernel keeps no thread's own slice (Linux 6.12 and later do): beside busy processes a woken waiter may wait out their slice, up to a scheduler tick (docs/performance.md)"
+		f.Fix = "on hosts shared with CPU-bound work, run Linux 6.12 or later"
+	default:
+		f.Status, f.Detail = statusInfo, "not measured: "+probe.Error()
 	}
 	return f
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/ferrydev/ferry/cmd/ferry/internal/cpuprobe"
 	"github.com/ferrydev/ferry/host"
 	"github.com/ferrydev/ferry/host/segment"
+	"github.com/ferrydev/ferry/internal/cpuslice"
 	"github.com/ferrydev/ferry/sdk/memcpy"
 )
 
@@ -143,5 +145,35 @@ func TestCopyFinding(t *testing.T) {
 	}
 	if got := memcpy.Current(); got.CachedMax > 0 && got.RepFrom == 0 {
 		t.Errorf("memcpy.Current() = %+v: a cached bound with no REP threshold", got)
+	}
+}
+
+// TestSliceFinding: doctor says whether the kernel takes the engine's
+// time slice, and what an older one costs; the probe leaves doctor's
+// threads as they were.
+func TestSliceFinding(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		probe  error
+		status string
+		detail string
+	}{
+		{"taken", nil, statusOK, "an engine asks 100 µs"},
+		{"old kernel", fmt.Errorf("cpuslice: %w", cpuslice.ErrUnsupported), statusInfo, "Linux 6.12 and later do"},
+		{"refused", errors.New("thread 7: sched_setattr: operation not permitted"), statusInfo, "not measured: thread 7"},
+	} {
+		if f := sliceFinding(c.probe); f.Status != c.status || !strings.Contains(f.Detail, c.detail) {
+			t.Errorf("%s: %s %q; want %s containing %q", c.name, f.Status, f.Detail, c.status, c.detail)
+		}
+	}
+	before, err := cpuslice.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := probeSlice(); err != nil && !errors.Is(err, cpuslice.ErrUnsupported) {
+		t.Fatal(err)
+	}
+	if after, _ := cpuslice.Current(); after != before || cpuslice.Held() != 0 {
+		t.Fatalf("after the probe the slice reads %v (held %v), want %v as before", after, cpuslice.Held(), before)
 	}
 }
