@@ -46,6 +46,13 @@ transfer {
   # take the cores the HIGH stream spins on (docs/qos.md, "Isolation:
   # the Go runtime's monitor thread").
   handoff_sleeps = true
+  # The kernel's default slice, not the engine's 100 us one: on the short
+  # slice the engine's woken bulk threads cut into the HIGH waiter's spin
+  # (shm HIGH 4 KiB p99 beside the bulk 3.2-3.5 us -> 8.1-8.4 us, leakage
+  # over 2 in two of six sittings). Over tcp the short slice helped (mixed
+  # p99 498 -> 322 us): an engine whose cores are shared with busy
+  # processes keeps the default (docs/performance.md).
+  cpu_slice = "0s"
 }
 
 qos {
