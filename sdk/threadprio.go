@@ -61,8 +61,10 @@ const BulkSlice = 20 * time.Millisecond
 // thread of this process whose policy is SCHED_NORMAL or SCHED_BATCH;
 // threads the runtime starts later inherit it. ServeTransport asks
 // LatencySlice this way before the plugin starts; a plugin need not call
-// it itself. Kernels before 6.12 ignore it; elsewhere than Linux
-// it does nothing. The error names the first thread that refused.
+// it itself. A d of 0 returns the threads to the kernel's default slice
+// (the engine's internal/cpuslice gives its threads back so). Kernels
+// before 6.12 ignore it; elsewhere than Linux it does nothing. The error
+// names the first thread that refused.
 func RequestSlice(d time.Duration) error { return requestSlice(d) }
 
 // DefaultBulkNice is the niceness of bulk threads unless a plugin's
