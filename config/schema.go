@@ -206,7 +206,7 @@ var transferTable = &conf.Table[Transfer]{
 			Doc:  "The CPU time slice the engine asks Linux (6.12 and later) for on every thread of its process, and the threads they start, from its start to its close: a thread woken by a completion then runs at once on a core where another process is busy, rather than at the end of that process's slice (up to a 4 ms tick). A thread's share of the CPU does not change. Values under 100 µs are taken as 100 µs; real-time threads are left alone; the last engine's close returns the threads to the kernel's default. It also lets woken threads cut into the engine's own spinning waiters: on cores of its own, an engine whose high-priority requests spin on shm beside its bulk traffic may set 0s (docs/performance.md). Older kernels: the engine logs that it could not and goes on.",
 			At:   func(t *Transfer) any { return &t.CPUSlice }},
 		{Name: "lanes", Type: conf.Int, Default: DefaultLanes, Min: 1, Max: MaxLanes, Hint: " (add lanes when one core cannot keep up)",
-			Doc: "Lanes (ring pairs) per plugin.",
+			Doc: "Lanes (ring pairs) per plugin. A call's requests go on the first lane with nothing in flight, a MiB of them at a time; callers that overlap spread over the lanes. On a machine with few cores, each busy lane's plugin goroutine spins on a core of its own.",
 			At:  func(t *Transfer) any { return &t.Lanes }},
 		{Name: "attempts", Type: conf.Int, Default: DefaultAttempts, Min: 1, Max: MaxAttempts, Hint: " (the tries a failed task gets in all, first included; 1: no failover)",
 			Doc: "Tries a failed task gets in all: on another rail, another transport, or the restarted plugin. 1 turns failover off.",

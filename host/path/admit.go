@@ -208,7 +208,7 @@ func (e *Executor) QoS() QoSStatus {
 // goes on: with qos.lanes = "per_class" and several lanes, the high
 // class has the first lane to itself and the others share the rest, so
 // that a HIGH slice never waits in a ring behind LOW ones; otherwise any
-// lane, round robin.
+// lane (pickLane).
 func (e *Executor) laneOf(run *pluginRun, ps *Plugin, p Priority) *progress.Lane {
 	qq := e.path.qos
 	if qq == nil || !qq.perClass || len(run.lanes) < 2 {
@@ -217,7 +217,29 @@ func (e *Executor) laneOf(run *pluginRun, ps *Plugin, p Priority) *progress.Lane
 	if admission.ClassOf(p) == admission.ClassHigh {
 		return run.lanes[0]
 	}
-	return run.lanes[1+int(ps.next.Add(1))%(len(run.lanes)-1)]
+	return pickLane(run.lanes[1:], &ps.next)
+}
+
+// stickBytes is how many bytes of one call's requests keep to the lane
+// the first of them took (laneFor).
+const stickBytes = 1 << 20
+
+// laneFor returns the lane the next n bytes of sc's call go on, of run
+// (of plugin ps) and for priority p: the lane the call's put before took,
+// while it is of the same run and class and the call has put less than
+// stickBytes there; else laneOf's. A batch of small requests stays on
+// one lane, its plugin goroutine and its waiter's ring; a large one
+// spreads over idle lanes a MiB at a time. Picked a burst at a time, a
+// batch of 128 writes of 4 KiB went half on each of two lanes, each
+// with a plugin goroutine and a reaper of its own, and ran at 0.7-1.2
+// GB/s against 9-12 on one lane (transfer.lanes = 2; 2-vCPU guest).
+func (e *Executor) laneFor(sc *submitCtx, run *pluginRun, ps *Plugin, p Priority, n uint64) *progress.Lane {
+	class := admission.ClassOf(p)
+	if l := sc.lane; l == nil || sc.laneRun != run || sc.laneClass != class || sc.laneBytes >= stickBytes {
+		sc.lane, sc.laneRun, sc.laneClass, sc.laneBytes = e.laneOf(run, ps, p), run, class, 0
+	}
+	sc.laneBytes += n
+	return sc.lane
 }
 
 // QoSMetrics is QoS for the metrics exporter.

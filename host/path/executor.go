@@ -351,11 +351,29 @@ func (ps *Plugin) Usable() bool { return ps.usable() }
 
 func (ps *Plugin) usable() bool { return ps.err == nil && ps.cur.Load() != nil && !ps.sv.Down() }
 
-func (r *pluginRun) lane(ps *Plugin) *progress.Lane {
-	if len(r.lanes) == 1 {
-		return r.lanes[0]
+// lane returns the lane of r a request of plugin ps goes on (pickLane).
+func (r *pluginRun) lane(ps *Plugin) *progress.Lane { return pickLane(r.lanes, &ps.next) }
+
+// pickLane returns the first of lanes with nothing in flight, or, when
+// every one has work out, the next in turn (next counts the turns). A
+// caller that waits for each request before it sends the next keeps to
+// one lane, whose plugin goroutine is still spinning from the request
+// before; callers that overlap spread over the lanes. Taken in turn, one
+// caller's requests one at a time went each to a lane whose plugin
+// goroutine had gone to sleep, or that still spun beside the one in use:
+// with transfer.lanes = 2, 64 KiB shm writes one at a time ran at 0.4-0.6
+// GB/s against 14-20 on one lane (p99 1.1 ms against 13-18 us, 3 context
+// switches a request; a 2-vCPU guest).
+func pickLane(lanes []*progress.Lane, next *atomic.Uint32) *progress.Lane {
+	if len(lanes) == 1 {
+		return lanes[0]
 	}
-	return r.lanes[int(ps.next.Add(1))%len(r.lanes)]
+	for _, l := range lanes {
+		if l.InFlight() == 0 {
+			return l
+		}
+	}
+	return lanes[int(next.Add(1))%len(lanes)]
 }
 
 // remote returns the open segment handle id names, nil for none.

@@ -90,6 +90,13 @@ type submitCtx struct {
 	// credit: the receiver credit a run of the call took at once
 	// (takeRunCredit), which its tasks draw on (put).
 	credit credit.Run
+	// lane is the lane the call's last put went on (laneFor), a lane
+	// of run laneRun for class laneClass, and laneBytes what the call
+	// put there since it took it.
+	lane      *progress.Lane
+	laneRun   *pluginRun
+	laneClass admission.Class
+	laneBytes uint64
 }
 
 // publishBurst is how many requests a Submit call puts on a lane before

@@ -42,7 +42,6 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	ps := rt.ps
 	pr := ps.run()
 	pc := e.creditFor(pr, rem)
-	ln := e.laneOf(pr, ps, first.Priority)
 	limit := min(len(reqs), len(rn.rts))
 	deadline, dflt := first.deadline(), false
 	if deadline == 0 && e.cfg.Transfer.DefaultDeadline > 0 && !sc.bounded {
@@ -72,6 +71,11 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	if n == 0 || pc != nil && !e.takeRunCredit(sc, pc, rn.lengths[:n], rn.plans[:n], first.Priority) {
 		return 0
 	}
+	var bytes uint64
+	for _, x := range rn.lengths[:n] {
+		bytes += x
+	}
+	ln := e.laneFor(sc, pr, ps, first.Priority, bytes)
 	if sc.held != ln {
 		sc.publishHeld() // what the call holds on another lane goes first: one lane held at a time
 	}
