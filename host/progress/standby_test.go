@@ -1,8 +1,10 @@
 package progress
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/ferrydev/ferry/host/waiting"
 	"github.com/ferrydev/ferry/sdk/ring"
@@ -168,4 +170,32 @@ func TestStandingReaperReapsAPublication(t *testing.T) {
 	if s := b.State(i, Now()); s != Completed {
 		t.Fatalf("task state %v, want COMPLETED", s)
 	}
+}
+
+// TestEnterWakesTheRingOnlyForASleepingReaper: a waiter's Enter wakes the
+// completion ring to send a reaper asleep there to stand by, and only
+// then: another caller's waiter asleep on the ring is marked as its
+// consumer the same way, and is not woken by each waiter that comes in.
+// The reaper is not running: the sleeping marks are set by hand (Cover
+// marks a consumer asleep, asleep says it is the reaper), and a wakeup
+// is a step of the ring's wake sequence (its header word at 260,
+// sdk/ring's layout).
+func TestEnterWakesTheRingOnlyForASleepingReaper(t *testing.T) {
+	l := newTestLane(t, 0)
+	seq := (*atomic.Uint32)(unsafe.Pointer(&l.CQ.Mem()[260]))
+	l.cq.Cover() // a waiter asleep on the ring
+	before := seq.Load()
+	l.Enter()
+	l.Leave()
+	if seq.Load() != before {
+		t.Fatal("Enter woke the ring with only a waiter asleep on it")
+	}
+	l.asleep.Store(true) // the reaper sleeps there too
+	l.Enter()
+	l.Leave()
+	if seq.Load() == before {
+		t.Fatal("Enter did not wake the ring with the reaper asleep on it")
+	}
+	l.asleep.Store(false)
+	l.cq.Uncover()
 }
