@@ -7,6 +7,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
+	"github.com/ferrydev/ferry/internal/cpuslice"
 	"github.com/ferrydev/ferry/sdk"
 	"github.com/ferrydev/ferry/sdk/conf"
 )
@@ -43,11 +44,11 @@ const (
 	// DefaultSpin is the SDK's: a lane sent no budget spins as long.
 	DefaultSpin      = sdk.DefaultSpin
 	DefaultSpinSmall = time.Millisecond
-	// DefaultCPUSlice is the shortest slice Linux gives (cpuslice.Min):
-	// see Transfer.CPUSlice.
-	DefaultCPUSlice = 100 * time.Microsecond
+	// DefaultCPUSlice is the shortest slice Linux gives: see
+	// Transfer.CPUSlice.
+	DefaultCPUSlice = cpuslice.Min
 	// MaxCPUSlice is the longest it takes.
-	MaxCPUSlice = 100 * time.Millisecond
+	MaxCPUSlice = cpuslice.Max
 	// DefaultStreamPause is the SDK's: the pause after a short run in a
 	// stream; see Transfer.StreamPause.
 	DefaultStreamPause = sdk.DefaultStreamPause

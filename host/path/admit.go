@@ -224,8 +224,8 @@ func (e *Executor) laneOf(run *pluginRun, ps *Plugin, p Priority) *progress.Lane
 // the first of them took (laneFor).
 const stickBytes = 1 << 20
 
-// laneFor returns the lane the next n bytes of sc's call go on, of run
-// (of plugin ps) and for priority p: the lane the call's put before took,
+// laneFor returns the lane the call's next requests, of lengths, go on,
+// of run (of plugin ps) and for priority p: the lane the call's put before took,
 // while it is of the same run and class and the call has put less than
 // stickBytes there; else laneOf's. A batch of small requests stays on
 // one lane, its plugin goroutine and its waiter's ring; a large one
@@ -233,12 +233,14 @@ const stickBytes = 1 << 20
 // batch of 128 writes of 4 KiB went half on each of two lanes, each
 // with a plugin goroutine and a reaper of its own, and ran at 0.7-1.2
 // GB/s against 9-12 on one lane (transfer.lanes = 2; 2-vCPU guest).
-func (e *Executor) laneFor(sc *submitCtx, run *pluginRun, ps *Plugin, p Priority, n uint64) *progress.Lane {
+func (e *Executor) laneFor(sc *submitCtx, run *pluginRun, ps *Plugin, p Priority, lengths ...uint64) *progress.Lane {
 	class := admission.ClassOf(p)
 	if l := sc.lane; l == nil || sc.laneRun != run || sc.laneClass != class || sc.laneBytes >= stickBytes {
 		sc.lane, sc.laneRun, sc.laneClass, sc.laneBytes = e.laneOf(run, ps, p), run, class, 0
 	}
-	sc.laneBytes += n
+	for _, n := range lengths {
+		sc.laneBytes += n
+	}
 	return sc.lane
 }
 

@@ -412,11 +412,7 @@ func (e *Executor) putRuns(c *blockCall, b *progress.Batch, src *blocks.Source, 
 			k += todo[nr].N
 		}
 		pr := ps.run()
-		var n uint64
-		for _, x := range lengths[:nr] {
-			n += x
-		}
-		ln := e.laneFor(&c.sc, pr, ps, c.req.Priority, n)
+		ln := e.laneFor(&c.sc, pr, ps, c.req.Priority, lengths[:nr]...)
 		// Nothing can stop these tasks before their slices are put (no
 		// admission, no qos queue, the local side registered whole):
 		// they are reserved routed and cut (ReserveRouted), their plans

@@ -71,11 +71,7 @@ func (e *Executor) submitRun(b *progress.Batch, reqs []Request, sc *submitCtx) i
 	if n == 0 || pc != nil && !e.takeRunCredit(sc, pc, rn.lengths[:n], rn.plans[:n], first.Priority) {
 		return 0
 	}
-	var bytes uint64
-	for _, x := range rn.lengths[:n] {
-		bytes += x
-	}
-	ln := e.laneFor(sc, pr, ps, first.Priority, bytes)
+	ln := e.laneFor(sc, pr, ps, first.Priority, rn.lengths[:n]...)
 	if sc.held != ln {
 		sc.publishHeld() // what the call holds on another lane goes first: one lane held at a time
 	}
