@@ -327,11 +327,7 @@ func (e *Executor) putStage(t *task, sc *submitCtx) {
 	// the plugin works on one burst while the next is cut (holding the
 	// lane over a whole batch measured slower on two cores: the plugin
 	// idled until the end).
-	n := uint64(len(t.rec.req.Local))
-	if t.block {
-		n = t.blen
-	}
-	l := e.laneFor(sc, t.prun, t.rt.ps, t.rec.req.Priority, n)
+	l := e.laneFor(sc, t.prun, t.rt.ps, t.rec.req.Priority, uint64(len(t.rec.req.Local)))
 	l.Begin()
 	var c putResult
 	e.put(t, l, sc, &c)
