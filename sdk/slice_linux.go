@@ -19,32 +19,57 @@ import (
 // left as they are. Kernels before 6.12 (no EEVDF custom slices) ignore
 // the request. It returns the first error, after trying every thread.
 func requestSlice(d time.Duration) error {
-	ents, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return fmt.Errorf("list threads: %w", err)
-	}
+	attrs.Lock()
+	defer attrs.Unlock()
+	attrs.asked++
+	attrs.slice = uint64(d)
+	// A thread started during the walk by one not yet visited inherits
+	// the old slice: list the threads again until a listing shows none
+	// unvisited (a few rounds at most: the runtime starts threads rarely).
+	seen := make(map[int]bool)
 	var first error
-	for _, e := range ents {
-		tid, err := strconv.Atoi(e.Name())
+	for round := 0; round < 8; round++ {
+		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			continue
+			return fmt.Errorf("list threads: %w", err)
 		}
-		a, err := unix.SchedGetAttr(tid, 0)
-		if err != nil {
-			if !errors.Is(err, unix.ESRCH) && first == nil { // ESRCH: the thread is gone
-				first = fmt.Errorf("thread %d: sched_getattr: %w", tid, err)
+		fresh := false
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || seen[tid] {
+				continue
 			}
-			continue
+			seen[tid], fresh = true, true
+			if _, held := attrs.held[tid]; held {
+				continue // a slice of its own until its hold ends (attrs.own)
+			}
+			if err := askSlice(tid, uint64(d)); err != nil && first == nil {
+				first = err
+			}
 		}
-		if a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH {
-			continue
-		}
-		a.Size = unix.SizeofSchedAttr
-		a.Flags = 0
-		a.Runtime = uint64(d)
-		if err := unix.SchedSetAttr(tid, a, 0); err != nil && !errors.Is(err, unix.ESRCH) && first == nil {
-			first = fmt.Errorf("thread %d: sched_setattr: %w", tid, err)
+		if !fresh {
+			break
 		}
 	}
 	return first
+}
+
+// askSlice sets thread tid's slice to d, if its policy is SCHED_NORMAL or
+// SCHED_BATCH; a thread that is gone is no error. The caller holds attrs.
+func askSlice(tid int, d uint64) error {
+	a, err := unix.SchedGetAttr(tid, 0)
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) { // the thread is gone
+			return nil
+		}
+		return fmt.Errorf("thread %d: sched_getattr: %w", tid, err)
+	}
+	if a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH {
+		return nil
+	}
+	a.Size, a.Flags, a.Runtime = unix.SizeofSchedAttr, 0, d
+	if err := unix.SchedSetAttr(tid, a, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("thread %d: sched_setattr: %w", tid, err)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ package sdk
 import (
 	"fmt"
 	"runtime"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -12,25 +13,18 @@ import (
 func lowerThread(nice int) (func(), error) {
 	runtime.LockOSThread()
 	tid := unix.Gettid()
-	// The system call answers 20 - nice (1 to 40), so that no answer
-	// looks like an error.
-	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
-	if err != nil {
-		return runtime.UnlockOSThread, fmt.Errorf("bulk thread %d: getpriority: %w", tid, err)
+	old, back, err := lowerLocked(tid, nice)
+	if back == nil {
+		return runtime.UnlockOSThread, err
 	}
-	old := 20 - raw
-	if old >= nice {
-		return runtime.UnlockOSThread, nil
-	}
-	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
-		return runtime.UnlockOSThread, fmt.Errorf("bulk thread %d: setpriority to nice %d: %w", tid, nice, err)
-	}
-	restoreSlice := setSlice(tid, uint64(BulkSlice))
 	addProc(1)
 	return func() {
 		addProc(-1)
-		restoreSlice()
-		if unix.Setpriority(unix.PRIO_PROCESS, tid, old) == nil {
+		attrs.Lock()
+		back()
+		ok := unix.Setpriority(unix.PRIO_PROCESS, tid, old) == nil
+		attrs.Unlock()
+		if ok {
 			runtime.UnlockOSThread()
 		}
 		// Refused (no CAP_SYS_NICE): the thread stays locked and ends
@@ -38,33 +32,106 @@ func lowerThread(nice int) (func(), error) {
 	}, nil
 }
 
-// setSlice asks the kernel for a scheduler slice of d for thread tid and
-// returns what puts the old one back. A thread under another policy than
-// SCHED_NORMAL or SCHED_BATCH (an operator's real-time setting), or a
-// kernel that refuses, is left as it is.
-func setSlice(tid int, d uint64) (restore func()) {
+// lowerLocked raises thread tid's niceness to nice and gives it
+// BulkSlice, under attrs. It returns the old niceness and what puts the
+// slice back, or a nil back when the thread was left as it was (already
+// at nice or above, or an error).
+func lowerLocked(tid, nice int) (old int, back func(), err error) {
+	attrs.Lock()
+	defer attrs.Unlock()
+	// The system call answers 20 - nice (1 to 40), so that no answer
+	// looks like an error.
+	raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return 0, nil, fmt.Errorf("bulk thread %d: getpriority: %w", tid, err)
+	}
+	old = 20 - raw
+	if old >= nice {
+		return old, nil, nil
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, tid, nice); err != nil {
+		return old, nil, fmt.Errorf("bulk thread %d: setpriority to nice %d: %w", tid, nice, err)
+	}
+	return old, attrs.own(tid, uint64(BulkSlice)), nil
+}
+
+// attrs serialises this process's changes to its threads' scheduling
+// attributes. sched_setattr sets a fair thread's niceness together with
+// its slice, so a slice written from a read made before another goroutine
+// changed that thread's niceness put the old niceness back: a walk of
+// requestSlice beside a bulk thread's start or end left an unlocked
+// runtime thread at the bulk niceness, or a locked bulk thread at the
+// normal one. Under the lock no such read goes stale.
+//
+// A thread that LowerThread or LatencyThread holds has a slice of its own
+// (BulkSlice, LatencySlice): requestSlice leaves it alone, and the hold's
+// end gives it what the process asked meanwhile, or else its old slice.
+var attrs = threadAttrs{held: make(map[int]struct{})}
+
+type threadAttrs struct {
+	sync.Mutex
+	held map[int]struct{} // threads with a slice of their own
+	// asked counts requestSlice's calls, and slice is the last one's: a
+	// hold that saw asked change gives its thread slice at its end.
+	asked uint64
+	slice uint64
+}
+
+// own gives thread tid a slice of d until the returned func, which puts
+// back the slice the thread is due then. Both run under a.
+func (a *threadAttrs) own(tid int, d uint64) (back func()) {
+	old, ok := getSlice(tid)
+	if !ok {
+		return func() {}
+	}
+	a.held[tid] = struct{}{}
+	setSlice(tid, d)
+	asked := a.asked
+	return func() {
+		delete(a.held, tid)
+		if a.asked != asked {
+			old = a.slice
+		}
+		setSlice(tid, old)
+	}
+}
+
+// getSlice returns thread tid's slice, and false for a thread under
+// another policy than SCHED_NORMAL or SCHED_BATCH (an operator's
+// real-time setting), which is left as it is, or one the kernel does not
+// answer for.
+func getSlice(tid int) (uint64, bool) {
+	a, err := unix.SchedGetAttr(tid, 0)
+	if err != nil || (a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH) {
+		return 0, false
+	}
+	return a.Runtime, true
+}
+
+// setSlice asks the kernel for a scheduler slice of d for thread tid, its
+// niceness as it is now; a kernel that refuses leaves it as it was. The
+// caller holds attrs.
+func setSlice(tid int, d uint64) {
 	a, err := unix.SchedGetAttr(tid, 0)
 	if err != nil || (a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH) || a.Runtime == d {
-		return func() {}
+		return
 	}
-	old := a.Runtime
 	a.Size, a.Flags, a.Runtime = unix.SizeofSchedAttr, 0, d
-	if unix.SchedSetAttr(tid, a, 0) != nil {
-		return func() {}
-	}
-	return func() {
-		a.Runtime = old
-		_ = unix.SchedSetAttr(tid, a, 0)
-	}
+	_ = unix.SchedSetAttr(tid, a, 0)
 }
 
 func latencyThread() func() {
 	runtime.LockOSThread()
-	restoreSlice := setSlice(unix.Gettid(), uint64(LatencySlice))
+	tid := unix.Gettid()
+	attrs.Lock()
+	back := attrs.own(tid, uint64(LatencySlice))
+	attrs.Unlock()
 	addProc(1)
 	return func() {
 		addProc(-1)
-		restoreSlice()
+		attrs.Lock()
+		back()
+		attrs.Unlock()
 		runtime.UnlockOSThread()
 	}
 }

@@ -30,6 +30,17 @@ func threadNice(t *testing.T, tid int) int {
 	return n
 }
 
+// niceOf is threadNice for a thread that may have ended: false then.
+func niceOf(tid int) (int, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		return 0, false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	n, err := strconv.Atoi(f[19-3])
+	return n, err == nil
+}
+
 func TestLowerThread(t *testing.T) {
 	type seen struct{ tid, during, after, other int }
 	got := make(chan seen)
@@ -226,5 +237,152 @@ func TestLatencyThread(t *testing.T) {
 	}
 	if s.during != uint64(LatencySlice) {
 		t.Errorf("the latency thread's slice is %d ns, want %v", s.during, LatencySlice)
+	}
+}
+
+// TestSliceWalkBesideBulkThreads: RequestSlice's walk over the process's
+// threads, run again and again while bulk threads start and end, must
+// neither put a nice thread back at the process's niceness nor leave a
+// thread nice after its restore. sched_setattr sets a thread's niceness
+// with its slice, so a walk that read a thread before LowerThread (or its
+// restore) changed it and wrote after did both.
+func TestSliceWalkBesideBulkThreads(t *testing.T) {
+	if !canRenice() {
+		t.Skip("putting a nice thread back needs CAP_SYS_NICE: without it restore keeps the thread locked, and the check below cannot run")
+	}
+	t.Cleanup(func() { _ = RequestSlice(0) })
+	const lowers = 300
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var wrongNice []string
+	stop := make(chan struct{})
+	walked := make(chan int)
+	go func() { // the walker, until the bulk threads are done
+		n := 0
+		for {
+			select {
+			case <-stop:
+				walked <- n
+				return
+			default:
+			}
+			if err := RequestSlice(LatencySlice); err != nil {
+				t.Error(err)
+			}
+			n++
+		}
+	}()
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range lowers {
+				restore, err := LowerThread(10)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				tid := unix.Gettid()
+				for range 20 { // look a few times while the walker runs
+					if got := threadNice(t, tid); got != 10 {
+						mu.Lock()
+						wrongNice = append(wrongNice, fmt.Sprintf("bulk thread %d at nice %d while lowered", tid, got))
+						mu.Unlock()
+						break
+					}
+				}
+				restore()
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	if n := <-walked; n == 0 {
+		t.Fatal("the walker never walked")
+	}
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		tid, _ := strconv.Atoi(e.Name())
+		// At this test's niceness: another test's locked thread may
+		// still be ending at its own.
+		if got, ok := niceOf(tid); ok && got == 10 {
+			wrongNice = append(wrongNice, fmt.Sprintf("thread %d left at nice %d after every restore", tid, got))
+		}
+	}
+	if len(wrongNice) > 0 {
+		t.Errorf("%d wrong niceness(es), first: %s", len(wrongNice), wrongNice[0])
+	}
+}
+
+// TestProcsKeepWhatTheProgramSet: a GOMAXPROCS the program sets while
+// nice threads hold extra Ps stands when they give them back (less those
+// Ps), rather than the value before the first nice thread.
+func TestProcsKeepWhatTheProgramSet(t *testing.T) {
+	base := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(base) })
+	held := make(chan struct{})
+	release := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		restore := LatencyThread()
+		held <- struct{}{}
+		<-release
+		restore()
+	}()
+	<-held
+	if got := runtime.GOMAXPROCS(0); got != base+1 {
+		t.Fatalf("with a latency thread GOMAXPROCS is %d, want %d", got, base+1)
+	}
+	runtime.GOMAXPROCS(base + 5) // the program's own setting, the extra P within it
+	close(release)
+	<-done
+	if got := runtime.GOMAXPROCS(0); got != base+4 {
+		t.Errorf("after the latency thread ended GOMAXPROCS is %d, want %d: what the program set, less the P given back", got, base+4)
+	}
+}
+
+// TestHeldSliceThroughAWalk: a nice thread keeps BulkSlice through a
+// RequestSlice made while it is nice, and its restore gives it what the
+// process asked meanwhile, not the slice it had before.
+func TestHeldSliceThroughAWalk(t *testing.T) {
+	if err := RequestSlice(0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = RequestSlice(0) })
+	type seen struct{ afterWalk, after uint64 }
+	walk := make(chan struct{})
+	walked := make(chan struct{})
+	got := make(chan seen)
+	go func() {
+		restore, err := LowerThread(5)
+		if err != nil {
+			t.Error(err)
+		}
+		tid := unix.Gettid()
+		walk <- struct{}{}
+		<-walked
+		s := seen{afterWalk: threadSlice(t, tid)}
+		restore()
+		s.after = threadSlice(t, tid)
+		got <- s
+	}()
+	<-walk
+	if err := RequestSlice(LatencySlice); err != nil {
+		t.Error(err)
+	}
+	close(walked)
+	s := <-got
+	if s.after != uint64(LatencySlice) && s.afterWalk != uint64(BulkSlice) {
+		t.Skipf("the kernel answers slices of %d and %d ns: no custom slices here", s.afterWalk, s.after)
+	}
+	if s.afterWalk != uint64(BulkSlice) {
+		t.Errorf("after a walk the nice thread's slice is %d ns, want its own %v", s.afterWalk, BulkSlice)
+	}
+	if s.after != uint64(LatencySlice) {
+		t.Errorf("after restore the thread's slice is %d ns, want %v, what the process asked meanwhile", s.after, LatencySlice)
 	}
 }
