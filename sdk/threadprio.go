@@ -100,11 +100,11 @@ func LowerThread(nice int) (restore func(), err error) {
 	return lowerThread(min(nice, MaxNice))
 }
 
-// procs counts the nice threads and remembers GOMAXPROCS before the
-// first: each nice thread adds one P.
+// procs counts the threads that brought a P (nice threads and latency
+// threads): each adds one to GOMAXPROCS while it lasts.
 var procs struct {
 	sync.Mutex
-	base, extra int
+	extra int
 }
 
 // addProc changes the extra Ps by d (+1 or -1). GOMAXPROCS stops the
@@ -113,15 +113,18 @@ var procs struct {
 // CPUs: a plugin with many peers has two nice threads per bulk
 // connection, and Ps past twice the cores buy nothing but a larger
 // scheduler and GC to run.
+//
+// It moves GOMAXPROCS by the change in extra Ps from what it is now, so a
+// value the program set meanwhile stands (less the Ps given back). Like
+// any call to runtime.GOMAXPROCS, the first raise ends the runtime's own
+// updates of GOMAXPROCS (Go 1.25 on: from the CPU affinity and the
+// cgroup's quota) for the rest of the process.
 func addProc(d int) {
 	procs.Lock()
 	defer procs.Unlock()
-	if procs.extra == 0 {
-		procs.base = runtime.GOMAXPROCS(0)
-	}
 	before := min(procs.extra, runtime.NumCPU())
 	procs.extra += d
 	if after := min(procs.extra, runtime.NumCPU()); after != before {
-		runtime.GOMAXPROCS(procs.base + after)
+		runtime.GOMAXPROCS(max(1, runtime.GOMAXPROCS(0)+after-before))
 	}
 }
