@@ -63,7 +63,14 @@ func TestLaneUsableAfterClose(t *testing.T) {
 	if err := l.Put(&d, nil, 0); !errors.Is(err, ErrLaneDown) {
 		t.Errorf("Put on a closed lane: %v, want ErrLaneDown", err)
 	}
+	if l.PluginAsleep() { // the caller holds the lane, as a submitter does
+		t.Error("a closed lane reports its plugin asleep")
+	}
 	l.End()
+	l.Begin()
+	l.EndExposed()
+	l.Begin()
+	l.EndLater()
 	l.Begin()
 	l.EndWaited()
 	if l.WaitOn(tr, func(int64) bool { return false }, nil, 0, true, false) {

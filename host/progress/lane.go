@@ -257,8 +257,10 @@ func (l *Lane) EndWaited() {
 
 // PluginAsleep reports whether the plugin's side of the submission ring
 // sleeps (or is about to): the next publication wakes it with a system
-// call, where one to a plugin that polls costs none.
-func (l *Lane) PluginAsleep() bool { return l.sq.ConsumerSleeping() }
+// call, where one to a plugin that polls costs none. Only between Begin
+// and an End: a closed lane's rings are unmapped (Close unmaps them
+// under the producer side), and its plugin is not asleep there.
+func (l *Lane) PluginAsleep() bool { return !l.closing.Load() && l.sq.ConsumerSleeping() }
 
 // EndLater releases the producer side and leaves what was enqueued
 // unpublished: the plugin does not see it yet. The caller publishes it
