@@ -121,6 +121,8 @@ type Lane struct {
 	// watcher, when set (Watch), is nudged when work goes in flight on
 	// the lane from none, and when a completion breaks the contract.
 	watcher atomic.Pointer[chan struct{}]
+	// ringErr is the first error of a ring the plugin broke (RingErr).
+	ringErr atomic.Pointer[error]
 
 	// buf receives completions; whoever holds reapMu uses it. A buffer
 	// of the caller's would escape to the heap through the Reaped hooks,
@@ -184,6 +186,9 @@ func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 	}
 	for !l.sq.Enqueue(d) {
 		l.publish()
+		if err := l.sq.Err(); err != nil {
+			l.broken("submission", err)
+		}
 		if l.down.Load() || l.closing.Load() {
 			return ErrLaneDown
 		}
@@ -403,18 +408,42 @@ func (l *Lane) ProbeSent() uint64 { return l.probeSent.Load() }
 func (l *Lane) ProbeAck() uint64 { return l.probeAck.Load() }
 
 // MarkDown records that the plugin behind the lane is gone: producers stop
-// waiting for room.
+// waiting for room (a submitter asleep in Put waiting for it is woken).
 func (l *Lane) MarkDown() {
 	l.down.Store(true)
 	l.wmu.Lock()
 	if !l.closing.Load() { // the rings are still mapped (see wmu)
 		l.sq.Wake()
+		l.sq.WakeProducer()
 	}
 	l.wmu.Unlock()
 }
 
-// Down reports whether MarkDown was called.
+// Down reports whether MarkDown was called, or a ring of the lane broke
+// (RingErr).
 func (l *Lane) Down() bool { return l.down.Load() }
+
+// RingErr returns nil, or the error of a ring of the lane that stopped
+// when the plugin wrote an impossible index into it (wrapping
+// ring.ErrCorrupt). Such a lane is down: nothing more is put on it or
+// reaped from it, and the supervisor kills the plugin's run.
+func (l *Lane) RingErr() error {
+	if p := l.ringErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// broken records that the lane's ring (which names it: "submission",
+// "completion") stopped on err, marks the lane down and tells the
+// watcher; the first error stays.
+func (l *Lane) broken(which string, err error) {
+	err = fmt.Errorf("lane %d: %s ring: %w", l.ID, which, err)
+	if l.ringErr.CompareAndSwap(nil, &err) {
+		l.MarkDown()
+		l.nudge()
+	}
+}
 
 // Reap drains the completion ring into t until Close. The engine runs it
 // in a goroutine it owns; it is the only one that sleeps on the ring.
@@ -428,6 +457,13 @@ func (l *Lane) Reap(t *Tracker) {
 	defer idle.Stop()
 	in := waiting.Input{Role: waiting.Reaper, Spin: l.spin}
 	for !l.closing.Load() {
+		if l.ringErr.Load() != nil {
+			// A ring the plugin broke reads empty and never sleeps:
+			// stand by until Close (it kicks) rather than spin.
+			l.reaperAt(waiting.Standby)
+			<-l.standby
+			continue
+		}
 		// A lane a waiter is in is the waiter's to poll.
 		in.Reaped = 0
 		if in.Waiters = l.waiters.Load() > 0; !in.Waiters {
@@ -833,6 +869,9 @@ func (l *Lane) Poll(t *Tracker) int {
 	for !l.closing.Load() {
 		n := l.cq.Dequeue(buf[:])
 		if n == 0 {
+			if err := l.cq.Err(); err != nil {
+				l.broken("completion", err)
+			}
 			break
 		}
 		total += n
