@@ -4,7 +4,9 @@
 // for exit and its lanes for a stall (deciding with host/stall, killing a
 // stalled run, and one that holds slices of ended tasks past EndGrace,
 // as host/stall's Overdue says) and for completions that break the
-// contract (Contract: logging them, killing a faulty run), restarts a plugin that went down with backoff, and keeps
+// contract (Contract: logging them, killing a faulty run) and for a ring
+// the plugin broke (an impossible index: killed at once as faulty),
+// restarts a plugin that went down with backoff, and keeps
 // each plugin's status (state, restarts, stalls, faulty runs, contract
 // violations, last exit, last error) for Engine.Status (Peek: without
 // asking the plugin). Set.Changed tells a waiter that some plugin went up

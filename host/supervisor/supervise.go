@@ -50,6 +50,10 @@ func (s *Set) supervise(p *Plugin, r *Run) {
 		case <-s.quit:
 			return
 		}
+		if err := ringErr(r.Lanes); err != nil {
+			s.killBroken(p, r, err)
+			return
+		}
 		if v := violations(r.Lanes); v != logged {
 			now := time.Now()
 			in, faulty := win.observe(now, v.Total())
@@ -114,11 +118,21 @@ func (s *Set) idle(r *Run, logged progress.Violations) bool {
 		return false
 	}
 	for _, l := range r.Lanes {
-		if l.InFlight() > 0 {
+		if l.InFlight() > 0 || l.RingErr() != nil {
 			return false
 		}
 	}
 	return violations(r.Lanes) == logged
+}
+
+// ringErr returns the first error of a ring a run's plugin broke.
+func ringErr(lanes []*progress.Lane) error {
+	for _, l := range lanes {
+		if err := l.RingErr(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // rest stops the ticks of an idle run's supervisor until work goes in
@@ -169,6 +183,15 @@ func (s *Set) killFaulty(p *Plugin, r *Run, n uint64) {
 		n, s.cfg.Contract.Within, s.cfg.Contract.Violations, s.cfg.Contract.Within.String())
 	p.faulty.Add(1)
 	s.kill(p, r, "plugin is faulty; killing it", reason)
+}
+
+// killBroken kills a run whose plugin wrote an impossible index into a
+// ring it shares with the engine (progress.Lane.RingErr): the lane is
+// down and nothing on it can complete; its tasks fail over.
+func (s *Set) killBroken(p *Plugin, r *Run, err error) {
+	p.faulty.Add(1)
+	s.kill(p, r, "plugin broke a ring it shares with the engine; killing it",
+		fmt.Sprintf("faulty: %v (an index no correct plugin writes: a bug in the plugin or its SDK; report it to its vendor)", err))
 }
 
 // killStalled kills a stalled run at once (SIGKILL: a stalled plugin
