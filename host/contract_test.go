@@ -152,3 +152,32 @@ func TestCompletionContractOverreport(t *testing.T) {
 		t.Fatalf("plugin %+v, want %d over-long completions", ps, attempts)
 	}
 }
+
+// TestBrokenRingKillsTheRun: a plugin that writes an impossible tail into
+// its completion ring (a real write into the shared memory, from the
+// plugin's process). The engine must not spin on the ring or wait on it:
+// the task ends (FAILED, its one attempt's run gone), the run is killed
+// as faulty, and the plugin's status says the ring was corrupt.
+func TestBrokenRingKillsTheRun(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := contractEngine(t, "ring-a", "fault \"break_ring\" {}", 0, 1)
+	b, seg := failoverSegment(t, ctx, a, "ring-b", 1<<20)
+	local := randomLocal(t, ctx, a, 64<<10)
+	st := writeOnce(t, ctx, a, seg.ID, b.Ready.Buffers[0].Base, local)
+	if st.State != host.StateFailed {
+		t.Fatalf("a write whose plugin broke its ring: %v (%v), want FAILED", st.State, st.Err)
+	}
+	t.Logf("the write: %v: %v", st.State, st.Err)
+	var ps host.PluginStatus
+	for limit := time.Now().Add(30 * time.Second); ; {
+		if ps = pluginStatus(a, "fault"); ps.Faulty > 0 && ps.LastExit != "" || time.Now().After(limit) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // poll interval
+	}
+	if ps.Faulty == 0 || !strings.Contains(ps.LastExit, "ring") || !strings.Contains(ps.LastExit, "corrupt") {
+		t.Fatalf("plugin %+v, want a faulty run killed for its corrupt ring", ps)
+	}
+	t.Logf("the run ended: %s", ps.LastExit)
+}

@@ -32,6 +32,10 @@ const (
 	Flip       Kind = "flip"       // the token with bit `bit` flipped
 	Duplicate  Kind = "duplicate"  // delivered twice
 	Overreport Kind = "overreport" // `extra` bytes more than were carried
+	// BreakRing writes an impossible tail into the plugin's completion
+	// rings (the engine's side must see a corrupt ring, not spin on it)
+	// and leaves the descriptor uncompleted.
+	BreakRing Kind = "break_ring"
 )
 
 // maxExtra bounds an overreport fault's extra bytes.
@@ -104,6 +108,7 @@ var kinds = []conf.Choice{
 	{Word: string(Flip), Doc: "tell its completion with token bit bit flipped"},
 	{Word: string(Duplicate), Doc: "tell its completion twice"},
 	{Word: string(Overreport), Doc: "tell extra bytes more than it moved"},
+	{Word: string(BreakRing), Doc: "write an impossible tail into the completion rings, and leave it uncompleted"},
 }
 
 // faultTable is one `fault "KIND" { ... }` block.
@@ -193,7 +198,7 @@ func parseConfig(cfg sdk.StartConfig) (plan, error) {
 	if err := conf.Decode(cfg, "fault config", Settings, &p, nil); err != nil {
 		return plan{}, err
 	}
-	order := map[Kind]int{Crash: 0, Stall: 1, Drop: 2, Corrupt: 3, Flip: 4, Duplicate: 5, Overreport: 6, Delay: 7, Hold: 8}
+	order := map[Kind]int{Crash: 0, BreakRing: 1, Stall: 2, Drop: 3, Corrupt: 4, Flip: 5, Duplicate: 6, Overreport: 7, Delay: 8, Hold: 9}
 	for i := 1; i < len(p.faults); i++ { // a handful of blocks: insertion sort
 		for j := i; j > 0 && order[p.faults[j].kind] < order[p.faults[j-1].kind]; j-- {
 			p.faults[j], p.faults[j-1] = p.faults[j-1], p.faults[j]

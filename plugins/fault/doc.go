@@ -37,6 +37,11 @@
 //   - overreport: the completion reports `extra` (default 1) bytes more
 //     than the descriptor carried.
 //
+// And one breaks the lane itself: break_ring writes a tail no ring can
+// have into the header of every completion ring the process holds, and
+// leaves the descriptor uncompleted; the host must find the ring corrupt,
+// stop reaping it and kill the run, not spin on it.
+//
 // Configuration. The plugin's `config { ... }` body holds zero or more
 // `fault "KIND" { ... }` blocks and at most one `tcp { ... }` block, whose
 // body is handed verbatim to the TCP transport (see package tcp for its

@@ -2,8 +2,11 @@ package fault
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -168,6 +171,10 @@ func (t *Transport) Submit(d *ring.Descriptor, c sdk.Completer) {
 			t.log.Error("fault injection: crashing", "descriptor", i, "exit_code", ExitCode)
 			t.exit(ExitCode)
 			return
+		case BreakRing:
+			err := breakRings()
+			t.log.Error("fault injection: wrote an impossible tail into the completion rings", "descriptor", i, "error", err)
+			return // never completed: the engine must give up on the lane
 		case Stall:
 			if t.stalled.CompareAndSwap(false, true) {
 				t.log.Error("fault injection: stalling: no more completions, no more draining", "descriptor", i)
@@ -487,4 +494,41 @@ func flip(r sdk.Region, off uint64) {
 		b[0] ^= 0xff
 		kit.CopyOut(r.Foreign, off, b[:])
 	}
+}
+
+// breakRings writes a tail no ring can have into each completion ring
+// this process maps (the engine's memfds named ferry-cq-N, found in
+// /proc/self/maps), through /proc/self/mem, as a buggy plugin writing its
+// ring's header would.
+func breakRings() error {
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return err
+	}
+	mem, err := os.OpenFile("/proc/self/mem", os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer mem.Close()
+	var tail [8]byte
+	binary.LittleEndian.PutUint64(tail[:], 1<<40)
+	n := 0
+	for _, line := range strings.Split(string(maps), "\n") {
+		if !strings.Contains(line, "/memfd:ferry-cq-") {
+			continue
+		}
+		lo, _, ok := strings.Cut(line, "-")
+		addr, err := strconv.ParseUint(lo, 16, 64)
+		if !ok || err != nil {
+			return fmt.Errorf("/proc/self/maps: %q", line)
+		}
+		if _, err := mem.WriteAt(tail[:], int64(addr)+128); err != nil { // sdk/ring: the tail's offset
+			return err
+		}
+		n++
+	}
+	if n == 0 {
+		return fmt.Errorf("no completion ring in this process's mappings")
+	}
+	return nil
 }
