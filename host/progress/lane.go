@@ -195,6 +195,11 @@ func (l *Lane) Put(d *ring.Descriptor, b *Batch, i int) error {
 		if b != nil && b.Stopping(i, Now()) {
 			return ErrTaskEnded
 		}
+		// Room comes as the plugin drains, which it stops doing once its
+		// completions fill their ring: a reaper standing by with no
+		// waiter must reap them (a submitter of more than a ring's worth
+		// after a synchronous call waited for its stand-by timer).
+		l.kickIdle()
 		l.sq.WaitSpace(l.spin, 10*time.Millisecond)
 	}
 	l.unpublished++
