@@ -74,7 +74,7 @@ func spinThroughAStop(t *testing.T, l *Lane) (start, stoppedAt, end int64) {
 		out <- string(b)
 	}()
 	start = Now()
-	arrived, look := l.spinUntil(waiting.Decision{Act: waiting.Spin, Until: start + int64(time.Minute), Yield: waiting.YieldNone}, start, start, false)
+	arrived, look := l.spinUntil(waiting.Decision{Act: waiting.Spin, Until: start + int64(time.Minute), Yield: waiting.YieldNone}, start, start, false, nil)
 	if !arrived {
 		t.Fatal("the spin ran out, want it ended by the completion")
 	}

@@ -495,7 +495,7 @@ func (l *Lane) Reap(t *Tracker) {
 		case waiting.Poll:
 			in.Hot = true // the next run, if it comes at once, streams in
 		case waiting.Spin:
-			if arrived, _ := l.spinUntil(d, in.SpinFrom, 0, true); !arrived {
+			if arrived, _ := l.spinUntil(d, in.SpinFrom, 0, true, nil); !arrived {
 				continue // spun out: the next decision sleeps
 			}
 		case waiting.Sleep:
@@ -739,7 +739,17 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 			return done(Now())
 		default:
 		}
-		if in.Reaped = l.Poll(t); in.Reaped == 0 {
+		var busy bool
+		if in.Reaped, busy = l.poll(t); busy {
+			// Another goroutine is reaping the ring, this wait's
+			// completion perhaps: look at done again once it is through,
+			// rather than spin on the emptied ring or sleep on it.
+			if !locked {
+				runtime.Gosched()
+			}
+			continue
+		}
+		if in.Reaped == 0 {
 			if !fresh {
 				now = Now()
 			}
@@ -758,13 +768,19 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 			return done(in.Now)
 		case waiting.Spin:
 			var arrived bool
-			if arrived, look = l.spinUntil(d, in.SpinFrom, in.Now, false); !arrived {
+			if arrived, look = l.spinUntil(d, in.SpinFrom, in.Now, false, done); !arrived {
 				continue // spun out: the next decision sleeps
 			}
 		case waiting.Sleep:
 			sleep := waitSlice
 			if d.Until != 0 {
 				sleep = min(sleep, time.Duration(d.Until-in.Now))
+			}
+			// Another waiter or the reaper may have reaped this wait's
+			// completion since the look at done: nobody wakes the ring
+			// for that.
+			if now = Now(); done(now) {
+				continue
 			}
 			l.cq.Sleep(sleep)
 			look = 0
@@ -774,8 +790,8 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 }
 
 // waitSlice bounds one sleep of a waiter, so that it notices its stop
-// channel; cancellation is seen within this.
-const waitSlice = 5 * time.Millisecond
+// channel; cancellation is seen within this. A variable for the tests.
+var waitSlice = 5 * time.Millisecond
 
 // spinUntil peeks at the completion ring's indices until something is
 // there or d.Until passes, reading the clock every spinLooks looks and
@@ -796,7 +812,7 @@ const waitSlice = 5 * time.Millisecond
 // often as not; spinning there it held the submitter off for its whole
 // spin, BenchmarkBlockSubmit n=1: about 2,600 preemptions a second of
 // 35-40 us each, 9% of the submitter's time, perf sched.)
-func (l *Lane) spinUntil(d waiting.Decision, from, last int64, reaper bool) (bool, int64) {
+func (l *Lane) spinUntil(d waiting.Decision, from, last int64, reaper bool, done func(int64) bool) (bool, int64) {
 	// prev is the spin's last look at the clock (after any yield), or
 	// its caller's latest reading: two looks preemptGap apart say the
 	// spin lost its CPU between them (notePreempted). A reaper, which
@@ -811,6 +827,9 @@ func (l *Lane) spinUntil(d waiting.Decision, from, last int64, reaper bool) (boo
 			notePreempted(prev, now)
 			if now >= d.Until {
 				return false, prev
+			}
+			if done != nil && done(now) {
+				return true, prev // another goroutine reaped it
 			}
 			prev = now
 			switch {
@@ -865,10 +884,22 @@ func yield(y waiting.Yield) {
 // lower InFlight or raise Completed. A waiter calls it to see its
 // completions without waiting for the reaper to wake and hand them over.
 func (l *Lane) Poll(t *Tracker) int {
+	n, _ := l.poll(t)
+	return n
+}
+
+// poll is Poll, reporting also whether another goroutine was draining
+// the ring (busy: nothing was reaped).
+func (l *Lane) poll(t *Tracker) (int, bool) {
 	if !l.reapMu.TryLock() {
-		return 0
+		return 0, true
 	}
 	defer l.reapMu.Unlock()
+	return l.pollLocked(t), false
+}
+
+// pollLocked drains the completion ring into t; reapMu held.
+func (l *Lane) pollLocked(t *Tracker) int {
 	buf := &l.buf
 	total := 0
 	for !l.closing.Load() {
