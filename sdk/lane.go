@@ -320,11 +320,15 @@ func (l *lane) Assist() {
 		}
 	}
 	l.sq.Uncover()
-	l.token.Store(tokenFree)
-	// What the host published while we covered woke nobody.
+	// What the host published while we covered woke nobody. Looked at
+	// before the token goes back: once it is free the lane may be
+	// stopped (stopIntake retires the token) and its rings unmapped, and
+	// a transport's Stop need not wait for the goroutines that assist.
+	// The lane goroutine, woken, takes the token as soon as it is free.
 	if l.sq.Pending() {
 		l.sq.Wake()
 	}
+	l.token.Store(tokenFree)
 }
 
 // runNow returns the time the run being drained was dequeued, 0 between
