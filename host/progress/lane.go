@@ -747,6 +747,7 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 			if !locked {
 				runtime.Gosched()
 			}
+			now, fresh = Now(), true // done expires the batch's deadlines by it
 			continue
 		}
 		if in.Reaped == 0 {
@@ -780,6 +781,7 @@ func (l *Lane) WaitOn(t *Tracker, done func(now int64) bool, stop <-chan struct{
 			// completion since the look at done: nobody wakes the ring
 			// for that.
 			if now = Now(); done(now) {
+				look = 0
 				continue
 			}
 			l.cq.Sleep(sleep)
