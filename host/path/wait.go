@@ -208,8 +208,11 @@ func (e *Executor) Wait(ctx context.Context, id BatchID) error {
 			if ctx.Err() != nil {
 				return e.abandon(ctx, b)
 			}
-			if !ps.usable() || ps.run() != run {
-				break // the plugin died: its tasks are failed; wait for that below
+			if !ps.usable() || ps.run() != run || l.Down() {
+				// The plugin died (its tasks are failed), or broke the
+				// lane's ring (its run is about to be killed for it):
+				// wait for that below, not on a lane WaitOn leaves at once.
+				break
 			}
 		}
 	}
