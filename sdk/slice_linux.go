@@ -3,13 +3,10 @@
 package sdk
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // requestSlice asks the kernel for a scheduler slice of d for each thread
@@ -43,7 +40,7 @@ func requestSlice(d time.Duration) error {
 			if _, held := attrs.held[tid]; held {
 				continue // a slice of its own until its hold ends (attrs.own)
 			}
-			if err := askSlice(tid, uint64(d)); err != nil && first == nil {
+			if err := setSlice(tid, uint64(d)); err != nil && first == nil {
 				first = err
 			}
 		}
@@ -52,24 +49,4 @@ func requestSlice(d time.Duration) error {
 		}
 	}
 	return first
-}
-
-// askSlice sets thread tid's slice to d, if its policy is SCHED_NORMAL or
-// SCHED_BATCH; a thread that is gone is no error. The caller holds attrs.
-func askSlice(tid int, d uint64) error {
-	a, err := unix.SchedGetAttr(tid, 0)
-	if err != nil {
-		if errors.Is(err, unix.ESRCH) { // the thread is gone
-			return nil
-		}
-		return fmt.Errorf("thread %d: sched_getattr: %w", tid, err)
-	}
-	if a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH {
-		return nil
-	}
-	a.Size, a.Flags, a.Runtime = unix.SizeofSchedAttr, 0, d
-	if err := unix.SchedSetAttr(tid, a, 0); err != nil && !errors.Is(err, unix.ESRCH) {
-		return fmt.Errorf("thread %d: sched_setattr: %w", tid, err)
-	}
-	return nil
 }

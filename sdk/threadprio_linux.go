@@ -3,6 +3,7 @@
 package sdk
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -80,44 +81,54 @@ type threadAttrs struct {
 // own gives thread tid a slice of d until the returned func, which puts
 // back the slice the thread is due then. Both run under a.
 func (a *threadAttrs) own(tid int, d uint64) (back func()) {
-	old, ok := getSlice(tid)
-	if !ok {
+	attr, _ := fairAttr(tid)
+	if attr == nil {
 		return func() {}
 	}
+	old := attr.Runtime
 	a.held[tid] = struct{}{}
-	setSlice(tid, d)
+	_ = setSlice(tid, d)
 	asked := a.asked
 	return func() {
 		delete(a.held, tid)
 		if a.asked != asked {
 			old = a.slice
 		}
-		setSlice(tid, old)
+		_ = setSlice(tid, old)
 	}
 }
 
-// getSlice returns thread tid's slice, and false for a thread under
-// another policy than SCHED_NORMAL or SCHED_BATCH (an operator's
-// real-time setting), which is left as it is, or one the kernel does not
-// answer for.
-func getSlice(tid int) (uint64, bool) {
+// fairAttr reads thread tid's scheduling attributes; nil, and no error,
+// for a thread under another policy than SCHED_NORMAL or SCHED_BATCH (an
+// operator's real-time setting), which is left as it is, or one that is
+// gone.
+func fairAttr(tid int) (*unix.SchedAttr, error) {
 	a, err := unix.SchedGetAttr(tid, 0)
-	if err != nil || (a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH) {
-		return 0, false
+	if err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("thread %d: sched_getattr: %w", tid, err)
 	}
-	return a.Runtime, true
+	if a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH {
+		return nil, nil
+	}
+	return a, nil
 }
 
 // setSlice asks the kernel for a scheduler slice of d for thread tid, its
-// niceness as it is now; a kernel that refuses leaves it as it was. The
-// caller holds attrs.
-func setSlice(tid int, d uint64) {
-	a, err := unix.SchedGetAttr(tid, 0)
-	if err != nil || (a.Policy != unix.SCHED_NORMAL && a.Policy != unix.SCHED_BATCH) || a.Runtime == d {
-		return
+// niceness as it is now, if its policy is a fair one (fairAttr); a thread
+// that is gone is no error. The caller holds attrs.
+func setSlice(tid int, d uint64) error {
+	a, err := fairAttr(tid)
+	if a == nil || a.Runtime == d {
+		return err
 	}
 	a.Size, a.Flags, a.Runtime = unix.SizeofSchedAttr, 0, d
-	_ = unix.SchedSetAttr(tid, a, 0)
+	if err := unix.SchedSetAttr(tid, a, 0); err != nil && !errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("thread %d: sched_setattr: %w", tid, err)
+	}
+	return nil
 }
 
 func latencyThread() func() {
