@@ -16,9 +16,7 @@ import (
 // stand-by timer (50 ms); here the timer is an hour, so a missing wakeup
 // hangs the submitter.
 func TestFullRingWakesAStandingReaper(t *testing.T) {
-	old := standbySleep
-	standbySleep = time.Hour
-	t.Cleanup(func() { standbySleep = old })
+	override(t, &standbySleep, time.Hour)
 	l, err := NewLane(0, 8, 10*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)

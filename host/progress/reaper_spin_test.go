@@ -7,6 +7,14 @@ import (
 	"github.com/ferrydev/ferry/host/waiting"
 )
 
+// override sets *v, one of the package's variables for the tests, to
+// val until the test ends.
+func override[T any](t testing.TB, v *T, val T) {
+	old := *v
+	*v = val
+	t.Cleanup(func() { *v = old })
+}
+
 // untilReaper waits up to 10 s for cond, given what l's reaper does now
 // (reaperAt), and fails the test with what after that.
 func untilReaper(t *testing.T, l *Lane, what string, cond func(waiting.Act) bool) {

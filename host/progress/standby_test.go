@@ -74,8 +74,7 @@ func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
 	// whether a wakeup came at once (at its 20 us a loaded machine's
 	// scheduler can let it run out first: CI under -race did), then
 	// short, to see it run out.
-	defer func(d time.Duration) { kickGrace = d }(kickGrace)
-	kickGrace = time.Hour
+	override(t, &kickGrace, time.Hour)
 	l.smallWait.Store(int64(2 * waiting.FastLane))
 	l.Begin()
 	l.End()
@@ -135,8 +134,7 @@ func TestLeaveWakesTheReaperOnlyForWorkInFlight(t *testing.T) {
 // completion. Its standby timer is an hour here, so a reaper that waited
 // for the timer would not reap it within the test's 10 s.
 func TestStandingReaperReapsAPublication(t *testing.T) {
-	defer func(d time.Duration) { standbySleep = d }(standbySleep)
-	standbySleep = time.Hour
+	override(t, &standbySleep, time.Hour)
 	l, err := NewLane(0, 8, 0)
 	if err != nil {
 		t.Fatal(err)

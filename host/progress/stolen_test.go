@@ -17,9 +17,7 @@ import (
 // nobody wakes for it: it slept out its wait slice (5 ms). Here the slice
 // is an hour, so a caller that sleeps again hangs.
 func TestWaiterSeesACompletionAnotherReaped(t *testing.T) {
-	old := waitSlice
-	waitSlice = time.Hour
-	t.Cleanup(func() { waitSlice = old })
+	override(t, &waitSlice, time.Hour)
 	l, err := NewLane(0, 64, 10*time.Microsecond)
 	if err != nil {
 		t.Fatal(err)
